@@ -1,0 +1,7 @@
+"""``python -m spate``: the same as the ``spate`` command."""
+
+from __future__ import annotations
+
+from spate.environment.cli import main
+
+main()

@@ -1,0 +1,2 @@
+"""Compute: the controller of compute instances (``spate.compute.controller``) and, later, the
+compute replica (``spate.compute.replica``)."""

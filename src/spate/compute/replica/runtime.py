@@ -1,0 +1,594 @@
+"""The replica's driver for dataflows: Spark work off the event loop, one worker thread.
+
+:class:`ComputeRuntime` performs the actions of :class:`~spate.compute.replica.state.
+ReplicaState` that touch Spark, persist or arrangements, and reports the outcome as events
+(posted back to the event loop thread):
+
+* **One Spark worker thread** runs, in the order the actions arrived, every build, step,
+  compaction and drop. So the protocol stays responsive while Spark works, and dataflow state
+  is only ever mutated by one thread.
+* **Scheduling.** A scheduler task wakes when a watched shard's upper advances
+  (:class:`~spate.compute.replica.uppers.ShardUppers`), when a dataflow is built or scheduled,
+  and after each step (an index another dataflow imports may have advanced). It then steps,
+  round-robin, each scheduled dataflow whose inputs allow progress (``ready_upper() > upper``),
+  one step per dataflow per turn, until none can progress.
+* **Failures stay local.** A step that raises is retried with backoff (``STEP_ATTEMPTS`` in a
+  row); then the dataflow is reported failed (``DataflowFailed``) and no longer stepped. A build
+  that raises reports ``DataflowFailed`` at once. Nothing else is affected.
+* **Peeks.** Index peeks read the arrangement with pyarrow on a small peek pool, under the
+  dataflow's lock (steps hold it while they commit), so a small peek never waits for Spark
+  work on other dataflows. Persist peeks wait for the shard's upper, then read the shard.
+* **Materialized views** are written right after the step that computed them
+  (:mod:`spate.compute.replica.sinks`); their shard upper is reported as ``SinkProgress``.
+* A maintenance task renews reader leases and lets read-only views observe their shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+
+from spate.compute.replica.actions import (
+    AbortPeek,
+    Action,
+    BuildDataflow,
+    CompactExport,
+    Configure,
+    DataflowFailed,
+    DataflowReady,
+    DropDataflow,
+    DropSink,
+    EnableWrites,
+    Event,
+    PeekFinished,
+    RunPeek,
+    ScheduleDataflow,
+    SinkProgress,
+    Stepped,
+)
+from spate.compute.replica.inputs import InputUnavailable, ReplicaInputs
+from spate.compute.replica.metrics import ReplicaMetrics
+from spate.compute.replica.persist_peek import read_persist_peek
+from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_renderer
+from spate.compute.replica.sinks import MaterializedViewSink
+from spate.compute.replica.uppers import ShardUppers
+from spate.frontier.antichain import Antichain, Frontier
+from spate.ids import GlobalId, IdGen, PeekId
+from spate.persist.client import PersistClient
+from spate.plan.dataflow import DataflowDescription
+from spate.protocol.compute import IndexTarget, Peek, PersistTarget
+from spate.repr.desc import RelationDesc
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spate.render.arrangement import Arrangement  # type: ignore[import-not-found,unused-ignore]
+
+_log: Final = logging.getLogger("spate.compute.replica")
+
+STEP_ATTEMPTS: Final = 3
+"""Consecutive failed steps before a dataflow is reported failed."""
+STEP_BACKOFF_S: Final = 0.5
+MAINTENANCE_S: Final = 1.0
+LEASE_RENEWAL_S: Final = 60.0
+
+
+@dataclass
+class _Running:
+    key: int
+    description: DataflowDescription
+    dataflow: RenderedDataflow
+    inputs: ReplicaInputs
+    scratch: Path
+    sinks: dict[GlobalId, MaterializedViewSink] = field(default_factory=dict)
+    subscribes: set[GlobalId] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scheduled: bool = False
+    failed: bool = False
+    failures: int = 0
+    retry_at: float = 0.0
+    last_step: float = 0.0
+
+
+class ComputeRuntime:
+    """Performs dataflow, peek and sink actions (module docs).
+
+    ``post(event)`` is called on the event loop thread for every outcome. ``spark`` creates the
+    process's SparkSession (called once, on the worker thread). ``persist`` is ``None`` when the
+    replica has no persist location: dataflows reading shards then fail to build.
+    """
+
+    def __init__(
+        self,
+        *,
+        post: Callable[[Event], None],
+        spark: Callable[[], SparkSession],
+        persist: PersistClient | None,
+        scratch: Path,
+        ids: IdGen,
+        metrics: ReplicaMetrics,
+        renderer: Renderer | None = None,
+        name: str = "replica",
+    ) -> None:
+        self._post_event = post
+        self._spark_factory = spark
+        self._spark: SparkSession | None = None
+        self._persist = persist
+        self._scratch = scratch
+        self._ids = ids
+        self._metrics = metrics
+        self._renderer = renderer
+        self.name = name
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-spark")
+        self._peeker = ThreadPoolExecutor(2, thread_name_prefix="spate-compute-peek")
+        self._running: dict[int, _Running] = {}
+        self._rr: list[int] = []
+        self._uppers = ShardUppers(self._fetch_upper, on_change=self.wake)
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._peeks: dict[PeekId, asyncio.Future[Any]] = {}
+        self._step_interval_s = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._closed = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, *, warm_up: bool = True) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        self._tasks = [
+            asyncio.create_task(self._uppers.run(), name="spate-compute-uppers"),
+            asyncio.create_task(self._schedule_loop(), name="spate-compute-scheduler"),
+            asyncio.create_task(self._maintenance_loop(), name="spate-compute-maintenance"),
+        ]
+        if warm_up:
+            self._submit(self._warm_up, "warm-up")
+
+    async def close(self) -> None:
+        """Stop scheduling, drop every dataflow (expiring readers and writers)."""
+        self._closed = True
+        for fut in self._peeks.values():
+            fut.cancel()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._worker, self._drop_all)
+        self._worker.shutdown(wait=True)
+        self._peeker.shutdown(wait=True)
+
+    def _warm_up(self) -> None:
+        started = time.perf_counter()
+        spark = self.spark()
+        spark.range(1).count()
+        _log.info(
+            "replica=%s: Spark %s ready in %.1f s",
+            self.name,
+            spark.version,
+            time.perf_counter() - started,
+        )
+
+    def spark(self) -> SparkSession:
+        """The process's SparkSession (worker thread only)."""
+        if self._spark is None:
+            self._spark = self._spark_factory()
+        return self._spark
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Look for dataflows that can step (event loop thread)."""
+        self._wake.set()
+
+    def _post(self, event: Event) -> None:
+        """Report ``event`` from any thread."""
+        loop = self._loop
+        if loop is None or self._closed:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._post_event(event)
+        else:
+            loop.call_soon_threadsafe(self._deliver, event)
+
+    def _deliver(self, event: Event) -> None:
+        if not self._closed:
+            self._post_event(event)
+
+    def _submit(self, fn: Callable[[], None], what: str) -> None:
+        loop = self._loop
+        assert loop is not None, "ComputeRuntime.start() was not called"
+        fut = loop.run_in_executor(self._worker, fn)
+        fut.add_done_callback(lambda f: self._log_crash(f, what))
+
+    def _log_crash(self, fut: asyncio.Future[Any], what: str) -> None:
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        if e is not None:
+            _log.error("replica=%s: %s failed: %r", self.name, what, e, exc_info=e)
+
+    def _fetch_upper(self, shard: Any) -> Frontier:
+        assert self._persist is not None
+        return self._persist.fetch_state(shard).upper
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def execute(self, action: Action) -> None:
+        """Perform ``action`` (event loop thread; never blocks)."""
+        if self._closed:
+            return
+        if isinstance(action, BuildDataflow):
+            self._submit(lambda: self._build(action), f"building dataflow {action.key}")
+        elif isinstance(action, ScheduleDataflow):
+            self._submit(lambda: self._schedule(action.key), "scheduling")
+        elif isinstance(action, CompactExport):
+            self._submit(lambda: self._compact(action), "compaction")
+        elif isinstance(action, DropSink):
+            self._submit(lambda: self._drop_sink(action), "dropping a sink")
+        elif isinstance(action, DropDataflow):
+            self._submit(lambda: self._drop(action.key), f"dropping dataflow {action.key}")
+        elif isinstance(action, EnableWrites):
+            self._submit(lambda: self._enable_writes(action), "allowing writes")
+        elif isinstance(action, Configure):
+            ms = action.params.step_interval_ms
+            self._step_interval_s = 0.0 if ms is None else ms / 1000
+        elif isinstance(action, RunPeek):
+            self._run_peek(action)
+        elif isinstance(action, AbortPeek):
+            fut = self._peeks.pop(action.uuid, None)
+            if fut is not None:
+                fut.cancel()
+        else:
+            raise TypeError(f"the runtime does not perform {type(action).__name__}")
+
+    # -- worker-thread jobs -------------------------------------------------------------------
+
+    def _build(self, action: BuildDataflow) -> None:
+        desc = action.description
+        key = action.key
+        started = time.perf_counter()
+        scratch = self._scratch / f"df{key}"
+        inputs: ReplicaInputs | None = None
+        sinks: dict[GlobalId, MaterializedViewSink] = {}
+        try:
+            sources = dict(action.index_sources)
+            inputs = ReplicaInputs(
+                desc,
+                persist=self._persist,
+                uppers=self._uppers,
+                arrangements=lambda id: self._arrangement(sources, id),
+            )
+            renderer = self._renderer or spark_renderer()
+            dataflow = renderer(desc, inputs, spark=self.spark(), scratch=scratch, name=f"df{key}")
+            for s in desc.sink_exports:
+                if s.is_materialized_view():
+                    sinks[s.id] = self._open_sink(desc, s.id, s.from_desc, s.connection)
+        except Exception as e:
+            for sink in sinks.values():
+                sink.close()
+            if inputs is not None:
+                inputs.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            self._metrics.dataflow_failures.inc()
+            self._post(DataflowFailed(key, f"building the dataflow failed: {_short(e)}"))
+            return
+        r = _Running(key, desc, dataflow, inputs, scratch, sinks, set(desc.subscribe_ids()))
+        self._running[key] = r
+        self._rr.append(key)
+        self._metrics.dataflows.set(len(self._running))
+        self._metrics.build_seconds.observe(time.perf_counter() - started)
+        _log.info(
+            "replica=%s collection=%s: dataflow %d built at as_of %s in %.2f s",
+            self.name,
+            ",".join(str(i) for i in desc.export_ids()),
+            key,
+            desc.as_of,
+            time.perf_counter() - started,
+        )
+        self._post(DataflowReady(key, dataflow.upper))
+
+    def _open_sink(
+        self, desc: DataflowDescription, id: GlobalId, from_desc: RelationDesc, connection: object
+    ) -> MaterializedViewSink:
+        shard = getattr(connection, "shard", None)
+        if shard is None:
+            raise InputUnavailable(f"materialized view {id} has no shard")
+        if self._persist is None:
+            raise InputUnavailable(f"materialized view {id}: this replica has no persist location")
+        assert desc.as_of is not None
+        writer = self._persist.open_writer(shard, from_desc)
+        return MaterializedViewSink(id, writer, as_of=desc.as_of.elements[0], ids=self._ids)
+
+    def _arrangement(self, sources: Mapping[GlobalId, int], id: GlobalId) -> Arrangement:
+        r = self._running.get(sources.get(id, -1))
+        if r is None:
+            raise InputUnavailable(f"index {id} is not maintained on this replica")
+        return r.dataflow.arrangement(id)
+
+    def _schedule(self, key: int) -> None:
+        r = self._running.get(key)
+        if r is not None:
+            r.scheduled = True
+            self._post_wake()
+
+    def _post_wake(self) -> None:
+        loop = self._loop
+        if loop is not None and not self._closed:
+            loop.call_soon_threadsafe(self.wake)
+
+    def _compact(self, action: CompactExport) -> None:
+        r = self._running.get(action.key)
+        if r is None or r.failed:
+            return
+        with r.lock:
+            r.dataflow.allow_compaction(action.export, action.frontier)
+
+    def _drop_sink(self, action: DropSink) -> None:
+        r = self._running.get(action.key)
+        if r is None:
+            return
+        sink = r.sinks.pop(action.export, None)
+        if sink is not None:
+            sink.close()
+        r.subscribes.discard(action.export)
+        if not r.failed:
+            with r.lock:
+                r.dataflow.allow_compaction(action.export, Antichain.empty())
+
+    def _enable_writes(self, action: EnableWrites) -> None:
+        r = self._running.get(action.key)
+        sink = r.sinks.get(action.export) if r is not None else None
+        if r is None or sink is None:
+            return
+        sink.allow_writes()
+        self._flush(r)
+
+    def _drop(self, key: int) -> None:
+        r = self._running.pop(key, None)
+        if r is None:
+            return
+        self._rr.remove(key)
+        for sink in r.sinks.values():
+            sink.close()
+        r.inputs.close()
+        with r.lock:
+            try:
+                r.dataflow.drop()
+            except Exception as e:
+                _log.warning("replica=%s: dropping dataflow %d: %s", self.name, key, e)
+        shutil.rmtree(r.scratch, ignore_errors=True)
+        self._metrics.dataflows.set(len(self._running))
+
+    def _drop_all(self) -> None:
+        for key in list(self._running):
+            self._drop(key)
+
+    # -- stepping -----------------------------------------------------------------------------
+
+    async def _schedule_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while not self._closed:
+                try:
+                    stepped = await loop.run_in_executor(self._worker, self._step_next)
+                except Exception as e:  # a bug here must not stop every dataflow for good
+                    _log.error("replica=%s: scheduling failed: %r", self.name, e, exc_info=e)
+                    await asyncio.sleep(STEP_BACKOFF_S)
+                    self.wake()
+                    break
+                if not stepped:
+                    break
+
+    def _step_next(self) -> bool:
+        """Step the next dataflow (round-robin) that can make progress; False if none can."""
+        now = time.monotonic()
+        soonest: float | None = None
+        for _ in range(len(self._rr)):
+            key = self._rr.pop(0)
+            self._rr.append(key)
+            r = self._running[key]
+            if not r.scheduled or r.failed:
+                continue
+            not_before = max(r.retry_at, r.last_step + self._step_interval_s)
+            try:
+                ready = r.dataflow.ready_upper()
+            except Exception as e:
+                self._step_failed(r, e)
+                continue
+            if not r.dataflow.upper.less_than(ready):
+                continue
+            if now < not_before:
+                soonest = not_before if soonest is None else min(soonest, not_before)
+                continue
+            self._step(r, ready)
+            return True
+        if soonest is not None and self._loop is not None:
+            delay = soonest - now
+            self._loop.call_soon_threadsafe(self._loop.call_later, delay, self.wake)
+        return False
+
+    def _step(self, r: _Running, ready: Frontier) -> None:
+        started = time.perf_counter()
+        r.last_step = time.monotonic()
+        try:
+            with r.lock:
+                report = r.dataflow.step(ready)
+            r.inputs.after_step()
+        except Exception as e:
+            self._step_failed(r, e)
+            return
+        r.failures = 0
+        upper = r.dataflow.upper
+        self._metrics.steps.inc()
+        seconds = time.perf_counter() - started
+        self._metrics.step_seconds.observe(seconds)
+        _log.debug(
+            "replica=%s: dataflow %d stepped to %s in %.3f s", self.name, r.key, upper, seconds
+        )
+        updates = report.sink_updates
+        for id, sink in r.sinks.items():
+            table = updates.get(id)
+            if table is None:
+                table = pa.table({})
+            sink.add(table, upper=upper)
+        self._flush(r)
+        subs = {i: t for i, t in updates.items() if i in r.subscribes}
+        self._post(Stepped(r.key, upper, subs))
+
+    def _flush(self, r: _Running) -> None:
+        for id, sink in list(r.sinks.items()):
+            before = (sink.stats.appends, sink.stats.lost_races)
+            try:
+                shard_upper = sink.flush()
+            except Exception as e:
+                _log.warning(
+                    "replica=%s collection=%s: writing the materialized view failed (retried "
+                    "after the next step): %s",
+                    self.name,
+                    id,
+                    _short(e),
+                )
+                continue
+            self._metrics.sink_appends.inc(sink.stats.appends - before[0])
+            self._metrics.sink_lost_races.inc(sink.stats.lost_races - before[1])
+            self._post(SinkProgress(r.key, id, shard_upper))
+
+    def _step_failed(self, r: _Running, e: Exception) -> None:
+        r.failures += 1
+        self._metrics.step_failures.inc()
+        exports = ",".join(str(i) for i in r.description.export_ids())
+        if r.failures >= STEP_ATTEMPTS:
+            r.failed = True
+            self._metrics.dataflow_failures.inc()
+            _log.error(
+                "replica=%s collection=%s: dataflow %d failed %d times in a row, giving up: %s",
+                self.name,
+                exports,
+                r.key,
+                r.failures,
+                _short(e),
+                exc_info=e,
+            )
+            self._post(DataflowFailed(r.key, _short(e)))
+            return
+        delay = STEP_BACKOFF_S * 2 ** (r.failures - 1)
+        r.retry_at = time.monotonic() + delay
+        _log.warning(
+            "replica=%s collection=%s: step of dataflow %d failed (attempt %d of %d, retry in "
+            "%.1f s): %s",
+            self.name,
+            exports,
+            r.key,
+            r.failures,
+            STEP_ATTEMPTS,
+            delay,
+            _short(e),
+        )
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    async def _maintenance_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_renewal = time.monotonic()
+        while True:
+            await asyncio.sleep(MAINTENANCE_S)
+            try:
+                await loop.run_in_executor(self._worker, self._flush_all)
+                if time.monotonic() - last_renewal >= LEASE_RENEWAL_S:
+                    last_renewal = time.monotonic()
+                    await loop.run_in_executor(self._worker, self._renew_leases)
+            except Exception as e:
+                _log.error("replica=%s: maintenance failed: %r", self.name, e, exc_info=e)
+
+    def _flush_all(self) -> None:
+        for r in list(self._running.values()):
+            if r.sinks and not r.failed:
+                self._flush(r)
+
+    def _renew_leases(self) -> None:
+        for r in list(self._running.values()):
+            try:
+                r.inputs.renew_leases()
+                for sink in r.sinks.values():
+                    sink.renew_lease()
+            except Exception as e:
+                _log.warning("replica=%s: renewing leases of dataflow %d: %s", self.name, r.key, e)
+
+    # -- peeks --------------------------------------------------------------------------------
+
+    def _run_peek(self, action: RunPeek) -> None:
+        peek = action.peek
+        loop = self._loop
+        assert loop is not None
+        fut: asyncio.Future[Any]
+        if isinstance(peek.target, IndexTarget):
+            key = action.key
+            assert key is not None
+            fut = loop.run_in_executor(self._peeker, self._index_peek, key, peek)
+        else:
+            fut = asyncio.ensure_future(self._persist_peek(peek))
+        self._peeks[peek.uuid] = fut
+        fut.add_done_callback(lambda f: self._peek_done(action, f))
+
+    def _peek_done(self, action: RunPeek, fut: asyncio.Future[Any]) -> None:
+        uuid = action.peek.uuid
+        if self._peeks.get(uuid) is fut:
+            del self._peeks[uuid]
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        if e is not None:
+            msg = str(e) if not isinstance(e, AssertionError) else repr(e)
+            self._post(PeekFinished(action.epoch, uuid, error=msg or type(e).__name__))
+            return
+        self._post(PeekFinished(action.epoch, uuid, rows=fut.result()))
+
+    def _index_peek(self, key: int, peek: Peek) -> pa.Table:
+        r = self._running.get(key)
+        if r is None:
+            raise InputUnavailable(f"collection {peek.target.id} is not running on this replica")
+        started = time.perf_counter()
+        with r.lock:
+            rows = r.dataflow.peek(
+                peek.target.id,
+                timestamp=peek.timestamp,
+                finishing=peek.finishing,
+                literal_constraints=peek.literal_constraints,
+                result_desc=peek.result_desc,
+            )
+        self._metrics.peek_seconds("index", time.perf_counter() - started)
+        return rows
+
+    async def _persist_peek(self, peek: Peek) -> pa.Table:
+        target = peek.target
+        assert isinstance(target, PersistTarget)
+        persist = self._persist
+        if persist is None:
+            raise InputUnavailable(
+                f"peek of {target.id} on persist: this replica has no persist location"
+            )
+        await self._uppers.wait_past(target.shard, peek.timestamp)
+        started = time.perf_counter()
+        rows = await asyncio.to_thread(read_persist_peek, persist, peek)
+        self._metrics.peek_seconds("persist", time.perf_counter() - started)
+        return rows
+
+
+def _short(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    text = lines[0][:500] if lines else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -1,0 +1,155 @@
+"""Watching the uppers of persist shards: one poller for every shard the replica reads.
+
+A replica steps a dataflow when its inputs' uppers advance. Rather than every dataflow polling
+Consensus, :class:`ShardUppers` keeps the latest known upper of each *registered* shard and one
+asyncio task (:meth:`ShardUppers.run`) refreshes them, off the event loop thread, about every
+``min_interval`` seconds while shards move and backing off to ``max_interval`` while they are
+quiet. Waiters (:meth:`wait_past`) and a change callback are woken when an upper advances.
+
+Guarantees: a cached upper never regresses and is never ahead of the shard (it is a value the
+shard had); registration is reference-counted and thread-safe (dataflows are built on the
+Spark worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from spate.frontier.antichain import Antichain, Frontier
+from spate.ids import ShardId
+
+_log: Final = logging.getLogger("spate.compute.replica.uppers")
+
+
+class UpperSource(Protocol):
+    """Reads a shard's current upper (blocking): ``PersistClient.fetch_state(s).upper``."""
+
+    def __call__(self, shard: ShardId) -> Frontier: ...
+
+
+class ShardUppers:
+    """The latest known upper per registered shard (module docs)."""
+
+    def __init__(
+        self,
+        fetch: UpperSource,
+        *,
+        on_change: Callable[[], None] | None = None,
+        min_interval: float = 0.01,
+        max_interval: float = 0.05,
+    ) -> None:
+        self._fetch = fetch
+        self._on_change = on_change
+        self._min = min_interval
+        self._max = max_interval
+        self._lock = threading.Lock()
+        self._uppers: dict[ShardId, Frontier] = {}
+        self._refs: dict[ShardId, int] = {}
+        self._waiters: list[tuple[ShardId, int, asyncio.Future[Frontier]]] = []
+        self._kick = asyncio.Event()
+
+    # -- registration (any thread) -----------------------------------------------------------
+
+    def register(self, shard: ShardId, upper: Frontier | None = None) -> None:
+        """Watch ``shard`` (reference-counted); ``upper`` seeds the cache if known."""
+        with self._lock:
+            self._refs[shard] = self._refs.get(shard, 0) + 1
+            if upper is not None:
+                self._advance(shard, upper)
+            else:
+                self._uppers.setdefault(shard, Antichain.minimum())
+
+    def unregister(self, shard: ShardId) -> None:
+        with self._lock:
+            n = self._refs.get(shard, 0) - 1
+            if n > 0:
+                self._refs[shard] = n
+            else:
+                self._refs.pop(shard, None)
+                self._uppers.pop(shard, None)
+
+    def upper(self, shard: ShardId) -> Frontier:
+        """The latest known upper (``{0}`` for a shard never seen)."""
+        with self._lock:
+            return self._uppers.get(shard, Antichain.minimum())
+
+    def observe(self, shard: ShardId, upper: Frontier) -> bool:
+        """Record an upper learnt elsewhere (a write of ours); True if it advanced."""
+        with self._lock:
+            return self._advance(shard, upper)
+
+    def _advance(self, shard: ShardId, upper: Frontier) -> bool:
+        old = self._uppers.get(shard)
+        if old is not None and not old.less_than(upper):
+            return False
+        if shard in self._refs or old is not None:
+            self._uppers[shard] = upper
+        return True
+
+    # -- waiting (event loop) ----------------------------------------------------------------
+
+    async def wait_past(self, shard: ShardId, timestamp: int) -> Frontier:
+        """Wait until ``shard``'s upper is beyond ``timestamp`` (registers it meanwhile)."""
+        self.register(shard)
+        try:
+            upper = self.upper(shard)
+            if not upper.less_equal(timestamp):
+                return upper
+            fut: asyncio.Future[Frontier] = asyncio.get_running_loop().create_future()
+            self._waiters.append((shard, timestamp, fut))
+            self._kick.set()
+            return await fut
+        finally:
+            self._waiters = [w for w in self._waiters if not w[2].done()]
+            self.unregister(shard)
+
+    def _wake_waiters(self) -> None:
+        keep = []
+        for shard, ts, fut in self._waiters:
+            if fut.done():
+                continue
+            upper = self.upper(shard)
+            if not upper.less_equal(ts):
+                fut.set_result(upper)
+            else:
+                keep.append((shard, ts, fut))
+        self._waiters = keep
+
+    # -- polling -----------------------------------------------------------------------------
+
+    def _poll_once(self) -> bool:
+        with self._lock:
+            shards = list(self._refs)
+        changed = False
+        for shard in shards:
+            try:
+                upper = self._fetch(shard)
+            except Exception as e:  # a failing store must not stop the watcher
+                _log.warning("shard=%s: reading the upper failed: %s", shard, e)
+                continue
+            with self._lock:
+                changed |= shard in self._refs and self._advance(shard, upper)
+        return changed
+
+    async def run(self) -> None:
+        """Poll until cancelled."""
+        interval = self._min
+        while True:
+            changed = await asyncio.to_thread(self._poll_once)
+            if changed:
+                interval = self._min
+                self._wake_waiters()
+                if self._on_change is not None:
+                    self._on_change()
+            else:
+                interval = min(self._max, interval * 2)
+            self._kick.clear()
+            try:
+                await asyncio.wait_for(self._kick.wait(), interval)
+                interval = self._min
+            except TimeoutError:
+                pass

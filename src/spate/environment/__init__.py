@@ -1,0 +1,1 @@
+"""The user-facing layer: catalog, timestamp oracle, Python API and command line."""

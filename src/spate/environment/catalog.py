@@ -1,0 +1,342 @@
+"""The catalog: names → ids and definitions, durable in consensus.
+
+A :class:`CatalogState` is an immutable value: clusters (compute instances and their replicas)
+and items (tables, sources and their subsources, views, materialized views, indexes, sinks),
+plus id counters. Every change is a pure function ``CatalogState -> CatalogState`` that
+validates first (unknown or duplicate names, dependents) and is committed with one
+compare-and-set (:class:`~spate.environment.durable.DurableDocument`), so the catalog is never
+half-changed.
+
+Items refer to each other by ``GlobalId``: a plan reads ``Get(id, desc)``, an index names the id
+it is ``on``. Names are unique across all items; cluster names are a separate namespace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from spate.errors import UsageError
+from spate.ids import GlobalId, InstanceId, ReplicaId
+from spate.plan.relation import RelationExpr
+from spate.protocol.storage_desc import SinkConnection, SourceConnection
+from spate.protocol.wire import wire
+from spate.repr.desc import RelationDesc
+
+DEFAULT_RETAIN_HISTORY_MS: Final = 1_000
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+class CatalogError(UsageError):
+    """A catalog change that is not allowed."""
+
+
+class UnknownName(CatalogError, KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NameExists(CatalogError, ValueError):
+    pass
+
+
+class HasDependents(CatalogError, ValueError):
+    pass
+
+
+class InvalidName(CatalogError, ValueError):
+    pass
+
+
+def check_name(name: str, what: str) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise InvalidName(
+            f"invalid {what} name {name!r}: a letter or '_', then letters, digits or '_' (max 63)"
+        )
+    return name
+
+
+# --- items ------------------------------------------------------------------------------------
+
+
+@wire("catalog.replica")
+@dataclass(frozen=True, slots=True)
+class ReplicaItem:
+    name: str
+    id: ReplicaId
+
+
+@wire("catalog.cluster")
+@dataclass(frozen=True, slots=True)
+class ClusterItem:
+    """A compute instance and its replicas (each a compute replica process)."""
+
+    name: str
+    instance: InstanceId
+    replicas: tuple[ReplicaItem, ...] = ()
+
+    def replica(self, name: str) -> ReplicaItem:
+        for r in self.replicas:
+            if r.name == name:
+                return r
+        known = ", ".join(r.name for r in self.replicas) or "-"
+        raise UnknownName(f"cluster {self.name} has no replica {name!r}; replicas: {known}")
+
+
+@wire("catalog.table")
+@dataclass(frozen=True, slots=True)
+class TableItem:
+    name: str
+    id: GlobalId
+    desc: RelationDesc
+    retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+
+
+@wire("catalog.source")
+@dataclass(frozen=True, slots=True)
+class SourceItem:
+    """An ingestion. Its data lands in its subsources (``SubsourceItem``)."""
+
+    name: str
+    id: GlobalId
+    connection: SourceConnection
+    desc: RelationDesc
+    retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+
+
+@wire("catalog.subsource")
+@dataclass(frozen=True, slots=True)
+class SubsourceItem:
+    """One output collection of source ``source`` (``reference``: the upstream name)."""
+
+    name: str
+    id: GlobalId
+    source: GlobalId
+    reference: str
+    desc: RelationDesc
+    retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+
+
+@wire("catalog.view")
+@dataclass(frozen=True, slots=True)
+class ViewItem:
+    """A named plan, not materialized: inlined wherever it is used."""
+
+    name: str
+    id: GlobalId
+    plan: RelationExpr
+
+
+@wire("catalog.materialized_view")
+@dataclass(frozen=True, slots=True)
+class MaterializedViewItem:
+    """A plan kept up to date by ``cluster`` and written to a persist shard."""
+
+    name: str
+    id: GlobalId
+    plan: RelationExpr
+    cluster: str
+    retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+
+
+@wire("catalog.index")
+@dataclass(frozen=True, slots=True)
+class IndexItem:
+    """An arrangement of ``on`` keyed by columns ``key``, kept by ``cluster``'s replicas."""
+
+    name: str
+    id: GlobalId
+    on: GlobalId
+    key: tuple[int, ...]
+    cluster: str
+    retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+
+
+@wire("catalog.sink")
+@dataclass(frozen=True, slots=True)
+class SinkItem:
+    """Changes of ``from_id`` written to an external system."""
+
+    name: str
+    id: GlobalId
+    from_id: GlobalId
+    connection: SinkConnection
+
+
+Item = (
+    TableItem | SourceItem | SubsourceItem | ViewItem | MaterializedViewItem | IndexItem | SinkItem
+)
+_KIND: Final[dict[type, str]] = {
+    TableItem: "table",
+    SourceItem: "source",
+    SubsourceItem: "subsource",
+    ViewItem: "view",
+    MaterializedViewItem: "materialized view",
+    IndexItem: "index",
+    SinkItem: "sink",
+}
+
+
+def kind_of(item: Item) -> str:
+    return _KIND[type(item)]
+
+
+def item_desc(item: Item) -> RelationDesc | None:
+    """The relation an item's name denotes when read (``None`` for sinks)."""
+    if isinstance(item, (TableItem, SourceItem, SubsourceItem)):
+        return item.desc
+    if isinstance(item, (ViewItem, MaterializedViewItem)):
+        return item.plan.desc
+    return None
+
+
+def dependencies(item: Item) -> frozenset[GlobalId]:
+    """The ids ``item`` reads."""
+    if isinstance(item, (ViewItem, MaterializedViewItem)):
+        return item.plan.depends_on()
+    if isinstance(item, IndexItem):
+        return frozenset({item.on})
+    if isinstance(item, SinkItem):
+        return frozenset({item.from_id})
+    if isinstance(item, SubsourceItem):
+        return frozenset({item.source})
+    return frozenset()
+
+
+# --- state ------------------------------------------------------------------------------------
+
+
+@wire("catalog.state")
+@dataclass(frozen=True, slots=True)
+class CatalogState:
+    """Everything the environment needs to restore itself after a restart."""
+
+    items: tuple[Item, ...] = ()
+    clusters: tuple[ClusterItem, ...] = ()
+    next_id: int = 1
+    next_instance: int = 1
+    next_replica: int = 1
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self.items)
+
+    def get(self, name: str) -> Item:
+        for item in self.items:
+            if item.name == name:
+                return item
+        known = ", ".join(sorted(i.name for i in self.items)) or "-"
+        raise UnknownName(f"unknown object {name!r}; objects: {known}")
+
+    def find(self, name: str) -> Item | None:
+        return next((i for i in self.items if i.name == name), None)
+
+    def by_id(self, id: GlobalId) -> Item:
+        for item in self.items:
+            if item.id == id:
+                return item
+        raise UnknownName(f"no catalog object has id {id}")
+
+    def cluster(self, name: str) -> ClusterItem:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        known = ", ".join(c.name for c in self.clusters) or "-"
+        raise UnknownName(f"unknown cluster {name!r}; clusters: {known}")
+
+    def dependents(self, id: GlobalId) -> list[Item]:
+        """Items that read ``id`` directly."""
+        return [i for i in self.items if id in dependencies(i)]
+
+    def transitive_dependents(self, id: GlobalId) -> list[Item]:
+        """Items that read ``id`` directly or indirectly, dependents after what they read."""
+        out: list[Item] = []
+        seen: set[GlobalId] = set()
+        frontier = [id]
+        while frontier:
+            current = frontier.pop()
+            for dep in self.dependents(current):
+                if dep.id not in seen:
+                    seen.add(dep.id)
+                    out.append(dep)
+                    frontier.append(dep.id)
+        return sorted(out, key=lambda i: i.id)
+
+    def objects_on(self, cluster: str) -> list[Item]:
+        return [
+            i
+            for i in self.items
+            if isinstance(i, (MaterializedViewItem, IndexItem)) and i.cluster == cluster
+        ]
+
+    # -- transitions (pure; validate first) -------------------------------------------------------
+
+    def allocate_id(self) -> tuple[CatalogState, GlobalId]:
+        return dataclasses.replace(self, next_id=self.next_id + 1), GlobalId.user(self.next_id)
+
+    def add_item(self, item: Item) -> CatalogState:
+        check_name(item.name, kind_of(item))
+        if self.find(item.name) is not None:
+            existing = self.get(item.name)
+            raise NameExists(f"{kind_of(existing)} {item.name!r} already exists")
+        ids = {i.id for i in self.items}
+        for dep in dependencies(item):
+            if dep not in ids:
+                raise UnknownName(f"{kind_of(item)} {item.name!r} reads unknown id {dep}")
+        if isinstance(item, (MaterializedViewItem, IndexItem)):
+            self.cluster(item.cluster)
+        return dataclasses.replace(self, items=(*self.items, item))
+
+    def replace_item(self, item: Item) -> CatalogState:
+        self.get(item.name)
+        return dataclasses.replace(
+            self, items=tuple(item if i.name == item.name else i for i in self.items)
+        )
+
+    def remove_items(self, ids: frozenset[GlobalId]) -> CatalogState:
+        return dataclasses.replace(self, items=tuple(i for i in self.items if i.id not in ids))
+
+    def add_cluster(self, name: str) -> tuple[CatalogState, ClusterItem]:
+        check_name(name, "cluster")
+        if any(c.name == name for c in self.clusters):
+            raise NameExists(f"cluster {name!r} already exists")
+        cluster = ClusterItem(name, InstanceId(self.next_instance))
+        state = dataclasses.replace(
+            self, clusters=(*self.clusters, cluster), next_instance=self.next_instance + 1
+        )
+        return state, cluster
+
+    def add_replica(self, cluster: str, name: str) -> tuple[CatalogState, ReplicaItem]:
+        check_name(name, "replica")
+        c = self.cluster(cluster)
+        if any(r.name == name for r in c.replicas):
+            raise NameExists(f"cluster {cluster} already has a replica {name!r}")
+        replica = ReplicaItem(name, ReplicaId(self.next_replica))
+        updated = dataclasses.replace(c, replicas=(*c.replicas, replica))
+        state = dataclasses.replace(
+            self,
+            clusters=tuple(updated if x.name == cluster else x for x in self.clusters),
+            next_replica=self.next_replica + 1,
+        )
+        return state, replica
+
+    def remove_replica(self, cluster: str, name: str) -> CatalogState:
+        c = self.cluster(cluster)
+        c.replica(name)
+        updated = dataclasses.replace(c, replicas=tuple(r for r in c.replicas if r.name != name))
+        return dataclasses.replace(
+            self, clusters=tuple(updated if x.name == cluster else x for x in self.clusters)
+        )
+
+    def remove_cluster(self, name: str) -> CatalogState:
+        self.cluster(name)
+        users = self.objects_on(name)
+        if users:
+            raise HasDependents(
+                f"cluster {name} still maintains: {', '.join(i.name for i in users)}"
+            )
+        return dataclasses.replace(self, clusters=tuple(c for c in self.clusters if c.name != name))

@@ -1,0 +1,105 @@
+"""Clusters and replicas: catalog entries, compute instances, and replica processes.
+
+A cluster is a compute instance; each of its replicas is a ``spate replica --role compute``
+process started by the orchestrator (service ``<cluster>-<replica>``) and connected to by the
+compute controller, which replays the instance's history to it. Sources and sinks run on one
+storage instance with one storage replica (service ``storage-r0``), started when the first
+source or sink needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from spate.compute.controller.replica import ReplicaConfig, ReplicaLocation
+from spate.environment.catalog import CatalogState, ClusterItem, ReplicaItem
+from spate.environment.layout import compute_replica_service, storage_replica_service
+from spate.environment.runtime import STORAGE_INSTANCE, STORAGE_REPLICA, Runtime
+from spate.storage.controller.replica_client import StorageReplicaLocation
+
+
+def service_name(cluster: str, replica: str) -> str:
+    return f"{cluster}-{replica}"
+
+
+async def start_compute_replica(rt: Runtime, cluster: ClusterItem, replica: ReplicaItem) -> None:
+    spark = rt.settings.spark
+    config = compute_replica_service(
+        rt.layout,
+        str(replica.id),
+        spark_master=spark.master,
+        driver_memory=spark.driver_memory,
+    )
+    service = await rt.orchestrator.ensure_service(service_name(cluster.name, replica.name), config)
+    host, port = service.address()
+    rt.compute.add_replica_to_instance(
+        cluster.instance, replica.id, ReplicaConfig(ReplicaLocation(host, port))
+    )
+
+
+async def ensure_storage_replica(rt: Runtime) -> None:
+    """Start the storage replica (once) and connect the storage controller to it."""
+    if rt.storage_replica_started:
+        return
+    service = await rt.orchestrator.ensure_service(
+        "storage-r0", storage_replica_service(rt.layout, str(STORAGE_REPLICA))
+    )
+    host, port = service.address()
+    rt.storage.connect_replica(
+        STORAGE_INSTANCE, STORAGE_REPLICA, StorageReplicaLocation(host, port, rt.layout.secret())
+    )
+    rt.storage_replica_started = True
+
+
+async def create_cluster(rt: Runtime, name: str, replicas: Sequence[str]) -> ClusterItem:
+    def change(state: CatalogState) -> CatalogState:
+        state, _ = state.add_cluster(name)
+        for r in replicas:
+            state, _ = state.add_replica(name, r)
+        return state
+
+    rt.commit(change)
+    cluster = rt.catalog.cluster(name)
+    rt.compute.create_instance(cluster.instance)
+    for replica in cluster.replicas:
+        await start_compute_replica(rt, cluster, replica)
+    return cluster
+
+
+async def add_replica(rt: Runtime, cluster_name: str, name: str) -> ReplicaItem:
+    rt.commit(lambda s: s.add_replica(cluster_name, name)[0])
+    cluster = rt.catalog.cluster(cluster_name)
+    replica = cluster.replica(name)
+    await start_compute_replica(rt, cluster, replica)
+    return replica
+
+
+async def drop_replica(rt: Runtime, cluster_name: str, name: str) -> None:
+    cluster = rt.catalog.cluster(cluster_name)
+    replica = cluster.replica(name)
+    rt.commit(lambda s: s.remove_replica(cluster_name, name))
+    rt.compute.drop_replica(cluster.instance, replica.id)
+    await rt.orchestrator.drop_service(service_name(cluster_name, name))
+
+
+async def drop_cluster(rt: Runtime, name: str) -> None:
+    cluster = rt.catalog.cluster(name)
+    rt.commit(lambda s: s.remove_cluster(name))
+    for replica in cluster.replicas:
+        rt.compute.drop_replica(cluster.instance, replica.id)
+        await rt.orchestrator.drop_service(service_name(name, replica.name))
+    rt.compute.drop_instance(cluster.instance)
+
+
+async def restore_clusters(rt: Runtime) -> None:
+    """At open: instances and replica processes for every cluster in the catalog."""
+    for cluster in rt.catalog.clusters:
+        rt.compute.create_instance(cluster.instance)
+        for replica in cluster.replicas:
+            await start_compute_replica(rt, cluster, replica)
+
+
+def replica_names(count_or_names: int | Sequence[str]) -> list[str]:
+    if isinstance(count_or_names, int):
+        return [f"r{i}" for i in range(1, count_or_names + 1)]
+    return list(count_or_names)

@@ -1,0 +1,122 @@
+"""``spate status <data-dir>``: what an environment holds, read without opening it.
+
+Opening an environment claims a new epoch and would fence one that is running, so status reads
+the durable state directly: the catalog, the storage controller's id → shard mapping, each
+shard's since and upper, and the replica services' process files. Indexes and hydration live
+in a running controller's memory; they are shown by ``Environment.status()``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.table import Table
+
+from spate.clock import SystemClock
+from spate.environment.catalog import CatalogState, kind_of
+from spate.environment.clusters import service_name
+from spate.environment.durable import DurableDocument
+from spate.environment.layout import Layout
+from spate.errors import UsageError
+from spate.frontier.antichain import Antichain, Frontier
+from spate.ids import SystemIdGen
+from spate.orchestrator.process import pid_alive
+from spate.persist.client import PersistClient
+from spate.storage.controller.metadata import MetadataStore
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineCollection:
+    name: str
+    kind: str
+    id: str
+    shard: str | None
+    since: Frontier
+    upper: Frontier
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineReplica:
+    cluster: str
+    name: str
+    pid: int | None
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineStatus:
+    data_dir: str
+    epoch: int
+    collections: tuple[OfflineCollection, ...]
+    replicas: tuple[OfflineReplica, ...]
+
+    def tables(self) -> list[Table]:
+        now = time.time_ns() // 1_000_000
+        coll = Table(title=f"{self.data_dir} (last epoch {self.epoch})")
+        for h in ("name", "kind", "id", "since", "upper", "behind wall clock"):
+            coll.add_column(h)
+        for c in self.collections:
+            upper = c.upper.as_option()
+            coll.add_row(
+                c.name,
+                c.kind,
+                c.id,
+                str(c.since),
+                str(c.upper),
+                "-" if upper is None else f"{max(0, now - upper) / 1000:.1f} s",
+            )
+        reps = Table(title="replica processes")
+        for h in ("cluster", "replica", "pid", "running"):
+            reps.add_column(h)
+        for r in self.replicas:
+            reps.add_row(r.cluster, r.name, str(r.pid or "-"), "yes" if r.running else "no")
+        return [coll, reps]
+
+
+def inspect_environment(data_dir: Path) -> OfflineStatus:
+    layout = Layout(Path(data_dir))
+    if not (layout.data_dir / "consensus.db").exists():
+        raise UsageError(f"{data_dir} holds no spate environment (no consensus.db)")
+    client = PersistClient(layout.location(), clock=SystemClock(), ids=SystemIdGen())
+    try:
+        consensus = client.consensus
+        catalog = DurableDocument(consensus, "environment/catalog", CatalogState).load()
+        catalog = catalog or CatalogState()
+        epoch_raw = consensus.head("environment/epoch")
+        meta = MetadataStore(consensus).load()
+        rows = []
+        for item in catalog:
+            durable = meta.collections.get(item.id)
+            since: Frontier = Antichain.empty()
+            upper: Frontier = Antichain.empty()
+            shard = None
+            if durable is not None:
+                state = client.fetch_state(durable.shard)
+                since, upper, shard = state.since, state.upper, str(durable.shard)
+            rows.append(
+                OfflineCollection(item.name, kind_of(item), str(item.id), shard, since, upper)
+            )
+        replicas = []
+        for cluster in catalog.clusters:
+            for r in cluster.replicas:
+                pid_file = layout.data_dir / "services" / service_name(cluster.name, r.name) / "pid"
+                pid = int(pid_file.read_text()) if pid_file.exists() else None
+                replicas.append(
+                    OfflineReplica(cluster.name, r.name, pid, pid is not None and pid_alive(pid))
+                )
+        epoch = meta.epoch if epoch_raw is None else _epoch(epoch_raw.data, meta.epoch)
+        return OfflineStatus(str(data_dir), epoch, tuple(rows), tuple(replicas))
+    finally:
+        client.close()
+
+
+def _epoch(data: bytes, fallback: int) -> int:
+    from spate.environment.core import EpochState
+    from spate.protocol.codec import decode
+
+    try:
+        return decode(data, EpochState).epoch
+    except Exception:
+        return fallback

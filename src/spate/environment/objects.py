@@ -1,0 +1,374 @@
+"""Creating and dropping catalog objects, and restoring them at open.
+
+Each operation validates against the catalog before any side effect, then creates what the
+controllers need (storage collections first, so a crash never leaves a catalog entry without
+its shard; an orphaned shard is finalized at the next open), commits the catalog, and finally
+installs dataflows. Drops commit the catalog first and then release controller state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from spate.environment.catalog import (
+    CatalogState,
+    HasDependents,
+    IndexItem,
+    Item,
+    MaterializedViewItem,
+    SinkItem,
+    SourceItem,
+    SubsourceItem,
+    TableItem,
+    UnknownName,
+    ViewItem,
+    item_desc,
+    kind_of,
+)
+from spate.environment.clusters import ensure_storage_replica
+from spate.environment.planning import (
+    choose_as_of,
+    index_dataflow,
+    inline_views,
+    materialized_view_dataflow,
+    storage_inputs,
+)
+from spate.environment.runtime import STORAGE_INSTANCE, Runtime
+from spate.errors import UsageError
+from spate.frontier.antichain import Antichain
+from spate.frontier.read_policy import ReadPolicy
+from spate.ids import GlobalId
+from spate.plan.builder import ColumnSpec, position
+from spate.plan.relation import Get, RelationExpr
+from spate.protocol.storage_desc import (
+    FileSource,
+    LoadGeneratorSource,
+    PostgresSource,
+    SinkConnection,
+    SourceConnection,
+)
+from spate.repr.desc import RelationDesc
+from spate.storage.controller.types import (
+    CollectionDescription,
+    ExportDescription,
+    IngestionExport,
+    IngestionSource,
+    OtherSource,
+    TableSource,
+)
+from spate.storage.sources.open import load_generator, progress_desc
+
+_log: Final = logging.getLogger("spate.environment")
+
+
+class InvalidObject(UsageError, ValueError):
+    """A definition that does not fit the catalog (unknown inputs, schema mismatch…)."""
+
+
+def lag_policy(ms: int) -> ReadPolicy:
+    return ReadPolicy.lag_writes_by(ms, max(ms, 1))
+
+
+def with_id(state: CatalogState, item: Item) -> CatalogState:
+    """Add ``item`` (whose id was allocated earlier) and keep the id counter beyond it."""
+    state = state.add_item(item)
+    return dataclasses.replace(state, next_id=max(state.next_id, item.id.value + 1))
+
+
+def check_plan(rt: Runtime, plan: RelationExpr) -> None:
+    """Every ``Get`` reads a readable catalog object, with that object's schema."""
+    for node in plan.walk():
+        if not isinstance(node, Get):
+            continue
+        try:
+            item = rt.catalog.by_id(node.id)
+        except UnknownName:
+            raise InvalidObject(f"the plan reads {node.id}, which does not exist") from None
+        desc = item_desc(item)
+        if desc is None or isinstance(item, IndexItem):
+            raise InvalidObject(
+                f"the plan reads {kind_of(item)} {item.name}, which is not readable"
+            )
+        if desc != node.relation:
+            raise InvalidObject(
+                f"the plan reads {item.name} as {node.relation}, but {item.name} is {desc}"
+            )
+
+
+def _storage_since_upper(
+    rt: Runtime, ids: Sequence[GlobalId]
+) -> tuple[list[Antichain[int]], list[Antichain[int]]]:
+    fs = [rt.storage.collection_frontiers(i) for i in ids]
+    return [f.since for f in fs], [f.upper for f in fs]
+
+
+# --- tables and views -------------------------------------------------------------------------
+
+
+async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
+    state, id = rt.catalog.allocate_id()
+    item = TableItem(name, id, desc)
+    state.add_item(item)
+    await rt.storage.create_collections([(id, CollectionDescription(desc, TableSource()))])
+    rt.commit(lambda s: with_id(s, item))
+    rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
+    return id
+
+
+async def create_view(rt: Runtime, name: str, plan: RelationExpr) -> GlobalId:
+    check_plan(rt, plan)
+    _, id = rt.catalog.allocate_id()
+    item = ViewItem(name, id, plan)
+    rt.commit(lambda s: with_id(s, item))
+    return id
+
+
+# --- materialized views and indexes -----------------------------------------------------------
+
+
+def _install_materialized_view(rt: Runtime, item: MaterializedViewItem, as_of: int) -> None:
+    plan = inline_views(item.plan, rt.catalog)
+    df = materialized_view_dataflow(item, plan, rt.catalog, as_of)
+    instance = rt.instance_of(item.cluster)
+    rt.compute.create_dataflow(instance, df)
+    rt.compute.allow_writes(instance, item.id)
+
+
+async def create_materialized_view(
+    rt: Runtime, name: str, plan: RelationExpr, cluster: str | None
+) -> GlobalId:
+    check_plan(rt, plan)
+    cluster_name = rt.default_cluster(cluster)
+    inlined = inline_views(plan, rt.catalog)
+    state, id = rt.catalog.allocate_id()
+    item = MaterializedViewItem(name, id, plan, cluster_name)
+    state.add_item(item)
+    sinces, uppers = _storage_since_upper(rt, storage_inputs(inlined))
+    as_of = choose_as_of(sinces, uppers)
+    materialized_view_dataflow(item, inlined, rt.catalog, as_of).validate()
+    description = CollectionDescription(inlined.desc, OtherSource(), since=Antichain.of(as_of))
+    await rt.storage.create_collections([(id, description)])
+    rt.commit(lambda s: with_id(s, item))
+    rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
+    _install_materialized_view(rt, item, as_of)
+    return id
+
+
+def _index_as_of(rt: Runtime, item: IndexItem) -> int:
+    on = rt.catalog.by_id(item.on)
+    plan = inline_views(on.plan, rt.catalog) if isinstance(on, ViewItem) else None
+    ids = storage_inputs(plan) if plan is not None else [item.on]
+    sinces, uppers = _storage_since_upper(rt, ids)
+    return choose_as_of(sinces, uppers)
+
+
+def _install_index(rt: Runtime, item: IndexItem, as_of: int) -> None:
+    df, _ = index_dataflow(item, rt.catalog, as_of)
+    instance = rt.instance_of(item.cluster)
+    rt.compute.create_dataflow(instance, df)
+    rt.compute.set_read_policy(instance, [(item.id, lag_policy(item.retain_history_ms))])
+
+
+async def create_index(
+    rt: Runtime, name: str, on: str, key: Sequence[ColumnSpec], cluster: str | None
+) -> GlobalId:
+    target = rt.catalog.get(on)
+    desc = item_desc(target)
+    if desc is None or isinstance(target, IndexItem):
+        raise InvalidObject(f"cannot index {kind_of(target)} {on}")
+    if cluster is None and isinstance(target, MaterializedViewItem):
+        cluster = target.cluster
+    cluster_name = rt.default_cluster(cluster)
+    positions = tuple(position(desc, k, "index key column") for k in key)
+    state, id = rt.catalog.allocate_id()
+    item = IndexItem(name, id, target.id, positions, cluster_name)
+    state.add_item(item)
+    as_of = _index_as_of(rt, item)
+    index_dataflow(item, rt.catalog, as_of)[0].validate()
+    rt.commit(lambda s: with_id(s, item))
+    _install_index(rt, item, as_of)
+    return id
+
+
+# --- sources and sinks ------------------------------------------------------------------------
+
+
+def _source_outputs(
+    connection: SourceConnection, tables: Sequence[str] | None, desc: RelationDesc | None
+) -> dict[str, RelationDesc]:
+    if isinstance(connection, LoadGeneratorSource):
+        outputs = load_generator(connection).outputs
+        return {ref: outputs[ref] for ref in connection.references()}
+    if isinstance(connection, PostgresSource):
+        from spate.storage.sources.postgres.catalog import describe_source
+
+        described = describe_source(
+            connection.connection.reveal(),
+            publication=connection.publication,
+            slot=connection.slot,
+            tables=tables,
+        )
+        return described.outputs()
+    if isinstance(connection, FileSource):
+        if desc is None:
+            raise InvalidObject("a file source needs desc=: the schema of its files")
+        return {"files": desc}
+    raise InvalidObject(f"unknown source connection {type(connection).__name__}")
+
+
+async def create_source(
+    rt: Runtime,
+    name: str,
+    connection: SourceConnection,
+    *,
+    tables: Sequence[str] | None = None,
+    desc: RelationDesc | None = None,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, GlobalId]:
+    """Create source ``name`` and one subsource per output (``<name>_<output>``).
+
+    A load generator without a ``base_time_ms`` starts its event times at the source's
+    creation, so that event-time columns line up with ``now()``.
+    """
+    if isinstance(connection, LoadGeneratorSource) and connection.base_time_ms is None:
+        connection = dataclasses.replace(connection, base_time_ms=rt.clock.now_millis())
+    outputs = await asyncio.to_thread(_source_outputs, connection, tables, desc)
+    state, source_id = rt.catalog.allocate_id()
+    items: list[Item] = [SourceItem(name, source_id, connection, progress_desc(connection))]
+    exports: dict[GlobalId, str] = {}
+    for ref, out_desc in outputs.items():
+        state, sub_id = state.allocate_id()
+        sub_name = (names or {}).get(ref, f"{name}_{ref.split('.')[-1]}")
+        items.append(SubsourceItem(sub_name, sub_id, source_id, ref, out_desc))
+        exports[sub_id] = ref
+    check = rt.catalog
+    for it in items:
+        check = with_id(check, it)
+    await ensure_storage_replica(rt)
+    ingestion = IngestionSource(STORAGE_INSTANCE, connection, exports)
+    collections = [(source_id, CollectionDescription(progress_desc(connection), ingestion))]
+    for it in items[1:]:
+        assert isinstance(it, SubsourceItem)
+        collections.append(
+            (it.id, CollectionDescription(it.desc, IngestionExport(source_id, it.reference)))
+        )
+    await rt.storage.create_collections(collections)
+
+    def add_all(s: CatalogState) -> CatalogState:
+        for it in items:
+            s = with_id(s, it)
+        return s
+
+    rt.commit(add_all)
+    rt.storage.set_read_policy([(it.id, lag_policy(1_000)) for it in items])
+    return {it.name: it.id for it in items}
+
+
+async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnection) -> GlobalId:
+    source = rt.catalog.get(from_)
+    if not isinstance(source, (TableItem, SubsourceItem, MaterializedViewItem)):
+        raise InvalidObject(
+            f"cannot sink {kind_of(source)} {from_}: sinks read tables, sources or "
+            "materialized views"
+        )
+    state, id = rt.catalog.allocate_id()
+    item = SinkItem(name, id, source.id, connection)
+    state.add_item(item)
+    await ensure_storage_replica(rt)
+    token = rt.storage.prepare_export(id, source.id)
+    try:
+        await rt.storage.create_exports([(token, ExportDescription(STORAGE_INSTANCE, connection))])
+    except BaseException:
+        rt.storage.cancel_prepare_export(token)
+        raise
+    rt.commit(lambda s: with_id(s, item))
+    return id
+
+
+# --- drop, retain history, restore ------------------------------------------------------------
+
+
+async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
+    """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
+    item = rt.catalog.get(name)
+    dependents = rt.catalog.transitive_dependents(item.id)
+    if isinstance(item, SourceItem):
+        # A source's subsources are part of it, not dependents to refuse on.
+        own = {d.id for d in dependents if isinstance(d, SubsourceItem) and d.source == item.id}
+        others = [d for d in dependents if d.id not in own]
+    else:
+        others = dependents
+    if others and not cascade:
+        names = ", ".join(f"{kind_of(d)} {d.name}" for d in others)
+        raise HasDependents(
+            f"cannot drop {kind_of(item)} {name}: {names} depend(s) on it (use cascade=True)"
+        )
+    doomed = sorted([item, *dependents], key=lambda i: i.id, reverse=True)
+    rt.commit(lambda s: s.remove_items(frozenset(i.id for i in doomed)))
+    for victim in doomed:
+        _release(rt, victim)
+    return [v.name for v in doomed]
+
+
+def _release(rt: Runtime, item: Item) -> None:
+    try:
+        if isinstance(item, IndexItem):
+            rt.compute.drop_collections(rt.instance_of(item.cluster), [item.id])
+        elif isinstance(item, MaterializedViewItem):
+            rt.compute.drop_collections(rt.instance_of(item.cluster), [item.id])
+            rt.storage.drop_sources([item.id])
+        elif isinstance(item, TableItem):
+            rt.storage.drop_tables([item.id])
+        elif isinstance(item, (SourceItem, SubsourceItem)):
+            rt.storage.drop_sources([item.id])
+        elif isinstance(item, SinkItem):
+            rt.storage.drop_sinks([item.id])
+    except Exception:
+        # The catalog no longer has it; whatever is left is finalized at the next open.
+        _log.exception("releasing %s %s (%s) failed", kind_of(item), item.name, item.id)
+
+
+def set_retain_history(rt: Runtime, name: str, ms: int) -> None:
+    if ms < 0:
+        raise UsageError(f"retain history must be >= 0 ms, got {ms}")
+    item = rt.catalog.get(name)
+    if not isinstance(
+        item, (TableItem, SourceItem, SubsourceItem, MaterializedViewItem, IndexItem)
+    ):
+        raise UsageError(f"{kind_of(item)} {name} keeps no history")
+    updated = dataclasses.replace(item, retain_history_ms=ms)
+    rt.commit(lambda s: s.replace_item(updated))
+    if isinstance(updated, IndexItem):
+        rt.compute.set_read_policy(rt.instance_of(updated.cluster), [(updated.id, lag_policy(ms))])
+    else:
+        rt.storage.set_read_policy([(updated.id, lag_policy(ms))])
+
+
+async def restore(rt: Runtime) -> None:
+    """At open: read policies, and the dataflows of every materialized view and index."""
+    policies = [
+        (i.id, lag_policy(i.retain_history_ms))
+        for i in rt.catalog
+        if isinstance(i, (TableItem, SourceItem, SubsourceItem, MaterializedViewItem))
+    ]
+    rt.storage.set_read_policy(policies)
+    for item in sorted(
+        (i for i in rt.catalog if isinstance(i, (MaterializedViewItem, IndexItem))),
+        key=lambda i: i.id,
+    ):
+        if isinstance(item, MaterializedViewItem):
+            plan = inline_views(item.plan, rt.catalog)
+            sinces, _ = _storage_since_upper(rt, storage_inputs(plan))
+            mv_upper = rt.storage.collection_frontiers(item.id).upper.as_option()
+            if mv_upper is None:
+                continue  # closed for good: nothing left to compute
+            # Resume where the view's shard stops: replicas write from its upper on.
+            at_least = mv_upper - 1 if mv_upper else 0
+            as_of = max(choose_as_of(sinces, [], at_least=0), at_least)
+            _install_materialized_view(rt, item, as_of)
+        else:
+            _install_index(rt, item, _index_as_of(rt, item))

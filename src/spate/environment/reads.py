@@ -1,0 +1,303 @@
+"""Reads: SELECT (a peek) and SUBSCRIBE (a stream of changes).
+
+**Timestamps.** A read defaults to ``max(oracle.read_ts(), since of every input)``: it observes
+every acknowledged write (strict serializability) and is still readable. The peek waits until
+the inputs' uppers pass it. An explicit ``as_of`` below an input's since is an error naming both.
+
+**Paths**, cheapest first:
+
+1. the target has an index on a cluster with replicas — peek the index (no Spark job);
+2. the target is a storage collection (table, subsource, materialized view) — peek its shard
+   through a replica of a cluster ("fast path"), or read it here when there is no cluster;
+3. anything else (a view, an ad-hoc plan) — a one-time dataflow on a cluster: build the plan at
+   the timestamp into an arrangement, peek it, drop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.compute.controller.responses import SubscribeResponse
+from spate.environment.catalog import (
+    IndexItem,
+    MaterializedViewItem,
+    SubsourceItem,
+    TableItem,
+    item_desc,
+    kind_of,
+)
+from spate.environment.objects import check_plan
+from spate.environment.planning import (
+    inline_views,
+    select_dataflow,
+    storage_inputs,
+    subscribe_dataflow,
+)
+from spate.environment.runtime import Runtime
+from spate.errors import UsageError
+from spate.frontier.antichain import Antichain, Frontier
+from spate.ids import PeekId
+from spate.plan.finishing import ColumnOrder, RowSetFinishing
+from spate.plan.relation import Get, RelationExpr
+from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
+from spate.repr.arrow import data_schema
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.types import Row
+
+
+class ReadBeforeSince(UsageError, ValueError):
+    """A read at a time that has been compacted away."""
+
+
+class ReadFailed(UsageError, RuntimeError):
+    """The replica answered a read with an error."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    plan: RelationExpr
+    name: str
+
+
+def resolve(rt: Runtime, target: str | RelationExpr) -> Target:
+    if isinstance(target, str):
+        item = rt.catalog.get(target)
+        desc = item_desc(item)
+        if desc is None or isinstance(item, IndexItem):
+            raise UsageError(f"cannot read {kind_of(item)} {target}")
+        return Target(Get(item.id, desc), target)
+    if not isinstance(target, RelationExpr):
+        raise UsageError(f"read a name or a plan, not {type(target).__name__}")
+    check_plan(rt, target)
+    return Target(target, "query")
+
+
+def _since_of_index(rt: Runtime, item: IndexItem) -> Frontier:
+    return rt.compute.collection_frontiers(item.id, rt.instance_of(item.cluster)).read_frontier
+
+
+def _pick_timestamp(rt: Runtime, sinces: Sequence[tuple[str, Frontier]], as_of: int | None) -> int:
+    latest_since = 0
+    for name, since in sinces:
+        t = since.as_option()
+        if t is None:
+            raise ReadBeforeSince(f"{name} can no longer be read (its since is {{}})")
+        if as_of is not None and as_of < t:
+            raise ReadBeforeSince(
+                f"read of {name} at {as_of} is before its since {since}: those times have been "
+                "compacted away (see set_retain_history)"
+            )
+        latest_since = max(latest_since, t)
+    if as_of is not None:
+        return as_of
+    return max(rt.oracle.read_ts(), latest_since)
+
+
+def expand(table: pa.Table, desc: RelationDesc) -> pa.Table:
+    """Rows with multiplicity ``n`` repeated ``n`` times; the data columns only."""
+    if DIFF_COLUMN not in table.column_names:
+        return table.select(desc.names)
+    diffs = table.column(DIFF_COLUMN)
+    if pc.min(diffs).as_py() is not None and pc.min(diffs).as_py() < 0:
+        raise ReadFailed("a read returned negative multiplicities (the collection is not a set)")
+    counts = diffs.to_numpy()
+    if (counts == 1).all():
+        return table.select(desc.names)
+    indices = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    return table.select(desc.names).take(pa.array(indices))
+
+
+def _finishing(desc: RelationDesc, order_by: Sequence[str], limit: int | None) -> RowSetFinishing:
+    orders = []
+    for spec in order_by:
+        descending = spec.startswith("-")
+        orders.append(ColumnOrder(desc.index_of(spec.lstrip("-")), desc=descending))
+    return RowSetFinishing(order_by=tuple(orders), limit=limit)
+
+
+async def _peek(
+    rt: Runtime,
+    cluster: str,
+    target: IndexTarget | PersistTarget,
+    timestamp: int,
+    desc: RelationDesc,
+    finishing: RowSetFinishing,
+    timeout: float,
+) -> pa.Table:
+    instance = rt.instance_of(cluster)
+    uuid = PeekId.new(rt.ids)
+    future = rt.compute.peek(
+        instance, target, uuid, timestamp, result_desc=desc, finishing=finishing
+    )
+    try:
+        result = await asyncio.wait_for(future, timeout)
+    except TimeoutError:
+        raise TimeoutError(
+            f"read at {timestamp} was not answered within {timeout:.0f} s: the inputs' uppers "
+            "have not passed it yet, or no replica of cluster "
+            f"{cluster} is running (check status())"
+        ) from None
+    if isinstance(result, PeekRows):
+        return expand(result.rows, desc)
+    if isinstance(result, PeekError):
+        raise ReadFailed(result.message)
+    raise ReadFailed("the read was canceled")
+
+
+async def select(
+    rt: Runtime,
+    target: str | RelationExpr,
+    *,
+    as_of: int | None,
+    cluster: str | None,
+    order_by: Sequence[str] = (),
+    limit: int | None = None,
+    timeout: float = 60.0,
+) -> pa.Table:
+    t = resolve(rt, target)
+    desc = t.plan.desc
+    finishing = _finishing(desc, order_by, limit)
+    if isinstance(t.plan, Get):
+        item = rt.catalog.by_id(t.plan.id)
+        index = next(
+            (
+                i
+                for i in rt.catalog
+                if isinstance(i, IndexItem)
+                and i.on == item.id
+                and (cluster is None or i.cluster == cluster)
+                and rt.catalog.cluster(i.cluster).replicas
+            ),
+            None,
+        )
+        if index is not None:
+            ts = _pick_timestamp(rt, [(index.name, _since_of_index(rt, index))], as_of)
+            return await _peek(
+                rt, index.cluster, IndexTarget(index.id), ts, desc, finishing, timeout
+            )
+        if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem)):
+            since = rt.storage.collection_frontiers(item.id).since
+            ts = _pick_timestamp(rt, [(item.name, since)], as_of)
+            with_replicas = [c.name for c in rt.catalog.clusters if c.replicas]
+            if cluster is None and not with_replicas:
+                # Hold the collection at ts while waiting for its upper to pass ts.
+                (hold,) = rt.storage.acquire_read_holds([item.id])
+                try:
+                    hold.try_downgrade(Antichain.of(ts))
+                    await rt.controller.wait_for_uppers([item.id], ts, timeout)
+                    rows = await rt.storage.snapshot(item.id, ts)
+                finally:
+                    hold.release()
+                return _rows_table(desc, rows, finishing)
+            name = rt.default_cluster(cluster)
+            shard = rt.storage.collection_metadata(item.id).shard
+            return await _peek(
+                rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
+            )
+    return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout)
+
+
+def _rows_table(
+    desc: RelationDesc, rows: list[tuple[Row, int]], finishing: RowSetFinishing
+) -> pa.Table:
+    expanded = [r for r, n in rows for _ in range(n)]
+    table = pa.Table.from_pylist(
+        [dict(zip(desc.names, r, strict=True)) for r in expanded], schema=data_schema(desc)
+    )
+    if finishing.order_by:
+        keys = [
+            (desc.names[o.column], "descending" if o.desc else "ascending")
+            for o in finishing.order_by
+        ]
+        table = table.sort_by(keys)
+    if finishing.limit is not None:
+        table = table.slice(finishing.offset, finishing.limit)
+    return table
+
+
+async def _select_dataflow(
+    rt: Runtime,
+    plan: RelationExpr,
+    as_of: int | None,
+    cluster: str | None,
+    finishing: RowSetFinishing,
+    timeout: float,
+) -> pa.Table:
+    inlined = inline_views(plan, rt.catalog)
+    inputs = storage_inputs(inlined)
+    sinces = [(str(i), rt.storage.collection_frontiers(i).since) for i in inputs]
+    ts = _pick_timestamp(rt, sinces, as_of)
+    name = rt.default_cluster(cluster)
+    instance = rt.instance_of(name)
+    build, index = rt.transient_id(), rt.transient_id()
+    df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
+    rt.compute.create_dataflow(instance, df)
+    try:
+        return await _peek(rt, name, IndexTarget(index), ts, inlined.desc, finishing, timeout)
+    finally:
+        rt.compute.drop_collections(instance, [index])
+
+
+async def subscribe(
+    rt: Runtime,
+    target: str | RelationExpr,
+    *,
+    as_of: int | None,
+    up_to: int | None,
+    cluster: str | None,
+    with_snapshot: bool = True,
+) -> AsyncGenerator[list[tuple[int, Row, int]], None]:
+    """Yield the changes of ``target`` from ``as_of`` on, one list per closed interval."""
+    t = resolve(rt, target)
+    inlined = inline_views(t.plan, rt.catalog)
+    inputs = storage_inputs(inlined)
+    sinces = [(str(i), rt.storage.collection_frontiers(i).since) for i in inputs]
+    ts = _pick_timestamp(rt, sinces, as_of)
+    if up_to is not None and up_to <= ts:
+        raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
+    name = rt.default_cluster(cluster)
+    instance = rt.instance_of(name)
+    build, sink = rt.transient_id(), rt.transient_id()
+    queue = rt.controller.subscribe_queue(sink)
+    df = subscribe_dataflow(
+        inlined,
+        rt.catalog,
+        ts,
+        build_id=build,
+        sink_id=sink,
+        up_to=up_to,
+        with_snapshot=with_snapshot,
+    )
+    rt.compute.create_dataflow(instance, df)
+    done = False
+    try:
+        while not done:
+            batch: SubscribeResponse = await queue.get()
+            if batch.error is not None:
+                raise ReadFailed(f"subscribe to {t.name} failed: {batch.error}")
+            done = batch.upper.is_empty() or (
+                up_to is not None and not batch.upper.less_equal(up_to - 1)
+            )
+            yield _changes(batch.updates, inlined.desc)
+    finally:
+        rt.controller.forget_subscribe(sink)
+        if not done:
+            rt.compute.drop_collections(instance, [sink])
+
+
+def _changes(updates: pa.Table | None, desc: RelationDesc) -> list[tuple[int, Row, int]]:
+    if updates is None or updates.num_rows == 0:
+        return []
+    cols = [updates.column(n).to_pylist() for n in desc.names]
+    rows = list(zip(*cols, strict=True)) if cols else [() for _ in range(updates.num_rows)]
+    times = updates.column(TIME_COLUMN).to_pylist()
+    diffs = updates.column(DIFF_COLUMN).to_pylist()
+    out = list(zip(times, rows, diffs, strict=True))
+    out.sort(key=lambda u: u[0])
+    return out

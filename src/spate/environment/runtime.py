@@ -1,0 +1,90 @@
+"""The running parts of an environment, shared by its operation modules.
+
+One ``Runtime`` per open environment, owned by its event loop thread: the persist client, the
+combined controller, the catalog (cached, durable in consensus), the timestamp oracle, the
+orchestrator and the replicas it runs. Operation modules (:mod:`.tables`, :mod:`.objects`,
+:mod:`.reads`, :mod:`.clusters`) take a ``Runtime`` and change it only through its methods, so
+that every catalog change is one durable commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from spate.clock import Clock
+from spate.compute.controller.controller import ComputeController
+from spate.config import Settings
+from spate.controller import Controller
+from spate.environment.catalog import CatalogState, UnknownName
+from spate.environment.durable import DurableDocument
+from spate.environment.layout import Layout
+from spate.environment.oracle import TimestampOracle
+from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId
+from spate.orchestrator.supervisor import Supervisor
+from spate.persist.client import PersistClient
+from spate.storage.controller.controller import StorageController
+
+STORAGE_INSTANCE = InstanceId(0)
+"""The storage instance that runs every source and sink."""
+STORAGE_REPLICA = ReplicaId(0)
+
+
+@dataclass
+class Runtime:
+    layout: Layout
+    settings: Settings
+    clock: Clock
+    ids: IdGen
+    persist: PersistClient
+    oracle: TimestampOracle
+    catalog_doc: DurableDocument[CatalogState]
+    catalog: CatalogState
+    storage: StorageController
+    compute: ComputeController
+    controller: Controller
+    orchestrator: Supervisor
+    epoch: int
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    storage_replica_started: bool = False
+    table_uppers: dict[GlobalId, int] = field(default_factory=dict)
+    """Each table's upper as of this environment's last append (the storage controller
+    learns it only in its next ``process``). Maintained under ``write_lock``."""
+    _transient: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def commit(self, change: Callable[[CatalogState], CatalogState]) -> CatalogState:
+        """Apply ``change`` (pure, validating) to the catalog and make it durable."""
+        change(self.catalog)  # validate against the cached state first: fail before any I/O
+
+        def apply(current: CatalogState | None) -> CatalogState:
+            return change(current if current is not None else CatalogState())
+
+        self.catalog = self.catalog_doc.update(apply)
+        return self.catalog
+
+    def table_upper(self, id: GlobalId) -> int:
+        known = self.table_uppers.get(id)
+        if known is not None:
+            return known
+        upper = self.storage.collection_frontiers(id).upper.as_option()
+        return 0 if upper is None else upper
+
+    def transient_id(self) -> GlobalId:
+        return GlobalId.transient(next(self._transient))
+
+    def instance_of(self, cluster: str) -> InstanceId:
+        return self.catalog.cluster(cluster).instance
+
+    def default_cluster(self, cluster: str | None) -> str:
+        """``cluster``, or the only / first cluster with replicas; error if there is none."""
+        if cluster is not None:
+            self.catalog.cluster(cluster)
+            return cluster
+        with_replicas = [c.name for c in self.catalog.clusters if c.replicas]
+        if with_replicas:
+            return with_replicas[0]
+        if self.catalog.clusters:
+            return self.catalog.clusters[0].name
+        raise UnknownName("no cluster exists to run this; create one with create_cluster()")

@@ -1,0 +1,130 @@
+"""Compaction: size-tiered merging of batches, with times advanced to the since (consolidated).
+
+**Policy** (pure, :func:`pick_compaction`): walk the batches from the newest; a batch joins the
+run of newer batches when its size is at most ``factor ×`` their combined size. A run of two or
+more is merged. Sizes then grow geometrically from newest to oldest, so a shard holds
+``O(log n)`` batches and each update is rewritten ``O(log n)`` times.
+
+**Merge** (:func:`compact`): read the run's parts (verified), advance every time below the since
+``s`` to ``s`` and consolidate (skipped when no time is below ``s`` and no diff is negative:
+then only exact duplicates could merge). By the differential-dataflow guarantee the merged batch
+accumulates to the same contents at every time ``>= s`` (P4), and readers never read below the
+since. With an empty since nobody may read again, so the merged batch is empty. The output is
+written to new blobs first, then swapped in by CaS only if the inputs are still in the state;
+otherwise (someone else compacted them) the output is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.errors import LocationError
+from spate.frontier.antichain import Antichain, Frontier
+from spate.persist._shard import ShardContext
+from spate.persist.batch import encode_part, make_part
+from spate.persist.errors import BatchMissing
+from spate.persist.state import BatchPart, HollowBatch, ShardState, apply_compaction
+from spate.repr.consolidate import advance_times, consolidate
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
+
+_log: Final = logging.getLogger("spate.persist.compact")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReq:
+    """Merge ``inputs`` (contiguous, oldest first) advancing times to ``since``."""
+
+    inputs: tuple[HollowBatch, ...]
+    since: Frontier
+
+
+def pick_compaction(state: ShardState, *, factor: float) -> CompactionReq | None:
+    """The run of newest batches to merge now, or ``None``."""
+    if state.tombstone:
+        return None
+    bs = state.batches
+    if bs and bs[-1].is_empty():
+        bs = bs[:-1]
+    if len(bs) < 2:
+        return None
+    i = len(bs) - 1
+    acc = bs[i].encoded_size
+    while i > 0 and bs[i - 1].encoded_size <= factor * acc:
+        acc += bs[i - 1].encoded_size
+        i -= 1
+    if i == len(bs) - 1:
+        return None
+    return CompactionReq(inputs=tuple(bs[i:]), since=state.since)
+
+
+def merge_updates(tables: list[pa.Table], since: Frontier, schema: pa.Schema) -> pa.Table:
+    """Concatenate, advance times to ``since`` and consolidate (empty if ``since`` is empty)."""
+    if since.is_empty() or not tables:
+        return schema.empty_table()
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    (s,) = since.elements
+    times = table.column(TIME_COLUMN)
+    if table.num_rows and (
+        pc.min(times).as_py() < s or pc.any(pc.less(table.column(DIFF_COLUMN), 0)).as_py()
+    ):
+        return consolidate(advance_times(table, s)).cast(schema)
+    # Nothing below the since and no retraction: consolidation could only add up exact
+    # duplicates, rarely worth a hash group-by over every column. The batch stays correct.
+    return table.cast(schema)
+
+
+def _write_output(ctx: ShardContext, table: pa.Table, actor: str) -> tuple[BatchPart, ...]:
+    parts: list[BatchPart] = []
+    step = ctx.config.part_max_rows
+    for offset in range(0, table.num_rows, step):
+        chunk = table.slice(offset, step)
+        data = encode_part(chunk, ctx.shard_id, zstd_level=ctx.config.zstd_level)
+        key = ctx.new_key(actor)
+        try:
+            ctx.retry(f"set {key}", lambda k=key, d=data: ctx.blob.set(k, d))  # type: ignore[misc]
+        except LocationError:
+            ctx.delete_quietly([p.key for p in parts] + [key])
+            raise
+        parts.append(make_part(key, data, chunk.num_rows))
+    return tuple(parts)
+
+
+def compact(ctx: ShardContext, req: CompactionReq, *, actor: str, schema: pa.Schema) -> bool:
+    """Perform ``req``; ``True`` if the merged batch replaced its inputs."""
+    inputs = req.inputs
+    parts = [p for b in inputs for p in b.parts]
+    try:
+        tables = ctx.fetch_parts(parts, schema)
+    except BatchMissing:
+        # Someone else compacted these inputs and GC deleted them: nothing to do.
+        current = ctx.machine.fetch()
+        keys = current.part_keys()
+        if not all(p.key in keys for p in parts):
+            return False
+        raise
+    merged = merge_updates(tables, req.since, schema)
+    out_parts = _write_output(ctx, merged, actor)
+    output = HollowBatch(
+        lower=inputs[0].lower,
+        upper=inputs[-1].upper,
+        since=req.since if not req.since.is_empty() else Antichain.empty(),
+        parts=out_parts,
+    )
+    applied = ctx.machine.apply(lambda s: apply_compaction(s, inputs, output))
+    if not applied.result:
+        ctx.delete_quietly([p.key for p in out_parts])
+        return False
+    _log.debug(
+        "shard=%s compacted %d batches (%d updates) into %d updates at since %s",
+        ctx.shard_id,
+        len(inputs),
+        sum(b.num_updates for b in inputs),
+        merged.num_rows,
+        req.since,
+    )
+    return True

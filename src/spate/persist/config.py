@@ -1,0 +1,64 @@
+"""Tuning knobs of persist (defaults suit the embedded deployment)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+MINUTE_MS: Final = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class PersistConfig:
+    """How persist clients behave. Every field has a safe default.
+
+    * ``reader_lease_ms`` / ``writer_lease_ms``: a handle that neither heartbeats nor writes for
+      this long is expired by the next state change of anyone on the shard.
+    * ``maintenance``: run compaction and GC automatically after writes and since downgrades
+      (inline, after the CaS committed; a maintenance failure never fails the write).
+    * ``compaction_factor``: size-tiered merging — a batch is merged with the newer batches after
+      it when its size is at most ``factor ×`` theirs together.
+    * ``gc_every``: run GC after this many state changes made through one client on a shard
+      (and after every compaction).
+    * ``location_retries``: consecutive Blob/Consensus failures retried (with backoff from
+      ``backoff_base_s`` to ``backoff_max_s``) before the error reaches the caller.
+    * ``poll_interval_s`` / ``poll_max_s``: how often a waiting read or a listen polls consensus.
+    * ``zstd_level``: Parquet compression level of batches.
+    * ``part_max_rows``: compaction splits its output into parts of at most this many rows.
+    * ``fetch_threads``: parallel blob fetches of one read.
+    * ``staging_dir``: where Spark reads of non-file blobs are staged (``None``: the temp dir).
+    """
+
+    reader_lease_ms: int = 15 * MINUTE_MS
+    writer_lease_ms: int = 15 * MINUTE_MS
+    maintenance: bool = True
+    compaction_factor: float = 2.0
+    gc_every: int = 16
+    location_retries: int = 8
+    backoff_base_s: float = 0.005
+    backoff_max_s: float = 1.0
+    poll_interval_s: float = 0.005
+    poll_max_s: float = 0.25
+    zstd_level: int = 1
+    part_max_rows: int = 4_000_000
+    fetch_threads: int = 4
+    staging_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (
+            "reader_lease_ms",
+            "writer_lease_ms",
+            "gc_every",
+            "part_max_rows",
+            "fetch_threads",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"PersistConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.location_retries < 0:
+            raise ValueError(
+                f"PersistConfig.location_retries must be >= 0, got {self.location_retries}"
+            )
+        if self.compaction_factor <= 0:
+            raise ValueError(
+                f"PersistConfig.compaction_factor must be > 0, got {self.compaction_factor}"
+            )

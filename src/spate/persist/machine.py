@@ -1,0 +1,217 @@
+"""The CaS apply loop: turns pure :mod:`~spate.persist.state` transitions into durable changes.
+
+``Machine.apply(fn)`` reads the shard's latest known state, computes ``fn(state)``, and — if the
+transition changes anything — writes the new state at ``seqno + 1`` with
+``Consensus.compare_and_set``. If the CaS loses (someone else wrote first) the machine fetches
+the head and runs ``fn`` again on it. If Consensus fails (``Determinate`` or ``Indeterminate``)
+the machine backs off, fetches, and runs ``fn`` again: transitions are written so that running
+them on a state where their earlier attempt already committed is a no-op (the idempotency token
+of an append, the opaque of a critical since…). After ``location_retries`` consecutive
+failures the error reaches the caller — as ``Indeterminate`` if any CaS attempt may have
+committed.
+
+Every new state is checked against the shard invariants before it is written (P3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from spate.clock import Clock
+from spate.errors import Determinate, Indeterminate, LocationError, SpateError
+from spate.ids import ShardId
+from spate.persist.config import PersistConfig
+from spate.persist.crash import crash_point
+from spate.persist.location import Consensus, next_seqno
+from spate.persist.state import Apply, ShardState, check_invariants
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+_log: Final = logging.getLogger("spate.persist.machine")
+
+Sleep = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied(Generic[R]):
+    """What ``apply`` did: the transition's result, the state it saw or wrote, and whether it
+    wrote a new seqno."""
+
+    result: R
+    state: ShardState
+    changed: bool
+    before: ShardState
+    uncertain: bool = False
+    """Some CaS attempt of this call was indeterminate (it may have committed)."""
+
+
+class Machine:
+    """The driver of one shard's state: cached head, CaS loop, retries with backoff.
+
+    Thread-safe: concurrent ``apply`` calls race through Consensus like separate processes.
+    """
+
+    def __init__(
+        self,
+        shard_id: ShardId,
+        consensus: Consensus,
+        *,
+        clock: Clock,
+        config: PersistConfig,
+        rng: random.Random,
+        sleep: Sleep,
+    ) -> None:
+        self.shard_id = shard_id
+        self.key = str(shard_id)
+        self._consensus = consensus
+        self._clock = clock
+        self._config = config
+        self._rng = rng
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._cached: tuple[int | None, ShardState] | None = None
+        self.cas_attempts = 0
+        self.cas_mismatches = 0
+        self.changes_since_gc = 0
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _decode(self, seqno: int, data: bytes) -> ShardState:
+        state = ShardState.decode(data)
+        if state.shard_id != self.shard_id or state.seqno != seqno:
+            raise Determinate(
+                f"consensus key {self.key} seqno {seqno} holds the state of shard "
+                f"{state.shard_id} seqno {state.seqno}"
+            )
+        return state
+
+    def _remember(self, expected: int | None, state: ShardState) -> None:
+        with self._lock:
+            if self._cached is None or (
+                expected is not None and (self._cached[0] is None or expected > self._cached[0])
+            ):
+                self._cached = (expected, state)
+
+    def _fetch_once(self) -> tuple[int | None, ShardState]:
+        head = self._consensus.head(self.key)
+        if head is None:
+            return None, ShardState.initial(self.shard_id)
+        state = self._decode(head.seqno, head.data)
+        self._remember(head.seqno, state)
+        return head.seqno, state
+
+    def retrying(self, what: str, op: Callable[[], T]) -> T:
+        """Run ``op``, retrying Blob/Consensus failures with backoff (``location_retries``).
+
+        Only for operations that are safe to repeat (reads, write-once blob sets, deletes).
+        """
+        failures = 0
+        while True:
+            try:
+                return op()
+            except LocationError as e:
+                failures += 1
+                if failures > self._config.location_retries:
+                    raise
+                _log.debug("shard=%s %s failed (%s); retrying", self.key, what, e)
+                self._backoff(failures)
+
+    def _backoff(self, failures: int) -> None:
+        cfg = self._config
+        delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2 ** (failures - 1))
+        self._sleep(delay * (0.5 + self._rng.random() / 2))
+
+    def fetch(self) -> ShardState:
+        """The latest state in Consensus (retrying failures)."""
+        return self.retrying("fetch", self._fetch_once)[1]
+
+    def fetch_with_seqno(self) -> tuple[int | None, ShardState]:
+        return self.retrying("fetch", self._fetch_once)
+
+    def cached(self) -> ShardState:
+        """The latest state this process has seen (fetched if none yet). May be stale."""
+        with self._lock:
+            cached = self._cached
+        if cached is not None:
+            return cached[1]
+        return self.fetch()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        fn: Callable[[ShardState], Apply[R]],
+        *,
+        crash_points: bool = False,
+    ) -> Applied[R]:
+        """Run ``fn`` on the latest state until its result is written or needs no write.
+
+        Usage errors raised by ``fn`` propagate unchanged (nothing was written).
+        """
+        with self._lock:
+            cached = self._cached
+        if cached is not None:
+            (expected, state), fresh = cached, False
+        else:
+            (expected, state), fresh = self.fetch_with_seqno(), True
+        failures = 0
+        maybe_committed = False
+        while True:
+            # A cached state may be stale: an error or a "nothing to do" computed from it is
+            # only trusted after a fresh fetch.
+            try:
+                out = fn(state)
+            except SpateError:
+                if fresh:
+                    raise
+                (expected, state), fresh = self.fetch_with_seqno(), True
+                continue
+            if out.state is None:
+                if not fresh:
+                    (expected, state), fresh = self.fetch_with_seqno(), True
+                    continue
+                return Applied(out.result, state, False, state, maybe_committed)
+            new = dataclasses.replace(
+                out.state,
+                seqno=next_seqno(expected),
+                walltime_ms=max(self._clock.now_millis(), state.walltime_ms),
+            )
+            check_invariants(state, new)
+            data = new.encode()
+            if crash_points:
+                crash_point("persist.before_cas")
+            self.cas_attempts += 1
+            try:
+                ok = self._consensus.compare_and_set(self.key, expected, data)
+            except (Determinate, Indeterminate) as e:
+                failures += 1
+                maybe_committed = maybe_committed or isinstance(e, Indeterminate)
+                if failures > self._config.location_retries:
+                    if maybe_committed and not isinstance(e, Indeterminate):
+                        raise Indeterminate(
+                            f"shard {self.key}: a write may have committed, then: {e}"
+                        ) from e
+                    raise
+                self._backoff(failures)
+                try:
+                    (expected, state), fresh = self.fetch_with_seqno(), True
+                except LocationError as fe:
+                    if maybe_committed:
+                        raise Indeterminate(
+                            f"shard {self.key}: a write may have committed, then: {fe}"
+                        ) from fe
+                    raise
+                continue
+            if ok:
+                self._remember(new.seqno, new)
+                self.changes_since_gc += 1
+                return Applied(out.result, new, True, state, maybe_committed)
+            self.cas_mismatches += 1
+            (expected, state), fresh = self.fetch_with_seqno(), True

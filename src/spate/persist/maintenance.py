@@ -1,0 +1,44 @@
+"""Automatic maintenance after a state change: compaction (writers) and GC (anyone).
+
+Runs inline, after the change committed. A failure is logged and never turns a committed write
+into an error (the next maintenance retries whatever was left).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import pyarrow as pa
+
+from spate.errors import SpateError
+from spate.persist._shard import ShardContext
+from spate.persist.compact import compact, pick_compaction
+from spate.persist.gc import GcReport, collect_garbage, should_gc
+from spate.persist.state import ShardState
+
+_log: Final = logging.getLogger("spate.persist.maintenance")
+
+MAX_MERGES_PER_CALL: Final = 4
+
+
+def run_maintenance(
+    ctx: ShardContext,
+    before: ShardState,
+    *,
+    writer: str | None,
+    schema: pa.Schema | None,
+) -> GcReport | None:
+    """Compact (if ``writer`` and ``schema`` are given) and collect garbage when worthwhile."""
+    try:
+        if writer is not None and schema is not None:
+            for _ in range(MAX_MERGES_PER_CALL):
+                req = pick_compaction(ctx.machine.cached(), factor=ctx.config.compaction_factor)
+                if req is None or not compact(ctx, req, actor=writer, schema=schema):
+                    break
+        after = ctx.machine.cached()
+        if should_gc(before, after, ctx.machine.changes_since_gc, ctx.config.gc_every):
+            return collect_garbage(ctx, me=writer)
+    except (SpateError, OSError, pa.ArrowException) as e:
+        _log.warning("shard=%s maintenance failed (will retry later): %s", ctx.shard_id, e)
+    return None

@@ -1,0 +1,267 @@
+"""``WriteHandle``: appends to a shard (spec §7.2).
+
+A writer is registered in the shard state with a lease; every append (even an empty one)
+renews it, and :meth:`WriteHandle.heartbeat` renews it explicitly. A writer that stays silent
+longer than its lease is expired by the next state change of anyone; its next call raises
+``LeaseExpired``. :meth:`WriteHandle.expire` unregisters it on shutdown.
+
+``compare_and_append(updates, *, expected_upper, new_upper, idempotency_token)`` atomically
+checks ``shard upper == expected_upper``, adds the updates as one batch and sets the upper to
+``new_upper``. It returns :class:`Appended` or :class:`UpperMismatch` (a value: another writer
+won). Usage errors (nothing written): ``InvalidBounds`` (``new_upper < expected_upper``),
+``UpdateNotBeyondLower`` (a time ``< expected_upper``), ``UpdateBeyondUpper`` (a time
+``>= new_upper``), ``SchemaMismatch``. ``Indeterminate`` means it may or may not have committed:
+retry with the **same** ``idempotency_token`` — if the first attempt committed, the retry is a
+no-op success (``deduplicated=True``) even if the upper has moved on since; if it did not and
+someone else advanced the upper, the retry returns ``UpperMismatch``.
+
+The batch blob is durable before the CaS that references it; a CaS that loses deletes it.
+
+A handle is not meant to be shared by concurrent callers; calls are serialised by a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.errors import Indeterminate, SchemaMismatch
+from spate.frontier.antichain import Antichain, Frontier
+from spate.ids import ShardId, WriterId
+from spate.persist._shard import ShardContext, wait_for_upper_past
+from spate.persist.batch import encode_part, make_part
+from spate.persist.crash import crash_point
+from spate.persist.errors import (
+    InvalidAppend,
+    InvalidBounds,
+    UpdateBeyondUpper,
+    UpdateNotBeyondLower,
+)
+from spate.persist.gc import GcReport
+from spate.persist.maintenance import run_maintenance
+from spate.persist.state import (
+    Appended,
+    BatchPart,
+    HollowBatch,
+    UpperMismatch,
+    compare_and_append,
+    expire_writer,
+    heartbeat_writer,
+)
+from spate.repr.arrow import updates_schema, validate_table
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+
+_log: Final = logging.getLogger("spate.persist.write")
+
+__all__ = ["Appended", "UpperMismatch", "WriteHandle"]
+
+
+def _check_frontier(name: str, f: object) -> Frontier:
+    if not isinstance(f, Antichain):
+        raise TypeError(f"{name} must be an Antichain frontier, got {type(f).__name__}")
+    if len(f) > 1:
+        raise TypeError(f"{name} must be a frontier of at most one time, got {f}")
+    return f
+
+
+class WriteHandle:
+    """A registered writer of one shard. Open with ``PersistClient.open_writer``."""
+
+    def __init__(
+        self, ctx: ShardContext, writer_id: WriterId, desc: RelationDesc, upper: Frontier
+    ) -> None:
+        self._ctx = ctx
+        self.writer_id = writer_id
+        self.desc = desc
+        self.schema = updates_schema(desc)
+        self._upper = upper
+        self._lock = threading.Lock()
+
+    @property
+    def shard_id(self) -> ShardId:
+        return self._ctx.shard_id
+
+    @property
+    def upper(self) -> Frontier:
+        """This handle's view of the upper (at most the shard's; refreshed by every write)."""
+        return self._upper
+
+    def fetch_recent_upper(self) -> Frontier:
+        """The shard's upper, read from Consensus now (not linearized with other writes)."""
+        state = self._ctx.machine.fetch()
+        self._upper = self._upper.join(state.upper)
+        return state.upper
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def _prepare(
+        self, updates: pa.Table | None, lower: Frontier, upper: Frontier
+    ) -> pa.Table | None:
+        sid = str(self.shard_id)
+        lower = _check_frontier("expected_upper (lower)", lower)
+        upper = _check_frontier("new_upper", upper)
+        if not lower.less_equal(upper):
+            raise InvalidBounds(sid, lower, upper)
+        if updates is None:
+            return None
+        if not isinstance(updates, pa.Table):
+            raise TypeError(f"updates must be a pyarrow Table, got {type(updates).__name__}")
+        for name in (TIME_COLUMN, DIFF_COLUMN):
+            if name not in updates.column_names:
+                raise SchemaMismatch(f"shard {sid}", None, name, "int64", "no such column")
+        table = validate_table(self.desc, updates, collection=f"shard {sid}")
+        if table.num_rows == 0:
+            return None
+        bounds = pc.min_max(table.column(TIME_COLUMN))
+        tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
+        if tmin < 0 or not lower.less_equal(tmin):
+            raise UpdateNotBeyondLower(sid, tmin, lower)
+        if upper.less_equal(tmax):
+            raise UpdateBeyondUpper(sid, tmax, upper)
+        return table.cast(self.schema)
+
+    def _write_part(self, table: pa.Table) -> BatchPart:
+        ctx = self._ctx
+        data = encode_part(table, ctx.shard_id, zstd_level=ctx.config.zstd_level)
+        key = ctx.new_key(str(self.writer_id))
+        ctx.retry(f"set {key}", lambda: ctx.blob.set(key, data))
+        crash_point("persist.after_blob_set")
+        return make_part(key, data, table.num_rows)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def compare_and_append(
+        self,
+        updates: pa.Table | None,
+        *,
+        expected_upper: Frontier,
+        new_upper: Frontier,
+        idempotency_token: uuid.UUID,
+    ) -> Appended | UpperMismatch:
+        """See the module docs. ``updates`` has ``updates_schema(desc)`` (or is ``None``)."""
+        if not isinstance(idempotency_token, uuid.UUID):
+            raise TypeError(
+                f"idempotency_token must be a uuid.UUID, got {type(idempotency_token).__name__}"
+            )
+        table = self._prepare(updates, expected_upper, new_upper)
+        with self._lock:
+            return self._compare_and_append(table, expected_upper, new_upper, idempotency_token)
+
+    def _compare_and_append(
+        self,
+        table: pa.Table | None,
+        expected_upper: Frontier,
+        new_upper: Frontier,
+        token: uuid.UUID,
+    ) -> Appended | UpperMismatch:
+        ctx = self._ctx
+        parts = (self._write_part(table),) if table is not None else ()
+        batch = HollowBatch(
+            lower=expected_upper, upper=new_upper, since=Antichain.minimum(), parts=parts
+        )
+        writer_id = self.writer_id
+        applied = ctx.machine.apply(
+            lambda s: compare_and_append(
+                s, writer_id=writer_id, batch=batch, token=token, now_ms=ctx.now_ms()
+            ),
+            crash_points=True,
+        )
+        result = applied.result
+        if isinstance(result, UpperMismatch):
+            # Proven not committed (see state.compare_and_append): the blobs are ours to drop.
+            ctx.delete_quietly([p.key for p in parts])
+            self._upper = self._upper.join(result.current)
+            return result
+        if result.deduplicated and not applied.uncertain:
+            # An earlier call committed; this call's blobs were never referenced.
+            ctx.delete_quietly([p.key for p in parts])
+        crash_point("persist.after_cas_before_ack")
+        self._upper = self._upper.join(result.upper)
+        if applied.changed and ctx.config.maintenance:
+            run_maintenance(ctx, applied.before, writer=str(writer_id), schema=self.schema)
+        return result
+
+    def append(self, updates: pa.Table | None, *, lower: Frontier, upper: Frontier) -> Appended:
+        """Append data that several replicated writers may write identically (spec §7.2).
+
+        If the shard's upper is ``current``: ``current == lower`` appends; ``lower < current <
+        upper`` trims the updates to times ``>= current`` and appends those; ``current >=
+        upper`` is a no-op success (someone wrote it); ``current < lower`` raises
+        ``InvalidAppend`` (the batch would leave a gap). ``Indeterminate`` is retried
+        internally with the same idempotency token.
+        """
+        table = self._prepare(updates, lower, upper)
+        token = self._ctx.ids.uuid()
+        sid = str(self.shard_id)
+        attempts = 0
+        with self._lock:
+            expected = lower
+            while True:
+                try:
+                    result = self._compare_and_append(table, expected, upper, token)
+                except Indeterminate:
+                    attempts += 1
+                    if attempts > self._ctx.config.location_retries:
+                        raise
+                    continue
+                if isinstance(result, Appended):
+                    return result
+                current = result.current
+                if upper.less_equal(current):
+                    return Appended(current, deduplicated=True)
+                if current.less_than(lower):
+                    raise InvalidAppend(
+                        f"shard {sid}: append [{lower}, {upper}) is beyond the shard's upper "
+                        f"{current}: it would leave a gap"
+                    )
+                expected = current
+                if table is not None:
+                    (t,) = current.elements
+                    table = table.filter(pc.greater_equal(table.column(TIME_COLUMN), t))
+                    if table.num_rows == 0:
+                        table = None
+
+    # -- lease ----------------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Renew the lease (``LeaseExpired`` if the writer was already expired)."""
+        ctx = self._ctx
+        with self._lock:
+            ctx.machine.apply(lambda s: heartbeat_writer(s, self.writer_id, now_ms=ctx.now_ms()))
+
+    def expire(self) -> None:
+        """Unregister this writer. The handle must not be used afterwards."""
+        with self._lock:
+            self._ctx.machine.apply(lambda s: expire_writer(s, self.writer_id))
+
+    def maintenance(self) -> GcReport | None:
+        """Compact and collect garbage now (normally automatic after writes)."""
+        with self._lock:
+            before = self._ctx.machine.cached()
+            self._ctx.machine.changes_since_gc = self._ctx.config.gc_every
+            return run_maintenance(
+                self._ctx, before, writer=str(self.writer_id), schema=self.schema
+            )
+
+    # -- waiting --------------------------------------------------------------------------------
+
+    def wait_for_upper_past(self, timestamp: int, *, timeout: float | None = None) -> Frontier:
+        """Block until the shard's upper is beyond ``timestamp``; return it."""
+        state = wait_for_upper_past(self._ctx, timestamp, timeout=timeout)
+        self._upper = self._upper.join(state.upper)
+        return state.upper
+
+    async def wait_for_upper_past_async(
+        self, timestamp: int, *, timeout: float | None = None
+    ) -> Frontier:
+        """``wait_for_upper_past`` without blocking the event loop."""
+        return await asyncio.to_thread(self.wait_for_upper_past, timestamp, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"WriteHandle(shard={self.shard_id}, writer={self.writer_id}, upper={self._upper})"

@@ -1,0 +1,1 @@
+"""Execution of dataflows on Spark."""

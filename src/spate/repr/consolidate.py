@@ -1,0 +1,88 @@
+"""Consolidation of updates, vectorised on Arrow tables (and a small-list variant).
+
+For a table ``U`` of updates (data columns, ``_time``, ``_diff``):
+
+* ``consolidate(U)`` sums ``_diff`` over equal ``(row, _time)`` and drops zero sums. It is
+  idempotent, independent of input order, and preserves ``Σ diff`` per ``(row, time)``;
+* ``accumulate_at(U, t)`` is the collection at time ``t``: ``Σ diff`` per row over updates with
+  ``_time <= t``, without zero rows. Output: data columns and ``_diff`` (the multiplicity);
+* ``advance_times(U, since)`` replaces every ``_time < since`` by ``since``. By the differential
+  dataflow guarantee, ``accumulate_at(advance_times(U, s), t) == accumulate_at(U, t)`` for every
+  ``t >= s``; this is what compaction relies on.
+
+Rows compare by value with NULL equal to NULL (identical rows consolidate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN
+from spate.repr.types import Row
+
+_SUM = DIFF_COLUMN + "_sum"
+
+
+def data_columns(table: pa.Table) -> list[str]:
+    return [n for n in table.column_names if n not in RESERVED_COLUMNS]
+
+
+def _group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
+    grouped = table.group_by(keys, use_threads=True).aggregate([(DIFF_COLUMN, "sum")])
+    grouped = grouped.filter(pc.not_equal(grouped.column(_SUM), 0))
+    return grouped.rename_columns([*keys, DIFF_COLUMN])
+
+
+def _restore_schema(result: pa.Table, like: pa.Schema, names: list[str]) -> pa.Table:
+    """Give ``result`` the field order, nullability and metadata of ``like``."""
+    fields = [like.field(n) for n in names]
+    return pa.Table.from_arrays([result.column(n) for n in names], schema=pa.schema(fields))
+
+
+def consolidate(table: pa.Table, *, sort: bool = False) -> pa.Table:
+    """Sum ``_diff`` per ``(row, _time)``, drop zeros; ``sort=True`` orders by data, then time."""
+    if table.num_rows == 0:
+        return table
+    keys = [*data_columns(table), TIME_COLUMN]
+    out = _restore_schema(_group_sum(table, keys), table.schema, [*keys, DIFF_COLUMN])
+    if sort:
+        out = out.sort_by([(k, "ascending") for k in keys])
+    return out
+
+
+def accumulate_at(table: pa.Table, time: int, *, sort: bool = False) -> pa.Table:
+    """The contents at ``time``: data columns and ``_diff``, zero multiplicities dropped."""
+    data = data_columns(table)
+    visible = table.filter(pc.less_equal(table.column(TIME_COLUMN), time))
+    names = [*data, DIFF_COLUMN]
+    if visible.num_rows == 0:
+        return _restore_schema(visible.select(names), table.schema, names)
+    if data:
+        out = _group_sum(visible, data)
+    else:
+        total = pc.sum(visible.column(DIFF_COLUMN)).as_py() or 0
+        out = pa.table({DIFF_COLUMN: pa.array([total] if total else [], pa.int64())})
+    out = _restore_schema(out, table.schema, names)
+    if sort and data:
+        out = out.sort_by([(k, "ascending") for k in data])
+    return out
+
+
+def advance_times(table: pa.Table, since: int) -> pa.Table:
+    """Every ``_time < since`` becomes ``since`` (then consolidate to shrink)."""
+    idx = table.schema.get_field_index(TIME_COLUMN)
+    times = table.column(TIME_COLUMN)
+    advanced = pc.max_element_wise(times, pa.scalar(since, pa.int64()))
+    return table.set_column(idx, table.schema.field(idx), advanced)
+
+
+def consolidate_updates(updates: Iterable[tuple[Row, int, int]]) -> list[tuple[Row, int, int]]:
+    """Consolidate a small list of ``(row, time, diff)`` in Python, keeping first-seen order."""
+    acc: dict[tuple[Row, int], int] = {}
+    for row, time, diff in updates:
+        key = (row, time)
+        acc[key] = acc.get(key, 0) + diff
+    return [(row, time, diff) for (row, time), diff in acc.items() if diff != 0]

@@ -1,0 +1,1 @@
+"""Storage: the storage controller, storage replicas, sources and sinks (spec §6)."""

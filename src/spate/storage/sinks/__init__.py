@@ -1,0 +1,1 @@
+"""Sinks: exactly-once exports of a collection to external systems."""

@@ -1,0 +1,1 @@
+"""PostgreSQL change data capture over logical replication (pgoutput)."""

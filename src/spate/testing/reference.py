@@ -1,0 +1,463 @@
+"""The reference evaluator: what every plan means, in plain Python. A test oracle only.
+
+**The defining semantics.** The contents of a view at time ``t`` are its plan evaluated on the
+contents of its inputs accumulated at ``t`` (every update with ``time <= t``), with
+``now() = t``. :func:`evaluate` computes exactly that for one plan and one time;
+:func:`expected_contents` and :func:`expected_updates` apply it to a whole
+:class:`~spate.plan.dataflow.DataflowDescription` at every time of an interval, which is what an
+incremental renderer must reproduce at every time ``>= as_of``.
+
+Collections are multisets: ``Counter[Row]`` mapping each row to its multiplicity (never 0, may be
+negative). Rows hold canonical datums (:func:`~spate.testing.reference_scalar.canonical`).
+Nothing here is fast; everything here should be obviously right.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Context, Decimal
+from typing import Any
+
+from spate.ids import GlobalId
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.dataflow import DataflowDescription
+from spate.plan.errors import EvalError
+from spate.plan.expr import ScalarExpr
+from spate.plan.finishing import ColumnOrder
+from spate.plan.relation import (
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    FlatMap,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    TopK,
+    Union,
+)
+from spate.plan.table_func import TableFunc
+from spate.plan.temporal import TemporalBounds
+from spate.repr.desc import Column, RelationDesc
+from spate.repr.types import Datum, Row, ScalarKind, ScalarType
+from spate.testing.reference_scalar import (
+    canonical,
+    canonical_row,
+    check_int64,
+    compare,
+    compare_rows,
+    compile_scalar,
+    fit_numeric,
+    value_key,
+)
+
+_EXACT = Context(prec=200)
+"""Wide enough that sums and quotients of numeric(38,s) values are exact before rounding."""
+
+Multiset = Counter[Row]
+Update = tuple[Row, int, int]
+"""``(row, time, diff)``."""
+
+
+def consolidated(pairs: Iterable[tuple[Row, int]]) -> Multiset:
+    """Sum multiplicities per row; drop zeros."""
+    out: Multiset = Counter()
+    for row, diff in pairs:
+        out[row] += diff
+    return Counter({r: d for r, d in out.items() if d != 0})
+
+
+def accumulate(updates: Iterable[Update], timestamp: int) -> Multiset:
+    """The contents at ``timestamp``: Σ diff per row over updates with ``time <= timestamp``."""
+    return consolidated((row, diff) for row, time, diff in updates if time <= timestamp)
+
+
+# --- relational evaluation -------------------------------------------------------------------
+
+
+def evaluate(
+    plan: RelationExpr, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int
+) -> Multiset:
+    """``plan`` on the accumulated ``inputs`` (by collection id), with ``now() = now``."""
+    return _Evaluator(inputs, now).go(plan)
+
+
+class _Evaluator:
+    def __init__(self, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int) -> None:
+        self.inputs = inputs
+        self.now = now
+
+    def go(self, plan: RelationExpr) -> Multiset:
+        match plan:
+            case Get(id, desc):
+                if id not in self.inputs:
+                    raise EvalError(f"Get: no contents given for {id}")
+                return self.rows_of(self.inputs[id].items(), desc, str(id))
+            case Constant(rows, desc):
+                return self.rows_of(rows, desc, "Constant")
+            case Map():
+                return self.map(plan)
+            case Filter(inp, predicates):
+                keep = self.predicate(predicates, inp.desc.columns)
+                return consolidated((r, m) for r, m in self.go(inp).items() if keep(r))
+            case Project(inp, outputs, _):
+                return consolidated(
+                    (tuple(r[i] for i in outputs), m) for r, m in self.go(inp).items()
+                )
+            case FlatMap(inp, func, exprs, _):
+                return self.flat_map(inp, func, exprs)
+            case Join():
+                return self.join(plan)
+            case Reduce():
+                return self.reduce(plan)
+            case TopK(inp, key, order_by, limit, offset):
+                return self.top_k(inp, key, order_by, limit, offset)
+            case Distinct(inp):
+                present = self.nonnegative(inp, "Distinct")
+                return Counter(dict.fromkeys(present, 1))
+            case Negate(inp):
+                return Counter({r: -m for r, m in self.go(inp).items()})
+            case Threshold(inp):
+                return Counter({r: m for r, m in self.go(inp).items() if m > 0})
+            case Union(operands):
+                return consolidated(
+                    pair for operand in operands for pair in self.go(operand).items()
+                )
+            case ArrangeBy(inp, _):
+                return self.go(inp)
+        raise EvalError(f"cannot evaluate {type(plan).__name__}")
+
+    @staticmethod
+    def rows_of(pairs: Iterable[tuple[Row, int]], desc: RelationDesc, what: str) -> Multiset:
+        checked: list[tuple[Row, int]] = []
+        for i, (row, m) in enumerate(pairs):
+            desc.validate_row(row, collection=what, row_index=i)
+            checked.append((canonical_row(tuple(row), desc.columns), m))
+        return consolidated(checked)
+
+    def nonnegative(self, inp: RelationExpr, node: str) -> Multiset:
+        rows = self.go(inp)
+        for r, m in rows.items():
+            if m < 0:
+                raise EvalError(f"{node}: input row {r} has negative multiplicity {m}")
+        return rows
+
+    def predicate(
+        self, predicates: Sequence[ScalarExpr], columns: Sequence[Column]
+    ) -> Callable[[Row], bool]:
+        compiled = [compile_scalar(p, columns) for p in predicates]
+        now = self.now
+        return lambda row: all(p(row, now) is True for p in compiled)
+
+    def map(self, plan: Map) -> Multiset:
+        inp = plan.input
+        arity = inp.desc.arity
+        columns = plan.desc.columns
+        compiled = [
+            (compile_scalar(s, columns[: arity + i]), columns[arity + i].type)
+            for i, s in enumerate(plan.scalars)
+        ]
+        out: list[tuple[Row, int]] = []
+        for row, m in self.go(inp).items():
+            values = list(row)
+            for fn, t in compiled:
+                values.append(canonical(fn(tuple(values), self.now), t))
+            out.append((tuple(values), m))
+        return consolidated(out)
+
+    def flat_map(self, inp: RelationExpr, func: TableFunc, exprs: Sequence[ScalarExpr]) -> Multiset:
+        compiled = [compile_scalar(e, inp.desc.columns) for e in exprs]
+        out: list[tuple[Row, int]] = []
+        for row, m in self.go(inp).items():
+            args = [fn(row, self.now) for fn in compiled]
+            out.extend(((*row, v), m) for v in table_function(func, args))
+        return consolidated(out)
+
+    def join(self, plan: Join) -> Multiset:
+        """Cross product of the inputs, filtered by each equivalence class as soon as all of its
+        columns are present, then by the residual predicates."""
+        offsets = plan.input_offsets()
+        ends = [o + i.desc.arity for o, i in zip(offsets, plan.operands, strict=True)]
+        partial: list[tuple[Row, int]] = [((), 1)]
+        for k, operand in enumerate(plan.operands):
+            contents = self.go(operand)
+            checks = [
+                cls for cls in plan.equivalences if max(cls) < ends[k] and max(cls) >= offsets[k]
+            ]
+            partial = [
+                (left + right, m1 * m2)
+                for (left, m1), (right, m2) in itertools.product(partial, contents.items())
+                if all(_all_equal([(left + right)[p] for p in cls]) for cls in checks)
+            ]
+        keep = self.predicate(plan.predicates, plan.desc.columns)
+        return consolidated((r, m) for r, m in partial if keep(r))
+
+    def reduce(self, plan: Reduce) -> Multiset:
+        inp, key, aggregates = plan.input, plan.group_key, plan.aggregates
+        rows = self.nonnegative(inp, "Reduce")
+        groups: dict[Row, list[tuple[Row, int]]] = {}
+        for r, m in rows.items():
+            groups.setdefault(tuple(r[i] for i in key), []).append((r, m))
+        out_types = [c.type for c in plan.desc.columns[len(key) :]]
+        compiled = [compile_scalar(a.expr, inp.desc.columns) for a in aggregates]
+        out: Multiset = Counter()
+        for k, members in groups.items():
+            values = []
+            for agg, fn, t in zip(aggregates, compiled, out_types, strict=True):
+                pairs = [(fn(r, self.now), m) for r, m in members]
+                values.append(aggregate(agg, pairs, t))
+            out[(*k, *values)] = 1
+        return out
+
+    def top_k(
+        self,
+        inp: RelationExpr,
+        key: Sequence[int],
+        order_by: Sequence[ColumnOrder],
+        limit: int | None,
+        offset: int,
+    ) -> Multiset:
+        rows = self.nonnegative(inp, "TopK")
+        groups: dict[Row, list[tuple[Row, int]]] = {}
+        for r, m in rows.items():
+            groups.setdefault(tuple(r[i] for i in key), []).append((r, m))
+        order = functools.cmp_to_key(functools.partial(compare_ordered, order_by))
+        end = None if limit is None else offset + limit
+        out: Multiset = Counter()
+        for members in groups.values():
+            rank = 0  # ranks [rank, rank + m) belong to the next row
+            for r, m in sorted(members, key=lambda rm: order(rm[0])):
+                lo, hi = max(rank, offset), rank + m if end is None else min(rank + m, end)
+                if hi > lo:
+                    out[r] = hi - lo
+                rank += m
+        return out
+
+
+def _all_equal(values: Sequence[Datum]) -> bool:
+    if any(v is None for v in values):
+        return False
+    return all(compare(values[0], v) == 0 for v in values[1:])
+
+
+def compare_ordered(order_by: Sequence[ColumnOrder], a: Row, b: Row) -> int:
+    """Order rows by ``order_by`` (PostgreSQL NULL placement), ties by the whole row."""
+    for o in order_by:
+        x, y = a[o.column], b[o.column]
+        if x is None or y is None:
+            if x is None and y is None:
+                continue
+            nulls_last = o.effective_nulls_last()
+            return (1 if nulls_last else -1) * (1 if x is None else -1)
+        c = compare(x, y)
+        if c:
+            return -c if o.desc else c
+    return compare_rows(a, b)
+
+
+def table_function(func: TableFunc, args: Sequence[Datum]) -> list[Datum]:
+    """The values ``func(args)`` produces, in order (see :class:`TableFunc`)."""
+    if func is TableFunc.UNNEST:
+        return list(args)
+    if any(a is None for a in args):
+        return []
+    if func is TableFunc.GENERATE_SERIES:
+        start, stop = args[0], args[1]
+        step = args[2] if len(args) > 2 else 1
+        assert isinstance(start, int) and isinstance(stop, int) and isinstance(step, int)
+        if step == 0:
+            return []
+        return list(range(start, stop + (1 if step > 0 else -1), step))
+    if func is TableFunc.STRING_TO_TABLE:
+        text, delimiter = args
+        assert isinstance(text, str) and isinstance(delimiter, str)
+        if text == "":
+            return []
+        return [text] if delimiter == "" else list(text.split(delimiter))
+    raise EvalError(f"unknown table function {func}")
+
+
+def aggregate(agg: AggregateExpr, pairs: Sequence[tuple[Datum, int]], out: ScalarType) -> Datum:
+    """``agg`` over values with multiplicities (NULLs among them are skipped)."""
+    values: list[tuple[Any, int]] = [(v, m) for v, m in pairs if v is not None and m != 0]
+    if agg.distinct:
+        distinct: list[Any] = []
+        for v, _ in values:
+            if not any(compare(v, d) == 0 for d in distinct):
+                distinct.append(v)
+        values = [(v, 1) for v in distinct]
+    f = agg.func
+    if f is AggregateFunc.COUNT:
+        return sum(m for _, m in values)
+    if not values:
+        return None
+    what = f"{f.value}({agg.expr})"
+    if f is AggregateFunc.SUM:
+        return _sum(values, out, what)
+    if f in (AggregateFunc.MIN, AggregateFunc.MAX):
+        pick = min if f is AggregateFunc.MIN else max
+        chosen: Datum = pick((v for v, _ in values), key=value_key)
+        return chosen
+    if f is AggregateFunc.AVG:
+        n = sum(m for _, m in values)
+        if out.kind is ScalarKind.NUMERIC:
+            return fit_numeric(_EXACT.divide(_decimal_sum(values), Decimal(n)), out, what)
+        if all(isinstance(v, int) for v, _ in values):
+            return canonical(sum(v * m for v, m in values) / n, out)
+        return canonical(math.fsum(v * m for v, m in values) / n, out)
+    if f is AggregateFunc.BOOL_AND:
+        return all(v for v, _ in values)
+    if f is AggregateFunc.BOOL_OR:
+        return any(v for v, _ in values)
+    if f is AggregateFunc.STRING_AGG:
+        assert agg.delimiter is not None
+        ordered = sorted((v for v, m in values for _ in range(m)), key=value_key)
+        return agg.delimiter.join(ordered)
+    raise EvalError(f"unknown aggregate {f}")
+
+
+def _decimal_sum(values: Sequence[tuple[Any, int]]) -> Decimal:
+    total = Decimal(0)
+    for v, m in values:
+        total = _EXACT.add(total, _EXACT.multiply(Decimal(v), Decimal(m)))
+    return total
+
+
+def _sum(values: Sequence[tuple[Any, int]], out: ScalarType, what: str) -> Datum:
+    if out.kind is ScalarKind.INT64:
+        return check_int64(sum(v * m for v, m in values), what)
+    if out.kind is ScalarKind.NUMERIC:
+        return fit_numeric(_decimal_sum(values), out, what)
+    return canonical(math.fsum(v * m for v, m in values), out)
+
+
+# --- temporal filters ------------------------------------------------------------------------
+
+
+def validity_interval(
+    bounds: TemporalBounds, columns: Sequence[Column], row: Row
+) -> tuple[int, int | None] | None:
+    """``[lower, upper)`` of the logical times at which a temporal filter keeps ``row``.
+
+    ``None`` when it never does: an ordinary predicate is not TRUE, a bound is NULL, or the
+    interval is empty. ``upper = None`` means no upper bound. See :mod:`spate.plan.temporal`.
+    """
+    row = canonical_row(row, columns)
+    for p in bounds.predicates:
+        if compile_scalar(p, columns)(row, 0) is not True:
+            return None
+    lowers: list[int] = []
+    uppers: list[int] = []
+    for exprs, into in ((bounds.lower, lowers), (bounds.upper, uppers)):
+        for e in exprs:
+            v = compile_scalar(e, columns)(row, 0)
+            if v is None:
+                return None
+            assert isinstance(v, int)
+            into.append(v)
+    lower = max([0, *lowers])
+    upper = min(uppers) if uppers else None
+    if upper is not None and upper <= lower:
+        return None
+    return lower, upper
+
+
+# --- whole dataflows -------------------------------------------------------------------------
+
+
+def evaluate_dataflow(
+    dataflow: DataflowDescription, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int
+) -> dict[GlobalId, Multiset]:
+    """Every imported and built collection of ``dataflow`` at one time, by id."""
+    env: dict[GlobalId, Mapping[Row, int]] = dict(inputs)
+    out: dict[GlobalId, Multiset] = {}
+    for build in dataflow.objects_to_build:
+        result = evaluate(build.plan, env, now)
+        env[build.id] = result
+        out[build.id] = result
+    for id in (*(s.id for s in dataflow.source_imports), *_index_collections(dataflow)):
+        if id not in out:
+            if id not in inputs:
+                raise EvalError(f"no input updates given for imported collection {id}")
+            out[id] = consolidated(inputs[id].items())
+    return out
+
+
+def _index_collections(dataflow: DataflowDescription) -> list[GlobalId]:
+    return [ix.index.on_id for ix in dataflow.index_imports]
+
+
+def export_times(dataflow: DataflowDescription, *, upper: int) -> list[int]:
+    """The times ``t`` with ``as_of <= t < upper`` and ``t`` not beyond ``until``."""
+    if dataflow.as_of is None:
+        raise EvalError("the dataflow has no as_of")
+    if dataflow.as_of.is_empty():
+        return []
+    (as_of,) = dataflow.as_of.elements
+    stop = upper
+    if not dataflow.until.is_empty():
+        stop = min(stop, dataflow.until.elements[0])
+    return list(range(as_of, stop))
+
+
+def expected_contents(
+    dataflow: DataflowDescription,
+    updates: Mapping[GlobalId, Iterable[Update]],
+    *,
+    upper: int,
+) -> dict[GlobalId, dict[int, Multiset]]:
+    """For every export, its contents at every time in ``[as_of, upper)`` (and below ``until``).
+
+    ``updates`` are the input collections' update streams, keyed by collection id (a source
+    import's id, or an index import's ``on_id``). An index export holds the contents of its
+    ``on_id``; a sink export those of its ``from_id`` (times at or beyond ``up_to`` omitted).
+    """
+    streams = {id: list(u) for id, u in updates.items()}
+    out: dict[GlobalId, dict[int, Multiset]] = {e: {} for e in dataflow.export_ids()}
+    for t in export_times(dataflow, upper=upper):
+        inputs = {id: accumulate(u, t) for id, u in streams.items()}
+        collections = evaluate_dataflow(dataflow, inputs, t)
+        for ix in dataflow.index_exports:
+            out[ix.id][t] = collections[ix.index.on_id]
+        for sink in dataflow.sink_exports:
+            if sink.up_to.is_empty() or t < sink.up_to.elements[0]:
+                out[sink.id][t] = collections[sink.from_id]
+    return out
+
+
+def differences(contents: Mapping[int, Multiset]) -> list[Update]:
+    """The updates that take a collection through ``contents`` (time → multiset), in time
+    order: the first time's contents, then each change, consolidated."""
+    out: list[Update] = []
+    previous: Multiset = Counter()
+    for t in sorted(contents):
+        current = contents[t]
+        for row in sorted(set(previous) | set(current), key=repr):
+            diff = current.get(row, 0) - previous.get(row, 0)
+            if diff:
+                out.append((row, t, diff))
+        previous = current
+    return out
+
+
+def expected_updates(
+    dataflow: DataflowDescription,
+    updates: Mapping[GlobalId, Iterable[Update]],
+    *,
+    upper: int,
+) -> dict[GlobalId, list[Update]]:
+    """For every export, the consolidated updates in ``[as_of, upper)``: the snapshot at
+    ``as_of`` (at time ``as_of``), then the changes. What a subscribe with snapshot emits."""
+    return {
+        id: differences(by_time)
+        for id, by_time in expected_contents(dataflow, updates, upper=upper).items()
+    }

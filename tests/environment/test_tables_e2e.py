@@ -1,0 +1,114 @@
+"""The Environment with tables only (no replicas): writes, reads, restart, bad input."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from spate.environment.api import Environment
+from spate.environment.catalog import HasDependents, NameExists, UnknownName
+from spate.environment.reads import ReadBeforeSince
+from spate.environment.tables import RowsNotFound
+from spate.errors import SchemaMismatch, UsageError
+from spate.plan.builder import col
+from spate.repr import INT64, TEXT, RelationDesc
+
+BIDS = RelationDesc.of(("auction", INT64, False), ("price", INT64, False), ("who", TEXT))
+
+
+def rows(env: Environment, name: str) -> Counter:
+    table = env.select(name)
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    e = Environment.open(tmp_path / "data")
+    yield e
+    e.close()
+
+
+def test_writes_are_visible_to_the_next_read(env: Environment) -> None:
+    env.create_table("bids", BIDS)
+    assert rows(env, "bids") == Counter()
+    t1 = env.insert("bids", [(1, 10, "ann"), (1, 25, None), (2, 7, "bo")])
+    assert rows(env, "bids") == Counter({(1, 10, "ann"): 1, (1, 25, None): 1, (2, 7, "bo"): 1})
+    assert env.delete("bids", [(1, 25, None)]) == 1
+    t2 = env.update("bids", [((2, 7, "bo"), (2, 8, "bo"))])
+    assert t2 > t1
+    assert rows(env, "bids") == Counter({(1, 10, "ann"): 1, (2, 8, "bo"): 1})
+    assert env.delete("bids", where={"auction": 1}) == 1
+    assert rows(env, "bids") == Counter({(2, 8, "bo"): 1})
+    # Reads at an earlier time see the earlier contents (within the retained history).
+    assert Counter(tuple(r.values()) for r in env.select("bids", as_of=t1).to_pylist()) == Counter(
+        {(1, 10, "ann"): 1, (1, 25, None): 1, (2, 7, "bo"): 1}
+    )
+
+
+def test_bad_input_is_refused_and_changes_nothing(env: Environment) -> None:
+    env.create_table("bids", BIDS)
+    env.insert("bids", [(1, 10, "ann")])
+    with pytest.raises(
+        SchemaMismatch,
+        match=r"collection bids \(u1\), row 1, column 'price': expected int64, got str 'x'",
+    ):
+        env.insert("bids", [(2, 5, None), (3, "x", None)])
+    with pytest.raises(RowsNotFound, match=r"table bids: 1 row\(s\) not found: \(9, 9, None\)"):
+        env.delete("bids", [(1, 10, "ann"), (9, 9, None)])
+    with pytest.raises(UnknownName, match="unknown object 'nope'; objects: bids"):
+        env.insert("nope", [(1, 1, None)])
+    with pytest.raises(NameExists, match="table 'bids' already exists"):
+        env.create_table("bids", BIDS)
+    env.set_retain_history("bids", 0)
+    env.insert("bids", [(5, 5, None)])
+    with pytest.raises(ReadBeforeSince, match=r"read of bids at 0 is before its since"):
+        env.select("bids", as_of=0)
+    assert rows(env, "bids")[(1, 10, "ann")] == 1
+    assert sum(rows(env, "bids").values()) == 2  # (1,10,ann) and (5,5)
+
+
+def test_views_dependents_and_drop(env: Environment) -> None:
+    env.create_table("bids", BIDS)
+    env.create_view("big", env.get("bids").filter(col("price") > 10))
+    with pytest.raises(HasDependents, match="cannot drop table bids: view big depend"):
+        env.drop("bids")
+    assert env.names() == ["bids", "big"]
+    assert env.drop("bids", cascade=True) == ["big", "bids"]
+    assert env.names() == []
+    with pytest.raises(UsageError):
+        env.select("big")
+
+
+def test_reopen_restores_catalog_and_data(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with Environment.open(data) as env:
+        env.create_table("bids", BIDS)
+        acked = env.insert("bids", [(1, 10, "ann"), (2, 20, None)])
+        env.delete("bids", [(2, 20, None)])
+        epoch = env.runtime.epoch
+    with Environment.open(data) as env:
+        assert env.runtime.epoch == epoch + 1
+        assert env.names() == ["bids"]
+        assert rows(env, "bids") == Counter({(1, 10, "ann"): 1})
+        assert env.insert("bids", [(3, 30, None)]) > acked
+        assert sum(rows(env, "bids").values()) == 2
+
+
+def test_offline_status_reads_without_fencing(tmp_path: Path) -> None:
+    from spate.environment.inspect import inspect_environment
+
+    data = tmp_path / "data"
+    with Environment.open(data) as env:
+        env.create_table("bids", BIDS)
+        env.insert("bids", [(1, 10, "ann")])
+        epoch = env.runtime.epoch
+        offline = inspect_environment(data)
+        # Reading status did not take a new epoch: the running environment keeps writing.
+        env.insert("bids", [(2, 20, None)])
+        assert sum(rows(env, "bids").values()) == 2
+    (bids,) = offline.collections
+    assert (bids.name, bids.kind, bids.since.is_empty()) == ("bids", "table", False)
+    assert offline.epoch == epoch
+    assert bids.upper.as_option() is not None and bids.upper.as_option() > 0
