@@ -86,7 +86,11 @@ class Tables:
             id = GlobalId.user(self._next)
             self._next += 1
         shard = ShardId(uuid.uuid4())
-        return Table(id, shard, desc, self.client.open_writer(shard, desc))
+        writer = self.client.open_writer(shard, desc)
+        # The controller's read hold: without it the replicas' readers would let the shard's
+        # since advance, and a replica rehydrating at the dataflow's as_of could not read it.
+        self.client.open_critical_since(shard)
+        return Table(id, shard, desc, writer)
 
     def contents(self, shard: ShardId, desc: RelationDesc, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents of ``shard`` at ``as_of`` (a short-lived reader)."""

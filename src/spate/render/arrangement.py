@@ -1,0 +1,167 @@
+"""Arrangements: a collection's updates kept as a spine of Parquet batches.
+
+Every batch is a Parquet file in the arrangement's directory. Appending a batch writes it (an
+Arrow batch) or hard-links it (a batch Spark already wrote); then batches are merged
+logarithmically — while the newest is at least half the size of the one before it, the two are
+merged with pyarrow (times advanced to the since, consolidated) — so an arrangement of ``n``
+updates has ``O(log n)`` files and each update is rewritten ``O(log n)`` times. Spark reads the
+files afresh at each step (``spark.read.parquet``), so lineage never grows with the number of
+steps.
+
+``since`` is the compaction frontier: reads at times ``>= since`` are exact; below it they fail
+with an error naming both. An arrangement that only feeds operators (``internal``) needs no
+history at all: its since follows its upper, and merges collapse its times.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from spate.errors import UsageError
+from spate.frontier.antichain import Antichain, Frontier
+from spate.render.batch import SMALL_ROWS, Batch, Engine
+from spate.render.layout import internal_schema
+from spate.repr.consolidate import advance_times, consolidate
+from spate.repr.desc import RelationDesc
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+class ReadBeforeSince(UsageError, ValueError):
+    """A read of an arrangement at a time before its since."""
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    path: Path
+    rows: int
+
+
+class Arrangement:
+    """The updates of one collection, as a spine of Parquet batches (module docs)."""
+
+    def __init__(
+        self, engine: Engine, desc: RelationDesc, name: str, *, as_of: int, internal: bool
+    ) -> None:
+        self.desc = desc
+        self.name = name
+        self.internal = internal
+        self._engine = engine
+        self._dir = engine.fresh(f"arr-{name}")
+        self._dir.mkdir(parents=True)
+        self._schema = internal_schema(desc)
+        self._files: list[_File] = []
+        self._since = as_of
+        self._upper = as_of
+        self._cache: pa.Table | None = None
+        self._dropped = False
+
+    # -- frontiers ----------------------------------------------------------------------------
+
+    @property
+    def since(self) -> Frontier:
+        return Antichain.empty() if self._dropped else Antichain.of(self._since)
+
+    @property
+    def upper(self) -> Frontier:
+        return Antichain.of(self._upper)
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self._files)
+
+    def allow_compaction(self, frontier: Frontier) -> None:
+        """Reads below ``frontier`` may now fail; ``{}`` drops the contents."""
+        if frontier.is_empty():
+            self.drop()
+            return
+        (t,) = frontier.elements
+        self._since = max(self._since, t)
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def append(self, batch: Batch, upper: int) -> None:
+        """Add ``batch`` (times in ``[self.upper, upper)``) and advance the upper."""
+        if self._dropped:
+            return
+        if not batch.is_empty:
+            if batch.table is not None:
+                path = self._next_path()
+                pq.write_table(batch.table, path, compression="none")
+                self._files.append(_File(path, batch.rows))
+            else:
+                for p in batch.paths:
+                    path = self._next_path()
+                    os.link(p, path)
+                    self._files.append(_File(path, int(pq.ParquetFile(path).metadata.num_rows)))
+            self._cache = None
+        self._upper = max(self._upper, upper)
+        if self.internal:
+            self._since = max(self._since, self._upper - 1)
+        self._merge()
+
+    def _next_path(self) -> Path:
+        return self._engine.fresh(f"{self._dir.name}/b").with_suffix(".parquet")
+
+    def _merge(self) -> None:
+        files = self._files
+        while len(files) >= 2 and (
+            files[-1].rows * 2 >= files[-2].rows
+            # keep the file count low even when every batch is tiny
+            or files[-1].rows + files[-2].rows <= SMALL_ROWS // 4
+        ):
+            b = files.pop()
+            a = files.pop()
+            table = pa.concat_tables([pq.read_table(f.path, schema=self._schema) for f in (a, b)])
+            table = consolidate(advance_times(table, self._since))
+            if table.num_rows:
+                path = self._next_path()
+                pq.write_table(table, path, compression="none")
+                files.append(_File(path, int(table.num_rows)))
+            a.path.unlink(missing_ok=True)
+            b.path.unlink(missing_ok=True)
+            self._cache = None
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def df(self) -> DataFrame | None:
+        """Every update as a Spark DataFrame (``None`` when there are none)."""
+        if not self._files:
+            return None
+        return self._engine.df_of_files(tuple(f.path for f in self._files), self.desc)
+
+    def updates(self) -> pa.Table:
+        """Every update, as one Arrow table (internal layout; cached between appends)."""
+        if self._cache is None:
+            tables = [pq.read_table(f.path, schema=self._schema) for f in self._files]
+            self._cache = pa.concat_tables(tables) if tables else self._schema.empty_table()
+        return self._cache
+
+    def check_readable(self, timestamp: int) -> None:
+        """Raise unless a read at ``timestamp`` is exact here."""
+        if self._dropped:
+            raise ReadBeforeSince(f"arrangement {self.name} was dropped (compacted to {{}})")
+        if timestamp < self._since:
+            raise ReadBeforeSince(
+                f"arrangement {self.name}: read at {timestamp} is before its since "
+                f"{{{self._since}}}"
+            )
+        if timestamp >= self._upper:
+            raise UsageError(
+                f"arrangement {self.name}: read at {timestamp} is not before its upper "
+                f"{{{self._upper}}}"
+            )
+
+    def drop(self) -> None:
+        self._dropped = True
+        self._files = []
+        self._cache = None
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,0 +1,106 @@
+"""Compile a plan (``RelationExpr``) into a tree of operator nodes."""
+
+from __future__ import annotations
+
+import itertools
+
+from spate.plan.relation import (
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    FlatMap,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Threshold,
+    TopK,
+    Union,
+)
+from spate.render.operators.join import JoinNode
+from spate.render.operators.keyed import KeyedNode
+from spate.render.operators.linear import (
+    ConstantNode,
+    FilterNode,
+    FlatMapNode,
+    GetNode,
+    MapNode,
+    NegateNode,
+    PassNode,
+    ProjectNode,
+    UnionNode,
+)
+from spate.render.operators.node import Node
+from spate.render.operators.temporal import TemporalFilterNode
+
+
+class Builder:
+    """Builds the nodes of one dataflow; remembers temporal filters (their pending updates
+    decide whether an otherwise idle step has work)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.temporal: list[TemporalFilterNode] = []
+        self._n = itertools.count()
+
+    def build(self, plan: RelationExpr) -> Node:
+        name = f"{self.name}-{next(self._n)}"
+        match plan:
+            case Get(id, desc):
+                return GetNode(id, desc)
+            case Constant(rows, desc):
+                return ConstantNode(rows, desc)
+            case Map(inp, scalars, _):
+                return MapNode(self.build(inp), scalars, plan.desc)
+            case Filter(inp, predicates):
+                if plan.is_temporal():
+                    node = TemporalFilterNode(self.build(inp), plan.temporal_bounds(), plan.desc)
+                    self.temporal.append(node)
+                    return node
+                return FilterNode(self.build(inp), predicates, plan.desc)
+            case Project(inp, outputs, _):
+                return ProjectNode(self.build(inp), outputs, plan.desc)
+            case FlatMap(inp, func, exprs, _):
+                return FlatMapNode(self.build(inp), func, exprs, plan.desc)
+            case Join(operands, equivalences, predicates):
+                return JoinNode(
+                    tuple(self.build(o) for o in operands),
+                    equivalences,
+                    predicates,
+                    plan.desc,
+                    name,
+                )
+            case Reduce(inp, key, aggregates, _):
+                return KeyedNode(
+                    self.build(inp), "reduce", key, plan.desc, name, aggregates=aggregates
+                )
+            case TopK(inp, key, order_by, limit, offset):
+                return KeyedNode(
+                    self.build(inp),
+                    "topk",
+                    key,
+                    plan.desc,
+                    name,
+                    order_by=order_by,
+                    limit=limit,
+                    offset=offset,
+                )
+            case Distinct(inp):
+                return KeyedNode(
+                    self.build(inp), "distinct", tuple(range(inp.desc.arity)), plan.desc, name
+                )
+            case Threshold(inp):
+                return KeyedNode(
+                    self.build(inp), "threshold", tuple(range(inp.desc.arity)), plan.desc, name
+                )
+            case Negate(inp):
+                return NegateNode(self.build(inp), plan.desc)
+            case Union(operands):
+                return UnionNode(tuple(self.build(o) for o in operands), plan.desc)
+            case ArrangeBy(inp, _):
+                return PassNode(self.build(inp), plan.desc)
+        raise TypeError(f"cannot render {type(plan).__name__}")

@@ -1,0 +1,206 @@
+"""Stateless operators: each output update is a function of one input update, at its time.
+
+Get, Constant, Map, Filter (ordinary predicates), Project, FlatMap, Negate, Union, ArrangeBy.
+They compose into one Spark plan per step and never materialize anything themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spate.ids import GlobalId
+from spate.plan.expr import ScalarExpr
+from spate.plan.table_func import TableFunc
+from spate.render.batch import Lazy
+from spate.render.layout import col_name, data_names
+from spate.render.operators.node import Node, StepContext, scalar
+from spate.repr.arrow import updates_to_table
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.types import Row
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+
+def select_internal(df: DataFrame, columns: list[Column], arity: int) -> DataFrame:
+    """``df`` with data columns ``columns`` (named ``c0…``), then ``_time`` and ``_diff``."""
+    from pyspark.sql import functions as F
+
+    named = [c.alias(col_name(i)) for i, c in enumerate(columns)]
+    assert len(named) == arity
+    return df.select(*named, F.col(TIME_COLUMN), F.col(DIFF_COLUMN))
+
+
+@dataclass
+class GetNode:
+    id: GlobalId
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        return ctx.engine.lazy_of_batch(ctx.collections[self.id])
+
+    def drop(self) -> None:
+        pass
+
+
+@dataclass
+class ConstantNode:
+    rows: tuple[tuple[Row, int], ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        if not ctx.first or not self.rows:
+            return Lazy.empty()
+        from spate.render.layout import to_internal
+
+        table = updates_to_table(self.desc, [(r, ctx.lo, m) for r, m in self.rows])
+        batch = ctx.engine.batch_of_table(to_internal(table, self.desc), self.desc)
+        return ctx.engine.lazy_of_batch(batch)
+
+    def drop(self) -> None:
+        pass
+
+
+@dataclass
+class MapNode:
+    input: Node
+    scalars: tuple[ScalarExpr, ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        lazy = self.input.step(ctx)
+        if lazy.df is None:
+            return lazy
+        arity = self.input.desc.arity
+        df = lazy.df.select(*data_names(arity), TIME_COLUMN, DIFF_COLUMN)
+        for i, s in enumerate(self.scalars):
+            prefix = RelationDesc(self.desc.columns[: arity + i])
+            df = df.withColumn(col_name(arity + i), scalar(s, prefix))
+        return Lazy(df.select(*data_names(self.desc.arity), TIME_COLUMN, DIFF_COLUMN), lazy.big)
+
+    def drop(self) -> None:
+        self.input.drop()
+
+
+@dataclass
+class FilterNode:
+    input: Node
+    predicates: tuple[ScalarExpr, ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        lazy = self.input.step(ctx)
+        if lazy.df is None or not self.predicates:
+            return lazy
+        return Lazy(lazy.df.where(all_true(self.predicates, self.input.desc)), lazy.big)
+
+    def drop(self) -> None:
+        self.input.drop()
+
+
+def all_true(predicates: tuple[ScalarExpr, ...], desc: RelationDesc) -> Column:
+    """TRUE exactly when every predicate is TRUE (NULL counts as false)."""
+    from pyspark.sql import functions as F
+
+    cond: Column | None = None
+    for p in predicates:
+        c = F.coalesce(scalar(p, desc), F.lit(False))
+        cond = c if cond is None else (cond & c)
+    assert cond is not None
+    return cond
+
+
+@dataclass
+class ProjectNode:
+    input: Node
+    outputs: tuple[int, ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        from pyspark.sql import functions as F
+
+        lazy = self.input.step(ctx)
+        if lazy.df is None:
+            return lazy
+        cols = [F.col(col_name(i)) for i in self.outputs]
+        return Lazy(select_internal(lazy.df, cols, len(cols)), lazy.big)
+
+    def drop(self) -> None:
+        self.input.drop()
+
+
+@dataclass
+class FlatMapNode:
+    input: Node
+    func: TableFunc
+    exprs: tuple[ScalarExpr, ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        from pyspark.sql import functions as F
+
+        from spate.render.table_funcs import table_func_column
+
+        lazy = self.input.step(ctx)
+        if lazy.df is None:
+            return lazy
+        arity = self.input.desc.arity
+        args = [scalar(e, self.input.desc) for e in self.exprs]
+        values = table_func_column(self.func, args)
+        cols = [F.col(c) for c in data_names(arity)] + [F.explode(values)]
+        return Lazy(select_internal(lazy.df, cols, arity + 1), lazy.big)
+
+    def drop(self) -> None:
+        self.input.drop()
+
+
+@dataclass
+class NegateNode:
+    input: Node
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        from pyspark.sql import functions as F
+
+        lazy = self.input.step(ctx)
+        if lazy.df is None:
+            return lazy
+        return Lazy(lazy.df.withColumn(DIFF_COLUMN, -F.col(DIFF_COLUMN)), lazy.big)
+
+    def drop(self) -> None:
+        self.input.drop()
+
+
+@dataclass
+class UnionNode:
+    inputs: tuple[Node, ...]
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        parts = [i.step(ctx) for i in self.inputs]
+        dfs = [p.df for p in parts if p.df is not None]
+        if not dfs:
+            return Lazy.empty()
+        out = dfs[0]
+        for df in dfs[1:]:
+            out = out.unionByName(df)
+        return Lazy(out, any(p.big for p in parts))
+
+    def drop(self) -> None:
+        for i in self.inputs:
+            i.drop()
+
+
+@dataclass
+class PassNode:
+    """ArrangeBy: the input unchanged (every arranged collection here is keyed by need)."""
+
+    input: Node
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy:
+        return self.input.step(ctx)
+
+    def drop(self) -> None:
+        self.input.drop()

@@ -1,0 +1,52 @@
+"""The node interface and the per-step context shared by the operators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from spate.ids import GlobalId
+from spate.render.batch import Batch, Engine, Lazy
+from spate.repr.desc import RelationDesc
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from spate.plan.expr import ScalarExpr
+
+
+@dataclass
+class StepContext:
+    """One step: the interval ``[lo, hi)`` and the imports' and built objects' deltas."""
+
+    engine: Engine
+    lo: int
+    hi: int
+    first: bool
+    """The hydration step: ``lo`` is the as_of and every arrangement starts empty."""
+    collections: dict[GlobalId, Batch]
+    commits: list[Callable[[], None]] = field(default_factory=list)
+
+    def on_commit(self, action: Callable[[], None]) -> None:
+        self.commits.append(action)
+
+    def materialize(self, lazy: Lazy, desc: RelationDesc) -> Batch:
+        return self.engine.materialize(lazy, desc)
+
+
+class Node(Protocol):
+    desc: RelationDesc
+
+    def step(self, ctx: StepContext) -> Lazy: ...
+
+    def drop(self) -> None: ...
+
+
+def scalar(expr: ScalarExpr, desc: RelationDesc, names: list[str] | None = None) -> Column:
+    """``expr`` over a DataFrame whose columns at positions ``0…`` are ``names`` (default
+    ``c0…``) and have the types of ``desc``."""
+    from spate.render.layout import data_names
+    from spate.render.scalar import compile_scalar
+
+    return compile_scalar(expr, desc, names if names is not None else data_names(desc.arity))

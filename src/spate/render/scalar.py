@@ -1,0 +1,589 @@
+"""Scalar expressions of the plan IR compiled to Spark ``Column`` expressions.
+
+:func:`compile_scalar` turns a resolved :class:`~spate.plan.expr.ScalarExpr` over the columns of
+a :class:`~spate.repr.desc.RelationDesc` into one ``pyspark.sql.Column`` over a DataFrame whose
+column at position ``i`` is called ``names[i]`` (by default ``c0, c1, …``, see
+:mod:`spate.render.layout`). The reference evaluator :mod:`spate.testing.reference_scalar` defines
+what the result must be; for every row on which the reference returns a value, the column holds
+the same value, and where the reference raises :class:`~spate.plan.errors.EvalError` (int64
+overflow, numeric beyond 38 digits, a time outside years 1..9999) evaluating the column raises a
+Spark error (ANSI arithmetic or ``raise_error``).
+
+Spark runs with ANSI mode on, so every function whose reference result is NULL where Spark would
+raise is guarded (``/`` and ``%`` by zero, failed casts through ``try_cast`` behind the same
+syntax checks the reference applies). Times never depend on the session time zone: timestamps
+are ``TIMESTAMP_NTZ`` and all time arithmetic goes through microseconds since 1970-01-01.
+
+**Session requirement.** Numeric arithmetic is exact only with
+``spark.sql.decimalOperations.allowPrecisionLoss=false`` (see :data:`EXACT_DECIMAL_CONF`): with
+the Spark default, a product such as ``numeric(38,4) * numeric(38,4)`` is rounded to 6 fractional
+digits instead of the IR's 8.
+
+**Known deviations from the reference** (all outside the values spate generates or stores):
+
+* Errors in operands whose value cannot matter: the reference evaluates every operand of a
+  strict function and both sides of ``AND``/``OR`` before looking at NULLs, so an operand that
+  raises makes the whole expression raise; Spark short-circuits (a NULL left operand, a FALSE
+  side of ``AND``) and then returns the result without raising. Every function that raises in
+  the reference on its own operand values raises here too.
+
+* ``numeric`` → ``text`` of a negative zero (``-0.00`` in Python) prints ``0.00``.
+* Text parsing (casts from text) accepts ASCII digits only; Python's ``int()``/``float()`` also
+  accept other Unicode decimal digits.
+* ``text`` → ``jsonb`` validates with Spark's ``try_parse_json``: JSON with duplicate object keys
+  or with the non-standard ``NaN``/``Infinity`` tokens is rejected (NULL), Python accepts them.
+* ``lower``/``upper`` use Java's Unicode case mapping, which may differ from Python's for a few
+  characters when their Unicode versions differ.
+* ``float64`` → ``numeric`` rounds Java's ``Double.toString`` digits, which before JDK 19 are
+  sometimes longer than Python's shortest ``repr`` (differs only when a digit beyond the 17th
+  significant one decides the rounding).
+* Comparing two ``numeric`` operands whose common Spark type needs more than 38 digits (e.g.
+  ``numeric(38,0)`` with ``numeric(38,38)``) raises instead of comparing; ``coalesce``/``greatest``
+  /``least``/``CASE`` over numerics of different types cast each argument to the result type,
+  which raises where the reference would return a value that does not fit its own result type.
+* A ``float64`` result may carry ``-0.0`` where the reference has ``0.0`` only for values read
+  unchanged from input columns (every computed float is normalised); they compare equal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Final
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.plan.errors import InvalidPlan
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Case,
+    Cast,
+    ColumnRef,
+    DateTrunc,
+    Extract,
+    Literal,
+    Now,
+    ScalarExpr,
+    TimeUnit,
+    UnaryFunc,
+    VariadicFunc,
+    show,
+)
+from spate.plan.infer import typ
+from spate.render.layout import col_name
+from spate.repr.desc import RelationDesc
+from spate.repr.spark import spark_type
+from spate.repr.types import Datum, ScalarKind, ScalarType
+
+K = ScalarKind
+
+EXACT_DECIMAL_CONF: Final = {"spark.sql.decimalOperations.allowPrecisionLoss": "false"}
+"""Session configuration under which numeric arithmetic matches the IR's result types."""
+
+_NTZ: Final = T.TimestampNTZType()
+_LONG: Final = T.LongType()
+_INT_MAX: Final = 2_147_483_647
+_MIN_TS: Final = "0001-01-01 00:00:00"
+_MAX_TS: Final = "9999-12-31 23:59:59.999999"
+_MIN_MS: Final = -62_135_596_800_000
+"""``0001-01-01`` in ms since 1970 (the reference's ``datetime.min``)."""
+_MAX_MS: Final = 253_402_300_799_999
+"""``9999-12-31 23:59:59.999`` in ms since 1970 (the reference's ``datetime.max``, in ms)."""
+_MAX_SPAN_MS: Final = _MAX_MS - _MIN_MS
+_MAX_SPAN_DAYS: Final = 3_652_059
+# Characters Python's str.strip() removes (str.isspace()), as a Java regex character class.
+_PY_SPACE: Final = (
+    "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680"
+    "\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+)
+_DIGITS: Final = "[0-9]"
+_INT_RE: Final = f"\\A[+-]?{_DIGITS}+\\z"
+_DEC_BODY: Final = f"[+-]?({_DIGITS}+(\\.{_DIGITS}*)?|\\.{_DIGITS}+)"
+_DEC_RE: Final = f"\\A{_DEC_BODY}\\z"
+_FLOAT_RE: Final = f"\\A{_DEC_BODY}([eE][+-]?{_DIGITS}+)?\\z"
+_FLOAT_SPECIAL_RE: Final = "(?i)\\A[+-]?(inf|infinity|nan)\\z"
+_DATE_BODY: Final = f"{_DIGITS}{{4}}-{_DIGITS}{{2}}-{_DIGITS}{{2}}"
+_DATE_RE: Final = f"\\A{_DATE_BODY}\\z"
+_TS_RE: Final = (
+    f"\\A{_DATE_BODY}([ T]{_DIGITS}{{2}}:{_DIGITS}{{2}}:{_DIGITS}{{2}}(\\.{_DIGITS}{{1,6}})?)?\\z"
+)
+_TRUE_WORDS: Final = ("t", "true", "y", "yes", "on", "1")
+_FALSE_WORDS: Final = ("f", "false", "n", "no", "off", "0")
+_MICROS: Final = {
+    TimeUnit.HOUR: 3_600_000_000,
+    TimeUnit.MINUTE: 60_000_000,
+    TimeUnit.SECOND: 1_000_000,
+}
+
+
+class ScalarNotCompilable(InvalidPlan):
+    """An expression that has no Spark form here (``now()``: renderers bound time separately)."""
+
+
+def compile_scalar(
+    expr: ScalarExpr, desc: RelationDesc, names: Sequence[str] | None = None
+) -> Column:
+    """``expr`` (resolved against ``desc``) as a Spark column over columns called ``names``.
+
+    ``names[i]`` is the DataFrame column holding position ``i`` of ``desc``; by default the
+    internal layout's ``c0, c1, …``. Raises :class:`ScalarNotCompilable` for ``now()`` (turn
+    temporal filters into bounds with :func:`spate.plan.temporal.temporal_bounds` first) and
+    :class:`~spate.plan.errors.InvalidPlan` if ``expr`` does not type-check against ``desc``.
+    """
+    if names is None:
+        names = [col_name(i) for i in range(desc.arity)]
+    if len(names) != desc.arity:
+        raise ValueError(f"{len(names)} column names for {desc.arity} columns of {desc}")
+    return _Compiler(desc, names).go(expr)
+
+
+def typed_literal(value: Datum, t: ScalarType) -> Column:
+    """A Spark literal of exactly ``spark_type(t)`` (``None``: a NULL of that type)."""
+    st = spark_type(t)
+    k = t.kind
+    if value is None:
+        return F.lit(None).cast(st)
+    if k is K.FLOAT64:
+        assert isinstance(value, (int, float))
+        f = float(value)
+        return F.lit(0.0 if f == 0 else f).cast(st)
+    if k is K.NUMERIC:
+        return F.lit(format(value, "f")).cast(st)
+    if k is K.BYTES:
+        assert isinstance(value, bytes)
+        return F.unhex(F.lit(value.hex()))
+    if k is K.TIMESTAMP:
+        assert isinstance(value, dt.datetime)
+        return F.lit(value.isoformat(sep=" ")).cast(st)
+    if k is K.DATE:
+        assert isinstance(value, dt.date)
+        return F.lit(value.isoformat()).cast(st)
+    return F.lit(value).cast(st)
+
+
+# --- helpers over Spark columns ----------------------------------------------------------------
+
+
+def _canon_float(c: Column) -> Column:
+    """``-0.0`` as ``0.0`` (the reference's canonical floats); NaN and NULL unchanged."""
+    return F.when(c == F.lit(0.0), F.lit(0.0)).otherwise(c)
+
+
+def _epoch() -> Column:
+    return F.lit("1970-01-01 00:00:00").cast(_NTZ)
+
+
+def _micros(ts: Column) -> Column:
+    """Microseconds since 1970-01-01 of a ``TIMESTAMP_NTZ`` (time-zone free)."""
+    return F.timestamp_diff("MICROSECOND", _epoch(), ts)
+
+
+def _from_micros(micros: Column) -> Column:
+    return F.timestamp_add("MICROSECOND", micros, _epoch())
+
+
+def _floor_div(x: Column, k: int) -> Column:
+    """``floor(x / k)`` for a long ``x`` and a positive ``k`` (exact, no overflow here)."""
+    return F.call_function("div", x - F.pmod(x, F.lit(k)), F.lit(k))
+
+
+def _in_range(ts: Column, what: str) -> Column:
+    """``ts``, or a Spark error when it lies outside years 1..9999 (the reference's range)."""
+    low, high = F.lit(_MIN_TS).cast(_NTZ), F.lit(_MAX_TS).cast(_NTZ)
+    return F.when(
+        (ts < low) | (ts > high), F.raise_error(F.lit(f"timestamp out of range in {what}"))
+    ).otherwise(ts)
+
+
+def _py_strip(s: Column) -> Column:
+    """Python's ``str.strip()``: Unicode whitespace at both ends."""
+    return F.regexp_replace(s, f"\\A{_PY_SPACE}+|{_PY_SPACE}+\\z", "")
+
+
+def java_regex_quote(ch: str) -> str:
+    """One character as a literal in a Java regular expression."""
+    if ch.isascii() and not ch.isalnum():
+        return "\\" + ch
+    return ch
+
+
+def like_regex(pattern: str) -> str:
+    """A SQL LIKE pattern (``%``, ``_``, ``\\`` escapes any next character) as a Java regex."""
+    out = ["(?s)\\A"]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(java_regex_quote(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else java_regex_quote(ch))
+        i += 1
+    out.append("\\z")
+    return "".join(out)
+
+
+def _like_regex_column(pattern: Column) -> Column:
+    """:func:`like_regex` computed by Spark for a pattern that is not a literal."""
+    n = F.char_length(pattern)
+
+    def step(acc: Column, i: Column) -> Column:
+        ch = F.substring(pattern, i.cast("int"), F.lit(1))
+        quoted = F.concat(F.lit("\\Q"), ch, F.lit("\\E"))
+        out, esc = acc["out"], acc["esc"]
+        piece = (
+            F.when(esc, quoted)
+            .when((ch == F.lit("\\")) & (i < n), F.lit(""))
+            .when(ch == F.lit("%"), F.lit(".*"))
+            .when(ch == F.lit("_"), F.lit("."))
+            .otherwise(quoted)
+        )
+        starts_escape = ~esc & (ch == F.lit("\\")) & (i < n)
+        return F.struct(F.concat(out, piece).alias("out"), starts_escape.alias("esc"))
+
+    init = F.struct(F.lit("").alias("out"), F.lit(False).alias("esc"))
+    positions = F.when(n > 0, F.sequence(F.lit(1), n)).otherwise(F.array().cast("array<int>"))
+    body = F.aggregate(positions, init, step)["out"]
+    return F.when(pattern.isNotNull(), F.concat(F.lit("(?s)\\A"), body, F.lit("\\z")))
+
+
+# --- the compiler ------------------------------------------------------------------------------
+
+
+class _Compiler:
+    def __init__(self, desc: RelationDesc, names: Sequence[str]) -> None:
+        self.desc = desc
+        self.names = names
+        self.types: dict[ScalarExpr, ScalarType] = {}
+
+    def type_of(self, e: ScalarExpr) -> ScalarType:
+        found = self.types.get(e)
+        if found is None:
+            found = self.types[e] = typ(e, self.desc.columns).type
+        return found
+
+    def what(self, e: ScalarExpr) -> str:
+        return show(e, self.desc.names)
+
+    def go(self, e: ScalarExpr) -> Column:
+        match e:
+            case ColumnRef(i):
+                if i >= len(self.names):
+                    self.type_of(e)  # raises PlanColumnMissing with the columns listed
+                return F.col("`" + self.names[i].replace("`", "``") + "`")
+            case Literal(v, t):
+                return typed_literal(v, t)
+            case Now():
+                raise ScalarNotCompilable(
+                    f"{self.what(e)} cannot be compiled to a Spark column; split temporal "
+                    "filters with spate.plan.temporal.temporal_bounds first"
+                )
+            case CallUnary(f, x):
+                return self.unary(e, f, x)
+            case CallBinary(f, left, right):
+                return self.binary(e, f, left, right)
+            case CallVariadic(f, xs):
+                return self.variadic(e, f, xs)
+            case Case(whens, otherwise):
+                out = spark_type(self.type_of(e))
+                result: Column | None = None
+                for c, r in whens:
+                    branch = self.go(r).cast(out)
+                    cond = self.go(c)
+                    result = F.when(cond, branch) if result is None else result.when(cond, branch)
+                assert result is not None
+                if otherwise is not None:
+                    result = result.otherwise(self.go(otherwise).cast(out))
+                return result
+            case Cast(x, to):
+                return self.cast(self.go(x), self.type_of(x), to)
+            case DateTrunc(unit, x):
+                return self.date_trunc(unit, self.go(x), self.type_of(x))
+            case Extract(unit, x):
+                return _extract(unit, self.go(x)).cast(_LONG)
+        raise ScalarNotCompilable(f"not a compilable scalar expression: {e!r}")
+
+    # -- unary ----------------------------------------------------------------------------------
+
+    def unary(self, e: ScalarExpr, f: UnaryFunc, x: ScalarExpr) -> Column:
+        a = self.go(x)
+        k = self.type_of(x).kind
+        match f:
+            case UnaryFunc.NOT:
+                return ~a
+            case UnaryFunc.IS_NULL:
+                return a.isNull()
+            case UnaryFunc.NEG | UnaryFunc.ABS:
+                st = spark_type(self.type_of(e))
+                if k is K.NUMERIC:
+                    # Spark negates decimals through Scala's BigDecimal, which rounds them to
+                    # 34 digits; a subtraction from zero is exact.
+                    negated = F.lit(0).cast(st) - a
+                    out = negated if f is UnaryFunc.NEG else F.when(a < 0, negated).otherwise(a)
+                    return out.cast(st)
+                out = -a if f is UnaryFunc.NEG else F.abs(a)
+                return _canon_float(out) if k is K.FLOAT64 else out
+            case UnaryFunc.LOWER:
+                return F.lower(a)
+            case UnaryFunc.UPPER:
+                return F.upper(a)
+            case UnaryFunc.LENGTH:
+                return F.length(a).cast(_LONG)
+            case UnaryFunc.TRIM:
+                return F.btrim(a, F.lit(" "))
+            case UnaryFunc.EPOCH_MS:
+                return _floor_div(_micros(a), 1000)
+            case UnaryFunc.EPOCH_MS_CEIL:
+                m = _micros(a)
+                return F.call_function("div", m + F.pmod(-m, F.lit(1000)), F.lit(1000))
+            case UnaryFunc.FROM_EPOCH_MS:
+                ok = (a >= F.lit(_MIN_MS)) & (a <= F.lit(_MAX_MS))
+                msg = F.lit(f"timestamp out of range in {self.what(e)}")
+                ts = F.timestamp_add("MILLISECOND", a, _epoch())
+                return (
+                    F.when(a.isNull(), F.lit(None).cast(_NTZ))
+                    .when(ok, ts)
+                    .otherwise(F.raise_error(msg))
+                )
+        raise ScalarNotCompilable(f"unknown unary function {f}")
+
+    # -- binary ---------------------------------------------------------------------------------
+
+    def binary(self, e: ScalarExpr, f: BinaryFunc, left: ScalarExpr, right: ScalarExpr) -> Column:
+        a, b = self.go(left), self.go(right)
+        k = self.type_of(left).kind
+        match f:
+            case BinaryFunc.AND:
+                return a & b
+            case BinaryFunc.OR:
+                return a | b
+            case BinaryFunc.EQ:
+                return a == b
+            case BinaryFunc.NE:
+                return a != b
+            case BinaryFunc.LT:
+                return a < b
+            case BinaryFunc.LE:
+                return a <= b
+            case BinaryFunc.GT:
+                return a > b
+            case BinaryFunc.GE:
+                return a >= b
+            case BinaryFunc.ADD | BinaryFunc.SUB | BinaryFunc.MUL | BinaryFunc.DIV | BinaryFunc.MOD:
+                return self.arithmetic(e, f, k, a, b)
+            case BinaryFunc.CONCAT:
+                return F.concat(a, b)
+            case BinaryFunc.LIKE | BinaryFunc.ILIKE:
+                return self.like(f is BinaryFunc.ILIKE, a, right, b)
+            case BinaryFunc.TIMESTAMP_ADD_MS | BinaryFunc.TIMESTAMP_SUB_MS:
+                ms = b if f is BinaryFunc.TIMESTAMP_ADD_MS else -b
+                what = self.what(e)
+                shifted = _in_range(F.timestamp_add("MILLISECOND", ms, a), what)
+                too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_MS)
+                msg = F.lit(f"timestamp out of range in {what}")
+                return (
+                    F.when(a.isNull() | b.isNull(), F.lit(None).cast(_NTZ))
+                    .when(too_far, F.raise_error(msg))
+                    .otherwise(shifted)
+                )
+            case BinaryFunc.TIMESTAMP_DIFF_MS:
+                return _floor_div(F.timestamp_diff("MICROSECOND", b, a), 1000)
+            case BinaryFunc.DATE_ADD_DAYS:
+                msg = F.lit(f"date out of range in {self.what(e)}")
+                too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_DAYS)
+                moved = F.date_add(a, F.when(too_far, F.lit(0)).otherwise(b).cast("int"))
+                low, high = F.lit("0001-01-01").cast("date"), F.lit("9999-12-31").cast("date")
+                bad = too_far | (moved < low) | (moved > high)
+                return (
+                    F.when(a.isNull() | b.isNull(), F.lit(None).cast("date"))
+                    .when(bad, F.raise_error(msg))
+                    .otherwise(moved)
+                )
+            case BinaryFunc.DATE_DIFF_DAYS:
+                return F.datediff(a, b).cast(_LONG)
+        raise ScalarNotCompilable(f"unknown binary function {f}")
+
+    def arithmetic(
+        self, e: ScalarExpr, f: BinaryFunc, k: ScalarKind, a: Column, b: Column
+    ) -> Column:
+        out: Column
+        if f is BinaryFunc.ADD:
+            out = a + b
+        elif f is BinaryFunc.SUB:
+            out = a - b
+        elif f is BinaryFunc.MUL:
+            out = a * b
+        elif f is BinaryFunc.DIV:
+            if k is K.INT64:
+                out = F.when(b != F.lit(0), F.call_function("div", a, b))
+            else:
+                out = F.when(b != F.lit(0), a / b)
+        else:
+            out = F.when(b != F.lit(0), a % b)
+        if k is K.FLOAT64:
+            return _canon_float(out)
+        return out.cast(spark_type(self.type_of(e)))
+
+    def like(
+        self, ignore_case: bool, value: Column, pattern: ScalarExpr, compiled: Column
+    ) -> Column:
+        if ignore_case:
+            value = F.lower(value)
+        if isinstance(pattern, Literal):
+            if pattern.value is None:
+                return F.lit(None).cast("boolean")
+            assert isinstance(pattern.value, str)
+            text = pattern.value.lower() if ignore_case else pattern.value
+            return value.rlike(like_regex(text))
+        if ignore_case:
+            compiled = F.lower(compiled)
+        return F.rlike(value, _like_regex_column(compiled))
+
+    # -- variadic -------------------------------------------------------------------------------
+
+    def variadic(self, e: ScalarExpr, f: VariadicFunc, xs: tuple[ScalarExpr, ...]) -> Column:
+        if f is VariadicFunc.SUBSTR:
+            return _substr(*[self.go(x) for x in xs])
+        out = spark_type(self.type_of(e))
+        args = [self.go(x).cast(out) for x in xs]
+        if len(args) == 1:
+            return args[0]
+        if f is VariadicFunc.COALESCE:
+            return F.coalesce(*args)
+        if f is VariadicFunc.GREATEST:
+            return F.greatest(*args)
+        if f is VariadicFunc.LEAST:
+            return F.least(*args)
+        raise ScalarNotCompilable(f"unknown variadic function {f}")
+
+    # -- casts ----------------------------------------------------------------------------------
+
+    def cast(self, v: Column, source: ScalarType, to: ScalarType) -> Column:
+        a, b = source.kind, to.kind
+        st = spark_type(to)
+        if a is b and a is not K.NUMERIC:
+            return v
+        if b is K.TEXT:
+            return _to_text(v, source)
+        if a is K.TEXT:
+            return _from_text(v, to)
+        if b is K.NUMERIC:
+            return v.try_cast(st)
+        if b is K.FLOAT64:
+            if a is K.NUMERIC:
+                # Through text: Java's parseDouble rounds correctly; Spark's decimal → double
+                # divides by a power of ten in floating point for small decimals.
+                return _canon_float(v.cast("string").cast(st))
+            return _canon_float(v.cast(st))
+        if b is K.INT64:
+            if a is K.FLOAT64:
+                fits = (v >= F.lit(-(2.0**63))) & (v < F.lit(2.0**63))
+                return F.when(fits, v.cast(st))
+            if a is K.NUMERIC:
+                whole = F.regexp_extract(v.cast("string"), "^(-?[0-9]+)", 1)
+                return F.when(v.isNotNull(), whole.try_cast(st))
+            return v.cast(st)
+        if b in (K.BOOL, K.TIMESTAMP, K.DATE):
+            return v.cast(st)
+        raise ScalarNotCompilable(f"no cast from {source} to {to}")
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def date_trunc(self, unit: TimeUnit, v: Column, source: ScalarType) -> Column:
+        is_ts = source.kind is K.TIMESTAMP
+        if unit in _MICROS:
+            m = _micros(v)
+            return _from_micros(m - F.pmod(m, F.lit(_MICROS[unit])))
+        day = v.cast("date") if is_ts else v
+        if unit is not TimeUnit.DAY:
+            day = F.trunc(day, unit.value)
+        return day.cast(_NTZ) if is_ts else day
+
+
+def _extract(unit: TimeUnit, v: Column) -> Column:
+    match unit:
+        case TimeUnit.YEAR:
+            return F.year(v)
+        case TimeUnit.QUARTER:
+            return F.quarter(v)
+        case TimeUnit.MONTH:
+            return F.month(v)
+        case TimeUnit.WEEK:
+            return F.weekofyear(v)
+        case TimeUnit.DAY:
+            return F.dayofmonth(v)
+        case TimeUnit.DOW:
+            return F.dayofweek(v) - F.lit(1)
+        case TimeUnit.DOY:
+            return F.dayofyear(v)
+        case TimeUnit.HOUR:
+            return F.hour(v)
+        case TimeUnit.MINUTE:
+            return F.minute(v)
+        case TimeUnit.SECOND:
+            return F.second(v)
+    raise ScalarNotCompilable(f"extract does not take unit {unit}")
+
+
+def _substr(text: Column, start: Column, count: Column | None = None) -> Column:
+    """PostgreSQL ``substr`` (1-based; a start before 1 consumes count; negative count: NULL)."""
+    dec = T.DecimalType(20, 0)
+    begin = start.cast(dec)
+    # Not greatest()/least(): they skip NULLs.
+    first = F.when(begin < F.lit(1), F.lit(1).cast(dec)).otherwise(begin)
+    limit = F.lit(_INT_MAX).cast(dec)
+    pos = F.when(first > limit, limit).otherwise(first).cast("int")
+    if count is None:
+        return F.when(begin.isNotNull(), text.substr(pos, F.lit(_INT_MAX)))
+    length = begin + count.cast(dec) - first
+    piece = text.substr(pos, F.when(length > limit, limit).otherwise(length).cast("int"))
+    return (
+        F.when(count < F.lit(0), F.lit(None).cast("string"))
+        .when(length <= F.lit(0), F.when(text.isNotNull(), F.lit("")))
+        .otherwise(piece)
+    )
+
+
+def _to_text(v: Column, source: ScalarType) -> Column:
+    k = source.kind
+    if k is K.TIMESTAMP:
+        # The reference prints with strftime("%Y"), which does not pad years below 1000.
+        return F.regexp_replace(v.cast("string"), "^0+", "")
+    return v.cast("string")
+
+
+def _from_text(v: Column, to: ScalarType) -> Column:
+    k = to.kind
+    st = spark_type(to)
+    if k is K.JSONB:
+        return F.when(F.try_parse_json(v).isNotNull(), v)
+    s = _py_strip(v)
+    if k is K.INT64:
+        return F.when(s.rlike(_INT_RE), s.try_cast(st))
+    if k is K.NUMERIC:
+        return F.when(s.rlike(_DEC_RE), s.try_cast(st))
+    if k is K.FLOAT64:
+        low = F.lower(s)
+        special = (
+            F.when(low.contains("nan"), F.lit(float("nan")))
+            .when(low.startswith("-"), F.lit(float("-inf")))
+            .otherwise(F.lit(float("inf")))
+        )
+        number = _canon_float(s.try_cast(st))
+        return F.when(s.rlike(_FLOAT_RE), number).when(s.rlike(_FLOAT_SPECIAL_RE), special)
+    if k is K.BOOL:
+        low = F.lower(s)
+        return F.when(low.isin(*_TRUE_WORDS), F.lit(True)).when(
+            low.isin(*_FALSE_WORDS), F.lit(False)
+        )
+    if k in (K.DATE, K.TIMESTAMP):
+        pattern = _DATE_RE if k is K.DATE else _TS_RE
+        # Python has no year 0; Spark would parse it.
+        ok = s.rlike(pattern) & ~s.startswith("0000")
+        return F.when(ok, s.try_cast(st))
+    return v

@@ -1,0 +1,192 @@
+"""A running dataflow: compaction, bad plans, until, idle steps, failed steps, peeks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from spate.frontier.antichain import Antichain
+from spate.ids import GlobalId
+from spate.plan import col, count, lit, max_
+from spate.plan.dataflow import (
+    BuildDesc,
+    DataflowDescription,
+    IndexDesc,
+    IndexExport,
+    SourceImport,
+)
+from spate.plan.errors import InvalidDataflow
+from spate.plan.finishing import ColumnOrder, RowSetFinishing
+from spate.plan.relation import Get
+from spate.render.arrangement import ReadBeforeSince
+from spate.render.dataflow import Dataflow, DataflowError
+from spate.render.input import ArrowInputs
+from spate.repr import INT64, TEXT, RelationDesc
+from spate.repr.arrow import updates_to_table
+from spate.testing.plan_strategies import single_plan_dataflow
+from tests.render.oracle import peeked
+
+BIDS = GlobalId.user(1)
+DESC = RelationDesc.of(("auction", INT64, False), ("price", INT64, False), ("who", TEXT, True))
+SRC = Get(BIDS, DESC)
+VIEW = SRC.reduce(["auction"], top=max_(col("price")), n=count())
+INPUTS = {BIDS: DESC}
+
+
+def feed(rows: list[tuple[tuple[int, int, str | None], int, int]], upper: int) -> ArrowInputs:
+    inputs = ArrowInputs.of({BIDS: updates_to_table(DESC, [])}, upper=0)
+    inputs.append(BIDS, updates_to_table(DESC, rows), upper)
+    return inputs
+
+
+class NoSpark:
+    """Fails the test if anything touches Spark."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"Spark was used ({name}) before the plan was validated")
+
+
+def test_allow_compaction_keeps_reads_beyond_it_and_refuses_reads_below(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inputs = feed([((1, 10, "a"), 0, 1), ((1, 20, "b"), 2, 1), ((2, 5, None), 4, 1)], 6)
+    df = Dataflow(
+        single_plan_dataflow(VIEW, INPUTS, subscribe_id=None), inputs, spark=spark, scratch=tmp_path
+    )
+    df.step()
+    ix = single_plan_dataflow(VIEW, INPUTS).index_exports[0].id
+    before = {t: peeked(df.peek(ix, timestamp=t)) for t in range(6)}
+    assert before[1] == Counter({(1, 10, 1): 1}) and before[5] == Counter(
+        {(1, 20, 2): 1, (2, 5, 1): 1}
+    )
+    df.allow_compaction(ix, Antichain.of(3))
+    inputs.append(BIDS, updates_to_table(DESC, [((1, 20, "b"), 6, -1)]), 8)
+    df.step()  # merges now advance times below 3
+    for t in range(3, 6):
+        assert peeked(df.peek(ix, timestamp=t)) == before[t]
+    assert peeked(df.peek(ix, timestamp=7)) == Counter({(1, 10, 1): 1, (2, 5, 1): 1})
+    with pytest.raises(ReadBeforeSince, match=r"read at 2 is before its since \{3\}"):
+        df.peek(ix, timestamp=2)
+    df.allow_compaction(ix, Antichain.empty())
+    with pytest.raises(ReadBeforeSince, match="dropped"):
+        df.peek(ix, timestamp=7)
+    df.drop()
+
+
+def test_bad_descriptions_fail_before_any_spark_job(tmp_path: Path) -> None:
+    good = single_plan_dataflow(VIEW, INPUTS)
+    inputs = feed([], 1)
+    build = good.objects_to_build[0]
+    later = BuildDesc(GlobalId.user(7), Get(build.id, build.plan.desc))
+    cases = {
+        "not topological": (
+            good.__class__(
+                source_imports=good.source_imports,
+                objects_to_build=(later, build),
+                as_of=good.as_of,
+            ),
+            r"u7|u1000",
+        ),
+        "duplicate export": (
+            good.__class__(
+                source_imports=good.source_imports,
+                objects_to_build=good.objects_to_build,
+                index_exports=(good.index_exports[0], good.index_exports[0]),
+                as_of=good.as_of,
+            ),
+            "u1001",
+        ),
+        "no as_of": (
+            good.__class__(
+                source_imports=good.source_imports,
+                objects_to_build=good.objects_to_build,
+            ),
+            "as_of",
+        ),
+    }
+    for name, (desc, needle) in cases.items():
+        with pytest.raises(InvalidDataflow, match=needle):
+            Dataflow(desc, inputs, spark=NoSpark(), scratch=tmp_path / name)  # type: ignore[arg-type]
+    inputs.compact(BIDS, 3)
+    with pytest.raises(InvalidDataflow, match=r"since \{3\}, beyond the as_of \{0\}"):
+        Dataflow(good, inputs, spark=NoSpark(), scratch=tmp_path / "since")  # type: ignore[arg-type]
+
+
+def test_until_stops_the_dataflow_and_idle_steps_run_no_job(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inputs = feed([((1, 10, "a"), 0, 1)], 2)
+    desc = single_plan_dataflow(VIEW, INPUTS, until=4)
+    df = Dataflow(desc, inputs, spark=spark, scratch=tmp_path)
+    first = df.step()
+    assert not first.idle and df.upper == Antichain.of(2)
+    idle = df.step()  # nothing new: the upper stays
+    assert idle.idle and df.upper == Antichain.of(2)
+    inputs.append(BIDS, updates_to_table(DESC, []), 3)
+    quiet = df.step()  # time 2 brought nothing: no Spark job, but the frontier moves
+    assert quiet.idle and df.upper == Antichain.of(3)
+    inputs.append(BIDS, updates_to_table(DESC, [((1, 30, "b"), 3, 1), ((1, 50, "c"), 4, 1)]), 9)
+    df.step()
+    assert df.upper == Antichain.of(4)  # the until
+    ix = desc.index_exports[0].id
+    assert peeked(df.peek(ix, timestamp=3)) == Counter({(1, 30, 2): 1})
+    sub = desc.sink_exports[0].id
+    assert df.step().idle and df.step().sink_updates.get(sub) is None
+    df.drop()
+
+
+def test_a_failing_step_reports_the_error_and_changes_nothing(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    plan = SRC.map(big=col("price") * lit(2**62))
+    inputs = feed([((1, 1, "a"), 0, 1)], 1)
+    df = Dataflow(
+        single_plan_dataflow(plan, INPUTS),
+        inputs,
+        spark=spark,
+        scratch=tmp_path,
+        name="overflowing",
+    )
+    df.step()
+    inputs.append(BIDS, updates_to_table(DESC, [((2, 3, "x"), 1, 1)]), 2)
+    with pytest.raises(DataflowError, match=r"dataflow overflowing: step \[1, 2\) failed"):
+        df.step()
+    assert df.upper == Antichain.of(1)
+    with pytest.raises(DataflowError):  # the same input fails the same way: nothing was lost
+        df.step()
+    df.drop()
+
+
+def test_peek_finishing_and_literal_key_lookups(spark: SparkSession, tmp_path: Path) -> None:
+    rows = [((a, p, None), 0, 1) for a, p in [(1, 5), (1, 9), (2, 7), (3, 1), (3, 1)]]
+    inputs = feed(rows, 1)
+    ix = GlobalId.user(50)
+    desc = DataflowDescription(
+        source_imports=(SourceImport(BIDS, DESC),),
+        index_exports=(IndexExport(ix, IndexDesc(BIDS, (0,)), DESC),),
+        as_of=Antichain.of(0),
+    )
+    df = Dataflow(desc, inputs, spark=spark, scratch=tmp_path)
+    df.step()
+    top = df.peek(
+        ix,
+        timestamp=0,
+        finishing=RowSetFinishing((ColumnOrder(1, desc=True),), limit=3, offset=1, project=(1, 0)),
+    )
+    assert top.column_names == ["c1", "c0", "_diff"]
+    assert top.to_pylist() == [
+        {"c1": 7, "c0": 2, "_diff": 1},
+        {"c1": 5, "c0": 1, "_diff": 1},
+        {"c1": 1, "c0": 3, "_diff": 1},
+    ]
+    hit = df.peek(ix, timestamp=0, literal_constraints=[(3,), (9,)])
+    assert hit.column_names == ["auction", "price", "who", "_diff"]
+    assert hit.to_pylist() == [{"auction": 3, "price": 1, "who": None, "_diff": 2}]
+    assert df.peek(ix, timestamp=0, literal_constraints=[]).num_rows == 0
+    assert isinstance(df.arrangement(ix).updates(), pa.Table)
+    df.drop()
+    assert not any((tmp_path).rglob("*.parquet"))
