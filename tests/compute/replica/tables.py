@@ -12,6 +12,7 @@ from spate.clock import SystemClock
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId, SystemIdGen
 from spate.persist import Appended, PersistClient, PersistLocation, WriteHandle
+from spate.persist.since import SinceHandle
 from spate.repr import RelationDesc
 from spate.repr.arrow import updates_to_table
 from spate.repr.types import Row
@@ -25,7 +26,14 @@ class Table:
     shard: ShardId
     desc: RelationDesc
     writer: WriteHandle
+    hold: SinceHandle
+    """The controller's read hold on the shard (at 0 until :meth:`hold_at`)."""
     updates: list[Update] = field(default_factory=list)
+
+    def hold_at(self, since: int) -> None:
+        """Move the read hold (the shard's since follows once no reader is behind it)."""
+        o = self.hold.opaque
+        self.hold.compare_and_downgrade_since(o, o + 1, Antichain.of(since))
 
     @property
     def upper(self) -> int:
@@ -89,8 +97,8 @@ class Tables:
         writer = self.client.open_writer(shard, desc)
         # The controller's read hold: without it the replicas' readers would let the shard's
         # since advance, and a replica rehydrating at the dataflow's as_of could not read it.
-        self.client.open_critical_since(shard)
-        return Table(id, shard, desc, writer)
+        hold = self.client.open_critical_since(shard)
+        return Table(id, shard, desc, writer, hold)
 
     def contents(self, shard: ShardId, desc: RelationDesc, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents of ``shard`` at ``as_of`` (a short-lived reader)."""

@@ -205,6 +205,7 @@ async def test_a_failing_dataflow_is_reported_and_the_replica_carries_on(
     # Hold the shard's since at 10: a dataflow at as_of 5 cannot read it.
     holder: ReadHandle = tables.client.open_leased_reader(t.shard, KV)
     holder.downgrade_since(Antichain.of(10))
+    t.hold_at(10)
     bad, good = GlobalId.user(300), GlobalId.user(301)
     async with replica(spark, tmp_path / "scratch", tables.location) as r:
         d: ComputeDriver = await r.driver(1)
