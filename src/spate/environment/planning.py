@@ -97,14 +97,20 @@ def choose_as_of(
     return max(since, complete)
 
 
+MV_BUILD_OFFSET = 1 << 48
+"""Transient ids from here up name the collections materialized views compute."""
+
+
 def materialized_view_dataflow(
     item: MaterializedViewItem, plan: RelationExpr, catalog: CatalogState, as_of: int
 ) -> DataflowDescription:
     ids = storage_inputs(plan)
+    # The computed collection gets its own (transient) id: the view's id names the sink export.
+    built = GlobalId.transient(MV_BUILD_OFFSET + item.id.value)
     return DataflowDescription(
         source_imports=source_imports(ids, catalog),
-        objects_to_build=(BuildDesc(item.id, plan),),
-        sink_exports=(SinkExport(item.id, item.id, plan.desc, MaterializedViewConnection()),),
+        objects_to_build=(BuildDesc(built, plan),),
+        sink_exports=(SinkExport(item.id, built, plan.desc, MaterializedViewConnection()),),
         as_of=Antichain.of(as_of),
         debug_name=f"materialized view {item.name}",
     )

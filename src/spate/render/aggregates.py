@@ -100,10 +100,10 @@ def _aggregate(
         total = _sum(v, m, k, distinct, for_avg=True)
         n = F.count_distinct(v) if distinct else F.sum(present_m)
         if k is K.NUMERIC:
-            return total / n.cast(_MULTIPLICITY)
+            assert in_type.scale is not None and out.scale is not None
+            return _numeric_ratio(total, n, in_type.scale, out.scale)
         if k is K.INT64:
-            # Through text: Java's parseDouble rounds the exact decimal sum correctly.
-            total = total.cast("string").cast("double")
+            return _int_ratio(total, n)
         average = total / n.cast("double")
         return F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
     if f is AggregateFunc.BOOL_AND:
@@ -132,3 +132,77 @@ def _sum(v: Column, m: Column, k: ScalarKind, distinct: bool, *, for_avg: bool =
         return F.sum_distinct(v) if distinct else F.sum(v * m.cast(_MULTIPLICITY))
     total = F.sum_distinct(v) if distinct else F.sum(v * m.cast("double"))
     return total if for_avg else F.when(total == F.lit(0.0), F.lit(0.0)).otherwise(total)
+
+
+# --- exact averages ----------------------------------------------------------------------------
+#
+# Spark's decimal division rounds to a result type that depends on the operand types and on
+# allowPrecisionLoss, so averages are computed by long division in base 10**18 instead: every
+# step is a decimal(38,0) product/remainder or an integral ``div`` below 10**18 (exact, and the
+# same under every configuration).
+
+
+def _dec(value: int) -> Column:
+    return F.lit(str(value)).cast(_EXACT_INT)
+
+
+def _long_division(a: Column, n: Column, fraction_chunks: int) -> tuple[Column, Column, Column]:
+    """Digits of ``a / n`` for ``0 <= a < 10**38`` (decimal) and ``n > 0`` (long): the integer
+    part (54 digits, zero-padded), ``18 * fraction_chunks`` fraction digits (truncated), and
+    whether anything remains."""
+    divisor = n.cast(_EXACT_INT)
+    chunk = 10**18
+    pieces = [
+        F.call_function("div", a, _dec(chunk * chunk)),
+        F.call_function("div", a % _dec(chunk * chunk), _dec(chunk)),
+        a % _dec(chunk),
+    ]
+    remainder: Column = _dec(0)
+    digits: list[Column] = []
+    for piece in [*pieces, *[_dec(0)] * fraction_chunks]:
+        current = (remainder * _dec(chunk) + piece.cast(_EXACT_INT)).cast(_EXACT_INT)
+        digits.append(F.lpad(F.call_function("div", current, divisor).cast("string"), 18, "0"))
+        remainder = (current % divisor).cast(_EXACT_INT)
+    return F.concat(*digits[:3]), F.concat(*digits[3:]), remainder != _dec(0)
+
+
+def _abs_and_sign(x: Column) -> tuple[Column, Column]:
+    negative = x < F.lit(0)
+    # Not F.abs: Spark negates decimals through Scala's BigDecimal (34 digits).
+    return F.when(negative, _dec(0) - x).otherwise(x).cast(_EXACT_INT), F.when(
+        negative, F.lit("-")
+    ).otherwise(F.lit(""))
+
+
+def _int_ratio(total: Column, n: Column) -> Column:
+    """``total / n`` (exact decimal(38,0) sum, long count) as the correctly rounded double."""
+    a, sign = _abs_and_sign(total)
+    whole, fraction, inexact = _long_division(a, n, 2)
+    sticky = F.when(inexact, F.lit("1")).otherwise(F.lit(""))
+    # Java's parseDouble rounds a decimal string correctly; 36 digits and a sticky digit decide
+    # every rounding unless |average| < 1/8 and n > 10**10.
+    text = F.concat(sign, whole, F.lit("."), fraction, sticky)
+    return F.when(n > F.lit(0), text.cast("double"))
+
+
+def _numeric_ratio(total: Column, n: Column, scale: int, out_scale: int) -> Column:
+    """``total / n`` (numeric sum of scale ``scale``) rounded half away from zero."""
+    extra = out_scale - scale
+    digits = F.regexp_replace(total.cast("string"), "[.]", "")
+    a, sign = _abs_and_sign(digits.cast(_EXACT_INT))
+    whole, fraction, _ = _long_division(a, n, 1)
+    kept = F.concat(whole, F.substring(fraction, 1, extra)) if extra else whole
+    up = F.when(F.substring(fraction, extra + 1, 1) >= F.lit("5"), _dec(1)).otherwise(_dec(0))
+    unscaled = (kept.cast(_EXACT_INT) + up).cast(_EXACT_INT).cast("string")
+    # lpad also truncates, so only pad short values: "5" at scale 2 is "0.05".
+    unscaled = F.when(
+        F.length(unscaled) <= F.lit(out_scale), F.lpad(unscaled, out_scale + 1, "0")
+    ).otherwise(unscaled)
+    width = F.length(unscaled)
+    text = F.concat(
+        sign,
+        F.substring(unscaled, F.lit(1), width - F.lit(out_scale)),
+        F.lit("."),
+        F.substring(unscaled, width - F.lit(out_scale - 1), F.lit(out_scale)),
+    )
+    return F.when(n > F.lit(0), text.cast(T.DecimalType(38, out_scale)))

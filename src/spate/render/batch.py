@@ -40,6 +40,9 @@ class Lazy:
 
     df: DataFrame | None
     big: bool = False
+    batch: Batch | None = None
+    """Set when ``df`` merely reads this already materialized batch (materializing it again
+    would be a Spark job for nothing)."""
 
     @staticmethod
     def empty() -> Lazy:
@@ -75,8 +78,12 @@ class Engine:
     def __init__(self, spark: SparkSession, scratch: Path) -> None:
         self.spark = spark
         self.scratch = scratch
-        scratch.mkdir(parents=True, exist_ok=True)
+        # Left over from an earlier process (a replica restarted on the same scratch): garbage.
+        shutil.rmtree(scratch, ignore_errors=True)
+        scratch.mkdir(parents=True)
         self._ids = itertools.count()
+        self.actions = 0
+        """Spark actions run so far (materializations)."""
 
     def fresh(self, what: str) -> Path:
         """A path in the scratch directory never used before (Spark caches file listings)."""
@@ -92,6 +99,14 @@ class Engine:
             return self.df_of_files((path,), desc)
         return self.spark.createDataFrame(table, schema=internal_struct(desc))
 
+    def spark_of_arrow(self, table: pa.Table) -> DataFrame:
+        """A DataFrame of any small Arrow table (its own schema), via Parquet when large."""
+        if table.num_rows > SMALL_ROWS:
+            path = self.fresh("in").with_suffix(".parquet")
+            pq.write_table(table, path, compression="none")
+            return self.spark.read.parquet(str(path))
+        return self.spark.createDataFrame(table)
+
     def df_of_files(self, paths: tuple[Path, ...], desc: RelationDesc) -> DataFrame:
         if not paths:
             return self.spark.createDataFrame([], schema=internal_struct(desc))
@@ -105,7 +120,7 @@ class Engine:
     def lazy_of_batch(self, batch: Batch) -> Lazy:
         if batch.is_empty:
             return Lazy.empty()
-        return Lazy(self.df_of_batch(batch), big=batch.rows > SMALL_ROWS)
+        return Lazy(self.df_of_batch(batch), big=batch.rows > SMALL_ROWS, batch=batch)
 
     # -- out of Spark -------------------------------------------------------------------------
 
@@ -113,6 +128,9 @@ class Engine:
         """Run ``lazy`` (one Spark action) into a consolidated batch."""
         if lazy.df is None:
             return Batch(desc, table=internal_schema(desc).empty_table())
+        if lazy.batch is not None:
+            return lazy.batch
+        self.actions += 1
         if not lazy.big:
             table = lazy.df.toArrow()
             table = consolidate(_conform(table, desc))

@@ -71,6 +71,8 @@ class StepReport:
     sink_updates: dict[GlobalId, pa.Table] = field(default_factory=dict)
     seconds: float = 0.0
     idle: bool = False
+    actions: int = 0
+    """Spark actions the step ran."""
 
 
 @dataclass
@@ -174,6 +176,7 @@ class Dataflow:
             )
         hi = FOREVER if target.is_empty() else target.elements[0]
         started = time.perf_counter()
+        actions = self._engine.actions
         first = not self._hydrated
         start = self._as_of if first else lo
         ctx = StepContext(self._engine, start, hi, first, collections={})
@@ -203,6 +206,7 @@ class Dataflow:
             self.upper,
             sink_updates,
             seconds=time.perf_counter() - started,
+            actions=self._engine.actions - actions,
         )
 
     def _finish_step(self, hi: int, target: Frontier) -> None:

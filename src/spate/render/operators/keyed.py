@@ -24,6 +24,10 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from spate.plan.aggregate import AggregateExpr
 from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
@@ -75,10 +79,12 @@ class KeyedNode:
             d = d.withColumn("_g", F.lit(0))
             keys = ["_g"]
         history = arr.df()
-        times = d.select(*keys, F.col(TIME_COLUMN)).distinct()
+        # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
+        times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if history else None)
+        times = ctx.engine.spark_of_arrow(times_table)
         if history is not None:
             if self.key:
-                touched = d.select(*keys).distinct()
+                touched = times.where(F.col(TIME_COLUMN) == ctx.lo - 1).select(*keys)
                 if delta.rows <= SMALL_ROWS:
                     touched = F.broadcast(touched)
                 history = history.join(
@@ -86,8 +92,6 @@ class KeyedNode:
                 )
             else:
                 history = history.withColumn("_g", F.lit(0))
-            before = times.select(*keys).distinct().withColumn(TIME_COLUMN, F.lit(ctx.lo - 1))
-            times = times.unionByName(before)
             rows = history.unionByName(d.select(*history.columns))
         else:
             rows = d
@@ -122,16 +126,13 @@ class KeyedNode:
             )
         out, out_keys = self._outputs(groups)
         # 4. differences between consecutive times of each key
-        from pyspark.sql.window import Window
-
-        nxt = times.withColumn(
-            _NEXT, F.lead(TIME_COLUMN).over(Window.partitionBy(*keys).orderBy(TIME_COLUMN))
-        )
-        nxt = nxt.select(
+        nxt = times.select(
             *[F.col(k).alias(f"_nk{i}") for i, k in enumerate(keys)],
             F.col(TIME_COLUMN).alias("_nt"),
             F.col(_NEXT),
         )
+        if delta.rows <= SMALL_ROWS:
+            nxt = F.broadcast(nxt)
         jc = out[_AT] == nxt["_nt"]
         for i, k in enumerate(out_keys):
             jc = jc & nxt[f"_nk{i}"].eqNullSafe(out[k])
@@ -228,3 +229,52 @@ def _null_safe(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
         cond = c if cond is None else cond & c
     assert cond is not None
     return cond
+
+
+def key_times(delta: pa.Table, key: tuple[int, ...], before: int | None) -> pa.Table:
+    """The distinct ``(key, _time)`` pairs of ``delta`` (plus ``(key, before)`` for every key
+    when given), each with ``_next``: the key's next time among them (NULL for its last).
+
+    Key columns keep their internal names (``_g``, all zeros, for a global group). Float keys
+    are normalised (``-0.0`` → ``0.0``, one NaN) so that pairs are distinct as Spark compares
+    them.
+    """
+    names = [col_name(k) for k in key]
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for n in names:
+        c = delta.column(n)
+        if pa.types.is_floating(c.type):
+            c = pc.if_else(pc.equal(c, 0.0), pa.scalar(0.0, c.type), c)
+            c = pc.if_else(pc.is_nan(c), pa.scalar(float("nan"), c.type), c)
+        columns[n] = c
+    if not names:
+        names = ["_g"]
+        columns["_g"] = pa.array(np.zeros(delta.num_rows, dtype=np.int32))
+    columns[TIME_COLUMN] = delta.column(TIME_COLUMN)
+    pairs = pa.table(columns).group_by([*names, TIME_COLUMN], use_threads=False).aggregate([])
+    if before is not None:
+        keys_only = pairs.select(names).group_by(names, use_threads=False).aggregate([])
+        stamp = pa.array(np.full(keys_only.num_rows, before, dtype=np.int64))
+        pairs = pa.concat_tables([pairs, keys_only.append_column(TIME_COLUMN, stamp)])
+    order = [(n, "ascending") for n in [*names, TIME_COLUMN]]
+    pairs = pairs.sort_by(order)
+    n = pairs.num_rows
+    times = pairs.column(TIME_COLUMN).to_numpy()
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for name in names:
+        c = pairs.column(name).combine_chunks()
+        a, b = c.slice(0, n - 1), c.slice(1)
+        eq = pc.fill_null(pc.equal(a, b), False)
+        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+        eq = pc.or_(eq, both_null)
+        if pa.types.is_floating(c.type):
+            eq = pc.or_(
+                eq, pc.and_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))
+            )
+        same &= eq.to_numpy(zero_copy_only=False)
+    nxt = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    if n > 1:
+        nxt[:-1] = times[1:]
+        valid[:-1] = same
+    return pairs.append_column(_NEXT, pa.array(nxt, pa.int64(), mask=~valid))

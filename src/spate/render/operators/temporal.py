@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.temporal import TemporalBounds
-from spate.render.batch import SMALL_ROWS, Lazy
+from spate.render.batch import Lazy
 from spate.render.layout import data_names, internal_schema
 from spate.render.operators.linear import all_true
 from spate.render.operators.node import Node, StepContext, scalar
@@ -84,8 +84,7 @@ class TemporalFilterNode:
         if released.num_rows == 0:
             return Lazy.empty()
         batch = ctx.engine.batch_of_table(released, self.desc)
-        lazy_out = ctx.engine.lazy_of_batch(batch)
-        return Lazy(lazy_out.df, big=batch.rows > SMALL_ROWS)
+        return ctx.engine.lazy_of_batch(batch)
 
     def has_pending_before(self, hi: int) -> bool:
         p = self.pending
