@@ -83,18 +83,35 @@ class Engine:
         scratch.mkdir(parents=True)
         self._ids = itertools.count()
         self.actions = 0
+        self._temporary: list[Path] = []
         """Spark actions run so far (materializations)."""
 
     def fresh(self, what: str) -> Path:
         """A path in the scratch directory never used before (Spark caches file listings)."""
         return self.scratch / f"{what}-{next(self._ids):06d}"
 
+    def temporary(self, what: str) -> Path:
+        """A fresh path removed by :meth:`end_step` (arrangements keep hard links to what they
+        adopt)."""
+        path = self.fresh(what)
+        self._temporary.append(path)
+        return path
+
+    def end_step(self) -> None:
+        """Remove the step's temporary files (every action of the step has run)."""
+        for path in self._temporary:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        self._temporary = []
+
     # -- into Spark ---------------------------------------------------------------------------
 
     def df_of_table(self, table: pa.Table, desc: RelationDesc) -> DataFrame:
         """A DataFrame of an internal-layout Arrow table (via Parquet when large)."""
         if table.num_rows > SMALL_ROWS:
-            path = self.fresh("in").with_suffix(".parquet")
+            path = self.temporary("in.parquet")
             pq.write_table(table, path, compression="none")
             return self.df_of_files((path,), desc)
         return self.spark.createDataFrame(table, schema=internal_struct(desc))
@@ -102,7 +119,7 @@ class Engine:
     def spark_of_arrow(self, table: pa.Table) -> DataFrame:
         """A DataFrame of any small Arrow table (its own schema), via Parquet when large."""
         if table.num_rows > SMALL_ROWS:
-            path = self.fresh("in").with_suffix(".parquet")
+            path = self.temporary("in.parquet")
             pq.write_table(table, path, compression="none")
             return self.spark.read.parquet(str(path))
         return self.spark.createDataFrame(table)
@@ -124,8 +141,9 @@ class Engine:
 
     # -- out of Spark -------------------------------------------------------------------------
 
-    def materialize(self, lazy: Lazy, desc: RelationDesc) -> Batch:
-        """Run ``lazy`` (one Spark action) into a consolidated batch."""
+    def materialize(self, lazy: Lazy, desc: RelationDesc, *, consolidated: bool = True) -> Batch:
+        """Run ``lazy`` (one Spark action) into a batch, consolidated unless it is large and
+        ``consolidated=False`` (operators that sum diffs themselves skip the shuffle)."""
         if lazy.df is None:
             return Batch(desc, table=internal_schema(desc).empty_table())
         if lazy.batch is not None:
@@ -138,13 +156,15 @@ class Engine:
         from pyspark.sql import functions as F
 
         keys = [*data_names(desc.arity), TIME_COLUMN]
-        consolidated = (
-            lazy.df.groupBy(*keys)
-            .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
-            .where(F.col(DIFF_COLUMN) != 0)
-        )
-        out = self.fresh("batch")
-        consolidated.write.mode("error").parquet(str(out))
+        result = lazy.df
+        if consolidated:
+            result = (
+                result.groupBy(*keys)
+                .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
+                .where(F.col(DIFF_COLUMN) != 0)
+            )
+        out = self.temporary("batch")
+        result.write.mode("error").parquet(str(out))
         paths = tuple(sorted(out.glob("*.parquet")))
         rows = sum(int(pq.ParquetFile(p).metadata.num_rows) for p in paths)
         if rows <= SMALL_ROWS:

@@ -57,7 +57,7 @@ class JoinNode:
 
     def step(self, ctx: StepContext) -> Lazy:
         self.ensure_arranged(ctx)
-        deltas = [ctx.materialize(i.step(ctx), i.desc) for i in self.inputs]
+        deltas = [ctx.materialize(i.step(ctx), i.desc, consolidated=False) for i in self.inputs]
         for arr, delta in zip(self.arrangements, deltas, strict=True):
             ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
         if all(d.is_empty for d in deltas):

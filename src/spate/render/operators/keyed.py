@@ -69,11 +69,13 @@ class KeyedNode:
                 ctx.engine, in_desc, f"{self.name}-in", as_of=ctx.lo, internal=True
             )
         arr = self.arrangement
-        delta = ctx.materialize(self.input.step(ctx), in_desc)
+        delta = ctx.materialize(self.input.step(ctx), in_desc, consolidated=False)
         ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
         if delta.is_empty:
             return Lazy.empty()
         d = ctx.engine.df_of_batch(delta)
+        if ctx.first and ctx.hi == ctx.lo + 1:
+            return self._hydrate(d, ctx.lo, delta.rows > SMALL_ROWS)
         keys = [col_name(k) for k in self.key]
         if not keys:  # a global group: key every row by one constant
             d = d.withColumn("_g", F.lit(0))
@@ -114,17 +116,7 @@ class KeyedNode:
             .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
             .where(F.col(DIFF_COLUMN) != 0)
         )
-        if self.kind != "threshold":
-            groups = groups.withColumn(
-                DIFF_COLUMN,
-                F.when(
-                    F.col(DIFF_COLUMN) < 0,
-                    F.raise_error(
-                        F.lit(f"{self.kind} {self.name}: an input row has a negative multiplicity")
-                    ),
-                ).otherwise(F.col(DIFF_COLUMN)),
-            )
-        out, out_keys = self._outputs(groups)
+        out, out_keys = self._outputs(self._checked(groups))
         # 4. differences between consecutive times of each key
         nxt = times.select(
             *[F.col(k).alias(f"_nk{i}") for i, k in enumerate(keys)],
@@ -138,13 +130,51 @@ class KeyedNode:
             jc = jc & nxt[f"_nk{i}"].eqNullSafe(out[k])
         joined = out.join(nxt, on=jc, how="inner")
         cols = data_names(self.desc.arity)
-        plus = joined.where(F.col(_AT) >= ctx.lo).select(
-            *cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)
+        # One pass over `joined` for both signs (a union would compute the plan twice).
+        signed = F.explode(
+            F.array(
+                F.struct(F.when(F.col(_AT) >= ctx.lo, F.col(_AT)).alias("t"), F.col(_M).alias("d")),
+                F.struct(F.col(_NEXT).alias("t"), (-F.col(_M)).alias("d")),
+            )
+        ).alias("_s")
+        out_updates = (
+            joined.select(*cols, signed)
+            .where(F.col("_s.t").isNotNull())
+            .select(*cols, F.col("_s.t").alias(TIME_COLUMN), F.col("_s.d").alias(DIFF_COLUMN))
         )
-        minus = joined.where(F.col(_NEXT).isNotNull()).select(
-            *cols, F.col(_NEXT).alias(TIME_COLUMN), (-F.col(_M)).alias(DIFF_COLUMN)
+        return Lazy(out_updates, big=delta.rows > SMALL_ROWS)
+
+    def _hydrate(self, d: DataFrame, at: int, big: bool) -> Lazy:
+        """The first step when every update is at the as_of: one group per key, no history."""
+        from pyspark.sql import functions as F
+
+        groups = (
+            d.groupBy(*data_names(self.input.desc.arity))
+            .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
+            .where(F.col(DIFF_COLUMN) != 0)
+            .withColumn(_AT, F.lit(at).cast("long"))
         )
-        return Lazy(plus.unionByName(minus), big=delta.rows > SMALL_ROWS)
+        out, _ = self._outputs(self._checked(groups))
+        cols = data_names(self.desc.arity)
+        return Lazy(
+            out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)), big
+        )
+
+    def _checked(self, groups: DataFrame) -> DataFrame:
+        """Negative multiplicities are an evaluation error (except for Threshold)."""
+        from pyspark.sql import functions as F
+
+        if self.kind == "threshold":
+            return groups
+        return groups.withColumn(
+            DIFF_COLUMN,
+            F.when(
+                F.col(DIFF_COLUMN) < 0,
+                F.raise_error(
+                    F.lit(f"{self.kind} {self.name}: an input row has a negative multiplicity")
+                ),
+            ).otherwise(F.col(DIFF_COLUMN)),
+        )
 
     def _outputs(self, groups: DataFrame) -> tuple[DataFrame, list[str]]:
         """The output rows of every ``(key, _at)`` group: data columns, ``_at``, ``_m``; and the

@@ -31,8 +31,8 @@ class StepContext:
     def on_commit(self, action: Callable[[], None]) -> None:
         self.commits.append(action)
 
-    def materialize(self, lazy: Lazy, desc: RelationDesc) -> Batch:
-        return self.engine.materialize(lazy, desc)
+    def materialize(self, lazy: Lazy, desc: RelationDesc, *, consolidated: bool = True) -> Batch:
+        return self.engine.materialize(lazy, desc, consolidated=consolidated)
 
 
 class Node(Protocol):
