@@ -78,8 +78,10 @@ def run_and_check(
                 fed = hi
             report = df.step()
             closed = df.upper.is_empty()  # no imports: every input is known, forever
-            assert (closed and not imports) or df.upper.elements == (hi,) or (
-                not dataflow.until.is_empty() and df.upper.elements[0] <= hi
+            assert (
+                (closed and not imports)
+                or df.upper.elements == (hi,)
+                or (not dataflow.until.is_empty() and df.upper.elements[0] <= hi)
             )
             for id, table in report.sink_updates.items():
                 for row, t, d in table_to_updates(table):
