@@ -85,7 +85,9 @@ class KeyedNode:
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if history else None)
         times = ctx.engine.spark_of_arrow(times_table)
         if history is not None:
-            if self.key:
+            if len(self.key) == 1 and times_table.num_rows <= 2 * IN_LIST_KEYS:
+                history = history.where(_in_list(keys[0], times_table.column(keys[0])))
+            elif self.key:
                 touched = times.where(F.col(TIME_COLUMN) == ctx.lo - 1).select(*keys)
                 if delta.rows <= SMALL_ROWS:
                     touched = F.broadcast(touched)
@@ -99,7 +101,9 @@ class KeyedNode:
             rows = d
         # 3. every touched group, accumulated at every time of T
         t = times.select(
-            *[F.col(k).alias(f"_tk{i}") for i, k in enumerate(keys)], F.col(TIME_COLUMN).alias(_AT)
+            *[F.col(k).alias(f"_tk{i}") for i, k in enumerate(keys)],
+            F.col(TIME_COLUMN).alias(_AT),
+            F.col(_NEXT),
         )
         cond = None
         for i, k in enumerate(keys):
@@ -112,23 +116,12 @@ class KeyedNode:
         data = data_names(in_desc.arity)
         groups = (
             rows.join(t, on=cond, how="inner")
-            .groupBy(_AT, *data)
+            .groupBy(_AT, _NEXT, *data)
             .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
             .where(F.col(DIFF_COLUMN) != 0)
         )
-        out, out_keys = self._outputs(self._checked(groups))
-        # 4. differences between consecutive times of each key
-        nxt = times.select(
-            *[F.col(k).alias(f"_nk{i}") for i, k in enumerate(keys)],
-            F.col(TIME_COLUMN).alias("_nt"),
-            F.col(_NEXT),
-        )
-        if delta.rows <= SMALL_ROWS:
-            nxt = F.broadcast(nxt)
-        jc = out[_AT] == nxt["_nt"]
-        for i, k in enumerate(out_keys):
-            jc = jc & nxt[f"_nk{i}"].eqNullSafe(out[k])
-        joined = out.join(nxt, on=jc, how="inner")
+        # 4. differences between consecutive times of each key (`_next` rode along)
+        joined = self._outputs(self._checked(groups))
         cols = data_names(self.desc.arity)
         # One pass over `joined` for both signs (a union would compute the plan twice).
         signed = F.explode(
@@ -153,8 +146,9 @@ class KeyedNode:
             .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
             .where(F.col(DIFF_COLUMN) != 0)
             .withColumn(_AT, F.lit(at).cast("long"))
+            .withColumn(_NEXT, F.lit(None).cast("long"))
         )
-        out, _ = self._outputs(self._checked(groups))
+        out = self._outputs(self._checked(groups))
         cols = data_names(self.desc.arity)
         return Lazy(
             out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)), big
@@ -176,9 +170,9 @@ class KeyedNode:
             ).otherwise(F.col(DIFF_COLUMN)),
         )
 
-    def _outputs(self, groups: DataFrame) -> tuple[DataFrame, list[str]]:
-        """The output rows of every ``(key, _at)`` group: data columns, ``_at``, ``_m``; and the
-        names of the key columns among them."""
+    def _outputs(self, groups: DataFrame) -> DataFrame:
+        """The output rows of every ``(key, _at)`` group: data columns, ``_at``, ``_next`` and
+        the multiplicity ``_m``."""
         from pyspark.sql import functions as F
 
         in_desc = self.input.desc
@@ -192,32 +186,22 @@ class KeyedNode:
                 for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
             ]
             grouped = (
-                groups.groupBy(*keys, _AT).agg(*aggs)
+                groups.groupBy(*keys, _AT, _NEXT).agg(*aggs)
                 if aggs
-                else groups.select(*keys, _AT).distinct()
+                else groups.select(*keys, _AT, _NEXT).distinct()
             )
             n = len(keys)
             cols = [F.col(k).alias(col_name(i)) for i, k in enumerate(keys)]
             cols += [F.col(f"_a{i}").alias(col_name(n + i)) for i in range(len(aggs))]
-            out = grouped.select(*cols, F.col(_AT), F.lit(1).cast("long").alias(_M))
-            if not self.key:
-                out = out.withColumn("_g", F.lit(0))
-                return out, ["_g"]
-            return out, [col_name(i) for i in range(n)]
+            return grouped.select(*cols, _AT, _NEXT, F.lit(1).cast("long").alias(_M))
         data = data_names(in_desc.arity)
-        keys = [col_name(k) for k in self.key]
         if self.kind == "distinct":
-            out = groups.select(*data, F.col(_AT), F.lit(1).cast("long").alias(_M))
-        elif self.kind == "threshold":
-            out = groups.where(F.col(DIFF_COLUMN) > 0).select(
-                *data, F.col(_AT), F.col(DIFF_COLUMN).alias(_M)
+            return groups.select(*data, _AT, _NEXT, F.lit(1).cast("long").alias(_M))
+        if self.kind == "threshold":
+            return groups.where(F.col(DIFF_COLUMN) > 0).select(
+                *data, _AT, _NEXT, F.col(DIFF_COLUMN).alias(_M)
             )
-        else:
-            out = self._top_k(groups, keys, data)
-        if not self.key:
-            out = out.withColumn("_g", F.lit(0))
-            return out, ["_g"]
-        return out, keys
+        return self._top_k(groups, [col_name(k) for k in self.key], data)
 
     def _top_k(self, groups: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
         from pyspark.sql import functions as F
@@ -244,7 +228,7 @@ class KeyedNode:
         if self.limit is not None:
             end = F.least(end, F.lit(self.offset + self.limit))
         m = (end - lo).cast("long")
-        return ranked.select(*data, F.col(_AT), m.alias(_M)).where(F.col(_M) > 0)
+        return ranked.select(*data, _AT, _NEXT, m.alias(_M)).where(F.col(_M) > 0)
 
     def drop(self) -> None:
         if self.arrangement is not None:
@@ -258,6 +242,22 @@ def _null_safe(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
         c = left[k].eqNullSafe(right[k])
         cond = c if cond is None else cond & c
     assert cond is not None
+    return cond
+
+
+IN_LIST_KEYS = 2_000
+"""Up to this many touched keys (of a one-column key) select the history with a literal IN
+list (pushed down to the Parquet scan, no broadcast job)."""
+
+
+def _in_list(name: str, values: pa.ChunkedArray) -> Column:
+    from pyspark.sql import functions as F
+
+    distinct = pc.unique(values).to_pylist()
+    present = [v for v in distinct if v is not None]
+    cond = F.col(name).isin(present) if present else F.lit(False)
+    if len(present) < len(distinct):
+        cond = cond | F.col(name).isNull()
     return cond
 
 
