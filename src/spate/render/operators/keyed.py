@@ -85,7 +85,11 @@ class KeyedNode:
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if history else None)
         times = ctx.engine.spark_of_arrow(times_table)
         if history is not None:
-            if len(self.key) == 1 and times_table.num_rows <= 2 * IN_LIST_KEYS:
+            if (
+                len(self.key) == 1
+                and pa.types.is_integer(times_table.schema.field(keys[0]).type)
+                and times_table.num_rows <= 2 * IN_LIST_KEYS
+            ):
                 history = history.where(_in_list(keys[0], times_table.column(keys[0])))
             elif self.key:
                 touched = times.where(F.col(TIME_COLUMN) == ctx.lo - 1).select(*keys)
@@ -251,14 +255,18 @@ list (pushed down to the Parquet scan, no broadcast job)."""
 
 
 def _in_list(name: str, values: pa.ChunkedArray) -> Column:
+    """``name IN (…)`` over integer ``values``, as one SQL expression (one py4j call, where
+    ``Column.isin`` makes one per value)."""
     from pyspark.sql import functions as F
 
     distinct = pc.unique(values).to_pylist()
-    present = [v for v in distinct if v is not None]
-    cond = F.col(name).isin(present) if present else F.lit(False)
+    present = [int(v) for v in distinct if v is not None]
+    parts = []
+    if present:
+        parts.append(f"{name} IN ({', '.join(map(str, present))})")
     if len(present) < len(distinct):
-        cond = cond | F.col(name).isNull()
-    return cond
+        parts.append(f"{name} IS NULL")
+    return F.expr(" OR ".join(parts) if parts else "false")
 
 
 def key_times(delta: pa.Table, key: tuple[int, ...], before: int | None) -> pa.Table:
