@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
-from spate.render.dataflow import Dataflow
+from spate.render.dataflow import FOREVER, Dataflow
 from spate.render.input import ArrowInputs
 from spate.repr.arrow import table_to_rows, table_to_updates, updates_to_table
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
@@ -83,9 +83,10 @@ def run_and_check(
                 or df.upper.elements == (hi,)
                 or (not dataflow.until.is_empty() and df.upper.elements[0] <= hi)
             )
+            bound = FOREVER if closed else hi
             for id, table in report.sink_updates.items():
                 for row, t, d in table_to_updates(table):
-                    assert lo <= t < hi, f"sink {id}: update at {t} outside [{lo}, {hi})"
+                    assert lo <= t < bound, f"sink {id}: update at {t} outside [{lo}, {bound})"
                     sink_updates[id].append((row, t, d))
             top = max(step_uppers) if closed else df.upper.elements[0]
             for ix in dataflow.index_exports:

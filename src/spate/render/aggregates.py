@@ -16,8 +16,10 @@ How each is computed (``v`` the input value, ``m`` its multiplicity):
   (needs :data:`spate.render.scalar.EXACT_DECIMAL_CONF`, else ``v·m`` loses scale digits), more
   than 38 digits raises. float64: Σ v·m in doubles.
 * ``min``/``max`` — Spark's (NaN largest, text by code point, bytes unsigned bytewise).
-* ``avg`` — int64: exact Σ v·m (decimal) / Σ m as doubles; float64: Σ v·m / Σ m; numeric:
-  Spark's decimal division of the exact sum by Σ m, cast (half up) to the result type.
+* ``avg`` — int64: the exact decimal Σ v·m divided by Σ m by long division, printed with 36
+  fraction digits and a sticky digit and parsed as a double (Java's ``parseDouble`` rounds
+  correctly). float64: Σ v·m / Σ m in doubles. numeric: the same long division, rounded half away
+  from zero to the result scale ``s + 4``. Neither depends on Spark's decimal division rules.
 * ``bool_and``/``bool_or`` — Spark's ``bool_and``/``bool_or`` (multiplicity does not matter).
 * ``string_agg`` — every value repeated ``m`` times (``collect_set`` for distinct), sorted by
   code point (Spark sorts strings by UTF-8 bytes, the same order), joined by the delimiter.
@@ -28,18 +30,18 @@ How each is computed (``v`` the input value, ``m`` its multiplicity):
   Spark adds in partition order, so results may differ in the last bits unless every partial
   sum is exact (and the reference raises where ``fsum`` meets ``inf`` and ``-inf``; Spark gives
   NaN).
-* int64 ``avg`` is correctly rounded while ``|Σ v·m| < 2**53``; beyond, it may be one unit in
-  the last place off (the sum is converted to a double before dividing).
-* numeric ``avg``: with :data:`~spate.render.scalar.EXACT_DECIMAL_CONF` the quotient keeps
-  ``s + 20`` fractional digits but at most ``18 - s`` integer digits (a larger average raises);
-  the final half-up rounding can differ from the reference only when ``Σ m > 10**16``. Without
-  that configuration Spark keeps only ``max(s, 6)`` fractional digits.
-* a count beyond int64 raises (the reference counts without bound).
+* int64 ``avg`` is correctly rounded except when ``|average| < 1/8`` and ``Σ m > 10**10`` (36
+  fraction digits may then not decide the rounding).
+* numeric ``sum``/``avg`` of ``numeric(p,s)`` with ``p > 18`` and ``s > 6``: ``v·m`` is computed
+  in Spark decimals and, without :data:`~spate.render.scalar.EXACT_DECIMAL_CONF`, is rounded to
+  fewer fraction digits.
+* a count beyond int64 raises (the reference counts without bound); ``string_agg`` of a value
+  with multiplicity beyond 2**31 raises (Spark arrays hold fewer elements).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from pyspark.sql import Column
@@ -71,12 +73,13 @@ def aggregate_column(
     """``agg`` over a group of consolidated rows, as a column for ``groupBy(...).agg(...)``.
 
     ``input_desc`` describes the data columns (named ``names``, by default ``c0, c1, …``);
-    ``diff`` names the positive multiplicity column; ``out_type`` is the aggregate's result type
-    (:func:`spate.plan.aggregate.aggregate_type`). The column has Spark type
-    ``spark_type(out_type)``.
+    ``diff`` names the multiplicity column (positive; rows with 0 are ignored); ``out_type`` is
+    the aggregate's result type (:func:`spate.plan.aggregate.aggregate_type`). The column has
+    Spark type ``spark_type(out_type)``.
     """
-    v = compile_scalar(agg.expr, input_desc, names)
     m = F.col(diff)
+    # Rows of multiplicity 0 contribute nothing (as in the reference), not even to min/max.
+    v = F.when(m != F.lit(0), compile_scalar(agg.expr, input_desc, names))
     in_type = typ(agg.expr, input_desc.columns).type
     return _aggregate(agg, v, m, in_type, out_type).cast(spark_type(out_type))
 
@@ -137,72 +140,112 @@ def _sum(v: Column, m: Column, k: ScalarKind, distinct: bool, *, for_avg: bool =
 # --- exact averages ----------------------------------------------------------------------------
 #
 # Spark's decimal division rounds to a result type that depends on the operand types and on
-# allowPrecisionLoss, so averages are computed by long division in base 10**18 instead: every
-# step is a decimal(38,0) product/remainder or an integral ``div`` below 10**18 (exact, and the
-# same under every configuration).
+# allowPrecisionLoss, so averages are computed by long division instead: base 10**13 digits of the
+# sum, each step a decimal(38,0) product/remainder or an integral ``div`` (exact, and the same
+# under every configuration). Intermediate values are bound once with ``_let`` (a lambda), which
+# keeps the expression small: written out, every reuse would copy the whole sub-expression.
+
+_BASE: Final = 10**13
 
 
 def _dec(value: int) -> Column:
     return F.lit(str(value)).cast(_EXACT_INT)
 
 
-def _long_division(a: Column, n: Column, fraction_chunks: int) -> tuple[Column, Column, Column]:
-    """Digits of ``a / n`` for ``0 <= a < 10**38`` (decimal) and ``n > 0`` (long): the integer
-    part (54 digits, zero-padded), ``18 * fraction_chunks`` fraction digits (truncated), and
-    whether anything remains."""
-    divisor = n.cast(_EXACT_INT)
-    chunk = 10**18
-    pieces = [
-        F.call_function("div", a, _dec(chunk * chunk)),
-        F.call_function("div", a % _dec(chunk * chunk), _dec(chunk)),
-        a % _dec(chunk),
-    ]
-    remainder: Column = _dec(0)
-    digits: list[Column] = []
-    for piece in [*pieces, *[_dec(0)] * fraction_chunks]:
-        current = (remainder * _dec(chunk) + piece.cast(_EXACT_INT)).cast(_EXACT_INT)
-        digits.append(F.lpad(F.call_function("div", current, divisor).cast("string"), 18, "0"))
-        remainder = (current % divisor).cast(_EXACT_INT)
-    return F.concat(*digits[:3]), F.concat(*digits[3:]), remainder != _dec(0)
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """``body(value)`` with ``value`` evaluated once."""
+    return F.transform(F.array(value), body).getItem(0)
 
 
-def _abs_and_sign(x: Column) -> tuple[Column, Column]:
-    negative = x < F.lit(0)
-    # Not F.abs: Spark negates decimals through Scala's BigDecimal (34 digits).
-    return F.when(negative, _dec(0) - x).otherwise(x).cast(_EXACT_INT), F.when(
-        negative, F.lit("-")
-    ).otherwise(F.lit(""))
+def _divmod(u: Column, divisor: Column) -> Column:
+    """``struct(q, r)``: ``u div divisor`` and ``u mod divisor`` (decimal(38,0)) for
+    ``0 <= u < 10**38`` and ``divisor >= 1``, both decimal(38,0) columns."""
+    base = _dec(_BASE)
+    # Digits through text: ``div`` on decimals wraps silently when the quotient exceeds a long.
+    text = F.lpad(u.cast("string"), 39, "0")
+    digits = F.array(*[F.substring(text, 1 + 13 * i, 13).cast(_EXACT_INT) for i in range(3)])
+
+    def step(acc: Column, digit: Column) -> Column:
+        return _let(
+            (acc["r"] * base + digit).cast(_EXACT_INT),
+            lambda current: F.struct(
+                (acc["q"] * base + F.call_function("div", current, divisor))
+                .cast(_EXACT_INT)
+                .alias("q"),
+                (current % divisor).cast(_EXACT_INT).alias("r"),
+            ),
+        )
+
+    return F.aggregate(digits, F.struct(_dec(0).alias("q"), _dec(0).alias("r")), step)
+
+
+def _ratio(
+    total: Column, n: Column, body: Callable[[Column, Column, Column, Column], Column]
+) -> Column:
+    """``body(sign, quotient, remainder, divisor)`` of ``|total| / n`` (all bound once)."""
+    pair = F.struct(total.cast(_EXACT_INT).alias("s"), n.cast(_EXACT_INT).alias("n"))
+
+    def with_pair(p: Column) -> Column:
+        negative = p["s"] < _dec(0)
+        # Not F.abs: Spark negates decimals through Scala's BigDecimal (34 digits).
+        u = F.when(negative, _dec(0) - p["s"]).otherwise(p["s"]).cast(_EXACT_INT)
+        sign = F.when(negative, F.lit("-")).otherwise(F.lit(""))
+        return _let(_divmod(u, p["n"]), lambda qr: body(sign, qr["q"], qr["r"], p["n"]))
+
+    return F.when(n > F.lit(0), _let(pair, with_pair))
 
 
 def _int_ratio(total: Column, n: Column) -> Column:
     """``total / n`` (exact decimal(38,0) sum, long count) as the correctly rounded double."""
-    a, sign = _abs_and_sign(total)
-    whole, fraction, inexact = _long_division(a, n, 2)
-    sticky = F.when(inexact, F.lit("1")).otherwise(F.lit(""))
-    # Java's parseDouble rounds a decimal string correctly; 36 digits and a sticky digit decide
-    # every rounding unless |average| < 1/8 and n > 10**10.
-    text = F.concat(sign, whole, F.lit("."), fraction, sticky)
-    return F.when(n > F.lit(0), text.cast("double"))
+
+    def body(sign: Column, q: Column, r: Column, divisor: Column) -> Column:
+        # 36 fraction digits and a sticky digit: Java's parseDouble then rounds correctly
+        # (unless |average| < 1/8 and n > 10**10).
+        high_scaled = (r * _dec(10**18)).cast(_EXACT_INT)
+        low_scaled = (high_scaled % divisor * _dec(10**18)).cast(_EXACT_INT)
+        text = F.concat(
+            sign,
+            q.cast("string"),
+            F.lit("."),
+            F.lpad(F.call_function("div", high_scaled, divisor).cast("string"), 18, "0"),
+            F.lpad(F.call_function("div", low_scaled, divisor).cast("string"), 18, "0"),
+            F.when(low_scaled % divisor != _dec(0), F.lit("1")).otherwise(F.lit("")),
+        )
+        return text.cast("double")
+
+    return _ratio(total, n, body)
 
 
 def _numeric_ratio(total: Column, n: Column, scale: int, out_scale: int) -> Column:
     """``total / n`` (numeric sum of scale ``scale``) rounded half away from zero."""
     extra = out_scale - scale
-    digits = F.regexp_replace(total.cast("string"), "[.]", "")
-    a, sign = _abs_and_sign(digits.cast(_EXACT_INT))
-    whole, fraction, _ = _long_division(a, n, 1)
-    kept = F.concat(whole, F.substring(fraction, 1, extra)) if extra else whole
-    up = F.when(F.substring(fraction, extra + 1, 1) >= F.lit("5"), _dec(1)).otherwise(_dec(0))
-    unscaled = (kept.cast(_EXACT_INT) + up).cast(_EXACT_INT).cast("string")
+
+    def body(sign: Column, q: Column, r: Column, divisor: Column) -> Column:
+        digits = F.call_function("div", (r * _dec(10 ** (extra + 1))).cast(_EXACT_INT), divisor)
+        up = F.when(digits % F.lit(10) >= F.lit(5), _dec(1)).otherwise(_dec(0))
+        kept = F.call_function("div", digits, F.lit(10)).cast(_EXACT_INT)
+        # More than 38 digits raises here (ANSI), like the reference's numeric overflow.
+        unscaled = (q * _dec(10**extra) + kept + up).cast(_EXACT_INT)
+        return _let(unscaled.cast("string"), lambda text: _point(sign, text, out_scale))
+
+    unscaled_total = F.regexp_replace(total.cast("string"), "[.]", "")
+    return _ratio(unscaled_total, n, body)
+
+
+def _point(sign: Column, unscaled: Column, scale: int) -> Column:
+    """The decimal(38, scale) whose unscaled digits are ``unscaled`` (a non-negative integer)."""
     # lpad also truncates, so only pad short values: "5" at scale 2 is "0.05".
-    unscaled = F.when(
-        F.length(unscaled) <= F.lit(out_scale), F.lpad(unscaled, out_scale + 1, "0")
-    ).otherwise(unscaled)
-    width = F.length(unscaled)
-    text = F.concat(
-        sign,
-        F.substring(unscaled, F.lit(1), width - F.lit(out_scale)),
-        F.lit("."),
-        F.substring(unscaled, width - F.lit(out_scale - 1), F.lit(out_scale)),
+    padded = F.when(F.length(unscaled) <= F.lit(scale), F.lpad(unscaled, scale + 1, "0")).otherwise(
+        unscaled
     )
-    return F.when(n > F.lit(0), text.cast(T.DecimalType(38, out_scale)))
+
+    def insert(text: Column) -> Column:
+        width = F.length(text)
+        return F.concat(
+            sign,
+            F.substring(text, F.lit(1), width - F.lit(scale)),
+            F.lit("."),
+            F.substring(text, width - F.lit(scale - 1), F.lit(scale)),
+        ).cast(T.DecimalType(38, scale))
+
+    return _let(padded, insert)

@@ -50,6 +50,8 @@ def spark_conf(
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
         "spark.sql.parquet.inferTimestampNTZ.enabled": "true",
+        # numeric arithmetic keeps the scale the plan's types say (spate.render.scalar)
+        "spark.sql.decimalOperations.allowPrecisionLoss": "false",
     }
     if extra:
         conf.update(extra)
