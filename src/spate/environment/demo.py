@@ -40,6 +40,7 @@ from spate.protocol.storage_desc import LoadGenerator, LoadGeneratorSource
 CLUSTER = "auction"
 VIEW = "winning_bids"
 INDEX = "winning_bids_by_auction"
+INPUTS = ("auction_persons", "auction_auctions", "auction_bids")
 
 
 def winning_bids_plan(env: Environment) -> RelationExpr:
@@ -117,6 +118,9 @@ def _setup(env: Environment, console: Console, *, rate: int) -> None:
         env.create_materialized_view(VIEW, winning_bids_plan(env), cluster=CLUSTER)
     if INDEX not in names:
         env.create_index(INDEX, on=VIEW, key=["auction"], cluster=CLUSTER)
+    # Ten minutes of history, so that the closing check can read everything at one past time.
+    for name in (*INPUTS, VIEW, INDEX):
+        env.set_retain_history(name, 600_000)
 
 
 def _top(env: Environment, report: DemoReport) -> Table:
@@ -200,17 +204,18 @@ def _finish(env: Environment, report: DemoReport, console: Console) -> None:
         report.restarts += r.restarts
         if r.name == "r1":
             report.rehydrated = r.health == "connected" and r.hydrated == r.collections
-    for name in ("auction_persons", "auction_auctions", "auction_bids"):
-        report.ingested[name] = env.select(name).num_rows
     # The maintained view (through its index) against the same plan computed from scratch by a
     # one-off dataflow over the inputs, both at one timestamp.
     console.print("checking the view against a recomputation from its inputs…")
-    ts = env.runtime.oracle.read_ts()
-    upper = env.status().collection(VIEW).upper.as_option()
-    if upper is not None:
-        ts = max(ts, upper - 1)
-    maintained = env.select(VIEW, as_of=ts, timeout=60).to_pylist()
-    recomputed = env.select(winning_bids_plan(env), as_of=ts, timeout=120).to_pylist()
+    # A time every input has reached (the newest complete one): recompute there first (the
+    # one-off dataflow holds its inputs there), then wait for the maintained view to reach it.
+    uppers = [env.status().collection(n).upper.as_option() for n in INPUTS]
+    known = [u for u in uppers if u is not None]
+    ts = max(0, min(known) - 1) if known else env.runtime.oracle.read_ts()
+    for name in INPUTS:
+        report.ingested[name] = env.select(name, as_of=ts, timeout=180).num_rows
+    recomputed = env.select(winning_bids_plan(env), as_of=ts, timeout=180).to_pylist()
+    maintained = env.select(VIEW, as_of=ts, timeout=180).to_pylist()
     report.check_ts = ts
     report.final_rows = len(maintained)
     report.matches_recomputation = _multiset(maintained) == _multiset(recomputed)
