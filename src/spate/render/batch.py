@@ -27,6 +27,7 @@ from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 SMALL_ROWS: Final = 20_000
 """Deltas up to this many rows travel as Arrow (``createDataFrame``/``toArrow``); larger ones
@@ -110,19 +111,19 @@ class Engine:
 
     def df_of_table(self, table: pa.Table, desc: RelationDesc) -> DataFrame:
         """A DataFrame of an internal-layout Arrow table (via Parquet when large)."""
-        if table.num_rows > SMALL_ROWS:
-            path = self.temporary("in.parquet")
-            pq.write_table(table, path, compression="none")
-            return self.df_of_files((path,), desc)
-        return self.spark.createDataFrame(table, schema=internal_struct(desc))
+        return self.spark_of_arrow(table, internal_struct(desc))
 
-    def spark_of_arrow(self, table: pa.Table) -> DataFrame:
-        """A DataFrame of any small Arrow table (its own schema), via Parquet when large."""
+    def spark_of_arrow(self, table: pa.Table, schema: StructType | None = None) -> DataFrame:
+        """A DataFrame of an Arrow table (``schema``: the Spark schema to read it with; default
+        its own), via a temporary Parquet file when large."""
         if table.num_rows > SMALL_ROWS:
             path = self.temporary("in.parquet")
             pq.write_table(table, path, compression="none")
-            return self.spark.read.parquet(str(path))
-        return self.spark.createDataFrame(table)
+            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
+            return reader.parquet(str(path))
+        if schema is None:
+            return self.spark.createDataFrame(table)
+        return self.spark.createDataFrame(table, schema=schema)
 
     def df_of_files(self, paths: tuple[Path, ...], desc: RelationDesc) -> DataFrame:
         if not paths:

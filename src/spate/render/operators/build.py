@@ -73,6 +73,7 @@ class Builder:
                     predicates,
                     plan.desc,
                     name,
+                    plan.input_offsets(),
                 )
             case Reduce(inp, key, aggregates, _):
                 return KeyedNode(

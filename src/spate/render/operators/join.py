@@ -39,14 +39,18 @@ class JoinNode:
     predicates: tuple[ScalarExpr, ...]
     desc: RelationDesc
     name: str
+    offsets: tuple[int, ...]
+    """Each input's first column in the output (``Join.input_offsets``)."""
     arrangements: list[Arrangement] = field(default_factory=list)
+    owner: dict[int, int] = field(init=False)
+    """The input each output column comes from."""
 
-    def _offsets(self) -> list[int]:
-        out, at = [], 0
-        for i in self.inputs:
-            out.append(at)
-            at += i.desc.arity
-        return out
+    def __post_init__(self) -> None:
+        self.owner = {
+            self.offsets[n] + k: n
+            for n, inp in enumerate(self.inputs)
+            for k in range(inp.desc.arity)
+        }
 
     def ensure_arranged(self, ctx: StepContext) -> None:
         if not self.arrangements:
@@ -62,7 +66,7 @@ class JoinNode:
             ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
         if all(d.is_empty for d in deltas):
             return Lazy.empty()
-        offsets = self._offsets()
+        offsets = self.offsets
         old = [self._renamed(a.df(), n, offsets[n]) for n, a in enumerate(self.arrangements)]
         fresh = [
             self._renamed(ctx.engine.df_of_batch(d), n, offsets[n]) if not d.is_empty else None
@@ -100,11 +104,7 @@ class JoinNode:
     def _term(self, i: int, parts: list[DataFrame], delta: Batch) -> DataFrame:
         from pyspark.sql import functions as F
 
-        offsets = self._offsets()
-        owner = {}
-        for n, inp in enumerate(self.inputs):
-            for k in range(inp.desc.arity):
-                owner[offsets[n] + k] = n
+        owner = self.owner
         start = parts[i]
         if delta.rows <= SMALL_ROWS:
             start = F.broadcast(start)

@@ -96,7 +96,7 @@ class KeyedNode:
                 if delta.rows <= SMALL_ROWS:
                     touched = F.broadcast(touched)
                 history = history.join(
-                    touched, on=_null_safe(history, touched, keys), how="left_semi"
+                    touched, on=_null_safe(history, touched, keys, keys), how="left_semi"
                 )
             else:
                 history = history.withColumn("_g", F.lit(0))
@@ -109,12 +109,8 @@ class KeyedNode:
             F.col(TIME_COLUMN).alias(_AT),
             F.col(_NEXT),
         )
-        cond = None
-        for i, k in enumerate(keys):
-            c = t[f"_tk{i}"].eqNullSafe(rows[k])
-            cond = c if cond is None else cond & c
-        assert cond is not None
-        cond = cond & (rows[TIME_COLUMN] <= t[_AT])
+        tkeys = [f"_tk{i}" for i in range(len(keys))]
+        cond = _null_safe(t, rows, tkeys, keys) & (rows[TIME_COLUMN] <= t[_AT])
         if delta.rows <= SMALL_ROWS:
             t = F.broadcast(t)
         data = data_names(in_desc.arity)
@@ -240,10 +236,13 @@ class KeyedNode:
         self.input.drop()
 
 
-def _null_safe(left: DataFrame, right: DataFrame, keys: list[str]) -> Column:
+def _null_safe(
+    left: DataFrame, right: DataFrame, left_keys: list[str], right_keys: list[str]
+) -> Column:
+    """Every ``left_keys[i]`` equals ``right_keys[i]``, NULL equal to NULL."""
     cond = None
-    for k in keys:
-        c = left[k].eqNullSafe(right[k])
+    for lk, rk in zip(left_keys, right_keys, strict=True):
+        c = left[lk].eqNullSafe(right[rk])
         cond = c if cond is None else cond & c
     assert cond is not None
     return cond
