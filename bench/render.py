@@ -35,6 +35,7 @@ Spark, Spark actions, arrangement appends and merges) and counting the Spark job
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -610,8 +611,15 @@ def main() -> None:
         default=None,
         help="result file (default bench/results/render.json; with --quick a temporary file)",
     )
+    ap.add_argument(
+        "--main-only",
+        action="store_true",
+        help="only the main size's step and hydration (no scaling runs; for iterating)",
+    )
     args = ap.parse_args()
     sizes = QUICK if args.quick else FULL
+    if args.main_only:
+        sizes = dataclasses.replace(sizes, deltas=(sizes.small,), states=(sizes.bids,))
     out_path = args.out or (
         Path(tempfile.gettempdir()) / "render-quick.json" if args.quick else RESULTS / "render.json"
     )

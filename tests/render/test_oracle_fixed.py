@@ -53,3 +53,26 @@ def test_fixed_plan_matches_reference_at_every_time(
     scratch: Path = tmp_path_factory.mktemp("oracle")
     checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
     assert checked >= 1
+
+
+@pytest.mark.parametrize("name", ["join", "self_join", "distinct", "top2", "top_offset"])
+@settings(max_examples=3)
+@given(data=st.data())
+def test_plans_match_reference_when_spark_reads_the_arrangements(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, name: str, data: st.DataObject
+) -> None:
+    """The same plans with key lookups off (arrangements too large to keep on the driver):
+    Spark reads the arrangements and selects the touched keys itself."""
+    import spate.render.arrangement as arrangement
+    import spate.render.operators.keyed as keyed
+
+    plan = PLANS[name]
+    streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
+    as_of, cuts = data.draw(step_plan())
+    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
+    scratch: Path = tmp_path_factory.mktemp("oracle")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
+        mp.setattr(keyed, "LOOKUP_MAX_ROWS", -1)
+        checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
+    assert checked >= 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +28,8 @@ import pyarrow.parquet as pq
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.render.batch import SMALL_ROWS, Batch, Engine
-from spate.render.layout import internal_schema
+from spate.render.layout import col_name, internal_schema
+from spate.render.lookup import LOOKUP_MAX_ROWS, semi_join
 from spate.repr.consolidate import advance_times, consolidate
 from spate.repr.desc import RelationDesc
 
@@ -62,6 +64,8 @@ class Arrangement:
         self._since = as_of
         self._upper = as_of
         self._cache: pa.Table | None = None
+        self._tables: dict[Path, pa.Table] = {}
+        """The files' contents, kept while the arrangement is small enough to serve lookups."""
         self._dropped = False
 
     # -- frontiers ----------------------------------------------------------------------------
@@ -97,6 +101,10 @@ class Arrangement:
                 path = self._next_path()
                 pq.write_table(batch.table, path, compression="none")
                 self._files.append(_File(path, batch.rows))
+                table = batch.table
+                self._tables[path] = (
+                    table if table.schema.equals(self._schema) else table.cast(self._schema)
+                )
             else:
                 for p in batch.paths:
                     path = self._next_path()
@@ -120,15 +128,19 @@ class Arrangement:
         ):
             b = files.pop()
             a = files.pop()
-            table = pa.concat_tables([pq.read_table(f.path, schema=self._schema) for f in (a, b)])
+            table = pa.concat_tables([self._table(f.path) for f in (a, b)])
             table = consolidate(advance_times(table, self._since))
             if table.num_rows:
                 path = self._next_path()
                 pq.write_table(table, path, compression="none")
                 files.append(_File(path, int(table.num_rows)))
-            a.path.unlink(missing_ok=True)
-            b.path.unlink(missing_ok=True)
+                self._tables[path] = table
+            for f in (a, b):
+                f.path.unlink(missing_ok=True)
+                self._tables.pop(f.path, None)
             self._cache = None
+        if self.rows > LOOKUP_MAX_ROWS:
+            self._tables.clear()
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -141,9 +153,25 @@ class Arrangement:
     def updates(self) -> pa.Table:
         """Every update, as one Arrow table (internal layout; cached between appends)."""
         if self._cache is None:
-            tables = [pq.read_table(f.path, schema=self._schema) for f in self._files]
+            tables = [self._table(f.path) for f in self._files]
             self._cache = pa.concat_tables(tables) if tables else self._schema.empty_table()
         return self._cache
+
+    def _table(self, path: Path) -> pa.Table:
+        table = self._tables.get(path)
+        if table is None:
+            table = pq.read_table(path, schema=self._schema)
+            if self.rows <= LOOKUP_MAX_ROWS:
+                self._tables[path] = table
+        return table
+
+    def lookup(self, columns: Sequence[int], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:
+        """Every update whose data columns ``columns`` equal a row of ``keys`` (a superset
+        when :func:`~spate.render.lookup.lookup_columns` dropped some), or ``None`` when the
+        arrangement is too large to serve lookups (Spark reads it instead)."""
+        if self.rows > LOOKUP_MAX_ROWS:
+            return None
+        return semi_join(self.updates(), [col_name(c) for c in columns], keys, null_safe=null_safe)
 
     def check_readable(self, timestamp: int) -> None:
         """Raise unless a read at ``timestamp`` is exact here."""
@@ -164,4 +192,5 @@ class Arrangement:
         self._dropped = True
         self._files = []
         self._cache = None
+        self._tables.clear()
         shutil.rmtree(self._dir, ignore_errors=True)

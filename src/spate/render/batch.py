@@ -44,6 +44,9 @@ class Lazy:
     batch: Batch | None = None
     """Set when ``df`` merely reads this already materialized batch (materializing it again
     would be a Spark job for nothing)."""
+    consolidated: bool = False
+    """``df`` has one row per ``(data, _time)`` and no zero ``_diff`` by construction (a large
+    materialization then needs no consolidating shuffle)."""
 
     @staticmethod
     def empty() -> Lazy:
@@ -158,7 +161,7 @@ class Engine:
 
         keys = [*data_names(desc.arity), TIME_COLUMN]
         result = lazy.df
-        if consolidated:
+        if consolidated and not lazy.consolidated:
             result = (
                 result.groupBy(*keys)
                 .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))

@@ -24,8 +24,9 @@ from spate.plan.expr import ScalarExpr
 from spate.render.arrangement import Arrangement
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, data_names
+from spate.render.lookup import concat_like, lookup_columns, semi_join
 from spate.render.operators.linear import all_true
-from spate.render.operators.node import Node, StepContext
+from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class JoinNode:
     offsets: tuple[int, ...]
     """Each input's first column in the output (``Join.input_offsets``)."""
     arrangements: list[Arrangement] = field(default_factory=list)
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
     owner: dict[int, int] = field(init=False)
     """The input each output column comes from."""
 
@@ -67,6 +69,9 @@ class JoinNode:
         if all(d.is_empty for d in deltas):
             return Lazy.empty()
         offsets = self.offsets
+        looked_up = self._looked_up(ctx, deltas)
+        if looked_up is not None:
+            return looked_up
         old = [self._renamed(a.df(), n, offsets[n]) for n, a in enumerate(self.arrangements)]
         fresh = [
             self._renamed(ctx.engine.df_of_batch(d), n, offsets[n]) if not d.is_empty else None
@@ -90,25 +95,125 @@ class JoinNode:
             out = out.unionByName(t)
         return Lazy(out, big=big)
 
+    def _looked_up(self, ctx: StepContext, deltas: list[Batch]) -> Lazy | None:
+        """The delta query of a two-input join whose other side is found by key lookups in
+        its arrangement (module docs of :mod:`spate.render.lookup`): each term joins small
+        tables in Spark instead of scanning the other side. ``None`` when a lookup is not
+        possible (Spark reads the arrangements)."""
+        if len(self.inputs) != 2 or any(d.rows > SMALL_ROWS for d in deltas):
+            return None
+        pairs = self._key_pairs(0, 1)
+        if not pairs:
+            return None
+        terms: list[DataFrame] = []
+        big = False
+        for i, j in ((0, 1), (1, 0)):
+            delta = deltas[i]
+            if delta.is_empty:
+                continue
+            mine = [p[i] for p in pairs]
+            theirs = [p[j] for p in pairs]
+            usable = lookup_columns(self.inputs[j].desc, theirs, null_safe=False)
+            if not usable:
+                return None
+            keys = delta.arrow().select([col_name(mine[u]) for u in usable])
+            other = self.arrangements[j].lookup([theirs[u] for u in usable], keys, null_safe=False)
+            if other is None:
+                return None
+            if j > i and not deltas[j].is_empty:  # new_j = old_j + Δ_j
+                names = [col_name(theirs[u]) for u in usable]
+                fresh = semi_join(deltas[j].arrow(), names, keys, null_safe=False)
+                if fresh is None:
+                    return None
+                other = concat_like(other, fresh)
+            if other.num_rows == 0:
+                continue
+            parts: list[DataFrame] = [None, None]  # type: ignore[list-item]
+            parts[i] = self._renamed_df(ctx.engine.df_of_batch(delta), i)
+            parts[j] = self._renamed_df(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
+            big = big or other.num_rows > SMALL_ROWS
+            terms.append(self._term(i, parts, delta, local=other.num_rows <= SMALL_ROWS))
+        if not terms:
+            return Lazy.empty()
+        out = terms[0]
+        for t in terms[1:]:
+            out = out.unionByName(t)
+        return Lazy(out, big=big)
+
+    def _key_pairs(self, a: int, b: int) -> list[tuple[int, int]]:
+        """For every equivalence class with columns of both inputs ``a`` and ``b``: one column
+        of each (input column positions)."""
+        pairs = []
+        for cls in self.equivalences:
+            in_a = [p - self.offsets[a] for p in cls if self.owner[p] == a]
+            in_b = [p - self.offsets[b] for p in cls if self.owner[p] == b]
+            if in_a and in_b:
+                pairs.append((in_a[0], in_b[0]))
+        return pairs
+
+    def _renamed_df(self, df: DataFrame, n: int) -> DataFrame:
+        out = self._renamed(df, n, self.offsets[n])
+        assert out is not None
+        return out
+
     def _renamed(self, df: DataFrame | None, n: int, offset: int) -> DataFrame | None:
         if df is None:
             return None
+
+        def columns() -> list[Column]:
+            from pyspark.sql import functions as F
+
+            arity = self.inputs[n].desc.arity
+            cols = [F.col(col_name(k)).alias(col_name(offset + k)) for k in range(arity)]
+            cols.append(F.col(TIME_COLUMN).alias(f"_t{n}"))
+            cols.append(F.col(DIFF_COLUMN).alias(f"_d{n}"))
+            return cols
+
+        return df.select(*self._columns.get(f"renamed{n}", columns))
+
+    def _term(
+        self, i: int, parts: list[DataFrame], delta: Batch, *, local: bool = False
+    ) -> DataFrame:
+        """Term ``i`` of the delta query over ``parts``. ``local``: every part is small, so
+        all of it runs in one partition, with no broadcast or shuffle (one Spark stage)."""
         from pyspark.sql import functions as F
 
-        arity = self.inputs[n].desc.arity
-        cols = [F.col(col_name(k)).alias(col_name(offset + k)) for k in range(arity)]
-        cols.append(F.col(TIME_COLUMN).alias(f"_t{n}"))
-        cols.append(F.col(DIFF_COLUMN).alias(f"_d{n}"))
-        return df.select(*cols)
+        if local:
+            parts = [
+                p.coalesce(1) if n == i else p.coalesce(1).hint("shuffle_hash")
+                for n, p in enumerate(parts)
+            ]
+        if delta.rows <= SMALL_ROWS and not local:
+            parts = [F.broadcast(p) if n == i else p for n, p in enumerate(parts)]
+        order, predicate, final = self._columns.get(
+            f"term{i}", functools.partial(self._term_plan, i)
+        )
+        joined: DataFrame | None = None
+        for own, n, cond in order:
+            part = parts[n] if own is None else parts[n].where(own)
+            if joined is None:
+                joined = part
+            elif cond is None:
+                joined = joined.crossJoin(part)
+            else:
+                joined = joined.join(part, on=cond, how="inner")
+        assert joined is not None
+        if predicate is not None:
+            joined = joined.where(predicate)
+        return joined.select(*final)
 
-    def _term(self, i: int, parts: list[DataFrame], delta: Batch) -> DataFrame:
+    def _term_plan(
+        self, i: int
+    ) -> tuple[list[tuple[Column | None, int, Column | None]], Column | None, list[Column]]:
+        """Term ``i``'s join order as ``(own equalities, input, join condition)`` per input,
+        delta first, its residual predicate and its output columns: built once, reused by
+        every step."""
         from pyspark.sql import functions as F
 
         owner = self.owner
-        start = parts[i]
-        if delta.rows <= SMALL_ROWS:
-            start = F.broadcast(start)
-        joined = self._own_equalities(start, i, owner)
+        order: list[tuple[Column | None, int, Column | None]] = [
+            (self._own_equalities(i, owner), i, None)
+        ]
         present = {i}
         remaining = [n for n in range(len(self.inputs)) if n != i]
         while remaining:
@@ -119,25 +224,23 @@ class JoinNode:
                     pick = n
                     break
             remaining.remove(pick)
-            other = self._own_equalities(parts[pick], pick, owner)
-            if conds:
-                cond = conds[0]
-                for c in conds[1:]:
-                    cond = cond & c
-                joined = joined.join(other, on=cond, how="inner")
-            else:
-                joined = joined.crossJoin(other)
+            cond = None
+            for c in conds:
+                cond = c if cond is None else cond & c
+            order.append((self._own_equalities(pick, owner), pick, cond))
             present.add(pick)
-        if self.predicates:
-            joined = joined.where(all_true(self.predicates, self.desc))
+        predicate = all_true(self.predicates, self.desc) if self.predicates else None
         n_inputs = len(self.inputs)
         time = F.greatest(*[F.col(f"_t{n}") for n in range(n_inputs)])
         diff = F.col("_d0")
         for n in range(1, n_inputs):
             diff = diff * F.col(f"_d{n}")
-        return joined.select(
-            *data_names(self.desc.arity), time.alias(TIME_COLUMN), diff.alias(DIFF_COLUMN)
-        )
+        final = [
+            *[F.col(c) for c in data_names(self.desc.arity)],
+            time.alias(TIME_COLUMN),
+            diff.alias(DIFF_COLUMN),
+        ]
+        return order, predicate, final
 
     def _conditions(self, present: set[int], n: int, owner: dict[int, int]) -> list[Column]:
         from pyspark.sql import functions as F
@@ -150,19 +253,22 @@ class JoinNode:
                 conds.extend(F.col(col_name(theirs[0])) == F.col(col_name(m)) for m in mine)
         return conds
 
-    def _own_equalities(self, df: DataFrame, n: int, owner: dict[int, int]) -> DataFrame:
+    def _own_equalities(self, n: int, owner: dict[int, int]) -> Column | None:
         """Classes with several columns of input ``n``: equal and non-NULL within it."""
         from pyspark.sql import functions as F
 
+        cond: Column | None = None
         for cls in self.equivalences:
             mine = [p for p in cls if owner[p] == n]
+            parts: list[Column] = []
             if len(mine) >= 2:
                 first = F.col(col_name(mine[0]))
-                for m in mine[1:]:
-                    df = df.where(first == F.col(col_name(m)))
+                parts = [first == F.col(col_name(m)) for m in mine[1:]]
             elif len(mine) == 1 and len(cls) >= 2:
-                df = df.where(F.col(col_name(mine[0])).isNotNull())
-        return df
+                parts = [F.col(col_name(mine[0])).isNotNull()]
+            for c in parts:
+                cond = c if cond is None else cond & c
+        return cond
 
     def drop(self) -> None:
         for a in self.arrangements:

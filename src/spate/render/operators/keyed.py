@@ -31,9 +31,10 @@ import pyarrow.compute as pc
 from spate.plan.aggregate import AggregateExpr
 from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
-from spate.render.batch import SMALL_ROWS, Lazy
+from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, data_names
-from spate.render.operators.node import Node, StepContext
+from spate.render.lookup import LOOKUP_MAX_ROWS, concat_like, lookup_columns
+from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
 
 _AT = "_at"
 _NEXT = "_next"
+_FROM = "_from"
+"""``_at`` when it lies in the step (its output is emitted there), else NULL. A column computed
+on the driver rather than a literal in the plan, so that every step's plan compiles to the same
+code (Spark reuses the generated classes; compiling them anew costs ~100 ms a step)."""
+_CARRY = (_NEXT, _FROM)
 _M = "_m"
 
 
@@ -59,6 +65,7 @@ class KeyedNode:
     offset: int = 0
     arrangement: Arrangement | None = None
     _out_key: tuple[int, ...] = field(default=())
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         from pyspark.sql import functions as F
@@ -73,85 +80,161 @@ class KeyedNode:
         ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
         if delta.is_empty:
             return Lazy.empty()
-        d = ctx.engine.df_of_batch(delta)
         if ctx.first and ctx.hi == ctx.lo + 1:
-            return self._hydrate(d, ctx.lo, delta.rows > SMALL_ROWS)
-        keys = [col_name(k) for k in self.key]
-        if not keys:  # a global group: key every row by one constant
-            d = d.withColumn("_g", F.lit(0))
-            keys = ["_g"]
-        history = arr.df()
+            return self._hydrate(ctx.engine.df_of_batch(delta), ctx.lo, delta.rows > SMALL_ROWS)
+        keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
+        has_history = arr.rows > 0
         # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
-        times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if history else None)
-        times = ctx.engine.spark_of_arrow(times_table)
-        if history is not None:
-            if (
-                len(self.key) == 1
-                and pa.types.is_integer(times_table.schema.field(keys[0]).type)
-                and times_table.num_rows <= 2 * IN_LIST_KEYS
-            ):
-                history = history.where(_in_list(keys[0], times_table.column(keys[0])))
-            elif self.key:
-                touched = times.where(F.col(TIME_COLUMN) == ctx.lo - 1).select(*keys)
-                if delta.rows <= SMALL_ROWS:
-                    touched = F.broadcast(touched)
-                history = history.join(
-                    touched, on=_null_safe(history, touched, keys, keys), how="left_semi"
-                )
-            else:
-                history = history.withColumn("_g", F.lit(0))
-            rows = history.unionByName(d.select(*history.columns))
-        else:
-            rows = d
-        # 3. every touched group, accumulated at every time of T
-        t = times.select(
-            *[F.col(k).alias(f"_tk{i}") for i, k in enumerate(keys)],
-            F.col(TIME_COLUMN).alias(_AT),
-            F.col(_NEXT),
+        times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if has_history else None)
+        at = times_table.column(TIME_COLUMN)
+        times_table = times_table.append_column(
+            _FROM, pc.if_else(pc.greater_equal(at, ctx.lo), at, pa.scalar(None, pa.int64()))
         )
-        tkeys = [f"_tk{i}" for i in range(len(keys))]
-        cond = _null_safe(t, rows, tkeys, keys) & (rows[TIME_COLUMN] <= t[_AT])
-        if delta.rows <= SMALL_ROWS:
+        times = ctx.engine.spark_of_arrow(times_table)
+        # 2. C, the touched keys' history and the delta: looked up on the driver when the
+        # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
+        looked_up = self._lookup(arr, delta, times_table, ctx.lo - 1) if has_history else None
+        big = delta.rows > SMALL_ROWS
+        if looked_up is not None:
+            rows = ctx.engine.df_of_table(looked_up, in_desc)
+            big = looked_up.num_rows > SMALL_ROWS
+        else:
+            rows = ctx.engine.df_of_batch(delta)
+            history = arr.df()
+            if history is not None:
+                rows = self._history(
+                    history, times, times_table, ctx.lo - 1, small=not big
+                ).unionByName(rows)
+        if not self.key:
+            rows = rows.withColumn("_g", F.lit(0))
+        # 3. every touched group, accumulated at every time of T
+        t = times.select(*self._columns.get("t", lambda: self._t_columns(keys)))
+        if not big:
+            # Small: one partition, so that neither the join nor the groupings below need a
+            # shuffle or a broadcast (each a Spark job or stage of its own): one stage in all.
+            rows, t = rows.coalesce(1), t.coalesce(1).hint("shuffle_hash")
+        elif times_table.num_rows <= SMALL_ROWS:
             t = F.broadcast(t)
         data = data_names(in_desc.arity)
         groups = (
-            rows.join(t, on=cond, how="inner")
-            .groupBy(_AT, _NEXT, *data)
-            .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
-            .where(F.col(DIFF_COLUMN) != 0)
+            rows.join(t, on=self._columns.get("cond", lambda: self._t_condition(keys)), how="inner")
+            .groupBy(_AT, *_CARRY, *data)
+            .agg(self._columns.get("sum", lambda: F.sum(DIFF_COLUMN).alias(DIFF_COLUMN)))
+            .where(self._columns.get("nonzero", lambda: F.col(DIFF_COLUMN) != 0))
         )
         # 4. differences between consecutive times of each key (`_next` rode along)
         joined = self._outputs(self._checked(groups))
-        cols = data_names(self.desc.arity)
         # One pass over `joined` for both signs (a union would compute the plan twice).
+        signed, present, final = self._columns.get("signed", self._signed_columns)
+        out_updates = joined.select(*signed).where(present).select(*final)
+        return Lazy(out_updates, big=big)
+
+    @staticmethod
+    def _t_columns(keys: list[str]) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        return [
+            *[F.col(k).alias(f"_tk{i}") for i, k in enumerate(keys)],
+            F.col(TIME_COLUMN).alias(_AT),
+            F.col(_NEXT),
+            F.col(_FROM),
+        ]
+
+    @staticmethod
+    def _t_condition(keys: list[str]) -> Column:
+        """A row belongs to a ``T`` entry: same key (NULL-safe), time at or before ``_at``."""
+        from pyspark.sql import functions as F
+
+        cond = F.col(TIME_COLUMN) <= F.col(_AT)
+        for i, k in enumerate(keys):
+            cond = cond & F.col(f"_tk{i}").eqNullSafe(F.col(k))
+        return cond
+
+    def _signed_columns(self) -> tuple[list[Column], Column, list[Column]]:
+        from pyspark.sql import functions as F
+
+        cols = data_names(self.desc.arity)
         signed = F.explode(
             F.array(
-                F.struct(F.when(F.col(_AT) >= ctx.lo, F.col(_AT)).alias("t"), F.col(_M).alias("d")),
+                F.struct(F.col(_FROM).alias("t"), F.col(_M).alias("d")),
                 F.struct(F.col(_NEXT).alias("t"), (-F.col(_M)).alias("d")),
             )
         ).alias("_s")
-        out_updates = (
-            joined.select(*cols, signed)
-            .where(F.col("_s.t").isNotNull())
-            .select(*cols, F.col("_s.t").alias(TIME_COLUMN), F.col("_s.d").alias(DIFF_COLUMN))
-        )
-        return Lazy(out_updates, big=delta.rows > SMALL_ROWS)
+        final = [
+            *[F.col(c) for c in cols],
+            F.col("_s.t").alias(TIME_COLUMN),
+            F.col("_s.d").alias(DIFF_COLUMN),
+        ]
+        return [*[F.col(c) for c in cols], signed], F.col("_s.t").isNotNull(), final
+
+    def _lookup(
+        self, arr: Arrangement, delta: Batch, times: pa.Table, before: int
+    ) -> pa.Table | None:
+        """The touched keys' history and the delta, as one table, when the arrangement serves
+        the lookup (a superset of the touched groups is fine: Spark joins with ``T``)."""
+        if delta.rows > SMALL_ROWS:
+            return None
+        if not self.key:  # one global group: all of it
+            whole = arr.updates() if arr.rows <= LOOKUP_MAX_ROWS else None
+            return None if whole is None else concat_like(whole, delta.arrow())
+        usable = lookup_columns(self.input.desc, self.key, null_safe=True)
+        if not usable:
+            return None
+        names = [col_name(self.key[i]) for i in usable]
+        keys = times.filter(pc.equal(times.column(TIME_COLUMN), before)).select(names)
+        found = arr.lookup([self.key[i] for i in usable], keys, null_safe=True)
+        if found is None:
+            return None
+        return concat_like(found, delta.arrow())
+
+    def _history(
+        self,
+        history: DataFrame,
+        times: DataFrame,
+        times_table: pa.Table,
+        before: int,
+        *,
+        small: bool,
+    ) -> DataFrame:
+        """The touched keys' rows of ``history`` (all of it for a global group), in Spark."""
+        from pyspark.sql import functions as F
+
+        keys = [col_name(k) for k in self.key]
+        if not keys:
+            return history
+        if (
+            len(keys) == 1
+            and pa.types.is_integer(times_table.schema.field(keys[0]).type)
+            and times_table.num_rows <= 2 * IN_LIST_KEYS
+        ):
+            return history.where(_in_list(keys[0], times_table.column(keys[0])))
+        touched = times.where(F.col(TIME_COLUMN) == before).select(*keys)
+        if small:
+            touched = F.broadcast(touched)
+        return history.join(touched, on=_null_safe(history, touched, keys, keys), how="left_semi")
 
     def _hydrate(self, d: DataFrame, at: int, big: bool) -> Lazy:
         """The first step when every update is at the as_of: one group per key, no history."""
         from pyspark.sql import functions as F
 
+        if not big:  # one partition: no shuffle at all (see `step`)
+            d = d.coalesce(1)
+        elif self.key:  # one shuffle by key serves both groupings below
+            d = d.repartition(*[col_name(k) for k in self.key])
         groups = (
             d.groupBy(*data_names(self.input.desc.arity))
             .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
             .where(F.col(DIFF_COLUMN) != 0)
             .withColumn(_AT, F.lit(at).cast("long"))
             .withColumn(_NEXT, F.lit(None).cast("long"))
+            .withColumn(_FROM, F.lit(at).cast("long"))
         )
         out = self._outputs(self._checked(groups))
         cols = data_names(self.desc.arity)
         return Lazy(
-            out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)), big
+            out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
+            big,
+            consolidated=True,  # one row per output row of each group, all at `at`
         )
 
     def _checked(self, groups: DataFrame) -> DataFrame:
@@ -160,19 +243,20 @@ class KeyedNode:
 
         if self.kind == "threshold":
             return groups
-        return groups.withColumn(
-            DIFF_COLUMN,
-            F.when(
+        checked = self._columns.get(
+            "checked",
+            lambda: F.when(
                 F.col(DIFF_COLUMN) < 0,
                 F.raise_error(
                     F.lit(f"{self.kind} {self.name}: an input row has a negative multiplicity")
                 ),
             ).otherwise(F.col(DIFF_COLUMN)),
         )
+        return groups.withColumn(DIFF_COLUMN, checked)
 
     def _outputs(self, groups: DataFrame) -> DataFrame:
-        """The output rows of every ``(key, _at)`` group: data columns, ``_at``, ``_next`` and
-        the multiplicity ``_m``."""
+        """The output rows of every ``(key, _at)`` group: data columns, ``_at``, the carried
+        ``_next`` and ``_from``, and the multiplicity ``_m``."""
         from pyspark.sql import functions as F
 
         in_desc = self.input.desc
@@ -181,25 +265,33 @@ class KeyedNode:
 
             keys = [col_name(k) for k in self.key]
             out_types = [c.type for c in self.desc.columns[len(self.key) :]]
-            aggs = [
-                aggregate_column(a, in_desc, t, diff=DIFF_COLUMN).alias(f"_a{i}")
-                for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
-            ]
-            grouped = (
-                groups.groupBy(*keys, _AT, _NEXT).agg(*aggs)
-                if aggs
-                else groups.select(*keys, _AT, _NEXT).distinct()
+            aggs = self._columns.get(
+                "aggs",
+                lambda: [
+                    aggregate_column(a, in_desc, t, diff=DIFF_COLUMN).alias(f"_a{i}")
+                    for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
+                ],
             )
-            n = len(keys)
-            cols = [F.col(k).alias(col_name(i)) for i, k in enumerate(keys)]
-            cols += [F.col(f"_a{i}").alias(col_name(n + i)) for i in range(len(aggs))]
-            return grouped.select(*cols, _AT, _NEXT, F.lit(1).cast("long").alias(_M))
+            grouped = (
+                groups.groupBy(*keys, _AT, *_CARRY).agg(*aggs)
+                if aggs
+                else groups.select(*keys, _AT, *_CARRY).distinct()
+            )
+
+            def out_columns() -> list[Column]:
+                n = len(keys)
+                cols = [F.col(k).alias(col_name(i)) for i, k in enumerate(keys)]
+                cols += [F.col(f"_a{i}").alias(col_name(n + i)) for i in range(len(aggs))]
+                carried = [F.col(c) for c in (_AT, *_CARRY)]
+                return [*cols, *carried, F.lit(1).cast("long").alias(_M)]
+
+            return grouped.select(*self._columns.get("out", out_columns))
         data = data_names(in_desc.arity)
         if self.kind == "distinct":
-            return groups.select(*data, _AT, _NEXT, F.lit(1).cast("long").alias(_M))
+            return groups.select(*data, _AT, *_CARRY, F.lit(1).cast("long").alias(_M))
         if self.kind == "threshold":
             return groups.where(F.col(DIFF_COLUMN) > 0).select(
-                *data, _AT, _NEXT, F.col(DIFF_COLUMN).alias(_M)
+                *data, _AT, *_CARRY, F.col(DIFF_COLUMN).alias(_M)
             )
         return self._top_k(groups, [col_name(k) for k in self.key], data)
 
@@ -228,7 +320,7 @@ class KeyedNode:
         if self.limit is not None:
             end = F.least(end, F.lit(self.offset + self.limit))
         m = (end - lo).cast("long")
-        return ranked.select(*data, _AT, _NEXT, m.alias(_M)).where(F.col(_M) > 0)
+        return ranked.select(*data, _AT, *_CARRY, m.alias(_M)).where(F.col(_M) > 0)
 
     def drop(self) -> None:
         if self.arrangement is not None:

@@ -1,0 +1,150 @@
+"""Key lookups served by pyarrow (no Spark): exact or superset matches, NULL handling, the
+columns a lookup may use, and arrangements serving them across appends and merges."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spate.render.arrangement import Arrangement
+from spate.render.batch import Batch
+from spate.render.lookup import lookup_columns, semi_join
+from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
+
+
+def test_one_column_lookup_matches_null_only_when_null_safe() -> None:
+    table = pa.table({"c0": [1, 2, None, 3, 1], "v": ["a", "b", "n", "c", "d"]})
+    keys = pa.table({"k": [1, None]})
+    safe = semi_join(table, ["c0"], keys, null_safe=True)
+    assert safe is not None
+    assert sorted(safe.column("v").to_pylist()) == ["a", "d", "n"]
+    plain = semi_join(table, ["c0"], keys, null_safe=False)
+    assert plain is not None
+    assert sorted(plain.column("v").to_pylist()) == ["a", "d"]
+
+
+def test_multi_column_lookup_and_key_types_cast_to_the_table() -> None:
+    table = pa.table(
+        {
+            "a": pa.array([1, 1, 2, 2], pa.int64()),
+            "b": pa.array([Decimal("1.50"), Decimal("2.00"), Decimal("1.50"), None]),
+            "v": [10, 20, 30, 40],
+        }
+    )
+    keys = pa.table({"x": pa.array([1, 2], pa.int32()), "y": [Decimal("1.50"), None]})
+    out = semi_join(table, ["a", "b"], keys, null_safe=False)
+    assert out is not None
+    assert out.column("v").to_pylist() == [10]
+
+
+def test_incomparable_key_types_leave_the_lookup_to_spark() -> None:
+    table = pa.table({"c0": pa.array([1, 2], pa.int64())})
+    keys = pa.table({"k": pa.array(["x"], pa.string())})
+    assert semi_join(table, ["c0"], keys, null_safe=True) is None
+
+
+def test_lookup_columns_skip_floats_jsonb_and_nullable_multi_column_keys() -> None:
+    desc = RelationDesc.of(
+        ("a", INT64, True),
+        ("b", FLOAT64, False),
+        ("c", TEXT, False),
+        ("d", JSONB, False),
+        ("e", numeric(10, 2), False),
+    )
+    assert lookup_columns(desc, [1, 3], null_safe=True) == []
+    assert lookup_columns(desc, [0], null_safe=True) == [0]
+    # several columns: only the non-nullable ones (a NULL-safe multi-column match is not
+    # possible in pyarrow), and the choice is a subset, so the rows found are a superset
+    assert lookup_columns(desc, [0, 1, 2, 4], null_safe=True) == [2, 3]
+    assert lookup_columns(desc, [0, 2], null_safe=False) == [0, 1]
+    # every usable column nullable: one column, matched NULL-safely
+    assert lookup_columns(desc, [0, 0], null_safe=True) == [0]
+
+
+DESC = RelationDesc.of(("k", INT64, True), ("v", INT64, False))
+
+
+def _updates(rows: list[tuple[int | None, int, int, int]]) -> pa.Table:
+    k, v, t, d = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return pa.table(
+        {
+            "c0": pa.array(k, pa.int64()),
+            "c1": pa.array(v, pa.int64()),
+            "_time": pa.array(t, pa.int64()),
+            "_diff": pa.array(d, pa.int64()),
+        }
+    )
+
+
+class _Engine:
+    """What an arrangement needs of the engine (no Spark)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.n = 0
+
+    def fresh(self, what: str) -> Path:
+        self.n += 1
+        return self.root / f"{what}-{self.n:06d}"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.lists(
+            st.tuples(
+                st.one_of(st.none(), st.integers(0, 6)),
+                st.integers(0, 3),
+                st.sampled_from([1, 1, -1, 2]),
+            ),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    wanted=st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=4),
+)
+def test_arrangement_lookup_equals_filtering_every_update(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[list[tuple[int | None, int, int]]],
+    wanted: list[int | None],
+) -> None:
+    root = tmp_path_factory.mktemp("arr")
+    arr = Arrangement(_Engine(root), DESC, "t", as_of=0, internal=True)  # type: ignore[arg-type]
+    every: list[tuple[int | None, int, int, int]] = []
+    for time, step in enumerate(steps):
+        rows = [(k, v, time, d) for k, v, d in step]
+        every += rows
+        table = _updates(rows)
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), time + 1)
+        keys = pa.table({"k": pa.array(wanted, pa.int64())})
+        found = arr.lookup([0], keys, null_safe=True)
+        assert found is not None
+        got: dict[tuple[int | None, int], int] = {}
+        for r in found.to_pylist():
+            got[(r["c0"], r["c1"])] = got.get((r["c0"], r["c1"]), 0) + r["_diff"]
+        want: dict[tuple[int | None, int], int] = {}
+        for k, v, _, d in every:
+            if k in wanted:
+                want[(k, v)] = want.get((k, v), 0) + d
+        assert {k: m for k, m in got.items() if m} == {k: m for k, m in want.items() if m}
+        assert len(arr.updates()) == arr.rows
+
+
+def test_large_arrangements_do_not_serve_lookups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spate.render.arrangement as arrangement
+
+    monkeypatch.setattr(arrangement, "LOOKUP_MAX_ROWS", 10)
+    arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=True)  # type: ignore[arg-type]
+    rows = [(int(k), 0, 0, 1) for k in np.arange(20)]
+    table = _updates(rows)
+    arr.append(Batch(DESC, table=table, rows=table.num_rows), 1)
+    assert arr.lookup([0], pa.table({"k": [1]}), null_safe=True) is None
