@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from spate.ids import GlobalId
 from spate.plan.expr import ScalarExpr
 from spate.plan.table_func import TableFunc
-from spate.render.batch import Lazy
+from spate.render.batch import SMALL_ROWS, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.operators.node import Node, StepContext, scalar
 from spate.repr.arrow import updates_to_table
@@ -123,6 +123,17 @@ class ProjectNode:
         lazy = self.input.step(ctx)
         if lazy.df is None:
             return lazy
+        batch = lazy.batch
+        if batch is not None and batch.table is not None and batch.rows <= SMALL_ROWS:
+            # Columns of a small delta already on the driver (an import's updates): chosen as
+            # it is read (moving data, not computing it: the step's one consolidation of tiny
+            # deltas), so that no Spark job runs for it.
+            table = batch.table
+            names = [*(col_name(i) for i in self.outputs), TIME_COLUMN, DIFF_COLUMN]
+            picked = table.select(names).rename_columns(
+                [*data_names(len(self.outputs)), TIME_COLUMN, DIFF_COLUMN]
+            )
+            return ctx.engine.lazy_of_batch(ctx.engine.batch_of_table(picked, self.desc))
         cols = [F.col(col_name(i)) for i in self.outputs]
         return Lazy(select_internal(lazy.df, cols, len(cols)), lazy.big)
 
