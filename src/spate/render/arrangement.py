@@ -8,6 +8,10 @@ updates has ``O(log n)`` files and each update is rewritten ``O(log n)`` times. 
 files afresh at each step (``spark.read.parquet``), so lineage never grows with the number of
 steps.
 
+While an arrangement holds at most ``LOOKUP_MAX_ROWS`` updates, its files' contents are also
+kept in driver memory as Arrow, and it serves key lookups (:mod:`spate.render.lookup`): a step
+asks for the touched keys' rows instead of having Spark scan every file.
+
 ``since`` is the compaction frontier: reads at times ``>= since`` are exact; below it they fail
 with an error naming both. An arrangement that only feeds operators (``internal``) needs no
 history at all: its since follows its upper, and merges collapse its times.
