@@ -60,6 +60,10 @@ import pyarrow.parquet as pq
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.plan.fixtures import AUCTIONS_DESC as AUCTIONS
+from tests.plan.fixtures import AUCTIONS_ID, BIDS_ID
+from tests.plan.fixtures import BIDS_DESC as BIDS
+
 from bench._results import RESULTS, _commit
 from spate.frontier import Antichain
 from spate.ids import GlobalId
@@ -73,28 +77,11 @@ from spate.render.operators.join import JoinNode
 from spate.render.operators.keyed import KeyedNode
 from spate.render.operators.node import StepContext
 from spate.render.spark import create_session
-from spate.repr import FLOAT64, INT64, TEXT, TIMESTAMP, RelationDesc
+from spate.repr import RelationDesc
 from spate.repr.arrow import updates_schema
 from spate.testing.plan_strategies import single_plan_dataflow
 
-BIDS_ID = GlobalId.user(1)
-AUCTIONS_ID = GlobalId.user(2)
 INDEX_ID = GlobalId.user(11)
-BIDS = RelationDesc.of(
-    ("auction", INT64, False),
-    ("bidder", INT64, False),
-    ("price", INT64, False),
-    ("channel", TEXT, True),
-    ("date_time", TIMESTAMP, False),
-)
-AUCTIONS = RelationDesc.of(
-    ("id", INT64, False),
-    ("item", TEXT, True),
-    ("seller", INT64, False),
-    ("category", INT64, False),
-    ("reserve", FLOAT64, True),
-    ("expires", TIMESTAMP, False),
-)
 FIRST_ID = 1000
 BASE_US = 1_700_000_000_000_000
 CHANNELS = pa.array(["apple", "google", "facebook", "baidu"])

@@ -64,7 +64,6 @@ def test_plans_match_reference_when_spark_reads_the_arrangements(
     """The same plans with key lookups off (arrangements too large to keep on the driver):
     Spark reads the arrangements and selects the touched keys itself."""
     import spate.render.arrangement as arrangement
-    import spate.render.operators.keyed as keyed
 
     plan = PLANS[name]
     streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
@@ -73,6 +72,5 @@ def test_plans_match_reference_when_spark_reads_the_arrangements(
     scratch: Path = tmp_path_factory.mktemp("oracle")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
-        mp.setattr(keyed, "LOOKUP_MAX_ROWS", -1)
         checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
     assert checked >= 1

@@ -173,9 +173,15 @@ class Arrangement:
         """Every update whose data columns ``columns`` equal a row of ``keys`` (a superset
         when :func:`~spate.render.lookup.lookup_columns` dropped some), or ``None`` when the
         arrangement is too large to serve lookups (Spark reads it instead)."""
-        if self.rows > LOOKUP_MAX_ROWS:
+        resident = self.resident()
+        if resident is None:
             return None
-        return semi_join(self.updates(), [col_name(c) for c in columns], keys, null_safe=null_safe)
+        return semi_join(resident, [col_name(c) for c in columns], keys, null_safe=null_safe)
+
+    def resident(self) -> pa.Table | None:
+        """Every update (:meth:`updates`) when the arrangement is small enough to be kept in
+        driver memory and serve lookups, else ``None``."""
+        return self.updates() if self.rows <= LOOKUP_MAX_ROWS else None
 
     def check_readable(self, timestamp: int) -> None:
         """Raise unless a read at ``timestamp`` is exact here."""

@@ -88,12 +88,7 @@ class JoinNode:
                 continue
             big = big or delta.rows > SMALL_ROWS
             terms.append(self._term(i, [p for p in parts if p is not None], delta))
-        if not terms:
-            return Lazy.empty()
-        out = terms[0]
-        for t in terms[1:]:
-            out = out.unionByName(t)
-        return Lazy(out, big=big)
+        return _union_all(terms, big=big)
 
     def _looked_up(self, ctx: StepContext, deltas: list[Batch]) -> Lazy | None:
         """The delta query of a two-input join whose other side is found by key lookups in
@@ -133,12 +128,7 @@ class JoinNode:
             parts[j] = self._renamed_df(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
             big = big or other.num_rows > SMALL_ROWS
             terms.append(self._term(i, parts, delta, local=other.num_rows <= SMALL_ROWS))
-        if not terms:
-            return Lazy.empty()
-        out = terms[0]
-        for t in terms[1:]:
-            out = out.unionByName(t)
-        return Lazy(out, big=big)
+        return _union_all(terms, big=big)
 
     def _key_pairs(self, a: int, b: int) -> list[tuple[int, int]]:
         """For every equivalence class with columns of both inputs ``a`` and ``b``: one column
@@ -275,6 +265,16 @@ class JoinNode:
             a.drop()
         for i in self.inputs:
             i.drop()
+
+
+def _union_all(terms: list[DataFrame], *, big: bool) -> Lazy:
+    """The sum of the delta query's terms (empty when there are none)."""
+    if not terms:
+        return Lazy.empty()
+    out = terms[0]
+    for t in terms[1:]:
+        out = out.unionByName(t)
+    return Lazy(out, big=big)
 
 
 def _union(a: DataFrame | None, b: DataFrame | None) -> DataFrame | None:

@@ -33,7 +33,7 @@ from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, data_names
-from spate.render.lookup import LOOKUP_MAX_ROWS, concat_like, lookup_columns
+from spate.render.lookup import concat_like, lookup_columns
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -175,7 +175,7 @@ class KeyedNode:
         if delta.rows > SMALL_ROWS:
             return None
         if not self.key:  # one global group: all of it
-            whole = arr.updates() if arr.rows <= LOOKUP_MAX_ROWS else None
+            whole = arr.resident()
             return None if whole is None else concat_like(whole, delta.arrow())
         usable = lookup_columns(self.input.desc, self.key, null_safe=True)
         if not usable:
