@@ -236,3 +236,53 @@ def test_small_steps_run_one_spark_action_per_stateful_operator(
     assert pf.step().actions == 0
     pf.drop()
     df.drop()
+
+
+@pytest.fixture
+def everything_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every delta takes the large path (Parquet, unconsolidated snapshots)."""
+    import spate.render.arrangement as arrangement
+    import spate.render.batch as batch
+    import spate.render.operators.join as join
+    import spate.render.operators.keyed as keyed
+
+    for module in (arrangement, batch, join, keyed):
+        monkeypatch.setattr(module, "SMALL_ROWS", 0)
+
+
+@pytest.mark.usefixtures("everything_large")
+def test_hydrating_a_reduce_from_a_snapshot_with_retractions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A snapshot whose retractions cancel insertions only once consolidated: hydration must
+    not take the path that aggregates rows as they are (it would see price 100 for auction 1)."""
+    rows = [((1, 100, "a"), 0, 1), ((1, 50, "b"), 0, 1), ((1, 100, "a"), 1, -1)]
+    rows += [((2, 7, None), 0, 1), ((2, 7, None), 1, 1)]
+    df = Dataflow(
+        single_plan_dataflow(VIEW, INPUTS, as_of=1, subscribe_id=None),
+        feed(rows, 2),
+        spark=spark,
+        scratch=tmp_path,
+    )
+    df.step()
+    (index,) = df.description.index_exports
+    assert peeked(df.peek(index.id, timestamp=1)) == Counter({(1, 50, 1): 1, (2, 7, 2): 1})
+    df.drop()
+
+
+@pytest.mark.usefixtures("everything_large")
+def test_hydrating_a_reduce_from_a_negative_snapshot_fails(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    rows = [((1, 100, "a"), 0, 1), ((1, 100, "a"), 1, -2)]
+    df = Dataflow(
+        single_plan_dataflow(VIEW, INPUTS, as_of=1, subscribe_id=None),
+        feed(rows, 2),
+        spark=spark,
+        scratch=tmp_path,
+        name="negative",
+    )
+    with pytest.raises(DataflowError, match="negative multiplicity"):
+        df.step()
+    assert df.upper == Antichain.of(1)
+    df.drop()

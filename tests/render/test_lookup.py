@@ -93,6 +93,9 @@ class _Engine:
         self.n += 1
         return self.root / f"{what}-{self.n:06d}"
 
+    def spilled(self, table: object) -> Path | None:
+        return None  # nothing was written for Spark
+
 
 @settings(max_examples=40, deadline=None)
 @given(

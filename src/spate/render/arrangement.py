@@ -1,7 +1,8 @@
 """Arrangements: a collection's updates kept as a spine of Parquet batches.
 
-Every batch is a Parquet file in the arrangement's directory. Appending a batch writes it (an
-Arrow batch) or hard-links it (a batch Spark already wrote); then batches are merged
+Every batch is a set of Parquet files in the arrangement's directory. Appending a batch writes
+it (an Arrow batch) or hard-links it (a batch Spark already wrote as part files, or a table the
+step already spilled for Spark); then batches are merged
 logarithmically — while the newest is at least half the size of the one before it, the two are
 merged with pyarrow (times advanced to the since, consolidated) — so an arrangement of ``n``
 updates has ``O(log n)`` files and each update is rewritten ``O(log n)`` times. Spark reads the
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
-from spate.render.batch import SMALL_ROWS, Batch, Engine
+from spate.render.batch import SMALL_ROWS, Batch, Engine, write_parquet
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import LOOKUP_MAX_ROWS, semi_join
 from spate.repr.consolidate import advance_times, consolidate
@@ -46,8 +47,11 @@ class ReadBeforeSince(UsageError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class _File:
-    path: Path
+class _Part:
+    """One batch of the spine: the files of one append (Spark writes a batch as several part
+    files) or of one merge."""
+
+    paths: tuple[Path, ...]
     rows: int
 
 
@@ -64,12 +68,13 @@ class Arrangement:
         self._dir = engine.fresh(f"arr-{name}")
         self._dir.mkdir(parents=True)
         self._schema = internal_schema(desc)
-        self._files: list[_File] = []
+        self._files: list[_Part] = []
         self._since = as_of
         self._upper = as_of
         self._cache: pa.Table | None = None
-        self._tables: dict[Path, pa.Table] = {}
-        """The files' contents, kept while the arrangement is small enough to serve lookups."""
+        self._tables: dict[_Part, pa.Table] = {}
+        """The batches' contents, kept while the arrangement is small enough to serve
+        lookups."""
         self._dropped = False
 
     # -- frontiers ----------------------------------------------------------------------------
@@ -102,18 +107,24 @@ class Arrangement:
             return
         if not batch.is_empty:
             if batch.table is not None:
-                path = self._next_path()
-                pq.write_table(batch.table, path, compression="none")
-                self._files.append(_File(path, batch.rows))
                 table = batch.table
-                self._tables[path] = (
-                    table if table.schema.equals(self._schema) else table.cast(self._schema)
-                )
+                if not table.schema.equals(self._schema):
+                    table = table.cast(self._schema)
+                path = self._next_path()
+                spilled = self._engine.spilled(batch.table)
+                if spilled is not None and table is batch.table:
+                    os.link(spilled, path)  # Spark read the same table from this file
+                else:
+                    write_parquet(table, path)
+                part = _Part((path,), batch.rows)
+                self._tables[part] = table
             else:
+                paths = []
                 for p in batch.paths:
-                    path = self._next_path()
-                    os.link(p, path)
-                    self._files.append(_File(path, int(pq.ParquetFile(path).metadata.num_rows)))
+                    paths.append(self._next_path())
+                    os.link(p, paths[-1])
+                part = _Part(tuple(paths), batch.rows)
+            self._files.append(part)
             self._cache = None
         self._upper = max(self._upper, upper)
         if self.internal:
@@ -132,16 +143,18 @@ class Arrangement:
         ):
             b = files.pop()
             a = files.pop()
-            table = pa.concat_tables([self._table(f.path) for f in (a, b)])
+            table = pa.concat_tables([self._table(f) for f in (a, b)])
             table = consolidate(advance_times(table, self._since))
             if table.num_rows:
                 path = self._next_path()
-                pq.write_table(table, path, compression="none")
-                files.append(_File(path, int(table.num_rows)))
-                self._tables[path] = table
+                write_parquet(table, path)
+                merged = _Part((path,), int(table.num_rows))
+                files.append(merged)
+                self._tables[merged] = table
             for f in (a, b):
-                f.path.unlink(missing_ok=True)
-                self._tables.pop(f.path, None)
+                for p in f.paths:
+                    p.unlink(missing_ok=True)
+                self._tables.pop(f, None)
             self._cache = None
         if self.rows > LOOKUP_MAX_ROWS:
             self._tables.clear()
@@ -152,21 +165,22 @@ class Arrangement:
         """Every update as a Spark DataFrame (``None`` when there are none)."""
         if not self._files:
             return None
-        return self._engine.df_of_files(tuple(f.path for f in self._files), self.desc)
+        return self._engine.df_of_files(tuple(p for f in self._files for p in f.paths), self.desc)
 
     def updates(self) -> pa.Table:
         """Every update, as one Arrow table (internal layout; cached between appends)."""
         if self._cache is None:
-            tables = [self._table(f.path) for f in self._files]
+            tables = [self._table(f) for f in self._files]
             self._cache = pa.concat_tables(tables) if tables else self._schema.empty_table()
         return self._cache
 
-    def _table(self, path: Path) -> pa.Table:
-        table = self._tables.get(path)
+    def _table(self, part: _Part) -> pa.Table:
+        table = self._tables.get(part)
         if table is None:
-            table = pq.read_table(path, schema=self._schema)
+            tables = [pq.read_table(p, schema=self._schema) for p in part.paths]
+            table = pa.concat_tables(tables)
             if self.rows <= LOOKUP_MAX_ROWS:
-                self._tables[path] = table
+                self._tables[part] = table
         return table
 
     def lookup(self, columns: Sequence[int], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:

@@ -5,20 +5,26 @@ empty, so that an idle step runs no Spark job at all). Where a result must be ke
 shared, it is **materialized** into a :class:`Batch`: small results come back to the driver as
 one Arrow table (``toArrow``), large ones (snapshots, hydration) are written by Spark as Parquet
 files in the dataflow's scratch directory and never pass through Python. Either way a batch is
-consolidated (one row per ``(data, _time)``, no zero ``_diff``).
+consolidated (one row per ``(data, _time)``, no zero ``_diff``), except a large import read at
+hydration and what is picked from it (``Batch.consolidated`` false): consolidating a million
+rows on the driver costs more than the rest of the read, and every operator sums diffs anyway,
+so such a batch is consolidated only where a consumer asks for it (:meth:`Engine.materialize`).
 
 All tables and DataFrames here are in the internal layout (:mod:`spate.render.layout`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from spate.render.layout import data_names, internal_schema, internal_struct
@@ -34,23 +40,73 @@ SMALL_ROWS: Final = 20_000
 as Parquet, which moves ~10× more rows per second here (spark-performance.md)."""
 
 
-@dataclass(frozen=True)
 class Lazy:
     """A not yet computed delta: ``df`` (``None``: known to be empty); ``big`` when it derives
-    from a large input, so that materializing it should go through Parquet."""
+    from a large input, so that materializing it should go through Parquet.
 
-    df: DataFrame | None
-    big: bool = False
-    batch: Batch | None = None
-    """Set when ``df`` merely reads this already materialized batch (materializing it again
-    would be a Spark job for nothing)."""
-    consolidated: bool = False
-    """``df`` has one row per ``(data, _time)`` and no zero ``_diff`` by construction (a large
-    materialization then needs no consolidating shuffle)."""
+    A lazy of an already materialized batch (:meth:`of_batch`) builds its DataFrame only when
+    ``df`` is first asked for: an operator that takes the batch's rows on the driver (Project)
+    then moves nothing into Spark.
+    """
+
+    __slots__ = ("_df", "_make", "batch", "big", "consolidated")
+
+    def __init__(
+        self,
+        df: DataFrame | None,
+        big: bool = False,
+        batch: Batch | None = None,
+        consolidated: bool = False,
+    ) -> None:
+        self._df = df
+        self._make: Callable[[], DataFrame] | None = None
+        self.big = big
+        self.batch = batch
+        """Set when ``df`` merely reads this already materialized batch (materializing it
+        again would be a Spark job for nothing)."""
+        self.consolidated = consolidated
+        """``df`` has one row per ``(data, _time)`` and no zero ``_diff`` by construction (a
+        large materialization then needs no consolidating shuffle)."""
+
+    @staticmethod
+    def of_batch(batch: Batch, make: Callable[[], DataFrame]) -> Lazy:
+        """The rows of ``batch`` (not empty), its DataFrame built by ``make`` on first use."""
+        lazy = Lazy(None, big=batch.rows > SMALL_ROWS, batch=batch)
+        lazy._make = make
+        return lazy
+
+    @property
+    def df(self) -> DataFrame | None:
+        if self._df is None and self._make is not None:
+            self._df = self._make()
+            self._make = None
+        return self._df
+
+    @property
+    def is_empty(self) -> bool:
+        return self._df is None and self._make is None
+
+    def frame(self) -> DataFrame:
+        """``df`` of a lazy known not to be empty."""
+        df = self.df
+        if df is None:
+            raise AssertionError("frame() of an empty Lazy")
+        return df
 
     @staticmethod
     def empty() -> Lazy:
         return Lazy(None)
+
+
+ROW_GROUP_ROWS: Final = 1 << 17
+"""Rows per Parquet row group in the files spate writes: Spark splits a file between tasks only
+at row-group boundaries, so a file of one big row group is read by one core."""
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write ``table`` uncompressed (local scratch: CPU is dearer than disk), in row groups
+    Spark can read in parallel."""
+    pq.write_table(table, path, compression="none", row_group_size=ROW_GROUP_ROWS)
 
 
 @dataclass(frozen=True)
@@ -61,10 +117,29 @@ class Batch:
     table: pa.Table | None = None
     paths: tuple[Path, ...] = ()
     rows: int = 0
+    consolidated: bool = True
+    """One row per ``(data, _time)`` and no zero ``_diff`` (module docs for when not)."""
 
     @property
     def is_empty(self) -> bool:
         return self.rows == 0
+
+    def min_diff(self) -> int | None:
+        """The least ``_diff`` (from the Parquet footers' statistics for files), ``None`` when
+        empty or unknown."""
+        if self.table is not None:
+            low = pc.min(self.table.column(DIFF_COLUMN)).as_py()
+            return None if low is None else int(low)
+        lows: list[int] = []
+        for p in self.paths:
+            meta = pq.ParquetFile(p).metadata
+            idx = meta.schema.to_arrow_schema().get_field_index(DIFF_COLUMN)
+            for g in range(meta.num_row_groups):
+                stats = meta.row_group(g).column(idx).statistics
+                if stats is None or not stats.has_min_max:
+                    return None
+                lows.append(int(stats.min))
+        return min(lows) if lows else None
 
     def arrow(self) -> pa.Table:
         """The updates as one Arrow table (reads the files of a Parquet batch)."""
@@ -87,8 +162,11 @@ class Engine:
         scratch.mkdir(parents=True)
         self._ids = itertools.count()
         self.actions = 0
-        self._temporary: list[Path] = []
         """Spark actions run so far (materializations)."""
+        self._temporary: list[Path] = []
+        self._spilled: dict[int, tuple[pa.Table, Path]] = {}
+        """Large tables of this step written to a temporary file for Spark (by ``id``; the
+        table is kept so that the id stays its own)."""
 
     def fresh(self, what: str) -> Path:
         """A path in the scratch directory never used before (Spark caches file listings)."""
@@ -101,8 +179,14 @@ class Engine:
         self._temporary.append(path)
         return path
 
+    def spilled(self, table: pa.Table) -> Path | None:
+        """The temporary file this step wrote ``table`` to for Spark, if it did."""
+        entry = self._spilled.get(id(table))
+        return entry[1] if entry is not None and entry[0] is table else None
+
     def end_step(self) -> None:
         """Remove the step's temporary files (every action of the step has run)."""
+        self._spilled.clear()
         for path in self._temporary:
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
@@ -120,8 +204,11 @@ class Engine:
         """A DataFrame of an Arrow table (``schema``: the Spark schema to read it with; default
         its own), via a temporary Parquet file when large."""
         if table.num_rows > SMALL_ROWS:
-            path = self.temporary("in.parquet")
-            pq.write_table(table, path, compression="none")
+            path = self.spilled(table)
+            if path is None:
+                path = self.temporary("in.parquet")
+                write_parquet(table, path)
+                self._spilled[id(table)] = (table, path)
             reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             return reader.parquet(str(path))
         if schema is None:
@@ -141,26 +228,29 @@ class Engine:
     def lazy_of_batch(self, batch: Batch) -> Lazy:
         if batch.is_empty:
             return Lazy.empty()
-        return Lazy(self.df_of_batch(batch), big=batch.rows > SMALL_ROWS, batch=batch)
+        return Lazy.of_batch(batch, functools.partial(self.df_of_batch, batch))
 
     # -- out of Spark -------------------------------------------------------------------------
 
     def materialize(self, lazy: Lazy, desc: RelationDesc, *, consolidated: bool = True) -> Batch:
         """Run ``lazy`` (one Spark action) into a batch, consolidated unless it is large and
         ``consolidated=False`` (operators that sum diffs themselves skip the shuffle)."""
-        if lazy.df is None:
+        if lazy.is_empty:
             return Batch(desc, table=internal_schema(desc).empty_table())
-        if lazy.batch is not None:
-            return lazy.batch
+        batch = lazy.batch
+        if batch is not None and (batch.consolidated or not consolidated):
+            return batch
+        if batch is not None and batch.table is not None:
+            return self.batch_of_table(batch.table, desc)
         self.actions += 1
         if not lazy.big:
-            table = lazy.df.toArrow()
+            table = lazy.frame().toArrow()
             table = consolidate(_conform(table, desc))
             return Batch(desc, table=table, rows=int(table.num_rows))
         from pyspark.sql import functions as F
 
         keys = [*data_names(desc.arity), TIME_COLUMN]
-        result = lazy.df
+        result = lazy.frame()
         if consolidated and not lazy.consolidated:
             result = (
                 result.groupBy(*keys)
@@ -182,8 +272,15 @@ class Engine:
             return Batch(desc, table=table, rows=int(table.num_rows))
         return Batch(desc, paths=paths, rows=rows)
 
-    def batch_of_table(self, table: pa.Table, desc: RelationDesc) -> Batch:
-        """A batch of an internal-layout table (consolidated here)."""
+    def batch_of_table(
+        self, table: pa.Table, desc: RelationDesc, *, consolidated: bool = True
+    ) -> Batch:
+        """A batch of an internal-layout table, consolidated here unless ``consolidated`` is
+        false and the table is large (module docs)."""
+        if not consolidated and table.num_rows > SMALL_ROWS:
+            return Batch(
+                desc, table=_conform(table, desc), rows=int(table.num_rows), consolidated=False
+            )
         table = consolidate(_conform(table, desc))
         return Batch(desc, table=table, rows=int(table.num_rows))
 

@@ -258,7 +258,8 @@ class Dataflow:
         table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         if first:
             table = advance_times(table, lo)
-        return self._engine.batch_of_table(table, desc)
+        # A large snapshot stays unconsolidated until a consumer needs it (spate.render.batch).
+        return self._engine.batch_of_table(table, desc, consolidated=not first)
 
     @staticmethod
     def _arrow(data: InputData, desc: RelationDesc, lo: int, hi: int) -> pa.Table:
@@ -280,7 +281,8 @@ class Dataflow:
         for id, sink in self._sinks.items():
             if id in self._dropped_sinks:
                 continue
-            table = ctx.collections[sink.from_id].arrow()
+            batch = ctx.collections[sink.from_id]
+            table = ctx.materialize(ctx.engine.lazy_of_batch(batch), sink.from_desc).arrow()
             times = table.column(TIME_COLUMN)
             if first and not sink.with_snapshot:
                 table = table.filter(pc.greater(times, self._as_of))

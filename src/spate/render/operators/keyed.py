@@ -81,7 +81,13 @@ class KeyedNode:
         if delta.is_empty:
             return Lazy.empty()
         if ctx.first and ctx.hi == ctx.lo + 1:
-            return self._hydrate(ctx.engine.df_of_batch(delta), ctx.lo, delta.rows > SMALL_ROWS)
+            low = delta.min_diff()
+            return self._hydrate(
+                ctx.engine.df_of_batch(delta),
+                ctx.lo,
+                delta.rows > SMALL_ROWS,
+                unsigned=low is not None and low >= 0,
+            )
         keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
         has_history = arr.rows > 0
         # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
@@ -213,23 +219,36 @@ class KeyedNode:
             touched = F.broadcast(touched)
         return history.join(touched, on=_null_safe(history, touched, keys, keys), how="left_semi")
 
-    def _hydrate(self, d: DataFrame, at: int, big: bool) -> Lazy:
-        """The first step when every update is at the as_of: one group per key, no history."""
+    def _hydrate(self, d: DataFrame, at: int, big: bool, *, unsigned: bool) -> Lazy:
+        """The first step when every update is at the as_of: one group per key, no history.
+
+        ``unsigned``: no update has a negative diff. A reduce then aggregates the rows as they
+        are: every aggregate is a function of the multiset of values, which spreading a value's
+        multiplicity over several rows leaves unchanged (:mod:`spate.render.aggregates`), and
+        no group can be negative. One aggregation by key, which Spark pre-aggregates before its
+        shuffle, instead of consolidating every row first (a shuffle of the whole input).
+        """
         from pyspark.sql import functions as F
 
+        stamped = [
+            F.lit(at).cast("long").alias(_AT),
+            F.lit(None).cast("long").alias(_NEXT),
+            F.lit(at).cast("long").alias(_FROM),
+        ]
         if not big:  # one partition: no shuffle at all (see `step`)
             d = d.coalesce(1)
-        elif self.key:  # one shuffle by key serves both groupings below
-            d = d.repartition(*[col_name(k) for k in self.key])
-        groups = (
-            d.groupBy(*data_names(self.input.desc.arity))
-            .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
-            .where(F.col(DIFF_COLUMN) != 0)
-            .withColumn(_AT, F.lit(at).cast("long"))
-            .withColumn(_NEXT, F.lit(None).cast("long"))
-            .withColumn(_FROM, F.lit(at).cast("long"))
-        )
-        out = self._outputs(self._checked(groups))
+        if unsigned and self.kind == "reduce":
+            out = self._outputs(d.select("*", *stamped))
+        else:
+            if big and self.key:  # one shuffle by key serves both groupings below
+                d = d.repartition(*[col_name(k) for k in self.key])
+            groups = (
+                d.groupBy(*data_names(self.input.desc.arity))
+                .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
+                .where(F.col(DIFF_COLUMN) != 0)
+                .select("*", *stamped)
+            )
+            out = self._outputs(self._checked(groups))
         cols = data_names(self.desc.arity)
         return Lazy(
             out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from spate.ids import GlobalId
 from spate.plan.expr import ScalarExpr
 from spate.plan.table_func import TableFunc
-from spate.render.batch import SMALL_ROWS, Lazy
+from spate.render.batch import Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.operators.node import Node, StepContext, scalar
 from spate.repr.arrow import updates_to_table
@@ -70,10 +70,10 @@ class MapNode:
 
     def step(self, ctx: StepContext) -> Lazy:
         lazy = self.input.step(ctx)
-        if lazy.df is None:
+        if lazy.is_empty:
             return lazy
         arity = self.input.desc.arity
-        df = lazy.df.select(*data_names(arity), TIME_COLUMN, DIFF_COLUMN)
+        df = lazy.frame().select(*data_names(arity), TIME_COLUMN, DIFF_COLUMN)
         for i, s in enumerate(self.scalars):
             prefix = RelationDesc(self.desc.columns[: arity + i])
             df = df.withColumn(col_name(arity + i), scalar(s, prefix))
@@ -91,9 +91,9 @@ class FilterNode:
 
     def step(self, ctx: StepContext) -> Lazy:
         lazy = self.input.step(ctx)
-        if lazy.df is None or not self.predicates:
+        if lazy.is_empty or not self.predicates:
             return lazy
-        return Lazy(lazy.df.where(all_true(self.predicates, self.input.desc)), lazy.big)
+        return Lazy(lazy.frame().where(all_true(self.predicates, self.input.desc)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -121,21 +121,24 @@ class ProjectNode:
         from pyspark.sql import functions as F
 
         lazy = self.input.step(ctx)
-        if lazy.df is None:
+        if lazy.is_empty:
             return lazy
         batch = lazy.batch
-        if batch is not None and batch.table is not None and batch.rows <= SMALL_ROWS:
-            # Columns of a small delta already on the driver (an import's updates): chosen as
-            # it is read (moving data, not computing it: the step's one consolidation of tiny
-            # deltas), so that no Spark job runs for it.
+        if batch is not None and batch.table is not None:
+            # Columns of a delta already on the driver (an import's updates or snapshot): chosen
+            # as it is read (moving data, not computing it), so that no Spark job runs for it.
+            # Small deltas are consolidated here; a large pick stays unconsolidated like the
+            # snapshot it comes from (spate.render.batch).
             table = batch.table
             names = [*(col_name(i) for i in self.outputs), TIME_COLUMN, DIFF_COLUMN]
             picked = table.select(names).rename_columns(
                 [*data_names(len(self.outputs)), TIME_COLUMN, DIFF_COLUMN]
             )
-            return ctx.engine.lazy_of_batch(ctx.engine.batch_of_table(picked, self.desc))
+            return ctx.engine.lazy_of_batch(
+                ctx.engine.batch_of_table(picked, self.desc, consolidated=False)
+            )
         cols = [F.col(col_name(i)) for i in self.outputs]
-        return Lazy(select_internal(lazy.df, cols, len(cols)), lazy.big)
+        return Lazy(select_internal(lazy.frame(), cols, len(cols)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -154,13 +157,13 @@ class FlatMapNode:
         from spate.render.table_funcs import table_func_column
 
         lazy = self.input.step(ctx)
-        if lazy.df is None:
+        if lazy.is_empty:
             return lazy
         arity = self.input.desc.arity
         args = [scalar(e, self.input.desc) for e in self.exprs]
         values = table_func_column(self.func, args)
         cols = [F.col(c) for c in data_names(arity)] + [F.explode(values)]
-        return Lazy(select_internal(lazy.df, cols, arity + 1), lazy.big)
+        return Lazy(select_internal(lazy.frame(), cols, arity + 1), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -175,9 +178,9 @@ class NegateNode:
         from pyspark.sql import functions as F
 
         lazy = self.input.step(ctx)
-        if lazy.df is None:
+        if lazy.is_empty:
             return lazy
-        return Lazy(lazy.df.withColumn(DIFF_COLUMN, -F.col(DIFF_COLUMN)), lazy.big)
+        return Lazy(lazy.frame().withColumn(DIFF_COLUMN, -F.col(DIFF_COLUMN)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -190,7 +193,7 @@ class UnionNode:
 
     def step(self, ctx: StepContext) -> Lazy:
         parts = [i.step(ctx) for i in self.inputs]
-        dfs = [p.df for p in parts if p.df is not None]
+        dfs = [p.frame() for p in parts if not p.is_empty]
         if not dfs:
             return Lazy.empty()
         out = dfs[0]

@@ -44,8 +44,8 @@ class TemporalFilterNode:
         pending = self.pending
         lazy = self.input.step(ctx)
         parts = [pending]
-        if lazy.df is not None:
-            df = lazy.df
+        if not lazy.is_empty:
+            df = lazy.frame()
             if self.bounds.predicates:
                 df = df.where(all_true(self.bounds.predicates, self.input.desc))
             lower: Column = F.lit(0).cast("long")
