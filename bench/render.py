@@ -269,7 +269,7 @@ class Profile:
 
         def materialize(engine: Engine, lazy: Any, desc: Any, **kwargs: Any) -> Any:
             caller = _caller_node()
-            if lazy.df is None or lazy.batch is not None:
+            if lazy.is_empty or lazy.batch is not None:
                 return original_materialize(engine, lazy, desc, **kwargs)
             sc = self.spark.sparkContext
             group = f"{self._group}-a{len(self.actions)}"
