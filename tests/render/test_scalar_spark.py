@@ -614,6 +614,11 @@ def test_edge_cases_match_reference_and_expected_values(exact_spark: SparkSessio
         (lit("{bad").cast(JSONB), None),
         (lit(" [1, 2] ").cast(JSONB), " [1, 2] "),
         (lit("null").cast(JSONB), "null"),
+        # one JSON value and nothing after it (Spark's parser alone ignores the rest)
+        (lit('{"a": 1}[1, 2]').cast(JSONB), None),
+        (lit("1 2").cast(JSONB), None),
+        (lit('1, "y": 2').cast(JSONB), None),
+        (lit("1}]").cast(JSONB), None),
         # casts between numbers
         (lit(2.0**63).cast(INT64), None),
         (lit(-(2.0**63)).cast(INT64), INT64_MIN),

@@ -561,7 +561,13 @@ def _from_text(v: Column, to: ScalarType) -> Column:
     k = to.kind
     st = spark_type(to)
     if k is K.JSONB:
-        return F.when(F.try_parse_json(v).isNotNull(), v)
+        # Spark's parser stops after the first complete value and ignores what follows
+        # ('{"a": 1}[1]', '1 2'). Inside '{"k": …}' and '[…]' the text must end where the value
+        # does (only ``, "key": value`` may follow in the first, only ``, value`` in the
+        # second, and no text passes both), so both must parse.
+        in_object = F.try_parse_json(F.concat(F.lit('{"k":'), v, F.lit("}")))
+        in_array = F.try_parse_json(F.concat(F.lit("["), v, F.lit("]")))
+        return F.when(in_object.isNotNull() & in_array.isNotNull(), v)
     s = _py_strip(v)
     if k is K.INT64:
         return F.when(s.rlike(_INT_RE), s.try_cast(st))
