@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyspark.sql import SparkSession
 
 from spate.ids import GlobalId
@@ -21,6 +22,18 @@ from spate.testing.reference import accumulate, expected_contents
 from spate.testing.reference_scalar import canonical_row
 
 Update = tuple[Row, int, int]
+
+
+def make_every_delta_large(mp: pytest.MonkeyPatch) -> None:
+    """Every delta takes the large path: Parquet instead of Arrow, large snapshots (and what is
+    projected from them) left unconsolidated."""
+    import spate.render.arrangement as arrangement
+    import spate.render.batch as batch
+    import spate.render.operators.join as join
+    import spate.render.operators.keyed as keyed
+
+    for module in (arrangement, batch, join, keyed):  # each imported SMALL_ROWS by name
+        mp.setattr(module, "SMALL_ROWS", 0)
 
 
 def canon(rows: Mapping[Row, int], desc: RelationDesc) -> Counter[Row]:

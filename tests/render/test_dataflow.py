@@ -28,7 +28,7 @@ from spate.render.input import ArrowInputs
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.repr.arrow import updates_to_table
 from spate.testing.plan_strategies import single_plan_dataflow
-from tests.render.oracle import peeked
+from tests.render.oracle import make_every_delta_large, peeked
 
 BIDS = GlobalId.user(1)
 DESC = RelationDesc.of(("auction", INT64, False), ("price", INT64, False), ("who", TEXT, True))
@@ -251,14 +251,7 @@ def test_small_steps_run_one_spark_action_per_stateful_operator(
 
 @pytest.fixture
 def everything_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every delta takes the large path (Parquet, unconsolidated snapshots)."""
-    import spate.render.arrangement as arrangement
-    import spate.render.batch as batch
-    import spate.render.operators.join as join
-    import spate.render.operators.keyed as keyed
-
-    for module in (arrangement, batch, join, keyed):
-        monkeypatch.setattr(module, "SMALL_ROWS", 0)
+    make_every_delta_large(monkeypatch)
 
 
 @pytest.mark.usefixtures("everything_large")

@@ -28,7 +28,7 @@ from spate.plan.relation import RelationExpr
 from spate.testing.plan_strategies import single_plan_dataflow
 from spate.testing.update_strategies import input_streams
 from tests.plan.fixtures import AUCTIONS, AUCTIONS_DESC, AUCTIONS_ID, BIDS, BIDS_DESC, BIDS_ID
-from tests.render.oracle import run_and_check
+from tests.render.oracle import make_every_delta_large, run_and_check
 
 INPUTS = {BIDS_ID: BIDS_DESC, AUCTIONS_ID: AUCTIONS_DESC}
 
@@ -147,18 +147,12 @@ def test_plans_match_reference_on_the_large_paths(
     """Every delta treated as large: Parquet instead of Arrow, snapshots and what is projected
     from them left unconsolidated, a reduce hydrated without consolidating its input when no
     diff is negative (and with it when one is)."""
-    import spate.render.arrangement as arrangement
-    import spate.render.batch as batch
-    import spate.render.operators.join as join
-    import spate.render.operators.keyed as keyed
-
     plan = LARGE_PATH_PLANS[name]
     streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
     as_of, cuts = data.draw(step_plan())
     dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
     scratch: Path = tmp_path_factory.mktemp("oracle")
     with pytest.MonkeyPatch.context() as mp:
-        for module in (arrangement, batch, join, keyed):
-            mp.setattr(module, "SMALL_ROWS", 0)
+        make_every_delta_large(mp)
         checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
     assert checked >= 1

@@ -2,9 +2,9 @@
 
 Every batch is a set of Parquet files in the arrangement's directory. Appending a batch writes
 it (an Arrow batch) or hard-links it (a batch Spark already wrote as part files, or a table the
-step already spilled for Spark); then batches are merged
-logarithmically — while the newest is at least half the size of the one before it, the two are
-merged with pyarrow (times advanced to the since, consolidated) — so an arrangement of ``n``
+step already spilled for Spark); then batches are merged logarithmically — while the newest is
+at least half the size of the one before it, the two are merged with pyarrow (times advanced to
+the since, consolidated) — so an arrangement of ``n``
 updates has ``O(log n)`` files and each update is rewritten ``O(log n)`` times. Spark reads the
 files afresh at each step (``spark.read.parquet``), so lineage never grows with the number of
 steps.
@@ -111,8 +111,8 @@ class Arrangement:
                 if not table.schema.equals(self._schema):
                     table = table.cast(self._schema)
                 path = self._next_path()
-                spilled = self._engine.spilled(batch.table)
-                if spilled is not None and table is batch.table:
+                spilled = self._engine.spilled(table)  # never a cast copy
+                if spilled is not None:
                     os.link(spilled, path)  # Spark read the same table from this file
                 else:
                     write_parquet(table, path)

@@ -111,7 +111,8 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 @dataclass(frozen=True)
 class Batch:
-    """A materialized, consolidated delta: an Arrow table, or Parquet files written by Spark."""
+    """A materialized delta, consolidated unless ``consolidated`` says otherwise: an Arrow
+    table, or Parquet files written by Spark."""
 
     desc: RelationDesc
     table: pa.Table | None = None
