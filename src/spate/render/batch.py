@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from spate.render.ingest import ArrowIngest, arrow_ingest
 from spate.render.layout import data_names, internal_schema, internal_struct
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
@@ -201,6 +202,10 @@ class Engine:
         """A DataFrame of an internal-layout Arrow table (via Parquet when large)."""
         return self.spark_of_arrow(table, internal_struct(desc))
 
+    @functools.cached_property
+    def _ingest(self) -> ArrowIngest | None:
+        return arrow_ingest(self.spark)
+
     def spark_of_arrow(self, table: pa.Table, schema: StructType | None = None) -> DataFrame:
         """A DataFrame of an Arrow table (``schema``: the Spark schema to read it with; default
         its own), via a temporary Parquet file when large."""
@@ -212,6 +217,8 @@ class Engine:
                 self._spilled[id(table)] = (table, path)
             reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             return reader.parquet(str(path))
+        if self._ingest is not None:
+            return self._ingest.frame(table, schema)
         if schema is None:
             return self.spark.createDataFrame(table)
         return self.spark.createDataFrame(table, schema=schema)
