@@ -290,3 +290,29 @@ def test_hydrating_a_reduce_from_a_negative_snapshot_fails(
         df.step()
     assert df.upper == Antichain.of(1)
     df.drop()
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_hydrating_a_global_reduce(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: bool
+) -> None:
+    """A reduce without a key over a snapshot: one row, or none when the snapshot cancels
+    out (grouping by nothing would give a row of NULLs and a zero count)."""
+    if large:
+        make_every_delta_large(monkeypatch)
+    view = SRC.reduce([], top=max_(col("price")), n=count())
+    cancelling = [((1, 100, "a"), 0, 1), ((1, 100, "a"), 1, -1)]
+    for rows, want in (
+        (cancelling, Counter()),
+        ([*cancelling, ((2, 7, None), 0, 2)], Counter({(7, 2): 1})),
+    ):
+        df = Dataflow(
+            single_plan_dataflow(view, INPUTS, as_of=1, subscribe_id=None),
+            feed(rows, 2),
+            spark=spark,
+            scratch=tmp_path / str(len(rows)),
+        )
+        df.step()
+        (index,) = df.description.index_exports
+        assert peeked(df.peek(index.id, timestamp=1)) == want, rows
+        df.drop()

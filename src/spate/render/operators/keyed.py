@@ -238,7 +238,7 @@ class KeyedNode:
         if not big:  # one partition: no shuffle at all (see `step`)
             d = d.coalesce(1)
         if unsigned and self.kind == "reduce":
-            out = self._outputs(d.select("*", *stamped))
+            out = self._outputs(d, stamped=stamped)
         else:
             if big and self.key:  # one shuffle by key serves both groupings below
                 d = d.repartition(*[col_name(k) for k in self.key])
@@ -246,9 +246,8 @@ class KeyedNode:
                 d.groupBy(*data_names(self.input.desc.arity))
                 .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
                 .where(F.col(DIFF_COLUMN) != 0)
-                .select("*", *stamped)
             )
-            out = self._outputs(self._checked(groups))
+            out = self._outputs(self._checked(groups), stamped=stamped)
         cols = data_names(self.desc.arity)
         return Lazy(
             out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
@@ -273,12 +272,20 @@ class KeyedNode:
         )
         return groups.withColumn(DIFF_COLUMN, checked)
 
-    def _outputs(self, groups: DataFrame) -> DataFrame:
+    def _outputs(self, groups: DataFrame, stamped: list[Column] | None = None) -> DataFrame:
         """The output rows of every ``(key, _at)`` group: data columns, ``_at``, the carried
-        ``_next`` and ``_from``, and the multiplicity ``_m``."""
+        ``_next`` and ``_from``, and the multiplicity ``_m``.
+
+        ``stamped``: ``groups`` has no ``_at``, ``_next``, ``_from`` columns; these constants
+        give them (hydration: one time). A reduce then groups by its key alone, and the
+        constants are added to its (fewer) output rows. (A global reduce keeps them as its
+        grouping: grouping by nothing would give a row for an empty input.)"""
         from pyspark.sql import functions as F
 
         in_desc = self.input.desc
+        if stamped is not None and (self.kind != "reduce" or not self.key):
+            groups = groups.select("*", *stamped)
+            stamped = None
         if self.kind == "reduce":
             from spate.render.aggregates import aggregate_column
 
@@ -291,11 +298,8 @@ class KeyedNode:
                     for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
                 ],
             )
-            grouped = (
-                groups.groupBy(*keys, _AT, *_CARRY).agg(*aggs)
-                if aggs
-                else groups.select(*keys, _AT, *_CARRY).distinct()
-            )
+            by = keys if stamped is not None else [*keys, _AT, *_CARRY]
+            grouped = groups.groupBy(*by).agg(*aggs) if aggs else groups.select(*by).distinct()
 
             def out_columns() -> list[Column]:
                 n = len(keys)
@@ -304,7 +308,10 @@ class KeyedNode:
                 carried = [F.col(c) for c in (_AT, *_CARRY)]
                 return [*cols, *carried, F.lit(1).cast("long").alias(_M)]
 
-            return grouped.select(*self._columns.get("out", out_columns))
+            out = self._columns.get("out", out_columns)
+            if stamped is not None:  # the carried columns (after the data) are constants
+                out = [*out[: len(keys) + len(aggs)], *stamped, out[-1]]
+            return grouped.select(*out)
         data = data_names(in_desc.arity)
         if self.kind == "distinct":
             return groups.select(*data, _AT, *_CARRY, F.lit(1).cast("long").alias(_M))
