@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -21,12 +23,12 @@ from spate.plan.dataflow import (
 )
 from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
-from spate.plan.relation import Get
+from spate.plan.relation import Get, RelationExpr
 from spate.render.arrangement import ReadBeforeSince
 from spate.render.dataflow import Dataflow, DataflowError
-from spate.render.input import ArrowInputs
+from spate.render.input import ArrowInput, ArrowInputs, ParquetInput
 from spate.repr import INT64, TEXT, RelationDesc
-from spate.repr.arrow import updates_to_table
+from spate.repr.arrow import updates_schema, updates_to_table
 from spate.testing.plan_strategies import single_plan_dataflow
 from tests.render.oracle import make_every_delta_large, peeked
 
@@ -316,3 +318,68 @@ def test_hydrating_a_global_reduce(
         (index,) = df.description.index_exports
         assert peeked(df.peek(index.id, timestamp=1)) == want, rows
         df.drop()
+
+
+class ParquetSnapshot:
+    """A resolver serving one collection's snapshot as a Parquet file (as replicas serve
+    persist batches) and recording the columns each read asked for."""
+
+    def __init__(self, path: Path, upper: int) -> None:
+        self.path = path
+        self.upper_ = upper
+        self.asked: list[list[str] | None] = []
+
+    def since(self, id: GlobalId) -> Antichain:
+        return Antichain.of(0)
+
+    def upper(self, id: GlobalId) -> Antichain:
+        return Antichain.of(self.upper_)
+
+    def snapshot(self, id: GlobalId, *, as_of: int) -> ParquetInput:
+        asked = self.asked
+
+        class Recording(ParquetInput):
+            def read(self, columns: Sequence[str] | None = None) -> pa.Table:
+                asked.append(None if columns is None else list(columns))
+                return super().read(columns)
+
+        return Recording((self.path,), 0, as_of + 1)
+
+    def updates(self, id: GlobalId, *, lower: int, upper: int) -> ArrowInput:
+        return ArrowInput(updates_schema(DESC).empty_table())
+
+
+@pytest.mark.parametrize(
+    ("view", "columns"),
+    [
+        (
+            SRC.project("auction", "price").reduce(["auction"], top=max_(col("price"))),
+            ["auction", "price"],
+        ),
+        # the Get under the Project and a Get elsewhere: every column is read
+        (
+            SRC.project("auction").union(SRC.filter(col("price") > lit(60)).project("auction")),
+            None,
+        ),
+    ],
+    ids=["projected", "used-whole"],
+)
+def test_a_snapshot_is_read_for_the_columns_the_dataflow_uses(
+    spark: SparkSession, tmp_path: Path, view: RelationExpr, columns: list[str] | None
+) -> None:
+    rows = [((a, 10 * a + p, f"w{a}{p}"), 0, 1) for a in range(3) for p in range(9)]
+    rows += [((1, 18, "w18"), 0, -1), ((2, 99, None), 0, 2)]
+    path = tmp_path / "snapshot.parquet"
+    pq.write_table(updates_to_table(DESC, rows), path)
+    desc = single_plan_dataflow(view, INPUTS, as_of=0, subscribe_id=None)
+    (index,) = desc.index_exports
+    resolver = ParquetSnapshot(path, upper=1)
+    via_files = Dataflow(desc, resolver, spark=spark, scratch=tmp_path / "files")
+    via_arrow = Dataflow(desc, feed(rows, 1), spark=spark, scratch=tmp_path / "arrow")
+    via_files.step()
+    via_arrow.step()
+    assert resolver.asked == [columns]
+    got = peeked(via_files.peek(index.id, timestamp=0))
+    assert got == peeked(via_arrow.peek(index.id, timestamp=0)) and got
+    via_files.drop()
+    via_arrow.drop()

@@ -106,8 +106,28 @@ at row-group boundaries, so a file of one big row group is read by one core."""
 
 def write_parquet(table: pa.Table, path: Path) -> None:
     """Write ``table`` uncompressed (local scratch: CPU is dearer than disk), in row groups
-    Spark can read in parallel."""
-    pq.write_table(table, path, compression="none", row_group_size=ROW_GROUP_ROWS)
+    Spark can read in parallel.
+
+    Dictionary encoding only where it pays: ``_time`` and ``_diff`` (few distinct values, a
+    few bytes a row instead of eight) and variable-width columns. Fixed-width data columns are
+    written plain: building their dictionaries took two thirds of the write (a million rows
+    of four integer columns: 110 ms, 35 ms plain) for files ~10 % smaller."""
+    dictionary = [
+        f.name
+        for f in table.schema
+        if f.name in (TIME_COLUMN, DIFF_COLUMN)
+        or pa.types.is_string(f.type)
+        or pa.types.is_large_string(f.type)
+        or pa.types.is_binary(f.type)
+        or pa.types.is_large_binary(f.type)
+    ]
+    pq.write_table(
+        table,
+        path,
+        compression="none",
+        row_group_size=ROW_GROUP_ROWS,
+        use_dictionary=dictionary,
+    )
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from spate.render.operators.node import Node, StepContext
 from spate.render.peek import contents_at, finish, lookup, name_result
 from spate.repr.arrow import updates_schema
 from spate.repr.consolidate import advance_times
-from spate.repr.desc import TIME_COLUMN, RelationDesc
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import Row
 
 if TYPE_CHECKING:
@@ -125,6 +125,13 @@ class Dataflow:
             (b.id, builder.build(b.plan)) for b in description.objects_to_build
         ]
         self._temporal = builder.temporal
+        exported = {ix.index.on_id for ix in description.index_exports}
+        exported |= {s.from_id for s in description.sink_exports}
+        self._demand: dict[GlobalId, tuple[int, ...] | None] = {}
+        """The columns of each import the dataflow uses (``None``: all)."""
+        for on_id in self._imports:
+            used = builder.demand.get(on_id)
+            self._demand[on_id] = None if used is None or on_id in exported else tuple(sorted(used))
         self._indexes: dict[GlobalId, _Index] = {
             ix.id: _Index(
                 ix.index.on_id,
@@ -194,7 +201,7 @@ class Dataflow:
         ctx = StepContext(self._engine, start, hi, first, collections={})
         try:
             for on_id, (read_id, desc) in self._imports.items():
-                ctx.collections[on_id] = self._read_import(read_id, desc, start, hi, first)
+                ctx.collections[on_id] = self._read_import(on_id, read_id, desc, start, hi, first)
             if not first and self._idle(ctx, hi):
                 self._advance_idle(hi)
                 self._finish_step(hi, target)
@@ -240,11 +247,12 @@ class Dataflow:
             ix.arrangement.append(Batch(ix.desc), hi)
 
     def _read_import(
-        self, read_id: GlobalId, desc: RelationDesc, lo: int, hi: int, first: bool
+        self, on_id: GlobalId, read_id: GlobalId, desc: RelationDesc, lo: int, hi: int, first: bool
     ) -> Batch:
         parts: list[pa.Table] = []
         if first:
-            parts.append(self._arrow(self._resolver.snapshot(read_id, as_of=lo), desc, 0, lo + 1))
+            snapshot = self._resolver.snapshot(read_id, as_of=lo)
+            parts.append(self._arrow(snapshot, desc, 0, lo + 1, self._demand.get(on_id)))
             if hi > lo + 1:
                 parts.append(
                     self._arrow(
@@ -262,9 +270,28 @@ class Dataflow:
         return self._engine.batch_of_table(table, desc, consolidated=not first)
 
     @staticmethod
-    def _arrow(data: InputData, desc: RelationDesc, lo: int, hi: int) -> pa.Table:
+    def _arrow(
+        data: InputData,
+        desc: RelationDesc,
+        lo: int,
+        hi: int,
+        columns: tuple[int, ...] | None = None,
+    ) -> pa.Table:
+        """``data``'s updates in ``[lo, hi)`` in the internal layout. With ``columns``, files
+        are read for those columns only, the others being NULL: nothing reads them (a large
+        snapshot of a wide collection costs the columns its dataflow uses)."""
         if isinstance(data, ArrowInput):
             table = to_internal(data.table, desc)
+        elif data.paths and columns is not None and len(columns) < desc.arity:
+            picked = data.read([desc.columns[i].name for i in columns])
+            full = updates_schema(desc)
+            arrays = [
+                picked.column(f.name) if i in columns else pa.nulls(picked.num_rows, f.type)
+                for i, f in enumerate(full)
+                if i < desc.arity
+            ]
+            arrays += [picked.column(TIME_COLUMN), picked.column(DIFF_COLUMN)]
+            table = to_internal(pa.Table.from_arrays(arrays, names=full.names), desc)
         elif data.paths:
             table = to_internal(data.read(), desc)
         else:

@@ -9,7 +9,7 @@ then ``_time`` and ``_diff``) either as an Arrow table (small: deltas) or as Par
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.repr.consolidate import advance_times
-from spate.repr.desc import TIME_COLUMN
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +42,13 @@ class ParquetInput:
     lower: int
     upper: int
 
-    def read(self) -> pa.Table:
-        """The updates, read with pyarrow (external layout, times in ``[lower, upper)``)."""
+    def read(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """The updates, read with pyarrow (external layout, times in ``[lower, upper)``);
+        only ``columns`` (and ``_time``, ``_diff``) when given."""
         import pyarrow.parquet as pq
 
-        tables = [pq.read_table(p) for p in self.paths]
+        names = None if columns is None else [*columns, TIME_COLUMN, DIFF_COLUMN]
+        tables = [pq.read_table(p, columns=names) for p in self.paths]
         if not tables:
             raise ValueError("a ParquetInput without files (use an empty ArrowInput)")
         table = pa.concat_tables(tables, promote_options="default")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from spate.ids import GlobalId
 from spate.plan.relation import (
     ArrangeBy,
     Constant,
@@ -45,13 +46,27 @@ class Builder:
     def __init__(self, name: str) -> None:
         self.name = name
         self.temporal: list[TemporalFilterNode] = []
+        self.demand: dict[GlobalId, set[int] | None] = {}
+        """The columns of each collection read by a ``Get`` that the plans use: a ``Get``
+        under a ``Project`` uses the projected columns; any other, all (``None``)."""
         self._n = itertools.count()
+
+    def _demand(self, id: GlobalId, columns: set[int] | None) -> None:
+        if id in self.demand:
+            known = self.demand[id]
+            self.demand[id] = None if known is None or columns is None else known | columns
+        else:
+            self.demand[id] = columns
 
     def build(self, plan: RelationExpr) -> Node:
         name = f"{self.name}-{next(self._n)}"
         match plan:
             case Get(id, desc):
+                self._demand(id, None)
                 return GetNode(id, desc)
+            case Project(Get(id, desc), outputs, _):
+                self._demand(id, set(outputs))
+                return ProjectNode(GetNode(id, desc), outputs, plan.desc)
             case Constant(rows, desc):
                 return ConstantNode(rows, desc)
             case Map(inp, scalars, _):
