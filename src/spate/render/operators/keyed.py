@@ -96,7 +96,7 @@ class KeyedNode:
         times_table = times_table.append_column(
             _FROM, pc.if_else(pc.greater_equal(at, ctx.lo), at, pa.scalar(None, pa.int64()))
         )
-        times = ctx.engine.spark_of_arrow(times_table)
+        times = ctx.engine.spark_of_arrow(_t_named(times_table, keys))
         # 2. C, the touched keys' history and the delta: looked up on the driver when the
         # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
         looked_up = self._lookup(arr, delta, times_table, ctx.lo - 1) if has_history else None
@@ -114,7 +114,7 @@ class KeyedNode:
         if not self.key:
             rows = rows.withColumn("_g", F.lit(0))
         # 3. every touched group, accumulated at every time of T
-        t = times.select(*self._columns.get("t", lambda: self._t_columns(keys)))
+        t = times
         if not big:
             # Small: one partition, so that neither the join nor the groupings below need a
             # shuffle or a broadcast (each a Spark job or stage of its own): one stage in all.
@@ -126,25 +126,26 @@ class KeyedNode:
             rows.join(t, on=self._columns.get("cond", lambda: self._t_condition(keys)), how="inner")
             .groupBy(_AT, *_CARRY, *data)
             .agg(self._columns.get("sum", lambda: F.sum(DIFF_COLUMN).alias(DIFF_COLUMN)))
-            .where(self._columns.get("nonzero", lambda: F.col(DIFF_COLUMN) != 0))
+            .where(self._columns.get("nonzero", self._nonzero))
         )
-        # 4. differences between consecutive times of each key (`_next` rode along)
-        joined = self._outputs(self._checked(groups))
-        # One pass over `joined` for both signs (a union would compute the plan twice).
-        signed, present, final = self._columns.get("signed", self._signed_columns)
-        out_updates = joined.select(*signed).where(present).select(*final)
+        # 4. differences between consecutive times of each key (`_next` rode along), both
+        # signs in one pass over the outputs (a union would compute the plan twice)
+        joined = self._outputs(groups)
+        out_updates = joined.select(*self._columns.get("signed", self._signed_columns))
         return Lazy(out_updates, big=big)
 
-    @staticmethod
-    def _t_columns(keys: list[str]) -> list[Column]:
+    def _nonzero(self) -> Column:
+        """A group's rows with a non-zero multiplicity, failing on a negative one (except for
+        Threshold): the check rides in the filter, so it costs the plan no operator."""
         from pyspark.sql import functions as F
 
-        return [
-            *[F.col(k).alias(f"_tk{i}") for i, k in enumerate(keys)],
-            F.col(TIME_COLUMN).alias(_AT),
-            F.col(_NEXT),
-            F.col(_FROM),
-        ]
+        diff = F.col(DIFF_COLUMN)
+        if self.kind == "threshold":
+            return diff != 0
+        return F.when(diff < 0, F.raise_error(F.lit(self._negative_message()))).otherwise(diff) != 0
+
+    def _negative_message(self) -> str:
+        return f"{self.kind} {self.name}: an input row has a negative multiplicity"
 
     @staticmethod
     def _t_condition(keys: list[str]) -> Column:
@@ -156,22 +157,18 @@ class KeyedNode:
             cond = cond & F.col(f"_tk{i}").eqNullSafe(F.col(k))
         return cond
 
-    def _signed_columns(self) -> tuple[list[Column], Column, list[Column]]:
+    def _signed_columns(self) -> list[Column]:
+        """Each output row ``+m`` at ``_from`` and ``-m`` at ``_next``, either left out when
+        NULL: the data columns and ``inline`` of the (filtered) pair, one operator."""
         from pyspark.sql import functions as F
 
         cols = data_names(self.desc.arity)
-        signed = F.explode(
-            F.array(
-                F.struct(F.col(_FROM).alias("t"), F.col(_M).alias("d")),
-                F.struct(F.col(_NEXT).alias("t"), (-F.col(_M)).alias("d")),
-            )
-        ).alias("_s")
-        final = [
-            *[F.col(c) for c in cols],
-            F.col("_s.t").alias(TIME_COLUMN),
-            F.col("_s.d").alias(DIFF_COLUMN),
-        ]
-        return [*[F.col(c) for c in cols], signed], F.col("_s.t").isNotNull(), final
+        pair = F.array(
+            F.struct(F.col(_FROM).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
+            F.struct(F.col(_NEXT).alias(TIME_COLUMN), (-F.col(_M)).alias(DIFF_COLUMN)),
+        )
+        present = F.filter(pair, lambda s: s[TIME_COLUMN].isNotNull())
+        return [*[F.col(c) for c in cols], F.inline(present)]
 
     def _lookup(
         self, arr: Arrangement, delta: Batch, times: pa.Table, before: int
@@ -202,7 +199,8 @@ class KeyedNode:
         *,
         small: bool,
     ) -> DataFrame:
-        """The touched keys' rows of ``history`` (all of it for a global group), in Spark."""
+        """The touched keys' rows of ``history`` (all of it for a global group), in Spark
+        (``times``: ``T`` as the plan joins it, keys ``_tk0…`` and ``_at``)."""
         from pyspark.sql import functions as F
 
         keys = [col_name(k) for k in self.key]
@@ -214,7 +212,9 @@ class KeyedNode:
             and times_table.num_rows <= 2 * IN_LIST_KEYS
         ):
             return history.where(_in_list(keys[0], times_table.column(keys[0])))
-        touched = times.where(F.col(TIME_COLUMN) == before).select(*keys)
+        touched = times.where(F.col(_AT) == before).select(
+            *[F.col(f"_tk{i}").alias(k) for i, k in enumerate(keys)]
+        )
         if small:
             touched = F.broadcast(touched)
         return history.join(touched, on=_null_safe(history, touched, keys, keys), how="left_semi")
@@ -264,10 +264,7 @@ class KeyedNode:
         checked = self._columns.get(
             "checked",
             lambda: F.when(
-                F.col(DIFF_COLUMN) < 0,
-                F.raise_error(
-                    F.lit(f"{self.kind} {self.name}: an input row has a negative multiplicity")
-                ),
+                F.col(DIFF_COLUMN) < 0, F.raise_error(F.lit(self._negative_message()))
             ).otherwise(F.col(DIFF_COLUMN)),
         )
         return groups.withColumn(DIFF_COLUMN, checked)
@@ -384,6 +381,13 @@ def _in_list(name: str, values: pa.ChunkedArray) -> Column:
     if len(present) < len(distinct):
         parts.append(f"{name} IS NULL")
     return F.expr(" OR ".join(parts) if parts else "false")
+
+
+def _t_named(times: pa.Table, keys: list[str]) -> pa.Table:
+    """``T`` with the names the plan joins on: keys ``_tk0…``, ``_at``, ``_next``, ``_from``
+    (renamed on the driver: a Spark select would be one more operator to analyse)."""
+    names = [*(f"_tk{i}" for i in range(len(keys))), _AT, _NEXT, _FROM]
+    return times.select([*keys, TIME_COLUMN, _NEXT, _FROM]).rename_columns(names)
 
 
 def key_times(delta: pa.Table, key: tuple[int, ...], before: int | None) -> pa.Table:
