@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch
+from spate.render.key_index import KeyIndex
 from spate.render.lookup import lookup_columns, semi_join
 from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
 
@@ -112,13 +113,29 @@ class _Engine:
         max_size=8,
     ),
     wanted=st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=4),
+    indexed=st.booleans(),
 )
 def test_arrangement_lookup_equals_filtering_every_update(
     tmp_path_factory: pytest.TempPathFactory,
     steps: list[list[tuple[int | None, int, int]]],
     wanted: list[int | None],
+    indexed: bool,
 ) -> None:
-    root = tmp_path_factory.mktemp("arr")
+    """``indexed``: every batch of 3 rows or more answers through a key index, across
+    appends and merges (without NULL keys in the updates, which would make batches be
+    scanned)."""
+    import spate.render.arrangement as arrangement
+
+    with pytest.MonkeyPatch.context() as mp:
+        if indexed:
+            mp.setattr(arrangement, "INDEX_MIN_ROWS", 3)
+            steps = [[(k, v, d) for k, v, d in step if k is not None] for step in steps]
+        _check_lookups(tmp_path_factory.mktemp("arr"), steps, wanted)
+
+
+def _check_lookups(
+    root: Path, steps: list[list[tuple[int | None, int, int]]], wanted: list[int | None]
+) -> None:
     arr = Arrangement(_Engine(root), DESC, "t", as_of=0, internal=True)  # type: ignore[arg-type]
     every: list[tuple[int | None, int, int, int]] = []
     for time, step in enumerate(steps):
@@ -151,3 +168,38 @@ def test_large_arrangements_do_not_serve_lookups(
     table = _updates(rows)
     arr.append(Batch(DESC, table=table, rows=table.num_rows), 1)
     assert arr.lookup([0], pa.table({"k": [1]}), null_safe=True) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=40),
+    wanted=st.lists(st.none() | st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=6),
+    kind=st.sampled_from(["int64", "date32", "timestamp"]),
+)
+def test_key_index_finds_the_rows_a_scan_finds(
+    values: list[int], wanted: list[int | None], kind: str
+) -> None:
+    if kind == "date32":  # days within pyarrow's date range
+        values = [v % 100_000 for v in values]
+        wanted = [None if w is None else w % 100_000 for w in wanted]
+    types = {"int64": pa.int64(), "date32": pa.date32(), "timestamp": pa.timestamp("us")}
+    typ = types[kind]
+    base = pa.int32() if kind == "date32" else pa.int64()
+    column = pa.chunked_array([pa.array(values[:5], base), pa.array(values[5:], base)]).cast(typ)
+    index = KeyIndex.build(column)
+    assert index is not None
+    rows = sorted(index.rows(pa.array(wanted, base).cast(typ)).tolist())
+    asked = {w for w in wanted if w is not None}
+    assert rows == [i for i, v in enumerate(values) if v in asked]
+
+
+def test_key_index_refuses_what_it_cannot_sort_exactly() -> None:
+    assert KeyIndex.build(pa.array([1, None, 3])) is None  # a NULL: scanned instead
+    assert KeyIndex.build(pa.array([1.0, 2.0])) is None
+    assert KeyIndex.build(pa.array(["a", "b"])) is None
+    assert KeyIndex.build(pa.array([1, 2], pa.uint64())) is None
+    index = KeyIndex.build(pa.array([5, 1, 5, 3]))
+    assert index is not None
+    assert sorted(index.rows(pa.array([5, None, 7])).tolist()) == [0, 2]
+    with pytest.raises(pa.ArrowInvalid):
+        index.rows(pa.array(["x"]))  # the arrangement leaves such a lookup to Spark

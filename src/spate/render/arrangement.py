@@ -11,7 +11,9 @@ steps.
 
 While an arrangement holds at most ``LOOKUP_MAX_ROWS`` updates, its files' contents are also
 kept in driver memory as Arrow, and it serves key lookups (:mod:`spate.render.lookup`): a step
-asks for the touched keys' rows instead of having Spark scan every file.
+asks for the touched keys' rows instead of having Spark scan every file. Large batches answer
+one-column lookups through a sorted index (:mod:`spate.render.key_index`), so that a lookup
+costs the keys asked, not the rows held.
 
 ``since`` is the compaction frontier: reads at times ``>= since`` are exact; below it they fail
 with an error naming both. An arrangement that only feeds operators (``internal``) needs no
@@ -33,6 +35,7 @@ import pyarrow.parquet as pq
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.render.batch import SMALL_ROWS, Batch, Engine, write_parquet
+from spate.render.key_index import INDEX_MIN_ROWS, KeyIndex
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import LOOKUP_MAX_ROWS, semi_join
 from spate.repr.consolidate import advance_times, consolidate
@@ -75,6 +78,9 @@ class Arrangement:
         self._tables: dict[_Part, pa.Table] = {}
         """The batches' contents, kept while the arrangement is small enough to serve
         lookups."""
+        self._indexes: dict[tuple[_Part, str], KeyIndex | None] = {}
+        """Key indexes of large batches by column, built at their first lookup
+        (:mod:`spate.render.key_index`; ``None``: the column cannot be indexed)."""
         self._dropped = False
 
     # -- frontiers ----------------------------------------------------------------------------
@@ -155,9 +161,15 @@ class Arrangement:
                 for p in f.paths:
                     p.unlink(missing_ok=True)
                 self._tables.pop(f, None)
+                self._forget_indexes(f)
             self._cache = None
         if self.rows > LOOKUP_MAX_ROWS:
             self._tables.clear()
+            self._indexes.clear()
+
+    def _forget_indexes(self, part: _Part) -> None:
+        for key in [k for k in self._indexes if k[0] == part]:
+            del self._indexes[key]
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -190,7 +202,32 @@ class Arrangement:
         resident = self.resident()
         if resident is None:
             return None
-        return semi_join(resident, [col_name(c) for c in columns], keys, null_safe=null_safe)
+        names = [col_name(c) for c in columns]
+        if len(names) != 1 or not any(f.rows >= INDEX_MIN_ROWS for f in self._files):
+            return semi_join(resident, names, keys, null_safe=null_safe)
+        # Batch by batch: the large ones through their index (the scan would follow the state)
+        (name,) = names
+        found: list[pa.Table] = []
+        for part in self._files:
+            table = self._table(part)
+            index = self._index(part, table, name) if part.rows >= INDEX_MIN_ROWS else None
+            if index is None:
+                piece = semi_join(table, names, keys, null_safe=null_safe)
+                if piece is None:
+                    return None
+            else:
+                try:
+                    piece = table.take(index.rows(keys.column(0)))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    return None  # keys pyarrow cannot compare: Spark does the lookup
+            found.append(piece)
+        return pa.concat_tables(found)
+
+    def _index(self, part: _Part, table: pa.Table, name: str) -> KeyIndex | None:
+        key = (part, name)
+        if key not in self._indexes:
+            self._indexes[key] = KeyIndex.build(table.column(name))
+        return self._indexes[key]
 
     def resident(self) -> pa.Table | None:
         """Every update (:meth:`updates`) when the arrangement is small enough to be kept in
@@ -217,4 +254,5 @@ class Arrangement:
         self._files = []
         self._cache = None
         self._tables.clear()
+        self._indexes.clear()
         shutil.rmtree(self._dir, ignore_errors=True)
