@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from spate.ids import GlobalId
 from spate.plan import (
     Distinct,
     Join,
@@ -19,6 +20,7 @@ from spate.plan import (
     Union,
     col,
     count,
+    lit,
     max_,
     string_agg,
     sum_,
@@ -28,7 +30,7 @@ from spate.plan.relation import RelationExpr
 from spate.testing.plan_strategies import single_plan_dataflow
 from spate.testing.update_strategies import input_streams
 from tests.plan.fixtures import AUCTIONS, AUCTIONS_DESC, AUCTIONS_ID, BIDS, BIDS_DESC, BIDS_ID
-from tests.render.oracle import make_every_delta_large, run_and_check
+from tests.render.oracle import Update, make_every_delta_large, run_and_check
 
 INPUTS = {BIDS_ID: BIDS_DESC, AUCTIONS_ID: AUCTIONS_DESC}
 
@@ -97,7 +99,46 @@ JOIN_FED: dict[str, RelationExpr] = {
     .project(7, 2)
     .reduce([0], top=max_(col("price")), n=count()),
     "join_distinct_both_sides": Distinct(Project(Join((BIDS, AUCTIONS), ((0, 5),)), (1, 7))),
+    # keyed by a join key: the history comes from the join's inputs (join_history)
+    "join_filter_top2": TopK(
+        Join((BIDS, AUCTIONS), ((0, 5),)).filter(col("price") > lit(0)),
+        (5,),
+        (ColumnOrder(2, desc=True),),
+        limit=2,
+    ),
+    "three_way_join_reduce": Join((BIDS, AUCTIONS, BIDS), ((0, 5, 11),))
+    .project(11, 13, 2)
+    .reduce([0], top=max_(col("price")), n=count()),
+    "text_key_join_reduce": Join((BIDS, AUCTIONS), ((3, 6),))
+    .project(6, 2)
+    .reduce([0], top=max_(col("price")), n=count()),
 }
+FUSED = ["join_filter_top2", "join_reduce", "text_key_join_reduce", "three_way_join_reduce"]
+
+
+def _fold(streams: dict[GlobalId, list[Update]]) -> dict[GlobalId, list[Update]]:
+    """Join keys (bids.auction, auctions.id) folded into 0..2, and texts (bids.channel,
+    auctions.item) into "a", "b" or NULL, so that most updates join; a function of the row,
+    so every retraction still has its insertion."""
+
+    def text(v: object) -> object:
+        return None if v is None else "ab"[len(str(v)) % 2]
+
+    out: dict[GlobalId, list[Update]] = {}
+    for id, stream in streams.items():
+        column = 3 if id == BIDS_ID else 1
+        out[id] = [
+            (
+                tuple(
+                    abs(v) % 3 if i == 0 else text(v) if i == column else v  # type: ignore[arg-type]
+                    for i, v in enumerate(row)
+                ),
+                t,
+                d,
+            )
+            for row, t, d in stream
+        ]
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(JOIN_FED))
@@ -109,17 +150,42 @@ def test_keyed_operators_fed_by_joins_match_reference(
     """A keyed operator whose input is a join, its key from the side of the delta, from the
     other side, or from both (the keyed operator's lookups then follow the join's)."""
     plan = JOIN_FED[name]
-    # join keys (bids.auction, auctions.id) folded into 0..2 so that most updates join;
-    # the folding is a function of the row, so every retraction still has its insertion
-    streams = {
-        id: [((abs(row[0]) % 3, *row[1:]), t, d) for row, t, d in stream]
-        for id, stream in data.draw(input_streams(INPUTS, max_time=9, max_updates=16)).items()
-    }
+    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
     as_of, cuts = data.draw(step_plan())
     dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
     scratch: Path = tmp_path_factory.mktemp("oracle")
     checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
     assert checked >= 1
+
+
+@pytest.mark.parametrize("name", FUSED)
+@settings(max_examples=3)
+@given(data=st.data())
+def test_keyed_operators_over_joins_when_spark_reads_the_join_arrangements(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, name: str, data: st.DataObject
+) -> None:
+    """The history read from the join's inputs without lookups: Spark selects the touched
+    keys (an IN list for integer keys, a semi-join for text)."""
+    import spate.render.arrangement as arrangement
+
+    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
+    as_of, cuts = data.draw(step_plan())
+    dataflow = single_plan_dataflow(JOIN_FED[name], INPUTS, as_of=as_of)
+    scratch: Path = tmp_path_factory.mktemp("oracle")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
+        checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
+    assert checked >= 1
+
+
+def test_keyed_operators_read_the_join_inputs_only_when_keyed_by_a_join_key() -> None:
+    from spate.render.operators.build import Builder
+    from spate.render.operators.keyed import KeyedNode
+
+    for name, plan in JOIN_FED.items():
+        node = Builder("t").build(plan)
+        assert isinstance(node, KeyedNode)
+        assert (node.joined is not None) == (name in FUSED), name
 
 
 LARGE_PATH_PLANS: dict[str, RelationExpr] = {

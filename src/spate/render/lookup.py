@@ -15,13 +15,16 @@ usable column is not done at all.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.repr.desc import RelationDesc
 from spate.repr.types import ScalarKind
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 LOOKUP_MAX_ROWS: Final = 8_000_000
 """Arrangements up to this many updates are kept in driver memory (as Arrow) and serve
@@ -83,3 +86,23 @@ def semi_join(
 def concat_like(a: pa.Table, b: pa.Table) -> pa.Table:
     """``a`` and then ``b``, in ``a``'s schema (the two may differ in nullability)."""
     return pa.concat_tables([a, b if b.schema.equals(a.schema) else b.cast(a.schema)])
+
+
+IN_LIST_KEYS = 2_000
+"""Up to this many touched keys (of a one-column key) select the history with a literal IN
+list (pushed down to the Parquet scan, no broadcast job)."""
+
+
+def in_list(name: str, values: pa.Array | pa.ChunkedArray) -> Column:
+    """``name IN (…)`` over integer ``values``, as one SQL expression (one py4j call, where
+    ``Column.isin`` makes one per value)."""
+    from pyspark.sql import functions as F
+
+    distinct = pc.unique(values).to_pylist()
+    present = [int(v) for v in distinct if v is not None]
+    parts = []
+    if present:
+        parts.append(f"{name} IN ({', '.join(map(str, present))})")
+    if len(present) < len(distinct):
+        parts.append(f"{name} IS NULL")
+    return F.expr(" OR ".join(parts) if parts else "false")

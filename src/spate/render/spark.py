@@ -52,6 +52,11 @@ def spark_conf(
         "spark.sql.parquet.inferTimestampNTZ.enabled": "true",
         # numeric arithmetic keeps the scale the plan's types say (spate.render.scalar)
         "spark.sql.decimalOperations.allowPrecisionLoss": "false",
+        # A step runs its small deltas in one partition (coalesce(1)) so that joins and
+        # groupings need no shuffle; the planner shuffles anyway when a single partition's
+        # estimated size passes this, and its estimate of a join (no statistics: the product
+        # of the inputs' sizes) passes any bound. The renderer decides from real row counts.
+        "spark.sql.maxSinglePartitionBytes": str(1 << 62),
     }
     if extra:
         conf.update(extra)

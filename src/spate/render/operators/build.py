@@ -23,6 +23,7 @@ from spate.plan.relation import (
     Union,
 )
 from spate.render.operators.join import JoinNode
+from spate.render.operators.join_history import attach
 from spate.render.operators.keyed import KeyedNode
 from spate.render.operators.linear import (
     ConstantNode,
@@ -91,12 +92,20 @@ class Builder:
                     plan.input_offsets(),
                 )
             case Reduce(inp, key, aggregates, _):
+                built = self.build(inp)
                 return KeyedNode(
-                    self.build(inp), "reduce", key, plan.desc, name, aggregates=aggregates
+                    built,
+                    "reduce",
+                    key,
+                    plan.desc,
+                    name,
+                    aggregates=aggregates,
+                    joined=attach(built, key),
                 )
             case TopK(inp, key, order_by, limit, offset):
+                built = self.build(inp)
                 return KeyedNode(
-                    self.build(inp),
+                    built,
                     "topk",
                     key,
                     plan.desc,
@@ -104,6 +113,7 @@ class Builder:
                     order_by=order_by,
                     limit=limit,
                     offset=offset,
+                    joined=attach(built, key),
                 )
             case Distinct(inp):
                 return KeyedNode(

@@ -25,6 +25,7 @@ from spate.render.arrangement import Arrangement
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
+from spate.render.operators.join_history import Touched, touched_groups
 from spate.render.operators.linear import all_true
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
@@ -46,6 +47,12 @@ class JoinNode:
     _columns: ColumnMemo = field(default_factory=ColumnMemo)
     owner: dict[int, int] = field(init=False)
     """The input each output column comes from."""
+    history_columns: tuple[int, ...] | None = None
+    """Set when a keyed operator above reads its groups' history from this join's inputs
+    (:mod:`spate.render.operators.join_history`): each input's column of the key's class.
+    The join's output is then the whole join (old and new rows) of the touched keys."""
+    touched: Touched | None = None
+    """What this step's deltas touched (with ``history_columns``; ``None``: nothing)."""
 
     def __post_init__(self) -> None:
         self.owner = {
@@ -66,8 +73,14 @@ class JoinNode:
         deltas = [ctx.materialize(i.step(ctx), i.desc, consolidated=False) for i in self.inputs]
         for arr, delta in zip(self.arrangements, deltas, strict=True):
             ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
+        self.touched = None
         if all(d.is_empty for d in deltas):
             return Lazy.empty()
+        if self.history_columns is not None:
+            return touched_groups(self, ctx, deltas)
+        return self._delta_query(ctx, deltas)
+
+    def _delta_query(self, ctx: StepContext, deltas: list[Batch]) -> Lazy:
         offsets = self.offsets
         looked_up = self._looked_up(ctx, deltas)
         if looked_up is not None:
@@ -87,7 +100,8 @@ class JoinNode:
             if any(p is None for p in parts):
                 continue
             big = big or delta.rows > SMALL_ROWS
-            terms.append(self._term(i, [p for p in parts if p is not None], delta))
+            parts_i = [p for p in parts if p is not None]
+            terms.append(self.term(i, parts_i, small=delta.rows <= SMALL_ROWS))
         return _union_all(terms, big=big)
 
     def _looked_up(self, ctx: StepContext, deltas: list[Batch]) -> Lazy | None:
@@ -124,10 +138,11 @@ class JoinNode:
             if other.num_rows == 0:
                 continue
             parts: list[DataFrame] = [None, None]  # type: ignore[list-item]
-            parts[i] = self._renamed_df(ctx.engine.df_of_batch(delta), i)
-            parts[j] = self._renamed_df(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
+            parts[i] = self.renamed(ctx.engine.df_of_batch(delta), i)
+            parts[j] = self.renamed(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
             big = big or other.num_rows > SMALL_ROWS
-            terms.append(self._term(i, parts, delta, local=other.num_rows <= SMALL_ROWS))
+            local = other.num_rows <= SMALL_ROWS
+            terms.append(self.term(i, parts, small=delta.rows <= SMALL_ROWS, local=local))
         return _union_all(terms, big=big)
 
     def _key_pairs(self, a: int, b: int) -> list[tuple[int, int]]:
@@ -141,7 +156,8 @@ class JoinNode:
                 pairs.append((in_a[0], in_b[0]))
         return pairs
 
-    def _renamed_df(self, df: DataFrame, n: int) -> DataFrame:
+    def renamed(self, df: DataFrame, n: int) -> DataFrame:
+        """``df`` (input ``n``'s layout) with the column names of the join's terms."""
         out = self._renamed(df, n, self.offsets[n])
         assert out is not None
         return out
@@ -161,11 +177,13 @@ class JoinNode:
 
         return df.select(*self._columns.get(f"renamed{n}", columns))
 
-    def _term(
-        self, i: int, parts: list[DataFrame], delta: Batch, *, local: bool = False
+    def term(
+        self, i: int, parts: list[DataFrame], *, small: bool, local: bool = False
     ) -> DataFrame:
-        """Term ``i`` of the delta query over ``parts``. ``local``: every part is small, so
-        all of it runs in one partition, with no broadcast or shuffle (one Spark stage)."""
+        """Term ``i`` of the delta query over ``parts`` (renamed, :meth:`renamed`): part
+        ``i`` first, then the others in an order that follows the equivalence classes.
+        ``small``: part ``i`` is small (broadcast). ``local``: every part is small, so all of
+        it runs in one partition, with no broadcast or shuffle (one Spark stage)."""
         from pyspark.sql import functions as F
 
         if local:
@@ -173,7 +191,7 @@ class JoinNode:
                 p.coalesce(1) if n == i else p.coalesce(1).hint("shuffle_hash")
                 for n, p in enumerate(parts)
             ]
-        if delta.rows <= SMALL_ROWS and not local:
+        if small and not local:
             parts = [F.broadcast(p) if n == i else p for n, p in enumerate(parts)]
         order, predicate, final = self._columns.get(
             f"term{i}", functools.partial(self._term_plan, i)

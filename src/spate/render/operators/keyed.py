@@ -32,13 +32,15 @@ from spate.plan.aggregate import AggregateExpr
 from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
-from spate.render.layout import col_name, data_names
-from spate.render.lookup import concat_like, lookup_columns
+from spate.render.layout import col_name, data_names, internal_schema
+from spate.render.lookup import IN_LIST_KEYS, concat_like, in_list, lookup_columns
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+    from spate.render.operators.join import JoinNode
 
 _AT = "_at"
 _NEXT = "_next"
@@ -64,12 +66,15 @@ class KeyedNode:
     limit: int | None = None
     offset: int = 0
     arrangement: Arrangement | None = None
+    joined: JoinNode | None = None
+    """The join under the input whose inputs serve the groups' history (no arrangement of
+    the input here: :mod:`spate.render.operators.join_history`)."""
     _out_key: tuple[int, ...] = field(default=())
     _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
-        from pyspark.sql import functions as F
-
+        if self.joined is not None:
+            return self._step_over_join(ctx, self.joined)
         in_desc = self.input.desc
         if self.arrangement is None:
             self.arrangement = Arrangement(
@@ -88,15 +93,10 @@ class KeyedNode:
                 delta.rows > SMALL_ROWS,
                 unsigned=low is not None and low >= 0,
             )
-        keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
         has_history = arr.rows > 0
         # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if has_history else None)
-        at = times_table.column(TIME_COLUMN)
-        times_table = times_table.append_column(
-            _FROM, pc.if_else(pc.greater_equal(at, ctx.lo), at, pa.scalar(None, pa.int64()))
-        )
-        times = ctx.engine.spark_of_arrow(_t_named(times_table, keys))
+        times_table, times = self._t(ctx, times_table)
         # 2. C, the touched keys' history and the delta: looked up on the driver when the
         # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
         looked_up = self._lookup(arr, delta, times_table, ctx.lo - 1) if has_history else None
@@ -112,7 +112,45 @@ class KeyedNode:
                     history, times, times_table, ctx.lo - 1, small=not big
                 ).unionByName(rows)
         if not self.key:
+            from pyspark.sql import functions as F
+
             rows = rows.withColumn("_g", F.lit(0))
+        return self._changes(rows, times, times_table, big)
+
+    def _t(self, ctx: StepContext, times_table: pa.Table) -> tuple[pa.Table, DataFrame]:
+        """``T`` (:func:`key_times`) with ``_from``, and as a DataFrame."""
+        keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
+        at = times_table.column(TIME_COLUMN)
+        times_table = times_table.append_column(
+            _FROM, pc.if_else(pc.greater_equal(at, ctx.lo), at, pa.scalar(None, pa.int64()))
+        )
+        return times_table, ctx.engine.spark_of_arrow(_t_named(times_table, keys))
+
+    def _step_over_join(self, ctx: StepContext, join: JoinNode) -> Lazy:
+        """The step when the join under the input serves the history: the input's rows are
+        the touched keys' old join and the delta, in one Spark plan (module docs of
+        :mod:`spate.render.operators.join_history`)."""
+        lazy = self.input.step(ctx)
+        touched = join.touched
+        if lazy.is_empty or touched is None:
+            return Lazy.empty()
+        if ctx.first and ctx.hi == ctx.lo + 1:
+            return self._hydrate(lazy.frame(), ctx.lo, lazy.big, unsigned=touched.unsigned())
+        name = col_name(self.key[0])
+        keys = touched.keys(internal_schema(self.input.desc).field(self.key[0]).type)
+        if len(keys) == 0:
+            return Lazy.empty()
+        before = ctx.lo - 1 if touched.has_history else None
+        times_table, times = self._t(ctx, key_times(touched.pairs(name, keys), self.key, before))
+        return self._changes(lazy.frame(), times, times_table, lazy.big)
+
+    def _changes(self, rows: DataFrame, times: DataFrame, times_table: pa.Table, big: bool) -> Lazy:
+        """Steps 3 and 4 (module docs) over ``rows`` (history and delta of the touched
+        groups) and ``T``."""
+        from pyspark.sql import functions as F
+
+        keys = [col_name(k) for k in self.key] or ["_g"]
+        in_desc = self.input.desc
         # 3. every touched group, accumulated at every time of T
         t = times
         if not big:
@@ -211,7 +249,7 @@ class KeyedNode:
             and pa.types.is_integer(times_table.schema.field(keys[0]).type)
             and times_table.num_rows <= 2 * IN_LIST_KEYS
         ):
-            return history.where(_in_list(keys[0], times_table.column(keys[0])))
+            return history.where(in_list(keys[0], times_table.column(keys[0])))
         touched = times.where(F.col(_AT) == before).select(
             *[F.col(f"_tk{i}").alias(k) for i, k in enumerate(keys)]
         )
@@ -361,26 +399,6 @@ def _null_safe(
         cond = c if cond is None else cond & c
     assert cond is not None
     return cond
-
-
-IN_LIST_KEYS = 2_000
-"""Up to this many touched keys (of a one-column key) select the history with a literal IN
-list (pushed down to the Parquet scan, no broadcast job)."""
-
-
-def _in_list(name: str, values: pa.ChunkedArray) -> Column:
-    """``name IN (…)`` over integer ``values``, as one SQL expression (one py4j call, where
-    ``Column.isin`` makes one per value)."""
-    from pyspark.sql import functions as F
-
-    distinct = pc.unique(values).to_pylist()
-    present = [int(v) for v in distinct if v is not None]
-    parts = []
-    if present:
-        parts.append(f"{name} IN ({', '.join(map(str, present))})")
-    if len(present) < len(distinct):
-        parts.append(f"{name} IS NULL")
-    return F.expr(" OR ".join(parts) if parts else "false")
 
 
 def _t_named(times: pa.Table, keys: list[str]) -> pa.Table:

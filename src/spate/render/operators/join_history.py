@@ -1,0 +1,191 @@
+"""A keyed operator over a join, keyed by a join key, reads its history from the join's inputs.
+
+A Reduce or TopK (any :class:`~spate.render.operators.keyed.KeyedNode`) needs the whole history
+of every group a step touches. In general it keeps its own arrangement of its input for that.
+When its input is a join (through Project, Map, Filter or ArrangeBy) and its one key column is
+a column of a join equivalence class that has a column in every join input, the groups'
+history is the old join restricted to the touched keys, and each input can be restricted by
+its own column of that class: the join's input arrangements already hold everything needed.
+So the keyed operator keeps no arrangement of the join's output, and:
+
+* **hydration** computes the join and the keyed operator in one Spark job (no million-row
+  arrangement of the join's output to write first);
+* **a step** joins, for the touched keys only, each input's old rows (looked up in its
+  arrangement) and new rows (its delta) — the touched groups' whole history and their changes
+  in one join, where the delta query takes a join per term — and the keyed operator computes
+  over that, in one Spark job: the join's delta never comes back to the driver. The touched
+  keys come from the join's input deltas (their class column: a join row's key is the value
+  its parts matched on), the step's times from the deltas' times. That is a superset of the
+  ``(key, time)`` pairs where the keyed operator's input changes; the extra ones produce
+  updates that cancel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spate.render.batch import SMALL_ROWS, Batch, Lazy
+from spate.render.layout import col_name, internal_schema
+from spate.render.lookup import IN_LIST_KEYS, concat_like, in_list, lookup_columns
+from spate.repr.desc import TIME_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from spate.render.operators.join import JoinNode
+    from spate.render.operators.node import Node, StepContext
+
+
+@dataclass(frozen=True)
+class Touched:
+    """One step's join input deltas, seen by the keyed operator above the join."""
+
+    deltas: tuple[Batch, ...]
+    columns: tuple[int, ...]
+    """Each input's column of the key's class."""
+    has_history: bool
+    """Every input had updates before the step (else the old join is empty)."""
+
+    def keys(self, type: pa.DataType) -> pa.Array:
+        """The distinct non-NULL key values of the deltas (as ``type``)."""
+        found = [
+            pc.unique(d.arrow().column(col_name(c))).cast(type).drop_null()
+            for d, c in zip(self.deltas, self.columns, strict=True)
+            if not d.is_empty
+        ]
+        return pc.unique(pa.concat_arrays(found)) if found else pa.array([], type)
+
+    def times(self) -> list[int]:
+        times: set[int] = set()
+        for d in self.deltas:
+            if not d.is_empty:
+                times.update(pc.unique(d.arrow().column(TIME_COLUMN)).to_pylist())
+        return sorted(times)
+
+    def pairs(self, name: str, keys: pa.Array) -> pa.Table:
+        """Every key at every time of the deltas: a table of ``name`` and ``_time``."""
+        times = self.times()
+        n = len(keys)
+        return pa.table(
+            {
+                name: pa.concat_arrays([keys] * len(times)) if times else keys.slice(0, 0),
+                TIME_COLUMN: pa.array(np.repeat(np.array(times, dtype=np.int64), n)),
+            }
+        )
+
+    def unsigned(self) -> bool:
+        """No delta has a negative diff (so neither has the join of them)."""
+        for d in self.deltas:
+            if d.is_empty:
+                continue
+            low = d.min_diff()
+            if low is None or low < 0:
+                return False
+        return True
+
+
+def attach(node: Node, key: tuple[int, ...]) -> JoinNode | None:
+    """The join under ``node`` whose inputs can serve the history of a keyed operator on
+    ``node`` keyed by ``key`` (module docs), told to do so; ``None`` when there is none."""
+    from spate.render.operators.join import JoinNode
+    from spate.render.operators.linear import FilterNode, MapNode, PassNode, ProjectNode
+
+    if len(key) != 1:
+        return None
+    (column,) = key
+    while not isinstance(node, JoinNode):
+        if isinstance(node, ProjectNode):
+            column = node.outputs[column]
+        elif isinstance(node, MapNode):
+            if column >= node.input.desc.arity:
+                return None  # a computed column: its values are not a join key's
+        elif not isinstance(node, FilterNode | PassNode):
+            return None
+        node = node.input
+    join = node
+    if join.history_columns is not None:
+        return None
+    cls = next((c for c in join.equivalences if column in c), None)
+    if cls is None:
+        return None
+    columns = []
+    for n in range(len(join.inputs)):
+        mine = [p - join.offsets[n] for p in cls if join.owner[p] == n]
+        if not mine:
+            return None
+        columns.append(mine[0])
+    join.history_columns = tuple(columns)
+    return join
+
+
+def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Lazy:
+    """The join, old and new rows, of the keys the deltas touch (at hydration: the join of
+    the deltas), as one join of each input's rows of those keys, its arrangement's and its
+    delta's together; records :class:`Touched` on the join.
+
+    The join's rows are ``old ⋈ old`` (times before the step, the groups' history) plus the
+    delta query's terms (``new ⋈ new - old ⋈ old``): joining the inputs' new rows gives both
+    at once, where the delta query would take a join per term and a union."""
+    columns = join.history_columns
+    assert columns is not None
+    has_history = all(a.rows > 0 for a in join.arrangements)
+    touched = Touched(tuple(deltas), columns, has_history)
+    join.touched = touched
+    if ctx.first or not any(a.rows > 0 for a in join.arrangements):
+        if any(d.is_empty for d in deltas):
+            return Lazy.empty()
+        parts = [join.renamed(ctx.engine.df_of_batch(d), n) for n, d in enumerate(deltas)]
+        small = all(d.rows <= SMALL_ROWS for d in deltas)
+        return Lazy(join.term(0, parts, small=small, local=small), big=not small)
+    keys = touched.keys(internal_schema(join.inputs[0].desc).field(columns[0]).type)
+    if len(keys) == 0:
+        return Lazy.empty()
+    parts = []
+    small = True
+    for n, delta in enumerate(deltas):
+        part, rows = _new_rows(join, n, columns[n], ctx, keys, delta)
+        if rows == 0:
+            return Lazy.empty()  # an input without rows of these keys: the join has none
+        small = small and rows is not None and rows <= SMALL_ROWS
+        parts.append(join.renamed(part, n))
+    return Lazy(join.term(0, parts, small=small, local=small), big=not small)
+
+
+def _new_rows(
+    join: JoinNode, n: int, column: int, ctx: StepContext, keys: pa.Array, delta: Batch
+) -> tuple[DataFrame, int | None]:
+    """Input ``n``'s rows whose class column is among ``keys``, old (its arrangement's) and
+    new (``delta``, all of whose keys are among them), and how many (``None``: unknown,
+    Spark reads the arrangement)."""
+    from pyspark.sql import functions as F
+
+    arr = join.arrangements[n]
+    desc = join.inputs[n].desc
+    exact = lookup_columns(desc, [column], null_safe=False)
+    if exact and len(keys) <= SMALL_ROWS and delta.rows <= SMALL_ROWS:
+        found = arr.lookup([column], pa.table({"k": keys}), null_safe=False)
+        if found is not None:
+            if not delta.is_empty:
+                found = concat_like(found, delta.arrow())
+            return ctx.engine.df_of_table(found, desc), int(found.num_rows)
+    old = arr.df()
+    name = col_name(column)
+    if old is not None:
+        if pa.types.is_integer(keys.type) and len(keys) <= 2 * IN_LIST_KEYS:
+            old = old.where(in_list(name, keys))
+        else:
+            wanted = ctx.engine.spark_of_arrow(pa.table({name: keys}))
+            if len(keys) <= SMALL_ROWS:
+                wanted = F.broadcast(wanted)
+            old = old.join(wanted, on=name, how="left_semi")
+    if delta.is_empty:
+        if old is None:
+            return ctx.engine.df_of_table(internal_schema(desc).empty_table(), desc), 0
+        return old, None
+    new = ctx.engine.df_of_batch(delta)
+    return (new if old is None else old.unionByName(new)), None
