@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from spate.render.operators.node import Node, StepContext
 
 
+BROADCAST_KEYS = 1_000_000
+"""Up to this many touched keys are broadcast to select an input's old rows in Spark."""
+
+
 @dataclass(frozen=True)
 class Touched:
     """One step's join input deltas, seen by the keyed operator above the join."""
@@ -180,7 +184,7 @@ def _new_rows(
             old = old.where(in_list(name, keys))
         else:
             wanted = ctx.engine.spark_of_arrow(pa.table({name: keys}))
-            if len(keys) <= SMALL_ROWS:
+            if len(keys) <= BROADCAST_KEYS:  # rather than a shuffle of every old row
                 wanted = F.broadcast(wanted)
             old = old.join(wanted, on=name, how="left_semi")
     if delta.is_empty:

@@ -5,7 +5,9 @@ For a step over ``[lo, hi)`` with input delta ``Δ``:
 
 1. ``T`` = the distinct ``(key, time)`` pairs of ``Δ`` — the only keys and times at which the
    output can change — plus ``(key, lo - 1)`` for each touched key when there is history;
-2. ``C`` = the touched keys' history (from the input arrangement, all times ``< lo``) and ``Δ``;
+2. ``C`` = the touched keys' history (from the input arrangement, all times ``< lo``) and ``Δ``
+   (over a join keyed by a join key: the join of the inputs' old and new rows of the touched
+   keys, :mod:`spate.render.operators.join_history`, and no arrangement here);
 3. for every ``(key, t)`` in ``T``: the group accumulated at ``t`` (``C`` rows of that key with
    time ``<= t``, consolidated), and the operator's output for it;
 4. the output changes at each ``t`` by ``output(t) - output(previous t of that key)``: each
