@@ -1,7 +1,11 @@
-"""Fixed plans on Spark against the reference at every time (no scalar expressions needed)."""
+"""Fixed plans on Spark against the reference at every time (no scalar expressions needed).
+
+``SPATE_SPARK_EXAMPLES=<n>`` raises the number of random keyed-over-join plans (nightly runs).
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -175,6 +179,57 @@ def test_keyed_operators_over_joins_when_spark_reads_the_join_arrangements(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
         checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
+    assert checked >= 1
+
+
+@st.composite
+def keyed_over_join(draw: st.DrawFn) -> RelationExpr:
+    """A Reduce or TopK keyed by a column of a join's key class (read from the join's inputs):
+    two or three inputs, sometimes a second class (text) and a filter, random aggregates or
+    ordering."""
+    three = draw(st.booleans())
+    operands = (BIDS, AUCTIONS, BIDS) if three else (BIDS, AUCTIONS)
+    key_class = (0, 5, 11) if three else (0, 5)
+    classes = [key_class]
+    if draw(st.booleans()):
+        classes.append((3, 6))  # bids.channel = auctions.item
+    plan: RelationExpr = Join(operands, tuple(classes))
+    if draw(st.booleans()):
+        plan = plan.filter(col("price") > lit(draw(st.integers(-5, 5))))
+    key = draw(st.sampled_from(key_class))
+    if draw(st.booleans()):
+        options = {
+            "top": max_(col("price")),
+            "n": count(),
+            "total": sum_(col("price")),
+            "channels": string_agg(col("channel"), ","),
+        }
+        names = draw(
+            st.lists(st.sampled_from(sorted(options)), min_size=1, max_size=3, unique=True)
+        )
+        return plan.reduce([key], **{n: options[n] for n in names})
+    order = ColumnOrder(2, desc=draw(st.booleans()))
+    limit = draw(st.sampled_from([1, 2, 3]))
+    return TopK(plan, (key,), (order,), limit, draw(st.sampled_from([0, 1])))
+
+
+@settings(max_examples=int(os.environ.get("SPATE_SPARK_EXAMPLES", "12")), deadline=None)
+@given(data=st.data())
+def test_random_keyed_operators_over_joins_match_reference(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    from spate.render.operators.build import Builder
+    from spate.render.operators.keyed import KeyedNode
+
+    plan = data.draw(keyed_over_join())
+    node = Builder("t").build(plan)
+    assert isinstance(node, KeyedNode) and node.joined is not None
+    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
+    as_of, cuts = data.draw(step_plan())
+    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
+    checked = run_and_check(
+        spark, tmp_path_factory.mktemp("oracle"), dataflow, streams, INPUTS, cuts
+    )
     assert checked >= 1
 
 

@@ -118,10 +118,11 @@ def attach(node: Node, key: tuple[int, ...]) -> JoinNode | None:
     if cls is None:
         return None
     columns = []
+    key_type = join.desc.columns[column].type
     for n in range(len(join.inputs)):
         mine = [p - join.offsets[n] for p in cls if join.owner[p] == n]
-        if not mine:
-            return None
+        if not mine or join.inputs[n].desc.columns[mine[0]].type != key_type:
+            return None  # (a key value of one input must be a key value of every other)
         columns.append(mine[0])
     join.history_columns = tuple(columns)
     return join
