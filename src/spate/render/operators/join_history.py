@@ -14,10 +14,10 @@ So the keyed operator keeps no arrangement of the join's output, and:
   arrangement) and new rows (its delta) — the touched groups' whole history and their changes
   in one join, where the delta query takes a join per term — and the keyed operator computes
   over that, in one Spark job: the join's delta never comes back to the driver. The touched
-  keys come from the join's input deltas (their class column: a join row's key is the value
-  its parts matched on), the step's times from the deltas' times. That is a superset of the
-  ``(key, time)`` pairs where the keyed operator's input changes; the extra ones produce
-  updates that cancel.
+  ``(key, time)`` pairs come from the join's input deltas, each row's class column and time
+  (a join row's key is the value its parts matched on, its time the latest of theirs, which
+  a delta row holds). That is a superset of the pairs where the keyed operator's input
+  changes; the extra ones produce updates that cancel.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,23 +63,24 @@ class Touched:
         ]
         return pc.unique(pa.concat_arrays(found)) if found else pa.array([], type)
 
-    def times(self) -> list[int]:
-        times: set[int] = set()
-        for d in self.deltas:
-            if not d.is_empty:
-                times.update(pc.unique(d.arrow().column(TIME_COLUMN)).to_pylist())
-        return sorted(times)
+    def pairs(self, name: str, type: pa.DataType) -> pa.Table:
+        """The ``(key, _time)`` of every delta row with a key (as ``name``, ``type``).
 
-    def pairs(self, name: str, keys: pa.Array) -> pa.Table:
-        """Every key at every time of the deltas: a table of ``name`` and ``_time``."""
-        times = self.times()
-        n = len(keys)
-        return pa.table(
-            {
-                name: pa.concat_arrays([keys] * len(times)) if times else keys.slice(0, 0),
-                TIME_COLUMN: pa.array(np.repeat(np.array(times, dtype=np.int64), n)),
-            }
-        )
+        A join row's time is the latest of its parts' times, and its key the value they
+        matched on, so every ``(key, time)`` where the join changes is among these (the part
+        with the latest time is a delta row at that time). Not every key at every time: a
+        step over many times would multiply them."""
+        tables = []
+        for d, c in zip(self.deltas, self.columns, strict=True):
+            if d.is_empty:
+                continue
+            t = d.arrow()
+            key = t.column(col_name(c)).cast(type)
+            tables.append(pa.table({name: key, TIME_COLUMN: t.column(TIME_COLUMN)}))
+        if not tables:
+            return pa.table({name: pa.array([], type), TIME_COLUMN: pa.array([], pa.int64())})
+        pairs = pa.concat_tables(tables)
+        return pairs.filter(pc.is_valid(pairs.column(name)))
 
     def unsigned(self) -> bool:
         """No delta has a negative diff (so neither has the join of them)."""

@@ -139,11 +139,11 @@ class KeyedNode:
         if ctx.first and ctx.hi == ctx.lo + 1:
             return self._hydrate(lazy.frame(), ctx.lo, lazy.big, unsigned=touched.unsigned())
         name = col_name(self.key[0])
-        keys = touched.keys(internal_schema(self.input.desc).field(self.key[0]).type)
-        if len(keys) == 0:
+        pairs = touched.pairs(name, internal_schema(self.input.desc).field(self.key[0]).type)
+        if pairs.num_rows == 0:
             return Lazy.empty()
         before = ctx.lo - 1 if touched.has_history else None
-        times_table, times = self._t(ctx, key_times(touched.pairs(name, keys), self.key, before))
+        times_table, times = self._t(ctx, key_times(pairs, self.key, before))
         return self._changes(lazy.frame(), times, times_table, lazy.big)
 
     def _changes(self, rows: DataFrame, times: DataFrame, times_table: pa.Table, big: bool) -> Lazy:
