@@ -44,7 +44,7 @@ from spate.render.operators.node import Node, StepContext
 from spate.render.peek import contents_at, finish, lookup, name_result
 from spate.repr.arrow import updates_schema
 from spate.repr.consolidate import advance_times
-from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.desc import TIME_COLUMN, RelationDesc
 from spate.repr.types import Row
 
 if TYPE_CHECKING:
@@ -283,14 +283,14 @@ class Dataflow:
         if isinstance(data, ArrowInput):
             table = to_internal(data.table, desc)
         elif data.paths and columns is not None and len(columns) < desc.arity:
-            picked = data.read([desc.columns[i].name for i in columns])
+            picked = data.read([desc.columns[i].name for i in columns])  # and _time, _diff
             full = updates_schema(desc)
             arrays = [
-                picked.column(f.name) if i in columns else pa.nulls(picked.num_rows, f.type)
+                picked.column(f.name)
+                if i in columns or i >= desc.arity
+                else pa.nulls(picked.num_rows, f.type)
                 for i, f in enumerate(full)
-                if i < desc.arity
             ]
-            arrays += [picked.column(TIME_COLUMN), picked.column(DIFF_COLUMN)]
             table = to_internal(pa.Table.from_arrays(arrays, names=full.names), desc)
         elif data.paths:
             table = to_internal(data.read(), desc)

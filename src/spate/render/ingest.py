@@ -30,7 +30,6 @@ class ArrowIngest:
     """``createDataFrame`` of an Arrow table with a Spark schema, minus the repeated lookups."""
 
     def __init__(self, spark: SparkSession) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.utils import is_timestamp_ntz_preferred
 
         self._spark = spark
@@ -44,7 +43,6 @@ class ArrowIngest:
         self._to_df = utils.toDataFrame
         self._jsession = internals._jsparkSession
         self._dir = internals.sparkContext._temp_dir
-        self._to_arrow_schema = to_arrow_schema
         self._schemas: dict[StructType, tuple[str, pa.Schema]] = {}
         self._structs: dict[pa.Schema, StructType] = {}
         self._prefer_ntz = bool(is_timestamp_ntz_preferred())
@@ -68,13 +66,16 @@ class ArrowIngest:
         """The DataFrame of ``table`` read with ``schema`` (default: as ``createDataFrame``
         would type it)."""
         from pyspark.sql.dataframe import DataFrame
-        from pyspark.sql.pandas.types import _check_arrow_table_timestamps_localize
+        from pyspark.sql.pandas.types import (
+            _check_arrow_table_timestamps_localize,
+            to_arrow_schema,
+        )
 
         if schema is None:
             schema = self.struct_of(table.schema)
         known = self._schemas.get(schema)
         if known is None:
-            arrow_schema = self._to_arrow_schema(
+            arrow_schema = to_arrow_schema(
                 schema,
                 error_on_duplicated_field_names_in_struct=True,
                 prefers_large_types=self._large,

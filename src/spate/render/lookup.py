@@ -93,12 +93,18 @@ IN_LIST_KEYS = 2_000
 list (pushed down to the Parquet scan, no broadcast job)."""
 
 
-def in_list(name: str, values: pa.Array | pa.ChunkedArray) -> Column:
+def in_list(name: str, values: pa.Array | pa.ChunkedArray) -> Column | None:
     """``name IN (…)`` over integer ``values``, as one SQL expression (one py4j call, where
-    ``Column.isin`` makes one per value)."""
+    ``Column.isin`` makes one per value); ``None`` when the values are not integers or more
+    than ``IN_LIST_KEYS`` distinct ones (the caller joins with them instead)."""
     from pyspark.sql import functions as F
 
-    distinct = pc.unique(values).to_pylist()
+    if not pa.types.is_integer(values.type):
+        return None
+    unique = pc.unique(values)
+    if len(unique) > IN_LIST_KEYS:
+        return None
+    distinct = unique.to_pylist()
     present = [int(v) for v in distinct if v is not None]
     parts = []
     if present:

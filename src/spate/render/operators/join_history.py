@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, internal_schema
-from spate.render.lookup import IN_LIST_KEYS, concat_like, in_list, lookup_columns
+from spate.render.lookup import concat_like, in_list, lookup_columns
 from spate.repr.desc import TIME_COLUMN
 
 if TYPE_CHECKING:
@@ -55,13 +55,8 @@ class Touched:
     """Every input had updates before the step (else the old join is empty)."""
 
     def keys(self, type: pa.DataType) -> pa.Array:
-        """The distinct non-NULL key values of the deltas (as ``type``)."""
-        found = [
-            pc.unique(d.arrow().column(col_name(c))).cast(type).drop_null()
-            for d, c in zip(self.deltas, self.columns, strict=True)
-            if not d.is_empty
-        ]
-        return pc.unique(pa.concat_arrays(found)) if found else pa.array([], type)
+        """The distinct key values of the deltas (as ``type``)."""
+        return pc.unique(self.pairs("k", type).column("k"))
 
     def pairs(self, name: str, type: pa.DataType) -> pa.Table:
         """The ``(key, _time)`` of every delta row with a key (as ``name``, ``type``).
@@ -138,10 +133,10 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
     at once, where the delta query would take a join per term and a union."""
     columns = join.history_columns
     assert columns is not None
-    has_history = all(a.rows > 0 for a in join.arrangements)
-    touched = Touched(tuple(deltas), columns, has_history)
+    held = [a.rows > 0 for a in join.arrangements]
+    touched = Touched(tuple(deltas), columns, has_history=all(held))
     join.touched = touched
-    if ctx.first or not any(a.rows > 0 for a in join.arrangements):
+    if not any(held):  # hydration, or nothing before: the join of the deltas
         if any(d.is_empty for d in deltas):
             return Lazy.empty()
         parts = [join.renamed(ctx.engine.df_of_batch(d), n) for n, d in enumerate(deltas)]
@@ -181,8 +176,9 @@ def _new_rows(
     old = arr.df()
     name = col_name(column)
     if old is not None:
-        if pa.types.is_integer(keys.type) and len(keys) <= 2 * IN_LIST_KEYS:
-            old = old.where(in_list(name, keys))
+        listed = in_list(name, keys)
+        if listed is not None:
+            old = old.where(listed)
         else:
             wanted = ctx.engine.spark_of_arrow(pa.table({name: keys}))
             if len(keys) <= BROADCAST_KEYS:  # rather than a shuffle of every old row

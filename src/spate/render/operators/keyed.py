@@ -35,7 +35,7 @@ from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
 from spate.render.batch import SMALL_ROWS, Batch, Lazy
 from spate.render.layout import col_name, data_names, internal_schema
-from spate.render.lookup import IN_LIST_KEYS, concat_like, in_list, lookup_columns
+from spate.render.lookup import concat_like, in_list, lookup_columns
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -175,17 +175,16 @@ class KeyedNode:
         return Lazy(out_updates, big=big)
 
     def _nonzero(self) -> Column:
-        """A group's rows with a non-zero multiplicity, failing on a negative one (except for
-        Threshold): the check rides in the filter, so it costs the plan no operator."""
+        """A group's rows with a non-zero multiplicity, failing on a negative one (an
+        evaluation error, except for Threshold): the check rides in the filter, so it costs
+        the plan no operator."""
         from pyspark.sql import functions as F
 
         diff = F.col(DIFF_COLUMN)
         if self.kind == "threshold":
             return diff != 0
-        return F.when(diff < 0, F.raise_error(F.lit(self._negative_message()))).otherwise(diff) != 0
-
-    def _negative_message(self) -> str:
-        return f"{self.kind} {self.name}: an input row has a negative multiplicity"
+        message = f"{self.kind} {self.name}: an input row has a negative multiplicity"
+        return F.when(diff < 0, F.raise_error(F.lit(message))).otherwise(diff) != 0
 
     @staticmethod
     def _t_condition(keys: list[str]) -> Column:
@@ -246,12 +245,9 @@ class KeyedNode:
         keys = [col_name(k) for k in self.key]
         if not keys:
             return history
-        if (
-            len(keys) == 1
-            and pa.types.is_integer(times_table.schema.field(keys[0]).type)
-            and times_table.num_rows <= 2 * IN_LIST_KEYS
-        ):
-            return history.where(in_list(keys[0], times_table.column(keys[0])))
+        listed = in_list(keys[0], times_table.column(keys[0])) if len(keys) == 1 else None
+        if listed is not None:
+            return history.where(listed)
         touched = times.where(F.col(_AT) == before).select(
             *[F.col(f"_tk{i}").alias(k) for i, k in enumerate(keys)]
         )
@@ -285,29 +281,15 @@ class KeyedNode:
             groups = (
                 d.groupBy(*data_names(self.input.desc.arity))
                 .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
-                .where(F.col(DIFF_COLUMN) != 0)
+                .where(self._columns.get("nonzero", self._nonzero))
             )
-            out = self._outputs(self._checked(groups), stamped=stamped)
+            out = self._outputs(groups, stamped=stamped)
         cols = data_names(self.desc.arity)
         return Lazy(
             out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
             big,
             consolidated=True,  # one row per output row of each group, all at `at`
         )
-
-    def _checked(self, groups: DataFrame) -> DataFrame:
-        """Negative multiplicities are an evaluation error (except for Threshold)."""
-        from pyspark.sql import functions as F
-
-        if self.kind == "threshold":
-            return groups
-        checked = self._columns.get(
-            "checked",
-            lambda: F.when(
-                F.col(DIFF_COLUMN) < 0, F.raise_error(F.lit(self._negative_message()))
-            ).otherwise(F.col(DIFF_COLUMN)),
-        )
-        return groups.withColumn(DIFF_COLUMN, checked)
 
     def _outputs(self, groups: DataFrame, stamped: list[Column] | None = None) -> DataFrame:
         """The output rows of every ``(key, _at)`` group: data columns, ``_at``, the carried
