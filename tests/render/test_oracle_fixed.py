@@ -59,19 +59,32 @@ def step_plan(draw: st.DrawFn) -> tuple[int, list[int]]:
     return as_of, cuts
 
 
+def check_plan(
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    data: st.DataObject,
+    plan: RelationExpr,
+    *,
+    joined: bool = False,
+) -> None:
+    """Random input streams (``joined``: longer, join keys and texts folded so that most
+    updates join) fed to ``plan`` in random steps; every export checked at every time."""
+    streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=16 if joined else 12))
+    if joined:
+        streams = _fold(streams)
+    as_of, cuts = data.draw(step_plan())
+    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
+    scratch: Path = tmp_path_factory.mktemp("oracle")
+    assert run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts) >= 1
+
+
 @pytest.mark.parametrize("name", sorted(PLANS))
 @settings(max_examples=4)
 @given(data=st.data())
 def test_fixed_plan_matches_reference_at_every_time(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, name: str, data: st.DataObject
 ) -> None:
-    plan = PLANS[name]
-    streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
-    scratch: Path = tmp_path_factory.mktemp("oracle")
-    checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
-    assert checked >= 1
+    check_plan(spark, tmp_path_factory, data, PLANS[name])
 
 
 @pytest.mark.parametrize("name", ["join", "self_join", "distinct", "top2", "top_offset"])
@@ -84,15 +97,9 @@ def test_plans_match_reference_when_spark_reads_the_arrangements(
     Spark reads the arrangements and selects the touched keys itself."""
     import spate.render.arrangement as arrangement
 
-    plan = PLANS[name]
-    streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
-    scratch: Path = tmp_path_factory.mktemp("oracle")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
-        checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
-    assert checked >= 1
+        check_plan(spark, tmp_path_factory, data, PLANS[name])
 
 
 JOIN_FED: dict[str, RelationExpr] = {
@@ -153,13 +160,7 @@ def test_keyed_operators_fed_by_joins_match_reference(
 ) -> None:
     """A keyed operator whose input is a join, its key from the side of the delta, from the
     other side, or from both (the keyed operator's lookups then follow the join's)."""
-    plan = JOIN_FED[name]
-    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
-    scratch: Path = tmp_path_factory.mktemp("oracle")
-    checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
-    assert checked >= 1
+    check_plan(spark, tmp_path_factory, data, JOIN_FED[name], joined=True)
 
 
 @pytest.mark.parametrize("name", FUSED)
@@ -172,14 +173,9 @@ def test_keyed_operators_over_joins_when_spark_reads_the_join_arrangements(
     keys (an IN list for integer keys, a semi-join for text)."""
     import spate.render.arrangement as arrangement
 
-    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(JOIN_FED[name], INPUTS, as_of=as_of)
-    scratch: Path = tmp_path_factory.mktemp("oracle")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(arrangement, "LOOKUP_MAX_ROWS", -1)
-        checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
-    assert checked >= 1
+        check_plan(spark, tmp_path_factory, data, JOIN_FED[name], joined=True)
 
 
 @st.composite
@@ -224,13 +220,7 @@ def test_random_keyed_operators_over_joins_match_reference(
     plan = data.draw(keyed_over_join())
     node = Builder("t").build(plan)
     assert isinstance(node, KeyedNode) and node.joined is not None
-    streams = _fold(data.draw(input_streams(INPUTS, max_time=9, max_updates=16)))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
-    checked = run_and_check(
-        spark, tmp_path_factory.mktemp("oracle"), dataflow, streams, INPUTS, cuts
-    )
-    assert checked >= 1
+    check_plan(spark, tmp_path_factory, data, plan, joined=True)
 
 
 def test_keyed_operators_read_the_join_inputs_only_when_keyed_by_a_join_key() -> None:
@@ -268,12 +258,6 @@ def test_plans_match_reference_on_the_large_paths(
     """Every delta treated as large: Parquet instead of Arrow, snapshots and what is projected
     from them left unconsolidated, a reduce hydrated without consolidating its input when no
     diff is negative (and with it when one is)."""
-    plan = LARGE_PATH_PLANS[name]
-    streams = data.draw(input_streams(INPUTS, max_time=9, max_updates=12))
-    as_of, cuts = data.draw(step_plan())
-    dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
-    scratch: Path = tmp_path_factory.mktemp("oracle")
     with pytest.MonkeyPatch.context() as mp:
         make_every_delta_large(mp)
-        checked = run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts)
-    assert checked >= 1
+        check_plan(spark, tmp_path_factory, data, LARGE_PATH_PLANS[name])
