@@ -249,9 +249,15 @@ class Environment:
         order_by: Sequence[str] = (),
         limit: int | None = None,
         timeout: float = 60.0,
+        isolation: str = "strict serializable",
     ) -> pa.Table:
-        """The contents of ``target`` (a name or a plan) at ``as_of`` (default: consistent with
-        every acknowledged write). ``order_by`` names columns, ``-name`` for descending."""
+        """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
+        columns, ``-name`` for descending.
+
+        Without ``as_of``, a ``"strict serializable"`` read (the default) observes every write
+        acknowledged before it and the sources' data up to about the present, waiting for its
+        inputs to get there; a ``"serializable"`` read answers at the latest time its inputs
+        have completed, without waiting."""
         return self._run(
             reads.select(
                 self.runtime,
@@ -261,6 +267,7 @@ class Environment:
                 order_by=order_by,
                 limit=limit,
                 timeout=timeout,
+                isolation=isolation,
             ),
             timeout + 30,
         )

@@ -8,9 +8,12 @@
    ``now() < expires``) its highest bid and the seller's name — a join, a top-1 with retractions
    when a higher bid arrives, and a temporal filter that retracts each auction when it closes.
 5. An index on it, which reads serve without a Spark job.
-6. About a minute of a live view: the top winning bids, collections with since / upper / lag,
-   replicas with health and hydration. Halfway, one replica is killed with SIGKILL: the
-   survivor keeps answering, the orchestrator restarts the dead one, and it rehydrates.
+6. Once both replicas have hydrated, about a minute of a live view: the top winning bids (a
+   serializable read of the index: the latest complete time, no waiting), collections with
+   since / upper / lag, replicas with health and hydration. A third of the way in, one replica
+   is killed with SIGKILL: the survivor keeps answering, the orchestrator restarts the dead
+   one, and it rehydrates (the demo waits for it, up to ``REHYDRATION_WAIT_S``, after the
+   minute).
 7. A closing summary, including a check that the maintained view equals a recomputation of
    the same plan from its inputs at the same time.
 """
@@ -41,6 +44,8 @@ CLUSTER = "auction"
 VIEW = "winning_bids"
 INDEX = "winning_bids_by_auction"
 INPUTS = ("auction_persons", "auction_auctions", "auction_bids")
+HYDRATION_WAIT_S = 180.0
+REHYDRATION_WAIT_S = 120.0
 
 
 def winning_bids_plan(env: Environment) -> RelationExpr:
@@ -66,9 +71,13 @@ class DemoReport:
     peeks: int = 0
     peek_ms: list[float] = field(default_factory=list)
     peek_errors: int = 0
+    shown_rows: int = 0  # the most rows one live read showed
     killed_pid: int | None = None
     restarts: int = 0
+    hydrated_after_s: float | None = None
     rehydrated: bool = False
+    rehydrated_after_s: float | None = None
+    read_lag_ms: list[int] = field(default_factory=list)
     final_rows: int = 0
     matches_recomputation: bool | None = None
     check_ts: int | None = None
@@ -79,6 +88,8 @@ class DemoReport:
         t.add_column("what")
         t.add_column("value")
         t.add_row("ran for", f"{self.duration_s:.0f} s")
+        hydrated = self.hydrated_after_s
+        t.add_row("replicas hydrated after", f"{hydrated:.0f} s" if hydrated is not None else "no")
         for name, n in self.ingested.items():
             t.add_row(f"rows in {name}", f"{n:,}")
         if self.peek_ms:
@@ -88,9 +99,17 @@ class DemoReport:
                 f"{self.peeks} (p50 {statistics.median(p):.0f} ms, "
                 f"p99 {p[min(len(p) - 1, int(len(p) * 0.99))]:.0f} ms, {self.peek_errors} failed)",
             )
+        if self.read_lag_ms:
+            t.add_row(
+                "index reads' data lag (p50)", f"{statistics.median(self.read_lag_ms):.0f} ms"
+            )
         t.add_row("replica killed", f"pid {self.killed_pid}" if self.killed_pid else "no")
         t.add_row("replica restarts", str(self.restarts))
-        t.add_row("killed replica rehydrated", "yes" if self.rehydrated else "no")
+        after = self.rehydrated_after_s
+        t.add_row(
+            "killed replica rehydrated",
+            f"yes, {after:.0f} s after the kill" if self.rehydrated and after else "no",
+        )
         t.add_row(f"{VIEW} rows", str(self.final_rows))
         check = {True: "yes", False: "NO", None: "not checked"}[self.matches_recomputation]
         t.add_row(f"{VIEW} == recomputation at {self.check_ts}", check)
@@ -129,13 +148,19 @@ def _top(env: Environment, report: DemoReport) -> Table:
         t.add_column(h)
     start = time.perf_counter()
     try:
-        rows = env.select(VIEW, order_by=["-price"], limit=8, timeout=20).to_pylist()
+        rows = env.select(
+            VIEW, order_by=["-price"], limit=8, timeout=20, isolation="serializable"
+        ).to_pylist()
     except Exception as e:  # keep the live view going; the summary counts failures
         report.peek_errors += 1
         t.caption = f"read failed: {e}"
         return t
     report.peeks += 1
     report.peek_ms.append((time.perf_counter() - start) * 1000)
+    report.shown_rows = max(report.shown_rows, len(rows))
+    upper = env.status().collection(INDEX).upper.as_option()
+    if upper is not None:
+        report.read_lag_ms.append(max(0, env.runtime.clock.now_millis() - upper))
     for r in rows:
         t.add_row(
             str(r["auction"]),
@@ -146,6 +171,29 @@ def _top(env: Environment, report: DemoReport) -> Table:
             str(r["category"]),
         )
     return t
+
+
+def _hydrated(env: Environment, replica: str | None = None) -> bool:
+    """Every (or the named) replica of the cluster is connected and has hydrated everything."""
+    replicas = [r for r in env.status().replicas if r.cluster == CLUSTER]
+    wanted = [r for r in replicas if replica is None or r.name == replica]
+    return bool(wanted) and all(
+        r.health == "connected" and r.collections > 0 and r.hydrated == r.collections
+        for r in wanted
+    )
+
+
+def _wait(
+    env: Environment, live: Live, what: str, timeout_s: float, replica: str | None = None
+) -> float | None:
+    """Show the status until the replicas hydrate; seconds it took (``None``: not in time)."""
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < timeout_s:
+        if _hydrated(env, replica):
+            return elapsed
+        live.update(Group(Panel(f"spate demo — {what}… {elapsed:.0f} s"), *env.status().tables()))
+        time.sleep(1.0)
+    return None
 
 
 def run_demo(
@@ -165,30 +213,16 @@ def run_demo(
     env = Environment.open(directory)
     try:
         _setup(env, console, rate=rate)
-        started = time.monotonic()
-        killed_at: float | None = None
         with Live(console=console, refresh_per_second=2, transient=False) as live:
-            while (elapsed := time.monotonic() - started) < duration_s:
-                if kill and killed_at is None and elapsed >= duration_s / 2:
-                    pid = env.runtime.orchestrator.pid(f"{CLUSTER}-r1")
-                    if pid is not None:
-                        os.kill(pid, signal.SIGKILL)
-                        report.killed_pid = pid
-                        killed_at = elapsed
-                status = env.status()
-                note = (
-                    f"replica r1 killed (pid {report.killed_pid}) at {killed_at:.0f} s"
-                    if killed_at is not None
-                    else f"replica r1 will be killed at {duration_s / 2:.0f} s"
-                )
-                live.update(
-                    Group(
-                        Panel(f"spate demo — {elapsed:.0f}/{duration_s:.0f} s — {note}"),
-                        _top(env, report),
-                        *status.tables(),
-                    )
-                )
-                time.sleep(1.0)
+            report.hydrated_after_s = _wait(
+                env, live, "starting the replicas (Spark drivers) and hydrating", HYDRATION_WAIT_S
+            )
+            killed_at = _live(env, live, report, kill=kill)
+            if killed_at is not None:
+                waited = _wait(env, live, "waiting for r1 to rehydrate", REHYDRATION_WAIT_S, "r1")
+                report.rehydrated = waited is not None
+                if waited is not None:
+                    report.rehydrated_after_s = time.monotonic() - killed_at
         _finish(env, report, console)
     finally:
         env.close()
@@ -198,12 +232,38 @@ def run_demo(
     return report
 
 
+def _live(env: Environment, live: Live, report: DemoReport, *, kill: bool) -> float | None:
+    """The live view for ``report.duration_s``; when r1 was killed (monotonic clock)."""
+    duration_s = report.duration_s
+    started = time.monotonic()
+    killed_at: float | None = None
+    while (elapsed := time.monotonic() - started) < duration_s:
+        if kill and killed_at is None and elapsed >= duration_s / 3:
+            pid = env.runtime.orchestrator.pid(f"{CLUSTER}-r1")
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                report.killed_pid = pid
+                killed_at = time.monotonic()
+        status = env.status()
+        note = (
+            f"replica r1 killed (pid {report.killed_pid}) at {killed_at - started:.0f} s"
+            if killed_at is not None
+            else f"replica r1 will be killed at {duration_s / 3:.0f} s"
+        )
+        live.update(
+            Group(
+                Panel(f"spate demo — {elapsed:.0f}/{duration_s:.0f} s — {note}"),
+                _top(env, report),
+                *status.tables(),
+            )
+        )
+        time.sleep(1.0)
+    return killed_at
+
+
 def _finish(env: Environment, report: DemoReport, console: Console) -> None:
-    status = env.status()
-    for r in status.replicas:
+    for r in env.status().replicas:
         report.restarts += r.restarts
-        if r.name == "r1":
-            report.rehydrated = r.health == "connected" and r.hydrated == r.collections
     # The maintained view (through its index) against the same plan computed from scratch by a
     # one-off dataflow over the inputs, both at one timestamp.
     console.print("checking the view against a recomputation from its inputs…")

@@ -1,8 +1,12 @@
 """Reads: SELECT (a peek) and SUBSCRIBE (a stream of changes).
 
 **Timestamps.** A read defaults to ``max(oracle.read_ts(), since of every input)``: it observes
-every acknowledged write (strict serializability) and is still readable. The peek waits until
-the inputs' uppers pass it. An explicit ``as_of`` below an input's since is an error naming both.
+every acknowledged write (strict serializability) and is still readable. The read timestamp
+follows the wall clock (the table tick), so the peek waits until the inputs' uppers pass it:
+the answer is as fresh as the present, at the cost of waiting out the inputs' lag. A
+``serializable`` read instead takes the latest time every input has completed (``upper - 1``,
+at least the since): it never waits for freshness, but may miss writes acknowledged since. An
+explicit ``as_of`` below an input's since is an error naming both.
 
 **Paths**, cheapest first:
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
+from typing import Final, Literal, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +47,7 @@ from spate.environment.planning import (
 from spate.environment.runtime import Runtime
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
-from spate.ids import PeekId
+from spate.ids import GlobalId, PeekId
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
@@ -78,24 +83,60 @@ def resolve(rt: Runtime, target: str | RelationExpr) -> Target:
     return Target(target, "query")
 
 
-def _since_of_index(rt: Runtime, item: IndexItem) -> Frontier:
-    return rt.compute.collection_frontiers(item.id, rt.instance_of(item.cluster)).read_frontier
+Isolation = Literal["strict serializable", "serializable"]
+ISOLATION_LEVELS: Final[tuple[str, ...]] = get_args(Isolation)
 
 
-def _pick_timestamp(rt: Runtime, sinces: Sequence[tuple[str, Frontier]], as_of: int | None) -> int:
+def check_isolation(isolation: str) -> Isolation:
+    if isolation == "strict serializable":
+        return "strict serializable"
+    if isolation == "serializable":
+        return "serializable"
+    raise UsageError(f"isolation {isolation!r} is not one of {', '.join(ISOLATION_LEVELS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInput:
+    """A collection a read depends on: its name (for errors), since and upper."""
+
+    name: str
+    since: Frontier
+    upper: Frontier
+
+
+def _index_input(rt: Runtime, item: IndexItem) -> ReadInput:
+    f = rt.compute.collection_frontiers(item.id, rt.instance_of(item.cluster))
+    return ReadInput(item.name, f.read_frontier, f.write_frontier)
+
+
+def _storage_input(rt: Runtime, id: GlobalId, name: str) -> ReadInput:
+    f = rt.storage.collection_frontiers(id)
+    return ReadInput(name, f.since, f.upper)
+
+
+def _pick_timestamp(
+    rt: Runtime,
+    inputs: Sequence[ReadInput],
+    as_of: int | None,
+    isolation: Isolation = "strict serializable",
+) -> int:
     latest_since = 0
-    for name, since in sinces:
-        t = since.as_option()
+    for i in inputs:
+        t = i.since.as_option()
         if t is None:
-            raise ReadBeforeSince(f"{name} can no longer be read (its since is {{}})")
+            raise ReadBeforeSince(f"{i.name} can no longer be read (its since is {{}})")
         if as_of is not None and as_of < t:
             raise ReadBeforeSince(
-                f"read of {name} at {as_of} is before its since {since}: those times have been "
-                "compacted away (see set_retain_history)"
+                f"read of {i.name} at {as_of} is before its since {i.since}: those times have "
+                "been compacted away (see set_retain_history)"
             )
         latest_since = max(latest_since, t)
     if as_of is not None:
         return as_of
+    if isolation == "serializable":
+        complete = [u - 1 for i in inputs if (u := i.upper.as_option()) is not None]
+        freshest = min(complete) if complete else rt.oracle.read_ts()
+        return max(freshest, latest_since)
     return max(rt.oracle.read_ts(), latest_since)
 
 
@@ -159,7 +200,9 @@ async def select(
     order_by: Sequence[str] = (),
     limit: int | None = None,
     timeout: float = 60.0,
+    isolation: str = "strict serializable",
 ) -> pa.Table:
+    level = check_isolation(isolation)
     t = resolve(rt, target)
     desc = t.plan.desc
     finishing = _finishing(desc, order_by, limit)
@@ -177,13 +220,12 @@ async def select(
             None,
         )
         if index is not None:
-            ts = _pick_timestamp(rt, [(index.name, _since_of_index(rt, index))], as_of)
+            ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, level)
             return await _peek(
                 rt, index.cluster, IndexTarget(index.id), ts, desc, finishing, timeout
             )
         if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem)):
-            since = rt.storage.collection_frontiers(item.id).since
-            ts = _pick_timestamp(rt, [(item.name, since)], as_of)
+            ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, level)
             with_replicas = [c.name for c in rt.catalog.clusters if c.replicas]
             if cluster is None and not with_replicas:
                 # Hold the collection at ts while waiting for its upper to pass ts.
@@ -200,7 +242,7 @@ async def select(
             return await _peek(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
             )
-    return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout)
+    return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout, level)
 
 
 def _rows_table(
@@ -228,11 +270,11 @@ async def _select_dataflow(
     cluster: str | None,
     finishing: RowSetFinishing,
     timeout: float,
+    isolation: Isolation,
 ) -> pa.Table:
     inlined = inline_views(plan, rt.catalog)
-    inputs = storage_inputs(inlined)
-    sinces = [(str(i), rt.storage.collection_frontiers(i).since) for i in inputs]
-    ts = _pick_timestamp(rt, sinces, as_of)
+    inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
+    ts = _pick_timestamp(rt, inputs, as_of, isolation)
     name = rt.default_cluster(cluster)
     instance = rt.instance_of(name)
     build, index = rt.transient_id(), rt.transient_id()
@@ -256,9 +298,8 @@ async def subscribe(
     """Yield the changes of ``target`` from ``as_of`` on, one list per closed interval."""
     t = resolve(rt, target)
     inlined = inline_views(t.plan, rt.catalog)
-    inputs = storage_inputs(inlined)
-    sinces = [(str(i), rt.storage.collection_frontiers(i).since) for i in inputs]
-    ts = _pick_timestamp(rt, sinces, as_of)
+    inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
+    ts = _pick_timestamp(rt, inputs, as_of)
     if up_to is not None and up_to <= ts:
         raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
     name = rt.default_cluster(cluster)

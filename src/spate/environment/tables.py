@@ -8,6 +8,9 @@ no other write in between.
 
 The tick advances every table's upper to a fresh timestamp about once a second (an empty
 append), so that reads at the current read timestamp and views over idle tables keep moving.
+With no tables it still advances the read timestamp to the wall clock, as an acknowledged empty
+write would: a read of source-fed data then observes the present, waiting for the sources'
+uppers to pass it, rather than the oldest time still readable.
 """
 
 from __future__ import annotations
@@ -139,10 +142,14 @@ async def update(
 
 
 async def advance_tables(rt: Runtime) -> int | None:
-    """Move every table's upper to a fresh timestamp; return it (``None``: no tables)."""
+    """Move every table's upper, and the read timestamp, to a fresh timestamp; return it
+    (``None``: the tables could not be advanced)."""
     tables = [i for i in rt.catalog if isinstance(i, TableItem)]
     if not tables:
-        return None
+        async with rt.write_lock:
+            ts = rt.oracle.write_ts()
+            rt.oracle.apply_write(ts)
+            return ts
     async with rt.write_lock:
         for _ in range(_ATTEMPTS):
             ts = rt.oracle.write_ts()
