@@ -159,8 +159,14 @@ class KeyedNode:
             # Small: one partition, so that neither the join nor the groupings below need a
             # shuffle or a broadcast (each a Spark job or stage of its own): one stage in all.
             rows, t = rows.coalesce(1), t.coalesce(1).hint("shuffle_hash")
-        elif times_table.num_rows <= SMALL_ROWS:
-            t = F.broadcast(t)
+        else:
+            if times_table.num_rows <= SMALL_ROWS:
+                t = F.broadcast(t)
+            if self.key:
+                # One shuffle by key, before the join with T, serves both groupings below
+                # (by row, then by group: each clusters by the key), where each would shuffle
+                # its own input, the first twice as many rows (a row per entry of T)
+                rows = rows.repartition(*keys)
         data = data_names(in_desc.arity)
         groups = (
             rows.join(t, on=self._columns.get("cond", lambda: self._t_condition(keys)), how="inner")
