@@ -72,6 +72,10 @@ def replica(
     secret_file: Annotated[
         Path | None, typer.Option(help="file holding the transport secret")
     ] = None,
+    secrets_dir: Annotated[
+        Path | None,
+        typer.Option(help="storage: directory of the connections' secrets (one file per id)"),
+    ] = None,
     replica_id: Annotated[str | None, typer.Option(help="this replica's id (r1…)")] = None,
     spark_master: Annotated[
         str | None,
@@ -124,6 +128,7 @@ def replica(
             secret_file=secret_file,
             replica_id=replica_id,
             spark_master=spark_master or "local[1]",
+            secrets_dir=secrets_dir,
         )
         return
     raise typer.BadParameter(f"unknown replica role {role!r}; known: storage, compute")

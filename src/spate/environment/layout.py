@@ -5,6 +5,7 @@
     <data_dir>/blob/             persist blobs (Parquet batches)
     <data_dir>/consensus.db      persist consensus, catalog, timestamp oracle, epochs (SQLite)
     <data_dir>/secret            the replicas' shared transport secret (mode 0600)
+    <data_dir>/secrets/<id>      connections' secrets, out of consensus (mode 0600; dir 0700)
     <data_dir>/services/<name>/  one directory per replica service (ports, pid, log, scratch)
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
 from spate.persist.location import PersistLocation
 from spate.protocol.secret import Secret
+from spate.storage.secrets import SecretsDir
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +30,13 @@ class Layout:
     @property
     def secret_file(self) -> Path:
         return self.data_dir / "secret"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.data_dir / "secrets"
+
+    def secrets(self) -> SecretsDir:
+        return SecretsDir(self.secrets_dir)
 
     def location(self) -> PersistLocation:
         return PersistLocation.embedded(self.data_dir)
@@ -94,6 +103,8 @@ def storage_replica_service(layout: Layout, replica: str) -> ServiceConfig:
             "127.0.0.1:{port:listen}",
             "--secret-file",
             str(layout.secret_file),
+            "--secrets-dir",
+            str(layout.secrets_dir),
             "--blob-uri",
             loc.blob_uri,
             "--consensus-uri",

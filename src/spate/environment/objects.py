@@ -60,6 +60,7 @@ from spate.storage.controller.types import (
     OtherSource,
     TableSource,
 )
+from spate.storage.secrets import referenced
 from spate.storage.sources.open import load_generator, progress_desc
 
 _log: Final = logging.getLogger("spate.environment")
@@ -236,7 +237,26 @@ async def create_source(
     """
     if isinstance(connection, LoadGeneratorSource) and connection.base_time_ms is None:
         connection = dataclasses.replace(connection, base_time_ms=rt.clock.now_millis())
-    outputs = await asyncio.to_thread(_source_outputs, connection, tables, desc)
+    secrets = rt.layout.secrets()
+    outputs = await asyncio.to_thread(_source_outputs, secrets.resolve(connection), tables, desc)
+    # From here on only a reference to the secret: the catalog and the storage controller's
+    # metadata live in consensus (:mod:`spate.storage.secrets`).
+    stored = secrets.externalize(connection)
+    try:
+        return await _create_source(rt, name, stored, outputs, names)
+    except BaseException:
+        if stored is not connection:  # stored by this call: a failed call leaves nothing
+            _forget_secret(rt, stored)
+        raise
+
+
+async def _create_source(
+    rt: Runtime,
+    name: str,
+    connection: SourceConnection,
+    outputs: dict[str, RelationDesc],
+    names: Mapping[str, str] | None,
+) -> dict[str, GlobalId]:
     state, source_id = rt.catalog.allocate_id()
     items: list[Item] = [SourceItem(name, source_id, connection, progress_desc(connection))]
     exports: dict[GlobalId, str] = {}
@@ -276,17 +296,35 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
             "materialized views"
         )
     state, id = rt.catalog.allocate_id()
-    item = SinkItem(name, id, source.id, connection)
-    state.add_item(item)
-    await ensure_storage_replica(rt)
-    token = rt.storage.prepare_export(id, source.id)
+    stored = rt.layout.secrets().externalize(connection)
+    item = SinkItem(name, id, source.id, stored)
     try:
-        await rt.storage.create_exports([(token, ExportDescription(STORAGE_INSTANCE, connection))])
+        state.add_item(item)
+        await ensure_storage_replica(rt)
+        token = rt.storage.prepare_export(id, source.id)
+        try:
+            await rt.storage.create_exports([(token, ExportDescription(STORAGE_INSTANCE, stored))])
+        except BaseException:
+            rt.storage.cancel_prepare_export(token)
+            raise
+        rt.commit(lambda s: with_id(s, item))
     except BaseException:
-        rt.storage.cancel_prepare_export(token)
+        if stored is not connection:  # stored by this call: a failed call leaves nothing
+            _forget_secret(rt, stored)
         raise
-    rt.commit(lambda s: with_id(s, item))
     return id
+
+
+def _forget_secret(rt: Runtime, connection: object) -> None:
+    """Delete the secret ``connection`` references, unless a catalog item still uses it (the
+    environment owns the secrets in its directory: :mod:`spate.storage.secrets`)."""
+    ref = referenced(connection)
+    if ref is None:
+        return
+    for item in rt.catalog:
+        if isinstance(item, (SourceItem, SinkItem)) and referenced(item.connection) == ref:
+            return
+    rt.layout.secrets().delete(ref)
 
 
 # --- drop, retain history, restore ------------------------------------------------------------
@@ -311,6 +349,8 @@ async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     rt.commit(lambda s: s.remove_items(frozenset(i.id for i in doomed)))
     for victim in doomed:
         _release(rt, victim)
+        if isinstance(victim, (SourceItem, SinkItem)):
+            _forget_secret(rt, victim.connection)
     return [v.name for v in doomed]
 
 

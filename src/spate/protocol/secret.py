@@ -7,6 +7,7 @@ password). It travels on the (authenticated) wire as a registered type, prints a
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,30 @@ class Secret:
     def from_file(cls, path: Path | str) -> Secret:
         """The secret stored in ``path`` (surrounding whitespace removed)."""
         return cls(Path(path).read_text().strip())
+
+
+_REF_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+@wire("common.secret_ref")
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """A secret kept outside the catalog and consensus, by id: durable descriptions (the
+    catalog, the storage controller's metadata, command histories) hold this, and the replica
+    that uses the connection reads the value from its secrets directory
+    (:class:`spate.storage.secrets.SecretsDir`)."""
+
+    id: str
+
+    def __post_init__(self) -> None:
+        if not _REF_ID.fullmatch(self.id):
+            raise ValueError(f"secret reference id {self.id!r} is not [A-Za-z0-9_-]{{1,128}}")
+
+    def reveal(self) -> str:
+        raise LookupError(
+            f"secret {self.id} was not resolved: the replica reads it from its secrets "
+            "directory (--secrets-dir) before using the connection"
+        )
 
 
 def secret_bytes(secret: object) -> bytes | None:

@@ -11,7 +11,9 @@ A **sink** writes the changes of one collection (``from_id``, read from persist 
 progress is committed with the data (a manifest in the Parquet directory, a progress row in
 the same PostgreSQL transaction).
 
-Secrets (connection strings) are :class:`~spate.protocol.secret.Secret` and never printed.
+Secrets (connection strings) are :class:`~spate.protocol.secret.Secret` and never printed, or
+:class:`~spate.protocol.secret.SecretRef` (the value kept in the replica's secrets directory,
+out of every durable description).
 Every type here is a frozen, registered wire type; bump its version when fields change.
 """
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
-from spate.protocol.secret import Secret
+from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
 
@@ -140,7 +142,7 @@ class PostgresSource:
     ``slot``, resuming from the LSN recorded in the remap collection.
     """
 
-    connection: Secret
+    connection: Secret | SecretRef
     publication: str
     slot: str
 
@@ -238,7 +240,7 @@ class PostgresSinkConnection:
     sink's upper in ``progress_table`` (keyed by the sink id). ``key``: column names of the
     upsert key (required for ``UPSERT``, unused for ``CHANGELOG``)."""
 
-    connection: Secret
+    connection: Secret | SecretRef
     table: str
     mode: PostgresSinkMode
     key: tuple[str, ...] = ()

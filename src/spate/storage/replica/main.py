@@ -23,6 +23,7 @@ from spate.persist.location import PersistLocation
 from spate.protocol.secret import Secret
 from spate.protocol.transport import serve
 from spate.storage.replica.server import ReplicaContext, StorageReplica
+from spate.storage.secrets import SecretsDir
 from spate.storage.sources.stash import BlobStash
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ async def serve_storage_replica(
     replica_id: ReplicaId | None = None,
     spark_master: str = "local[1]",
     stop: asyncio.Event | None = None,
+    secrets: SecretsDir | None = None,
 ) -> None:
     """Run a storage replica until ``stop`` is set (or forever)."""
     client = PersistClient(location, clock=SystemClock(), ids=SystemIdGen())
@@ -56,6 +58,7 @@ async def serve_storage_replica(
         ids=SystemIdGen(),
         replica_id=replica_id,
         spark=lambda: spark_factory(spark_master),
+        secrets=secrets,
     )
     replica = StorageReplica(ctx)
     server = await serve(host, port, role="storage", handler=replica.handle, secret=secret)
@@ -82,6 +85,7 @@ def run(
     secret_file: Path | None,
     replica_id: str | None,
     spark_master: str,
+    secrets_dir: Path | None = None,
 ) -> None:
     """The blocking entry of the ``replica --role storage`` command."""
     logging.basicConfig(
@@ -98,5 +102,6 @@ def run(
             secret=secret,
             replica_id=ReplicaId.parse(replica_id) if replica_id else None,
             spark_master=spark_master,
+            secrets=SecretsDir(secrets_dir) if secrets_dir is not None else None,
         )
     )

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +58,7 @@ from spate.protocol.storage import (
 from spate.storage.replica.ingestion import IngestionRunner
 from spate.storage.replica.objects import RunningObject
 from spate.storage.replica.sink import SinkRunner
+from spate.storage.secrets import SecretsDir, resolve_with
 from spate.storage.sources.open import open_reader
 from spate.storage.sources.stash import Stash
 
@@ -80,6 +83,9 @@ class ReplicaContext:
     replica_id: ReplicaId | None = None
     spark: Callable[[], SparkSession] | None = None
     sink_step_ms: int = SINK_STEP_MS
+    secrets: SecretsDir | None = None
+    """Where connections' :class:`~spate.protocol.secret.SecretRef` are read
+    (:mod:`spate.storage.secrets`)."""
 
 
 class StorageReplica:
@@ -230,8 +236,11 @@ class StorageReplica:
         await self._status(obj, ObjectStatus.STARTING)
         while obj.runner is None:
             try:
+                # The connection's secret, read from the secrets directory at each attempt
+                d = dataclasses.replace(d, connection=resolve_with(self._ctx.secrets, d.connection))
                 reader = await obj.in_thread(
-                    lambda: open_reader(
+                    functools.partial(
+                        open_reader,
                         d,
                         stash=self._ctx.stash,
                         spark=self._ctx.spark,
@@ -271,7 +280,17 @@ class StorageReplica:
     async def _sink_loop(self, obj: RunningObject, command: RunSink) -> None:
         await self._status(obj, ObjectStatus.STARTING)
         await self._writes.wait()
-        runner = obj.runner = SinkRunner(command.id, command.description, persist=self._ctx.persist)
+        backoff = 0.5
+        while True:
+            try:
+                d = command.description
+                d = dataclasses.replace(d, connection=resolve_with(self._ctx.secrets, d.connection))
+                break
+            except Exception as e:
+                await self._stalled(obj, e)
+                await asyncio.sleep(backoff)
+                backoff = min(MAX_BACKOFF_S, backoff * 2)
+        runner = obj.runner = SinkRunner(command.id, d, persist=self._ctx.persist)
         backoff = 0.5
         while True:
             try:
