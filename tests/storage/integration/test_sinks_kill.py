@@ -152,7 +152,7 @@ async def test_sinks_exactly_once_across_two_kill9(
         with pg.transaction():
             (pg_upper,) = pg.execute(  # type: ignore[misc]
                 f"select upper from {pg_name}_progress where sink_id = %s",  # type: ignore[arg-type]
-                (str(pg_sink),),
+                (f"{pg_sink}/{controller.collection_metadata(export).shard}",),
             ).fetchone()
             rows = Counter(pg.execute(f"select counter from {pg_name}").fetchall())  # type: ignore[arg-type]
         assert pg_upper is not None and pg_upper > mark

@@ -153,3 +153,29 @@ def test_bad_writes_change_nothing(
     with pytest.raises(SinkError, match="exists with columns"):
         mismatched.prepare()
     mismatched.close()
+
+
+def test_sinks_of_the_same_name_keep_separate_progress_under_separate_keys(
+    pgconn: psycopg.Connection, postgres_url: str, pg_name: str
+) -> None:
+    """Two environments sharing a database both have a sink ``u3``: the progress row is keyed
+    by ``progress_key`` (the replica uses ``<id>/<input shard>``), so neither sees the
+    other's frontier."""
+    updates = random_updates(random.Random(7), 10)
+    first = PostgresSink(
+        upsert(postgres_url, pg_name, ("k",)), DESC, sink="u3", progress_key=f"{pg_name}-a"
+    )
+    first.prepare()
+    assert first.write(interval(updates, 0, 8), lower=Antichain.of(0), upper=Antichain.of(8))
+    second = PostgresSink(
+        upsert(postgres_url, f"{pg_name}_log", ("k",)),
+        DESC,
+        sink="u3",
+        progress_key=f"{pg_name}-b",
+    )
+    second.prepare()
+    assert second.upper == Antichain.of(0)  # not the first sink's {8}
+    assert second.write(interval(updates, 0, 3), lower=Antichain.of(0), upper=Antichain.of(3))
+    assert first.upper == Antichain.of(8) and second.upper == Antichain.of(3)
+    first.close()
+    second.close()

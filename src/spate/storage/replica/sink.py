@@ -47,12 +47,21 @@ _log: Final = logging.getLogger("spate.storage.sink")
 Sink = ParquetDirSink | PostgresSink
 
 
+def progress_key(id: GlobalId, description: SinkDescription) -> str:
+    """The sink's row in a PostgreSQL progress table: ``<sink id>/<input shard>``."""
+    return f"{id}/{description.from_shard}"
+
+
 def open_sink(id: GlobalId, description: SinkDescription) -> Sink:
     conn = description.connection
     if isinstance(conn, ParquetSinkConnection):
         return ParquetDirSink(Path(conn.directory), description.from_desc, sink=str(id))
     if isinstance(conn, PostgresSinkConnection):
-        sink = PostgresSink(conn, description.from_desc, sink=str(id))
+        # The progress row names the sink's input shard too: sink ids repeat across
+        # environments (each starts at u1), shard ids do not.
+        sink = PostgresSink(
+            conn, description.from_desc, sink=str(id), progress_key=progress_key(id, description)
+        )
         sink.prepare()
         return sink
     raise SinkError(f"sink {id}: unknown connection {type(conn).__name__}")

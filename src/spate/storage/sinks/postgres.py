@@ -68,8 +68,16 @@ class PostgresSink:
     """Exactly-once writer of a collection into a PostgreSQL table."""
 
     def __init__(
-        self, connection: PostgresSinkConnection, desc: RelationDesc, *, sink: str
+        self,
+        connection: PostgresSinkConnection,
+        desc: RelationDesc,
+        *,
+        sink: str,
+        progress_key: str | None = None,
     ) -> None:
+        """``sink`` names the sink in errors; ``progress_key`` (default ``sink``) is its row in
+        the progress table, which must be unique among every sink writing to that table (two
+        environments sharing a database both have a sink ``u3``)."""
         if not isinstance(connection.mode, PostgresSinkMode):
             raise SinkError(
                 f"sink {sink}: mode must be upsert or changelog, got {connection.mode!r}"
@@ -96,6 +104,7 @@ class PostgresSink:
         self._conn: Conn | None = None
         self._target = sql.Identifier(schema, table)
         self._progress = sql.Identifier(connection.progress_table)
+        self._key = progress_key or sink
 
     # -- connection and setup -------------------------------------------------------------
 
@@ -158,7 +167,7 @@ class PostgresSink:
                 sql.SQL(
                     "insert into {} (sink_id, upper) values (%s, 0) on conflict do nothing"
                 ).format(self._progress),
-                (self._sink,),
+                (self._key,),
             )
 
     @property
@@ -168,7 +177,7 @@ class PostgresSink:
         with conn.transaction():
             row = conn.execute(
                 sql.SQL("select upper from {} where sink_id = %s").format(self._progress),
-                (self._sink,),
+                (self._key,),
             ).fetchone()
         if row is None:
             return Antichain.minimum()
@@ -186,7 +195,7 @@ class PostgresSink:
                     sql.SQL("select upper from {} where sink_id = %s for update").format(
                         self._progress
                     ),
-                    (self._sink,),
+                    (self._key,),
                 ).fetchone()
                 if row is None:
                     raise SinkError(f"sink {self._sink}: no progress row; call prepare() first")
@@ -206,7 +215,7 @@ class PostgresSink:
                     sql.SQL(
                         "update {} set upper = %s, updated_at = now() where sink_id = %s"
                     ).format(self._progress),
-                    (upper.as_option(), self._sink),
+                    (upper.as_option(), self._key),
                 )
         except psycopg.errors.UniqueViolation as e:
             raise SinkError(
