@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +114,27 @@ def test_offline_status_reads_without_fencing(tmp_path: Path) -> None:
     assert (bids.name, bids.kind, bids.since.is_empty()) == ("bids", "table", False)
     assert offline.epoch == epoch
     assert bids.upper.as_option() is not None and bids.upper.as_option() > 0
+
+
+def test_a_materialized_view_is_created_while_its_inputs_compact(tmp_path: Path) -> None:
+    """The view's as_of is chosen under read holds on its inputs. Creating the view awaits the
+    storage controller (here made slow, as under load: a Spark driver starting on the same
+    cores); meanwhile the table tick moves the table's upper and, by its read policy, its
+    since past the frontiers the as_of was chosen from. Without the holds the dataflow failed
+    with ``DataflowSinceViolation``."""
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=0)  # the controllers' checks only: no Spark driver
+        env.create_table("bids", BIDS)
+        env.insert("bids", [(1, 10, "ann")])
+        env.set_retain_history("bids", 0)
+        storage = env.runtime.storage
+        create = storage.create_collections
+
+        async def slow_create(collections: Any) -> None:
+            await asyncio.sleep(2.5)  # more than two table ticks
+            await create(collections)
+
+        storage.create_collections = slow_create  # type: ignore[method-assign]
+        env.create_materialized_view("top", env.get("bids").filter(col("price") > 0), cluster="c")
+        storage.create_collections = create  # type: ignore[method-assign]
+        assert env.status().collection("top").since.as_option() is not None

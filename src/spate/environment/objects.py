@@ -148,14 +148,22 @@ async def create_materialized_view(
     state, id = rt.catalog.allocate_id()
     item = MaterializedViewItem(name, id, plan, cluster_name)
     state.add_item(item)
-    sinces, uppers = _storage_since_upper(rt, storage_inputs(inlined))
-    as_of = choose_as_of(sinces, uppers)
-    materialized_view_dataflow(item, inlined, rt.catalog, as_of).validate()
-    description = CollectionDescription(inlined.desc, OtherSource(), since=Antichain.of(as_of))
-    await rt.storage.create_collections([(id, description)])
-    rt.commit(lambda s: with_id(s, item))
-    rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
-    _install_materialized_view(rt, item, as_of)
+    inputs = storage_inputs(inlined)
+    # Hold the inputs from choosing the as_of until the dataflow holds them itself: creating
+    # the view's collection awaits, and meanwhile their read policies may compact them.
+    holds = rt.storage.acquire_read_holds(inputs)
+    try:
+        _, uppers = _storage_since_upper(rt, inputs)
+        as_of = choose_as_of([h.since for h in holds], uppers)
+        materialized_view_dataflow(item, inlined, rt.catalog, as_of).validate()
+        description = CollectionDescription(inlined.desc, OtherSource(), since=Antichain.of(as_of))
+        await rt.storage.create_collections([(id, description)])
+        rt.commit(lambda s: with_id(s, item))
+        rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
+        _install_materialized_view(rt, item, as_of)
+    finally:
+        for hold in holds:
+            hold.release()
     return id
 
 
