@@ -79,7 +79,7 @@ class EnvironmentStatus:
                 "-" if c.hydrated is None else ("yes" if c.hydrated else "no"),
             )
         reps = Table(title="replicas")
-        for h in ("cluster", "replica", "process", "health", "restarts", "hydrated", "error"):
+        for h in ("cluster", "replica", "process", "health", "restarts", "hydrated", "last error"):
             reps.add_column(h)
         for r in self.replicas:
             reps.add_row(
