@@ -106,10 +106,13 @@ class DemoReport:
         t.add_row("replica killed", f"pid {self.killed_pid}" if self.killed_pid else "no")
         t.add_row("replica restarts", str(self.restarts))
         after = self.rehydrated_after_s
-        t.add_row(
-            "killed replica rehydrated",
-            f"yes, {after:.0f} s after the kill" if self.rehydrated and after else "no",
-        )
+        if self.killed_pid is None:
+            rehydrated = "-"
+        elif self.rehydrated and after is not None:
+            rehydrated = f"yes, {after:.0f} s after the kill"
+        else:
+            rehydrated = f"no (waited {REHYDRATION_WAIT_S:.0f} s)"
+        t.add_row("killed replica rehydrated", rehydrated)
         t.add_row(f"{VIEW} rows", str(self.final_rows))
         check = {True: "yes", False: "NO", None: "not checked"}[self.matches_recomputation]
         t.add_row(f"{VIEW} == recomputation at {self.check_ts}", check)
