@@ -175,7 +175,7 @@ class JoinNode:
             cols.append(F.col(DIFF_COLUMN).alias(f"_d{n}"))
             return cols
 
-        return df.select(*self._columns.get(f"renamed{n}", columns))
+        return self._columns.select(df, f"renamed{n}", columns)
 
     def term(
         self, i: int, parts: list[DataFrame], *, small: bool, local: bool = False
@@ -208,7 +208,7 @@ class JoinNode:
         assert joined is not None
         if predicate is not None:
             joined = joined.where(predicate)
-        return joined.select(*final)
+        return self._columns.select(joined, f"final{i}", lambda: final)
 
     def _term_plan(
         self, i: int

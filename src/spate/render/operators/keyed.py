@@ -168,17 +168,18 @@ class KeyedNode:
                 # its own input, the first twice as many rows (a row per entry of T)
                 rows = rows.repartition(*keys)
         data = data_names(in_desc.arity)
-        groups = (
-            rows.join(t, on=self._columns.get("cond", lambda: self._t_condition(keys)), how="inner")
-            .groupBy(_AT, *_CARRY, *data)
-            .agg(self._columns.get("sum", lambda: F.sum(DIFF_COLUMN).alias(DIFF_COLUMN)))
-            .where(self._columns.get("nonzero", self._nonzero))
-        )
+        memo = self._columns
+        cond = memo.get("cond", lambda: self._t_condition(keys))
+        groups = memo.group_agg(
+            rows.join(t, on=cond, how="inner"),
+            "groups",
+            lambda: [F.col(c) for c in (_AT, *_CARRY, *data)],
+            lambda: [F.sum(DIFF_COLUMN).alias(DIFF_COLUMN)],
+        ).where(memo.get("nonzero", self._nonzero))
         # 4. differences between consecutive times of each key (`_next` rode along), both
         # signs in one pass over the outputs (a union would compute the plan twice)
         joined = self._outputs(groups)
-        out_updates = joined.select(*self._columns.get("signed", self._signed_columns))
-        return Lazy(out_updates, big=big)
+        return Lazy(memo.select(joined, "signed", self._signed_columns), big=big)
 
     def _nonzero(self) -> Column:
         """A group's rows with a non-zero multiplicity, failing on a negative one (an
@@ -324,7 +325,15 @@ class KeyedNode:
                 ],
             )
             by = keys if stamped is not None else [*keys, _AT, *_CARRY]
-            grouped = groups.groupBy(*by).agg(*aggs) if aggs else groups.select(*by).distinct()
+            tag = "stamped" if stamped is not None else "timed"
+
+            def by_columns() -> list[Column]:
+                return [F.col(c) for c in by]
+
+            if aggs:
+                grouped = self._columns.group_agg(groups, f"reduce-{tag}", by_columns, lambda: aggs)
+            else:
+                grouped = self._columns.select(groups, f"by-{tag}", by_columns).distinct()
 
             def out_columns() -> list[Column]:
                 n = len(keys)
@@ -333,13 +342,20 @@ class KeyedNode:
                 carried = [F.col(c) for c in (_AT, *_CARRY)]
                 return [*cols, *carried, F.lit(1).cast("long").alias(_M)]
 
-            out = self._columns.get("out", out_columns)
             if stamped is not None:  # the carried columns (after the data) are constants
-                out = [*out[: len(keys) + len(aggs)], *stamped, out[-1]]
-            return grouped.select(*out)
+                out = self._columns.get("out", out_columns)
+                return grouped.select(*out[: len(keys) + len(aggs)], *stamped, out[-1])
+            return self._columns.select(grouped, "out", out_columns)
         data = data_names(in_desc.arity)
         if self.kind == "distinct":
-            return groups.select(*data, _AT, *_CARRY, F.lit(1).cast("long").alias(_M))
+            return self._columns.select(
+                groups,
+                "distinct",
+                lambda: [
+                    *[F.col(c) for c in (*data, _AT, *_CARRY)],
+                    F.lit(1).cast("long").alias(_M),
+                ],
+            )
         if self.kind == "threshold":
             return groups.where(F.col(DIFF_COLUMN) > 0).select(
                 *data, _AT, *_CARRY, F.col(DIFF_COLUMN).alias(_M)

@@ -6,7 +6,7 @@ They compose into one Spark plan per step and never materialize anything themsel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spate.ids import GlobalId
@@ -14,22 +14,28 @@ from spate.plan.expr import ScalarExpr
 from spate.plan.table_func import TableFunc
 from spate.render.batch import Lazy
 from spate.render.layout import col_name, data_names
-from spate.render.operators.node import Node, StepContext, scalar
+from spate.render.operators.node import ColumnMemo, Node, StepContext, scalar
 from spate.repr.arrow import updates_to_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import Row
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column
 
 
-def select_internal(df: DataFrame, columns: list[Column], arity: int) -> DataFrame:
-    """``df`` with data columns ``columns`` (named ``c0…``), then ``_time`` and ``_diff``."""
+def internal_columns(columns: list[Column]) -> list[Column]:
+    """Data columns ``columns`` (named ``c0…``), then ``_time`` and ``_diff``: a select list."""
     from pyspark.sql import functions as F
 
     named = [c.alias(col_name(i)) for i, c in enumerate(columns)]
-    assert len(named) == arity
-    return df.select(*named, F.col(TIME_COLUMN), F.col(DIFF_COLUMN))
+    return [*named, F.col(TIME_COLUMN), F.col(DIFF_COLUMN)]
+
+
+def _internal_columns(arity: int) -> list[Column]:
+    """The internal layout's columns by name: ``c0…``, ``_time``, ``_diff``."""
+    from pyspark.sql import functions as F
+
+    return [F.col(n) for n in (*data_names(arity), TIME_COLUMN, DIFF_COLUMN)]
 
 
 @dataclass
@@ -67,17 +73,25 @@ class MapNode:
     input: Node
     scalars: tuple[ScalarExpr, ...]
     desc: RelationDesc
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         lazy = self.input.step(ctx)
         if lazy.is_empty:
             return lazy
         arity = self.input.desc.arity
-        df = lazy.frame().select(*data_names(arity), TIME_COLUMN, DIFF_COLUMN)
-        for i, s in enumerate(self.scalars):
-            prefix = RelationDesc(self.desc.columns[: arity + i])
-            df = df.withColumn(col_name(arity + i), scalar(s, prefix))
-        return Lazy(df.select(*data_names(self.desc.arity), TIME_COLUMN, DIFF_COLUMN), lazy.big)
+        memo = self._columns
+        df = memo.select(lazy.frame(), "in", lambda: _internal_columns(arity))
+
+        def compiled() -> list[Column]:
+            return [
+                scalar(s, RelationDesc(self.desc.columns[: arity + i]))
+                for i, s in enumerate(self.scalars)
+            ]
+
+        for i, c in enumerate(memo.get("scalars", compiled)):
+            df = df.withColumn(col_name(arity + i), c)
+        return Lazy(memo.select(df, "out", lambda: _internal_columns(self.desc.arity)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -88,12 +102,14 @@ class FilterNode:
     input: Node
     predicates: tuple[ScalarExpr, ...]
     desc: RelationDesc
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         lazy = self.input.step(ctx)
         if lazy.is_empty or not self.predicates:
             return lazy
-        return Lazy(lazy.frame().where(all_true(self.predicates, self.input.desc)), lazy.big)
+        cond = self._columns.get("cond", lambda: all_true(self.predicates, self.input.desc))
+        return Lazy(lazy.frame().where(cond), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -116,6 +132,7 @@ class ProjectNode:
     input: Node
     outputs: tuple[int, ...]
     desc: RelationDesc
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         from pyspark.sql import functions as F
@@ -137,8 +154,11 @@ class ProjectNode:
             return ctx.engine.lazy_of_batch(
                 ctx.engine.batch_of_table(picked, self.desc, consolidated=False)
             )
-        cols = [F.col(col_name(i)) for i in self.outputs]
-        return Lazy(select_internal(lazy.frame(), cols, len(cols)), lazy.big)
+
+        def columns() -> list[Column]:
+            return internal_columns([F.col(col_name(i)) for i in self.outputs])
+
+        return Lazy(self._columns.select(lazy.frame(), "out", columns), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -150,6 +170,7 @@ class FlatMapNode:
     func: TableFunc
     exprs: tuple[ScalarExpr, ...]
     desc: RelationDesc
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         from pyspark.sql import functions as F
@@ -160,10 +181,13 @@ class FlatMapNode:
         if lazy.is_empty:
             return lazy
         arity = self.input.desc.arity
-        args = [scalar(e, self.input.desc) for e in self.exprs]
-        values = table_func_column(self.func, args)
-        cols = [F.col(c) for c in data_names(arity)] + [F.explode(values)]
-        return Lazy(select_internal(lazy.frame(), cols, arity + 1), lazy.big)
+
+        def columns() -> list[Column]:
+            args = [scalar(e, self.input.desc) for e in self.exprs]
+            values = table_func_column(self.func, args)
+            return internal_columns([F.col(c) for c in data_names(arity)] + [F.explode(values)])
+
+        return Lazy(self._columns.select(lazy.frame(), "out", columns), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
@@ -173,6 +197,7 @@ class FlatMapNode:
 class NegateNode:
     input: Node
     desc: RelationDesc
+    _columns: ColumnMemo = field(default_factory=ColumnMemo)
 
     def step(self, ctx: StepContext) -> Lazy:
         from pyspark.sql import functions as F
@@ -180,7 +205,8 @@ class NegateNode:
         lazy = self.input.step(ctx)
         if lazy.is_empty:
             return lazy
-        return Lazy(lazy.frame().withColumn(DIFF_COLUMN, -F.col(DIFF_COLUMN)), lazy.big)
+        negated = self._columns.get("negated", lambda: -F.col(DIFF_COLUMN))
+        return Lazy(lazy.frame().withColumn(DIFF_COLUMN, negated), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()

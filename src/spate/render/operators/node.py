@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from spate.ids import GlobalId
 from spate.render.batch import Batch, Engine, Lazy
 from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
     from spate.plan.expr import ScalarExpr
 
@@ -53,6 +53,43 @@ class ColumnMemo:
         if name not in self._built:
             self._built[name] = build()
         return cast("_T", self._built[name])
+
+    # A column list goes to the JVM as a Scala Seq, which py4j builds one element per round
+    # trip: a select of n columns costs n + 2 calls. The Seq, kept here, costs one (the select).
+
+    def _seq(self, name: str, build: Callable[[], Sequence[Column]]) -> Any:
+        def make() -> Any:
+            from pyspark import SparkContext
+
+            sc = SparkContext._active_spark_context
+            assert sc is not None and sc._jvm is not None
+            return sc._jvm.PythonUtils.toSeq([c._jc for c in build()])
+
+        return self.get(f"seq:{name}", make)
+
+    def select(self, df: DataFrame, name: str, build: Callable[[], Sequence[Column]]) -> DataFrame:
+        """``df.select(*build())``, the columns built (and sent to the JVM) once."""
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:  # not a classic (py4j) DataFrame
+            return df.select(*self.get(name, lambda: list(build())))
+        return type(df)(jdf.select(self._seq(name, build)), df.sparkSession)
+
+    def group_agg(
+        self,
+        df: DataFrame,
+        name: str,
+        keys: Callable[[], Sequence[Column]],
+        aggs: Callable[[], Sequence[Column]],
+    ) -> DataFrame:
+        """``df.groupBy(*keys()).agg(*aggs())`` (at least one aggregate), built once."""
+        built = self.get(f"{name}:aggs", lambda: list(aggs()))
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:
+            return df.groupBy(*self.get(f"{name}:keys", lambda: list(keys()))).agg(*built)
+        first = built[0]._jc
+        rest = self._seq(f"{name}:rest", lambda: built[1:])
+        grouped = jdf.groupBy(self._seq(f"{name}:keys", keys))
+        return type(df)(grouped.agg(first, rest), df.sparkSession)
 
 
 class Node(Protocol):
