@@ -138,3 +138,28 @@ def test_a_materialized_view_is_created_while_its_inputs_compact(tmp_path: Path)
         env.create_materialized_view("top", env.get("bids").filter(col("price") > 0), cluster="c")
         storage.create_collections = create  # type: ignore[method-assign]
         assert env.status().collection("top").since.as_option() is not None
+
+
+def test_a_view_created_right_after_a_write_starts_at_that_write(tmp_path: Path) -> None:
+    """The as_of of a view over a table counts the table's last acknowledged write, which the
+    storage controller may not have processed yet: the view starts at the write, not at 0
+    (where it would hold the table's since back until it hydrated)."""
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=0)
+        env.create_table("bids", BIDS)
+        storage = env.runtime.storage
+        process = storage.process
+
+        async def later() -> Any:  # the controller loop has not got to the write yet
+            await asyncio.sleep(0.05)
+            return None
+
+        for i in range(3):
+            storage.process = later  # type: ignore[method-assign]
+            try:
+                ts = env.insert("bids", [(i, 10, "ann")])
+                env.create_materialized_view(f"v{i}", env.get("bids"), cluster="c")
+            finally:
+                storage.process = process  # type: ignore[method-assign]
+            since = env.status().collection(f"v{i}").since.as_option()
+            assert since is not None and since >= ts, (since, ts)
