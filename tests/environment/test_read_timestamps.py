@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -61,13 +60,6 @@ def test_a_read_before_a_since_names_the_collection_and_both_times() -> None:
         _pick_timestamp(_rt(100), [_input("a", 10, 50), _input("b", 20, 40)], 15)
     with pytest.raises(ReadBeforeSince, match=r"gone can no longer be read"):
         _pick_timestamp(_rt(100), [_input("gone", None, None)], None)
-
-
-@pytest.fixture
-def env(tmp_path: Path):
-    e = Environment.open(tmp_path / "data")
-    yield e
-    e.close()
 
 
 def test_the_read_timestamp_follows_the_clock_with_no_tables(env: Environment) -> None:

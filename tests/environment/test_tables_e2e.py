@@ -25,13 +25,6 @@ def rows(env: Environment, name: str) -> Counter:
     return Counter(tuple(r.values()) for r in table.to_pylist())
 
 
-@pytest.fixture
-def env(tmp_path: Path):
-    e = Environment.open(tmp_path / "data")
-    yield e
-    e.close()
-
-
 def test_writes_are_visible_to_the_next_read(env: Environment) -> None:
     env.create_table("bids", BIDS)
     assert rows(env, "bids") == Counter()
