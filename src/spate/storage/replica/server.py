@@ -30,7 +30,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from spate.clock import Clock
 from spate.errors import ProtocolError
@@ -55,6 +55,7 @@ from spate.protocol.storage import (
     StorageParameters,
     UpdateConfiguration,
 )
+from spate.protocol.storage_desc import IngestionDescription, SinkDescription
 from spate.storage.replica.ingestion import IngestionRunner
 from spate.storage.replica.objects import RunningObject
 from spate.storage.replica.sink import SinkRunner
@@ -70,6 +71,7 @@ _log: Final = logging.getLogger("spate.storage.replica")
 DEFAULT_STATISTICS_INTERVAL_MS: Final = 1000
 SINK_STEP_MS: Final = 100
 MAX_BACKOFF_S: Final = 10.0
+_D = TypeVar("_D", IngestionDescription, SinkDescription)
 
 
 @dataclass
@@ -236,8 +238,7 @@ class StorageReplica:
         await self._status(obj, ObjectStatus.STARTING)
         while obj.runner is None:
             try:
-                # The connection's secret, read from the secrets directory at each attempt
-                d = dataclasses.replace(d, connection=resolve_with(self._ctx.secrets, d.connection))
+                d = self._resolved(d)
                 reader = await obj.in_thread(
                     functools.partial(
                         open_reader,
@@ -280,24 +281,19 @@ class StorageReplica:
     async def _sink_loop(self, obj: RunningObject, command: RunSink) -> None:
         await self._status(obj, ObjectStatus.STARTING)
         await self._writes.wait()
+        runner: SinkRunner | None = None
         backoff = 0.5
         while True:
             try:
-                d = command.description
-                d = dataclasses.replace(d, connection=resolve_with(self._ctx.secrets, d.connection))
-                break
-            except Exception as e:
-                await self._stalled(obj, e)
-                await asyncio.sleep(backoff)
-                backoff = min(MAX_BACKOFF_S, backoff * 2)
-        runner = obj.runner = SinkRunner(command.id, d, persist=self._ctx.persist)
-        backoff = 0.5
-        while True:
-            try:
+                if runner is None:
+                    description = self._resolved(command.description)
+                    runner = SinkRunner(command.id, description, persist=self._ctx.persist)
+                    obj.runner = runner
                 moved = await obj.in_thread(runner.step)
             except Exception as e:
                 await self._stalled(obj, e)
-                await obj.in_thread(runner.close)
+                if runner is not None:
+                    await obj.in_thread(runner.close)
                 await asyncio.sleep(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
                 continue
@@ -308,6 +304,12 @@ class StorageReplica:
             if runner.done():
                 return
             await asyncio.sleep(self._ctx.sink_step_ms / 1000)
+
+    def _resolved(self, description: _D) -> _D:
+        """``description`` with its connection's secret read from the secrets directory (at
+        each attempt to start: the file may appear later)."""
+        connection = resolve_with(self._ctx.secrets, description.connection)
+        return dataclasses.replace(description, connection=connection)
 
     async def _stalled(self, obj: RunningObject, error: Exception) -> None:
         message = f"{type(error).__name__}: {error}"
