@@ -36,6 +36,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from spate.environment.api import Environment
+from spate.environment.status import EnvironmentStatus
 from spate.plan.builder import col, desc, now
 from spate.plan.relation import RelationExpr
 from spate.protocol.storage_desc import LoadGenerator, LoadGeneratorSource
@@ -75,8 +76,7 @@ class DemoReport:
     killed_pid: int | None = None
     restarts: int = 0
     hydrated_after_s: float | None = None
-    rehydrated: bool = False
-    rehydrated_after_s: float | None = None
+    rehydrated_after_s: float | None = None  # None: none was killed, or it did not rehydrate
     read_lag_ms: list[int] = field(default_factory=list)
     final_rows: int = 0
     matches_recomputation: bool | None = None
@@ -108,7 +108,7 @@ class DemoReport:
         after = self.rehydrated_after_s
         if self.killed_pid is None:
             rehydrated = "-"
-        elif self.rehydrated and after is not None:
+        elif after is not None:
             rehydrated = f"yes, {after:.0f} s after the kill"
         else:
             rehydrated = f"no (waited {REHYDRATION_WAIT_S:.0f} s)"
@@ -145,7 +145,7 @@ def _setup(env: Environment, console: Console, *, rate: int) -> None:
         env.set_retain_history(name, 600_000)
 
 
-def _top(env: Environment, report: DemoReport) -> Table:
+def _top(env: Environment, status: EnvironmentStatus, report: DemoReport) -> Table:
     t = Table(title=f"{VIEW}: highest bids of open auctions")
     for h in ("auction", "item", "price ($)", "bidder", "seller", "category"):
         t.add_column(h)
@@ -161,7 +161,7 @@ def _top(env: Environment, report: DemoReport) -> Table:
     report.peeks += 1
     report.peek_ms.append((time.perf_counter() - start) * 1000)
     report.shown_rows = max(report.shown_rows, len(rows))
-    upper = env.status().collection(INDEX).upper.as_option()
+    upper = status.collection(INDEX).upper.as_option()
     if upper is not None:
         report.read_lag_ms.append(max(0, env.runtime.clock.now_millis() - upper))
     for r in rows:
@@ -223,7 +223,6 @@ def run_demo(
             killed_at = _live(env, live, report, kill=kill)
             if killed_at is not None:
                 waited = _wait(env, live, "waiting for r1 to rehydrate", REHYDRATION_WAIT_S, "r1")
-                report.rehydrated = waited is not None
                 if waited is not None:
                     report.rehydrated_after_s = time.monotonic() - killed_at
         _finish(env, report, console)
@@ -256,7 +255,7 @@ def _live(env: Environment, live: Live, report: DemoReport, *, kill: bool) -> fl
         live.update(
             Group(
                 Panel(f"spate demo — {elapsed:.0f}/{duration_s:.0f} s — {note}"),
-                _top(env, report),
+                _top(env, status, report),
                 *status.tables(),
             )
         )
