@@ -357,12 +357,38 @@ class KeyedNode:
                 ],
             )
         if self.kind == "threshold":
-            return groups.where(F.col(DIFF_COLUMN) > 0).select(
-                *data, _AT, *_CARRY, F.col(DIFF_COLUMN).alias(_M)
+            positive = self._columns.get("positive", lambda: F.col(DIFF_COLUMN) > 0)
+            return self._columns.select(
+                groups.where(positive),
+                "threshold",
+                lambda: [
+                    *[F.col(c) for c in (*data, _AT, *_CARRY)],
+                    F.col(DIFF_COLUMN).alias(_M),
+                ],
             )
         return self._top_k(groups, [col_name(k) for k in self.key], data)
 
     def _top_k(self, groups: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
+        """Each row's multiplicity within the group's ``offset``/``limit`` window, by a running
+        sum of the diffs in the order (the window's columns built once, :class:`ColumnMemo`)."""
+        from pyspark.sql import functions as F
+
+        ranked = groups.withColumn("_cum", self._columns.get("cum", lambda: self._cum(keys, data)))
+
+        def windowed() -> list[Column]:
+            start = F.col("_cum") - F.col(DIFF_COLUMN)
+            lo = F.greatest(start, F.lit(self.offset))
+            end = F.col("_cum")
+            if self.limit is not None:
+                end = F.least(end, F.lit(self.offset + self.limit))
+            m = (end - lo).cast("long")
+            return [*[F.col(c) for c in (*data, _AT, *_CARRY)], m.alias(_M)]
+
+        kept = self._columns.get("kept", lambda: F.col(_M) > 0)
+        return self._columns.select(ranked, "topk", windowed).where(kept)
+
+    def _cum(self, keys: list[str], data: list[str]) -> Column:
+        """The running sum of the diffs in the order, within each ``(key, _at)`` group."""
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
@@ -380,14 +406,7 @@ class KeyedNode:
             .orderBy(*order)
             .rowsBetween(Window.unboundedPreceding, Window.currentRow)
         )
-        ranked = groups.withColumn("_cum", F.sum(DIFF_COLUMN).over(w))
-        start = F.col("_cum") - F.col(DIFF_COLUMN)
-        lo = F.greatest(start, F.lit(self.offset))
-        end = F.col("_cum")
-        if self.limit is not None:
-            end = F.least(end, F.lit(self.offset + self.limit))
-        m = (end - lo).cast("long")
-        return ranked.select(*data, _AT, *_CARRY, m.alias(_M)).where(F.col(_M) > 0)
+        return F.sum(DIFF_COLUMN).over(w)
 
     def drop(self) -> None:
         if self.arrangement is not None:

@@ -31,7 +31,7 @@ def internal_columns(columns: list[Column]) -> list[Column]:
     return [*named, F.col(TIME_COLUMN), F.col(DIFF_COLUMN)]
 
 
-def _internal_columns(arity: int) -> list[Column]:
+def _layout_columns(arity: int) -> list[Column]:
     """The internal layout's columns by name: ``c0…``, ``_time``, ``_diff``."""
     from pyspark.sql import functions as F
 
@@ -81,7 +81,7 @@ class MapNode:
             return lazy
         arity = self.input.desc.arity
         memo = self._columns
-        df = memo.select(lazy.frame(), "in", lambda: _internal_columns(arity))
+        df = memo.select(lazy.frame(), "in", lambda: _layout_columns(arity))
 
         def compiled() -> list[Column]:
             return [
@@ -91,7 +91,7 @@ class MapNode:
 
         for i, c in enumerate(memo.get("scalars", compiled)):
             df = df.withColumn(col_name(arity + i), c)
-        return Lazy(memo.select(df, "out", lambda: _internal_columns(self.desc.arity)), lazy.big)
+        return Lazy(memo.select(df, "out", lambda: _layout_columns(self.desc.arity)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()
