@@ -5,8 +5,9 @@
     python3 scripts/dev.py test [ARGS]   install spate with test tools, run the whole test suite
     python3 scripts/dev.py lint          ruff + mypy --strict (CI runs this after the tests)
 
-Needs Python 3.11+ and Java 17+ (for Spark). Dependencies are pinned in pyproject.toml and
-constraints.txt; the virtual environment is reused until either file changes.
+Needs Python 3.11+ and Java 17+ (for Spark). pyproject.toml declares the dependencies as version
+ranges; constraints.txt pins the exact versions installed here and in CI. The virtual environment
+is reused until either file changes.
 """
 
 from __future__ import annotations
