@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from spate.environment.cli import main
+from spate.cli import main
 
 main()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from spate.environment.cli import app
+from spate.cli import app
 from spate.ids import ShardId
 from spate.persist import PersistClient
 from tests.persist.conftest import DESC, A, tok, updates

@@ -1,4 +1,4 @@
-"""The ``spate`` command line."""
+"""``spate replica``: run a replica process that a controller connects to."""
 
 from __future__ import annotations
 
@@ -7,55 +7,7 @@ from typing import Annotated
 
 import typer
 
-import spate
-from spate.persist.cli import app as persist_app
-
-app = typer.Typer(
-    name="spate",
-    help="spate keeps views over changing data correct and fresh, on Apache Spark.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(persist_app, name="persist")
-
-
-@app.command()
-def demo(
-    duration: Annotated[float, typer.Option(help="seconds of live view")] = 60.0,
-    data_dir: Annotated[
-        Path | None, typer.Option(help="keep the data here (default: a temporary directory)")
-    ] = None,
-    rate: Annotated[int, typer.Option(help="auction events per second")] = 200,
-    kill: Annotated[bool, typer.Option(help="kill a replica halfway")] = True,
-) -> None:
-    """The main job: a live auction view, on embedded defaults (SQLite, files, local Spark)."""
-    from spate.environment.demo import run_demo
-
-    report = run_demo(data_dir, duration_s=duration, rate=rate, kill=kill)
-    if report.matches_recomputation is False:
-        raise typer.Exit(1)
-
-
-@app.command()
-def walkthrough() -> None:
-    """Frontiers, read policies and read holds deciding a since, on a worked example."""
-    from spate.environment.walkthrough import run_demo
-
-    run_demo()
-
-
-@app.command()
-def status(
-    data_dir: Annotated[Path, typer.Argument(help="an environment's data directory")],
-) -> None:
-    """What an environment holds (read from its data directory; does not disturb it)."""
-    from rich.console import Console
-
-    from spate.environment.inspect import inspect_environment
-
-    console = Console()
-    for table in inspect_environment(data_dir).tables():
-        console.print(table)
+from spate.cli.app import app
 
 
 @app.command()
@@ -132,13 +84,3 @@ def replica(
         )
         return
     raise typer.BadParameter(f"unknown replica role {role!r}; known: storage, compute")
-
-
-@app.command()
-def version() -> None:
-    """Print spate's version."""
-    typer.echo(spate.__version__)
-
-
-def main() -> None:
-    app()

@@ -1,0 +1,27 @@
+"""``spate demo``: the live auction view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spate.cli.app import app
+
+
+@app.command()
+def demo(
+    duration: Annotated[float, typer.Option(help="seconds of live view")] = 60.0,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="keep the data here (default: a temporary directory)")
+    ] = None,
+    rate: Annotated[int, typer.Option(help="auction events per second")] = 200,
+    kill: Annotated[bool, typer.Option(help="kill a replica halfway")] = True,
+) -> None:
+    """The main job: a live auction view, on embedded defaults (SQLite, files, local Spark)."""
+    from spate.environment.demo import run_demo
+
+    report = run_demo(data_dir, duration_s=duration, rate=rate, kill=kill)
+    if report.matches_recomputation is False:
+        raise typer.Exit(1)
