@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from spate.errors import SchemaMismatch
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN, Column, RelationDesc
+from spate.repr.identity import canonical_floats, normalize_float_array
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
 _META_KEY: Final = b"spate.type"
@@ -96,7 +97,7 @@ def _column_values(t: ScalarType, values: Sequence[Datum]) -> list[Datum]:
     if t.kind is ScalarKind.NUMERIC:
         return [Decimal(v) if isinstance(v, int) else v for v in values]
     if t.kind is ScalarKind.FLOAT64:
-        return [float(v) if isinstance(v, int) else v for v in values]
+        return canonical_floats(values)  # type: ignore[return-value]
     return list(values)
 
 
@@ -141,10 +142,17 @@ def table_to_rows(table: pa.Table, columns: Sequence[str] | None = None) -> list
         if columns is not None
         else [n for n in table.column_names if n not in RESERVED_COLUMNS]
     )
-    cols = [table.column(n).to_pylist() for n in names]
+    cols = [_pylist(table.column(n)) for n in names]
     if not cols:
         return [() for _ in range(table.num_rows)]
     return list(zip(*cols, strict=True))
+
+
+def _pylist(column: pa.ChunkedArray) -> list[Datum]:
+    values: list[Datum] = column.to_pylist()
+    if pa.types.is_floating(column.type):
+        return canonical_floats(values)  # type: ignore[return-value]
+    return values
 
 
 def table_to_updates(table: pa.Table) -> list[tuple[Row, int, int]]:
@@ -190,6 +198,8 @@ def validate_table(desc: RelationDesc, table: pa.Table, *, collection: str) -> p
         if not c.nullable and col.null_count:
             first = pc.index(pc.is_null(col), True).as_py()
             raise SchemaMismatch(collection, first, c.name, f"non-null {c.type}", "NULL")
+        if c.type.kind is ScalarKind.FLOAT64:
+            col = normalize_float_array(col)
         arrays.append(col)
         fields.append(arrow_field(c))
     for name in (TIME_COLUMN, DIFF_COLUMN):

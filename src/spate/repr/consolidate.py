@@ -10,7 +10,8 @@ For a table ``U`` of updates (data columns, ``_time``, ``_diff``):
   dataflow guarantee, ``accumulate_at(advance_times(U, s), t) == accumulate_at(U, t)`` for every
   ``t >= s``; this is what compaction relies on.
 
-Rows compare by value with NULL equal to NULL (identical rows consolidate).
+Rows compare by value with NULL equal to NULL (identical rows consolidate), ``-0.0`` equal to
+``0.0`` and NaN equal to NaN (see :mod:`spate.repr.identity`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN
+from spate.repr.identity import canonical_row, normalize_table
 from spate.repr.types import Row
 
 _SUM = DIFF_COLUMN + "_sum"
@@ -31,6 +33,7 @@ def data_columns(table: pa.Table) -> list[str]:
 
 
 def _group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
+    table = normalize_table(table)
     grouped = table.group_by(keys, use_threads=True).aggregate([(DIFF_COLUMN, "sum")])
     grouped = grouped.filter(pc.not_equal(grouped.column(_SUM), 0))
     return grouped.rename_columns([*keys, DIFF_COLUMN])
@@ -83,6 +86,6 @@ def consolidate_updates(updates: Iterable[tuple[Row, int, int]]) -> list[tuple[R
     """Consolidate a small list of ``(row, time, diff)`` in Python, keeping first-seen order."""
     acc: dict[tuple[Row, int], int] = {}
     for row, time, diff in updates:
-        key = (row, time)
+        key = (canonical_row(row), time)
         acc[key] = acc.get(key, 0) + diff
     return [(row, time, diff) for (row, time), diff in acc.items() if diff != 0]

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from spate.errors import ColumnMissing, InvalidRelationDesc, SchemaMismatch
 from spate.protocol.wire import wire
-from spate.repr.types import Datum, Row, ScalarType
+from spate.repr.identity import canonical_float
+from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
 TIME_COLUMN = "_time"
 DIFF_COLUMN = "_diff"
@@ -123,11 +124,22 @@ class RelationDesc:
                 raise SchemaMismatch(collection, row_index, col.name, str(col.type), problem)
 
     def validate_rows(self, rows: Iterable[Sequence[Datum]], *, collection: str) -> list[Row]:
-        """Validate every row; return them as tuples. The first bad row raises."""
+        """Validate every row; return them as tuples, each value in its one canonical form
+        (see :mod:`spate.repr.identity`). The first bad row raises."""
+        floats = [i for i, c in enumerate(self.columns) if c.type.kind is ScalarKind.FLOAT64]
         out: list[Row] = []
         for i, row in enumerate(rows):
             self.validate_row(row, collection=collection, row_index=i)
-            out.append(tuple(row))
+            values = tuple(row)
+            if floats:
+                fixed = list(values)
+                for j in floats:
+                    v = fixed[j]
+                    if v is not None:
+                        assert isinstance(v, (int, float))
+                        fixed[j] = canonical_float(float(v))
+                values = tuple(fixed)
+            out.append(values)
         return out
 
     def project(self, names: Sequence[str]) -> RelationDesc:
