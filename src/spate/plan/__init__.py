@@ -7,6 +7,7 @@ the replicas that run them. Every node is immutable, validated at construction, 
 * :mod:`spate.plan.expr` — scalar expression nodes; :mod:`spate.plan.infer` — name resolution
   and types; :mod:`spate.plan.aggregate` — aggregate functions.
 * :mod:`spate.plan.relation` — relational nodes; :mod:`spate.plan.builder` — the fluent API.
+* :mod:`spate.plan.window` — ``Window`` and its functions (row_number, rank, lag, …).
 * :mod:`spate.plan.temporal` — validity intervals of temporal filters.
 * :mod:`spate.plan.dataflow` — ``DataflowDescription``; :mod:`spate.plan.validate` — its checks.
 """
@@ -81,6 +82,16 @@ from spate.plan.relation import (
 )
 from spate.plan.table_func import TableFunc
 from spate.plan.temporal import TemporalBounds, temporal_bounds
+from spate.plan.window import (
+    Window,
+    WindowExpr,
+    WindowFunc,
+    dense_rank,
+    lag,
+    lead,
+    rank,
+    row_number,
+)
 
 __all__ = [
     "AggregateExpr",
@@ -123,6 +134,9 @@ __all__ = [
     "UnaryFunc",
     "Union",
     "VariadicFunc",
+    "Window",
+    "WindowExpr",
+    "WindowFunc",
     "asc",
     "avg",
     "bool_and",
@@ -131,16 +145,21 @@ __all__ = [
     "coalesce",
     "col",
     "count",
+    "dense_rank",
     "desc",
     "from_epoch_ms",
     "greatest",
     "interval",
+    "lag",
+    "lead",
     "least",
     "lit",
     "max_",
     "min_",
     "now",
     "now_ms",
+    "rank",
+    "row_number",
     "string_agg",
     "sum_",
     "temporal_bounds",

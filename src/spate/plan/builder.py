@@ -44,6 +44,7 @@ from spate.repr.types import BOOL, INT64, TIMESTAMP, Datum, ScalarType
 
 if TYPE_CHECKING:
     from spate.plan import relation as rel
+    from spate.plan import window as win
     from spate.repr.desc import RelationDesc
 
 ColumnSpec = str | int
@@ -324,6 +325,23 @@ class RelationBuilder:
         key = tuple(position(me.desc, c, "group key") for c in group_key)
         order = tuple(_order(me.desc, o) for o in order_by)
         return TopK(me, key, order, limit, offset)
+
+    def window(
+        self,
+        partition_by: Sequence[ColumnSpec] = (),
+        *,
+        order_by: Sequence[SortKey | ColumnSpec | ColumnOrder] = (),
+        **funcs: win.WindowExpr | AggregateExpr,
+    ) -> win.Window:
+        """Window functions over one ``OVER (PARTITION BY … ORDER BY …)``, appended as columns:
+        ``.window(["auction"], order_by=[desc("price")], rn=row_number(), prev=lag(col("price")),
+        total=sum_(col("price")))`` (see :mod:`spate.plan.window`)."""
+        from spate.plan.window import Window
+
+        me = _me(self)
+        key = tuple(position(me.desc, c, "partition by") for c in partition_by)
+        order = tuple(_order(me.desc, o) for o in order_by)
+        return Window(me, key, order, tuple(funcs.values()), tuple(funcs))
 
     def distinct(self) -> rel.Distinct:
         from spate.plan.relation import Distinct

@@ -28,6 +28,7 @@ def explain(plan: RelationExpr) -> str:
 
 def _explain(node: RelationExpr, depth: int, lines: list[str]) -> None:
     from spate.plan import relation as r
+    from spate.plan.window import Window, explain_line
 
     pad = "  " * depth
     inputs = node.inputs()
@@ -74,6 +75,8 @@ def _explain(node: RelationExpr, depth: int, lines: list[str]) -> None:
                 f"TopK key=[{', '.join(names[i] for i in key)}] order=[{', '.join(order)}]"
                 f" limit={limit} offset={offset}"
             )
+        case Window():
+            text = explain_line(node)
         case r.ArrangeBy(_, keys):
             text = "ArrangeBy " + " ".join(f"[{', '.join(names[i] for i in k)}]" for k in keys)
         case _:

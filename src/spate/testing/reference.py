@@ -47,6 +47,7 @@ from spate.plan.relation import (
 )
 from spate.plan.table_func import TableFunc
 from spate.plan.temporal import TemporalBounds
+from spate.plan.window import Window, WindowExpr, WindowFunc
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 from spate.testing.reference_scalar import (
@@ -54,6 +55,7 @@ from spate.testing.reference_scalar import (
     canonical_row,
     check_int64,
     compare,
+    compare_nulls_last,
     compare_rows,
     compile_scalar,
     fit_numeric,
@@ -134,6 +136,8 @@ class _Evaluator:
                 )
             case ArrangeBy(inp, _):
                 return self.go(inp)
+            case Window():
+                return self.window(plan)
         raise EvalError(f"cannot evaluate {type(plan).__name__}")
 
     @staticmethod
@@ -241,6 +245,71 @@ class _Evaluator:
                     out[r] = hi - lo
                 rank += m
         return out
+
+    def window(self, plan: Window) -> Multiset:
+        """Each partition's rows in the window order (a row of multiplicity ``n`` as ``n``
+        rows), each with its functions' values (:mod:`spate.plan.window`)."""
+        inp, order_by = plan.input, plan.order_by
+        columns = inp.desc.columns
+        groups: dict[Row, list[Row]] = {}
+        for r, m in self.nonnegative(inp, "Window").items():
+            groups.setdefault(tuple(r[i] for i in plan.partition_by), []).extend([r] * m)
+        order = functools.cmp_to_key(functools.partial(compare_ordered, order_by))
+        out_types = [c.type for c in plan.desc.columns[inp.desc.arity :]]
+        compiled = [
+            (
+                f,
+                t,
+                compile_scalar(f.expr, columns) if f.expr is not None else None,
+                compile_scalar(f.default, columns)
+                if isinstance(f, WindowExpr) and f.default is not None
+                else None,
+            )
+            for f, t in zip(plan.funcs, out_types, strict=True)
+        ]
+        out: list[tuple[Row, int]] = []
+        for members in groups.values():
+            rows = sorted(members, key=order)
+            n = len(rows)
+            # each position's peer group (equal ORDER BY values; all rows without ORDER BY):
+            # its first and last positions and its ordinal
+            first, last, ordinal = [0] * n, [n - 1] * n, [1] * n
+            for i in range(1, n):
+                new = _starts_peer_group(order_by, rows[i - 1], rows[i])
+                first[i] = i if new else first[i - 1]
+                ordinal[i] = ordinal[i - 1] + new
+            for i in range(n - 2, -1, -1):
+                new = _starts_peer_group(order_by, rows[i], rows[i + 1])
+                last[i] = i if new else last[i + 1]
+            columns_out: list[list[Datum]] = []
+            for f, t, fn, default in compiled:
+                values = [None if fn is None else fn(r, self.now) for r in rows]
+                if isinstance(f, AggregateExpr):
+                    frames = [[(v, 1) for v in values[: last[i] + 1]] for i in range(n)]
+                    col = [aggregate(f, frame, t) for frame in frames]
+                elif f.func is WindowFunc.ROW_NUMBER:
+                    col = list(range(1, n + 1))
+                elif f.func is WindowFunc.RANK:
+                    col = [p + 1 for p in first]
+                elif f.func is WindowFunc.DENSE_RANK:
+                    col = list(ordinal)
+                else:
+                    step = -f.offset if f.func is WindowFunc.LAG else f.offset
+                    col = [
+                        canonical(values[i + step], t)
+                        if 0 <= i + step < n
+                        else (None if default is None else canonical(default(rows[i], self.now), t))
+                        for i in range(n)
+                    ]
+                columns_out.append(col)
+            out.extend(((*row, *(c[i] for c in columns_out)), 1) for i, row in enumerate(rows))
+        return consolidated(out)
+
+
+def _starts_peer_group(order_by: Sequence[ColumnOrder], before: Row, row: Row) -> bool:
+    """``row`` (right after ``before`` in the window order) is not its peer: some ORDER BY
+    value differs (NULL equals NULL). Without ORDER BY every row is a peer."""
+    return any(compare_nulls_last(before[o.column], row[o.column]) != 0 for o in order_by)
 
 
 def _all_equal(values: Sequence[Datum]) -> bool:
