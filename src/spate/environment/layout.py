@@ -2,6 +2,7 @@
 
 ::
 
+    <data_dir>/                  mode 0700; every file in it is 0600
     <data_dir>/blob/             persist blobs (Parquet batches)
     <data_dir>/consensus.db      persist consensus, catalog, timestamp oracle, epochs (SQLite)
     <data_dir>/secret            the replicas' shared transport secret (mode 0600)
@@ -42,8 +43,11 @@ class Layout:
         return PersistLocation.embedded(self.data_dir)
 
     def ensure(self) -> None:
-        """Create the directory and the secret (once; never overwritten)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Create the directory (private to its owner: mode 0700, tightened if it exists) and
+        the secret (once; never overwritten)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.data_dir.stat().st_uid == os.getuid():
+            self.data_dir.chmod(0o700)
         if not self.secret_file.exists():
             fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="ascii") as f:

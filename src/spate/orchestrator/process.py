@@ -54,6 +54,13 @@ def write_secret(path: Path) -> None:
         f.write(secrets.token_hex(32))
 
 
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``, readable by the owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
 def expand_argv(config: ServiceConfig, service: Service, service_dir: Path) -> list[str]:
     """Substitute ``{port:NAME}``, ``{secret_file}`` and ``{service_dir}`` in the command."""
     out = []
@@ -124,8 +131,9 @@ class ProcessOrchestrator(Supervisor):
         self._adopt: dict[str, int] = {}
 
     def _prepare(self, name: str, config: ServiceConfig) -> Supervised:
+        (self._root / "services").mkdir(parents=True, exist_ok=True, mode=0o700)
         sdir = self._root / "services" / name
-        sdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        sdir.mkdir(exist_ok=True, mode=0o700)
         ports = self._ports(sdir, config.ports)
         secret_file = sdir / "secret"
         if not secret_file.exists():
@@ -144,7 +152,7 @@ class ProcessOrchestrator(Supervisor):
             if isinstance(known, dict) and sorted(known) == sorted(names):
                 return {n: int(known[n]) for n in names}
         ports = {n: allocate_port(self._host) for n in names}
-        path.write_text(json.dumps(ports))
+        write_private(path, json.dumps(ports))
         return ports
 
     def _adoptable(self, sdir: Path, argv: list[str]) -> int | None:
@@ -166,7 +174,8 @@ class ProcessOrchestrator(Supervisor):
             return "adopted process exited"
         env = dict(os.environ)
         env.update(sup.config.env)
-        with open(sup.dir / "service.log", "ab") as log:
+        log_fd = os.open(sup.dir / "service.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log_fd, "ab") as log:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *sup.argv,
@@ -180,7 +189,7 @@ class ProcessOrchestrator(Supervisor):
                 return f"could not start: {e}"
         sup.pid = proc.pid
         sup.handle = proc
-        (sup.dir / "pid").write_text(str(proc.pid))
+        write_private(sup.dir / "pid", str(proc.pid))
         host, port = sup.service.address(sup.config.ports[0])
         waiter = asyncio.ensure_future(proc.wait())
         try:

@@ -37,7 +37,7 @@ class FileBlob:
         self.root = Path(root).resolve()
         try:
             if not self.root.is_dir():
-                self.root.mkdir(parents=True, exist_ok=True)
+                self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
                 _fsync_dir(self.root.parent)
         except OSError as e:
             raise Determinate(f"file blob: cannot create {self.root}: {e}") from e
@@ -61,7 +61,7 @@ class FileBlob:
         parent = path.parent
         try:
             if not parent.is_dir():
-                parent.mkdir(parents=True, exist_ok=True)
+                parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 # Make the new directories durable up to the root.
                 d = parent
                 while d != self.root:
@@ -71,7 +71,7 @@ class FileBlob:
             raise Determinate(f"file blob: cannot create directory for {key}: {e}") from e
         tmp = parent / f"{_TMP_PREFIX}{path.name}.{os.getpid()}.{time.monotonic_ns()}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 view = memoryview(value)
                 while view:

@@ -12,6 +12,7 @@ is :class:`~spate.errors.Indeterminate`.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -50,7 +51,10 @@ class SqliteConsensus:
                 )
                 self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                # Private to its owner; SQLite gives its WAL and shared-memory files the
+                # database file's mode.
+                os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
                 self._conn = sqlite3.connect(
                     str(self.path), isolation_level=None, check_same_thread=False
                 )
