@@ -140,11 +140,11 @@ async def test_oversize_frames_are_refused_from_the_length_prefix(
 ) -> None:
     rec = Recorder()
     async with await _server(secret, rec) as server:
-        # Before authentication: 1 MiB is the limit; the body is never sent.
+        # Before authentication: 4 KiB is the limit; the body is never sent.
         raw = await open_raw(server.port)
         raw.write_raw(HEADER.pack(MAGIC, 1, 0, MAX_PRE_AUTH_FRAME_BYTES + 1))
         await _assert_refused(server, rec, raw)
-        assert "exceeds the maximum of 1048576 before authentication" in caplog.text
+        assert "exceeds the maximum of 4096 before authentication" in caplog.text
         raw.close()
         # After authentication: 64 MiB.
         raw = await authenticated_raw(server.port, secret, epoch=1)

@@ -70,6 +70,9 @@ class TransportOptions:
     ``keepalive_interval``: an idle side sends an empty keepalive frame this often.
     ``read_timeout``: a peer silent for this long (no message, no keepalive) is considered gone
     (``None``: wait forever). ``max_frame``: largest frame body accepted after authentication.
+    ``max_unauthenticated``: connections a server lets handshake at once; more are closed at
+    once (each still has ``handshake_timeout`` to authenticate), so unauthenticated peers cannot
+    exhaust a replica's memory or file descriptors.
     """
 
     connect_timeout: float = 5.0
@@ -77,12 +80,17 @@ class TransportOptions:
     keepalive_interval: float = KEEPALIVE_INTERVAL_S
     read_timeout: float | None = READ_TIMEOUT_S
     max_frame: int = MAX_FRAME_BYTES
+    max_unauthenticated: int = 64
 
     def __post_init__(self) -> None:
         if self.read_timeout is not None and self.read_timeout <= self.keepalive_interval:
             raise ValueError(
                 f"read_timeout {self.read_timeout} s must exceed keepalive_interval "
                 f"{self.keepalive_interval} s, or a quiet peer would be dropped"
+            )
+        if self.max_unauthenticated < 1:
+            raise ValueError(
+                f"max_unauthenticated must be at least 1, got {self.max_unauthenticated}"
             )
 
 
@@ -104,6 +112,8 @@ class TransportStats:
     epochs_refused: int = 0
     replaced: int = 0
     protocol_errors: int = 0
+    shed: int = 0
+    """Connections closed unauthenticated because ``max_unauthenticated`` were handshaking."""
 
 
 DEFAULT_OPTIONS: Final = TransportOptions()

@@ -9,7 +9,8 @@ Layout (big endian)::
     offset 8  n bytes  body
 
 A reader MUST check the length against its maximum *before* reading (or allocating) the body:
-1 MiB before authentication, 64 MiB by default after. A header mismatch is a
+4 KiB before authentication (the handshake's frames are a few hundred bytes), 64 MiB by
+default after. A header mismatch is a
 :class:`~spate.errors.ProtocolError` naming the stream offset, and the connection is closed;
 a stream that ends inside a frame raises :class:`~spate.protocol.errors.TruncatedFrame`.
 
@@ -37,8 +38,9 @@ HEADER_SIZE: Final = HEADER.size  # 8
 
 MAX_FRAME_BYTES: Final = 64 * 1024 * 1024
 """Default largest frame body after authentication."""
-MAX_PRE_AUTH_FRAME_BYTES: Final = 1024 * 1024
-"""Largest frame body before the handshake has authenticated the peer."""
+MAX_PRE_AUTH_FRAME_BYTES: Final = 4 * 1024
+"""Largest frame body before the handshake has authenticated the peer: enough for the
+handshake's messages, so an unauthenticated peer cannot make a replica allocate more."""
 
 
 class FrameKind(enum.IntEnum):

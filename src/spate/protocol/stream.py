@@ -34,6 +34,9 @@ from spate.protocol.frame import (
 )
 
 _SCRATCH: Final = 256 * 1024
+_PRE_AUTH_SCRATCH: Final = 8 * 1024
+"""Before authentication a stream's buffer holds one header and one pre-auth frame: an
+unauthenticated connection costs a few KiB, not the 256 KiB of an authenticated one."""
 _MAX_QUEUED: Final = 64
 
 Chunk = bytes | bytearray | memoryview
@@ -54,7 +57,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._on_connect = on_connect
         self._transport: asyncio.BaseTransport | None = None
         self._peer = "?"
-        self._scratch = bytearray(_SCRATCH)
+        self._scratch = bytearray(_SCRATCH if authenticated else _PRE_AUTH_SCRATCH)
         self._scratch_len = 0
         self._big: bytearray | None = None  # buffer of the current large frame
         self._big_header: FrameHeader | None = None
@@ -144,7 +147,7 @@ class FrameStream(asyncio.BufferedProtocol):
                 self._deliver(header, body)
                 pos += need
                 continue
-            if need > _SCRATCH:
+            if need > len(buf):
                 # A large frame: give it its own buffer, filled by the socket directly.
                 big = bytearray(header.length)
                 have = end - pos - HEADER_SIZE
@@ -208,6 +211,10 @@ class FrameStream(asyncio.BufferedProtocol):
         """Change the maximum frame body (after authentication)."""
         self.max_body = max_body
         self.authenticated = authenticated
+        if authenticated and len(self._scratch) < _SCRATCH:
+            grown = bytearray(_SCRATCH)
+            grown[: self._scratch_len] = self._scratch[: self._scratch_len]
+            self._scratch = grown
 
     async def read_frame(self) -> Frame:
         """The next frame. Raises ``ConnectionClosed`` (``TruncatedFrame`` inside a frame) at

@@ -16,8 +16,10 @@ Guarantees:
 * **Authentication before anything.** ``serve`` runs TLS (when ``tls`` is given, with client
   certificates if the context requires them) and the mutual HMAC-SHA256 handshake of
   :mod:`spate.protocol.handshake` within ``handshake_timeout`` before the handler ever sees
-  the connection; until then frames are capped at 1 MiB and only handshake messages decode.
-  A failed handshake closes the connection and counts in ``stats.auth_failures``.
+  the connection; until then frames are capped at 4 KiB, only handshake messages decode, and
+  at most ``max_unauthenticated`` connections handshake at once (more are closed at once and
+  counted in ``stats.shed``). A failed handshake closes the connection and counts in
+  ``stats.auth_failures``.
 * **One controller per replica.** A connection with a newer epoch replaces the current one
   (which is closed: its handler's ``recv`` raises ``ConnectionClosed``); an epoch that is not
   newer is refused (the client gets ``EpochRefused``).
@@ -338,6 +340,7 @@ class TcpServer(ServerBase[StreamConnection]):
         self._tls = tls
         self._options = options
         self._server: asyncio.Server | None = None
+        self._handshaking = 0
 
     async def _start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
@@ -358,38 +361,56 @@ class TcpServer(ServerBase[StreamConnection]):
                 await self._server.wait_closed()
 
     def _on_connect(self, stream: FrameStream) -> None:
+        self._stats.connections += 1
+        if self._handshaking >= self._options.max_unauthenticated:
+            self._stats.shed += 1
+            if self._stats.shed % 1000 == 1:
+                _log.warning(
+                    "%s replica: %d connections are already handshaking; closing %s "
+                    "(%d shed so far)",
+                    self._role,
+                    self._handshaking,
+                    stream.peer,
+                    self._stats.shed,
+                )
+            stream.abort()
+            return
+        self._handshaking += 1
         if self._tls is not None:
             stream.pause_reading_for_tls()
         self._spawn(self._serve_client(stream))
 
     async def _serve_client(self, stream: FrameStream) -> None:
+        try:
+            conn = await self._authenticate(stream)
+        finally:
+            self._handshaking -= 1
+        if conn is not None:
+            await self._run_handler(conn)
+
+    async def _authenticate(self, stream: FrameStream) -> StreamConnection | None:
         peer = stream.peer
-        self._stats.connections += 1
         stream.tune_socket()
         try:
             async with asyncio.timeout(self._options.handshake_timeout):
                 if self._tls is not None:
                     await stream.start_tls(self._tls, timeout=self._options.handshake_timeout)
-                conn = await self._server_handshake(stream, peer)
+                return await self._server_handshake(stream, peer)
         except EpochRefused as e:
             _log.warning("%s replica: %s", self._role, e)
             stream.close()
-            return
         except TimeoutError:
             self._auth_failed(
                 peer, f"no complete handshake within {self._options.handshake_timeout} s"
             )
             stream.abort()
-            return
         except ssl.SSLError as e:
             self._auth_failed(peer, f"TLS: {e.reason}")
             stream.abort()
-            return
         except (ProtocolError, ConnectionError, OSError) as e:
             self._auth_failed(peer, e)
             stream.close()
-            return
-        await self._run_handler(conn)
+        return None
 
     async def _server_handshake(self, stream: FrameStream, peer: str) -> StreamConnection:
         hello_body = await _read_handshake_body(stream)
