@@ -1,0 +1,97 @@
+"""The known gaps of spate's SQL against the corpus (``tests/sql/slt/KNOWN_GAPS``).
+
+Each line names one test that is expected to fail, as ``<file> <record key> <check>  # why``,
+where ``check`` is ``query`` (the record's answer in spate) or ``incremental`` (its maintained
+view under random changes). The tests turn each line into ``xfail(strict=True)``: when the
+feature lands the test passes, reports XPASS as a failure, and the line must go.
+
+Rewrite the list from a run of the whole corpus through spate (every view maintained)::
+
+    SPATE_TEST_POSTGRES_URL=... python -m tests.sql._slt_gaps
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sql._slt import SLT_DIR, corpus_files, parse_file
+
+GAPS_FILE = SLT_DIR / "KNOWN_GAPS"
+CHECKS = ("query", "incremental")
+
+_HEADER = """\
+# Known gaps of spate's SQL against the corpus: '<file> <record key> <query|incremental>  # why'.
+# Each line is a test expected to fail (xfail, strict): when support lands, remove the line.
+# Rewrite from a full run: SPATE_TEST_POSTGRES_URL=... python -m tests.sql._slt_gaps
+"""
+
+
+@dataclass(frozen=True)
+class Gap:
+    file: str
+    key: str
+    check: str
+    reason: str
+
+
+def read_gaps(path: Path = GAPS_FILE) -> dict[tuple[str, str, str], Gap]:
+    gaps: dict[tuple[str, str, str], Gap] = {}
+    if not path.exists():
+        return gaps
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        body, _, reason = line.partition("#")
+        words = body.split()
+        if not words:
+            continue
+        if len(words) != 3 or words[2] not in CHECKS:
+            raise ValueError(f"{path.name}:{n}: expected '<file> <key> query|incremental # why'")
+        gap = Gap(words[0], words[1], words[2], reason.strip())
+        gaps[(gap.file, gap.key, gap.check)] = gap
+    return gaps
+
+
+def write_gaps(gaps: list[Gap], path: Path = GAPS_FILE) -> None:
+    lines = [_HEADER]
+    for g in sorted(gaps, key=lambda g: (g.file, g.check, g.key)):
+        reason = " ".join(g.reason.split())[:140]
+        lines.append(f"{g.file} {g.key} {g.check}  # {reason}\n")
+    path.write_text("".join(lines))
+
+
+def main() -> int:
+    from spate.environment.api import Environment
+    from tests.sql._slt_spate import CLUSTER, Knobs, format_result, run_file, warm_up
+
+    url = os.environ.get("SPATE_TEST_POSTGRES_URL")
+    if not url:
+        print("SPATE_TEST_POSTGRES_URL is not set", file=sys.stderr)
+        return 2
+    knobs = Knobs.from_env()
+    knobs = Knobs(knobs.seed, knobs.rounds, None)
+    print(f"seed: {knobs.replay()}")
+    gaps: list[Gap] = []
+    with tempfile.TemporaryDirectory() as d, Environment.open(Path(d) / "data") as env:
+        env.create_cluster(CLUSTER, replicas=1)
+        warm_up(env)
+        for path in corpus_files():
+            f = parse_file(path)
+            result = run_file(f, env, url, knobs)
+            print(format_result(f, result), flush=True)
+            for r in f.records:
+                problem = result.problems.get(r.key)
+                if problem:
+                    gaps.append(Gap(f.name, r.key, "query", f"{problem} | {r.sql}"))
+                problem = result.incremental.get(r.key)
+                if problem:
+                    gaps.append(Gap(f.name, r.key, "incremental", f"{problem} | {r.sql}"))
+    write_gaps(gaps)
+    print(f"{len(gaps)} known gaps written to {GAPS_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""Running a corpus file through spate (``Environment.sql``) beside PostgreSQL.
+
+Each record runs on both engines in file order (PostgreSQL in a scratch schema); every query's
+rows are compared (:mod:`tests.sql._slt_compare`), every statement must succeed or fail on
+both. Then the incremental check: each query that can define a view (PostgreSQL accepts it as
+a view over the file's tables) becomes a materialized view with a default index in spate and a
+view in PostgreSQL; seeded random rounds of INSERT/UPDATE/DELETE (:mod:`tests.sql._slt_dml`)
+go to the tables of both, and after each round every view read through spate must equal
+PostgreSQL's answer on the same data (an error in PostgreSQL must be an error in spate).
+
+Knobs (environment variables):
+
+- ``SPATE_SLT_SEED``: the seed of the rounds and of the view sample (printed; set it to replay);
+- ``SPATE_SLT_ROUNDS``: rounds per file (default 5);
+- ``SPATE_SLT_VIEWS``: views per file (default 6, drawn from the seed so that successive runs
+  cover different ones); ``all`` maintains every query that can define a view.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from tests.sql._slt import Record, SltFile
+from tests.sql._slt_compare import compare
+from tests.sql._slt_dml import apply_to_postgres, load, random_round
+from tests.sql._slt_pg import PgScratch
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+CLUSTER = "slt"
+DEFAULT_VIEWS = 6
+DEFAULT_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Knobs:
+    seed: int
+    rounds: int
+    views: int | None  # None: every viewable query
+
+    @staticmethod
+    def from_env() -> Knobs:
+        seed_text = os.environ.get("SPATE_SLT_SEED")
+        seed = int(seed_text) if seed_text else random.SystemRandom().randrange(2**32)
+        rounds = int(os.environ.get("SPATE_SLT_ROUNDS", DEFAULT_ROUNDS))
+        views_text = os.environ.get("SPATE_SLT_VIEWS", str(DEFAULT_VIEWS)).strip().lower()
+        views = None if views_text == "all" else int(views_text)
+        return Knobs(seed, rounds, views)
+
+    def replay(self) -> str:
+        views = "all" if self.views is None else self.views
+        return f"SPATE_SLT_SEED={self.seed} SPATE_SLT_ROUNDS={self.rounds} SPATE_SLT_VIEWS={views}"
+
+
+@dataclass
+class FileResult:
+    problems: dict[str, str | None] = field(default_factory=dict)  # record key -> problem
+    incremental: dict[str, str | None] = field(default_factory=dict)  # query key -> problem
+    not_maintained: dict[str, str] = field(default_factory=dict)  # query key -> why not
+    seconds: float = 0.0
+    views: int = 0
+
+
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def _spate_error(e: BaseException) -> bool:
+    from spate.errors import SpateError
+
+    return isinstance(e, SpateError)
+
+
+def run_file(f: SltFile, env: Environment, pg_url: str, knobs: Knobs) -> FileResult:
+    started = time.monotonic()
+    result = FileResult()
+    before = set(env.names())
+    try:
+        with PgScratch(pg_url, f.path.stem) as pg:
+            for r in f.records:
+                if r.runs_on("spate"):
+                    result.problems[r.key] = _run_record(r, env, pg)
+                elif r.runs_on("postgresql"):
+                    _pg_side(r, pg)
+            if knobs.rounds > 0:
+                _incremental(f, env, pg, knobs, result)
+    finally:
+        _drop_new(env, before)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _pg_side(r: Record, pg: PgScratch) -> tuple[list[Any] | None, str | None]:
+    """PostgreSQL's rows (for a query) and its error, if any."""
+    try:
+        if r.kind == "query":
+            return pg.query(r.sql)[2], None
+        pg.execute(r.sql)
+        return None, None
+    except (psycopg.Error, ValueError) as e:
+        return None, _error_text(e)
+
+
+def _run_record(r: Record, env: Environment, pg: PgScratch) -> str | None:
+    pg_rows, pg_error = _pg_side(r, pg) if r.runs_on("postgresql") else (None, None)
+    try:
+        out = env.sql(r.sql)
+    except Exception as e:
+        if r.expect_error:
+            if _spate_error(e):
+                return None
+            return f"refused, but not with a spate error: {_error_text(e)}"
+        return f"spate failed: {_error_text(e)}"
+    if r.expect_error:
+        return f"spate accepted a statement PostgreSQL refuses ({pg_error})"
+    if r.kind == "statement":
+        return None
+    if pg_error is not None:
+        return f"PostgreSQL failed: {pg_error}"
+    if out is None:
+        return "spate returned no rows object for a query"
+    return compare(pg_rows or [], out, ordered=r.sort == "nosort")
+
+
+# -- incremental -----------------------------------------------------------------------------------
+
+
+def _view_sql(pg: PgScratch, r: Record) -> str:
+    """The query as a view definition: columns renamed c1..cn when names repeat."""
+    _, names, _ = pg.query(r.sql)
+    if len(set(names)) == len(names):
+        return r.sql
+    cols = ", ".join(f"c{i + 1}" for i in range(len(names)))
+    return f"SELECT * FROM ({r.sql}) AS q({cols})"
+
+
+def _maintainable(f: SltFile, pg: PgScratch, result: FileResult) -> list[tuple[Record, str, str]]:
+    """``(record, view name, view SQL)`` for every query PostgreSQL accepts as a view over
+    the file's tables (as they are at the end of the file)."""
+    assert pg.conn is not None
+    out: list[tuple[Record, str, str]] = []
+    for i, r in enumerate(f.queries()):
+        if not (r.runs_on("spate") and r.runs_on("postgresql")):
+            continue
+        if r.noview:
+            result.not_maintained[r.key] = "marked noview"
+            continue
+        name = f"slt_v{i}"
+        try:
+            sql = _view_sql(pg, r)
+            pg.execute(f"CREATE VIEW {name} AS {sql}")
+        except (psycopg.Error, ValueError) as e:
+            result.not_maintained[r.key] = f"not a view in PostgreSQL: {_error_text(e)}"
+            continue
+        used = pg.conn.execute(
+            "SELECT count(*) FROM information_schema.view_table_usage"
+            " WHERE view_schema = %s AND view_name = %s",
+            (pg.schema, name),
+        ).fetchone()
+        if not used or not used[0]:
+            pg.execute(f"DROP VIEW {name}")
+            result.not_maintained[r.key] = "reads no table"
+            continue
+        out.append((r, name, sql))
+    return out
+
+
+def _incremental(
+    f: SltFile, env: Environment, pg: PgScratch, knobs: Knobs, result: FileResult
+) -> None:
+    candidates = _maintainable(f, pg, result)
+    rng = random.Random(f"{knobs.seed}:{f.name}")
+    chosen = candidates
+    if knobs.views is not None and len(candidates) > knobs.views:
+        chosen = sorted(rng.sample(candidates, knobs.views), key=lambda c: c[1])
+    for r, _, _ in candidates:
+        if all(r is not c[0] for c in chosen):
+            result.not_maintained[r.key] = "not drawn this run (SPATE_SLT_VIEWS=all runs all)"
+    live: dict[str, tuple[Record, str]] = {}
+    for r, name, sql in chosen:
+        if result.problems.get(r.key):
+            result.incremental[r.key] = "the query itself fails in spate (see its own test)"
+            continue
+        try:
+            env.sql(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {CLUSTER} AS {sql}")
+            env.sql(f"CREATE DEFAULT INDEX IN CLUSTER {CLUSTER} ON {name}")
+        except Exception as e:
+            result.incremental[r.key] = f"spate cannot maintain it: {_error_text(e)}"
+            continue
+        result.incremental[r.key] = None
+        live[name] = (r, sql)
+    result.views = len(live)
+    if not live:
+        return
+    models = load(pg, pg.tables())
+    _check_views(env, pg, live, result, "the initial contents")
+    clear_round = rng.randrange(knobs.rounds)
+    for n in range(knobs.rounds):
+        rnd, ops = random_round(rng, models, clear=n == clear_round)
+        apply_to_postgres(pg, models, ops)
+        try:
+            for table, (gone, new) in sorted(rnd.changes.items()):
+                if gone:
+                    env.delete(table, list(gone.elements()))
+                if new:
+                    env.insert(table, list(new.elements()))
+        except Exception as e:
+            for r, _ in live.values():
+                result.incremental[r.key] = f"round {n + 1}: the write failed: {_error_text(e)}"
+            return
+        what = f"round {n + 1} of {knobs.rounds} ({knobs.replay()}):\n    " + "\n    ".join(
+            rnd.description
+        )
+        _check_views(env, pg, live, result, what)
+
+
+def _check_views(
+    env: Environment,
+    pg: PgScratch,
+    live: dict[str, tuple[Record, str]],
+    result: FileResult,
+    when: str,
+) -> None:
+    for name, (r, sql) in list(live.items()):
+        pg_rows: list[Any] | None = None
+        pg_error = None
+        try:
+            pg_rows = pg.query(f"SELECT * FROM {name}")[2]
+        except (psycopg.Error, ValueError) as e:
+            pg_error = _error_text(e)
+        try:
+            out = env.sql(f"SELECT * FROM {name}")
+        except Exception as e:
+            problem = None if pg_error else f"spate's read failed: {_error_text(e)}"
+        else:
+            if pg_error:
+                problem = f"PostgreSQL errs ({pg_error}), spate answered"
+            else:
+                problem = compare(pg_rows or [], out, ordered=False)
+        if problem:
+            result.incremental[r.key] = f"after {when}\n  view: {sql}\n  {problem}"
+            del live[name]
+
+
+def _drop_new(env: Environment, before: set[str]) -> None:
+    """Drop what the file created (dependents first, through CASCADE on tables)."""
+    for _ in range(3):
+        fresh = sorted(set(env.names()) - before)
+        if not fresh:
+            return
+        for name in fresh:
+            try:
+                env.drop(name, cascade=True)
+            except Exception:  # already dropped by a cascade; the next pass retries
+                continue
+
+
+def format_result(f: SltFile, result: FileResult) -> str:
+    bad = sum(1 for p in result.problems.values() if p)
+    inc_bad = sum(1 for p in result.incremental.values() if p)
+    return (
+        f"{f.name}: {len(result.problems)} records ({bad} differ), {result.views} views "
+        f"maintained ({inc_bad} differ), {result.seconds:.1f} s"
+    )
+
+
+def warm_up(env: Environment) -> None:
+    """Wait (up to 5 minutes) until the cluster's replica answers, and make it the session's
+    cluster: the first Spark job of a fresh replica takes a minute on a small machine."""
+    from spate.plan.builder import col
+    from spate.repr import INT64, RelationDesc
+
+    env.create_table("slt_warm_up", RelationDesc.of(("x", INT64)))
+    try:
+        env.select(env.get("slt_warm_up").filter(col("x") > 0), cluster=CLUSTER, timeout=300)
+    finally:
+        env.drop("slt_warm_up")
+    env.sql(f"SET cluster = {CLUSTER}")
