@@ -3,7 +3,9 @@
 :class:`ComputeReplica` is the transport handler (:func:`spate.protocol.transport.serve`) of a
 compute replica. For every authenticated connection it feeds each received command to the
 :class:`~spate.compute.replica.state.ReplicaState` and performs the resulting actions: responses
-go to the connection's outbox (one sender task per connection keeps them in order), dataflow
+go to the connection's outbox (one sender task per connection keeps them in order; a response
+too large for one frame becomes an error answer to that peek or subscribe alone, and any other
+failure to send is logged and resets the connection, so the controller reconnects), dataflow
 work goes to the :class:`~spate.compute.replica.runtime.ComputeRuntime`. Events from the
 runtime are fed back to the state the same way. Everything touching the state runs on the
 event loop thread, so the state needs no locks.
@@ -29,9 +31,18 @@ from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.runtime import ComputeRuntime
 from spate.compute.replica.state import ReplicaState
 from spate.errors import ProtocolError
-from spate.protocol.compute import ComputeCommand, Frontiers, InitializationComplete
+from spate.frontier.antichain import Antichain
+from spate.protocol.compute import (
+    ComputeCommand,
+    Frontiers,
+    InitializationComplete,
+    PeekError,
+    PeekResponse,
+    SubscribeBatch,
+    SubscribeResponse,
+)
 from spate.protocol.connection import Connection
-from spate.protocol.errors import ConnectionClosed
+from spate.protocol.errors import ConnectionClosed, FrameTooLarge
 
 _log: Final = logging.getLogger("spate.compute.replica")
 
@@ -56,8 +67,26 @@ class _Outbox:
             if item is _STOP:
                 return
             try:
-                await self.conn.send(item)
+                try:
+                    await self.conn.send(item)
+                except FrameTooLarge as e:
+                    instead = _instead_of_oversized(item, e)
+                    if instead is None:
+                        raise
+                    _log.warning("epoch=%d: %s", self.conn.epoch, _message(instead))
+                    item = instead
+                    await self.conn.send(item)
             except ConnectionClosed:
+                return
+            except Exception:
+                # A response that cannot be sent would leave the controller waiting forever on
+                # a connection that looks alive: reset it, so the controller reconnects.
+                _log.exception(
+                    "epoch=%d: sending %s failed; resetting the connection",
+                    self.conn.epoch,
+                    type(item).__name__,
+                )
+                await self.conn.close()
                 return
             self._metrics.response(item)
 
@@ -65,6 +94,33 @@ class _Outbox:
         self._queue.put_nowait(_STOP)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.task, 5.0)
+
+
+def _instead_of_oversized(item: object, error: FrameTooLarge) -> object | None:
+    """The error answer that replaces a peek or subscribe response too large for a frame."""
+    why = (
+        f"its encoded size of {error.length} bytes exceeds the largest frame of "
+        f"{error.maximum} bytes; narrow the read (a filter, a limit, fewer columns)"
+    )
+    if isinstance(item, PeekResponse):
+        return PeekResponse(item.uuid, PeekError(f"the result of peek {item.uuid} failed: {why}"))
+    if isinstance(item, SubscribeResponse) and isinstance(item.response, SubscribeBatch):
+        batch = item.response
+        message = (
+            f"the changes of subscribe {item.id} in [{batch.lower}, {batch.upper}) failed: {why}"
+        )
+        return SubscribeResponse(
+            item.id, SubscribeBatch(batch.lower, Antichain.empty(), None, error=message)
+        )
+    return None
+
+
+def _message(response: object) -> str:
+    if isinstance(response, PeekResponse) and isinstance(response.response, PeekError):
+        return response.response.message
+    if isinstance(response, SubscribeResponse) and isinstance(response.response, SubscribeBatch):
+        return response.response.error or ""
+    return repr(response)
 
 
 class ComputeReplica:
