@@ -1,0 +1,63 @@
+"""Answers to the catalog queries PostgreSQL clients send (pg_catalog, information_schema,
+``version()``, ``current_setting()``…), computed from the engine's relations.
+
+Clients ask a small set of known queries (psql's ``\\d`` family, SQLAlchemy's reflection,
+driver probes). Each is recognised by what it reads (:mod:`spate.pgwire.catalog_queries`) and
+answered with rows built from :meth:`Engine.relations`; a catalog query that is not recognised
+gets zero rows with the columns it selects, which is what clients expect of an object that
+has no such property (no constraints, no comments, no inheritance).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import pyarrow as pa
+
+from spate.pgwire.catalog_queries import answer_known, select_list_names
+from spate.pgwire.engine import Context, Engine, Rows
+
+_CATALOG: Final = re.compile(
+    r"\bpg_catalog\s*\.|\binformation_schema\s*\.|\bpg_(?:class|namespace|attribute|type|"
+    r"index|constraint|database|roles|user|settings|tables|views|matviews|am|proc|cursors|"
+    r"description|attrdef|collation|inherits|range|policy|extension|tablespace|depend|"
+    r"sequence|stat_\w+|statistic_ext|publication\w*|opclass|authid|get_\w+|table_is_visible|"
+    r"type_is_visible|advisory_\w+|encoding_to_char|backend_pid|is_in_recovery|"
+    r"postmaster_start_time)\b|\bversion\s*\(|\bcurrent_(?:schema|schemas|database|setting|"
+    r"user|role|catalog)\b|\bsession_user\b|\bset_config\s*\(|\bto_reg\w+\s*\(|\bformat_type\s*\(|"
+    r"::\s*reg\w+",
+    re.I,
+)
+
+
+class Catalog:
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def handles(self, sql: str) -> bool:
+        return _CATALOG.search(sql) is not None
+
+    def answer(self, sql: str, ctx: Context) -> Rows:
+        known = answer_known(sql, ctx.vars, self._engine.relations)
+        if known is not None:
+            return Rows(known, f"SELECT {known.num_rows}")
+        names = select_list_names(sql)
+        table = pa.table({n: pa.array([], pa.string()) for n in _unique(names)})
+        return Rows(table, "SELECT 0")
+
+    def describe(self, sql: str, ctx: Context) -> pa.Schema:
+        return self.answer(sql, ctx).table.schema  # type: ignore[union-attr]
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            out.append(f"{n}_{seen[n]}")
+        else:
+            seen[n] = 0
+            out.append(n)
+    return out

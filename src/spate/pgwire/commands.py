@@ -1,0 +1,214 @@
+"""Running the statements a session answers itself (see :mod:`spate.pgwire.statements`).
+
+Transactions are bookkeeping only: spate's reads are each consistent on their own and its
+writes commit one statement at a time, so BEGIN/COMMIT track the status byte clients rely on
+(and the lifetime of cursors), nothing more. ``DECLARE … CURSOR FOR SUBSCRIBE …`` and
+``FETCH n [WITH (timeout = '…')]`` follow Materialize: FETCH waits for at least one row (or
+the timeout), then returns up to ``n`` rows that are already there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from spate.pgwire import codec, statements
+from spate.pgwire.errors import PgError
+from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
+from spate.pgwire.portal import Portal
+
+if TYPE_CHECKING:
+    from spate.pgwire.session import Session
+
+
+async def run_session_statement(
+    s: Session, stmt: statements.SessionStatement, *, describe: bool, formats: tuple[int, ...]
+) -> None:
+    if isinstance(stmt, statements.Begin):
+        if s.status != "I":
+            s.send(
+                codec.notice_response(
+                    "there is already a transaction in progress",
+                    sqlstate="25001",
+                    severity="WARNING",
+                )
+            )
+        s.status = "T" if s.status == "I" else s.status
+        s.send(codec.command_complete("BEGIN"))
+    elif isinstance(stmt, statements.Commit):
+        tag = "ROLLBACK" if s.status == "E" else "COMMIT"
+        _end_transaction(s)
+        s.send(codec.command_complete(tag))
+    elif isinstance(stmt, statements.Rollback):
+        if stmt.to_savepoint:
+            if s.status == "I":
+                raise PgError(
+                    "25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"
+                )
+            s.status = "T"
+        else:
+            _end_transaction(s)
+        s.send(codec.command_complete("ROLLBACK"))
+    elif isinstance(stmt, statements.NoOp):
+        if stmt.in_transaction and s.status == "I":
+            raise PgError("25P01", f"{stmt.tag} can only be used in transaction blocks")
+        if stmt.tag == "DISCARD ALL" or stmt.tag == "CLOSE CURSOR ALL":
+            _close_cursors(s)
+        s.send(codec.command_complete(stmt.tag))
+    elif isinstance(stmt, statements.Set):
+        if stmt.name is None and stmt.value is None:
+            s.send(codec.command_complete("SET"))
+        elif stmt.name is None:
+            s.send(codec.command_complete("RESET"))
+        else:
+            s.set_var(stmt.name, stmt.value)
+            s.send(codec.command_complete("SET" if stmt.value is not None else "RESET"))
+    elif isinstance(stmt, statements.Show):
+        _show(s, stmt.name, describe=describe, formats=formats)
+    elif isinstance(stmt, statements.Declare):
+        await _declare(s, stmt)
+    elif isinstance(stmt, statements.Fetch):
+        await _fetch(s, stmt, describe=describe, formats=formats)
+    elif isinstance(stmt, statements.Close):
+        if stmt.name is None:
+            _close_cursors(s)
+            s.send(codec.command_complete("CLOSE CURSOR ALL"))
+        else:
+            portal = s.portals.pop(stmt.name, None)
+            if portal is None:
+                raise PgError("34000", f'cursor "{stmt.name}" does not exist')
+            portal.close()
+            s.send(codec.command_complete("CLOSE CURSOR"))
+    elif isinstance(stmt, statements.Copy):
+        await _copy(s, stmt)
+    else:  # pragma: no cover - exhaustive
+        raise AssertionError(stmt)
+
+
+def _end_transaction(s: Session) -> None:
+    s.status = "I"
+    _close_cursors(s)
+
+
+def _close_cursors(s: Session) -> None:
+    for name in [n for n, p in s.portals.items() if p.cursor]:
+        s.portals.pop(name).close()
+
+
+def _show(s: Session, name: str, *, describe: bool, formats: tuple[int, ...]) -> None:
+    if name == "all":
+        schema = pa.schema(
+            [("name", pa.string()), ("setting", pa.string()), ("description", pa.string())]
+        )
+        rows: list[tuple[Any, ...]] = [(k, v, "") for k, v in sorted(s.vars.items())]
+    else:
+        if name not in s.vars:
+            raise PgError("42704", f'unrecognized configuration parameter "{name}"')
+        schema = pa.schema([(name, pa.string())])
+        rows = [(s.vars[name],)]
+    fmts = _fmts(formats, len(schema))
+    if describe:
+        s.send(codec.row_description(field_descs(schema), fmts))
+    enc = RowEncoder(schema, fmts)
+    for row in rows:
+        s.send(enc.row(row))
+    s.send(codec.command_complete("SHOW"))
+
+
+def _fmts(formats: tuple[int, ...], n: int) -> list[int]:
+    if not formats:
+        return [0] * n
+    if len(formats) == 1:
+        return [formats[0]] * n
+    return list(formats)
+
+
+async def _declare(s: Session, stmt: statements.Declare) -> None:
+    if s.status == "I":
+        raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
+    if stmt.name in s.portals:
+        raise PgError("42P03", f'cursor "{stmt.name}" already exists')
+    portal = Portal(stmt.query, (), cursor=True)
+    await s.start_portal(portal)
+    s.portals[stmt.name] = portal
+    s.send(codec.command_complete("DECLARE CURSOR"))
+
+
+async def _fetch(
+    s: Session, stmt: statements.Fetch, *, describe: bool, formats: tuple[int, ...]
+) -> None:
+    portal = s.portals.get(stmt.name)
+    if portal is None or not portal.cursor:
+        raise PgError("34000", f'cursor "{stmt.name}" does not exist')
+    if portal.schema is None:
+        raise PgError("24000", f'cursor "{stmt.name}" does not return rows')
+    fmts = _fmts(formats, len(portal.schema))
+    if describe:
+        s.send(codec.row_description(field_descs(portal.schema), fmts))
+    enc = RowEncoder(portal.schema, fmts)
+    limit = stmt.count
+    out: list[Any] = []
+    if portal.rows is not None:
+        end = len(portal.rows) if limit is None else min(len(portal.rows), portal.offset + limit)
+        out = portal.rows[portal.offset : end]
+        portal.offset = end
+    elif portal.pump is not None and not portal.done:
+        out = await _fetch_stream(s, portal, limit, stmt.timeout)
+    for row in out:
+        s.send(enc.row(row))
+    s.send(codec.command_complete(f"FETCH {len(out)}"))
+
+
+async def _fetch_stream(
+    s: Session, portal: Portal, limit: int | None, timeout: float | None
+) -> list[Any]:
+    assert portal.pump is not None
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while not portal.pending:
+        left = None if deadline is None else max(0.0, deadline - loop.time())
+        if left == 0.0:
+            ready = portal.pump.ready_rows()
+            if ready is None:
+                portal.done = True
+            else:
+                portal.pending.extend(ready)
+            break
+        try:
+            rows = await s.wait_rows(portal, left)
+        except TimeoutError:
+            break
+        if rows is None:
+            portal.done = True
+            break
+        portal.pending.extend(rows)
+    if not portal.done:
+        ready = portal.pump.ready_rows()
+        if ready is None:
+            portal.done = True
+        else:
+            portal.pending.extend(ready)
+    n = len(portal.pending) if limit is None else min(limit, len(portal.pending))
+    return [portal.pending.popleft() for _ in range(n)]
+
+
+async def _copy(s: Session, stmt: statements.Copy) -> None:
+    portal = Portal(stmt.query, ())
+    try:
+        await s.start_portal(portal)
+        if portal.schema is None:
+            raise PgError("0A000", "COPY needs a statement that returns rows")
+        enc = CopyEncoder(portal.schema, stmt.format)
+        s.send(codec.copy_out_response(len(portal.schema)))
+        if portal.rows is not None:
+            for row in portal.rows:
+                s.send(codec.copy_data(enc.line(row)))
+            n = len(portal.rows)
+        else:
+            n = await s.stream_rows(portal, lambda row: s.send(codec.copy_data(enc.line(row))), 0)
+        s.send(codec.COPY_DONE)
+        s.send(codec.command_complete(f"COPY {n}"))
+    finally:
+        portal.close()

@@ -1,0 +1,103 @@
+"""What the server needs from the database behind it: the engine contract.
+
+The session owns everything about the protocol and the session (transactions, cursors, SET,
+SHOW, COPY, catalog emulation); the engine only plans and runs statements. Parameters are
+bound by the session as typed literals before :meth:`Engine.execute` sees the text, so an
+engine that has no placeholders of its own still serves the extended protocol.
+
+Every method MAY be called from several worker threads at once and MAY block. An engine MUST
+NOT keep per-connection state: what a session set lives in :class:`Context`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pyarrow as pa
+
+
+@dataclass(slots=True)
+class Context:
+    """The calling session: its variables (``cluster``, ``search_path``…) and a cancel flag.
+
+    A long-running engine call SHOULD look at ``canceled`` when it can stop early; the session
+    answers ``57014`` as soon as the flag is set, whatever the call does afterwards.
+    """
+
+    vars: Mapping[str, str]
+    canceled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """The shape of a statement, found without running it.
+
+    ``param_oids[i]`` is the PostgreSQL type of ``$(i+1)`` (0 when the engine cannot tell; the
+    session then reports ``text``); ``schema`` is the result's columns, or ``None`` when the
+    statement returns no rows.
+    """
+
+    param_oids: tuple[int, ...]
+    schema: pa.Schema | None
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """A finished result: ``table`` (``None`` for statements without rows) and its tag
+    (``SELECT 3``, ``INSERT 0 2``, ``CREATE TABLE``…)."""
+
+    table: pa.Table | None
+    tag: str
+
+
+@dataclass(slots=True)
+class Stream:
+    """An endless result (SUBSCRIBE): ``batches`` yields tables of ``schema`` (an empty one
+    means progress without changes) until it ends or :attr:`close` is called.
+
+    ``batches`` is iterated by one thread only, and ``close`` is called from that same thread,
+    exactly once, however the stream ends; it releases everything the subscription holds.
+    """
+
+    schema: pa.Schema
+    batches: Iterator[pa.Table]
+    close: Callable[[], None]
+
+
+Result = Rows | Stream
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """A user-visible relation, as the catalog emulation describes it.
+
+    ``oid`` MUST be stable for the life of the object (across restarts) and at least 16384.
+    """
+
+    oid: int
+    name: str
+    kind: str  # table | view | materialized-view | source | index
+    schema: pa.Schema
+    on: str | None = None  # an index's relation
+    key: tuple[str, ...] = ()  # an index's key columns
+
+
+class Engine(Protocol):
+    def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
+        """The parameter types and result columns of ``sql`` (with ``$n`` placeholders).
+
+        MUST NOT change anything. ``param_oids`` are the types the client declared (0 for
+        undeclared); a declared type MUST be kept.
+        """
+        ...
+
+    def execute(self, sql: str, ctx: Context) -> Result:
+        """Run one statement (parameters already bound). Either happens completely or raises."""
+        ...
+
+    def relations(self) -> Sequence[Relation]:
+        """Every relation the catalog emulation shows, in a stable order."""
+        ...

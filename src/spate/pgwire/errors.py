@@ -1,0 +1,99 @@
+"""SQLSTATE codes for spate's errors, and the error the server raises itself.
+
+An exception that carries a ``sqlstate`` attribute (a five-character string) is sent with that
+code; otherwise the code comes from the exception's class (the table below, first match in the
+method resolution order), then from the built-in it mixes in. Anything that is not a
+:class:`~spate.errors.SpateError` is ``XX000`` (internal error) and is logged by the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from spate.errors import LocationError, SpateError, UsageError
+
+
+class PgError(SpateError):
+    """An error the server answers with a given SQLSTATE (and, when fatal, a closed socket)."""
+
+    def __init__(self, sqlstate: str, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.fatal = fatal
+
+
+SYNTAX_ERROR: Final = "42601"
+UNDEFINED_TABLE: Final = "42P01"
+UNDEFINED_COLUMN: Final = "42703"
+UNDEFINED_OBJECT: Final = "42704"
+FEATURE_NOT_SUPPORTED: Final = "0A000"
+INVALID_TEXT: Final = "22P02"
+QUERY_CANCELED: Final = "57014"
+ADMIN_SHUTDOWN: Final = "57P01"
+TOO_MANY_CONNECTIONS: Final = "53300"
+PROTOCOL_VIOLATION: Final = "08P01"
+PROGRAM_LIMIT: Final = "54000"
+INVALID_PASSWORD: Final = "28P01"  # noqa: S105 (a SQLSTATE)
+INVALID_AUTHORIZATION: Final = "28000"
+NO_ACTIVE_TRANSACTION: Final = "25P01"
+IN_FAILED_TRANSACTION: Final = "25P02"
+INVALID_CURSOR: Final = "34000"
+INVALID_STATEMENT: Final = "26000"
+DUPLICATE_STATEMENT: Final = "42P05"
+DUPLICATE_CURSOR: Final = "42P03"
+INTERNAL_ERROR: Final = "XX000"
+
+_BY_CLASS: Final[dict[str, str]] = {
+    "UnknownName": UNDEFINED_TABLE,
+    "CollectionMissing": UNDEFINED_TABLE,
+    "ColumnMissing": UNDEFINED_COLUMN,
+    "PlanColumnMissing": UNDEFINED_COLUMN,
+    "NameExists": "42P07",
+    "HasDependents": "2BP01",
+    "InvalidName": "42602",
+    "SchemaMismatch": "42804",
+    "PlanTypeError": "42804",
+    "InvalidScalarType": UNDEFINED_OBJECT,
+    "InvalidParameter": INVALID_TEXT,
+    "ReadBeforeSince": "55000",
+    "AsOfBeforeSince": "55000",
+    "NotReadable": "55000",
+    "ReadFailed": "55000",
+    "EnvironmentClosed": ADMIN_SHUTDOWN,
+    "EvalError": "22000",
+}
+
+_BY_BUILTIN: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (ZeroDivisionError, "22012"),
+    (OverflowError, "22003"),
+    (ArithmeticError, "22000"),
+    (NotImplementedError, FEATURE_NOT_SUPPORTED),
+    (KeyError, UNDEFINED_OBJECT),
+    (TypeError, "42804"),
+    (PermissionError, "42501"),
+    (TimeoutError, QUERY_CANCELED),
+    (ValueError, "22023"),
+)
+
+
+def sqlstate_of(e: BaseException) -> str:
+    code = getattr(e, "sqlstate", None)
+    if isinstance(code, str) and len(code) == 5:
+        return code
+    if isinstance(e, asyncio.CancelledError):
+        return QUERY_CANCELED
+    for cls in type(e).__mro__:
+        if cls.__name__ in _BY_CLASS:
+            return _BY_CLASS[cls.__name__]
+        if cls.__name__.endswith("SyntaxError") or cls.__name__ == "ParseError":
+            return SYNTAX_ERROR
+    if isinstance(e, SpateError):
+        for builtin, code in _BY_BUILTIN:
+            if isinstance(e, builtin):
+                return code
+        if isinstance(e, LocationError):
+            return "58030"
+        if isinstance(e, UsageError):
+            return "42000"
+    return INTERNAL_ERROR

@@ -1,0 +1,194 @@
+"""Just enough lexing of SQL text to split statements and bind ``$n`` parameters.
+
+Quoted strings (``'…'`` with ``''``, ``E'…'`` with backslash escapes), quoted identifiers,
+dollar-quoted strings, ``--`` and nested ``/* */`` comments are skipped, so a ``;`` or ``$1``
+inside them is never taken for a separator or a parameter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from typing import Any, Final
+
+_DOLLAR_TAG: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+_PARAM: Final = re.compile(r"\$(\d+)")
+
+
+def _skip(text: str, i: int) -> int:
+    """If a quoted or commented span starts at ``i``, the index after it; else ``i``."""
+    c = text[i]
+    n = len(text)
+    if c == "'":
+        escaped = i > 0 and text[i - 1] in "eE" and (i < 2 or not text[i - 2].isalnum())
+        j = i + 1
+        while j < n:
+            if escaped and text[j] == "\\":
+                j += 2
+                continue
+            if text[j] == "'":
+                if j + 1 < n and text[j + 1] == "'":
+                    j += 2
+                    continue
+                return j + 1
+            j += 1
+        return n
+    if c == '"':
+        j = text.find('"', i + 1)
+        while j != -1 and j + 1 < n and text[j + 1] == '"':
+            j = text.find('"', j + 2)
+        return n if j == -1 else j + 1
+    if c == "-" and text.startswith("--", i):
+        j = text.find("\n", i)
+        return n if j == -1 else j + 1
+    if c == "/" and text.startswith("/*", i):
+        depth, j = 1, i + 2
+        while j < n and depth:
+            if text.startswith("/*", j):
+                depth, j = depth + 1, j + 2
+            elif text.startswith("*/", j):
+                depth, j = depth - 1, j + 2
+            else:
+                j += 1
+        return j
+    if c == "$" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        m = _DOLLAR_TAG.match(text, i)
+        if m:
+            end = text.find(m.group(0), m.end())
+            return n if end == -1 else end + len(m.group(0))
+    return i
+
+
+def _code_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of ``text`` outside quotes and comments."""
+    i, start, n = 0, 0, len(text)
+    while i < n:
+        j = _skip(text, i)
+        if j != i:
+            if start < i:
+                yield start, i
+            i = start = j
+        else:
+            i += 1
+    if start < n:
+        yield start, n
+
+
+def depths(sql: str) -> list[int]:
+    """Paren depth at each character; quoted spans count as depth -1 (never top level)."""
+    out = [0] * (len(sql) + 1)
+    depth, i, n = 0, 0, len(sql)
+    while i < n:
+        j = _skip(sql, i)
+        if j != i:
+            for k in range(i, j):
+                out[k] = -1
+            i = j
+            continue
+        c = sql[i]
+        if c == "(":
+            depth += 1
+        out[i] = depth
+        if c == ")":
+            depth -= 1
+        i += 1
+    out[n] = depth
+    return out
+
+
+def split(text: str) -> list[str]:
+    """The non-empty statements of ``text``, split at top-level semicolons."""
+    out: list[str] = []
+    start = 0
+    for a, b in _code_spans(text):
+        k = text.find(";", a, b)
+        while k != -1:
+            out.append(text[start:k])
+            start = k + 1
+            k = text.find(";", start, b)
+    out.append(text[start:])
+    return [s.strip() for s in out if strip_comments(s).strip()]
+
+
+def strip_comments(text: str) -> str:
+    """``text`` with comments removed (quoted spans kept)."""
+    parts: list[str] = []
+    i, start, n = 0, 0, len(text)
+    while i < n:
+        j = _skip(text, i)
+        if j != i:
+            if text.startswith("--", i) or text.startswith("/*", i):
+                parts.append(text[start:i])
+                parts.append(" ")
+            else:
+                parts.append(text[start:j])
+            i = start = j
+        else:
+            i += 1
+    parts.append(text[start:])
+    return "".join(parts)
+
+
+def param_count(text: str) -> int:
+    """The highest ``$n`` used in ``text`` (0 if none)."""
+    top = 0
+    for a, b in _code_spans(text):
+        for m in _PARAM.finditer(text, a, b):
+            top = max(top, int(m.group(1)))
+    return top
+
+
+def param_positions(text: str) -> list[tuple[int, int, int]]:
+    """Each ``$n`` outside quotes: (start, end, n)."""
+    out = []
+    for a, b in _code_spans(text):
+        for m in _PARAM.finditer(text, a, b):
+            if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"):
+                continue
+            out.append((m.start(), m.end(), int(m.group(1))))
+    return out
+
+
+def literal(value: Any, type_name: str | None = None) -> str:
+    """``value`` as a SQL literal, cast to ``type_name`` when one is given."""
+    if value is None:
+        text = "NULL"
+    elif isinstance(value, bool):
+        text = "TRUE" if value else "FALSE"
+    elif isinstance(value, int):
+        text = str(value) if value >= 0 else f"({value})"
+    elif isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            text = f"'{'NaN' if math.isnan(value) else ('Infinity' if value > 0 else '-Infinity')}'"
+            type_name = type_name or "float8"
+        else:
+            text = repr(value) if value >= 0 else f"({value!r})"
+    elif isinstance(value, Decimal):
+        text = format(value, "f")
+        text = text if not text.startswith("-") else f"({text})"
+    elif isinstance(value, bytes):
+        text, type_name = "'\\x" + value.hex() + "'", type_name or "bytea"
+    elif isinstance(value, dt.datetime):
+        text, type_name = f"'{value.isoformat(' ')}'", type_name or "timestamp"
+    elif isinstance(value, dt.date):
+        text, type_name = f"'{value.isoformat()}'", type_name or "date"
+    else:
+        text = "'" + str(value).replace("'", "''") + "'"
+    return f"CAST({text} AS {type_name})" if type_name else text
+
+
+def bind(text: str, literals: Sequence[str]) -> str:
+    """``text`` with every ``$n`` outside quotes replaced by ``literals[n - 1]``."""
+    out: list[str] = []
+    last = 0
+    for start, end, n in param_positions(text):
+        if not 1 <= n <= len(literals):
+            raise IndexError(n)
+        out.append(text[last:start])
+        out.append(literals[n - 1])
+        last = end
+    out.append(text[last:])
+    return "".join(out)

@@ -1,0 +1,156 @@
+"""The listening server: accepts connections, runs a :class:`Session` for each.
+
+One asyncio event loop owns every socket, all parsing and all encoding; engine calls run on a
+bounded thread pool. CancelRequests find their session through a registry keyed by
+(pid, secret). Beyond ``max_connections`` a new client gets ``53300`` and is closed. A listen
+address that is not loopback is refused unless a password is configured (SCRAM-SHA-256), so
+the server never trusts the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from spate.pgwire import codec
+from spate.pgwire.auth import AuthConfigError, ScramVerifier, is_loopback
+from spate.pgwire.catalog import Catalog
+from spate.pgwire.engine import Engine
+from spate.pgwire.session import Session, SessionOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 6875
+    password: str | None = field(default=None, repr=False)
+    ssl_context: ssl.SSLContext | None = None
+    max_connections: int = 256
+    max_message_bytes: int = 16 * 1024 * 1024
+    workers: int = 16
+
+
+class Server:
+    """A PostgreSQL protocol server over ``engine``. ``start`` binds; ``close`` stops."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        if config.password is None and not is_loopback(config.host):
+            raise AuthConfigError(
+                f"listening on {config.host} needs a password (SCRAM-SHA-256): without one "
+                "only loopback addresses are allowed"
+            )
+        self._engine = engine
+        self._config = config
+        self._catalog = Catalog(engine)
+        verifier = ScramVerifier.from_password(config.password) if config.password else None
+        self._options = SessionOptions(
+            max_message_bytes=config.max_message_bytes,
+            verifier=verifier,
+            ssl_context=config.ssl_context,
+        )
+        self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="pgwire-engine")
+        self._sessions: dict[tuple[int, int], Session] = {}
+        self._open = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def sessions(self) -> int:
+        return self._open
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._accept, self._config.host, self._config.port, limit=2**20
+        )
+        log.info("pgwire listening on %s:%d", self._config.host, self.port)
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._open += 1
+        try:
+            if self._open > self._config.max_connections:
+                writer.write(codec.error_response("FATAL", "53300", "too many connections"))
+                await writer.drain()
+                writer.close()
+                return
+            session = Session(
+                reader,
+                writer,
+                engine=self._engine,
+                catalog=self._catalog,
+                executor=self._executor,
+                options=self._options,
+                register=self._register,
+                unregister=self._unregister,
+                cancel=self._cancel,
+            )
+            await session.run()
+        except asyncio.CancelledError:
+            writer.close()
+        except Exception:
+            log.exception("a pgwire connection failed")
+            writer.close()
+        finally:
+            self._open -= 1
+            self._tasks.discard(task)
+
+    def _register(self, s: Session) -> None:
+        self._sessions[(s.pid, s.secret)] = s
+
+    def _unregister(self, s: Session) -> None:
+        self._sessions.pop((s.pid, s.secret), None)
+
+    def _cancel(self, pid: int, secret: int) -> None:
+        s = self._sessions.get((pid, secret))
+        if s is not None:
+            s.cancel()
+
+
+class ServerThread:
+    """A :class:`Server` on an event loop in a thread of its own (tests, embedding)."""
+
+    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+        self._loop = asyncio.new_event_loop()
+        self.server = Server(engine, config)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pgwire", daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()

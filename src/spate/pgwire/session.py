@@ -1,0 +1,581 @@
+"""One client connection: startup, authentication, then the simple and extended query protocol.
+
+The session owns its socket, its variables, its transaction status (``I`` idle, ``T`` in a
+block, ``E`` failed block), its prepared statements and portals. Statements that belong to the
+session (:mod:`spate.pgwire.statements`) never reach the engine; catalog queries go to
+:mod:`spate.pgwire.catalog`; the rest runs on the engine in a worker thread, so the event loop
+keeps serving every other session. Output is buffered and written at ReadyForQuery, Flush, a
+full buffer, and every streamed batch.
+
+A CancelRequest (from another connection, carrying this session's key) ends the statement in
+progress with ``57014``; the session stays usable. A malformed message, an oversized one, or
+an unknown message type is answered with a FATAL error and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from spate.pgwire import codec, lexer, statements
+from spate.pgwire import types as pgt
+from spate.pgwire.auth import ScramVerifier
+from spate.pgwire.catalog import Catalog
+from spate.pgwire.commands import run_session_statement
+from spate.pgwire.engine import Context, Described, Engine, Rows, Stream
+from spate.pgwire.errors import PgError, sqlstate_of
+from spate.pgwire.output import RowEncoder, field_descs
+from spate.pgwire.portal import Portal, StreamPump, table_rows
+from spate.pgwire.startup import DISPLAY, default_vars, handshake
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+FLUSH_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    max_message_bytes: int = 16 * 1024 * 1024
+    verifier: ScramVerifier | None = None
+    ssl_context: ssl.SSLContext | None = None
+    server_version: str = "9.5.0"
+
+
+@dataclass(slots=True)
+class Prepared:
+    sql: str
+    param_oids: tuple[int, ...]
+    described: Described | None = None
+
+
+class Closed(Exception):
+    """The connection ended (client went away, Terminate, or a fatal error)."""
+
+
+class Session:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        engine: Engine,
+        catalog: Catalog,
+        executor: Executor,
+        options: SessionOptions,
+        register: Callable[[Session], None],
+        unregister: Callable[[Session], None],
+        cancel: Callable[[int, int], None],
+    ) -> None:
+        self.reader, self.writer = reader, writer
+        self._engine, self._catalog, self._executor = engine, catalog, executor
+        self.options = options
+        self._register, self._unregister, self.cancel_other = register, unregister, cancel
+        self.pid = secrets.randbelow(2**31 - 1) + 1
+        self.secret = secrets.randbits(31)
+        self._out: list[bytes] = []
+        self._out_len = 0
+        self.vars: dict[str, str] = {}
+        self._status = "I"
+        self._statements: dict[str, Prepared] = {}
+        self._portals: dict[str, Portal] = {}
+        self._skip_to_sync = False
+        self._ctx = Context(self.vars)
+        self._running: asyncio.Future[Any] | None = None
+        self._canceled = False
+        peer = writer.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
+
+    # -- I/O ---------------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_len += len(data)
+
+    async def flush(self) -> None:
+        if self._out:
+            self.writer.write(b"".join(self._out))
+            self._out.clear()
+            self._out_len = 0
+        await self.writer.drain()
+
+    async def _maybe_flush(self) -> None:
+        if self._out_len >= FLUSH_BYTES:
+            await self.flush()
+
+    async def read_exact(self, n: int) -> bytes:
+        try:
+            return await self.reader.readexactly(n)
+        except (asyncio.IncompleteReadError, ConnectionError) as e:
+            raise Closed() from e
+
+    async def read_message(self) -> tuple[bytes, bytes]:
+        head = await self.read_exact(5)
+        kind = head[:1]
+        length = int.from_bytes(head[1:], "big", signed=True)
+        size = codec.check_length(
+            length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
+        )
+        return kind, await self.read_exact(size)
+
+    async def fatal(self, sqlstate: str, message: str) -> None:
+        self.send(codec.error_response("FATAL", sqlstate, message))
+        with contextlib.suppress(ConnectionError):
+            await self.flush()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            if not await handshake(self):
+                return
+            self._register(self)
+            await self._loop()
+        except Closed:
+            pass
+        except codec.MessageTooLarge as e:
+            await self.fatal("54000", str(e))
+        except codec.MalformedMessage as e:
+            await self.fatal("08P01", str(e))
+        except PgError as e:
+            await self.fatal(e.sqlstate, str(e))
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            self._unregister(self)
+            for portal in self._portals.values():
+                portal.close()
+            self._portals.clear()
+            self.writer.close()
+
+    def cancel(self) -> None:
+        """Cancel the statement in progress (a CancelRequest for this session's key)."""
+        self._ctx.canceled.set()
+        if self._running is not None and not self._running.done():
+            self._canceled = True
+            self._running.cancel()
+
+    # -- the message loop ------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            kind, body = await self.read_message()
+            if kind == b"X":
+                raise Closed()
+            if kind == b"S":
+                self._skip_to_sync = False
+                self.send(codec.ready(self._status))
+                await self.flush()
+                continue
+            if kind == b"Q":
+                self._skip_to_sync = False
+                await self._simple(codec.parse_query(body))
+                self.send(codec.ready(self._status))
+                await self.flush()
+                continue
+            if kind == b"H":
+                await self.flush()
+                continue
+            handler = self._extended.get(kind)
+            if handler is None:
+                if kind in (b"d", b"c", b"f"):  # stray COPY IN data: ignore, as PostgreSQL does
+                    continue
+                raise codec.MalformedMessage(f"unknown message type {kind!r}")
+            if self._skip_to_sync:
+                continue
+            try:
+                await handler(self, body)
+            except codec.MalformedMessage:
+                raise
+            except Exception as e:
+                self._error(e)
+                self._skip_to_sync = True
+            await self._maybe_flush()
+
+    def _error(self, e: BaseException) -> None:
+        if isinstance(e, (asyncio.CancelledError, TimeoutError)) and self._canceled:
+            code, message = "57014", "canceling statement due to user request"
+        else:
+            code, message = sqlstate_of(e), str(e) or type(e).__name__
+        if code == "XX000":
+            log.error("internal error in session %d", self.pid, exc_info=e)
+        self._canceled = False
+        self._ctx.canceled.clear()
+        if self._status == "T":
+            self._status = "E"
+        self.send(codec.error_response("ERROR", code, message))
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on a worker thread; a CancelRequest ends the wait with 57014."""
+        fut = asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        self._running = fut
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if self._canceled:
+                raise PgError("57014", "canceling statement due to user request") from None
+            raise
+        finally:
+            self._running = None
+
+    # -- simple query ------------------------------------------------------------------------------
+
+    async def _simple(self, text: str) -> None:
+        parts = lexer.split(text)
+        if not parts:
+            self.send(codec.EMPTY_QUERY)
+            return
+        for sql in parts:
+            portal = Portal(sql, ())
+            try:
+                await self._run(portal, max_rows=0, describe=True)
+            except Exception as e:
+                self._error(e)
+                return
+            finally:
+                portal.close()
+            await self._maybe_flush()
+
+    # -- extended query ----------------------------------------------------------------------------
+
+    async def _parse(self, body: bytes) -> None:
+        m = codec.parse_parse(body)
+        if m.name and m.name in self._statements:
+            raise PgError("42P05", f'prepared statement "{m.name}" already exists')
+        parts = lexer.split(m.query)
+        if len(parts) > 1:
+            raise PgError("42601", "cannot insert multiple commands into a prepared statement")
+        self._statements[m.name] = Prepared(parts[0] if parts else "", m.param_oids)
+        self.send(codec.PARSE_COMPLETE)
+
+    def _statement(self, name: str) -> Prepared:
+        try:
+            return self._statements[name]
+        except KeyError:
+            raise PgError("26000", f'prepared statement "{name}" does not exist') from None
+
+    def _portal(self, name: str) -> Portal:
+        try:
+            return self._portals[name]
+        except KeyError:
+            raise PgError("34000", f'portal "{name}" does not exist') from None
+
+    async def _bind(self, body: bytes) -> None:
+        m = codec.parse_bind(body)
+        stmt = self._statement(m.statement)
+        n = len(m.params)
+        if len(m.param_formats) not in (0, 1, n):
+            raise codec.MalformedMessage(f"Bind: {len(m.param_formats)} formats for {n} values")
+        if stmt.described is None and n:
+            stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
+        oids = list(stmt.param_oids) + [0] * n
+        if stmt.described is not None:
+            oids = [
+                o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)
+            ]
+        literals = []
+        for i, raw in enumerate(m.params):
+            fmt = m.param_formats[0 if len(m.param_formats) == 1 else i] if m.param_formats else 0
+            value = pgt.decode_param(oids[i], fmt, raw, i + 1)
+            pg = pgt.BY_OID.get(oids[i])
+            literals.append(lexer.literal(value, _cast_name(pg)))
+        try:
+            sql = lexer.bind(stmt.sql, literals)
+        except IndexError as e:
+            raise PgError(
+                "08P01", f"bind message supplies {n} parameters, but ${e} is used"
+            ) from None
+        if m.portal in self._portals:
+            if m.portal:
+                raise PgError("42P03", f'portal "{m.portal}" already exists')
+            self._portals.pop("").close()
+        self._portals[m.portal] = Portal(sql, m.result_formats)
+        self.send(codec.BIND_COMPLETE)
+
+    async def _describe(self, body: bytes) -> None:
+        m = codec.parse_target(body, "Describe")
+        if m.kind == "S":
+            stmt = self._statement(m.name)
+            if stmt.described is None:
+                stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
+            d = stmt.described
+            oids = [o or 25 for o in d.param_oids]
+            self.send(codec.parameter_description(oids))
+            if d.schema is None:
+                self.send(codec.NO_DATA)
+            else:
+                self.send(codec.row_description(field_descs(d.schema), [0] * len(d.schema)))
+            return
+        portal = self._portal(m.name)
+        if portal.schema is None and not portal.ran:
+            await self._prepare_portal(portal)
+        if portal.schema is None:
+            self.send(codec.NO_DATA)
+        else:
+            fmts = _formats(portal.formats, len(portal.schema))
+            self.send(codec.row_description(field_descs(portal.schema), fmts))
+
+    async def _execute(self, body: bytes) -> None:
+        m = codec.parse_execute(body)
+        portal = self._portal(m.portal)
+        await self._run(portal, max_rows=max(m.max_rows, 0), describe=False)
+
+    async def _close(self, body: bytes) -> None:
+        m = codec.parse_target(body, "Close")
+        if m.kind == "S":
+            self._statements.pop(m.name, None)
+        else:
+            p = self._portals.pop(m.name, None)
+            if p is not None:
+                p.close()
+        self.send(codec.CLOSE_COMPLETE)
+
+    async def _function_call(self, body: bytes) -> None:
+        raise PgError("0A000", "the function call message is not supported")
+
+    _extended: Final[dict[bytes, Callable[[Session, bytes], Any]]] = {
+        b"P": _parse,
+        b"B": _bind,
+        b"D": _describe,
+        b"E": _execute,
+        b"C": _close,
+        b"F": _function_call,
+    }
+
+    # -- describing and running statements -----------------------------------------------------
+
+    async def _describe_sql(self, sql: str, param_oids: tuple[int, ...]) -> Described:
+        stmt = statements.classify(lexer.strip_comments(sql)) if sql else None
+        nparams = lexer.param_count(sql)
+        if stmt is not None or not sql:
+            schema = None
+            if isinstance(stmt, statements.Show):
+                schema = _show_schema(stmt.name)
+            elif isinstance(stmt, statements.Fetch):
+                schema = self._portal(stmt.name).schema
+            return Described(_params(param_oids, nparams), schema)
+        if self._catalog.handles(sql):
+            schema = await self._call(lambda: self._catalog.describe(sql, self._ctx))
+            return Described(_params(param_oids, nparams), schema)
+        d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
+        return Described(_params(d.param_oids or param_oids, nparams), d.schema)
+
+    async def _prepare_portal(self, portal: Portal) -> None:
+        """Find the portal's columns: run it now (finished results) or describe it (streams)."""
+        stmt = statements.classify(lexer.strip_comments(portal.sql)) if portal.sql else None
+        if stmt is not None:
+            if isinstance(stmt, statements.Show):
+                portal.schema = _show_schema(stmt.name)
+            elif isinstance(stmt, statements.Fetch):
+                portal.schema = self._portal(stmt.name).schema
+            return
+        if _is_subscribe(portal.sql):
+            d = await self._call(lambda: self._engine.describe(portal.sql, (), self._ctx))
+            portal.schema = d.schema
+            return
+        await self._start(portal)
+
+    async def _start(self, portal: Portal) -> None:
+        """Run the portal's statement (once); keep its rows or its stream."""
+        portal.ran = True
+        sql = portal.sql
+        result: Rows | Stream
+        if self._catalog.handles(sql):
+            result = await self._call(lambda: self._catalog.answer(sql, self._ctx))
+        else:
+            result = await self._call(lambda: self._engine.execute(sql, self._ctx))
+        if isinstance(result, Stream):
+            portal.pump = StreamPump(result, asyncio.get_running_loop(), str(self.pid))
+            portal.schema = result.schema
+            portal.tag = "SUBSCRIBE"
+            return
+        portal.tag = result.tag
+        if result.table is not None:
+            portal.schema = result.table.schema
+            portal.rows = await self._call(lambda: table_rows(result.table))
+        else:
+            portal.done = True
+
+    async def _run(self, portal: Portal, *, max_rows: int, describe: bool) -> None:
+        if portal.done and portal.ran and portal.rows is None:
+            self.send(codec.command_complete(portal.tag))
+            return
+        stmt = statements.classify(lexer.strip_comments(portal.sql)) if portal.sql else None
+        if self._status == "E" and not isinstance(stmt, (statements.Commit, statements.Rollback)):
+            raise PgError(
+                "25P02",
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
+        if not portal.sql:
+            self.send(codec.EMPTY_QUERY)
+            return
+        if stmt is not None:
+            await self._session_statement(stmt, describe=describe, formats=portal.formats)
+            return
+        if not portal.ran:
+            await self._start(portal)
+        if describe and portal.schema is not None:
+            fmts = _formats(portal.formats, len(portal.schema))
+            self.send(codec.row_description(field_descs(portal.schema), fmts))
+        await self._send_rows(portal, max_rows)
+
+    async def _send_rows(self, portal: Portal, max_rows: int) -> None:
+        if portal.schema is None:
+            self.send(codec.command_complete(portal.tag))
+            return
+        enc = RowEncoder(portal.schema, _formats(portal.formats, len(portal.schema)))
+        if portal.rows is not None:
+            end = (
+                len(portal.rows)
+                if max_rows <= 0
+                else min(len(portal.rows), portal.offset + max_rows)
+            )
+            for row in portal.rows[portal.offset : end]:
+                self.send(enc.row(row))
+                await self._maybe_flush()
+            sent = end - portal.offset
+            portal.offset = end
+            if end < len(portal.rows):
+                self.send(codec.PORTAL_SUSPENDED)
+            else:
+                self.send(codec.command_complete(_select_tag(portal.tag, sent)))
+                portal.rows, portal.done = None, True
+            return
+        assert portal.pump is not None
+        sent = await self._stream(portal, lambda row: self.send(enc.row(row)), max_rows)
+        if portal.done:
+            self.send(codec.command_complete(f"SUBSCRIBE {sent}"))
+        else:
+            self.send(codec.PORTAL_SUSPENDED)
+
+    async def _stream(self, portal: Portal, emit: Callable[[Any], None], max_rows: int) -> int:
+        """Send a stream's rows as they come until it ends, ``max_rows`` went, or a cancel."""
+        assert portal.pump is not None
+        sent = 0
+        while portal.pending and (max_rows <= 0 or sent < max_rows):
+            emit(portal.pending.popleft())
+            sent += 1
+        while max_rows <= 0 or sent < max_rows:
+            await self.flush()
+            rows = await self._wait_rows(portal, None)
+            if rows is None:
+                portal.done = True
+                break
+            for row in rows:
+                if max_rows > 0 and sent >= max_rows:
+                    portal.pending.append(row)
+                else:
+                    emit(row)
+                    sent += 1
+        return sent
+
+    async def _wait_rows(self, portal: Portal, timeout: float | None) -> list[Any] | None:
+        assert portal.pump is not None
+        task = asyncio.ensure_future(portal.pump.next_rows(timeout))
+        self._running = task
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if self._canceled:
+                raise PgError("57014", "canceling statement due to user request") from None
+            raise
+        finally:
+            self._running = None
+
+    # -- session statements ----------------------------------------------------------------------
+
+    async def _session_statement(
+        self, stmt: statements.SessionStatement, *, describe: bool, formats: tuple[int, ...]
+    ) -> None:
+        await run_session_statement(self, stmt, describe=describe, formats=formats)
+
+    # Helpers the session-statement module uses.
+
+    @property
+    def status(self) -> str:
+        return self._status
+
+    @status.setter
+    def status(self, value: str) -> None:
+        self._status = value
+
+    @property
+    def portals(self) -> dict[str, Portal]:
+        return self._portals
+
+    async def start_portal(self, portal: Portal) -> None:
+        await self._start(portal)
+
+    async def stream_rows(self, portal: Portal, emit: Callable[[Any], None], max_rows: int) -> int:
+        return await self._stream(portal, emit, max_rows)
+
+    async def wait_rows(self, portal: Portal, timeout: float | None) -> list[Any] | None:
+        return await self._wait_rows(portal, timeout)
+
+    def set_var(self, name: str, value: str | None) -> None:
+        if value is None:
+            defaults = default_vars(
+                self.vars["user"], self.vars["database"], "", self.options.server_version
+            )
+            if name in defaults:
+                self.vars[name] = defaults[name]
+            else:
+                self.vars.pop(name, None)
+        else:
+            self.vars[name] = value
+        if name in statements.REPORTED:
+            self.send(codec.parameter_status(DISPLAY.get(name, name), self.vars.get(name, "")))
+
+
+def _params(oids: tuple[int, ...], count: int) -> tuple[int, ...]:
+    return tuple(oids[:count]) + (0,) * max(0, count - len(oids))
+
+
+def _formats(formats: tuple[int, ...], n: int) -> list[int]:
+    if not formats:
+        return [0] * n
+    if len(formats) == 1:
+        return [formats[0]] * n
+    if len(formats) != n:
+        raise PgError("08P01", f"{len(formats)} result formats for {n} columns")
+    return list(formats)
+
+
+def _show_schema(name: str) -> Any:
+    import pyarrow as pa
+
+    if name == "all":
+        return pa.schema(
+            [("name", pa.string()), ("setting", pa.string()), ("description", pa.string())]
+        )
+    return pa.schema([(name, pa.string())])
+
+
+def _select_tag(tag: str, sent: int) -> str:
+    if tag.startswith("SELECT") or not tag:
+        return f"SELECT {sent}"
+    return tag
+
+
+def _is_subscribe(sql: str) -> bool:
+    return lexer.strip_comments(sql).lstrip().upper().startswith("SUBSCRIBE")
+
+
+def _cast_name(pg: pgt.PgType | None) -> str | None:
+    if pg is None or pg.oid in (25, 1043, 19, 705):
+        return None
+    return {
+        "int8": "bigint",
+        "int4": "integer",
+        "int2": "smallint",
+        "float8": "double precision",
+        "float4": "real",
+        "bool": "boolean",
+    }.get(pg.name, pg.name)
