@@ -30,11 +30,11 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` and ``tests`` i
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlglot
-
-from bench._results import write_result
 from spate.sql import MemoryCatalog, SqlError, plan_statements
 from spate.sql import statements as st
 from tests.sql._slt import corpus_files, parse_file
+
+from bench._results import write_result
 
 TARGET_P99_MS = 50.0
 
@@ -88,7 +88,7 @@ def bench(reps: int, quick: bool) -> Timings:
             except Exception as e:  # a planner bug: count it, keep measuring the rest
                 out.failed.append(f"{label} ({type(e).__name__})")
                 continue
-            ms = _time(lambda sql=r.sql: plan_statements(sql, catalog), reps)
+            ms = _time(lambda sql=r.sql, cat=catalog: plan_statements(sql, cat), reps)
             parse_ms = _time(lambda sql=r.sql: sqlglot.parse_one(sql, read="postgres"), reps)
             kind = type(stmts[-1]).__name__
             out.plan_ms.append(ms)
