@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from spate.cli import (  # noqa: F401  (each module registers its command on the app)
+    config,
     demo,
     replica,
     status,
+    stop,
     version,
     walkthrough,
 )
-from spate.cli.app import app
-
-
-def main() -> None:
-    app()
-
+from spate.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -43,8 +43,26 @@ def replica(
         int | None, typer.Option(help="compute: serve Prometheus metrics on 127.0.0.1:PORT")
     ] = None,
     driver_memory: Annotated[str, typer.Option(help="compute: Spark driver memory")] = "1g",
+    spark_conf: Annotated[
+        list[str] | None,
+        typer.Option(help="compute: a spark.KEY=VALUE setting for the session (repeatable)"),
+    ] = None,
+    grace_period: Annotated[
+        float | None,
+        typer.Option(
+            help="exit after this many seconds without a controller (default: run until stopped)"
+        ),
+    ] = None,
 ) -> None:
     """Run a replica process that a controller connects to."""
+    conf: dict[str, str] = {}
+    for item in spark_conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("spark."):
+            raise typer.BadParameter(f"--spark-conf must be spark.KEY=VALUE, got {item!r}")
+        conf[key] = value
+    if grace_period is not None and not grace_period > 0:
+        raise typer.BadParameter(f"--grace-period must be positive, got {grace_period}")
     if listen is not None:
         listen_host, sep, listen_port = listen.rpartition(":")
         if not sep or not listen_port.isdigit():
@@ -65,6 +83,8 @@ def replica(
             persist_consensus=consensus_uri or None,
             replica_id=replica_id,
             metrics_port=metrics_port,
+            spark_conf=conf,
+            grace_s=grace_period,
         )
         return
     if role == "storage":
@@ -81,6 +101,7 @@ def replica(
             replica_id=replica_id,
             spark_master=spark_master or "local[1]",
             secrets_dir=secrets_dir,
+            grace_s=grace_period,
         )
         return
     raise typer.BadParameter(f"unknown replica role {role!r}; known: storage, compute")

@@ -23,6 +23,7 @@ Reopening the same data directory restores everything: catalog, clusters, datafl
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from spate.config import Settings
+from spate.config import Settings, load_settings
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.core import Background, close_runtime, open_runtime
@@ -70,19 +71,29 @@ class Environment:
     @classmethod
     def open(
         cls,
-        data_dir: str | Path,
+        data_dir: str | Path | None = None,
         *,
         settings: Settings | None = None,
         spark_master: str | None = None,
         orchestrator: Supervisor | None = None,
         timeout: float = 300.0,
     ) -> Environment:
-        """Open (or create) the environment stored in ``data_dir``."""
-        settings = settings or Settings(data_dir=Path(data_dir))
+        """Open (or create) the environment stored in ``data_dir``.
+
+        ``settings`` (default: :func:`spate.config.load_settings`: ``SPATE_*`` variables and the
+        ``SPATE_CONFIG`` file) say where persist keeps the data, how replicas run Spark, where
+        replicas placed elsewhere listen…; ``data_dir`` and ``spark_master`` override theirs.
+        """
+        if settings is None:
+            settings = load_settings()
         if spark_master is not None:
             settings = settings.model_copy(
                 update={"spark": settings.spark.model_copy(update={"master": spark_master})}
             )
+        if data_dir is not None:
+            settings = settings.model_copy(update={"data_dir": Path(data_dir)})
+        data_dir = settings.data_dir
+        logging.getLogger("spate").setLevel(settings.log_level)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="spate-environment", daemon=True)
         thread.start()

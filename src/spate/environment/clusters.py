@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from spate.compute.controller.replica import ReplicaConfig, ReplicaLocation
 from spate.environment.catalog import CatalogState, ClusterItem, ReplicaItem
-from spate.environment.layout import compute_replica_service, storage_replica_service
 from spate.environment.runtime import STORAGE_INSTANCE, STORAGE_REPLICA, Runtime
+from spate.environment.services import compute_replica_service, storage_replica_service
 from spate.storage.controller.replica_client import StorageReplicaLocation
 
 
@@ -23,12 +23,8 @@ def service_name(cluster: str, replica: str) -> str:
 
 
 async def start_compute_replica(rt: Runtime, cluster: ClusterItem, replica: ReplicaItem) -> None:
-    spark = rt.settings.spark
     config = compute_replica_service(
-        rt.layout,
-        str(replica.id),
-        spark_master=spark.master,
-        driver_memory=spark.driver_memory,
+        rt.layout, rt.settings, cluster=cluster.name, replica=str(replica.id)
     )
     service = await rt.orchestrator.ensure_service(service_name(cluster.name, replica.name), config)
     host, port = service.address()
@@ -42,7 +38,7 @@ async def ensure_storage_replica(rt: Runtime) -> None:
     if rt.storage_replica_started:
         return
     service = await rt.orchestrator.ensure_service(
-        "storage-r0", storage_replica_service(rt.layout, str(STORAGE_REPLICA))
+        "storage-r0", storage_replica_service(rt.layout, rt.settings, str(STORAGE_REPLICA))
     )
     host, port = service.address()
     rt.storage.connect_replica(

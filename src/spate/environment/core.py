@@ -2,8 +2,8 @@
 
 Open, in order:
 
-1. the data directory and its secret; persist on embedded defaults (SQLite consensus, file
-   blobs) under it;
+1. the data directory and its secret; persist where the settings say (default: SQLite
+   consensus and file blobs under the data directory);
 2. the next **epoch** (durable; it fences an older environment still running on the same data);
 3. the **timestamp oracle** and the **catalog** (both in consensus);
 4. the **storage controller** at that epoch: it restores every collection and export from its
@@ -32,9 +32,9 @@ from spate.controller import Controller
 from spate.environment import clusters, objects, tables
 from spate.environment.catalog import CatalogState, SinkItem, SourceItem, ViewItem
 from spate.environment.durable import DurableDocument
-from spate.environment.layout import Layout
 from spate.environment.oracle import TimestampOracle
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
+from spate.environment.services import layout_of
 from spate.ids import IdGen, SystemIdGen
 from spate.orchestrator.process import ProcessOrchestrator
 from spate.orchestrator.supervisor import Supervisor
@@ -64,7 +64,7 @@ async def open_runtime(
 ) -> Runtime:
     clock = clock or SystemClock()
     ids = ids or SystemIdGen()
-    layout = Layout(Path(data_dir))
+    layout = layout_of(Path(data_dir), settings)
     layout.ensure()
     persist = await asyncio.to_thread(PersistClient, layout.location(), clock=clock, ids=ids)
     consensus = persist.consensus

@@ -35,6 +35,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 
+from spate.config import Settings
 from spate.environment.api import Environment
 from spate.environment.status import EnvironmentStatus
 from spate.plan.builder import col, desc, now
@@ -206,6 +207,7 @@ def run_demo(
     rate: int = 200,
     kill: bool = True,
     console: Console | None = None,
+    settings: Settings | None = None,
 ) -> DemoReport:
     """Run the demo; return what happened (the CLI prints it, tests check it)."""
     console = console or Console()
@@ -213,7 +215,7 @@ def run_demo(
     directory = Path(tempfile.mkdtemp(prefix="spate-demo-")) if data_dir is None else data_dir
     report = DemoReport(duration_s)
     console.print(f"spate demo: data in [bold]{directory}[/]")
-    env = Environment.open(directory)
+    env = Environment.open(directory, settings=settings)
     try:
         _setup(env, console, rate=rate)
         with Live(console=console, refresh_per_second=2, transient=False) as live:

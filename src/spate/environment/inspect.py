@@ -15,10 +15,11 @@ from pathlib import Path
 from rich.table import Table
 
 from spate.clock import SystemClock
+from spate.config import Settings
 from spate.environment.catalog import CatalogState, kind_of
 from spate.environment.clusters import service_name
 from spate.environment.durable import DurableDocument
-from spate.environment.layout import Layout
+from spate.environment.services import layout_of
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import SystemIdGen
@@ -75,9 +76,11 @@ class OfflineStatus:
         return [coll, reps]
 
 
-def inspect_environment(data_dir: Path) -> OfflineStatus:
-    layout = Layout(Path(data_dir))
-    if not (layout.data_dir / "consensus.db").exists():
+def inspect_environment(data_dir: Path, settings: Settings | None = None) -> OfflineStatus:
+    """What the environment in ``data_dir`` holds; ``settings`` say where its persist data is
+    (default: embedded under ``data_dir``)."""
+    layout = layout_of(Path(data_dir), settings or Settings(data_dir=Path(data_dir)))
+    if layout.persist is None and not (layout.data_dir / "consensus.db").exists():
         raise UsageError(f"{data_dir} holds no spate environment (no consensus.db)")
     client = PersistClient(layout.location(), clock=SystemClock(), ids=SystemIdGen())
     try:

@@ -234,3 +234,52 @@ class ProcessOrchestrator(Supervisor):
         sup.handle = None
         with contextlib.suppress(FileNotFoundError):
             (sup.dir / "pid").unlink()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_service(pid: int) -> bool:
+    """Whether ``pid`` runs a ``spate replica`` command (a pid file can outlive its process,
+    and the pid be reused by an unrelated one)."""
+    argv = _cmdline(pid)
+    return argv is not None and "spate" in argv and "replica" in argv
+
+
+def stop_services(root: Path, *, timeout: float = 10.0) -> list[tuple[str, int]]:
+    """Stop every service process under ``<root>/services`` (and its process group: a Spark
+    driver's JVM): SIGTERM, then SIGKILL after ``timeout`` seconds. Returns the
+    ``(service, pid)`` pairs that were running. For processes that outlived their orchestrator
+    (``spate stop``); a running orchestrator would restart them."""
+    found: list[tuple[str, int, Path]] = []
+    services = root / "services"
+    for sdir in sorted(services.iterdir()) if services.is_dir() else []:
+        try:
+            pid = int((sdir / "pid").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid_alive(pid) and _is_service(pid):
+            found.append((sdir.name, pid, sdir))
+    for _, pid, _ in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(_group_alive(pid) for _, pid, _ in found) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for _, pid, _ in found:
+        if _group_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+    for _, pid, sdir in found:
+        while _group_alive(pid) and time.monotonic() < deadline + 5.0:
+            time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            (sdir / "pid").unlink()
+    return [(name, pid) for name, pid, _ in found]

@@ -4,7 +4,8 @@
 
     spate replica --role compute --listen 127.0.0.1:PORT --secret-file F --scratch-dir D \
         [--spark-master local[2]] [--persist-blob URI --persist-consensus URI] \
-        [--replica-id r1] [--metrics-port N] [--driver-memory 1g]
+        [--replica-id r1] [--metrics-port N] [--driver-memory 1g] \
+        [--spark-conf spark.KEY=VALUE ...] [--grace-period SECONDS]
 
 * Listens on ``--listen`` (loopback by default; a non-loopback address needs a secret) and
   prints one line ``spate compute replica listening on HOST:PORT`` once it accepts connections
@@ -18,6 +19,10 @@
 * ``--persist-blob``/``--persist-consensus``: where source imports and materialized views live
   (``file:///…`` + ``sqlite:///…`` embedded; ``s3://…`` + ``postgresql://…`` scaled out).
 * ``--metrics-port``: serve Prometheus metrics on 127.0.0.1 at that port (opt-in).
+* ``--spark-conf``: ``spark.*`` settings for the replica's session (the driver's bind and
+  advertised address, executor sizes…); they win over spate's defaults.
+* ``--grace-period``: exit once no controller has held the replica for this many seconds
+  (:mod:`spate.protocol.idle`); without it the replica runs until stopped.
 * Exit codes: 0 after SIGTERM/SIGINT, :data:`HALT_EXIT_CODE` after a halt (an incompatible
   ``CreateInstance`` on reconnection): the orchestrator restarts a fresh process.
 """
@@ -45,6 +50,7 @@ from spate.compute.replica.state import ReplicaState
 from spate.ids import IdGen, SystemIdGen
 from spate.persist.client import PersistClient
 from spate.persist.location import PersistLocation
+from spate.protocol.idle import Handler, IdleExit
 from spate.protocol.secret import Secret
 from spate.protocol.transport import serve
 
@@ -100,6 +106,7 @@ async def serve_compute_replica(
     renderer: Renderer | None = None,
     stop: asyncio.Event | None = None,
     on_listening: Callable[[str, int], None] | None = None,
+    grace_s: float | None = None,
 ) -> int:
     """Run a compute replica until ``stop`` is set or it halts; return the exit code."""
     ids = ids or SystemIdGen()
@@ -135,12 +142,20 @@ async def serve_compute_replica(
     )
     await replica.start()
     host, port = listen
-    server = await serve(host, port, role="compute", handler=replica.handle, secret=secret)
+    handler: Handler = replica.handle
+    watch: asyncio.Task[None] | None = None
+    if grace_s is not None:
+        idle = IdleExit(grace_s, done, name=f"compute replica {name}")
+        handler = idle.wrap(handler)
+        watch = asyncio.create_task(idle.run(), name="idle-exit")
+    server = await serve(host, port, role="compute", handler=handler, secret=secret)
     if on_listening is not None:
         on_listening(server.host, server.port)
     try:
         await done.wait()
     finally:
+        if watch is not None:
+            watch.cancel()
         await server.close()
         await replica.close()
         if persist is not None:
@@ -159,6 +174,8 @@ def run(
     persist_consensus: str | None,
     replica_id: str | None,
     metrics_port: int | None,
+    spark_conf: dict[str, str] | None = None,
+    grace_s: float | None = None,
 ) -> None:
     """The blocking entry of ``spate replica --role compute`` (exits with the exit code)."""
     logging.basicConfig(
@@ -184,7 +201,10 @@ def run(
         from spate.render.spark import create_session
 
         return create_session(
-            spark_master, app_name=f"spate-compute-{name}", driver_memory=driver_memory
+            spark_master,
+            app_name=f"spate-compute-{name}",
+            driver_memory=driver_memory,
+            extra=spark_conf,
         )
 
     def listening(host: str, port: int) -> None:
@@ -206,6 +226,7 @@ def run(
                 name=name,
                 stop=stop,
                 on_listening=listening,
+                grace_s=grace_s,
             )
 
     code = asyncio.run(main())

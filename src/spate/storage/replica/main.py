@@ -3,7 +3,8 @@
 Opens persist at the given location, serves the storage protocol on ``host:port`` (loopback
 by default; a non-loopback bind needs a secret) and runs until SIGTERM/SIGINT. It prints one
 line ``spate storage replica listening on HOST:PORT`` once it accepts connections (useful with
-port 0). It starts no JVM unless a file source needs Spark.
+port 0). It starts no JVM unless a file source needs Spark. With ``--grace-period`` it exits
+once no controller has held it for that many seconds (:mod:`spate.protocol.idle`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +22,7 @@ from spate.clock import SystemClock
 from spate.ids import ReplicaId, SystemIdGen
 from spate.persist.client import PersistClient
 from spate.persist.location import PersistLocation
+from spate.protocol.idle import Handler, IdleExit
 from spate.protocol.secret import Secret
 from spate.protocol.transport import serve
 from spate.storage.replica.server import ReplicaContext, StorageReplica
@@ -48,8 +51,10 @@ async def serve_storage_replica(
     spark_master: str = "local[1]",
     stop: asyncio.Event | None = None,
     secrets: SecretsDir | None = None,
+    grace_s: float | None = None,
 ) -> None:
-    """Run a storage replica until ``stop`` is set (or forever)."""
+    """Run a storage replica until ``stop`` is set, or no controller has held it for
+    ``grace_s`` seconds (or forever)."""
     client = PersistClient(location, clock=SystemClock(), ids=SystemIdGen())
     ctx = ReplicaContext(
         persist=client,
@@ -61,9 +66,15 @@ async def serve_storage_replica(
         secrets=secrets,
     )
     replica = StorageReplica(ctx)
-    server = await serve(host, port, role="storage", handler=replica.handle, secret=secret)
-    print(f"spate storage replica listening on {server.host}:{server.port}", flush=True)
     done = stop or asyncio.Event()
+    handler: Handler = replica.handle
+    watch: asyncio.Task[None] | None = None
+    if grace_s is not None:
+        idle = IdleExit(grace_s, done, name="storage replica")
+        handler = idle.wrap(handler)
+        watch = asyncio.create_task(idle.run(), name="idle-exit")
+    server = await serve(host, port, role="storage", handler=handler, secret=secret)
+    print(f"spate storage replica listening on {server.host}:{server.port}", flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -71,6 +82,8 @@ async def serve_storage_replica(
     try:
         await done.wait()
     finally:
+        if watch is not None:
+            watch.cancel()
         await server.close()
         await replica.close()
         client.close()
@@ -86,10 +99,11 @@ def run(
     replica_id: str | None,
     spark_master: str,
     secrets_dir: Path | None = None,
+    grace_s: float | None = None,
 ) -> None:
     """The blocking entry of the ``replica --role storage`` command."""
     logging.basicConfig(
-        level=logging.INFO,
+        level=os.environ.get("SPATE_LOG_LEVEL", "INFO"),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
@@ -103,5 +117,6 @@ def run(
             replica_id=ReplicaId.parse(replica_id) if replica_id else None,
             spark_master=spark_master,
             secrets=SecretsDir(secrets_dir) if secrets_dir is not None else None,
+            grace_s=grace_s,
         )
     )

@@ -1,0 +1,114 @@
+"""How an environment's settings become its data layout and its replica services' commands.
+
+Local replicas are ``spate replica`` processes the orchestrator starts on loopback; their
+command carries everything they need from the settings (persist location, the cluster's Spark
+master and ``spark.*`` settings, the grace period after which an unheld replica exits, the log
+level). Replicas placed elsewhere (``HOST:PORT``) are started by someone else with the same
+command and a ``--listen`` address of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from spate.config import Settings
+from spate.environment.layout import Layout
+from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
+from spate.persist.location import PersistLocation
+
+
+def layout_of(data_dir: Path, settings: Settings) -> Layout:
+    """The data directory ``data_dir`` with the persist location and secrets directory the
+    settings name (embedded defaults under ``data_dir`` where they name none)."""
+    embedded = PersistLocation.embedded(data_dir)
+    p = settings.persist
+    persist = None
+    if p.blob is not None or p.consensus is not None:
+        persist = PersistLocation.parse(
+            p.blob or embedded.blob_uri, p.consensus or embedded.consensus_uri
+        )
+    secrets = settings.secrets_dir.resolve() if settings.secrets_dir is not None else None
+    return Layout(Path(data_dir), persist=persist, secrets_path=secrets)
+
+
+def _spark_args(settings: Settings, cluster: str) -> list[str]:
+    spark = settings.spark_for(cluster)
+    args = ["--spark-master", spark.master, "--driver-memory", spark.driver_memory]
+    for key, value in sorted(spark.session_conf().items()):
+        args += ["--spark-conf", f"{key}={value}"]
+    return args
+
+
+def compute_replica_service(
+    layout: Layout, settings: Settings, *, cluster: str, replica: str
+) -> ServiceConfig:
+    """``spate replica --role compute`` for one replica of ``cluster``."""
+    loc = layout.location()
+    return ServiceConfig(
+        argv=(
+            sys.executable,
+            "-m",
+            "spate",
+            "replica",
+            "--role",
+            "compute",
+            "--listen",
+            "127.0.0.1:{port:listen}",
+            "--secret-file",
+            str(layout.secret_file),
+            "--scratch-dir",
+            f"{SERVICE_DIR_PLACEHOLDER}/scratch",
+            "--blob-uri",
+            loc.blob_uri,
+            "--consensus-uri",
+            loc.consensus_uri,
+            "--replica-id",
+            replica,
+            "--grace-period",
+            f"{settings.replicas.grace_period_s:g}",
+            *_spark_args(settings, cluster),
+        ),
+        env=child_env(settings),
+    )
+
+
+def storage_replica_service(layout: Layout, settings: Settings, replica: str) -> ServiceConfig:
+    """``spate replica --role storage``: runs sources and sinks."""
+    loc = layout.location()
+    return ServiceConfig(
+        argv=(
+            sys.executable,
+            "-m",
+            "spate",
+            "replica",
+            "--role",
+            "storage",
+            "--listen",
+            "127.0.0.1:{port:listen}",
+            "--secret-file",
+            str(layout.secret_file),
+            "--secrets-dir",
+            str(layout.secrets_dir),
+            "--blob-uri",
+            loc.blob_uri,
+            "--consensus-uri",
+            loc.consensus_uri,
+            "--replica-id",
+            replica,
+            "--grace-period",
+            f"{settings.replicas.grace_period_s:g}",
+        ),
+        env=child_env(settings),
+    )
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    """Children import the same ``spate`` package as this process and log at its level."""
+    import spate
+
+    src = str(Path(spate.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    parts = [src] + [p for p in path.split(os.pathsep) if p and p != src]
+    return {"PYTHONPATH": os.pathsep.join(parts), "SPATE_LOG_LEVEL": settings.log_level}
