@@ -200,6 +200,7 @@ class ProcessOrchestrator(Supervisor):
                 await asyncio.wait({waiter}, timeout=_POLL)
             code = await asyncio.shield(waiter)
         except asyncio.CancelledError:
+            waiter.cancel()  # the process may outlive supervision (close without stopping)
             raise
         if code < 0:
             return f"killed by signal {signal.Signals(-code).name}"
