@@ -65,7 +65,7 @@ class FakeEngine:
     def relations(self) -> Sequence[Relation]:
         return [
             Relation(20001, "t", "table", SCHEMA),
-            Relation(20002, "v", "materialized-view", pa.schema([("id", pa.int64())])),
+            Relation(20002, "v", "materialized view", pa.schema([("id", pa.int64())])),
         ]
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:

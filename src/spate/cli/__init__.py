@@ -6,6 +6,7 @@ from spate.cli import (  # noqa: F401  (each module registers its command on the
     config,
     demo,
     replica,
+    serve,
     status,
     stop,
     version,

@@ -22,8 +22,9 @@ ROLE_OID: Final = 10
 _RELKIND: Final = {
     "table": "r",
     "source": "r",
+    "subsource": "r",
     "view": "v",
-    "materialized-view": "m",
+    "materialized view": "m",
     "index": "i",
 }
 _EMPTY: Final = frozenset(

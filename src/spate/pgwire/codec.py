@@ -21,6 +21,8 @@ SSL_REQUEST: Final = 80877103
 GSSENC_REQUEST: Final = 80877104
 CANCEL_REQUEST: Final = 80877102
 
+FRONTEND_TYPES: Final = frozenset(bytes([c]) for c in b"QPBDECSHXFdcfp")
+
 _I16: Final = struct.Struct("!h")
 _I32: Final = struct.Struct("!i")
 _U32: Final = struct.Struct("!I")

@@ -79,7 +79,7 @@ class Relation:
 
     oid: int
     name: str
-    kind: str  # table | view | materialized-view | source | index
+    kind: str  # table | source | subsource | view | materialized view | index
     schema: pa.Schema
     on: str | None = None  # an index's relation
     key: tuple[str, ...] = ()  # an index's key columns

@@ -117,9 +117,10 @@ class Session:
             raise Closed() from e
 
     async def read_message(self) -> tuple[bytes, bytes]:
-        head = await self.read_exact(5)
-        kind = head[:1]
-        length = int.from_bytes(head[1:], "big", signed=True)
+        kind = await self.read_exact(1)
+        if kind not in codec.FRONTEND_TYPES:  # checked before the length, as PostgreSQL does
+            raise codec.MalformedMessage(f"invalid frontend message type {kind!r}")
+        length = int.from_bytes(await self.read_exact(4), "big", signed=True)
         size = codec.check_length(
             length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
         )

@@ -1,0 +1,84 @@
+"""``spate serve``: the PostgreSQL wire protocol server over an environment."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import ssl
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spate.cli.app import app
+from spate.errors import UsageError
+
+
+class BadListenAddress(UsageError, ValueError):
+    """A --listen value that is not host:port."""
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` for IPv6) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise BadListenAddress(f"--listen {text!r}: expected host:port, such as 127.0.0.1:6875")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+@app.command()
+def serve(
+    data_dir: Annotated[Path, typer.Argument(help="the environment's data directory")],
+    listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:6875",
+    password_file: Annotated[
+        Path | None, typer.Option(help="a file whose first line is the password (SCRAM-SHA-256)")
+    ] = None,
+    password_env: Annotated[
+        str | None, typer.Option(help="an environment variable holding the password")
+    ] = None,
+    tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate chain (PEM)")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
+    max_connections: Annotated[int, typer.Option(help="concurrent client connections")] = 256,
+) -> None:
+    """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
+
+    Without a password, only loopback clients are served (trust); listening on any other
+    address needs --password-file or --password-env.
+    """
+    from spate.environment.api import Environment
+    from spate.pgwire.auth import read_password
+    from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.server import Server, ServerConfig
+
+    host, port = parse_listen(listen)
+    password = read_password(file=password_file, env=password_env)
+    ctx = None
+    if tls_cert is not None:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(tls_cert, tls_key)
+    config = ServerConfig(
+        host=host, port=port, password=password, ssl_context=ctx, max_connections=max_connections
+    )
+    env = Environment.open(data_dir)
+    try:
+        server = Server(EnvironmentEngine(env), config)
+        asyncio.run(_serve(server))
+    finally:
+        env.close(stop_replicas=False)
+
+
+async def _serve(server: object) -> None:
+    from spate.pgwire.server import Server
+
+    assert isinstance(server, Server)
+    await server.start()
+    typer.echo(f"spate serving PostgreSQL clients on port {server.port}", err=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.close()

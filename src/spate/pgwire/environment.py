@@ -1,0 +1,231 @@
+"""The engine contract over an :class:`~spate.environment.api.Environment`'s SQL.
+
+Statements run through ``Environment.sql`` (one statement per call; the session splits and
+binds). A row result becomes :class:`Rows` with its tag; SUBSCRIBE's iterator becomes a
+:class:`Stream` of tables with ``mz_timestamp`` (numeric: a number to machines), ``mz_diff`` and
+the data columns. The statement's tag is derived from its text (``CREATE TABLE``,
+``INSERT 0 n`` counting the rows of a VALUES list).
+
+:meth:`describe` finds a query's columns by reading it with no rows (``LIMIT 0``, parameters
+as typed NULLs), and a parameter's type from the column it is compared with or the type it is
+cast to.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+
+from spate.environment.catalog import IndexItem, item_desc, kind_of
+from spate.errors import UsageError
+from spate.pgwire import lexer
+from spate.pgwire import types as pgt
+from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
+from spate.repr.arrow import data_schema
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+USER_OID_BASE: Final = 20000
+_ROWS_FIRST: Final = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
+_COMPARE: Final = re.compile(r"([A-Za-z_][\w$]*)\s*(?:=|<>|!=|<=|>=|<|>)\s*\$(\d+)\b")
+_COMPARE_REV: Final = re.compile(
+    r"\$(\d+)\s*(?:=|<>|!=|<=|>=|<|>)\s*(?:[\w$]+\.)?([A-Za-z_][\w$]*)"
+)
+_CAST: Final = re.compile(r"\$(\d+)\s*::\s*([A-Za-z_][\w ]*?)(?=[^\w ]|$)")
+_TYPE_NAMES: Final = {
+    "bigint": 20, "int8": 20, "integer": 23, "int": 23, "int4": 23, "smallint": 21, "int2": 21,
+    "text": 25, "varchar": 1043, "character varying": 1043, "boolean": 16, "bool": 16,
+    "double precision": 701, "float8": 701, "real": 700, "float4": 700, "numeric": 1700,
+    "date": 1082, "timestamp": 1114, "timestamptz": 1184, "jsonb": 3802, "bytea": 17,
+}  # fmt: skip
+
+
+class SqlUnavailable(UsageError, NotImplementedError):
+    """The environment has no SQL front end (``Environment.sql``)."""
+
+
+def relation_oid(value: int) -> int:
+    return USER_OID_BASE + value
+
+
+class EnvironmentEngine:
+    """:class:`~spate.pgwire.engine.Engine` over an open environment."""
+
+    def __init__(self, env: Environment) -> None:
+        self._env = env
+
+    def _sql(self, text: str) -> object:
+        run = getattr(self._env, "sql", None)
+        if run is None:
+            raise SqlUnavailable("this environment has no SQL front end (Environment.sql)")
+        result: object = run(text)
+        return result
+
+    # -- the contract ----------------------------------------------------------------------------
+
+    def relations(self) -> Sequence[Relation]:
+        items = list(self._env.runtime.catalog)
+        by_id = {i.id: i for i in items}
+        out = []
+        for item in sorted(items, key=lambda i: i.name):
+            kind = kind_of(item)
+            if isinstance(item, IndexItem):
+                on = by_id.get(item.on)
+                on_desc = item_desc(on) if on is not None else None
+                if on is None or on_desc is None:
+                    continue
+                cols = tuple(on_desc.names[k] for k in item.key)
+                schema = pa.schema([f for f in data_schema(on_desc) if f.name in cols])
+                oid = relation_oid(item.id.value)
+                out.append(Relation(oid, item.name, kind, schema, on.name, cols))
+                continue
+            desc = item_desc(item)
+            if desc is None:
+                continue
+            out.append(Relation(relation_oid(item.id.value), item.name, kind, data_schema(desc)))
+        return out
+
+    def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
+        n = lexer.param_count(sql)
+        oids = self._param_types(sql, param_oids, n)
+        head = lexer.strip_comments(sql).lstrip().split(None, 1)
+        first = head[0].upper() if head else ""
+        if first == "SUBSCRIBE":
+            return Described(oids, self._subscribe_schema(sql))
+        if first not in _ROWS_FIRST:
+            return Described(oids, None)
+        if first in ("SHOW", "EXPLAIN"):
+            table = self._sql(sql)
+            return Described(oids, table.schema if isinstance(table, pa.Table) else None)
+        nulls = [
+            f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
+        ]  # fmt: skip
+        bound = lexer.bind(sql, nulls)
+        table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0")  # noqa: S608
+        if not isinstance(table, pa.Table):
+            return Described(oids, None)
+        return Described(oids, table.schema)
+
+    def execute(self, sql: str, ctx: Context) -> Result:
+        result = self._sql(sql)
+        if isinstance(result, pa.Table):
+            first = lexer.strip_comments(sql).lstrip()[:4].upper()
+            return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")
+        if result is None:
+            return Rows(None, command_tag(sql))
+        if isinstance(result, Iterator):
+            return self._stream(sql, result)
+        raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _param_types(self, sql: str, declared: Sequence[int], n: int) -> tuple[int, ...]:
+        out = list(declared[:n]) + [0] * max(0, n - len(declared))
+        columns: dict[str, int] = {}
+        for r in self.relations():
+            for f in r.schema:
+                columns.setdefault(f.name.lower(), pgt.for_field(f).oid)
+        for m in _CAST.finditer(sql):
+            i = int(m.group(1)) - 1
+            oid = _TYPE_NAMES.get(" ".join(m.group(2).lower().split()))
+            if 0 <= i < n and not out[i] and oid:
+                out[i] = oid
+        for m in _COMPARE.finditer(sql):
+            i = int(m.group(2)) - 1
+            if 0 <= i < n and not out[i]:
+                out[i] = columns.get(m.group(1).lower(), 0)
+        for m in _COMPARE_REV.finditer(sql):
+            i = int(m.group(1)) - 1
+            if 0 <= i < n and not out[i]:
+                out[i] = columns.get(m.group(2).lower(), 0)
+        return tuple(out)
+
+    def _subscribe_schema(self, sql: str) -> pa.Schema:
+        query = subscribe_query(sql)
+        table = self._sql(f"SELECT * FROM {query} LIMIT 0")  # noqa: S608 (parsed target)
+        if not isinstance(table, pa.Table):
+            raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
+        return pa.schema(
+            [
+                pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
+                pa.field("mz_diff", pa.int64()),
+                *table.schema,
+            ]
+        )
+
+    def _stream(self, sql: str, changes: Iterator[list[tuple[int, Any, int]]]) -> Stream:
+        schema = self._subscribe_schema(sql)
+
+        def batches() -> Iterator[pa.Table]:
+            names = schema.names
+            for batch in changes:
+                cols: list[list[Any]] = [[] for _ in names]
+                for time, row, diff in batch:
+                    cols[0].append(time)
+                    cols[1].append(diff)
+                    for i, v in enumerate(row):
+                        cols[i + 2].append(v)
+                yield pa.table(
+                    [pa.array(c, f.type) for c, f in zip(cols, schema, strict=True)],
+                    schema=schema,
+                )
+
+        def close() -> None:
+            closer = getattr(changes, "close", None)
+            if closer is not None:
+                closer()
+
+        return Stream(schema, batches(), close)
+
+
+def subscribe_query(sql: str) -> str:
+    """The relation a SUBSCRIBE reads, as a FROM item: ``name`` or ``(query) AS s``."""
+    text = lexer.strip_comments(sql).strip().rstrip(";")
+    m = re.match(r"SUBSCRIBE\s+(?:TO\s+)?", text, re.I)
+    if not m:
+        raise UsageError(f"not a SUBSCRIBE: {text[:60]!r}")
+    rest = text[m.end() :]
+    if rest.startswith("("):
+        depth = lexer.depths(rest)
+        end = next((i for i, c in enumerate(rest) if c == ")" and depth[i] == 1), -1)
+        if end < 0:
+            raise UsageError("SUBSCRIBE (…: unbalanced parentheses")
+        return f"{rest[: end + 1]} AS _subscribed"
+    name = re.match(r'("(?:[^"]|"")+"|[\w$.]+)', rest)
+    if not name:
+        raise UsageError(f"SUBSCRIBE needs a relation name or a query: {text[:60]!r}")
+    return name.group(1)
+
+
+def command_tag(sql: str) -> str:
+    """PostgreSQL's CommandComplete tag for a statement that returns no rows."""
+    text = " ".join(lexer.strip_comments(sql).split()).upper()
+    words = text.split(" ")
+    head = words[0] if words else ""
+    if head == "INSERT":
+        return f"INSERT 0 {_values_rows(lexer.strip_comments(sql))}"
+    if head in ("UPDATE", "DELETE"):
+        return f"{head} 0"
+    if head in ("CREATE", "DROP", "ALTER"):
+        rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
+        if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:
+            return f"{head} {rest[0]} {rest[1]}"
+        return f"{head} {rest[0]}" if rest else head
+    return head
+
+
+def _values_rows(sql: str) -> int:
+    m = re.search(r"\bVALUES\b", sql, re.I)
+    if not m:
+        return 0
+    rest = sql[m.end() :]
+    depth = lexer.depths(rest)
+    return sum(1 for i, c in enumerate(rest) if c == "(" and depth[i] == 1)
+
+
+def _cast_name(oid: int) -> str | None:
+    return pgt.BY_OID[oid].name if oid in pgt.BY_OID and oid not in (0, 705) else None
