@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from spate.compute.controller.storage import StorageCollectionMetadata, StorageFrontiers
 from spate.storage.controller.controller import StorageController
 from spate.storage.controller.driver import FrontierUpdates
 from spate.storage.controller.replica_client import StorageReplicaLocation, tcp_opener
@@ -18,6 +17,7 @@ from spate.storage.controller.types import (
     OtherSource,
     TableSource,
 )
+from spate.storage.interface import StorageCollectionMetadata, StorageFrontiers
 
 __all__ = [
     "CollectionDescription",

@@ -41,11 +41,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from spate.clock import Clock, SystemClock
-from spate.compute.controller.storage import (
-    StorageCollectionMetadata,
-    StorageCollections,
-    StorageFrontiers,
-)
 from spate.frontier.antichain import Frontier
 from spate.frontier.mutable import ChangeBatch
 from spate.frontier.read_hold import ReadHold
@@ -110,6 +105,11 @@ from spate.storage.controller.types import (
     IntrospectionSource,
 )
 from spate.storage.controller.validation import validate_collections
+from spate.storage.interface import (
+    StorageCollectionMetadata,
+    StorageCollections,
+    StorageFrontiers,
+)
 
 _log: Final = logging.getLogger("spate.storage.controller")
 

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from spate.environment.durable import DurableDocument
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, ShardId
+from spate.persist.document import DurableDocument
 from spate.persist.location import Consensus
 from spate.protocol.wire import wire
 from spate.storage.controller.errors import ControllerFenced

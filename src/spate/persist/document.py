@@ -1,0 +1,70 @@
+"""A small durable document in consensus: read the head, change it, compare-and-set it back.
+
+The environment (epoch, timestamp oracle, catalog) and the storage controller (its metadata)
+keep their state as single consensus keys, each a sequence of msgpack-encoded versions. A
+change is ``update(fn)``: load the head, compute the new value with ``fn`` (pure), and
+compare-and-set it at the next seqno; if someone else committed in between, reload and try
+again. Old versions are truncated so the key stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
+
+from spate.errors import Determinate
+from spate.persist.location import Consensus
+from spate.protocol.codec import decode, encode
+
+T = TypeVar("T")
+
+_KEEP_VERSIONS: Final = 10
+_MAX_ATTEMPTS: Final = 100
+
+
+class DurableDocument(Generic[T]):
+    """The value of consensus key ``key``, typed ``cls`` (a ``@wire`` type), with CaS updates."""
+
+    def __init__(self, consensus: Consensus, key: str, cls: type[T]) -> None:
+        self._consensus = consensus
+        self._key = key
+        self._cls = cls
+        self._seqno: int | None = None
+        self._value: T | None = None
+
+    @property
+    def key(self) -> str:
+        return self._key
+
+    def load(self) -> T | None:
+        """The latest committed value (``None`` if the key was never written)."""
+        head = self._consensus.head(self._key)
+        if head is None:
+            self._seqno, self._value = None, None
+            return None
+        self._seqno, self._value = head.seqno, decode(head.data, self._cls)
+        return self._value
+
+    def update(self, fn: Callable[[T | None], T]) -> T:
+        """Commit ``fn(current)``; retried on contention. ``fn`` must be pure."""
+        for _ in range(_MAX_ATTEMPTS):
+            current = self.load()
+            new = fn(current)
+            if self._consensus.compare_and_set(self._key, self._seqno, encode(new)):
+                self._seqno = 0 if self._seqno is None else self._seqno + 1
+                self._value = new
+                if self._seqno >= _KEEP_VERSIONS and self._seqno % _KEEP_VERSIONS == 0:
+                    self._consensus.truncate(self._key, self._seqno - _KEEP_VERSIONS + 1)
+                return new
+        raise Determinate(f"consensus key {self._key}: gave up after {_MAX_ATTEMPTS} contended CaS")
+
+    def compare_and_set(self, expected: T | None, new: T) -> bool:
+        """Commit ``new`` only if the committed value is still ``expected`` (as last loaded)."""
+        if self._value != expected:
+            return False
+        if not self._consensus.compare_and_set(self._key, self._seqno, encode(new)):
+            self.load()
+            return False
+        self._seqno = 0 if self._seqno is None else self._seqno + 1
+        self._value = new
+        return True
