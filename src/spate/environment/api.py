@@ -65,6 +65,7 @@ class Environment:
         self._thread = thread
         self._rt: Runtime | None = None
         self._background: Background | None = None
+        self._sql: tuple[Any, Any] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -317,6 +318,26 @@ class Environment:
         finally:
             if self._rt is not None:
                 self._run(stream.aclose(), 60)
+
+    # -- SQL -------------------------------------------------------------------------------------
+
+    def sql(
+        self, text: str, *, dialect: str = "postgres"
+    ) -> pa.Table | Iterator[list[tuple[int, Row, int]]] | None:
+        """Run one or more ``;``-separated SQL statements; return the last one's result: a
+        ``pyarrow.Table`` for SELECT, SHOW and EXPLAIN, the iterator of :meth:`subscribe` for
+        SUBSCRIBE, ``None`` otherwise. ``dialect`` is ``"postgres"`` (as Materialize speaks
+        it) or ``"spark"``. A statement that fails raises :class:`spate.sql.SqlError` (or the
+        error of the operation it ran) and changes nothing; earlier statements stay done."""
+        from spate.environment import sql as sql_exec
+
+        if self._sql is None:
+            self._sql = (
+                sql_exec.Session(),
+                sql_exec.Definitions(self.runtime.layout.data_dir),
+            )
+        session, definitions = self._sql
+        return sql_exec.run(self, text, dialect, session, definitions)
 
     def status(self) -> EnvironmentStatus:
         return self._run(_call(lambda: collect(self.runtime)))

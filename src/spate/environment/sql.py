@@ -1,0 +1,393 @@
+"""``Environment.sql``: run SQL statements through the environment's own operations.
+
+Each statement of the text is split first (a text that does not tokenize runs nothing), then
+planned against the catalog as it is when its turn comes (so ``CREATE TABLE t …; INSERT INTO t
+…`` works) and carried out by the matching :class:`~spate.environment.api.Environment` method.
+A statement that fails changes nothing (each Environment operation validates first); the ones
+before it in the same text stay done.
+
+Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`;
+``Environment.sql`` keeps one per environment. The statements objects were created with are
+kept in ``<data_dir>/sql/definitions.json`` for ``SHOW CREATE``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from spate.environment.catalog import (
+    IndexItem,
+    MaterializedViewItem,
+    SinkItem,
+    item_desc,
+    kind_of,
+)
+from spate.plan.finishing import ColumnOrder
+from spate.plan.relation import Get, RelationExpr
+from spate.repr.arrow import data_schema
+from spate.repr.desc import RelationDesc
+from spate.repr.types import Row
+from spate.sql import parse, plan_statement
+from spate.sql import statements as st
+from spate.sql.catalog import CatalogObject
+from spate.sql.errors import SqlError, UndefinedObject
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+Result = pa.Table | Iterator[list[tuple[int, Row, int]]] | None
+
+_ACCEPTED_SETTINGS = {
+    "datestyle": "ISO, MDY",
+    "timezone": "UTC",
+    "extra_float_digits": "1",
+    "client_encoding": "UTF8",
+    "application_name": "",
+    "search_path": "public",
+    "statement_timeout": "0",
+    "standard_conforming_strings": "on",
+    "client_min_messages": "notice",
+}
+
+
+@dataclass
+class Session:
+    """Per-connection settings: the cluster reads and new objects use, the read isolation."""
+
+    cluster: str | None = None
+    isolation: str = "strict serializable"
+    settings: dict[str, str] = field(default_factory=lambda: dict(_ACCEPTED_SETTINGS))
+
+    def read_timeout(self) -> float:
+        """Seconds a read waits (``SET statement_timeout`` in ms; 0, the default: 300 s)."""
+        try:
+            ms = int(self.settings.get("statement_timeout", "0"))
+        except ValueError:
+            ms = 0
+        return ms / 1000 if ms > 0 else 300.0
+
+
+class EnvironmentCatalog:
+    """The planner's view of an environment's catalog (:class:`spate.sql.Catalog`)."""
+
+    def __init__(self, env: Environment, definitions: dict[str, str]) -> None:
+        self.state = env.runtime.catalog
+        self.definitions = definitions
+
+    def _object(self, item: Any) -> CatalogObject:
+        kind = kind_of(item)
+        desc = item_desc(item) if not isinstance(item, IndexItem) else None
+        on = cluster = None
+        key: tuple[str, ...] = ()
+        if isinstance(item, IndexItem):
+            target = self.state.by_id(item.on)
+            on, cluster = target.name, item.cluster
+            target_desc = item_desc(target)
+            if target_desc is not None:
+                key = tuple(target_desc.names[k] for k in item.key)
+        elif isinstance(item, MaterializedViewItem):
+            cluster = item.cluster
+        elif isinstance(item, SinkItem):
+            on = self.state.by_id(item.from_id).name
+        return CatalogObject(
+            item.name, kind, item.id, desc, self.definitions.get(item.name), on, cluster, key
+        )
+
+    def lookup(self, name: str) -> CatalogObject | None:
+        item = self.state.find(name)
+        return None if item is None else self._object(item)
+
+    def objects(self) -> Sequence[CatalogObject]:
+        return [self._object(i) for i in self.state]
+
+    def cluster_names(self) -> Sequence[str]:
+        return [c.name for c in self.state.clusters]
+
+
+class Definitions:
+    """``name -> CREATE statement`` of objects made in SQL, in the data directory."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "sql" / "definitions.json"
+        self.items: dict[str, str] = {}
+        if self.path.exists():
+            self.items = dict(json.loads(self.path.read_text()))
+
+    def set(self, name: str, sql: str | None) -> None:
+        if sql is None:
+            self.items.pop(name, None)
+        else:
+            self.items[name] = sql
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.items, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def run(env: Environment, text: str, dialect: str, session: Session, defs: Definitions) -> Result:
+    """Run every statement of ``text``; the last one's result."""
+    statements = parse(text, dialect=dialect)
+    result: Result = None
+    for parsed in statements:
+        stmt = plan_statement(parsed, EnvironmentCatalog(env, defs.items))
+        result = execute(env, stmt, session, defs)
+    return result
+
+
+def execute(env: Environment, stmt: st.Statement, session: Session, defs: Definitions) -> Result:
+    """Carry out one planned statement."""
+    match stmt:
+        case st.Select():
+            return _select(env, stmt, session)
+        case st.Rows():
+            return pa.table({n: [r[i] for r in stmt.rows] for i, n in enumerate(stmt.names)})
+        case st.Subscribe():
+            return env.subscribe(
+                stmt.plan,
+                as_of=stmt.as_of,
+                up_to=stmt.up_to,
+                cluster=session.cluster,
+                with_snapshot=stmt.snapshot,
+            )
+        case st.Insert():
+            rows = list(stmt.rows) if stmt.rows is not None else _rows(env, stmt.plan, session)
+            if rows:
+                env.insert(stmt.table, rows)
+            return None
+        case st.Delete():
+            rows = _rows(env, stmt.plan, session)
+            if rows:
+                env.delete(stmt.table, rows)
+            return None
+        case st.Update():
+            pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in _rows(env, stmt.plan, session)]
+            changed = [(a, b) for a, b in pairs if a != b]
+            if changed:
+                env.update(stmt.table, changed)
+            return None
+        case st.CreateTable():
+            if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
+                return None
+            env.create_table(stmt.name, stmt.desc)
+            defs.set(stmt.name, stmt.sql)
+            return None
+        case st.CreateView():
+            _create_view(env, stmt, session, defs)
+            return None
+        case st.CreateIndex():
+            if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
+                return None
+            env.create_index(
+                stmt.name, on=stmt.on, key=list(stmt.key), cluster=stmt.cluster or session.cluster
+            )
+            defs.set(stmt.name, stmt.sql)
+            return None
+        case st.CreateCluster():
+            env.create_cluster(stmt.name, replicas=list(stmt.replicas) or 1)
+            return None
+        case st.CreateClusterReplica():
+            env.add_replica(stmt.cluster, stmt.name)
+            return None
+        case st.DropClusterReplica():
+            env.drop_replica(stmt.cluster, stmt.name)
+            return None
+        case st.DropCluster():
+            if stmt.if_exists and stmt.name not in [c.name for c in env.runtime.catalog.clusters]:
+                return None
+            if stmt.cascade:
+                for item in env.runtime.catalog.objects_on(stmt.name):
+                    if env.runtime.catalog.find(item.name) is not None:
+                        for name in env.drop(item.name, cascade=True):
+                            defs.set(name, None)
+            env.drop_cluster(stmt.name)
+            if session.cluster == stmt.name:
+                session.cluster = None
+            return None
+        case st.DropObjects():
+            for name in stmt.names:
+                if env.runtime.catalog.find(name) is None:
+                    continue  # dropped by an earlier CASCADE of this statement
+                for dropped in env.drop(name, cascade=stmt.cascade):
+                    defs.set(dropped, None)
+            return None
+        case st.AlterRetainHistory():
+            from spate.environment.catalog import DEFAULT_RETAIN_HISTORY_MS
+
+            ms = stmt.duration_ms if stmt.duration_ms is not None else DEFAULT_RETAIN_HISTORY_MS
+            env.set_retain_history(stmt.name, ms)
+            return None
+        case st.SetVariable():
+            _set(env, stmt, session)
+            return None
+        case st.ShowVariable():
+            return _show(env, stmt, session)
+        case st.ShowObjects():
+            return _show_objects(env, stmt)
+    raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _create_view(env: Environment, stmt: st.CreateView, session: Session, defs: Definitions) -> None:
+    existing = env.runtime.catalog.find(stmt.name)
+    if existing is not None:
+        if stmt.if_not_exists:
+            return
+        want = "materialized view" if stmt.materialized else "view"
+        if kind_of(existing) != want:
+            raise SqlError(f'"{stmt.name}" is a {kind_of(existing)}, not a {want}', sqlstate="42809")
+        if env.runtime.catalog.dependents(existing.id):
+            raise SqlError(
+                f'cannot replace {want} "{stmt.name}": other objects depend on it',
+                sqlstate="2BP01",
+            )
+        env.drop(stmt.name)
+    if stmt.materialized:
+        env.create_materialized_view(stmt.name, stmt.plan, cluster=stmt.cluster or session.cluster)
+    else:
+        env.create_view(stmt.name, stmt.plan)
+    defs.set(stmt.name, stmt.sql)
+
+
+def _read(env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None) -> pa.Table:
+    """The contents of ``plan``: a read through the environment, or, for a plan that reads no
+    collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
+    (a dataflow without inputs would never see its frontier advance)."""
+    if not plan.depends_on():
+        from spate.testing.reference import evaluate
+
+        now = as_of if as_of is not None else env.runtime.oracle.read_ts()
+        counts = evaluate(plan, {}, now)
+        rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
+        names = plan.desc.names
+        return pa.Table.from_pylist(
+            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
+        )
+    target: Any = plan
+    if isinstance(plan, Get):
+        target = env.runtime.catalog.by_id(plan.id).name
+    return env.select(
+        target,
+        as_of=as_of,
+        cluster=session.cluster,
+        isolation=session.isolation,
+        timeout=session.read_timeout(),
+    )
+
+
+def _rows(env: Environment, plan: Any, session: Session) -> list[Row]:
+    table = _read(env, plan, session)
+    names = table.column_names
+    columns = [table.column(i).to_pylist() for i in range(len(names))]
+    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+
+
+def _select(env: Environment, stmt: st.Select, session: Session) -> pa.Table:
+    table = _read(env, stmt.plan, session, stmt.as_of)
+    return finish(table, stmt.plan.desc, stmt)
+
+
+def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
+    """ORDER BY (PostgreSQL NULL placement, NaN last), OFFSET, LIMIT, the output columns and
+    their SQL names, applied to a read's rows."""
+    width = stmt.width
+    if stmt.order_by or stmt.offset or stmt.limit is not None:
+        rows = [tuple(r.values()) for r in table.to_pylist()]
+        if stmt.order_by:
+            rows.sort(key=functools.cmp_to_key(lambda a, b: _compare(stmt.order_by, a, b)))
+        end = None if stmt.limit is None else stmt.offset + stmt.limit
+        rows = rows[stmt.offset : end]
+        schema = data_schema(desc)
+        table = pa.Table.from_pylist(
+            [dict(zip(desc.names, r, strict=True)) for r in rows], schema=schema
+        )
+    table = table.select(list(range(width)))
+    return table.rename_columns(list(stmt.names))
+
+
+def _compare(orders: Sequence[ColumnOrder], a: Row, b: Row) -> int:
+    for o in orders:
+        x, y = a[o.column], b[o.column]
+        if x is None or y is None:
+            if x is None and y is None:
+                continue
+            nulls_last = o.effective_nulls_last()
+            return (1 if nulls_last else -1) * (1 if x is None else -1)
+        c = _cmp_values(x, y)
+        if c:
+            return -c if o.desc else c
+    return 0
+
+
+def _cmp_values(x: Any, y: Any) -> int:
+    if isinstance(x, float) and isinstance(y, float):
+        xn, yn = math.isnan(x), math.isnan(y)
+        if xn or yn:
+            return 0 if xn and yn else (1 if xn else -1)
+    return (x > y) - (x < y)
+
+
+def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:
+    name = stmt.name.lower()
+    if name == "cluster":
+        if stmt.value is not None and stmt.value not in [
+            c.name for c in env.runtime.catalog.clusters
+        ]:
+            raise UndefinedObject(f"unknown cluster '{stmt.value}'")
+        session.cluster = stmt.value
+        return
+    if name == "transaction_isolation":
+        value = (stmt.value or "strict serializable").lower().replace("_", " ")
+        if value not in ("serializable", "strict serializable"):
+            raise SqlError(
+                f'invalid value for parameter "transaction_isolation": "{stmt.value}"; '
+                "expected serializable or strict serializable",
+                sqlstate="22023",
+            )
+        session.isolation = value
+        return
+    if name in _ACCEPTED_SETTINGS:
+        session.settings[name] = stmt.value or _ACCEPTED_SETTINGS[name]
+        return
+    raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
+
+
+def _show(env: Environment, stmt: st.ShowVariable, session: Session) -> pa.Table:
+    name = stmt.name.lower()
+    values = {
+        "cluster": session.cluster or _default_cluster(env),
+        "transaction_isolation": session.isolation,
+        **session.settings,
+    }
+    if name == "all":
+        return pa.table({"name": list(values), "setting": [str(v) for v in values.values()]})
+    if name not in values:
+        raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
+    return pa.table({name: [values[name]]})
+
+
+def _default_cluster(env: Environment) -> str:
+    try:
+        return env.runtime.default_cluster(None)
+    except Exception:
+        return ""
+
+
+def _show_objects(env: Environment, stmt: st.ShowObjects) -> pa.Table:
+    clusters = env.runtime.catalog.clusters
+    if stmt.kind == "cluster":
+        return pa.table(
+            {
+                "name": [c.name for c in clusters],
+                "replicas": [", ".join(r.name for r in c.replicas) for c in clusters],
+            }
+        )
+    pairs = [(c.name, r.name) for c in clusters for r in c.replicas]
+    return pa.table({"cluster": [c for c, _ in pairs], "replica": [r for _, r in pairs]})

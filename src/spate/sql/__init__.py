@@ -1,0 +1,74 @@
+"""SQL → spate's plan IR.
+
+::
+
+    from spate.sql import MemoryCatalog, plan_statements
+
+    catalog = MemoryCatalog()
+    catalog.add("bids", RelationDesc.of(("auction", INT64), ("price", INT64)))
+    [stmt] = plan_statements("SELECT auction, max(price) FROM bids GROUP BY auction", catalog)
+    stmt.plan        # a spate.plan RelationExpr
+
+:func:`plan_statements` parses ``;``-separated statements (sqlglot; dialect ``"postgres"``, the
+PostgreSQL that Materialize speaks, or ``"spark"``) and plans each against ``catalog`` (anything
+implementing :class:`Catalog`), returning plain :mod:`spate.sql.statements` values. Every
+statement is planned against the same catalog: to run statements that depend on earlier ones
+(CREATE TABLE t; INSERT INTO t …) use :func:`parse` and :func:`plan_statement` one at a time, as
+``Environment.sql`` does. Errors are :class:`SqlError` with a SQLSTATE and a position.
+
+The package never imports the environment, Spark or the JVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot.tokens import Token
+
+from spate.sql.catalog import Catalog, CatalogObject, MemoryCatalog
+from spate.sql.errors import SqlError
+from spate.sql.parse import Source, split
+from spate.sql.statements import Statement
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """One statement of a text, split but not planned yet."""
+
+    source: Source
+    tokens: tuple[Token, ...]
+
+    @property
+    def sql(self) -> str:
+        return self.source.sql
+
+
+def parse(text: str, *, dialect: str = "postgres") -> list[Parsed]:
+    """Split ``text`` into its statements (tokenizing it; syntax inside a statement is checked
+    when it is planned)."""
+    return [Parsed(src, tuple(tokens)) for src, tokens in split(text, dialect)]
+
+
+def plan_statement(parsed: Parsed, catalog: Catalog) -> Statement:
+    """Plan one parsed statement against ``catalog``."""
+    from spate.sql.plan import plan_one
+
+    return plan_one(parsed.source, list(parsed.tokens), catalog)
+
+
+def plan_statements(text: str, catalog: Catalog, *, dialect: str = "postgres") -> list[Statement]:
+    """Parse and plan every statement of ``text`` against ``catalog``."""
+    return [plan_statement(p, catalog) for p in parse(text, dialect=dialect)]
+
+
+__all__ = [
+    "Catalog",
+    "CatalogObject",
+    "MemoryCatalog",
+    "Parsed",
+    "SqlError",
+    "Statement",
+    "parse",
+    "plan_statement",
+    "plan_statements",
+]

@@ -1,0 +1,165 @@
+"""INSERT and UPDATE."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from spate.plan.expr import ColumnRef, Literal, ScalarExpr
+from spate.plan.relation import Constant, Get, Map, RelationExpr
+from spate.repr.desc import Column
+from spate.repr.types import Datum
+from spate.sql import statements as st
+from spate.sql.errors import DuplicateColumn, SqlError, UndefinedColumn
+from spate.sql.parse import parse_sql, position
+from spate.sql.scalar import ScalarBinder, Typed
+from spate.sql.scope import Col, Scope, project
+from spate.sql.types import from_scalar
+
+if TYPE_CHECKING:
+    from spate.sql.plan import _Planner
+
+
+def plan_insert(p: _Planner) -> st.Insert:
+    node = parse_sql(p.src, p.src.start)
+    assert isinstance(node, exp.Insert)
+    target = node.this
+    columns: list[str] | None = None
+    if isinstance(target, exp.Schema):
+        columns = [c.name for c in target.expressions]
+        target = target.this
+    if node.args.get("returning") or node.args.get("conflict"):
+        raise p.unsupported("INSERT … RETURNING / ON CONFLICT is not supported")
+    obj = p.table_object(target.name, target)
+    assert obj.desc is not None
+    desc = obj.desc
+    if columns is None:
+        columns = list(desc.names)
+    for i, c in enumerate(columns):
+        if c not in desc.names:
+            raise UndefinedColumn(
+                f'column "{c}" of relation "{obj.name}" does not exist',
+                position=position(target),
+                text=p.src.text,
+            )
+        if c in columns[:i]:
+            raise DuplicateColumn(f'column "{c}" specified more than once', text=p.src.text)
+    source = node.expression
+    if source is None:
+        raise p.unsupported("INSERT … DEFAULT VALUES is not supported")
+    if isinstance(source, exp.Values):
+        rows = _literal_rows(p, source, [desc.column(c) for c in columns], list(desc.names), columns)
+        if rows is not None:
+            return st.Insert(p.src.sql, obj.name, tuple(rows))
+    out = p.qp.relation(source)
+    if len(out.names) > len(columns):
+        raise SqlError("INSERT has more expressions than target columns",
+                       position=position(source), text=p.src.text, sqlstate="42601")
+    if len(out.names) < len(columns):
+        raise SqlError("INSERT has more target columns than expressions",
+                       position=position(source), text=p.src.text, sqlstate="42601")
+    binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect)
+    scalars: list[ScalarExpr] = []
+    for name in desc.names:
+        col = desc.column(name)
+        want = from_scalar(col.type)
+        if name in columns:
+            i = columns.index(name)
+            have = Typed(ColumnRef(i), out.types[i])
+            if out.types[i].name == "unknown":
+                have = Typed(Literal(None, col.type), want)
+            t = binder.coerce(have, want, source, explicit=True)
+            scalars.append(t.expr)
+        else:
+            scalars.append(Literal(None, col.type))
+    expr = out.rel.expr
+    if isinstance(expr, Constant) and all(
+        isinstance(s, (Literal,)) or (isinstance(s, ColumnRef) and expr.desc.columns[s.index].type == desc.columns[k].type)
+        for k, s in enumerate(scalars)
+    ):
+        rows: list[tuple[Datum, ...]] = []
+        for row, diff in expr.rows:
+            values = tuple(
+                s.value if isinstance(s, Literal) else row[s.index]  # type: ignore[union-attr]
+                for s in scalars
+            )
+            rows.extend([values] * diff)
+        return st.Insert(p.src.sql, obj.name, tuple(rows))
+    mapped = Map(expr, tuple(scalars))
+    a = expr.desc.arity
+    plan = project(mapped, range(a, a + len(scalars)))
+    from spate.sql.relops import rename
+
+    return st.Insert(p.src.sql, obj.name, None, rename(plan, list(desc.names)))
+
+
+def _literal_rows(
+    p: _Planner,
+    source: exp.Values,
+    targets: list[Column],
+    names: list[str],
+    columns: list[str],
+) -> list[tuple[Datum, ...]] | None:
+    """The rows of ``INSERT … VALUES`` when every value is a constant (converted to its
+    column's type as PostgreSQL's assignment does), else ``None``."""
+    binder = ScalarBinder(Scope([]), text=p.src.text, dialect=p.src.dialect, clause="VALUES")
+    out: list[tuple[Datum, ...]] = []
+    for row in source.expressions:
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        if len(items) != len(targets):
+            word = "expressions" if len(items) > len(targets) else "target columns"
+            raise SqlError(f"INSERT has more {word} than {'target columns' if word == 'expressions' else 'expressions'}",
+                           position=position(row), text=p.src.text, sqlstate="42601")
+        values: dict[str, Datum] = {}
+        for name, col, item in zip(columns, targets, items, strict=True):
+            if isinstance(item, exp.Var) and item.name.upper() == "DEFAULT":
+                values[name] = None
+                continue
+            t = binder.coerce(binder.bind(item), from_scalar(col.type), item, explicit=True)
+            if not isinstance(t.expr, Literal):
+                return None
+            values[name] = t.expr.value
+        out.append(tuple(values.get(n) for n in names))
+    return out
+
+
+def plan_update(p: _Planner) -> st.Update:
+    node = parse_sql(p.src, p.src.start)
+    assert isinstance(node, exp.Update)
+    if node.args.get("from") or node.args.get("from_") or node.args.get("returning"):
+        raise p.unsupported("UPDATE … FROM / RETURNING is not supported")
+    table = node.this
+    obj = p.table_object(table.name, table)
+    assert obj.desc is not None and obj.id is not None
+    desc = obj.desc
+    alias = table.alias or table.name
+    scope = Scope([Col(c.name, alias, from_scalar(c.type)) for c in desc.columns], None, p.src.text)
+    plan: RelationExpr = Get(obj.id, desc)
+    where = node.args.get("where")
+    if where is not None:
+        plan = p.filter_where(plan, scope, where.this)
+    binder = ScalarBinder(scope, text=p.src.text, dialect=p.src.dialect, clause="SET")
+    new: dict[str, ScalarExpr] = {}
+    for assign in node.expressions:
+        if not isinstance(assign, exp.EQ) or not isinstance(assign.this, exp.Column):
+            raise p.unsupported(f"unsupported SET item {assign.sql()}")
+        name = assign.this.name
+        if name not in desc.names:
+            raise UndefinedColumn(
+                f'column "{name}" of relation "{obj.name}" does not exist',
+                position=position(assign.this),
+                text=p.src.text,
+            )
+        if name in new:
+            raise DuplicateColumn(
+                f'multiple assignments to same column "{name}"',
+                position=position(assign.this),
+                text=p.src.text,
+            )
+        col = desc.column(name)
+        t = binder.bind(assign.expression)
+        new[name] = binder.coerce(t, from_scalar(col.type), assign.expression, explicit=True).expr
+    scalars = [new.get(c.name, ColumnRef(i)) for i, c in enumerate(desc.columns)]
+    mapped = Map(plan, tuple(scalars))
+    return st.Update(p.src.sql, obj.name, mapped, desc.arity)

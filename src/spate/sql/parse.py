@@ -1,0 +1,352 @@
+"""Text to statements: split at ``;``, recognise the statement, parse queries with sqlglot.
+
+sqlglot parses the queries and the statements PostgreSQL shares with Materialize (CREATE TABLE,
+INSERT, UPDATE, DELETE, SELECT, WITH, VALUES). The statements only Materialize has (CREATE
+MATERIALIZED VIEW … IN CLUSTER, CREATE CLUSTER … REPLICAS, SUBSCRIBE, SHOW …, ALTER … SET
+(RETAIN HISTORY …), CREATE SOURCE/SINK/SECRET/CONNECTION, ``AS OF``) have heads that sqlglot
+does not know; :class:`Cursor` reads those heads over sqlglot's own tokens, and whatever query
+they carry is handed to sqlglot again. No SQL grammar is written here beyond those heads.
+
+Positions are 0-based offsets into the whole submitted text; errors report them 1-based.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
+
+from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
+
+DIALECTS = {"postgres": "postgres", "materialize": "postgres", "spark": "spark"}
+
+
+def sqlglot_dialect(dialect: str) -> str:
+    try:
+        return DIALECTS[dialect]
+    except KeyError:
+        known = ", ".join(sorted(DIALECTS))
+        raise SqlError(f"unknown SQL dialect {dialect!r}; dialects: {known}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One statement's place in the submitted text."""
+
+    text: str
+    """The whole submitted text."""
+    start: int
+    end: int
+    dialect: str
+
+    @property
+    def sql(self) -> str:
+        return self.text[self.start : self.end]
+
+
+def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token]]]:
+    """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped)."""
+    tokens = tokenize(text, 0, dialect)
+    out: list[tuple[Source, list[Token]]] = []
+    current: list[Token] = []
+    for tok in [*tokens, None]:
+        if tok is None or tok.token_type is TokenType.SEMICOLON:
+            if current:
+                src = Source(text, current[0].start, current[-1].end + 1, dialect)
+                out.append((src, current))
+            current = []
+        else:
+            current.append(tok)
+    return out
+
+
+def tokenize(text: str, base: int, dialect: str) -> list[Token]:
+    try:
+        return list(Dialect.get_or_raise(sqlglot_dialect(dialect)).tokenize(text))
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}", position=base + 1, text=text) from None
+
+
+def offset_of(text: str, line: int, col: int) -> int:
+    """0-based offset of 1-based ``line``/``col`` in ``text``."""
+    at = 0
+    for _ in range(line - 1):
+        nl = text.find("\n", at)
+        if nl < 0:
+            break
+        at = nl + 1
+    return at + max(0, col - 1)
+
+
+def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression:
+    """Parse ``src.text[start:end]`` with sqlglot; one statement or a syntax error."""
+    stop = src.end if end is None else end
+    fragment = src.text[start:stop]
+    try:
+        parsed = sqlglot.parse(
+            fragment, read=sqlglot_dialect(src.dialect), error_level=ErrorLevel.RAISE
+        )
+    except ParseError as e:
+        pos = start
+        detail = str(e).split("\n")[0]
+        if e.errors:
+            first = e.errors[0]
+            detail = str(first.get("description") or detail).split(". Line")[0]
+            if first.get("line") is not None:
+                pos = start + offset_of(fragment, int(first["line"]), int(first["col"]))
+                pos = max(start, pos - len(str(first.get("highlight") or "")) + 1)
+        raise SqlSyntaxError(
+            f"syntax error: {detail}", position=pos + 1, text=src.text
+        ) from None
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}", position=start + 1, text=src.text) from None
+    stmts = [p for p in parsed if p is not None]
+    if len(stmts) != 1:
+        raise SqlSyntaxError("expected one statement", position=start + 1, text=src.text)
+    stmt = stmts[0]
+    if isinstance(stmt, exp.Command):
+        word = str(stmt.this).upper()
+        raise FeatureNotSupported(
+            f"{word} is not supported here", position=start + 1, text=src.text
+        )
+    _shift(stmt, start)
+    return stmt
+
+
+def _shift(tree: exp.Expression, base: int) -> None:
+    """Make the positions sqlglot recorded offsets into the whole text."""
+    if base == 0:
+        return
+    for node in tree.walk():
+        meta = node._meta  # noqa: SLF001 - sqlglot keeps positions here; read without creating
+        if meta and "start" in meta:
+            meta["start"] += base
+            meta["end"] += base
+
+
+def span(node: exp.Expression) -> tuple[int, int] | None:
+    """0-based ``(start, end)`` covered by ``node``'s positioned descendants."""
+    lo: int | None = None
+    hi: int | None = None
+    for n in node.walk():
+        meta = n._meta  # noqa: SLF001
+        if meta and "start" in meta:
+            lo = meta["start"] if lo is None else min(lo, meta["start"])
+            hi = meta["end"] if hi is None else max(hi, meta["end"])
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def position(node: exp.Expression | None) -> int | None:
+    """1-based position of ``node`` (``None`` if sqlglot kept none)."""
+    if node is None:
+        return None
+    s = span(node)
+    return None if s is None else s[0] + 1
+
+
+# --- reading statement heads over tokens ------------------------------------------------------
+
+
+class Cursor:
+    """Reads a statement's tokens: keywords, names, literals, parenthesised lists."""
+
+    def __init__(self, src: Source, tokens: list[Token]) -> None:
+        self.src = src
+        self.tokens = tokens
+        self.i = 0
+
+    # -- looking ------------------------------------------------------------------------------
+
+    def peek(self, ahead: int = 0) -> Token | None:
+        j = self.i + ahead
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def word(self, ahead: int = 0) -> str:
+        """The upper-case text of an unquoted token (``""`` past the end or if quoted)."""
+        tok = self.peek(ahead)
+        if tok is None or tok.token_type in (TokenType.IDENTIFIER, TokenType.STRING):
+            return ""
+        return tok.text.upper()
+
+    def at_words(self, *words: str) -> bool:
+        return all(self.word(k) == w for k, w in enumerate(words))
+
+    def at_end(self) -> bool:
+        return self.i >= len(self.tokens)
+
+    def here(self) -> int:
+        """0-based offset of the current token (the statement's end past the last)."""
+        tok = self.peek()
+        return self.src.end if tok is None else tok.start
+
+    # -- consuming ----------------------------------------------------------------------------
+
+    def accept(self, *words: str) -> bool:
+        if self.at_words(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            raise self.error(f"expected {' '.join(words)}")
+
+    def accept_token(self, kind: TokenType) -> bool:
+        tok = self.peek()
+        if tok is not None and tok.token_type is kind:
+            self.i += 1
+            return True
+        return False
+
+    def expect_token(self, kind: TokenType, shown: str) -> None:
+        if not self.accept_token(kind):
+            raise self.error(f"expected {shown}")
+
+    def name(self, what: str = "a name") -> str:
+        """An identifier: unquoted ones fold to lower case, quoted ones are kept."""
+        tok = self.peek()
+        if tok is None or tok.token_type in (
+            TokenType.STRING,
+            TokenType.NUMBER,
+            TokenType.L_PAREN,
+            TokenType.R_PAREN,
+            TokenType.COMMA,
+            TokenType.EQ,
+        ):
+            raise self.error(f"expected {what}")
+        self.i += 1
+        if tok.token_type is TokenType.IDENTIFIER:
+            return tok.text
+        if self.src.dialect == "spark":
+            return tok.text.lower()
+        return tok.text.lower()
+
+    def dotted_name(self, what: str = "a name") -> str:
+        """``a`` or ``schema.a``/``db.schema.a`` (only the last part is kept)."""
+        parts = [self.name(what)]
+        while self.accept_token(TokenType.DOT):
+            parts.append(self.name(what))
+        return parts[-1]
+
+    def string(self, what: str = "a quoted string") -> str:
+        tok = self.peek()
+        if tok is None or tok.token_type is not TokenType.STRING:
+            raise self.error(f"expected {what}")
+        self.i += 1
+        return tok.text
+
+    def integer(self, what: str = "an integer") -> int:
+        negative = self.accept_token(TokenType.DASH)
+        tok = self.peek()
+        if tok is None or tok.token_type is not TokenType.NUMBER or not tok.text.isdigit():
+            raise self.error(f"expected {what}")
+        self.i += 1
+        return -int(tok.text) if negative else int(tok.text)
+
+    def value(self) -> str | int | bool:
+        """An option value: a string, integer, TRUE/FALSE or a bare word."""
+        tok = self.peek()
+        if tok is None:
+            raise self.error("expected a value")
+        if tok.token_type is TokenType.STRING:
+            self.i += 1
+            return tok.text
+        if tok.token_type in (TokenType.NUMBER, TokenType.DASH):
+            return self.integer()
+        if tok.token_type is TokenType.TRUE:
+            self.i += 1
+            return True
+        if tok.token_type is TokenType.FALSE:
+            self.i += 1
+            return False
+        return self.name("a value")
+
+    def options(self) -> dict[str, tuple[str | int | bool, int]]:
+        """``(NAME [=] value, …)``: upper-case multi-word names to (value, position)."""
+        self.expect_token(TokenType.L_PAREN, "(")
+        out: dict[str, tuple[str | int | bool, int]] = {}
+        while True:
+            at = self.here()
+            words = []
+            while self.peek() is not None and self.word() and self.peek(0).token_type not in (
+                TokenType.STRING,
+                TokenType.NUMBER,
+                TokenType.EQ,
+                TokenType.COMMA,
+                TokenType.R_PAREN,
+                TokenType.L_PAREN,
+            ):
+                if words and self.word() in ("TRUE", "FALSE"):
+                    break
+                words.append(self.word())
+                self.i += 1
+                if self.word() == "SECRET" and words[-1] == "PASSWORD":
+                    break
+            if not words:
+                raise self.error("expected an option name")
+            self.accept_token(TokenType.EQ)
+            if self.word() == "SECRET":
+                self.i += 1
+                words.append("SECRET")
+            out[" ".join(words)] = (self.value(), at)
+            if self.accept_token(TokenType.COMMA):
+                continue
+            self.expect_token(TokenType.R_PAREN, ") or ,")
+            return out
+
+    def name_list(self, what: str = "a name") -> list[str]:
+        self.expect_token(TokenType.L_PAREN, "(")
+        out = [self.name(what)]
+        while self.accept_token(TokenType.COMMA):
+            out.append(self.name(what))
+        self.expect_token(TokenType.R_PAREN, ")")
+        return out
+
+    def skip_parens(self) -> None:
+        """Skip one balanced ``( … )``."""
+        depth = 0
+        while not self.at_end():
+            kind = self.tokens[self.i].token_type
+            self.i += 1
+            if kind is TokenType.L_PAREN:
+                depth += 1
+            elif kind is TokenType.R_PAREN:
+                depth -= 1
+                if depth <= 0:
+                    return
+
+    def end(self) -> None:
+        if not self.at_end():
+            raise self.error("unexpected text at the end of the statement")
+
+    def error(self, message: str) -> SqlSyntaxError:
+        tok = self.peek()
+        got = "the end of the statement" if tok is None else repr(tok.text)
+        return SqlSyntaxError(
+            f"syntax error: {message}, got {got}", position=self.here() + 1, text=self.src.text
+        )
+
+
+def find_top_level(tokens: list[Token], start: int, *words: str) -> int | None:
+    """Index of the last occurrence of ``words`` at parenthesis depth 0 from ``start``."""
+    depth = 0
+    found: int | None = None
+    n = len(words)
+    for i in range(start, len(tokens)):
+        kind = tokens[i].token_type
+        if kind is TokenType.L_PAREN:
+            depth += 1
+        elif kind is TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and i + n <= len(tokens):
+            if all(
+                tokens[i + k].token_type not in (TokenType.STRING, TokenType.IDENTIFIER)
+                and tokens[i + k].text.upper() == w
+                for k, w in enumerate(words)
+            ):
+                found = i
+    return found

@@ -1,0 +1,163 @@
+"""Literals: typing SQL constants and converting quoted text to a type, as PostgreSQL does.
+
+An integer literal is ``integer`` if it fits 32 bits, else ``bigint``, else ``numeric``; ``1.5``
+and ``1e3`` are ``numeric``; a quoted string is ``unknown`` until its context decides, and is
+then converted here, at planning (``'abc'::int`` fails with 22P02 like in PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from spate.plan.expr import NAN, Literal, literal_type
+from spate.repr.types import INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
+from spate.sql.errors import InvalidTextRepresentation, NumericOutOfRange
+from spate.sql.types import (
+    DEFAULT_NUMERIC,
+    INT4,
+    INT8,
+    PgType,
+    display_name,
+    pg_numeric,
+)
+
+_TRUE = frozenset({"t", "true", "y", "yes", "on", "1"})
+_FALSE = frozenset({"f", "false", "n", "no", "off", "0"})
+
+
+def number_literal(text: str) -> tuple[Literal, PgType]:
+    """The literal a number token denotes, with its PostgreSQL type."""
+    if re.fullmatch(r"\d+", text):
+        v = int(text)
+        if v <= 2**31 - 1:
+            return Literal(v, INT4.scalar), INT4  # type: ignore[arg-type]
+        if v <= INT64_MAX:
+            return Literal(v, INT8.scalar), INT8  # type: ignore[arg-type]
+    d = Decimal(text)
+    if not d.is_finite():
+        raise NumericOutOfRange(f"numeric literal {text} is out of range")
+    if "e" in text.lower():
+        d = d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
+    try:
+        t = literal_type(d)
+    except Exception:
+        raise NumericOutOfRange(f"numeric literal {text} is out of range") from None
+    if t.precision is not None and t.precision > 38:
+        raise NumericOutOfRange(f"numeric literal {text} is out of range")
+    return Literal(d, t), pg_numeric(t)
+
+
+def convert_text(text: str, target: PgType) -> Datum:
+    """Quoted ``text`` as a value of ``target`` (errors 22P02 / 22003 like PostgreSQL)."""
+    scalar = target.scalar
+    assert scalar is not None
+    k = scalar.kind
+    s = text.strip()
+    bad = InvalidTextRepresentation(
+        f'invalid input syntax for type {display_name(target)}: "{text}"'
+    )
+    if k is ScalarKind.TEXT:
+        return text
+    if k is ScalarKind.INT64:
+        if not re.fullmatch(r"[+-]?\d+", s):
+            raise bad
+        v = int(s)
+        limit = 2**31 if target.name == "int4" else 2**15 if target.name == "int2" else 2**63
+        if not -limit <= v < limit or not INT64_MIN <= v <= INT64_MAX:
+            raise NumericOutOfRange(
+                f'value "{text}" is out of range for type {display_name(target)}'
+            )
+        return v
+    if k is ScalarKind.FLOAT64:
+        low = s.lower()
+        if low in ("nan",):
+            return NAN
+        if low in ("infinity", "+infinity", "inf"):
+            return math.inf
+        if low in ("-infinity", "-inf"):
+            return -math.inf
+        try:
+            return float(s)
+        except ValueError:
+            raise bad from None
+    if k is ScalarKind.NUMERIC:
+        try:
+            d = Decimal(s)
+        except InvalidOperation:
+            raise bad from None
+        if not d.is_finite():
+            raise bad
+        return fit_numeric(d, scalar)
+    if k is ScalarKind.BOOL:
+        low = s.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise bad
+    if k is ScalarKind.DATE:
+        try:
+            return dt.date.fromisoformat(s)
+        except ValueError:
+            raise bad from None
+    if k is ScalarKind.TIMESTAMP:
+        try:
+            v = dt.datetime.fromisoformat(s)
+        except ValueError:
+            raise bad from None
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        return v
+    if k is ScalarKind.JSONB:
+        try:
+            return json.dumps(json.loads(text), separators=(", ", ": "))
+        except ValueError:
+            raise bad from None
+    if k is ScalarKind.BYTES:
+        if text.startswith("\\x"):
+            try:
+                return bytes.fromhex(text[2:])
+            except ValueError:
+                raise bad from None
+        return text.encode()
+    raise bad
+
+
+def fit_numeric(d: Decimal, scalar: ScalarType) -> Decimal:
+    """``d`` rounded (half away from zero) to ``scalar``'s scale; 22003 if it does not fit."""
+    assert scalar.scale is not None and scalar.precision is not None
+    q = d.quantize(Decimal(1).scaleb(-scalar.scale), rounding="ROUND_HALF_UP")
+    if scalar.problem(q) is not None:
+        raise NumericOutOfRange(
+            f"numeric field overflow: {d} does not fit numeric({scalar.precision},{scalar.scale})"
+        )
+    return q
+
+
+def numeric_for(value: Decimal) -> ScalarType:
+    t = literal_type(value)
+    return t if t.kind is ScalarKind.NUMERIC else DEFAULT_NUMERIC
+
+
+def zero_of(t: ScalarType) -> Datum:
+    """Some value of type ``t`` (stands in for NULL in null-safe join keys)."""
+    k = t.kind
+    if k is ScalarKind.NUMERIC:
+        return Decimal(0)
+    return {
+        ScalarKind.BOOL: False,
+        ScalarKind.INT64: 0,
+        ScalarKind.FLOAT64: 0.0,
+        ScalarKind.TEXT: "",
+        ScalarKind.BYTES: b"",
+        ScalarKind.DATE: dt.date(1970, 1, 1),
+        ScalarKind.TIMESTAMP: dt.datetime(1970, 1, 1),
+        ScalarKind.JSONB: "null",
+    }[k]
+
+
+__all__ = ["convert_text", "fit_numeric", "number_literal", "numeric", "numeric_for", "zero_of"]
