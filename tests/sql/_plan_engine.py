@@ -29,7 +29,9 @@ class Result:
 
 @dataclass
 class ReferenceEngine:
-    catalog: MemoryCatalog = field(default_factory=MemoryCatalog)
+    catalog: MemoryCatalog = field(
+        default_factory=lambda: MemoryCatalog(clusters=["default", "slt"])
+    )
     tables: dict[GlobalId, Counter[Row]] = field(default_factory=dict)
     views: dict[GlobalId, RelationExpr] = field(default_factory=dict)
     now: int = 1_700_000_000_000
@@ -94,16 +96,20 @@ class ReferenceEngine:
         if isinstance(stmt, st.Update):
             obj = self._table(stmt.table)
             assert obj.desc is not None
-            for r in self._expand(stmt.plan):
-                old, new = r[: stmt.arity], r[stmt.arity :]
+            pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in self._expand(stmt.plan)]
+            obj.desc.validate_rows([new for _, new in pairs], collection=stmt.table)
+            for old, new in pairs:
                 self.tables[obj.id][old] -= 1  # type: ignore[index]
-                obj.desc.validate_row(new, collection=stmt.table)
                 self.tables[obj.id][new] += 1  # type: ignore[index]
             self.tables[obj.id] += Counter()  # type: ignore[index]
             return None
+        if isinstance(stmt, st.CreateCluster):
+            self.catalog.clusters.append(stmt.name)
+            return None
         if isinstance(stmt, st.DropObjects):
             for name in stmt.names:
-                self.drop(name)
+                if self.catalog.lookup(name) is not None:
+                    self.drop(name, cascade=stmt.cascade)
             return None
         if isinstance(stmt, st.Select):
             rows = self._expand(stmt.plan)
@@ -118,8 +124,19 @@ class ReferenceEngine:
             return Result(list(stmt.names), [tuple(r) for r in stmt.rows])
         return None
 
-    def drop(self, name: str) -> None:
-        obj = self.catalog.items.pop(name)
+    def drop(self, name: str, *, cascade: bool = True) -> None:
+        obj = self.catalog.items[name]
+        dependents = [
+            o.name
+            for o in self.catalog.items.values()
+            if (o.id in self.views and obj.id in self.views[o.id].depends_on()) or o.on == name
+        ]
+        if dependents and not cascade:
+            raise ValueError(f"cannot drop {name}: {', '.join(dependents)} depend on it")
+        for d in dependents:
+            if d in self.catalog.items:
+                self.drop(d)
+        del self.catalog.items[name]
         if obj.id is not None:
             self.tables.pop(obj.id, None)
             self.views.pop(obj.id, None)

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
@@ -44,7 +44,7 @@ from spate.sql.errors import SqlError, UndefinedObject
 if TYPE_CHECKING:
     from spate.environment.api import Environment
 
-Result = pa.Table | Iterator[list[tuple[int, Row, int]]] | None
+Result: TypeAlias = pa.Table | Iterator[list[tuple[int, Row, int]]] | None
 
 _ACCEPTED_SETTINGS = {
     "datestyle": "ISO, MDY",
@@ -235,14 +235,18 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
 
 
-def _create_view(env: Environment, stmt: st.CreateView, session: Session, defs: Definitions) -> None:
+def _create_view(
+    env: Environment, stmt: st.CreateView, session: Session, defs: Definitions
+) -> None:
     existing = env.runtime.catalog.find(stmt.name)
     if existing is not None:
         if stmt.if_not_exists:
             return
         want = "materialized view" if stmt.materialized else "view"
         if kind_of(existing) != want:
-            raise SqlError(f'"{stmt.name}" is a {kind_of(existing)}, not a {want}', sqlstate="42809")
+            raise SqlError(
+                f'"{stmt.name}" is a {kind_of(existing)}, not a {want}', sqlstate="42809"
+            )
         if env.runtime.catalog.dependents(existing.id):
             raise SqlError(
                 f'cannot replace {want} "{stmt.name}": other objects depend on it',
@@ -256,7 +260,9 @@ def _create_view(env: Environment, stmt: st.CreateView, session: Session, defs: 
     defs.set(stmt.name, stmt.sql)
 
 
-def _read(env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None) -> pa.Table:
+def _read(
+    env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None
+) -> pa.Table:
     """The contents of ``plan``: a read through the environment, or, for a plan that reads no
     collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
     (a dataflow without inputs would never see its frontier advance)."""
@@ -299,9 +305,14 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
     their SQL names, applied to a read's rows."""
     width = stmt.width
     if stmt.order_by or stmt.offset or stmt.limit is not None:
-        rows = [tuple(r.values()) for r in table.to_pylist()]
+        rows: list[Row] = [tuple(r.values()) for r in table.to_pylist()]
         if stmt.order_by:
-            rows.sort(key=functools.cmp_to_key(lambda a, b: _compare(stmt.order_by, a, b)))
+            orders = stmt.order_by
+
+            def cmp(a: Row, b: Row) -> int:
+                return _compare(orders, a, b)
+
+            rows.sort(key=functools.cmp_to_key(cmp))
         end = None if stmt.limit is None else stmt.offset + stmt.limit
         rows = rows[stmt.offset : end]
         schema = data_schema(desc)
@@ -331,7 +342,7 @@ def _cmp_values(x: Any, y: Any) -> int:
         xn, yn = math.isnan(x), math.isnan(y)
         if xn or yn:
             return 0 if xn and yn else (1 if xn else -1)
-    return (x > y) - (x < y)
+    return int(x > y) - int(x < y)
 
 
 def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlglot.tokens import Token
+from sqlglot.tokenizer_core import Token
 
 from spate.sql.catalog import Catalog, CatalogObject, MemoryCatalog
 from spate.sql.errors import SqlError

@@ -49,16 +49,26 @@ def plan_insert(p: _Planner) -> st.Insert:
     if source is None:
         raise p.unsupported("INSERT … DEFAULT VALUES is not supported")
     if isinstance(source, exp.Values):
-        rows = _literal_rows(p, source, [desc.column(c) for c in columns], list(desc.names), columns)
+        rows = _literal_rows(
+            p, source, [desc.column(c) for c in columns], list(desc.names), columns
+        )
         if rows is not None:
             return st.Insert(p.src.sql, obj.name, tuple(rows))
     out = p.qp.relation(source)
     if len(out.names) > len(columns):
-        raise SqlError("INSERT has more expressions than target columns",
-                       position=position(source), text=p.src.text, sqlstate="42601")
+        raise SqlError(
+            "INSERT has more expressions than target columns",
+            position=position(source),
+            text=p.src.text,
+            sqlstate="42601",
+        )
     if len(out.names) < len(columns):
-        raise SqlError("INSERT has more target columns than expressions",
-                       position=position(source), text=p.src.text, sqlstate="42601")
+        raise SqlError(
+            "INSERT has more target columns than expressions",
+            position=position(source),
+            text=p.src.text,
+            sqlstate="42601",
+        )
     binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect)
     scalars: list[ScalarExpr] = []
     for name in desc.names:
@@ -75,17 +85,18 @@ def plan_insert(p: _Planner) -> st.Insert:
             scalars.append(Literal(None, col.type))
     expr = out.rel.expr
     if isinstance(expr, Constant) and all(
-        isinstance(s, (Literal,)) or (isinstance(s, ColumnRef) and expr.desc.columns[s.index].type == desc.columns[k].type)
+        isinstance(s, (Literal,))
+        or (isinstance(s, ColumnRef) and expr.desc.columns[s.index].type == desc.columns[k].type)
         for k, s in enumerate(scalars)
     ):
-        rows: list[tuple[Datum, ...]] = []
+        constant_rows: list[tuple[Datum, ...]] = []
         for row, diff in expr.rows:
             values = tuple(
-                s.value if isinstance(s, Literal) else row[s.index]  # type: ignore[union-attr]
+                s.value if isinstance(s, Literal) else row[s.index]  # type: ignore[attr-defined]
                 for s in scalars
             )
-            rows.extend([values] * diff)
-        return st.Insert(p.src.sql, obj.name, tuple(rows))
+            constant_rows.extend([values] * diff)
+        return st.Insert(p.src.sql, obj.name, tuple(constant_rows))
     mapped = Map(expr, tuple(scalars))
     a = expr.desc.arity
     plan = project(mapped, range(a, a + len(scalars)))
@@ -108,9 +119,17 @@ def _literal_rows(
     for row in source.expressions:
         items = row.expressions if isinstance(row, exp.Tuple) else [row]
         if len(items) != len(targets):
-            word = "expressions" if len(items) > len(targets) else "target columns"
-            raise SqlError(f"INSERT has more {word} than {'target columns' if word == 'expressions' else 'expressions'}",
-                           position=position(row), text=p.src.text, sqlstate="42601")
+            more, than = (
+                ("expressions", "target columns")
+                if len(items) > len(targets)
+                else ("target columns", "expressions")
+            )
+            raise SqlError(
+                f"INSERT has more {more} than {than}",
+                position=position(row),
+                text=p.src.text,
+                sqlstate="42601",
+            )
         values: dict[str, Datum] = {}
         for name, col, item in zip(columns, targets, items, strict=True):
             if isinstance(item, exp.Var) and item.name.upper() == "DEFAULT":

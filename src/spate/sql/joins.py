@@ -37,7 +37,9 @@ from spate.sql.relops import build_join, conjuncts, filter_, key_join, remap, re
 from spate.sql.scope import Col, Rel, Scope, append_nulls, project, unique_names
 
 
-def _using_pairs(qp: QueryPlanner, left: Rel, right: Rel, using: list[str]) -> list[tuple[int, int]]:
+def _using_pairs(
+    qp: QueryPlanner, left: Rel, right: Rel, using: list[str]
+) -> list[tuple[int, int]]:
     pairs = []
     for name in using:
         node = exp.column(name)
@@ -186,9 +188,9 @@ def _merge_using(rel: Rel, pairs: list[tuple[int, int]], la: int, side: str) -> 
     for p in copies:
         cols[p] = dataclasses.replace(cols[p], hidden=True, qualified_only=True)
     visible_merged = []
-    for m in merged:
-        c = cols[m]
-        visible_merged.append(Col(c.name, None, c.type))
+    for m, (lp, _) in zip(merged, pairs, strict=True):
+        c = rel.scope.cols[lp]
+        visible_merged.append(Col(c.name, None, cols[m].type))
     order = [*merged, *range(len(cols))]
     out_cols = visible_merged + cols
     return Rel(project(expr, order), Scope(out_cols, rel.scope.parent, rel.scope.text))

@@ -18,7 +18,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 
@@ -65,10 +66,33 @@ def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token
 
 
 def tokenize(text: str, base: int, dialect: str) -> list[Token]:
+    """sqlglot's tokens of ``text``; the rest of a "command" (SHOW, EXPLAIN, RESET…), which
+    sqlglot keeps as one string, tokenized as well."""
     try:
-        return list(Dialect.get_or_raise(sqlglot_dialect(dialect)).tokenize(text))
+        tokens = list(Dialect.get_or_raise(sqlglot_dialect(dialect)).tokenize(text))
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", position=base + 1, text=text) from None
+    out: list[Token] = []
+    for i, tok in enumerate(tokens):
+        prev = tokens[i - 1] if i else None
+        start = -1
+        if prev is not None and prev.token_type in (TokenType.SHOW, TokenType.COMMAND):
+            start = prev.end + 1
+            while start < len(text) and text[start].isspace():
+                start += 1
+        if (
+            tok.token_type is TokenType.STRING
+            and start >= 0
+            and text[start : start + len(tok.text)] == tok.text
+        ):
+            inner = tokenize(text[start : start + len(tok.text)], base, dialect)
+            for t in inner:
+                t.start += start
+                t.end += start
+            out.extend(inner)
+        else:
+            out.append(tok)
+    return out
 
 
 def offset_of(text: str, line: int, col: int) -> int:
@@ -99,9 +123,7 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
             if first.get("line") is not None:
                 pos = start + offset_of(fragment, int(first["line"]), int(first["col"]))
                 pos = max(start, pos - len(str(first.get("highlight") or "")) + 1)
-        raise SqlSyntaxError(
-            f"syntax error: {detail}", position=pos + 1, text=src.text
-        ) from None
+        raise SqlSyntaxError(f"syntax error: {detail}", position=pos + 1, text=src.text) from None
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", position=start + 1, text=src.text) from None
     stmts = [p for p in parsed if p is not None]
@@ -113,8 +135,10 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
         raise FeatureNotSupported(
             f"{word} is not supported here", position=start + 1, text=src.text
         )
-    _shift(stmt, start)
-    return stmt
+    normalized = normalize_identifiers(stmt, dialect=sqlglot_dialect(src.dialect))
+    assert isinstance(normalized, exp.Expression)
+    _shift(normalized, start)
+    return normalized
 
 
 def _shift(tree: exp.Expression, base: int) -> None:
@@ -122,7 +146,7 @@ def _shift(tree: exp.Expression, base: int) -> None:
     if base == 0:
         return
     for node in tree.walk():
-        meta = node._meta  # noqa: SLF001 - sqlglot keeps positions here; read without creating
+        meta = node._meta
         if meta and "start" in meta:
             meta["start"] += base
             meta["end"] += base
@@ -133,7 +157,7 @@ def span(node: exp.Expression) -> tuple[int, int] | None:
     lo: int | None = None
     hi: int | None = None
     for n in node.walk():
-        meta = n._meta  # noqa: SLF001
+        meta = n._meta
         if meta and "start" in meta:
             lo = meta["start"] if lo is None else min(lo, meta["start"])
             hi = meta["end"] if hi is None else max(hi, meta["end"])
@@ -271,14 +295,19 @@ class Cursor:
         out: dict[str, tuple[str | int | bool, int]] = {}
         while True:
             at = self.here()
-            words = []
-            while self.peek() is not None and self.word() and self.peek(0).token_type not in (
-                TokenType.STRING,
-                TokenType.NUMBER,
-                TokenType.EQ,
-                TokenType.COMMA,
-                TokenType.R_PAREN,
-                TokenType.L_PAREN,
+            words: list[str] = []
+            while (
+                (tok := self.peek()) is not None
+                and self.word()
+                and tok.token_type
+                not in (
+                    TokenType.STRING,
+                    TokenType.NUMBER,
+                    TokenType.EQ,
+                    TokenType.COMMA,
+                    TokenType.R_PAREN,
+                    TokenType.L_PAREN,
+                )
             ):
                 if words and self.word() in ("TRUE", "FALSE"):
                     break
@@ -342,11 +371,14 @@ def find_top_level(tokens: list[Token], start: int, *words: str) -> int | None:
             depth += 1
         elif kind is TokenType.R_PAREN:
             depth -= 1
-        elif depth == 0 and i + n <= len(tokens):
-            if all(
+        elif (
+            depth == 0
+            and i + n <= len(tokens)
+            and all(
                 tokens[i + k].token_type not in (TokenType.STRING, TokenType.IDENTIFIER)
                 and tokens[i + k].text.upper() == w
                 for k, w in enumerate(words)
-            ):
-                found = i
+            )
+        ):
+            found = i
     return found

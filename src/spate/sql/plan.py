@@ -9,7 +9,7 @@ connections are in :mod:`spate.sql.ddl`.
 from __future__ import annotations
 
 from sqlglot import exp
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.plan.expr import ColumnRef, Literal, ScalarExpr
 from spate.plan.relation import Filter, Get, Map, RelationExpr
@@ -29,7 +29,7 @@ from spate.sql.parse import Cursor, Source, find_top_level, parse_sql, position
 from spate.sql.query import QueryPlanner
 from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
-from spate.sql.scope import Col, Scope, project
+from spate.sql.scope import Col, Scope
 from spate.sql.types import from_scalar
 
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
@@ -103,7 +103,7 @@ class _Planner:
         if first in ("BEGIN", "COMMIT", "ROLLBACK", "START"):
             raise self.unsupported("transactions (BEGIN/COMMIT) are not supported")
         raise SqlSyntaxError(
-            f'syntax error at or near "{c.peek().text if c.peek() else ""}"',
+            f'syntax error at or near "{tok.text if (tok := c.peek()) else ""}"',
             position=c.here() + 1,
             text=self.src.text,
         )
@@ -170,16 +170,19 @@ class _Planner:
             from spate.sql.ddl import plan_create_external
 
             return plan_create_external(self)
-        raise c.error("expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, CLUSTER, SOURCE, SINK, "
-                      "SECRET or CONNECTION")
+        raise c.error(
+            "expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, CLUSTER, SOURCE, SINK, "
+            "SECRET or CONNECTION"
+        )
 
     def create_table(self) -> st.CreateTable:
         node = parse_sql(self.src, self.src.start)
         assert isinstance(node, exp.Create)
         schema = node.this
         if not isinstance(schema, exp.Schema):
-            raise self.unsupported("CREATE TABLE needs a column list (CREATE TABLE … AS is not "
-                                   "supported)")
+            raise self.unsupported(
+                "CREATE TABLE needs a column list (CREATE TABLE … AS is not supported)"
+            )
         name = schema.this.name
         columns: list[Column] = []
         seen: set[str] = set()
@@ -262,9 +265,13 @@ class _Planner:
                 text=self.src.text,
             )
         del names
-        return st.CreateView(self.src.sql, name, plan, materialized, cluster, replace, if_not_exists)
+        return st.CreateView(
+            self.src.sql, name, plan, materialized, cluster, replace, if_not_exists
+        )
 
-    def view_plan(self, node: exp.Expression, col_names: list[str]) -> tuple[RelationExpr, list[str]]:
+    def view_plan(
+        self, node: exp.Expression, col_names: list[str]
+    ) -> tuple[RelationExpr, list[str]]:
         out = self.qp.relation(node)
         names = list(out.names)
         if col_names:
@@ -385,8 +392,10 @@ class _Planner:
         word = c.word()
         kind = _KINDS.get(word)
         if kind is None:
-            raise c.error("expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SOURCE, SINK, SECRET, "
-                          "CONNECTION or CLUSTER")
+            raise c.error(
+                "expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SOURCE, SINK, SECRET, "
+                "CONNECTION or CLUSTER"
+            )
         c.i += 1
         if kind == "materialized view":
             c.expect("VIEW")
@@ -464,8 +473,8 @@ class _Planner:
         return st.Delete(self.src.sql, obj.name, plan)
 
     def filter_where(self, plan: RelationExpr, scope: Scope, cond: exp.Expression) -> RelationExpr:
-        from spate.sql.select import has_subquery
         from spate.sql.scope import Rel
+        from spate.sql.select import has_subquery
         from spate.sql.subquery import SubqueryPlanner
 
         self.qp.allow_now = False
@@ -533,7 +542,9 @@ class _Planner:
             )
         if not obj.readable:
             raise SqlError(
-                f'{obj.kind} "{name}" cannot be read', position=at + 1, text=self.src.text,
+                f'{obj.kind} "{name}" cannot be read',
+                position=at + 1,
+                text=self.src.text,
                 sqlstate="42809",
             )
         return obj
@@ -580,8 +591,11 @@ class _Planner:
             c.i += 1
         c.accept("FOR")
         if c.at_words("CREATE"):
-            sub = _Planner(Source(self.src.text, c.here(), self.src.end, self.src.dialect),
-                           self.tokens[c.i :], self.catalog)
+            sub = _Planner(
+                Source(self.src.text, c.here(), self.src.end, self.src.dialect),
+                self.tokens[c.i :],
+                self.catalog,
+            )
             stmt = sub.plan()
             if isinstance(stmt, st.CreateView):
                 plan = stmt.plan
@@ -594,8 +608,11 @@ class _Planner:
         else:
             if c.at_end():
                 raise c.error("expected a query")
-            sub = _Planner(Source(self.src.text, c.here(), self.src.end, self.src.dialect),
-                           self.tokens[c.i :], self.catalog)
+            sub = _Planner(
+                Source(self.src.text, c.here(), self.src.end, self.src.dialect),
+                self.tokens[c.i :],
+                self.catalog,
+            )
             stmt = sub.plan()
             if not isinstance(stmt, st.Select):
                 raise self.unsupported("EXPLAIN applies to queries, views and indexes")
@@ -636,9 +653,13 @@ class _Planner:
         binder = ScalarBinder(Scope([]), text=self.src.text)
         ms = parse_interval(text, exp.Literal.string(text), binder)
         if ms < 0:
-            raise SqlError("RETAIN HISTORY must not be negative", position=at + 1,
-                           text=self.src.text, sqlstate="22023")
+            raise SqlError(
+                "RETAIN HISTORY must not be negative",
+                position=at + 1,
+                text=self.src.text,
+                sqlstate="22023",
+            )
         return st.AlterRetainHistory(self.src.sql, name, ms)
 
 
-__all__ = ["ColumnRef", "Literal", "Map", "ScalarExpr", "_QUERY_STARTS", "plan_one"]
+__all__ = ["_QUERY_STARTS", "ColumnRef", "Literal", "Map", "ScalarExpr", "plan_one"]

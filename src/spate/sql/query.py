@@ -31,6 +31,7 @@ from spate.plan.relation import (
     Union,
 )
 from spate.repr.desc import Column, RelationDesc
+from spate.repr.types import Datum
 from spate.sql.catalog import Catalog
 from spate.sql.errors import (
     DatatypeMismatch,
@@ -213,7 +214,9 @@ class QueryPlanner:
             return None
         t = self.binder(Scope([], text=self.text)).bind(node)
         if not isinstance(t.expr, Literal) or not (t.type.is_integer or t.type.name == "unknown"):
-            raise self.err(DatatypeMismatch, f"argument of {what} must be an integer constant", node)
+            raise self.err(
+                DatatypeMismatch, f"argument of {what} must be an integer constant", node
+            )
         value = t.expr.value if t.raw is None else int(t.raw)
         if value is None:
             return None
@@ -243,9 +246,7 @@ class QueryPlanner:
                 # a CTE may not see itself or later CTEs: plan it with the frames outside it
                 saved = self.ctes
                 depth = next(i for i in range(len(saved) - 1, -1, -1) if name in saved[i])
-                self.ctes = saved[:depth] + [
-                    {k: v for k, v in saved[depth].items() if k != name}
-                ]
+                self.ctes = [*saved[:depth], {k: v for k, v in saved[depth].items() if k != name}]
                 try:
                     out = self.relation(body)
                 finally:
@@ -263,7 +264,9 @@ class QueryPlanner:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
             from spate.sql.select import table_function
 
-            return table_function(self, node.this, alias, col_aliases)
+            func = node.this
+            assert isinstance(func, exp.Expression)
+            return table_function(self, func, alias, col_aliases)
         if isinstance(node, exp.Subquery):
             if node.args.get("lateral"):
                 raise self.err(FeatureNotSupported, "LATERAL is not supported", node)
@@ -318,9 +321,7 @@ class QueryPlanner:
         for r in rows:
             items = r.expressions if isinstance(r, exp.Tuple) else [r]
             if len(items) != width:
-                raise self.err(
-                    SqlSyntaxError, "VALUES lists must all be the same length", r
-                )
+                raise self.err(SqlSyntaxError, "VALUES lists must all be the same length", r)
             bound.append([(b.bind(i), i) for i in items])
         types: list[PgType] = []
         for c in range(width):
@@ -330,7 +331,11 @@ class QueryPlanner:
                 raise self.err(DatatypeMismatch, "VALUES types cannot be matched", column[0][1])
             types.append(t)
         names = [f"column{i + 1}" for i in range(width)]
-        if all(isinstance(b.coerce(x, types[c], n).expr, Literal) for row in bound for c, (x, n) in enumerate(row)):
+        if all(
+            isinstance(b.coerce(x, types[c], n).expr, Literal)
+            for row in bound
+            for c, (x, n) in enumerate(row)
+        ):
             data = []
             for row in bound:
                 values = []
@@ -345,7 +350,7 @@ class QueryPlanner:
                     for c, (name, t) in enumerate(zip(names, types, strict=True))
                 ]
             )
-            merged: dict[tuple[object, ...], int] = {}
+            merged: dict[tuple[Datum, ...], int] = {}
             for r, d in data:
                 merged[r] = merged.get(r, 0) + d
             expr: RelationExpr = Constant(tuple((r, d) for r, d in merged.items()), desc)
@@ -356,7 +361,10 @@ class QueryPlanner:
                 scalars = [b.coerce(x, types[c], n).expr for c, (x, n) in enumerate(row)]
                 parts.append(Map(unit, tuple(scalars), tuple(names)))
             expr = parts[0] if len(parts) == 1 else Union(tuple(parts))
-        rel = Rel(expr, Scope([Col(n, None, t) for n, t in zip(names, types, strict=True)], None, self.text))
+        rel = Rel(
+            expr,
+            Scope([Col(n, None, t) for n, t in zip(names, types, strict=True)], None, self.text),
+        )
         out = Output(rel, names, types, 0)
         if ctx is not None:
             out = self.under_context(out, ctx)
@@ -365,9 +373,10 @@ class QueryPlanner:
     def under_context(self, out: Output, ctx: Context) -> Output:
         """An uncorrelated output, repeated for every context row (prefix prepended)."""
         joined = build_join([ctx.relation, out.rel.expr], [])
-        cols = hide(
-            [Col(None, None, from_scalar(c.type)) for c in ctx.relation.desc.columns]
-        ) + out.rel.scope.cols
+        cols = (
+            hide([Col(None, None, from_scalar(c.type)) for c in ctx.relation.desc.columns])
+            + out.rel.scope.cols
+        )
         rel = Rel(joined, Scope(cols, ctx.correlation, self.text))
         shift = ctx.arity
         orders = [dataclasses.replace(o, column=o.column + shift) for o in out.order_by]
@@ -413,8 +422,8 @@ class QueryPlanner:
             else:
                 expr = Threshold(Union((lexpr, Negate(rexpr))))
         elif isinstance(node, exp.Intersect):
-            a, b = (Distinct(lexpr), Distinct(rexpr)) if distinct else (lexpr, rexpr)
-            expr = Union((a, Negate(Threshold(Union((a, Negate(b)))))))
+            la, rb = (Distinct(lexpr), Distinct(rexpr)) if distinct else (lexpr, rexpr)
+            expr = Union((la, Negate(Threshold(Union((la, Negate(rb)))))))
         else:
             raise self.err(FeatureNotSupported, "unsupported set operation", node)
         cols = left.rel.scope.cols[:k] + [

@@ -34,7 +34,6 @@ from spate.plan.expr import (
 )
 from spate.plan.relation import (
     Constant,
-    Distinct,
     Filter,
     Join,
     Map,

@@ -19,8 +19,8 @@ from spate.plan.expr import (
     CallUnary,
     CallVariadic,
     Case,
-    ColumnRef,
     Cast,
+    ColumnRef,
     DateTrunc,
     Extract,
     Literal,
@@ -30,11 +30,12 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
-from spate.repr.types import BOOL, INT64, TEXT, ScalarKind, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, ScalarKind, numeric
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
     GroupingError,
+    NumericOutOfRange,
     SqlError,
     UndefinedFunction,
 )
@@ -169,7 +170,9 @@ class ScalarBinder:
 
     # -- coercion -----------------------------------------------------------------------------
 
-    def coerce(self, t: Typed, target: PgType, node: exp.Expression, explicit: bool = False) -> Typed:
+    def coerce(
+        self, t: Typed, target: PgType, node: exp.Expression, explicit: bool = False
+    ) -> Typed:
         if target.scalar is None:
             raise self.err(
                 FeatureNotSupported, f"type {display_name(target)} is not a column type", node
@@ -197,6 +200,39 @@ class ScalarBinder:
             return Typed(Literal(None, target.scalar), target)
         if (
             isinstance(t.expr, Literal)
+            and target.scalar.kind is ScalarKind.FLOAT64
+            and isinstance(t.expr.value, (int, Decimal))
+            and not isinstance(t.expr.value, bool)
+        ):
+            return Typed(Literal(float(t.expr.value), target.scalar), target)
+        if (
+            isinstance(t.expr, Literal)
+            and t.expr.value is not None
+            and target.scalar.kind is ScalarKind.INT64
+            and isinstance(t.expr.value, (Decimal, float))
+        ):
+            v = t.expr.value
+            if isinstance(v, float):
+                if v != v or v in (float("inf"), float("-inf")):
+                    raise self.err(NumericOutOfRange, "integer out of range", node)
+                rounded = round(v)
+            else:
+                rounded = int(v.quantize(Decimal(1), rounding="ROUND_HALF_UP"))
+            return Typed(Literal(rounded, INT64), target)
+        if (
+            t.type.name == "numeric"
+            and target.scalar.kind is ScalarKind.INT64
+            and not isinstance(t.expr, Literal)
+        ):
+            half = Literal(Decimal("0.5"), numeric(1, 1))
+            neg = CallBinary(BinaryFunc.LT, t.expr, Literal(Decimal(0), numeric(1, 0)))
+            rounded_expr = Case(
+                ((neg, Cast(CallBinary(BinaryFunc.SUB, t.expr, half), INT64)),),
+                Cast(CallBinary(BinaryFunc.ADD, t.expr, half), INT64),
+            )
+            return Typed(rounded_expr, target)
+        if (
+            isinstance(t.expr, Literal)
             and target.scalar.kind is ScalarKind.NUMERIC
             and isinstance(t.expr.value, (int, Decimal))
         ):
@@ -207,7 +243,9 @@ class ScalarBinder:
             return Typed(Literal(value, target.scalar), target)
         return Typed(Cast(t.expr, target.scalar), target)
 
-    def unify(self, items: list[tuple[Typed, exp.Expression]], what: str) -> tuple[list[Typed], PgType]:
+    def unify(
+        self, items: list[tuple[Typed, exp.Expression]], what: str
+    ) -> tuple[list[Typed], PgType]:
         target = common_type([t.type for t, _ in items])
         if target is None:
             shown = " and ".join(sorted({display_name(t.type) for t, _ in items}))
@@ -356,7 +394,9 @@ class ScalarBinder:
                 raise self.err(DatatypeMismatch, "IS TRUE/FALSE needs a boolean", node)
             value = CallBinary(BinaryFunc.EQ, inner.expr, Literal(bool(target.this), BOOL))
             out = CallBinary(
-                BinaryFunc.AND, CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, inner.expr)), value
+                BinaryFunc.AND,
+                CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, inner.expr)),
+                value,
             )
         else:
             raise self.err(FeatureNotSupported, f"unsupported IS: {node.sql()}", node)
@@ -365,10 +405,16 @@ class ScalarBinder:
         return Typed(out, PG_BOOL)
 
     def between(self, node: exp.Expression) -> Typed:
-        x = node.this
-        low = exp.GTE(this=x, expression=node.args["low"])
-        high = exp.LTE(this=x, expression=node.args["high"])
-        return self._bind(exp.And(this=low, expression=high))
+        x, lo, hi = node.this, node.args["low"], node.args["high"]
+        both = exp.And(
+            this=exp.GTE(this=x, expression=lo), expression=exp.LTE(this=x, expression=hi)
+        )
+        if node.args.get("symmetric"):
+            swapped = exp.And(
+                this=exp.GTE(this=x, expression=hi), expression=exp.LTE(this=x, expression=lo)
+            )
+            return self._bind(exp.Or(this=exp.Paren(this=both), expression=exp.Paren(this=swapped)))
+        return self._bind(both)
 
     def in_(self, node: exp.Expression) -> Typed:
         assert isinstance(node, exp.In)
@@ -414,7 +460,19 @@ class ScalarBinder:
             return self.date_arith(node, op, left, right)
         if left.type.name == "unknown" and right.type.name == "unknown":
             left = self.coerce(left, pg_numeric(numeric(38, 10)), node.this)
+        original = (left.type, right.type)
+        before = (left, right)
         (left, right), target = self.operands(left, right, node, _SYMBOL[op])
+        if target.name == "numeric":
+            # keep each operand's own scale: the IR widens int64 to numeric(38,0) itself
+            left, right = (
+                self.coerce(b, pg_numeric(numeric(38, 0)), n, explicit=True)
+                if b.type.is_integer
+                else b
+                if b.type.name == "numeric"
+                else a
+                for a, b, n in ((left, before[0], node.this), (right, before[1], node.expression))
+            )
         if not target.is_numeric:
             raise self.err(
                 UndefinedFunction,
@@ -422,12 +480,15 @@ class ScalarBinder:
                 f"{display_name(right.type)}",
                 node,
             )
-        if op is BinaryFunc.DIV and isinstance(node, exp.Div) and not node.args.get("typed"):
-            # Spark's "/": fractional division
-            if target.is_integer:
-                a = Cast(left.expr, FLOAT8.scalar)  # type: ignore[arg-type]
-                b = Cast(right.expr, FLOAT8.scalar)  # type: ignore[arg-type]
-                return Typed(CallBinary(op, a, b), FLOAT8)
+        if (
+            op is BinaryFunc.DIV
+            and isinstance(node, exp.Div)
+            and not node.args.get("typed")
+            and target.is_integer
+        ):  # Spark's "/": fractional division
+            a = Cast(left.expr, FLOAT64)
+            b = Cast(right.expr, FLOAT64)
+            return Typed(CallBinary(op, a, b), FLOAT8)
         if op is BinaryFunc.DIV and target.name == "numeric":
             # numeric division: through float64, stored at scale 16 (PostgreSQL's scale varies)
             assert left.type.scalar is not None and right.type.scalar is not None
@@ -438,8 +499,7 @@ class ScalarBinder:
             return Typed(Cast(CallBinary(op, a, b), out_t), pg_numeric(out_t))
         out_type = target
         if target.name == "numeric":
-            assert left.type.scalar is not None and right.type.scalar is not None
-            ls, rs = left.type.scalar.scale or 0, right.type.scalar.scale or 0
+            ls, rs = _scale(original[0]), _scale(original[1])
             scale = ls + rs if op is BinaryFunc.MUL else max(ls, rs)
             out_type = pg_numeric(numeric(38, min(38, scale)))
         elif target.name in ("int2",):
@@ -449,7 +509,11 @@ class ScalarBinder:
     def date_arith(self, node: exp.Expression, op: BinaryFunc, left: Typed, right: Typed) -> Typed:
         ln, rn = left.type.name, right.type.name
         if ln == "unknown":
-            left = self.coerce(left, right.type if rn in ("date", "timestamp", "timestamptz") else PG_DATE, node.this)
+            left = self.coerce(
+                left,
+                right.type if rn in ("date", "timestamp", "timestamptz") else PG_DATE,
+                node.this,
+            )
             ln = left.type.name
         if rn == "unknown":
             right = self.coerce(right, left.type if op is BinaryFunc.SUB else INT4, node.expression)
@@ -539,8 +603,10 @@ class ScalarBinder:
     def nullif(self, node: exp.Expression) -> Typed:
         a, b = self._bind(node.this), self._bind(node.expression)
         (a2, b2), _ = self.operands(a, b, node, "=")
+        assert a2.type.scalar is not None
+        null = Literal(None, a2.type.scalar)
         return Typed(
-            Case(((CallBinary(BinaryFunc.EQ, a2.expr, b2.expr), Literal(None, a2.type.scalar)),), a2.expr),  # type: ignore[arg-type]
+            Case(((CallBinary(BinaryFunc.EQ, a2.expr, b2.expr), null),), a2.expr),
             a2.type,
         )
 
@@ -550,7 +616,11 @@ class ScalarBinder:
         if target.name == "interval":
             inner = node.this
             if isinstance(inner, exp.Literal) and inner.is_string:
-                return Typed(Literal(None, INT64), PG_INTERVAL, interval_ms=parse_interval(str(inner.this), node, self))
+                return Typed(
+                    Literal(None, INT64),
+                    PG_INTERVAL,
+                    interval_ms=parse_interval(str(inner.this), node, self),
+                )
             raise self.err(FeatureNotSupported, "interval values are only constants", node)
         t = self._bind(node.this)
         if t.type.name == "unknown":
@@ -576,7 +646,9 @@ class ScalarBinder:
         text = str(raw.this)
         if unit is not None:
             text = f"{text} {unit.name}"
-        return Typed(Literal(None, INT64), PG_INTERVAL, interval_ms=parse_interval(text, node, self))
+        return Typed(
+            Literal(None, INT64), PG_INTERVAL, interval_ms=parse_interval(text, node, self)
+        )
 
     def now(self, node: exp.Expression) -> Typed:
         if not self.allow_now:
@@ -587,6 +659,14 @@ class ScalarBinder:
                 node,
             )
         return Typed(Now(PG_TIMESTAMP.scalar), PG_TIMESTAMP)  # type: ignore[arg-type]
+
+    def wall_clock(self, node: exp.Expression) -> Typed:
+        raise self.err(
+            FeatureNotSupported,
+            "now() / current_timestamp is not supported: results are kept up to date at every "
+            "time; use mz_now() in a temporal filter",
+            node,
+        )
 
     def extract(self, node: exp.Expression) -> Typed:
         unit = _time_unit(node.this.name, node, self)
@@ -633,7 +713,9 @@ class ScalarBinder:
             t = self.coerce(t, PG_TEXT, node.this)
             return Typed(CallUnary(f, t.expr), INT4)
         t = self.coerce(t, PG_TEXT, node.this)
-        if isinstance(node, exp.Trim) and (node.expression is not None or node.args.get("position")):
+        if isinstance(node, exp.Trim) and (
+            node.expression is not None or node.args.get("position")
+        ):
             raise self.err(FeatureNotSupported, "trim with characters or a side", node)
         return Typed(CallUnary(f, t.expr), PG_TEXT)
 
@@ -642,7 +724,9 @@ class ScalarBinder:
         if t.type.name == "unknown":
             t = self.coerce(t, FLOAT8, node.this)
         if not t.type.is_numeric:
-            raise self.err(UndefinedFunction, f"function abs({display_name(t.type)}) does not exist", node)
+            raise self.err(
+                UndefinedFunction, f"function abs({display_name(t.type)}) does not exist", node
+            )
         return Typed(CallUnary(UnaryFunc.ABS, t.expr), t.type)
 
     def concat_fn(self, node: exp.Expression) -> Typed:
@@ -664,16 +748,24 @@ class ScalarBinder:
             return self.now(node)
         if isinstance(node, exp.AggFunc) or name in _AGGREGATE_NAMES:
             raise self.err(
-                GroupingError, f"aggregate functions are not allowed in {self.clause or 'WHERE'}", node
+                GroupingError,
+                f"aggregate functions are not allowed in {self.clause or 'WHERE'}",
+                node,
             )
         if isinstance(node, exp.Window):
-            raise self.err(
-                FeatureNotSupported, "window functions are not supported yet", node
-            )
+            raise self.err(FeatureNotSupported, "window functions are not supported yet", node)
         raise self.err(UndefinedFunction, f"function {name} does not exist", node)
 
 
-_AGGREGATE_NAMES = frozenset({"count", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg"})
+_AGGREGATE_NAMES = frozenset(
+    {"count", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg"}
+)
+
+
+def _scale(t: PgType) -> int:
+    if t.name == "numeric" and t.scalar is not None:
+        return t.scalar.scale or 0
+    return 0
 
 
 def _time_unit(name: str, node: exp.Expression, binder: ScalarBinder) -> TimeUnit:
@@ -684,9 +776,7 @@ def _time_unit(name: str, node: exp.Expression, binder: ScalarBinder) -> TimeUni
     try:
         return TimeUnit(n)
     except ValueError:
-        raise binder.err(
-            FeatureNotSupported, f'unit "{name}" not supported', node
-        ) from None
+        raise binder.err(FeatureNotSupported, f'unit "{name}" not supported', node) from None
 
 
 def parse_interval(text: str, node: exp.Expression, binder: ScalarBinder) -> int:
@@ -714,7 +804,7 @@ def parse_interval(text: str, node: exp.Expression, binder: ScalarBinder) -> int
         if u not in _UNIT_MS:
             raise binder.err(SqlError, f'invalid input syntax for type interval: "{text}"', node)
         total += float(number) * _UNIT_MS[u]
-    return int(round(total))
+    return round(total)
 
 
 def type_from_ast(node: exp.Expression, binder: ScalarBinder | None = None) -> PgType:
@@ -730,11 +820,16 @@ def type_from_ast(node: exp.Expression, binder: ScalarBinder | None = None) -> P
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
             raise FeatureNotSupported(
                 f"numeric({precision},{scale}) is not supported: precision 1..38, scale 0..p",
-                position=position(node) if binder is None else position(node),
+                position=position(node),
             )
     if base.startswith("char") and not base.startswith("character varying"):
         raise FeatureNotSupported("char(n) is not supported; use text or varchar")
-    if base in ("decimal", "numeric") and binder is not None and binder.dialect == "spark" and not params:
+    if (
+        base in ("decimal", "numeric")
+        and binder is not None
+        and binder.dialect == "spark"
+        and not params
+    ):
         precision, scale = 10, 0
     try:
         return named_type(base, precision, scale)
@@ -802,7 +897,7 @@ _DISPATCH: dict[type, Callable[[ScalarBinder, exp.Expression], Typed]] = {
     exp.Cast: ScalarBinder.cast,
     exp.TryCast: ScalarBinder.cast,
     exp.Interval: ScalarBinder.interval,
-    exp.CurrentTimestamp: ScalarBinder.now,
+    exp.CurrentTimestamp: ScalarBinder.wall_clock,
     exp.Extract: ScalarBinder.extract,
     exp.TimestampTrunc: ScalarBinder.date_trunc,
     exp.DateTrunc: ScalarBinder.date_trunc,

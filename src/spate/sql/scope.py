@@ -122,7 +122,7 @@ def project(expr: RelationExpr, positions: Sequence[int]) -> RelationExpr:
     if positions == tuple(range(expr.desc.arity)):
         return expr
     names = unique_names([expr.desc.names[p] for p in positions])
-    return Project(expr, positions, names)
+    return Project(expr, positions, tuple(names))
 
 
 def unique_names(names: Sequence[str]) -> list[str]:

@@ -11,7 +11,7 @@ from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
 from spate.plan.relation import Distinct, FlatMap, Map, Reduce, RelationExpr, TopK
 from spate.plan.table_func import TableFunc
-from spate.repr.types import BOOL, INT64, ScalarKind, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
 from spate.sql.errors import (
     FeatureNotSupported,
     GroupingError,
@@ -130,11 +130,30 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         types.append(t.type)
         scalars.append(t.expr)
     base = rel.arity
-    mapped = Map(rel.expr, tuple(scalars), tuple(unique_names([*rel.expr.desc.names, *names])[base:]))
+    computed = [x for x in scalars if not isinstance(x, ColumnRef)]
     out_cols = [Col(n, None, t) for n, t in zip(names, types, strict=True)]
-    cols = rel.scope.cols + out_cols
-    rel = rel.with_cols(mapped, cols)
-    positions = list(range(base, base + len(names)))
+    input_scope = Scope(rel.scope.cols, rel.scope.parent, qp.text)
+    positions = []
+    at = base
+    for x in scalars:
+        if isinstance(x, ColumnRef):
+            positions.append(x.index)
+        else:
+            positions.append(at)
+            at += 1
+    if computed:
+        computed_names = [
+            n for n, x in zip(names, scalars, strict=True) if not isinstance(x, ColumnRef)
+        ]
+        fresh = unique_names([*rel.expr.desc.names, *computed_names])[base:]
+        mapped = Map(rel.expr, tuple(computed), tuple(fresh))
+        helper = [
+            Col(None, None, t, hidden=True)
+            for t, x in zip(types, scalars, strict=True)
+            if not isinstance(x, ColumnRef)
+        ]
+        rel = rel.with_cols(mapped, rel.scope.cols + helper)
+    input_scope = Scope(rel.scope.cols, rel.scope.parent, qp.text)
 
     # ORDER BY keys: output columns first, else expressions over the input
     distinct = node.args.get("distinct")
@@ -158,23 +177,28 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
             )
         if has_subquery(o.this):
             raise qp.err(FeatureNotSupported, "subqueries in ORDER BY are not supported", o.this)
-        t = qp.binder(rel.scope, "ORDER BY", override).bind(o.this)
+        t = qp.binder(input_scope, "ORDER BY", override).bind(o.this)
         if t.type.name == "unknown":
-            t = qp.binder(rel.scope).coerce(t, PG_TEXT, o.this)
+            t = qp.binder(input_scope).coerce(t, PG_TEXT, o.this)
         orders.append((rel.arity + len(extra), o))
         extra.append(t.expr)
         extra_types.append(t.type)
     if extra:
         mapped2 = Map(rel.expr, tuple(extra))
-        rel = rel.with_cols(mapped2, rel.scope.cols + [Col(None, None, t, hidden=True) for t in extra_types])
+        rel = rel.with_cols(
+            mapped2, rel.scope.cols + [Col(None, None, t, hidden=True) for t in extra_types]
+        )
 
     # keep prefix, outputs, order helpers
-    keep = [*range(k), *positions, *range(base + len(names), rel.arity)]
-    renumber = {old: new for new, old in enumerate(keep)}
+    order_helpers = list(range(at, rel.arity))
+    keep = [*range(k), *positions, *order_helpers]
+    where_in_keep: dict[int, int] = {}
+    for new_pos, old_pos in enumerate(keep):
+        where_in_keep.setdefault(old_pos, new_pos)
     expr = project(rel.expr, keep)
-    cols = [rel.scope.cols[i] for i in keep]
+    cols = [*rel.scope.cols[:k], *out_cols, *(rel.scope.cols[i] for i in order_helpers)]
     rel = rel.with_cols(expr, cols)
-    column_orders = [qp.column_order(renumber[p], o) for p, o in orders]
+    column_orders = [qp.column_order(where_in_keep[p], o) for p, o in orders]
 
     if distinct is not None:
         on = distinct.args.get("on")
@@ -239,17 +263,13 @@ def _joined(rel: Rel, preds: list[ScalarExpr]) -> RelationExpr:
     from spate.plan.relation import Join
 
     expr = rel.expr
-    if isinstance(expr, Join) and not any(
-        isinstance(op, Join) for op in ()
-    ):
+    if isinstance(expr, Join):
         existing = list(expr.predicates)
-        offsets = expr.input_offsets()
         for cls in expr.equivalences:
             first = cls[0]
             for other in cls[1:]:
                 existing.append(CallBinary(BinaryFunc.EQ, ColumnRef(first), ColumnRef(other)))
         inputs = list(expr.operands)
-        del offsets
         return build_join(inputs, [*existing, *preds])
     return build_join([expr], preds)
 
@@ -309,7 +329,9 @@ def _type_output_name(node: exp.Expression) -> str:
     }.get(text, text)
 
 
-def expand_star(qp: QueryPlanner, items: list[exp.Expression], scope: Scope) -> list[exp.Expression]:
+def expand_star(
+    qp: QueryPlanner, items: list[exp.Expression], scope: Scope
+) -> list[exp.Expression]:
     out: list[exp.Expression] = []
     for item in items:
         table = None
@@ -379,7 +401,9 @@ def from_clause(
     inputs: list[RelationExpr] = []
     if ctx is not None:
         inputs.append(ctx.relation)
-        prefix_cols = hide([Col(None, None, from_scalar(c.type)) for c in ctx.relation.desc.columns])
+        prefix_cols = hide(
+            [Col(None, None, from_scalar(c.type)) for c in ctx.relation.desc.columns]
+        )
     cols = list(prefix_cols)
     for r in items:
         inputs.append(r.expr)
@@ -400,13 +424,15 @@ def _check_duplicate_aliases(qp: QueryPlanner, items: list[Rel], node: exp.Expre
         tables = {c.table for c in r.scope.cols if c.table is not None and not c.qualified_only}
         for t in tables:
             if t in seen:
-                raise qp.err(
-                    SqlError, f'table name "{t}" specified more than once', node
-                ).located(None, None)
+                raise qp.err(SqlError, f'table name "{t}" specified more than once', node).located(
+                    None, None
+                )
         seen |= tables
 
 
-def _combine(qp: QueryPlanner, items: list[Rel], pending: list[exp.Expression], ctx: Context | None) -> Rel:
+def _combine(
+    qp: QueryPlanner, items: list[Rel], pending: list[exp.Expression], ctx: Context | None
+) -> Rel:
     del ctx
     cols = [c for r in items for c in r.scope.cols]
     scope = Scope(cols, None, qp.text)
@@ -426,13 +452,25 @@ def table_function(
 
     name = node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__.lower()
     b = qp.binder(Scope([], text=qp.text), "FROM")
-    if isinstance(node, (exp.ExplodingGenerateSeries, exp.GenerateSeries)) or name == "generate_series":
+    if (
+        isinstance(node, (exp.ExplodingGenerateSeries, exp.GenerateSeries))
+        or name == "generate_series"
+    ):
         args = [node.args.get("start"), node.args.get("end")]
         if node.args.get("step") is not None:
             args.append(node.args["step"])
         exprs = tuple(b.bind_as(a, INT8).expr for a in args if a is not None)
-        fm = FlatMap(unit(), TableFunc.GENERATE_SERIES, exprs, (col_aliases[0] if col_aliases else "generate_series",))
-        col = Col(col_aliases[0] if col_aliases else (alias or "generate_series"), alias or "generate_series", INT8)
+        fm = FlatMap(
+            unit(),
+            TableFunc.GENERATE_SERIES,
+            exprs,
+            (col_aliases[0] if col_aliases else "generate_series",),
+        )
+        col = Col(
+            col_aliases[0] if col_aliases else (alias or "generate_series"),
+            alias or "generate_series",
+            INT8,
+        )
         return Rel(fm, Scope([col], None, qp.text))
     raise qp.err(UndefinedFunction, f"function {name} does not exist", node)
 
@@ -455,19 +493,25 @@ def aggregate(
     b = qp.binder(scope, "GROUP BY")
     key_nodes: list[exp.Expression] = []
     for g in group.expressions if group is not None else []:
+        if isinstance(g, exp.Tuple) and not g.expressions:
+            continue
         if isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)):
             raise qp.err(FeatureNotSupported, "GROUPING SETS, ROLLUP and CUBE", g)
         if isinstance(g, exp.Literal) and not g.is_string:
             n = int(str(g.this))
             if not 1 <= n <= len(selects):
-                raise qp.err(InvalidColumnReference, f"GROUP BY position {n} is not in select list", g)
+                raise qp.err(
+                    InvalidColumnReference, f"GROUP BY position {n} is not in select list", g
+                )
             key_nodes.append(_strip_alias(selects[n - 1]))
         elif isinstance(g, exp.Column) and not g.table:
             try:
                 scope.resolve(None, g.name, g)
                 key_nodes.append(g)
             except SqlError:
-                alias = next((s for s in selects if isinstance(s, exp.Alias) and s.alias == g.name), None)
+                alias = next(
+                    (s for s in selects if isinstance(s, exp.Alias) and s.alias == g.name), None
+                )
                 if alias is None:
                     raise
                 key_nodes.append(alias.this)
@@ -476,9 +520,9 @@ def aggregate(
         if find_aggregates(key_nodes[-1]):
             raise qp.err(GroupingError, "aggregate functions are not allowed in GROUP BY", g)
     keys = [b.bind(n) for n in key_nodes]
-    for n, t in zip(key_nodes, keys, strict=True):
-        if t.type.name == "unknown":
-            raise qp.err(FeatureNotSupported, "GROUP BY a constant", n)
+    for key_node, key_t in zip(key_nodes, keys, strict=True):
+        if key_t.type.name == "unknown":
+            raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
     aggs: list[AggregateExpr] = []
     agg_types: list[PgType] = []
     agg_index: dict[int, int] = {}
@@ -491,16 +535,15 @@ def aggregate(
         if dup is not None:
             agg_index[id(node)] = dup
             continue
-        agg, t, final, default = _aggregate_call(qp, inner, node)
+        agg, agg_t, final, default = _aggregate_call(qp, inner, node)
         agg_index[id(node)] = len(aggs)
         seen.append((node, len(aggs)))
         aggs.append(agg)
-        agg_types.append(t)
+        agg_types.append(agg_t)
         finals.append(final)
         defaults.append(default)
     # Map the keys, reduce by prefix + keys
     base = rel.arity
-    key_scalars = [t.expr for t in keys]
     mapped: RelationExpr = rel.expr
     key_positions = list(range(k))
     plain_keys: dict[int, int] = {}
@@ -514,8 +557,12 @@ def aggregate(
             extra.append(t.expr)
     if extra:
         mapped = Map(mapped, tuple(extra))
-    names = unique_names([*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)])
-    reduced: RelationExpr = Reduce(mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions):]))
+    names = unique_names(
+        [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)]
+    )
+    reduced: RelationExpr = Reduce(
+        mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
+    )
     if not key_nodes:
         reduced = global_defaults(reduced, ctx.relation if ctx is not None else None, defaults)
     # finishing scalars (avg of numerics, casts back)
@@ -526,13 +573,13 @@ def aggregate(
         reduced = Map(reduced, tuple(post))
         reduced = project(reduced, [*range(nkeys), *range(width, width + len(post))])
     cols: list[Col] = list(scope.cols[:k])
-    for n, t in zip(key_nodes, keys, strict=True):
-        name = n.name if isinstance(n, exp.Column) else None
-        table = n.table if isinstance(n, exp.Column) and n.table else None
-        if isinstance(t.expr, ColumnRef):
-            c = scope.cols[t.expr.index]
+    for key_node, key_t in zip(key_nodes, keys, strict=True):
+        name = key_node.name if isinstance(key_node, exp.Column) else None
+        table = key_node.table if isinstance(key_node, exp.Column) and key_node.table else None
+        if isinstance(key_t.expr, ColumnRef):
+            c = scope.cols[key_t.expr.index]
             name, table = c.name, c.table
-        cols.append(Col(name, table, t.type, hidden=True))
+        cols.append(Col(name, table, key_t.type, hidden=True))
     cols += [Col(None, None, t, hidden=True) for t in agg_types]
     out = Rel(reduced, Scope(cols, scope.parent, qp.text))
 
@@ -637,8 +684,15 @@ def _aggregate_call(
         return AggregateExpr(AggregateFunc.SUM, x, distinct), out_t, ident, default
     if name == "avg":
         if t.type.name in ("float4", "float8"):
-            return AggregateExpr(AggregateFunc.AVG, x, distinct), FLOAT8, ident, Literal(None, FLOAT8.scalar)  # type: ignore[arg-type]
-        scale = 12 if t.type.is_integer else max(12, (t.type.scalar.scale or 0) if t.type.scalar else 0)
+            return (
+                AggregateExpr(AggregateFunc.AVG, x, distinct),
+                FLOAT8,
+                ident,
+                Literal(None, FLOAT64),
+            )
+        scale = (
+            12 if t.type.is_integer else max(12, (t.type.scalar.scale or 0) if t.type.scalar else 0)
+        )
         scale = min(scale, 34)
         wide = numeric(38, scale)
         out = pg_numeric(numeric(38, scale + 4))
@@ -663,7 +717,7 @@ def _agg_name(node: exp.Expression) -> str:
         exp.LogicalAnd: "bool_and",
         exp.LogicalOr: "bool_or",
         exp.GroupConcat: "string_agg",
-    }[type(node)]
+    }.get(type(node), type(node).__name__.lower())  # type: ignore[arg-type]
 
 
 def _string_agg(
@@ -704,4 +758,4 @@ def _string_agg(
     )
 
 
-__all__ = ["UNKNOWN", "dataclasses", "position", "plan_select"]
+__all__ = ["UNKNOWN", "dataclasses", "plan_select", "position"]

@@ -47,8 +47,9 @@ def plan_show(p: _Planner) -> st.Statement:
         c.end()
         obj = p.catalog.lookup(name)
         if obj is None or obj.desc is None:
-            raise UndefinedTable(f'relation "{name}" does not exist', position=at + 1,
-                                 text=p.src.text)
+            raise UndefinedTable(
+                f'relation "{name}" does not exist', position=at + 1, text=p.src.text
+            )
         rows = tuple(
             (col.name, col.nullable, display_name(from_scalar(col.type)))
             for col in obj.desc.columns
@@ -85,11 +86,15 @@ def _objects(p: _Planner, kind: str) -> st.Statement:
         else:
             on = c.dotted_name("a name")
     c.end()
-    rows = []
+    rows: list[tuple[str | None, ...]] = []
     for obj in sorted(p.catalog.objects(), key=lambda o: o.name):
         if kind and obj.kind != kind:
             continue
-        if on is not None and on not in (obj.on, obj.cluster) and kind in ("index", "materialized view"):
+        if (
+            on is not None
+            and on not in (obj.on, obj.cluster)
+            and kind in ("index", "materialized view")
+        ):
             continue
         if kind == "index":
             rows.append((obj.name, obj.on, obj.cluster, ", ".join(obj.key)))
@@ -108,4 +113,4 @@ def _objects(p: _Planner, kind: str) -> st.Statement:
         names = ("name",)
     else:
         names = ("name", "type")
-    return st.Rows(p.src.sql, names, tuple(rows))  # type: ignore[arg-type]
+    return st.Rows(p.src.sql, names, tuple(rows))

@@ -55,7 +55,11 @@ class SubqueryPlanner:
     # -- WHERE / HAVING conjuncts ---------------------------------------------------------------
 
     def where(
-        self, rel: Rel, cond: exp.Expression, override: Override | None = None, clause: str = "WHERE"
+        self,
+        rel: Rel,
+        cond: exp.Expression,
+        override: Override | None = None,
+        clause: str = "WHERE",
     ) -> Rel:
         node, negated = cond, False
         while isinstance(node, (exp.Not, exp.Paren)):
@@ -219,7 +223,9 @@ class SubqueryPlanner:
         mkeys = [*keys, a]
         if not need_value:
             return x1, mkeys, matched, None, a
-        has_null = Distinct(project(Filter(s, (CallUnary(UnaryFunc.IS_NULL, ColumnRef(k)),)), range(k)))
+        has_null = Distinct(
+            project(Filter(s, (CallUnary(UnaryFunc.IS_NULL, ColumnRef(k)),)), range(k))
+        )
         nonempty = Distinct(project(s, range(k)))
         rel2 = x1
         flags: list[ScalarExpr] = []
@@ -267,7 +273,9 @@ def _outermost_subqueries(node: exp.Expression) -> list[exp.Expression]:
     out: list[exp.Expression] = []
 
     def go(n: exp.Expression) -> None:
-        if isinstance(n, exp.Exists) or (isinstance(n, exp.Subquery) and not isinstance(n.parent, (exp.In, exp.Any, exp.All))):
+        if isinstance(n, exp.Exists) or (
+            isinstance(n, exp.Subquery) and not isinstance(n.parent, (exp.In, exp.Any, exp.All))
+        ):
             out.append(n)
             return
         if _in_query(n) is not None:

@@ -14,10 +14,11 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from spate.plan.expr import NAN, Literal, literal_type
-from spate.repr.types import INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
+from spate.repr.types import FLOAT64, INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
 from spate.sql.errors import InvalidTextRepresentation, NumericOutOfRange
 from spate.sql.types import (
     DEFAULT_NUMERIC,
+    FLOAT8,
     INT4,
     INT8,
     PgType,
@@ -41,13 +42,17 @@ def number_literal(text: str) -> tuple[Literal, PgType]:
     if not d.is_finite():
         raise NumericOutOfRange(f"numeric literal {text} is out of range")
     if "e" in text.lower():
-        d = d.quantize(Decimal(1)) if d == d.to_integral_value() else d.normalize()
-    try:
-        t = literal_type(d)
-    except Exception:
-        raise NumericOutOfRange(f"numeric literal {text} is out of range") from None
-    if t.precision is not None and t.precision > 38:
-        raise NumericOutOfRange(f"numeric literal {text} is out of range")
+        d = d.normalize()
+        if d.as_tuple().exponent > 0:  # type: ignore[operator]
+            d = d.quantize(Decimal(1)) if abs(d) < Decimal(10) ** 38 else d
+    tup = d.as_tuple()
+    assert isinstance(tup.exponent, int)
+    scale = max(0, -tup.exponent)
+    precision = max(len(tup.digits) + max(0, tup.exponent), scale, 1)
+    t = literal_type(d) if precision <= 38 else None
+    if t is None:
+        # beyond numeric(38): a double precision constant
+        return Literal(float(d), FLOAT64), FLOAT8
     return Literal(d, t), pg_numeric(t)
 
 
@@ -106,12 +111,12 @@ def convert_text(text: str, target: PgType) -> Datum:
             raise bad from None
     if k is ScalarKind.TIMESTAMP:
         try:
-            v = dt.datetime.fromisoformat(s)
+            stamp = dt.datetime.fromisoformat(s)
         except ValueError:
             raise bad from None
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.UTC).replace(tzinfo=None)
-        return v
+        if stamp.tzinfo is not None:
+            stamp = stamp.astimezone(dt.UTC).replace(tzinfo=None)
+        return stamp
     if k is ScalarKind.JSONB:
         try:
             return json.dumps(json.loads(text), separators=(", ", ": "))
@@ -148,7 +153,7 @@ def zero_of(t: ScalarType) -> Datum:
     k = t.kind
     if k is ScalarKind.NUMERIC:
         return Decimal(0)
-    return {
+    zeros: dict[ScalarKind, Datum] = {
         ScalarKind.BOOL: False,
         ScalarKind.INT64: 0,
         ScalarKind.FLOAT64: 0.0,
@@ -157,7 +162,8 @@ def zero_of(t: ScalarType) -> Datum:
         ScalarKind.DATE: dt.date(1970, 1, 1),
         ScalarKind.TIMESTAMP: dt.datetime(1970, 1, 1),
         ScalarKind.JSONB: "null",
-    }[k]
+    }
+    return zeros[k]
 
 
 __all__ = ["convert_text", "fit_numeric", "number_literal", "numeric", "numeric_for", "zero_of"]
