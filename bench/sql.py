@@ -30,11 +30,11 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` and ``tests`` i
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlglot
-from spate.sql import MemoryCatalog, SqlError, plan_statements
-from spate.sql import statements as st
 from tests.sql._slt import corpus_files, parse_file
 
 from bench._results import write_result
+from spate.sql import MemoryCatalog, SqlError, plan_statements
+from spate.sql import statements as st
 
 TARGET_P99_MS = 50.0
 

@@ -9,11 +9,11 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
-from tests.sql._plan_engine import ReferenceEngine
 
 from spate.plan.relation import Join, Threshold
 from spate.sql import MemoryCatalog, plan_statements
 from spate.sql import statements as st
+from tests.sql._plan_engine import ReferenceEngine
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from collections import Counter
 from decimal import Decimal
 
 import pytest
+
 from tests.sql._plan_engine import ReferenceEngine
 
 
