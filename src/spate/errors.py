@@ -116,3 +116,24 @@ class SchemaMismatch(UsageError, TypeError):
 
 class InvalidId(UsageError, ValueError):
     """A string that does not parse as the id kind asked for."""
+
+
+class InvalidArgument(UsageError, TypeError):
+    """An argument of the wrong type (a dict where a ``RelationDesc`` belongs, a float where a
+    number of milliseconds does); refused before anything changed."""
+
+
+def check_argument(value: object, expected: type | tuple[type, ...], what: str) -> None:
+    """Raise :class:`InvalidArgument` unless ``value`` is an instance of ``expected`` (``bool``
+    is never accepted for ``int``)."""
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool) and bool not in types:
+        ok = False
+    else:
+        ok = isinstance(value, types)
+    if not ok:
+        names = " or ".join(t.__name__ for t in types)
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        raise InvalidArgument(f"{what} must be a {names}, got {type(value).__name__} {shown}")

@@ -15,7 +15,12 @@ from spate.compute.controller.replica import ReplicaConfig, ReplicaLocation
 from spate.environment.catalog import CatalogState, ClusterItem, ReplicaItem
 from spate.environment.runtime import STORAGE_INSTANCE, STORAGE_REPLICA, Runtime
 from spate.environment.services import compute_replica_service, storage_replica_service
+from spate.errors import UsageError, check_argument
 from spate.storage.controller.replica_client import StorageReplicaLocation
+
+
+class InvalidArgumentValue(UsageError, ValueError):
+    """An argument of the right type with a value that is not allowed."""
 
 
 def service_name(cluster: str, replica: str) -> str:
@@ -96,6 +101,15 @@ async def restore_clusters(rt: Runtime) -> None:
 
 
 def replica_names(count_or_names: int | Sequence[str]) -> list[str]:
+    """``r1..rN`` for a count ``N >= 0``, or the names given."""
+    check_argument(count_or_names, (int, list, tuple), "replicas (a count or names)")
     if isinstance(count_or_names, int):
+        if count_or_names < 0:
+            raise InvalidArgumentValue(
+                f"replicas must be a count >= 0 or a list of names, got {count_or_names}"
+            )
         return [f"r{i}" for i in range(1, count_or_names + 1)]
-    return list(count_or_names)
+    names = list(count_or_names)
+    for n in names:
+        check_argument(n, str, "a replica name")
+    return names

@@ -30,7 +30,8 @@ from spate.compute.controller.replica_client import ClientConnector, transport_o
 from spate.config import Settings
 from spate.controller import Controller
 from spate.environment import clusters, objects, tables
-from spate.environment.catalog import CatalogState, SinkItem, SourceItem, ViewItem
+from spate.environment.catalog import SinkItem, SourceItem, ViewItem
+from spate.environment.catalog_store import CatalogStore
 from spate.environment.durable import DurableDocument
 from spate.environment.oracle import TimestampOracle
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
@@ -75,8 +76,8 @@ async def open_runtime(
         )
     ).epoch
     oracle = await asyncio.to_thread(TimestampOracle, consensus, clock)
-    catalog_doc = DurableDocument(consensus, "environment/catalog", CatalogState)
-    catalog = await asyncio.to_thread(catalog_doc.load) or CatalogState()
+    catalog_doc = CatalogStore(consensus, epoch)
+    catalog = await asyncio.to_thread(catalog_doc.claim)
     storage = StorageController(persist, clock=clock, ids=ids)
     await storage.open(epoch)
     secret = layout.secret()

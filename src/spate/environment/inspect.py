@@ -17,8 +17,8 @@ from rich.table import Table
 from spate.clock import SystemClock
 from spate.config import Settings
 from spate.environment.catalog import CatalogState, kind_of
+from spate.environment.catalog_store import CatalogStore, CatalogUnreadable
 from spate.environment.clusters import service_name
-from spate.environment.durable import DurableDocument
 from spate.environment.services import layout_of
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
@@ -52,8 +52,17 @@ class OfflineStatus:
     epoch: int
     collections: tuple[OfflineCollection, ...]
     replicas: tuple[OfflineReplica, ...]
+    problems: tuple[str, ...] = ()
+    """What could not be read (an undecodable catalog, with how to repair it)."""
 
     def tables(self) -> list[Table]:
+        problems = Table(title="problems")
+        problems.add_column("problem")
+        for p in self.problems:
+            problems.add_row(p)
+        return ([problems] if self.problems else []) + self._tables()
+
+    def _tables(self) -> list[Table]:
         now = time.time_ns() // 1_000_000
         coll = Table(title=f"{self.data_dir} (last epoch {self.epoch})")
         for h in ("name", "kind", "id", "since", "upper", "behind wall clock"):
@@ -85,8 +94,12 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
     client = PersistClient(layout.location(), clock=SystemClock(), ids=SystemIdGen())
     try:
         consensus = client.consensus
-        catalog = DurableDocument(consensus, "environment/catalog", CatalogState).load()
-        catalog = catalog or CatalogState()
+        problems: list[str] = []
+        try:
+            catalog = CatalogStore(consensus).load() or CatalogState()
+        except CatalogUnreadable as e:
+            problems.append(str(e))
+            catalog = CatalogState()
         epoch_raw = consensus.head("environment/epoch")
         meta = MetadataStore(consensus).load()
         rows = []
@@ -110,7 +123,7 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
                     OfflineReplica(cluster.name, r.name, pid, pid is not None and pid_alive(pid))
                 )
         epoch = meta.epoch if epoch_raw is None else _epoch(epoch_raw.data, meta.epoch)
-        return OfflineStatus(str(data_dir), epoch, tuple(rows), tuple(replicas))
+        return OfflineStatus(str(data_dir), epoch, tuple(rows), tuple(replicas), tuple(problems))
     finally:
         client.close()
 

@@ -38,7 +38,7 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
-from spate.errors import UsageError
+from spate.errors import UsageError, check_argument
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
@@ -47,6 +47,8 @@ from spate.plan.relation import Get, RelationExpr
 from spate.protocol.storage_desc import (
     FileSource,
     LoadGeneratorSource,
+    ParquetSinkConnection,
+    PostgresSinkConnection,
     PostgresSource,
     SinkConnection,
     SourceConnection,
@@ -64,6 +66,9 @@ from spate.storage.secrets import referenced
 from spate.storage.sources.open import load_generator, progress_desc
 
 _log: Final = logging.getLogger("spate.environment")
+
+MAX_RETAIN_HISTORY_MS: Final = 2**53
+"""Longer than any real history (about 285,000 years), small enough for every encoding."""
 
 
 class InvalidObject(UsageError, ValueError):
@@ -122,6 +127,8 @@ def _storage_since_upper(
 
 
 async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
+    check_argument(name, str, "a table name")
+    check_argument(desc, RelationDesc, f"the description of table {name!r}")
     state, id = rt.catalog.allocate_id()
     item = TableItem(name, id, desc)
     state.add_item(item)
@@ -132,6 +139,8 @@ async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
 
 
 async def create_view(rt: Runtime, name: str, plan: RelationExpr) -> GlobalId:
+    check_argument(name, str, "a view name")
+    check_argument(plan, RelationExpr, f"the plan of view {name!r}")
     check_plan(rt, plan)
     _, id = rt.catalog.allocate_id()
     item = ViewItem(name, id, plan)
@@ -153,6 +162,10 @@ def _install_materialized_view(rt: Runtime, item: MaterializedViewItem, as_of: i
 async def create_materialized_view(
     rt: Runtime, name: str, plan: RelationExpr, cluster: str | None
 ) -> GlobalId:
+    check_argument(name, str, "a materialized view name")
+    check_argument(plan, RelationExpr, f"the plan of materialized view {name!r}")
+    if cluster is not None:
+        check_argument(cluster, str, f"the cluster of materialized view {name!r}")
     check_plan(rt, plan)
     cluster_name = rt.default_cluster(cluster)
     inlined = inline_views(plan, rt.catalog)
@@ -196,6 +209,11 @@ def _install_index(rt: Runtime, item: IndexItem, as_of: int) -> None:
 async def create_index(
     rt: Runtime, name: str, on: str, key: Sequence[ColumnSpec], cluster: str | None
 ) -> GlobalId:
+    check_argument(name, str, "an index name")
+    check_argument(on, str, f"what index {name!r} is on")
+    check_argument(key, (list, tuple), f"the key of index {name!r}")
+    if cluster is not None:
+        check_argument(cluster, str, f"the cluster of index {name!r}")
     target = rt.catalog.get(on)
     desc = item_desc(target)
     if desc is None or isinstance(target, IndexItem):
@@ -254,6 +272,12 @@ async def create_source(
     A load generator without a ``base_time_ms`` starts its event times at the source's
     creation, so that event-time columns line up with ``now()``.
     """
+    check_argument(name, str, "a source name")
+    check_argument(
+        connection, (LoadGeneratorSource, PostgresSource, FileSource), f"source {name!r}"
+    )
+    if desc is not None:
+        check_argument(desc, RelationDesc, f"the description of source {name!r}")
     if isinstance(connection, LoadGeneratorSource) and connection.base_time_ms is None:
         connection = dataclasses.replace(connection, base_time_ms=rt.clock.now_millis())
     secrets = rt.layout.secrets()
@@ -308,6 +332,9 @@ async def _create_source(
 
 
 async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnection) -> GlobalId:
+    check_argument(name, str, "a sink name")
+    check_argument(from_, str, f"what sink {name!r} reads")
+    check_argument(connection, (ParquetSinkConnection, PostgresSinkConnection), f"sink {name!r}")
     source = rt.catalog.get(from_)
     if not isinstance(source, (TableItem, SubsourceItem, MaterializedViewItem)):
         raise InvalidObject(
@@ -351,6 +378,8 @@ def _forget_secret(rt: Runtime, connection: object) -> None:
 
 async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
+    check_argument(name, str, "the name to drop")
+    check_argument(cascade, bool, "cascade")
     item = rt.catalog.get(name)
     dependents = rt.catalog.transitive_dependents(item.id)
     if isinstance(item, SourceItem):
@@ -392,8 +421,12 @@ def _release(rt: Runtime, item: Item) -> None:
 
 
 def set_retain_history(rt: Runtime, name: str, ms: int) -> None:
-    if ms < 0:
-        raise UsageError(f"retain history must be >= 0 ms, got {ms}")
+    check_argument(name, str, "the name to retain history of")
+    check_argument(ms, int, f"retain history of {name!r} (milliseconds)")
+    if not 0 <= ms <= MAX_RETAIN_HISTORY_MS:
+        raise InvalidObject(
+            f"retain history of {name!r} must be in 0..{MAX_RETAIN_HISTORY_MS} ms, got {ms}"
+        )
     item = rt.catalog.get(name)
     if not isinstance(
         item, (TableItem, SourceItem, SubsourceItem, MaterializedViewItem, IndexItem)

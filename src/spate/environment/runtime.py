@@ -19,7 +19,7 @@ from spate.compute.controller.controller import ComputeController
 from spate.config import Settings
 from spate.controller import Controller
 from spate.environment.catalog import CatalogState, UnknownName
-from spate.environment.durable import DurableDocument
+from spate.environment.catalog_store import CatalogStore
 from spate.environment.layout import Layout
 from spate.environment.oracle import TimestampOracle
 from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId
@@ -40,7 +40,7 @@ class Runtime:
     ids: IdGen
     persist: PersistClient
     oracle: TimestampOracle
-    catalog_doc: DurableDocument[CatalogState]
+    catalog_doc: CatalogStore
     catalog: CatalogState
     storage: StorageController
     compute: ComputeController

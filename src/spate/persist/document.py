@@ -5,6 +5,10 @@ keep their state as single consensus keys, each a sequence of msgpack-encoded ve
 change is ``update(fn)``: load the head, compute the new value with ``fn`` (pure), and
 compare-and-set it at the next seqno; if someone else committed in between, reload and try
 again. Old versions are truncated so the key stays small.
+
+Nothing is committed that would not decode: every new value is encoded, decoded back and
+compared with itself first (:class:`UndecodableValue` otherwise), so one wrongly typed value can
+never make the document unreadable.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
-from spate.errors import Determinate
+from spate.errors import Determinate, ProtocolError, UsageError
 from spate.persist.location import Consensus
 from spate.protocol.codec import decode, encode
 
@@ -22,13 +26,27 @@ _KEEP_VERSIONS: Final = 10
 _MAX_ATTEMPTS: Final = 100
 
 
-class DurableDocument(Generic[T]):
-    """The value of consensus key ``key``, typed ``cls`` (a ``@wire`` type), with CaS updates."""
+class UndecodableValue(UsageError, ValueError):
+    """A new value that would not decode as its document's type once stored (a field of the
+    wrong type somewhere inside it); nothing was committed."""
 
-    def __init__(self, consensus: Consensus, key: str, cls: type[T]) -> None:
+
+class DurableDocument(Generic[T]):
+    """The value of consensus key ``key``, typed ``cls`` (a ``@wire`` type), with CaS updates.
+    ``decoder`` (default: decode as ``cls``) reads a stored version."""
+
+    def __init__(
+        self,
+        consensus: Consensus,
+        key: str,
+        cls: type[T],
+        *,
+        decoder: Callable[[bytes], T] | None = None,
+    ) -> None:
         self._consensus = consensus
         self._key = key
         self._cls = cls
+        self._decoder = decoder
         self._seqno: int | None = None
         self._value: T | None = None
 
@@ -42,15 +60,31 @@ class DurableDocument(Generic[T]):
         if head is None:
             self._seqno, self._value = None, None
             return None
-        self._seqno, self._value = head.seqno, decode(head.data, self._cls)
+        value = self._decoder(head.data) if self._decoder else decode(head.data, self._cls)
+        self._seqno, self._value = head.seqno, value
         return self._value
+
+    def _encode(self, value: T) -> bytes:
+        """``value`` encoded, once it is proven to decode back to itself."""
+        try:
+            data = encode(value)
+            back = decode(data, self._cls)
+        except (ProtocolError, TypeError, ValueError, OverflowError) as e:
+            raise UndecodableValue(
+                f"refusing to store {self._key}: the new value would not read back: {e}"
+            ) from None
+        if back != value:
+            raise UndecodableValue(
+                f"refusing to store {self._key}: the new value reads back differently"
+            )
+        return data
 
     def update(self, fn: Callable[[T | None], T]) -> T:
         """Commit ``fn(current)``; retried on contention. ``fn`` must be pure."""
         for _ in range(_MAX_ATTEMPTS):
             current = self.load()
             new = fn(current)
-            if self._consensus.compare_and_set(self._key, self._seqno, encode(new)):
+            if self._consensus.compare_and_set(self._key, self._seqno, self._encode(new)):
                 self._seqno = 0 if self._seqno is None else self._seqno + 1
                 self._value = new
                 if self._seqno >= _KEEP_VERSIONS and self._seqno % _KEEP_VERSIONS == 0:
@@ -62,7 +96,7 @@ class DurableDocument(Generic[T]):
         """Commit ``new`` only if the committed value is still ``expected`` (as last loaded)."""
         if self._value != expected:
             return False
-        if not self._consensus.compare_and_set(self._key, self._seqno, encode(new)):
+        if not self._consensus.compare_and_set(self._key, self._seqno, self._encode(new)):
             self.load()
             return False
         self._seqno = 0 if self._seqno is None else self._seqno + 1

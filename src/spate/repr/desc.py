@@ -33,6 +33,16 @@ class Column:
     type: ScalarType
     nullable: bool = True
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidRelationDesc(f"column names must be non-empty strings, got {self.name!r}")
+        if not isinstance(self.type, ScalarType):
+            raise InvalidRelationDesc(f"column {self.name!r}: not a ScalarType: {self.type!r}")
+        if not isinstance(self.nullable, bool):
+            raise InvalidRelationDesc(
+                f"column {self.name!r}: nullable must be True or False, got {self.nullable!r}"
+            )
+
     def __str__(self) -> str:
         return f"{self.name} {self.type}{'' if self.nullable else ' not null'}"
 
