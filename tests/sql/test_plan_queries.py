@@ -113,3 +113,40 @@ def test_casts_and_literals_follow_postgres(db: ReferenceEngine) -> None:
         (__import__("datetime").date(2024, 1, 2), 29)
     ]
     assert db.rows("SELECT -7 / 2, -7 % 2") == [(-3, -1)]
+
+
+def test_window_functions(db: ReferenceEngine) -> None:
+    got = db.rows(
+        "SELECT x, y, row_number() OVER (PARTITION BY y ORDER BY x DESC), "
+        "rank() OVER (ORDER BY y), dense_rank() OVER (ORDER BY y), "
+        "lag(x) OVER (ORDER BY x), lead(x, 1, 0) OVER (ORDER BY x), "
+        "sum(x) OVER (ORDER BY y) FROM w ORDER BY x"
+    )
+    assert got == [
+        (1, 1, 2, 1, 1, None, 2, 3),
+        (2, 1, 1, 1, 1, 1, 3, 3),
+        (3, 2, 1, 3, 2, 2, 0, 6),
+    ]
+    assert db.rows("SELECT count(*) OVER (PARTITION BY x) FROM t WHERE x IS NULL") == [(1,)]
+
+
+def test_row_number_filter_becomes_top_k(db: ReferenceEngine) -> None:
+    from spate.plan.relation import TopK
+    from spate.sql import plan_statements
+
+    sql = (
+        "SELECT y, x FROM (SELECT y, x, row_number() OVER (PARTITION BY y ORDER BY x DESC) AS rn "
+        "FROM w) r WHERE rn <= 1"
+    )
+    assert db.bag(sql) == bag((1, 2), (2, 3))
+    [stmt] = plan_statements(sql, db.catalog)
+    tops = [n for n in stmt.plan.walk() if isinstance(n, TopK)]  # type: ignore[attr-defined]
+    assert len(tops) == 1 and tops[0].limit == 1 and tops[0].group_key == (1,)
+
+
+def test_window_functions_are_not_allowed_in_where(db: ReferenceEngine) -> None:
+    from spate.sql import SqlError
+
+    with pytest.raises(SqlError) as info:
+        db.sql("SELECT x FROM w WHERE row_number() OVER (ORDER BY x) = 1")
+    assert info.value.sqlstate == "42P20"

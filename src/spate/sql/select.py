@@ -51,7 +51,16 @@ def find_aggregates(node: exp.Expression) -> list[exp.Expression]:
     out: list[exp.Expression] = []
 
     def go(n: exp.Expression) -> None:
-        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists, exp.Window)):
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            return
+        if isinstance(n, exp.Window):
+            # the window's own function is not an aggregate of the query; its arguments,
+            # partition and order keys may hold some
+            fn = n.this.this if isinstance(n.this, exp.Filter) else n.this
+            for child in [*fn.iter_expressions(), *(n.args.get("partition_by") or [])]:
+                go(child)
+            if n.args.get("order") is not None:
+                go(n.args["order"])
             return
         if is_aggregate(n):
             out.append(n)
@@ -69,11 +78,8 @@ def has_subquery(node: exp.Expression) -> bool:
 
 def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Output:
     from spate.sql.subquery import SubqueryPlanner
+    from spate.sql.windows import find_windows, plan_windows, reject_windows, top_k_rewrite
 
-    if node.args.get("windows") or any(isinstance(n, exp.Window) for n in node.walk()):
-        from spate.sql.windows import reject_windows
-
-        reject_windows(qp, node)
     rel, pending = from_clause(qp, node, ctx)
     k = ctx.arity if ctx is not None else 0
     sq = SubqueryPlanner(qp)
@@ -84,12 +90,14 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         aggs = [a for c in conds for a in find_aggregates(c)]
         if aggs:
             raise qp.err(GroupingError, "aggregate functions are not allowed in WHERE", aggs[0])
+    for c in conds:
+        reject_windows(qp, c, "WHERE")
     plain = [c for c in conds if not has_subquery(c)]
     nested = [c for c in conds if has_subquery(c)]
     if plain:
         b = qp.binder(rel.scope, "WHERE")
         preds = [b.predicate(c) for c in plain]
-        rel = rel.with_cols(_joined(rel, preds), rel.scope.cols)
+        rel = rel.with_cols(top_k_rewrite(_joined(rel, preds)), rel.scope.cols)
     for c in nested:
         rel = sq.where(rel, c)
 
@@ -104,6 +112,10 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     for o in order_items:
         agg_nodes += find_aggregates(o.this)
     override: Callable[[exp.Expression], Typed | None] | None = None
+    if group is not None:
+        reject_windows(qp, group, "GROUP BY")
+    if having is not None:
+        reject_windows(qp, having.this, "HAVING")
     if group is not None or agg_nodes or having is not None:
         rel, override = aggregate(qp, rel, k, group, selects, agg_nodes, ctx)
         if having is not None:
@@ -112,6 +124,12 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
             else:
                 b = qp.binder(rel.scope, "HAVING", override)
                 rel = rel.with_cols(_joined(rel, [b.predicate(having.this)]), rel.scope.cols)
+
+    windows = [w for s in selects for w in find_windows(s)]
+    windows += [w for o in order_items for w in find_windows(o.this)]
+    if windows:
+        named = {w.name: w for w in node.args.get("windows") or []}
+        rel, override = plan_windows(qp, rel, windows, named, override)
 
     # SELECT list
     names: list[str] = []

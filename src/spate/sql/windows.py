@@ -1,13 +1,329 @@
-"""Window functions (``… OVER (PARTITION BY … ORDER BY …)``): not lowered yet."""
+"""Window functions: ``f(…) OVER (PARTITION BY … ORDER BY …)`` → the IR's ``Window`` node.
+
+Windows are computed after GROUP BY/HAVING and before the SELECT list, DISTINCT and ORDER BY:
+the partition keys, order keys and arguments are mapped as columns, and the functions that share
+one ``OVER`` (same partitioning and order) become one ``Window`` node; different ``OVER``
+clauses stack nodes. Supported: ``row_number``, ``rank``, ``dense_rank``, ``lag``, ``lead`` and
+``count``/``sum``/``avg``/``min``/``max``/``bool_and``/``bool_or`` over PostgreSQL's default
+frame (``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``); other frames are refused.
+
+:func:`top_k_rewrite` turns ``… WHERE rn <= k`` over ``row_number() OVER (PARTITION BY p ORDER
+BY o) AS rn`` into a ``TopK`` (the same rows: both break ties by the whole row) with the
+``Window`` numbering only the ``k`` rows kept per partition.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
-from spate.sql.errors import FeatureNotSupported
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
+from spate.plan.finishing import ColumnOrder
+from spate.plan.relation import Filter, Map, Project, RelationExpr, TopK
+from spate.plan.window import Window, WindowExpr, WindowFunc
+from spate.repr.types import BOOL, INT64, numeric
+from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
 from spate.sql.query import QueryPlanner
+from spate.sql.scalar import Typed
+from spate.sql.scope import Col, Rel, unique_names
+from spate.sql.types import FLOAT8, INT8, PG_BOOL, PgType, common_type, pg_numeric
+
+Override = Callable[[exp.Expression], "Typed | None"]
+
+_RANKING = {
+    exp.RowNumber: WindowFunc.ROW_NUMBER,
+}
 
 
-def reject_windows(qp: QueryPlanner, node: exp.Select) -> None:
-    window = next((n for n in node.walk() if isinstance(n, exp.Window)), node)
-    raise qp.err(FeatureNotSupported, "window functions are not supported yet", window)
+def find_windows(node: exp.Expression) -> list[exp.Window]:
+    out: list[exp.Window] = []
+
+    def go(n: exp.Expression) -> None:
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            return
+        if isinstance(n, exp.Window):
+            out.append(n)
+            return
+        for child in n.iter_expressions():
+            go(child)
+
+    go(node)
+    return out
+
+
+def reject_windows(qp: QueryPlanner, node: exp.Expression, clause: str) -> None:
+    found = find_windows(node)
+    if found:
+        raise qp.err(WindowingError, f"window functions are not allowed in {clause}", found[0])
+
+
+def plan_windows(
+    qp: QueryPlanner,
+    rel: Rel,
+    windows: list[exp.Window],
+    named: dict[str, exp.Window],
+    override: Override | None,
+) -> tuple[Rel, Override]:
+    """``rel`` with one column per window call appended; the override mapping each call onto
+    its column."""
+    found: dict[int, Typed] = {}
+    groups: dict[
+        tuple[tuple[int, ...], tuple[ColumnOrder, ...]], list[tuple[exp.Window, object, PgType]]
+    ] = {}
+    binder = qp.binder(rel.scope, "window", override)
+    extra: list[ScalarExpr] = []
+    extra_types: list[PgType] = []
+    base = rel.arity
+
+    def column_of(node: exp.Expression) -> int:
+        t = binder.bind(node)
+        if t.type.name == "unknown":
+            t = binder.coerce(t, t.type if t.type.scalar else _text(), node)
+        if isinstance(t.expr, ColumnRef):
+            return t.expr.index
+        extra.append(t.expr)
+        extra_types.append(t.type)
+        return base + len(extra) - 1
+
+    for w in windows:
+        spec = _resolve_named(qp, w, named)
+        partition = tuple(column_of(p) for p in spec.args.get("partition_by") or [])
+        order_node = spec.args.get("order")
+        orders = tuple(
+            qp.column_order(column_of(o.this), o)
+            for o in (order_node.expressions if order_node else [])
+        )
+        frame = spec.args.get("spec")
+        if frame is not None and not _default_frame(frame, bool(orders)):
+            raise qp.err(
+                FeatureNotSupported,
+                "only the default window frame (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT "
+                "ROW) is supported",
+                w,
+            )
+        call, t = _call(qp, binder, w.this, column_of)
+        groups.setdefault((partition, orders), []).append((w, call, t))
+    if extra:
+        names = unique_names([*rel.expr.desc.names, *(f"w{i}" for i in range(len(extra)))])
+        expr: RelationExpr = Map(rel.expr, tuple(extra), tuple(names[base:]))
+        rel = rel.with_cols(
+            expr, rel.scope.cols + [Col(None, None, t, hidden=True) for t in extra_types]
+        )
+    for (partition, orders), calls in groups.items():
+        at = rel.arity
+        names = unique_names([*rel.expr.desc.names, *(f"win{i}" for i in range(len(calls)))])[at:]
+        window = Window(rel.expr, partition, orders, tuple(c for _, c, _ in calls), tuple(names))  # type: ignore[misc]
+        cols = list(rel.scope.cols)
+        for i, (w, _, t) in enumerate(calls):
+            found[id(w)] = Typed(ColumnRef(at + i), t)
+            cols.append(Col(None, None, t, hidden=True))
+        rel = rel.with_cols(window, cols)
+        # avg over integers / numerics: finish as numeric (PostgreSQL's type)
+
+    def combined(n: exp.Expression) -> Typed | None:
+        if id(n) in found:
+            return found[id(n)]
+        return override(n) if override is not None else None
+
+    return rel, combined
+
+
+def _text() -> PgType:
+    from spate.sql.types import PG_TEXT
+
+    return PG_TEXT
+
+
+def _resolve_named(qp: QueryPlanner, w: exp.Window, named: dict[str, exp.Window]) -> exp.Window:
+    alias = w.args.get("alias")
+    if alias is None:
+        return w
+    base = named.get(alias.name)
+    if base is None:
+        raise qp.err(WindowingError, f'window "{alias.name}" does not exist', w)
+    merged = base.copy()
+    for key in ("order", "spec"):
+        if w.args.get(key) is not None:
+            merged.set(key, w.args[key])
+    return merged
+
+
+def _default_frame(frame: exp.Expression, ordered: bool) -> bool:
+    kind = str(frame.args.get("kind") or "").upper()
+    start = str(frame.args.get("start") or "").upper()
+    side = str(frame.args.get("start_side") or "").upper()
+    end = str(frame.args.get("end") or "CURRENT ROW").upper()
+    if start == "UNBOUNDED" and side == "PRECEDING" and end == "CURRENT ROW":
+        return kind == "RANGE" or not ordered
+    end_side = str(frame.args.get("end_side") or "").upper()
+    return not ordered and start == "UNBOUNDED" and end == "UNBOUNDED" and end_side == "FOLLOWING"
+
+
+def _call(
+    qp: QueryPlanner,
+    binder: object,
+    fn: exp.Expression,
+    column_of: Callable[[exp.Expression], int],
+) -> tuple[WindowExpr | AggregateExpr, PgType]:
+    from spate.sql.scalar import ScalarBinder
+
+    assert isinstance(binder, ScalarBinder)
+    filter_cond: ScalarExpr | None = None
+    if isinstance(fn, exp.Filter):
+        where = fn.expression
+        filter_cond = binder.predicate(where.this if isinstance(where, exp.Where) else where)
+        fn = fn.this
+    if isinstance(fn, exp.RowNumber):
+        return WindowExpr(WindowFunc.ROW_NUMBER), INT8
+    name = fn.name.lower() if isinstance(fn, exp.Anonymous) else type(fn).__name__.lower()
+    if name in ("rank", "denserank", "dense_rank"):
+        f = WindowFunc.RANK if name == "rank" else WindowFunc.DENSE_RANK
+        return WindowExpr(f), INT8
+    if isinstance(fn, (exp.Lag, exp.Lead)) or name in ("lag", "lead"):
+        f = WindowFunc.LAG if name == "lag" else WindowFunc.LEAD
+        x = binder.bind(fn.this)
+        offset = 1
+        off_node = fn.args.get("offset")
+        if off_node is not None:
+            off = binder.bind(off_node)
+            if not isinstance(off.expr, Literal) or not isinstance(off.expr.value, int):
+                raise qp.err(
+                    FeatureNotSupported, f"{name}: the offset must be an integer constant", off_node
+                )
+            offset = off.expr.value
+        default_node = fn.args.get("default")
+        default: ScalarExpr | None = None
+        t = x.type
+        if default_node is not None:
+            d = binder.bind(default_node)
+            target = common_type([x.type, d.type])
+            if target is None:
+                raise qp.err(UndefinedFunction, f"{name}: default of another type", default_node)
+            x = binder.coerce(x, target, fn.this)
+            default = binder.coerce(d, target, default_node).expr
+            t = target
+        if t.name == "unknown":
+            x = binder.coerce(x, _text(), fn.this)
+            t = x.type
+        return WindowExpr(f, x.expr, offset, default), t
+    agg_name = {
+        exp.Count: "count",
+        exp.Sum: "sum",
+        exp.Avg: "avg",
+        exp.Min: "min",
+        exp.Max: "max",
+        exp.LogicalAnd: "bool_and",
+        exp.LogicalOr: "bool_or",
+    }.get(type(fn))  # type: ignore[arg-type]
+    if agg_name is None:
+        raise qp.err(UndefinedFunction, f"window function {name} is not supported", fn)
+    arg = fn.this
+    if isinstance(arg, exp.Distinct):
+        raise qp.err(FeatureNotSupported, "DISTINCT is not implemented for window functions", fn)
+
+    def guard(x: ScalarExpr) -> ScalarExpr:
+        return x if filter_cond is None else Case(((filter_cond, x),), None)
+
+    if agg_name == "count":
+        value: ScalarExpr = (
+            Literal(True, BOOL)
+            if arg is None or isinstance(arg, exp.Star)
+            else binder.bind(arg).expr
+        )
+        return AggregateExpr(AggregateFunc.COUNT, guard(value)), INT8
+    t_arg = binder.bind(arg)
+    if agg_name in ("bool_and", "bool_or"):
+        f_agg = AggregateFunc.BOOL_AND if agg_name == "bool_and" else AggregateFunc.BOOL_OR
+        return AggregateExpr(f_agg, guard(t_arg.expr)), PG_BOOL
+    if agg_name in ("min", "max"):
+        f_agg = AggregateFunc.MIN if agg_name == "min" else AggregateFunc.MAX
+        return AggregateExpr(f_agg, guard(t_arg.expr)), t_arg.type
+    if not t_arg.type.is_numeric:
+        raise qp.err(UndefinedFunction, f"function {agg_name}({t_arg.type}) does not exist", fn)
+    if agg_name == "sum":
+        if t_arg.type.is_integer:
+            out = INT8
+        elif t_arg.type.name == "numeric":
+            assert t_arg.type.scalar is not None
+            out = pg_numeric(numeric(38, t_arg.type.scalar.scale or 0))
+        else:
+            out = FLOAT8
+        return AggregateExpr(AggregateFunc.SUM, guard(t_arg.expr)), out
+    if t_arg.type.name in ("float4", "float8"):
+        return AggregateExpr(AggregateFunc.AVG, guard(t_arg.expr)), FLOAT8
+    scale = (
+        12
+        if t_arg.type.is_integer
+        else max(12, (t_arg.type.scalar.scale or 0) if t_arg.type.scalar else 0)
+    )
+    scale = min(scale, 34)
+    return (
+        AggregateExpr(AggregateFunc.AVG, guard(Cast(t_arg.expr, numeric(38, scale)))),
+        pg_numeric(numeric(38, scale + 4)),
+    )
+
+
+# --- WHERE rn <= k -------------------------------------------------------------------------------
+
+
+def top_k_rewrite(expr: RelationExpr) -> RelationExpr:
+    """``Filter(rn <= k)`` over (projections of) a ``row_number()`` ``Window``: the window over
+    a ``TopK`` of ``k`` rows per partition (same order, same tie-break), the filter kept."""
+    if not isinstance(expr, Filter):
+        return expr
+    chain: list[Project] = []
+    node = expr.input
+    while isinstance(node, Project):
+        chain.append(node)
+        node = node.input
+    if not isinstance(node, Window) or len(node.funcs) != 1:
+        return expr
+    call = node.funcs[0]
+    if not isinstance(call, WindowExpr) or call.func is not WindowFunc.ROW_NUMBER:
+        return expr
+    rn = node.input.desc.arity
+    limit: int | None = None
+    for p in expr.predicates:
+        column = _through(chain, p)
+        if column is None or column[0] != rn:
+            continue
+        op, k = column[1], column[2]
+        bound = (
+            k
+            if op is BinaryFunc.LE
+            else k - 1
+            if op is BinaryFunc.LT
+            else 1
+            if (op is BinaryFunc.EQ and k == 1)
+            else None
+        )
+        if bound is not None:
+            limit = max(0, bound) if limit is None else min(limit, max(0, bound))
+    if limit is None:
+        return expr
+    topk = TopK(node.input, node.partition_by, node.order_by, limit, 0)
+    rebuilt: RelationExpr = Window(topk, node.partition_by, node.order_by, node.funcs, node.names)
+    for proj in reversed(chain):
+        rebuilt = Project(rebuilt, proj.outputs, proj.names)
+    return Filter(rebuilt, expr.predicates)
+
+
+def _through(chain: list[Project], pred: ScalarExpr) -> tuple[int, BinaryFunc, int] | None:
+    if not (
+        isinstance(pred, CallBinary)
+        and pred.func in (BinaryFunc.LE, BinaryFunc.LT, BinaryFunc.EQ)
+        and isinstance(pred.left, ColumnRef)
+        and isinstance(pred.right, Literal)
+        and isinstance(pred.right.value, int)
+        and not isinstance(pred.right.value, bool)
+    ):
+        return None
+    column = pred.left.index
+    for proj in chain:
+        column = proj.outputs[column]
+    return column, pred.func, pred.right.value
+
+
+__all__ = ["INT64", "find_windows", "plan_windows", "reject_windows", "top_k_rewrite"]
