@@ -235,6 +235,9 @@ class CatalogState:
     def find(self, name: str) -> Item | None:
         return next((i for i in self.items if i.name == name), None)
 
+    def find_id(self, id: GlobalId) -> Item | None:
+        return next((i for i in self.items if i.id == id), None)
+
     def by_id(self, id: GlobalId) -> Item:
         for item in self.items:
             if item.id == id:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from spate.environment import subscriptions
 from spate.environment.catalog import (
     CatalogState,
     HasDependents,
@@ -395,6 +396,7 @@ async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
         )
     doomed = sorted([item, *dependents], key=lambda i: i.id, reverse=True)
     rt.commit(lambda s: s.remove_items(frozenset(i.id for i in doomed)))
+    subscriptions.end_reading(rt, doomed)
     for victim in doomed:
         _release(rt, victim)
         if isinstance(victim, (SourceItem, SinkItem)):

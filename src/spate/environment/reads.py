@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.compute.controller.responses import SubscribeResponse
+from spate.environment import subscriptions
 from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,
@@ -316,6 +317,9 @@ async def subscribe(
         with_snapshot=with_snapshot,
     )
     rt.compute.create_dataflow(instance, df)
+    # A drop of anything it reads ends it with an error naming what was dropped.
+    reads_ids = subscriptions.reads_of(rt.catalog, t.plan.depends_on())
+    subscriptions.register(rt, sink, name=t.name, instance=instance, reads=reads_ids, queue=queue)
     done = False
     try:
         while not done:
@@ -327,6 +331,7 @@ async def subscribe(
             )
             yield _changes(batch.updates, inlined.desc)
     finally:
+        subscriptions.unregister(rt, sink)
         rt.controller.forget_subscribe(sink)
         if not done:
             rt.compute.drop_collections(instance, [sink])
