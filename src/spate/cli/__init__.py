@@ -7,6 +7,7 @@ from spate.cli import (  # noqa: F401  (each module registers its command on the
     demo,
     replica,
     serve,
+    sql,
     status,
     stop,
     version,

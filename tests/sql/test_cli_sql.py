@@ -1,0 +1,36 @@
+"""The ``spate sql`` shell: statement buffering, results, errors (no environment needed)."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+from rich.console import Console
+
+from spate.cli.sql import complete, repl
+from spate.sql import SqlError
+
+
+def test_a_statement_ends_with_a_semicolon_outside_quotes() -> None:
+    assert complete("SELECT 1;")
+    assert not complete("SELECT 1")
+    assert not complete("SELECT ';")
+    assert complete("SELECT ';';  ")
+
+
+def test_shell_runs_multi_line_statements_and_survives_errors() -> None:
+    lines = iter(["SELECT 1", "  AS one;", "SELEC 2;", "", "SELECT 3;", "\\q", "SELECT 4;"])
+    ran: list[str] = []
+
+    def run(text: str) -> object:
+        ran.append(text)
+        if text.startswith("SELEC "):
+            raise SqlError("syntax error at or near SELEC", position=1, text=text)
+        return pa.table({"one": [1]})
+
+    out = io.StringIO()
+    repl(run, lambda prompt: next(lines), Console(file=out, width=80))
+    assert ran == ["SELECT 1\n  AS one;", "SELEC 2;", "SELECT 3;"]
+    text = out.getvalue()
+    assert "ERROR: syntax error at or near SELEC" in text
+    assert "one" in text and "1 row" in text
