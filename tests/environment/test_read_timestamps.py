@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from spate.environment.api import Environment
-from spate.environment.reads import ReadBeforeSince, ReadInput, _pick_timestamp
-from spate.errors import UsageError
+from spate.environment.reads import ReadInput, _pick_timestamp
+from spate.errors import ReadBeforeSince, UsageError
 from spate.frontier.antichain import Antichain
 from spate.protocol.storage_desc import LoadGenerator, LoadGeneratorSource
 from spate.repr import INT64, RelationDesc

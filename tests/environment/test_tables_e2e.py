@@ -11,9 +11,8 @@ import pytest
 
 from spate.environment.api import Environment
 from spate.environment.catalog import HasDependents, NameExists, UnknownName
-from spate.environment.reads import ReadBeforeSince
 from spate.environment.tables import RowsNotFound
-from spate.errors import SchemaMismatch, UsageError
+from spate.errors import ReadBeforeSince, SchemaMismatch, UsageError
 from spate.plan.builder import col
 from spate.repr import INT64, TEXT, RelationDesc
 

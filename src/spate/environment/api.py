@@ -38,7 +38,8 @@ from spate.environment.catalog import item_desc, kind_of
 from spate.environment.core import Background, close_runtime, open_runtime
 from spate.environment.runtime import Runtime
 from spate.environment.status import EnvironmentStatus, collect
-from spate.errors import SpateError, UsageError
+from spate.errors import EnvironmentClosed as EnvironmentClosed
+from spate.errors import UsageError
 from spate.ids import GlobalId
 from spate.orchestrator.supervisor import Supervisor
 from spate.plan.builder import ColumnSpec
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 T = TypeVar("T")
-
-
-class EnvironmentClosed(SpateError, RuntimeError):
-    """The environment was closed (or its background work failed)."""
 
 
 class Environment:

@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from spate.errors import UsageError
+from spate.errors import CatalogError as CatalogError
+from spate.errors import HasDependents as HasDependents
+from spate.errors import InvalidName as InvalidName
+from spate.errors import NameExists as NameExists
+from spate.errors import UnknownName as UnknownName
 from spate.ids import GlobalId, InstanceId, ReplicaId
 from spate.plan.relation import RelationExpr
 from spate.protocol.storage_desc import SinkConnection, SourceConnection
@@ -28,27 +32,6 @@ from spate.repr.desc import RelationDesc
 
 DEFAULT_RETAIN_HISTORY_MS: Final = 1_000
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-class CatalogError(UsageError):
-    """A catalog change that is not allowed."""
-
-
-class UnknownName(CatalogError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class NameExists(CatalogError, ValueError):
-    pass
-
-
-class HasDependents(CatalogError, ValueError):
-    pass
-
-
-class InvalidName(CatalogError, ValueError):
-    pass
 
 
 def check_name(name: str, what: str) -> str:

@@ -39,6 +39,7 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
+from spate.errors import InvalidObject as InvalidObject
 from spate.errors import UsageError, check_argument
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
@@ -70,10 +71,6 @@ _log: Final = logging.getLogger("spate.environment")
 
 MAX_RETAIN_HISTORY_MS: Final = 2**53
 """Longer than any real history (about 285,000 years), small enough for every encoding."""
-
-
-class InvalidObject(UsageError, ValueError):
-    """A definition that does not fit the catalog (unknown inputs, schema mismatch…)."""
 
 
 def lag_policy(ms: int) -> ReadPolicy:

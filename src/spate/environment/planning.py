@@ -25,6 +25,7 @@ from spate.environment.catalog import (
     ViewItem,
     item_desc,
 )
+from spate.errors import NotReadable as NotReadable
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
@@ -41,10 +42,6 @@ from spate.plan.dataflow import (
 from spate.plan.relation import Get, RelationExpr
 from spate.plan.rewrite import replace_gets
 from spate.repr.desc import RelationDesc
-
-
-class NotReadable(UsageError, ValueError):
-    """No time exists at which every input of a query is readable."""
 
 
 def inline_views(plan: RelationExpr, catalog: CatalogState) -> RelationExpr:

@@ -46,6 +46,8 @@ from spate.environment.planning import (
     subscribe_dataflow,
 )
 from spate.environment.runtime import Runtime
+from spate.errors import ReadBeforeSince as ReadBeforeSince
+from spate.errors import ReadFailed as ReadFailed
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
@@ -55,14 +57,6 @@ from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarg
 from spate.repr.arrow import data_schema
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import Row
-
-
-class ReadBeforeSince(UsageError, ValueError):
-    """A read at a time that has been compacted away."""
-
-
-class ReadFailed(UsageError, RuntimeError):
-    """The replica answered a read with an error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +119,13 @@ def _pick_timestamp(
     for i in inputs:
         t = i.since.as_option()
         if t is None:
-            raise ReadBeforeSince(f"{i.name} can no longer be read (its since is {{}})")
+            raise ReadBeforeSince(i.name, since=i.since, timestamp=None)
         if as_of is not None and as_of < t:
             raise ReadBeforeSince(
-                f"read of {i.name} at {as_of} is before its since {i.since}: those times have "
-                "been compacted away (see set_retain_history)"
+                i.name,
+                since=i.since,
+                timestamp=as_of,
+                detail="those times have been compacted away (see set_retain_history)",
             )
         latest_since = max(latest_since, t)
     if as_of is not None:

@@ -23,6 +23,7 @@ from typing import Final
 
 from spate.environment.catalog import TableItem, kind_of
 from spate.environment.runtime import Runtime
+from spate.errors import RowsNotFound as RowsNotFound
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain
 from spate.repr.types import Datum, Row
@@ -30,10 +31,6 @@ from spate.storage.controller.errors import InvalidUppers
 
 _log: Final = logging.getLogger("spate.environment")
 _ATTEMPTS: Final = 5
-
-
-class RowsNotFound(UsageError, ValueError):
-    """A delete or update names rows the table does not hold."""
 
 
 def table(rt: Runtime, name: str) -> TableItem:

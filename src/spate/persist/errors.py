@@ -13,6 +13,8 @@ Every message names the shard (or blob key) and the frontiers involved.
 from __future__ import annotations
 
 from spate.errors import SpateError, UsageError
+from spate.errors import UpdateBeyondUpper as UpdateBeyondUpper
+from spate.errors import UpdateNotBeyondLower as UpdateNotBeyondLower
 from spate.frontier.antichain import Antichain
 
 
@@ -44,24 +46,6 @@ class InvalidBounds(UsageError, ValueError):
     def __init__(self, shard: str, lower: Antichain[int], upper: Antichain[int]) -> None:
         self.shard, self.lower, self.upper = shard, lower, upper
         super().__init__(f"shard {shard}: invalid bounds: lower {lower} is not <= upper {upper}")
-
-
-class UpdateNotBeyondLower(UsageError, ValueError):
-    """An update at a time that is not at or beyond the write's lower (``expected_upper``)."""
-
-    def __init__(self, shard: str, time: int, lower: Antichain[int]) -> None:
-        self.shard, self.time, self.lower = shard, time, lower
-        super().__init__(f"shard {shard}: update at time {time} is not beyond lower {lower}")
-
-
-class UpdateBeyondUpper(UsageError, ValueError):
-    """An update at a time at or beyond the write's ``new_upper``."""
-
-    def __init__(self, shard: str, time: int, upper: Antichain[int]) -> None:
-        self.shard, self.time, self.upper = shard, time, upper
-        super().__init__(
-            f"shard {shard}: update at time {time} is at or beyond the new upper {upper}"
-        )
 
 
 class InvalidAppend(UsageError, ValueError):

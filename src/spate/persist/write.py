@@ -121,9 +121,9 @@ class WriteHandle:
         bounds = pc.min_max(table.column(TIME_COLUMN))
         tmin, tmax = bounds["min"].as_py(), bounds["max"].as_py()
         if tmin < 0 or not lower.less_equal(tmin):
-            raise UpdateNotBeyondLower(sid, tmin, lower)
+            raise UpdateNotBeyondLower(f"shard {sid}", tmin, lower)
         if upper.less_equal(tmax):
-            raise UpdateBeyondUpper(sid, tmax, upper)
+            raise UpdateBeyondUpper(f"shard {sid}", tmax, upper)
         return table.cast(self.schema)
 
     def _write_part(self, table: pa.Table) -> BatchPart:

@@ -1,44 +1,16 @@
-"""Errors of the plan IR: bad plans fail at construction, before anything runs.
+"""Errors of the plan IR (defined in :mod:`spate.errors`, re-exported here).
 
-* :class:`InvalidPlan` — a relational or scalar expression that does not type-check or does not
-  fit its input. The message starts with the node (``Filter: …``, ``Map: …``) and names the
-  column (``column 'x' not found; columns: a, b``).
-* :class:`PlanColumnMissing` — a column name that the input does not have (also a ``KeyError``).
-* :class:`PlanTypeError` — operand or result types that do not fit (also a ``TypeError``).
-* :class:`InvalidDataflow` — a ``DataflowDescription`` whose parts do not fit together
-  (non-topological objects, duplicate exports, unknown ids…); raised by ``validate()``.
-* :class:`EvalError` — evaluating a valid plan on some data failed (int64 overflow, a negative
-  multiplicity where a multiset is required). Raised by the reference evaluator; a renderer
-  reports the same conditions as dataflow errors.
+Bad plans fail at construction, before anything runs: :class:`InvalidPlan` (and its
+:class:`PlanColumnMissing` and :class:`PlanTypeError`), :class:`InvalidDataflow` for a dataflow
+description whose parts do not fit together, :class:`EvalError` when a valid plan cannot be
+evaluated on some data (raised by the reference evaluator; a renderer reports the same
+conditions as dataflow errors).
 """
 
 from __future__ import annotations
 
-from spate.errors import ColumnMissing, SpateError, UsageError
-
-
-class InvalidPlan(UsageError, ValueError):
-    """A plan node that is not well formed or not well typed for its inputs."""
-
-
-class PlanTypeError(InvalidPlan, TypeError):
-    """Operand, predicate or result types that do not fit."""
-
-
-class PlanColumnMissing(InvalidPlan, ColumnMissing):
-    """A column referenced by name or position that the input does not have."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class InvalidDataflow(UsageError, ValueError):
-    """A dataflow description whose parts do not fit together."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(f"invalid dataflow: {reason}")
-
-
-class EvalError(SpateError, ArithmeticError):
-    """A valid plan could not be evaluated on these data (overflow, negative multiplicity…)."""
+from spate.errors import EvalError as EvalError
+from spate.errors import InvalidDataflow as InvalidDataflow
+from spate.errors import InvalidPlan as InvalidPlan
+from spate.errors import PlanColumnMissing as PlanColumnMissing
+from spate.errors import PlanTypeError as PlanTypeError

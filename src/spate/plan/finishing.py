@@ -10,12 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spate.errors import UsageError
+from spate.errors import InvalidFinishing as InvalidFinishing
 from spate.protocol.wire import wire
-
-
-class InvalidFinishing(UsageError, ValueError):
-    """A finishing that does not fit the relation it finishes."""
 
 
 @wire("plan.column_order")

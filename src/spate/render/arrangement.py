@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.render.batch import SMALL_ROWS, Batch, Engine, write_parquet
@@ -43,10 +44,6 @@ from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-class ReadBeforeSince(UsageError, ValueError):
-    """A read of an arrangement at a time before its since."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,11 +234,10 @@ class Arrangement:
     def check_readable(self, timestamp: int) -> None:
         """Raise unless a read at ``timestamp`` is exact here."""
         if self._dropped:
-            raise ReadBeforeSince(f"arrangement {self.name} was dropped (compacted to {{}})")
+            raise ReadBeforeSince(f"arrangement {self.name}", since="{}", timestamp=None)
         if timestamp < self._since:
             raise ReadBeforeSince(
-                f"arrangement {self.name}: read at {timestamp} is before its since "
-                f"{{{self._since}}}"
+                f"arrangement {self.name}", since=f"{{{self._since}}}", timestamp=timestamp
             )
         if timestamp >= self._upper:
             raise UsageError(

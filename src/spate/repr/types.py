@@ -28,7 +28,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Final
 
-from spate.errors import UsageError
+from spate.errors import InvalidScalarType as InvalidScalarType
 from spate.protocol.wire import wire
 
 Datum = None | bool | int | float | Decimal | str | bytes | dt.date | dt.datetime
@@ -51,10 +51,6 @@ class ScalarKind(StrEnum):
     DATE = "date"
     TIMESTAMP = "timestamp"
     JSONB = "jsonb"
-
-
-class InvalidScalarType(UsageError, ValueError):
-    """A type name or numeric precision/scale that spate does not support."""
 
 
 @wire("repr.scalar_type")

@@ -9,7 +9,6 @@ import pytest
 
 from spate.compute.controller import (
     CollectionMissing,
-    ComputeControllerError,
     HydrationCheckBadTarget,
     InstanceExists,
     InstanceMissing,
@@ -22,6 +21,7 @@ from spate.compute.controller import (
     ReplicaMissing,
     WriteOnlyCollection,
 )
+from spate.errors import UsageError
 from spate.frontier import ReadPolicy
 from spate.ids import GlobalId, InstanceId, ReplicaId
 from spate.plan.dataflow import (
@@ -71,7 +71,7 @@ def unchanged(h: Harness, call: Callable[[], object], error: type[Exception], *n
     before = snapshot(h)
     with pytest.raises(error) as info:
         call()
-    assert isinstance(info.value, ComputeControllerError)
+    assert isinstance(info.value, UsageError)
     message = str(info.value)
     for name in names:
         assert name in message, f"{name!r} not in {message!r}"

@@ -182,7 +182,7 @@ class ComputeController:
         inst = self._instance(id)
         live = sorted(c.id for c in inst.live_collections())
         if inst.replicas or live:
-            raise InstanceNotEmpty(id, sorted(inst.replicas), live)
+            raise InstanceNotEmpty(id, [*sorted(inst.replicas), *live])
         inst.shutdown(f"instance {id} was dropped")
         self._dispatch(inst)
         del self._instances[id]

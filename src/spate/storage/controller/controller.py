@@ -511,7 +511,7 @@ class StorageController(ExportsApi, TableWritesApi):
         """The consolidated contents of ``id`` at ``as_of`` (waits for the upper to pass it)."""
         state = self._live(id)
         if not state.since.less_equal(as_of):
-            raise ReadBeforeSince(id, as_of, state.since)
+            raise ReadBeforeSince(id, since=state.since, timestamp=as_of)
         (hold,) = self._caps.acquire_read_holds([id])
         try:
 
@@ -526,7 +526,7 @@ class StorageController(ExportsApi, TableWritesApi):
             try:
                 return await asyncio.to_thread(read)
             except AsOfBeforeSince:
-                raise ReadBeforeSince(id, as_of, state.since) from None
+                raise ReadBeforeSince(id, since=state.since, timestamp=as_of) from None
         finally:
             hold.release()
 

@@ -1,4 +1,6 @@
-"""The errors of the storage controller (spec §6.9). Every message starts with ``storage error:``.
+"""The errors of the storage controller. Its own errors' messages start with ``storage error:``;
+the errors it shares with the compute controller (an unknown instance or replica, a read before
+the since, an update outside a write's bounds) are :mod:`spate.errors`' and re-exported here.
 
 Each public method validates its whole input before it changes anything; when it raises, nothing
 changed (no persist write, no command sent). Errors name the ids and frontiers involved, and mix
@@ -9,9 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from spate.errors import InstanceExists as InstanceExists
+from spate.errors import InstanceMissing as InstanceMissing
+from spate.errors import InstanceNotEmpty as InstanceNotEmpty
+from spate.errors import ReadBeforeSince as ReadBeforeSince
+from spate.errors import ReplicaExists as ReplicaExists
+from spate.errors import ReplicaMissing as ReplicaMissing
 from spate.errors import SpateError, UsageError
+from spate.errors import UpdateBeyondUpper as UpdateBeyondUpper
+from spate.errors import UpdateNotBeyondLower as UpdateNotBeyondLower
 from spate.frontier.antichain import Frontier
-from spate.ids import GlobalId, InstanceId, ReplicaId
+from spate.ids import GlobalId, InstanceId
 
 
 class StorageError(UsageError):
@@ -52,31 +62,6 @@ class IdentifierInvalid(StorageError, ValueError):
         super().__init__(f"{id}: {reason}")
 
 
-class UpdateBeyondUpper(StorageError, ValueError):
-    def __init__(self, id: GlobalId, time: int, upper: Frontier) -> None:
-        self.id, self.time, self.upper = id, time, upper
-        super().__init__(
-            f"append batch for {id} contained update at or beyond its upper: time {time}, "
-            f"new upper {upper}"
-        )
-
-
-class UpdateNotBeyondLower(StorageError, ValueError):
-    def __init__(self, id: GlobalId, time: int, lower: Frontier) -> None:
-        self.id, self.time, self.lower = id, time, lower
-        super().__init__(
-            f"append batch for {id} contained update at {time}, before its current upper {lower}"
-        )
-
-
-class ReadBeforeSince(StorageError, ValueError):
-    def __init__(self, id: GlobalId, as_of: int, since: Frontier) -> None:
-        self.id, self.as_of, self.since = id, as_of, since
-        super().__init__(
-            f"read for {id} was at a timestamp before its since: as_of {as_of}, since {since}"
-        )
-
-
 class InvalidUppers(StorageError, ValueError):
     """Some appends found another upper than expected; ``uppers`` holds the current ones."""
 
@@ -96,32 +81,6 @@ class ExportInstanceMissing(StorageError, KeyError):
     def __init__(self, instance: InstanceId, export: GlobalId) -> None:
         self.instance, self.export = instance, export
         super().__init__(f"instance {instance} missing for export {export}")
-
-
-class InstanceExists(StorageError, ValueError):
-    def __init__(self, instance: InstanceId) -> None:
-        super().__init__(f"storage instance {instance} already exists")
-
-
-class InstanceMissing(StorageError, KeyError):
-    def __init__(self, instance: InstanceId) -> None:
-        super().__init__(f"storage instance {instance} does not exist")
-
-
-class InstanceNotEmpty(StorageError, ValueError):
-    def __init__(self, instance: InstanceId, objects: Sequence[GlobalId]) -> None:
-        listed = ", ".join(str(o) for o in objects)
-        super().__init__(f"storage instance {instance} still runs {listed}; drop them first")
-
-
-class ReplicaExists(StorageError, ValueError):
-    def __init__(self, instance: InstanceId, replica: ReplicaId) -> None:
-        super().__init__(f"replica {replica} of storage instance {instance} already exists")
-
-
-class ReplicaMissing(StorageError, KeyError):
-    def __init__(self, instance: InstanceId, replica: ReplicaId) -> None:
-        super().__init__(f"replica {replica} of storage instance {instance} does not exist")
 
 
 class InvalidUsage(StorageError, ValueError):

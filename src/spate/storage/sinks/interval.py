@@ -5,18 +5,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.errors import SinkError as SinkError
+from spate.errors import SinkFenced as SinkFenced
 from spate.errors import UsageError
 from spate.frontier.antichain import Frontier
 from spate.repr.arrow import validate_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-
-
-class SinkError(UsageError):
-    """A sink cannot write: a bad interval or batch, or an external system that refuses."""
-
-
-class SinkFenced(SinkError):
-    """Someone else advanced the sink's progress past this writer's view (another writer)."""
 
 
 def check_interval(

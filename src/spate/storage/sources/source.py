@@ -28,20 +28,13 @@ from typing import Generic, Protocol, TypeVar
 
 import pyarrow as pa
 
-from spate.errors import UsageError
+from spate.errors import SourceError as SourceError
+from spate.errors import SourceUnavailable as SourceUnavailable
 from spate.repr.arrow import arrow_field
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 
 P = TypeVar("P")
-
-
-class SourceError(UsageError):
-    """A source cannot run as configured (bad options, an upstream object that does not fit)."""
-
-
-class SourceUnavailable(SourceError):
-    """The upstream system cannot be reached or refused the request; retrying may help."""
 
 
 def diff_schema(desc: RelationDesc) -> pa.Schema:

@@ -1,4 +1,4 @@
-"""The exception hierarchy.
+"""The roots of the exception hierarchy, and the errors of frontiers and the data model.
 
 One root, :class:`SpateError`. Below it:
 
@@ -13,9 +13,8 @@ One root, :class:`SpateError`. Below it:
 * :class:`ProtocolError` — a peer sent something that is not a valid message in this state.
 * :class:`InvariantViolation` — spate's own bug, detected. See :mod:`spate.soft_assert`.
 
-Packages define their narrow errors (``spate.persist.errors``, ``spate.compute.controller.errors``
-…) as subclasses of these roots. Every message names the object and the frontiers involved.
-Expected outcomes — a compare-and-append that lost the race — are returned values, not errors.
+Every message names the object and the frontiers involved. Expected outcomes — a
+compare-and-append that lost the race — are returned values, not errors.
 """
 
 from __future__ import annotations
@@ -137,3 +136,7 @@ def check_argument(value: object, expected: type | tuple[type, ...], what: str) 
         if len(shown) > 60:
             shown = shown[:57] + "..."
         raise InvalidArgument(f"{what} must be a {names}, got {type(value).__name__} {shown}")
+
+
+class InvalidScalarType(UsageError, ValueError):
+    """A type name or numeric precision/scale that spate does not support."""

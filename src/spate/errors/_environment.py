@@ -1,0 +1,64 @@
+"""Errors of the environment: the catalog, reads and writes, sources and sinks."""
+
+from __future__ import annotations
+
+from spate.errors._roots import SpateError, UsageError
+
+
+class EnvironmentClosed(SpateError, RuntimeError):
+    """The environment was closed (or its background work failed)."""
+
+
+class CatalogError(UsageError):
+    """A catalog change that is not allowed."""
+
+
+class UnknownName(CatalogError, KeyError):
+    """No object of this name in the catalog."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class NameExists(CatalogError, ValueError):
+    """An object of this name exists already."""
+
+
+class HasDependents(CatalogError, ValueError):
+    """Dropping an object that others still read."""
+
+
+class InvalidName(CatalogError, ValueError):
+    """A name that is not an identifier (a letter or '_', then letters, digits or '_')."""
+
+
+class InvalidObject(UsageError, ValueError):
+    """A definition that does not fit the catalog (unknown inputs, schema mismatch…)."""
+
+
+class NotReadable(UsageError, ValueError):
+    """No time exists at which every input of a query is readable."""
+
+
+class ReadFailed(UsageError, RuntimeError):
+    """The replica answered a read with an error."""
+
+
+class RowsNotFound(UsageError, ValueError):
+    """A delete or update names rows the table does not hold."""
+
+
+class SourceError(UsageError):
+    """A source cannot run as configured (bad options, an upstream object that does not fit)."""
+
+
+class SourceUnavailable(SourceError):
+    """The upstream system cannot be reached or refused the request; retrying may help."""
+
+
+class SinkError(UsageError):
+    """A sink cannot write: a bad interval or batch, or an external system that refuses."""
+
+
+class SinkFenced(SinkError):
+    """Someone else advanced the sink's progress past this writer's view (another writer)."""
