@@ -54,7 +54,7 @@ def churn(env: Environment, rng: random.Random, live: Counter[Row], n: int) -> i
     for _ in range(n):
         if live and rng.random() < 0.3:
             row = rng.choice(sorted(live, key=repr))
-            assert env.delete("bids", [row]) == 1
+            assert env.delete("bids", [row]).rows == 1
             live[row] -= 1
             if not live[row]:
                 del live[row]
@@ -64,7 +64,7 @@ def churn(env: Environment, rng: random.Random, live: Counter[Row], n: int) -> i
             live[row] += 1
     row = (rng.randint(1, 6), rng.randint(1, 100), None)
     live[row] += 1
-    return env.insert("bids", [row])  # the time of the last write
+    return env.insert("bids", [row]).timestamp  # the time of the last write
 
 
 def test_views_indexes_subscribes_survive_a_restart(tmp_path: Path, seed: int) -> None:

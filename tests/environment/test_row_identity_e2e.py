@@ -17,13 +17,13 @@ DESC = RelationDesc.of(("k", INT64, False), ("x", FLOAT64))
 def test_deleting_negative_zero_deletes_zero(env: Environment) -> None:
     env.create_table("t", DESC)
     env.insert("t", [(1, 0.0)])
-    assert env.delete("t", [(1, -0.0)]) == 1
+    assert env.delete("t", [(1, -0.0)]).rows == 1
     assert env.select("t").num_rows == 0
     # And the other way round; the stored value is 0.0 whichever sign was written.
     env.insert("t", [(2, -0.0)])
     (value,) = env.select("t").column("x").to_pylist()
     assert math.copysign(1.0, value) == 1.0
-    assert env.delete("t", [(2, 0.0)]) == 1
+    assert env.delete("t", [(2, 0.0)]).rows == 1
     assert env.select("t").num_rows == 0
     with pytest.raises(RowsNotFound):
         env.delete("t", [(2, 0.0)])
@@ -32,11 +32,11 @@ def test_deleting_negative_zero_deletes_zero(env: Environment) -> None:
 def test_a_nan_row_can_be_deleted_and_updated(env: Environment) -> None:
     env.create_table("t", DESC)
     env.insert("t", [(1, float("nan")), (1, float("nan")), (2, 1.0)])
-    assert env.delete("t", [(1, float("nan"))]) == 1
+    assert env.delete("t", [(1, float("nan"))]).rows == 1
     env.update("t", [((1, float("nan")), (1, 5.0))])
     assert sorted(env.select("t").to_pylist(), key=lambda r: r["k"]) == [
         {"k": 1, "x": 5.0},
         {"k": 2, "x": 1.0},
     ]
-    assert env.delete("t", where={"k": 2}) == 1
+    assert env.delete("t", where={"k": 2}).rows == 1
     assert env.select("t").to_pylist() == [{"k": 1, "x": 5.0}]

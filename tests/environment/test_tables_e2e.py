@@ -27,13 +27,13 @@ def rows(env: Environment, name: str) -> Counter:
 def test_writes_are_visible_to_the_next_read(env: Environment) -> None:
     env.create_table("bids", BIDS)
     assert rows(env, "bids") == Counter()
-    t1 = env.insert("bids", [(1, 10, "ann"), (1, 25, None), (2, 7, "bo")])
+    t1 = env.insert("bids", [(1, 10, "ann"), (1, 25, None), (2, 7, "bo")]).timestamp
     assert rows(env, "bids") == Counter({(1, 10, "ann"): 1, (1, 25, None): 1, (2, 7, "bo"): 1})
-    assert env.delete("bids", [(1, 25, None)]) == 1
-    t2 = env.update("bids", [((2, 7, "bo"), (2, 8, "bo"))])
+    assert env.delete("bids", [(1, 25, None)]).rows == 1
+    t2 = env.update("bids", [((2, 7, "bo"), (2, 8, "bo"))]).timestamp
     assert t2 > t1
     assert rows(env, "bids") == Counter({(1, 10, "ann"): 1, (2, 8, "bo"): 1})
-    assert env.delete("bids", where={"auction": 1}) == 1
+    assert env.delete("bids", where={"auction": 1}).rows == 1
     assert rows(env, "bids") == Counter({(2, 8, "bo"): 1})
     # Reads at an earlier time see the earlier contents (within the retained history).
     assert Counter(tuple(r.values()) for r in env.select("bids", as_of=t1).to_pylist()) == Counter(
@@ -79,14 +79,14 @@ def test_reopen_restores_catalog_and_data(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with Environment.open(data) as env:
         env.create_table("bids", BIDS)
-        acked = env.insert("bids", [(1, 10, "ann"), (2, 20, None)])
+        acked = env.insert("bids", [(1, 10, "ann"), (2, 20, None)]).timestamp
         env.delete("bids", [(2, 20, None)])
         epoch = env.runtime.epoch
     with Environment.open(data) as env:
         assert env.runtime.epoch == epoch + 1
         assert env.names() == ["bids"]
         assert rows(env, "bids") == Counter({(1, 10, "ann"): 1})
-        assert env.insert("bids", [(3, 30, None)]) > acked
+        assert env.insert("bids", [(3, 30, None)]).timestamp > acked
         assert sum(rows(env, "bids").values()) == 2
 
 
@@ -149,7 +149,7 @@ def test_a_view_created_right_after_a_write_starts_at_that_write(tmp_path: Path)
         for i in range(3):
             storage.process = later  # type: ignore[method-assign]
             try:
-                ts = env.insert("bids", [(i, 10, "ann")])
+                ts = env.insert("bids", [(i, 10, "ann")]).timestamp
                 env.create_materialized_view(f"v{i}", env.get("bids"), cluster="c")
             finally:
                 storage.process = process  # type: ignore[method-assign]

@@ -36,8 +36,10 @@ from spate.config import Settings, load_settings
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.core import Background, close_runtime, open_runtime
+from spate.environment.reads import Isolation
 from spate.environment.runtime import Runtime
 from spate.environment.status import EnvironmentStatus, collect
+from spate.environment.write_result import WriteResult
 from spate.errors import EnvironmentClosed as EnvironmentClosed
 from spate.errors import UsageError
 from spate.ids import GlobalId
@@ -55,7 +57,14 @@ T = TypeVar("T")
 
 
 class Environment:
-    """An open spate environment. Create with :meth:`open`; close with :meth:`close`."""
+    """An open spate environment. Create with :meth:`open`; close with :meth:`close`.
+
+    Example::
+
+        with spate.Environment.open("spate-data") as env:
+            env.create_cluster("c", replicas=2)
+            ...
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
         self._loop = loop
@@ -78,9 +87,19 @@ class Environment:
     ) -> Environment:
         """Open (or create) the environment stored in ``data_dir``.
 
-        ``settings`` (default: :func:`spate.config.load_settings`: ``SPATE_*`` variables and the
-        ``SPATE_CONFIG`` file) say where persist keeps the data, how replicas run Spark, where
-        replicas placed elsewhere listen…; ``data_dir`` and ``spark_master`` override theirs.
+        Reopening a data directory restores everything in it: the catalog, clusters and their
+        replicas, dataflows and data. ``settings`` (default: :func:`spate.config.load_settings`:
+        ``SPATE_*`` variables and the ``SPATE_CONFIG`` file) say where persist keeps the data,
+        how replicas run Spark, where replicas placed elsewhere listen…; ``data_dir`` and
+        ``spark_master`` override theirs.
+
+        Example::
+
+            env = spate.Environment.open("spate-data")
+            try:
+                print(env.names())
+            finally:
+                env.close()
         """
         if settings is None:
             settings = load_settings()
@@ -108,7 +127,14 @@ class Environment:
 
     def close(self, *, stop_replicas: bool = True, timeout: float = 120.0) -> None:
         """Stop the controllers; with ``stop_replicas=False`` replica processes keep running and
-        the next :meth:`open` of this data directory adopts them."""
+        the next :meth:`open` of this data directory adopts them. Closing twice is harmless;
+        every other call on a closed environment raises :class:`~spate.errors.EnvironmentClosed`.
+
+        Example::
+
+            env.close(stop_replicas=False)      # replicas keep their state warm
+            env = spate.Environment.open("spate-data")   # and are adopted here
+        """
         if self._rt is None:
             return
         rt, background = self._rt, self._background
@@ -153,7 +179,13 @@ class Environment:
 
     @property
     def runtime(self) -> Runtime:
-        """The running parts (controllers, catalog…), for introspection and tests."""
+        """The running parts (controllers, catalog…), for introspection and tests. Not a stable
+        interface.
+
+        Example::
+
+            env.runtime.catalog.get("bids").id    # GlobalId('u1')
+        """
         if self._rt is None:
             raise EnvironmentClosed("the environment is closed")
         return self._rt
@@ -161,23 +193,60 @@ class Environment:
     # -- clusters --------------------------------------------------------------------------------
 
     def create_cluster(self, name: str, *, replicas: int | Sequence[str] = 1) -> None:
-        """A compute cluster with ``replicas`` replica processes (a count, or names)."""
+        """Create a compute cluster with ``replicas`` replica processes (a count, or names).
+
+        Every replica runs every dataflow of the cluster; reads are answered by the first that
+        can. Raises :class:`~spate.errors.NameExists` when the name is taken.
+
+        Example::
+
+            env.create_cluster("c", replicas=2)          # replicas r1 and r2
+            env.create_cluster("d", replicas=["a", "b"])
+        """
         names = clusters.replica_names(replicas)
         self._run(clusters.create_cluster(self.runtime, name, names))
 
     def add_replica(self, cluster: str, name: str) -> None:
+        """Add replica ``name`` to ``cluster``; it hydrates every dataflow of the cluster.
+
+        Example::
+
+            env.add_replica("c", "r3")
+        """
         self._run(clusters.add_replica(self.runtime, cluster, name))
 
     def drop_replica(self, cluster: str, name: str) -> None:
+        """Stop replica ``name`` of ``cluster`` and forget it; the other replicas keep serving.
+
+        Example::
+
+            env.drop_replica("c", "r3")
+        """
         self._run(clusters.drop_replica(self.runtime, cluster, name))
 
     def drop_cluster(self, name: str) -> None:
+        """Drop cluster ``name`` and stop its replicas. It must run no index or materialized
+        view any more (drop them first).
+
+        Example::
+
+            env.drop_cluster("d")
+        """
         self._run(clusters.drop_cluster(self.runtime, name))
 
     # -- objects ---------------------------------------------------------------------------------
 
     def get(self, name: str) -> Get:
-        """A plan reading ``name`` (a table, source, view or materialized view)."""
+        """A plan reading ``name`` (a table, source, view or materialized view), to build views
+        and queries on with the plan builder (:mod:`spate.plan`).
+
+        Example::
+
+            from spate import col, count, max_
+
+            best = env.get("bids").reduce(["auction"], top=max_(col("price")), n=count())
+            env.create_view("best", best)
+        """
         item = self._run(_call(lambda: self.runtime.catalog.get(name)))
         desc = item_desc(item)
         if desc is None or kind_of(item) == "index":
@@ -185,11 +254,35 @@ class Environment:
         return Get(item.id, desc)
 
     def create_table(self, name: str, desc: RelationDesc) -> GlobalId:
+        """Create an empty table with columns ``desc``; return its id. Tables take writes
+        through :meth:`insert`, :meth:`update` and :meth:`delete`.
+
+        Example::
+
+            from spate import INT64, TEXT, RelationDesc
+
+            env.create_table(
+                "bids", RelationDesc.of(("auction", INT64, False), ("price", INT64, False),
+                                        ("who", TEXT))
+            )
+        """
         return self._run(objects.create_table(self.runtime, name, desc))
 
-    def insert(self, name: str, rows: Sequence[Sequence[Datum]]) -> int:
-        """Insert ``rows``; return the write timestamp. Later reads observe them."""
-        return self._run(tables.insert(self.runtime, name, rows))
+    def insert(self, name: str, rows: Sequence[Sequence[Datum]]) -> WriteResult:
+        """Insert ``rows`` into table ``name``, all at one timestamp. Every read that starts
+        after this returns observes them. A row that does not fit the table's columns raises
+        :class:`~spate.errors.SchemaMismatch` (naming the row and column) and nothing is
+        written.
+
+        Example::
+
+            result = env.insert("bids", [(1, 10, "ann"), (1, 25, None)])
+            result.rows         # 2
+            env.select("bids", as_of=result.timestamp)
+        """
+        rows = list(rows)
+        timestamp = self._run(tables.insert(self.runtime, name, rows))
+        return WriteResult(timestamp=timestamp, rows=len(rows))
 
     def delete(
         self,
@@ -197,14 +290,33 @@ class Environment:
         rows: Sequence[Sequence[Datum]] | None = None,
         *,
         where: Mapping[str, Datum] | None = None,
-    ) -> int:
-        """Delete exactly ``rows``, or every row whose columns equal ``where``. Returns how
-        many rows were deleted."""
-        return self._run(tables.delete(self.runtime, name, rows, where=where))[1]
+    ) -> WriteResult:
+        """Delete exactly ``rows`` (each occurrence once), or every row whose columns equal
+        ``where``, at one timestamp. Rows the table does not hold raise
+        :class:`~spate.errors.RowsNotFound` and nothing is deleted.
 
-    def update(self, name: str, changes: Sequence[tuple[Sequence[Datum], Sequence[Datum]]]) -> int:
-        """Replace each ``(old, new)`` row pair atomically; return the write timestamp."""
-        return self._run(tables.update(self.runtime, name, changes))
+        Example::
+
+            env.delete("bids", [(1, 25, None)]).rows    # 1
+            env.delete("bids", where={"auction": 1})
+        """
+        timestamp, count = self._run(tables.delete(self.runtime, name, rows, where=where))
+        return WriteResult(timestamp=timestamp, rows=count)
+
+    def update(
+        self, name: str, changes: Sequence[tuple[Sequence[Datum], Sequence[Datum]]]
+    ) -> WriteResult:
+        """Replace each ``(old, new)`` row pair, all at one timestamp: no read sees one without
+        the other. An ``old`` row the table does not hold raises
+        :class:`~spate.errors.RowsNotFound` and nothing changes.
+
+        Example::
+
+            env.update("bids", [((1, 10, "ann"), (1, 12, "ann"))]).rows    # 1
+        """
+        changes = list(changes)
+        timestamp = self._run(tables.update(self.runtime, name, changes))
+        return WriteResult(timestamp=timestamp, rows=len(changes))
 
     def create_source(
         self,
@@ -215,8 +327,28 @@ class Environment:
         desc: RelationDesc | None = None,
         names: Mapping[str, str] | None = None,
     ) -> dict[str, GlobalId]:
-        """A source and its subsources (``<name>_<output>``): load generator, PostgreSQL
-        (``tables``, default: the whole publication), or a directory of files (``desc``)."""
+        """Create a source and its subsources, one per output, named ``<name>_<output>``
+        (``names`` renames them: output -> name); return the ids by name.
+
+        ``connection`` says where the data comes from (see :mod:`spate.sources`): a built-in
+        load generator, PostgreSQL logical replication (``tables``: which tables of the
+        publication, default all of them; each needs a primary key), or a directory of files
+        (``desc``: their columns). A storage replica ingests it into durable collections;
+        reads and views see it like a table.
+
+        Example::
+
+            from spate.sources import LoadGenerator, LoadGeneratorSource, PostgresSource, Secret
+
+            gen = LoadGeneratorSource(LoadGenerator.AUCTION, rows_per_tick=50)
+            env.create_source("auction", gen)
+            env.select("auction_bids", limit=5)
+            env.create_source(
+                "shop",
+                PostgresSource(Secret("postgresql://app:pw@db/shop"), publication="p", slot="s"),
+                tables=["public.orders"],
+            )                                   # subsource shop_orders
+        """
         return self._run(
             objects.create_source(
                 self.runtime, name, connection, tables=tables, desc=desc, names=names
@@ -224,27 +356,75 @@ class Environment:
         )
 
     def create_view(self, name: str, plan: RelationExpr) -> GlobalId:
+        """Name ``plan`` as a view. A view stores nothing: reads and other views inline it.
+
+        Example::
+
+            env.create_view("big_bids", env.get("bids").filter(col("price") > 100))
+        """
         return self._run(objects.create_view(self.runtime, name, plan))
 
     def create_materialized_view(
         self, name: str, plan: RelationExpr, *, cluster: str | None = None
     ) -> GlobalId:
+        """Create a materialized view: ``cluster`` (default: the only one) keeps the result of
+        ``plan`` up to date incrementally and writes it to durable storage, where reads, other
+        views and sinks find it. It starts at a time every input can still be read at.
+
+        Example::
+
+            best = env.get("bids").reduce(["auction"], top=max_(col("price")))
+            env.create_materialized_view("best", best, cluster="c")
+            env.select("best")
+        """
         return self._run(objects.create_materialized_view(self.runtime, name, plan, cluster))
 
     def create_index(
         self, name: str, *, on: str, key: Sequence[ColumnSpec], cluster: str | None = None
     ) -> GlobalId:
+        """Create an index: ``cluster`` keeps ``on`` (any readable object) arranged by ``key``
+        in its replicas' memory and disk, so that reads of ``on`` (and lookups by the key)
+        are served by the replicas instead of from durable storage.
+
+        Example::
+
+            env.create_index("best_by_auction", on="best", key=["auction"], cluster="c")
+            env.select("best")                  # answered from the index
+        """
         return self._run(objects.create_index(self.runtime, name, on, key, cluster))
 
     def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:
+        """Write every change of ``from_`` (a table, source or materialized view) to an
+        external system (see :mod:`spate.sinks`), exactly once, interval by interval, from
+        now on.
+
+        Example::
+
+            from spate.sinks import ParquetSinkConnection
+
+            env.create_sink("best_out", from_="best", connection=ParquetSinkConnection("/tmp/out"))
+        """
         return self._run(objects.create_sink(self.runtime, name, from_, connection))
 
     def set_retain_history(self, name: str, duration_ms: int) -> None:
-        """Keep ``name`` readable ``duration_ms`` into the past."""
+        """Keep ``name`` readable ``duration_ms`` into the past: reads with ``as_of`` up to that
+        far back succeed; older times are compacted away.
+
+        Example::
+
+            env.set_retain_history("bids", 60_000)      # a minute of history
+        """
         self._run(_call(lambda: objects.set_retain_history(self.runtime, name, duration_ms)))
 
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:
-        """Drop ``name``; with ``cascade`` also what depends on it. Returns what was dropped."""
+        """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.
+        Without ``cascade``, an object others depend on raises
+        :class:`~spate.errors.HasDependents`.
+
+        Example::
+
+            env.drop("bids", cascade=True)      # ['best_by_auction', 'best', 'bids']
+        """
         return self._run(objects.drop(self.runtime, name, cascade=cascade))
 
     # -- reads -----------------------------------------------------------------------------------
@@ -258,7 +438,7 @@ class Environment:
         order_by: Sequence[str] = (),
         limit: int | None = None,
         timeout: float = 60.0,
-        isolation: str = "strict serializable",
+        isolation: Isolation = "strict serializable",
     ) -> pa.Table:
         """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
         columns, ``-name`` for descending.
@@ -266,7 +446,16 @@ class Environment:
         Without ``as_of``, a ``"strict serializable"`` read (the default) observes every write
         acknowledged before it and the sources' data up to about the present, waiting for its
         inputs to get there; a ``"serializable"`` read answers at the latest time its inputs
-        have completed, without waiting."""
+        have completed, without waiting.
+
+        A time before what ``target`` retains raises :class:`~spate.errors.ReadBeforeSince`.
+
+        Example::
+
+            env.select("best", order_by=["-top"], limit=10)       # a pyarrow Table
+            env.select("best", isolation="serializable")           # no waiting
+            env.select(env.get("bids").filter(col("price") > 20))  # a query plan
+        """
         return self._run(
             reads.select(
                 self.runtime,
@@ -282,6 +471,12 @@ class Environment:
         )
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`select`, as a pandas DataFrame (same keyword arguments).
+
+        Example::
+
+            env.select_pandas("best", order_by=["auction"]).head()
+        """
         frame: pd.DataFrame = self.select(target, **kwargs).to_pandas()
         return frame
 
@@ -297,7 +492,14 @@ class Environment:
     ) -> Iterator[list[tuple[int, Row, int]]]:
         """Changes of ``target`` as ``[(time, row, diff), ...]`` per closed interval: first the
         contents at ``as_of`` (unless ``with_snapshot=False``), then every change, until
-        ``up_to`` (exclusive) or until the iterator is closed."""
+        ``up_to`` (exclusive) or until the iterator is closed.
+
+        Example::
+
+            for changes in env.subscribe("best", up_to=t_end):
+                for time, row, diff in changes:
+                    print(time, row, diff)   # diff -1 retracts a row, +1 adds one
+        """
         stream = reads.subscribe(
             self.runtime,
             target,
@@ -337,9 +539,21 @@ class Environment:
         return sql_exec.run(self, text, dialect, session, definitions)
 
     def status(self) -> EnvironmentStatus:
+        """A snapshot of every collection's since and upper, and of the replicas' health.
+
+        Example::
+
+            env.status().collection("best").upper
+        """
         return self._run(_call(lambda: collect(self.runtime)))
 
     def names(self) -> list[str]:
+        """The names of every object in the catalog, sorted.
+
+        Example::
+
+            env.names()         # ['best', 'best_by_auction', 'bids']
+        """
         return self._run(_call(lambda: sorted(i.name for i in self.runtime.catalog)))
 
 
