@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 # Invariant checks raise inside the test suite (they log and count in production).
 os.environ["SPATE_SOFT_ASSERT"] = "raise"
 
-# Profiles from reliability.md B3.1: ci = 500 examples per property, nightly = 20,000, dev = 100.
+# Hypothesis profiles: ci = 500 examples per property, nightly = 20,000, dev = 100.
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("ci", max_examples=500, **_common)
 settings.register_profile("dev", max_examples=100, **_common)

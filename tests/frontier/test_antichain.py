@@ -1,4 +1,4 @@
-"""Antichain algebra (reliability.md B3.1), over int times and product times."""
+"""Antichain algebra, over int times and product times."""
 
 from __future__ import annotations
 

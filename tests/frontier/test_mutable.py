@@ -1,4 +1,4 @@
-"""ChangeBatch and MutableAntichain against a brute-force model (reliability.md B3.1)."""
+"""ChangeBatch and MutableAntichain against a brute-force model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read hold accounting (spec §2.2; reliability.md B3.1): holds and releases sum to zero."""
+"""Read hold accounting: holds and releases sum to zero."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Read policies (spec §2.1; reliability.md B3.1)."""
+"""Read policies."""
 
 from __future__ import annotations
 

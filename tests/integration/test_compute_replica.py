@@ -1,7 +1,7 @@
 """Real compute replica processes on loopback, driven by a small protocol driver.
 
-* spec §10 scenarios 2 (peek below the compaction frontier), 3 (a peek waits for the upper)
-  and 19 (reconnection reuses the dataflow, dropped-during-reconnect collections stay silent,
+* a peek below the compaction frontier, a peek that waits for the upper, and
+  reconnection (it reuses the dataflow, dropped-during-reconnect collections stay silent,
   an incompatible ``CreateInstance`` halts the process);
 * a materialized view written by two replicas at once equals the recomputation, with no
   duplicated or missing update;

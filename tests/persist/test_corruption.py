@@ -1,4 +1,4 @@
-"""Corrupt batches are always detected and never served (P5, reliability.md B3.3)."""
+"""Corrupt batches are always detected and never served."""
 
 from __future__ import annotations
 

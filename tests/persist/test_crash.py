@@ -1,4 +1,4 @@
-"""kill -9 at named crash points (reliability.md B3.3); after restart P1, P2 and P5 hold.
+"""kill -9 at named crash points; after restart P1, P2 and P5 hold.
 
 A child process appends numbered rows (and downgrades a reader, so compaction and GC run)
 with one crash point armed; it kills itself with SIGKILL there. The test then, from another

@@ -1,4 +1,4 @@
-"""Retries after indeterminate outcomes (reliability.md B3.2) and a seeded unreliable run."""
+"""Retries after indeterminate outcomes and a seeded unreliable run."""
 
 from __future__ import annotations
 

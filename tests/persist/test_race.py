@@ -1,4 +1,4 @@
-"""Racing writer processes on one shard (reliability.md B3.2): SQLite and PostgreSQL."""
+"""Racing writer processes on one shard: SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

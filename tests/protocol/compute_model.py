@@ -1,6 +1,6 @@
 """A model of compute replica state, and a generator of valid compute command sequences.
 
-The model applies commands the way a replica must (spec §3): exports with their since
+The model applies commands the way a replica must: exports with their since
 (``as_of`` joined with every compaction), scheduled exports, live peeks, merged parameters.
 Used to check that replaying a reduced history gives the same end state as the full history.
 """

@@ -1,4 +1,4 @@
-"""Frame mutators for fuzzing the decoder and a live server (reliability.md B3.5).
+"""Frame mutators for fuzzing the decoder and a live server.
 
 Every case is a complete byte string as a peer would send it: random bytes, or a valid frame
 mutated at the byte level, at the msgpack-structure level (wrong types, missing and extra

@@ -1,4 +1,4 @@
-"""Fuzzing (reliability.md B3.5): 10,000 random and mutated frames against the decoder and
+"""Fuzzing: 10,000 random and mutated frames against the decoder and
 10,000 against a live server. No crash, no hang over 1 s per frame, a ProtocolError for every
 invalid frame, nothing executed before authentication, and the server keeps serving."""
 

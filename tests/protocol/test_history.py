@@ -134,7 +134,7 @@ def test_four_hundred_finished_peeks_reduce_to_a_handful() -> None:
 
 
 def test_scenario_14_new_replica_gets_reduced_history() -> None:
-    """Spec §10 scenario 14, at the history level."""
+    """A replica that reconnects sees the reduced history, at the history level."""
     ids = SeededIdGen(3)
     dropped, moved, untouched, log = (
         GlobalId.user(1),

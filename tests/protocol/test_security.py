@@ -1,4 +1,4 @@
-"""Transport security (reliability.md B3.6, P8): nothing runs before authentication, no pickle.
+"""Transport security: nothing runs before authentication, no pickle.
 
 Each negative case checks that the connection is closed, that the handler executed zero
 commands, and that ``auth_failures`` counted the attempt.

@@ -1,4 +1,4 @@
-"""StorageCommandHistory: the reduction cases of spec §8 and a replay-equivalence property."""
+"""StorageCommandHistory: its reduction cases and a replay-equivalence property."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Run a dataflow on Spark step by step and compare every export, at every time, with the
-reference evaluator (the oracle of issue 5)."""
+reference evaluator."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Consolidation properties (reliability.md B3.1) and the compaction guarantee."""
+"""Consolidation properties and the compaction guarantee."""
 
 from __future__ import annotations
 

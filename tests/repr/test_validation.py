@@ -1,4 +1,4 @@
-"""Row validation: every bad row is rejected with an exact message (issue 2)."""
+"""Row validation: every bad row is rejected with an exact message."""
 
 from __future__ import annotations
 

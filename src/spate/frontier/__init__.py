@@ -1,4 +1,4 @@
-"""Frontier algebra: antichains, counted times, read policies and read holds (spec §1–2)."""
+"""Frontier algebra: antichains, counted times, read policies and read holds."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Read policies: how a collection's implied read capability follows its write frontier.
 
 ``policy.frontier(upper)`` is the since a policy *asks for* given the write frontier ``upper``.
-The controllers apply it only when it does not regress the implied capability (spec §2.3:
-changing a policy never recovers a read capability that is already ahead).
+The controllers apply it only when it does not regress the implied capability.
 
 * ``NoPolicy(initial_since)`` — always ``initial_since``.
 * ``ValidFrom(frontier)`` — always ``frontier``; ``ValidFrom({})`` releases everything (drop).

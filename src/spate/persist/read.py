@@ -1,4 +1,4 @@
-"""``ReadHandle``: a leased reader of a shard (spec §7.3).
+"""``ReadHandle``: a leased reader of a shard.
 
 The reader is registered at the shard's since with a lease and a *seqno hold*: GC keeps every
 state from that seqno on, so the blobs of any state the reader looks at stay readable. The hold

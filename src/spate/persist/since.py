@@ -1,4 +1,4 @@
-"""``SinceHandle``: a critical reader (spec §7.4) and controller fencing by epoch.
+"""``SinceHandle``: a critical reader and controller fencing by epoch.
 
 A critical reader is not leased and never expires: it holds the shard's since until it is
 explicitly downgraded (to ``{}`` to release it). Its id must be durable — controllers use the

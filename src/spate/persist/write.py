@@ -1,4 +1,4 @@
-"""``WriteHandle``: appends to a shard (spec §7.2).
+"""``WriteHandle``: appends to a shard.
 
 A writer is registered in the shard state with a lease; every append (even an empty one)
 renews it, and :meth:`WriteHandle.heartbeat` renews it explicitly. A writer that stays silent
@@ -188,7 +188,7 @@ class WriteHandle:
         return result
 
     def append(self, updates: pa.Table | None, *, lower: Frontier, upper: Frontier) -> Appended:
-        """Append data that several replicated writers may write identically (spec §7.2).
+        """Append data that several replicated writers may write identically.
 
         If the shard's upper is ``current``: ``current == lower`` appends; ``lower < current <
         upper`` trims the updates to times ``>= current`` and appends those; ``current >=

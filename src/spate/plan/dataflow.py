@@ -1,6 +1,6 @@
 """Dataflow descriptions: what a replica builds, from which inputs, exporting what, from when.
 
-A ``DataflowDescription`` (spec §5.4) imports persist-backed collections (``source_imports``)
+A ``DataflowDescription`` imports persist-backed collections (``source_imports``)
 and arrangements of the same replica (``index_imports``), builds ``objects_to_build`` in order,
 and exports indexes (arrangements that peeks read) and sinks (materialized views written to a
 persist shard, subscribes streamed to the controller).
@@ -124,7 +124,7 @@ class SinkExport:
 @wire("plan.dataflow")
 @dataclass(frozen=True, slots=True)
 class DataflowDescription:
-    """A dataflow to build on every replica of an instance (spec §5.4)."""
+    """A dataflow to build on every replica of an instance."""
 
     source_imports: tuple[SourceImport, ...] = ()
     index_imports: tuple[IndexImport, ...] = ()

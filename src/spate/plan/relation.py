@@ -1,4 +1,4 @@
-"""The relational IR: ``Get``, ``Map``, ``Filter``, ``Join``, ``Reduce``… (ARCHITECTURE.md).
+"""The relational IR: ``Get``, ``Map``, ``Filter``, ``Join``, ``Reduce``….
 
 Every node is a frozen dataclass registered with ``@wire``, validated at construction, and knows
 its output ``RelationDesc`` (``node.desc``). A plan refers to collections only through

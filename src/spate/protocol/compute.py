@@ -1,11 +1,11 @@
 """The compute protocol: commands from the controller and responses from a compute replica.
 
-Spec §3. The protocol is asynchronous, in order and reliable per connection. Each connection is
+The protocol is asynchronous, in order and reliable per connection. Each connection is
 one *protocol iteration* (epoch). Both sides MUST tolerate messages that do not reflect the
 latest state: a ``PeekResponse`` other than ``Canceled`` after a ``CancelPeek``, a ``CancelPeek``
 for a peek already answered, frontiers for a collection the controller already dropped.
 
-Stages on the replica (spec §3.3): *Creation* (``Hello``, then ``CreateInstance``; the replica
+Stages on the replica: *Creation* (``Hello``, then ``CreateInstance``; the replica
 sends nothing), *Initialization* (the replayed history, ending with ``InitializationComplete``;
 the replica reconciles and may defer responses), *Computation* (read-only until
 ``AllowWrites``). A command out of its stage is a ``ProtocolError`` and closes the connection.
@@ -85,9 +85,9 @@ class ComputeParameters:
 class CreateInstance:
     """Complete the creation stage: build the replica's compute state.
 
-    The controller MUST send it exactly once per connection, right after ``Hello``. On a
-    reconnection the replica MUST halt if ``config`` is not compatible with the previous one
-    (spec §4.3): mixing two configurations would give wrong results.
+     The controller MUST send it exactly once per connection, right after ``Hello``. On a
+     reconnection the replica MUST halt if ``config`` is not compatible with the previous one
+    : mixing two configurations would give wrong results.
     """
 
     config: InstanceConfig
@@ -99,7 +99,7 @@ class InitializationComplete:
     """End of the initialization stage: the replayed history is complete.
 
     The controller MUST send it at most once per connection. The replica MUST now reconcile its
-    state with the commands received (reusing compatible dataflows, spec §4.3) and then answer
+    state with the commands received (reusing compatible dataflows) and then answer
     everything it deferred.
     """
 

@@ -65,7 +65,7 @@ def incoming_types(role: Role, side: Side) -> tuple[type, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TransportOptions:
-    """Limits and timeouts of a connection (defaults follow reliability.md B3.5/B3.6).
+    """Limits and timeouts of a connection.
 
     ``keepalive_interval``: an idle side sends an empty keepalive frame this often.
     ``read_timeout``: a peer silent for this long (no message, no keepalive) is considered gone

@@ -3,10 +3,9 @@
 A replica accepts a connection only from a controller epoch newer than every epoch it has
 accepted before. The newer connection replaces the older one (which the transport then
 closes); an epoch that is not newer is refused with :class:`~spate.protocol.errors.
-EpochRefused`. Epochs strictly increase across reconnections of one controller (spec §4.2:
-a rehydrated replica gets ``epoch + 1``); a restarted controller must also out-rank its
-predecessor, so controllers compose the durable controller epoch with the per-replica
-counter (:func:`compose_epoch`).
+EpochRefused`. Epochs strictly increase across reconnections of one controller; a
+restarted controller must also out-rank its predecessor, so controllers compose the durable
+controller epoch with the per-replica counter (:func:`compose_epoch`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The compute command history: every command an instance's replicas must see, kept reduced.
 
-Spec §4.1. The compute controller keeps one ``ComputeCommandHistory`` per instance and pushes
+The compute controller keeps one ``ComputeCommandHistory`` per instance and pushes
 every command it broadcasts to the instance's replicas; a new or reconnected replica is
 rehydrated by replaying :meth:`ComputeCommandHistory.commands` (after :meth:`reduce` and
-:meth:`update_source_uppers`). Replicas keep one too, for reconciliation (spec §4.3): they call
+:meth:`update_source_uppers`). Replicas keep one too, for reconciliation: they call
 :meth:`discard_peeks` and then :meth:`reduce`.
 
 Guarantee (checked by a property test against a model of replica state): replaying the reduced
@@ -14,7 +14,7 @@ same scheduled exports, the same live peeks, the same merged configuration, the 
 holds a ``CancelPeek``, a dataflow whose exports were all compacted to ``{}``, or more than one
 ``UpdateConfiguration``.
 
-Preconditions on the pushed commands (the controller's obligations, spec §3): per collection,
+Preconditions on the pushed commands (the controller's obligations): per collection,
 ``AllowCompaction`` frontiers never regress and are never below the dataflow's ``as_of``; a
 ``Peek`` is followed by a ``CancelPeek`` once it is answered; an index is not compacted to
 ``{}`` while a live peek reads it.

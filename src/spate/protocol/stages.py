@@ -1,4 +1,4 @@
-"""Protocol stages on the replica side (spec §3.3, §6.3): a pure checker per connection.
+"""Protocol stages on the replica side: a pure checker per connection.
 
 A replica creates one :class:`ReplicaStages` per connection and calls :meth:`~ReplicaStages.
 observe` on every command *before* acting on it. A command out of its stage raises

@@ -1,6 +1,6 @@
 """The storage protocol: commands from the controller and responses from a storage replica.
 
-Spec §6.3. Like compute, the protocol is asynchronous, in order and reliable per connection,
+Like compute, the protocol is asynchronous, in order and reliable per connection,
 and each connection is one protocol iteration (epoch). Stages on the replica: *Creation*
 (``Hello``), *Initialization* (the replayed history, ending with ``InitializationComplete``),
 *Computation*, read-only until ``AllowWrites``. A command out of its stage is a

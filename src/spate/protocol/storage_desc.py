@@ -4,7 +4,7 @@ An **ingestion** reads one external system and writes one or more *export* colle
 to its own persist shard, reclocked to spate timestamps. Its resume point lives in a
 **remap** (progress) collection: the bindings ``source offset → timestamp`` (a PostgreSQL LSN,
 the set of ingested files, a load generator's tick), so that after a restart the ingestion
-resumes exactly at the shards' upper — no duplicate, no gap (issue 8).
+resumes exactly at the shards' upper — no duplicate, no gap.
 
 A **sink** writes the changes of one collection (``from_id``, read from persist shard
 ``from_shard``) to an external system from ``as_of`` on, exactly once across restarts: its
@@ -73,8 +73,8 @@ class LoadGenerator(enum.Enum):
     """One output ``counter``: a single ``int64`` column, +1 per row, ``rows_per_tick`` rows
     per tick; with ``max_cardinality`` the oldest values are retracted beyond it."""
     AUCTION = "auction"
-    """Nexmark-style ``persons``, ``auctions`` and ``bids`` (reference/nexmark.md): of every 50
-    events 1 person, 3 auctions, 46 bids; ``rows_per_tick`` events per tick."""
+    """Nexmark-style ``persons``, ``auctions`` and ``bids``: of every 50 events 1 person,
+    3 auctions, 46 bids; ``rows_per_tick`` events per tick."""
     TPCH = "tpch"
     """The TPC-H tables (``customer``, ``lineitem``, ``nation``, ``orders``, ``part``,
     ``partsupp``, ``region``, ``supplier``) at ``scale_factor``, emitted once, then updates to

@@ -1,4 +1,4 @@
-"""The storage command history: what a storage replica must see, kept reduced (spec §6.4).
+"""The storage command history: what a storage replica must see, kept reduced.
 
 The storage controller keeps one ``StorageCommandHistory`` per storage instance and replays
 :meth:`StorageCommandHistory.commands` (after :meth:`~StorageCommandHistory.reduce`) to a new or

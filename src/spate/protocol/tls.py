@@ -1,4 +1,4 @@
-"""TLS contexts for the transport: mutual TLS with a private CA (reliability.md B3.6).
+"""TLS contexts for the transport: mutual TLS with a private CA.
 
 Both sides require TLS 1.2 or newer and verify the peer against ``cafile``; the server
 requires a client certificate (``CERT_REQUIRED``) unless told otherwise. TLS protects the

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 SMALL_ROWS: Final = 20_000
 """Deltas up to this many rows travel as Arrow (``createDataFrame``/``toArrow``); larger ones
-as Parquet, which moves ~10× more rows per second here (spark-performance.md)."""
+as Parquet, which moves ~10× more rows per second on the machine measured."""
 
 
 class Lazy:

@@ -1,6 +1,6 @@
 """The SparkSession factory: one tuned session per process.
 
-Settings follow the measurements in ``reference/spark-performance.md``: shuffle partitions and
+Settings follow PySpark costs measured on a 2-core machine: shuffle partitions and
 default parallelism equal to the core count, UI and console progress off, Arrow on (without it
 ``createDataFrame`` goes through pickled rows and Python workers, ~6x slower), adaptive
 execution off at these partition counts, session time zone UTC (spate's timestamps are naive

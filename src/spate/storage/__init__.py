@@ -1,1 +1,1 @@
-"""Storage: the storage controller, storage replicas, sources and sinks (spec §6)."""
+"""Storage: the storage controller, storage replicas, sources and sinks."""

@@ -97,7 +97,7 @@ KV_DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT, True))
 def kv_updates(
     *, keys: int = 12, values: int = 8, max_time: int = 6, max_size: int = 60
 ) -> st.SearchStrategy[list[tuple[Row, int, int]]]:
-    """``((k, v), time, ±diff)`` streams in the shape of reliability.md B3.1."""
+    """``((k, v), time, ±diff)`` streams over a few keys, with insertions and retractions."""
     row = st.tuples(
         st.integers(0, keys - 1), st.one_of(st.none(), st.integers(0, values - 1).map(str))
     )

@@ -1,6 +1,6 @@
 """A scripted compute replica that speaks the real protocol over a real ``Connection``.
 
-It is a test double of the compute replica (issue 6): no Spark, no dataflows. It checks every
+It is a test double of the compute replica: no Spark, no dataflows. It checks every
 command it receives against the protocol stages, keeps a log per connection, and answers from a
 script: indexes report frontiers as the test advances a global ``upper``; a peek at a time below
 the upper is answered at once with ``rows_at(timestamp)``, a later one when the upper passes it;

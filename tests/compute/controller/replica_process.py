@@ -1,5 +1,5 @@
-"""A scripted compute replica as a real process on TCP loopback (a test double of issue 6's
-replica, for process-level controller tests).
+"""A scripted compute replica as a real process on TCP loopback (a test double of the
+compute replica, for process-level controller tests).
 
     python -m tests.compute.controller.replica_process --port P   # secret in SPATE_TEST_SECRET
 

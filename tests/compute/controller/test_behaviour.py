@@ -1,4 +1,4 @@
-"""Controller behaviours beyond the §10 scenarios: persist peeks, dependencies between indexes,
+"""Controller behaviours beyond the scenario tests: persist peeks, dependencies between indexes,
 read-only mode, subscribes' replica bugs, maintenance timing, introspection, instance drop."""
 
 from __future__ import annotations

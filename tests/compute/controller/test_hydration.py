@@ -1,4 +1,4 @@
-"""Sequential hydration (spec §3.5): the gate alone, and through the controller."""
+"""Sequential hydration: the gate alone, and through the controller."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Two replica processes on TCP loopback; one is killed (SIGKILL) during a stream of peeks.
 
-The replicas are scripted stand-ins for the compute replica (issue 6) — real processes, real
-authenticated TCP, real kill — so this checks the controller's side of reliability.md B3.4
+The replicas are scripted stand-ins for the compute replica — real processes, real
+authenticated TCP, real kill — so this checks the controller's side of replica failures
 "two replicas, kill one": peeks keep being answered by the survivor (p99 < 2 s), every answer
 equals the single-replica answer, and the killed replica, restarted on its port, is rehydrated
 with the next epoch and reports the same frontiers as the survivor.

@@ -1,4 +1,4 @@
-"""Spec §10 acceptance scenarios 1 and 4–18, without sockets or Spark.
+"""The compute controller's acceptance scenarios, without sockets or Spark.
 
 Each test drives a real ``ComputeController`` whose replicas are recorded (``RecordingConnector``)
 and answered by the test, over a ``FakeStorage`` test double of the storage side.

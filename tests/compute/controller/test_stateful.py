@@ -1,4 +1,4 @@
-"""A stateful model of one compute instance (reliability.md B3.1, "Stateful controller model").
+"""A stateful model of one compute instance.
 
 Hypothesis drives the sans-I/O ``Instance`` with random API calls (create/drop dataflows, read
 policies, read holds, peeks and cancellations, add/drop/fail replicas, maintenance) and random

@@ -1,5 +1,5 @@
 """The compute controller over the real storage controller (tables, in-memory persist): the
-``StorageCollections`` contract as implemented by issue 8, not only by the test double."""
+``StorageCollections`` contract as the storage controller implements it, not only by the test double."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Bad input gets a clear, narrow error that names the objects — and changes nothing
-(reliability.md B3.5; spec §5.16)."""
+"""Bad input gets a clear, narrow error that names the objects — and changes nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reconciliation on reconnection (spec §4.3, §10 scenario 19), on the pure state machine."""
+"""Reconciliation on reconnection, on the pure state machine."""
 
 from __future__ import annotations
 

@@ -158,7 +158,7 @@ def test_allow_writes_for_an_index_does_nothing() -> None:
 
 
 def test_peek_waits_for_the_upper_then_runs_once() -> None:
-    """Spec §10 scenario 3, replica side: ts 20 on an index with upper 15."""
+    """A peek waits for the upper, replica side: ts 20 on an index with upper 15."""
     h = Harness()
     key = started(h, index_dataflow(IX, 0))[IX]
     h.step(key, 15)
@@ -174,7 +174,7 @@ def test_peek_waits_for_the_upper_then_runs_once() -> None:
 
 
 def test_peek_below_the_compaction_frontier_is_an_error() -> None:
-    """Spec §10 scenario 2, replica side."""
+    """A peek below the compaction frontier, replica side."""
     h = Harness()
     key = started(h, index_dataflow(IX, 0))[IX]
     h.step(key, 30)

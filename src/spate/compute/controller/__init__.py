@@ -1,6 +1,6 @@
 """The compute controller: instances, replicas, collections, read holds, peeks, subscribes.
 
-Spec §5. :class:`ComputeController` is the API; each instance is a sans-I/O
+:class:`ComputeController` is the API; each instance is a sans-I/O
 :class:`Instance`; replicas are reached through :class:`ReplicaClient`\\ s; the storage side is
 the :class:`StorageCollections` interface.
 """

@@ -1,4 +1,4 @@
-"""Per-collection state of a compute instance (spec §5.5, §5.7–§5.9).
+"""Per-collection state of a compute instance.
 
 A :class:`CollectionState` exists for every export (index, materialized view, subscribe) of every
 dataflow installed on an instance, from ``create_dataflow`` until it has been dropped, every
@@ -186,7 +186,7 @@ class ReplicaCollectionState:
         self.last_subscribe_upper: Frontier | None = None
 
     def hydrated(self) -> bool:
-        """``as_of == {}`` or the replica's output frontier passed the as_of (spec §5.7)."""
+        """``as_of == {}`` or the replica's output frontier passed the as_of."""
         return self.as_of.is_empty() or frontier_lt(self.as_of, self.output_frontier)
 
     def all_empty(self) -> bool:

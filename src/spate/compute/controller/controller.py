@@ -1,5 +1,4 @@
-"""The compute controller: the public API over compute instances, and their asyncio driver
-(spec §5.1–§5.3).
+"""The compute controller: the public API over compute instances, and their asyncio driver.
 
 ``ComputeController`` owns one sans-I/O :class:`~spate.compute.controller.instance.Instance`
 per compute instance. Each API call validates its arguments, forwards to the instance, and
@@ -441,7 +440,7 @@ class ComputeController:
         return self._responses.popleft() if self._responses else None
 
     def maintain(self) -> None:
-        """Run one maintenance pass on every instance now (spec §5.14)."""
+        """Run one maintenance pass on every instance now."""
         self._next_maintenance = self._clock.monotonic() + self._interval_s
         for inst in self._instances.values():
             inst.maintain()

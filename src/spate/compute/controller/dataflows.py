@@ -1,4 +1,4 @@
-"""Installing and dropping dataflows on an instance, and read policies (spec §5.5, §5.8, §5.9).
+"""Installing and dropping dataflows on an instance, and read policies.
 
 ``create_dataflow`` validates, in this order, and raises before changing anything: the target
 replica exists (``ReplicaMissing``); the as_of is set (``MissingAsOf``) and non-empty if there

@@ -1,4 +1,4 @@
-"""Sequential hydration: at most ``limit`` dataflows hydrate at once on a replica (spec §3.5).
+"""Sequential hydration: at most ``limit`` dataflows hydrate at once on a replica.
 
 Hydrating a dataflow (computing its initial snapshot) is the most expensive thing a replica
 does; hydrating hundreds at once after a restart thrashes it. The gate sits between the

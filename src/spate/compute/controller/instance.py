@@ -1,4 +1,4 @@
-"""A compute instance as a sans-I/O state machine (spec §4.2, §5.5–§5.14).
+"""A compute instance as a sans-I/O state machine.
 
 Events in — API calls (``create_dataflow``, ``peek``, …), replica responses tagged
 ``(replica, epoch)`` (``handle_response``), replica connection events (``replica_connected``,
@@ -12,7 +12,7 @@ Each entry point validates everything first; a call that raises changed nothing.
 changes arriving while an entry point runs are queued and applied when it ends, in order, so
 the state is never observed half-updated.
 
-Guarantees (checked by the unit tests of spec §10 and the stateful property test):
+Guarantees (checked by the scenario tests and the stateful property test):
 
 * the since of a collection never passes an outstanding read hold, and neither the since nor
   the global write frontier ever regresses;
@@ -325,7 +325,7 @@ class Instance:
     # -- replicas --------------------------------------------------------------------------------
 
     def add_replica(self, id: ReplicaId, config: ReplicaConfig) -> None:
-        """Connect replica ``id`` and replay the reduced history to it (spec §4.2)."""
+        """Connect replica ``id`` and replay the reduced history to it."""
         self.check_live()
         if id in self.replicas:
             raise ReplicaExists(self.id, id)
@@ -543,7 +543,7 @@ class Instance:
     # -- maintenance -------------------------------------------------------------------------------
 
     def maintain(self) -> None:
-        """One maintenance pass (spec §5.14): rehydrate failed replicas, downgrade warmup holds,
+        """One maintenance pass: rehydrate failed replicas, downgrade warmup holds,
         schedule collections whose inputs are ready, clean up dropped collections."""
         if self.shut_down:
             return

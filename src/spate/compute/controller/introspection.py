@@ -1,4 +1,4 @@
-"""Introspection values the compute controller returns through its API (spec §5.15).
+"""Introspection values the compute controller returns through its API.
 
 Snapshots, not live views: each call builds new frozen values from the instance's state.
 """
@@ -88,7 +88,7 @@ def collection_frontiers(inst: Instance, id: GlobalId) -> CollectionFrontiers:
 
 
 def collection_hydrated(inst: Instance, id: GlobalId) -> bool:
-    """Hydrated on some replica; trivially true without replicas (spec §5.7)."""
+    """Hydrated on some replica; trivially true without replicas."""
     inst.collection(id)
     if not inst.replicas:
         return True

@@ -1,4 +1,4 @@
-"""The maintenance pass of an instance (spec §5.14), after rehydration of failed replicas.
+"""The maintenance pass of an instance, after rehydration of failed replicas.
 
 * **Input holds** — each replica's per-input holds move to the least input frontier it
   reported (O(collections) per replica, only when something moved).
@@ -6,9 +6,9 @@
   a replica added now gets an as_of it can compute at once; sinks whose upper is ``{}``
   release it. Each distinct dependency set is evaluated once per pass.
 * **Scheduling** — a collection is scheduled once every input's upper is beyond its as_of
-  (transient ones at once; spec §5.6).
+  (transient ones at once).
 * **Cleanup** — a dropped collection is removed once nothing holds it and every replica
-  reported all its frontiers as ``{}`` (spec §5.9).
+  reported all its frontiers as ``{}``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def move_input_holds(inst: Instance) -> None:
 
 
 def downgrade_warmup_holds(inst: Instance) -> None:
-    """Warmup holds follow ``min(dependency upper - 1)`` (spec §5.8); released for sinks
+    """Warmup holds follow ``min(dependency upper - 1)``; released for sinks
     whose upper is ``{}``. Each dependency set is evaluated once per pass."""
     targets: dict[tuple[tuple[GlobalId, bool], ...], Frontier] = {}
     for c in inst.collections.values():
@@ -61,7 +61,7 @@ def _warmup_target(inst: Instance, deps: tuple[tuple[GlobalId, bool], ...]) -> F
 
 
 def maybe_schedule(inst: Instance, c: CollectionState) -> None:
-    """Schedule ``c`` once every input's upper is beyond its as_of (spec §5.6)."""
+    """Schedule ``c`` once every input's upper is beyond its as_of."""
     if c.scheduled or c.since().is_empty():
         inst.unscheduled.pop(c.id, None)
         return

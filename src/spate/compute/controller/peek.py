@@ -1,4 +1,4 @@
-"""Pending peeks of an instance (spec §5.10).
+"""Pending peeks of an instance.
 
 A peek holds a read hold on its target at ``{timestamp}`` from the moment it is issued until it
 is finished, so no replica can be asked to read compacted data. Finishing a peek — by the first
@@ -143,7 +143,7 @@ def issue_peek(
     target_replica: ReplicaId | None,
     requested_at_ms: int,
 ) -> None:
-    """Validate and issue a peek (spec §5.10 steps 1–2); raises before changing anything."""
+    """Validate and issue a peek ; raises before changing anything."""
     inst.check_live()
     if isinstance(timestamp, bool) or not isinstance(timestamp, int):
         raise InvalidPeek(f"peek {uuid}: timestamp must be an int, got {timestamp!r}")

@@ -1,4 +1,4 @@
-"""One replica of a compute instance, as the instance's state machine sees it (spec §4.2, §5.7).
+"""One replica of a compute instance, as the instance's state machine sees it.
 
 A replica is identified by ``(replica id, epoch)``: every (re)connection is a new *epoch*, and
 responses tagged with another epoch are stale and dropped. The state kept per replica:

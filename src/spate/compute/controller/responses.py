@@ -1,4 +1,4 @@
-"""What the compute controller tells its caller (spec §5.3).
+"""What the compute controller tells its caller.
 
 ``ComputeController.process()`` returns at most one :data:`ComputeControllerResponse` per call:
 

@@ -1,4 +1,4 @@
-"""Active subscribes of an instance, deduplicated across replicas (spec §5.11).
+"""Active subscribes of an instance, deduplicated across replicas.
 
 Every replica runs every subscribe dataflow and streams contiguous batches ``[lower, upper)``.
 The controller tracks one frontier per subscribe, starting at the minimum. A batch from an

@@ -1,8 +1,8 @@
 """Structural checks of a ``DataflowDescription`` before the controller accepts it.
 
 A dataflow that fails these checks is refused with :class:`InvalidDataflow` before any state
-changes or any command is sent (reliability.md B3.5: "duplicate export id; objects not
-topologically ordered → InvalidDataflow at the controller, before sending").
+changes or any command is sent: a duplicate export id or objects out of topological order
+are the caller's mistake, caught at the controller rather than on every replica.
 
 Checked: at least one export; export ids unique and distinct from import ids and built ids;
 import ids unique; ``objects_to_build`` ids unique and each object reads only imports and

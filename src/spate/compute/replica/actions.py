@@ -31,7 +31,7 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Halt:
-    """Stop the process: continuing would risk wrong results (spec §4.3, incompatible config)."""
+    """Stop the process: continuing would risk wrong results (an incompatible configuration)."""
 
     reason: str
 

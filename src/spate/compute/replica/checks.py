@@ -1,4 +1,4 @@
-"""Checking a compute replica's responses against its obligations (spec §3.2), as they arrive.
+"""Checking a compute replica's responses against its obligations, as they arrive.
 
 :class:`ResponseChecker` is pure: it is told every command sent on one connection
 (:meth:`~ResponseChecker.sent`) and every response received (:meth:`~ResponseChecker.received`),

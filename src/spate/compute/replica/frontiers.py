@@ -1,4 +1,4 @@
-"""Frontier reporting that never regresses (spec §3.2, §4.3 step 7).
+"""Frontier reporting that never regresses.
 
 A replica reports three frontiers per index or materialized-view export (write, input,
 output). For each kind, a :class:`FrontierReporter` decides whether a new value may be sent:

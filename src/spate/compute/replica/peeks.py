@@ -22,7 +22,7 @@ from spate.protocol.compute import Peek, PeekError, PeekResponse, PeekRows
 
 
 def read_before_since(id: GlobalId, since: Frontier, timestamp: int) -> str:
-    """The answer to a peek below an arrangement's compaction frontier (spec §10 scenario 2)."""
+    """The answer to a peek below an arrangement's compaction frontier."""
     return (
         f"arrangement {id}: compaction frontier {since} is beyond the time of the attempted "
         f"read ({timestamp})"

@@ -1,4 +1,4 @@
-"""Replica-side reconciliation (spec §4.3): which running dataflows a new controller can reuse.
+"""Replica-side reconciliation: which running dataflows a new controller can reuse.
 
 When a controller (re)connects, it replays its reduced history. The replica compares every
 ``CreateDataflow`` of that history with the dataflows it is already running, matched by their

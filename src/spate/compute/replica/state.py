@@ -10,7 +10,7 @@ driven by three kinds of calls, each returning the actions the driver must perfo
   first (``StageViolation`` closes the connection and nothing is applied);
 * ``handle(event)`` — the driver reports progress of dataflows, sinks and peeks.
 
-Obligations kept here (spec §3, §4.3), each tested in ``tests/compute/replica``:
+Obligations kept here, each tested in ``tests/compute/replica``:
 
 * **Stages.** Commands of the initialization stage are buffered; at ``InitializationComplete``
   the replica *reconciles* (:mod:`spate.compute.replica.reconcile`): compatible running

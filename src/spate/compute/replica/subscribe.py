@@ -3,7 +3,7 @@
 A subscribe export of a dataflow with ``as_of = a`` receives, after each step of the dataflow
 from upper ``l`` to upper ``u``, the sink's consolidated updates with times in ``[l, u)`` (the
 first step's updates include the snapshot at ``a``, at time ``a``). :class:`SubscribeState`
-emits batches such that (spec §3.2):
+emits batches such that:
 
 * consecutive batches are contiguous, increasing, non-empty intervals: the first one starts at
   ``{0}`` (the minimum) and each next ``lower`` is the previous ``upper``;

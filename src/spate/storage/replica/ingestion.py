@@ -1,4 +1,4 @@
-"""Running one ingestion: reclocking a source into persist, exactly once (spec §6, issue 8).
+"""Running one ingestion: reclocking a source into persist, exactly once.
 
 The source's resume point is *bound* to timestamps in the ingestion's remap collection; the data
 follows the bindings. Every step:

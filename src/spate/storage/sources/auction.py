@@ -1,4 +1,4 @@
-"""AUCTION: Nexmark persons, auctions and bids (``reference/nexmark.md`` §1.2).
+"""AUCTION: persons, auctions and bids in the shape of the Nexmark benchmark.
 
 Event ``n`` (0-based) is a person when ``n mod 50 == 0``, an auction when ``n mod 50`` is 1–3,
 and a bid otherwise: every 50 events hold 1 person, 3 auctions and 46 bids. Every value of event
