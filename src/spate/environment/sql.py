@@ -31,6 +31,7 @@ from spate.environment.catalog import (
     item_desc,
     kind_of,
 )
+from spate.environment.reads import check_isolation
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Get, RelationExpr
 from spate.repr.arrow import data_schema
@@ -283,7 +284,7 @@ def _read(
         target,
         as_of=as_of,
         cluster=session.cluster,
-        isolation=session.isolation,
+        isolation=check_isolation(session.isolation),
         timeout=session.read_timeout(),
     )
 
