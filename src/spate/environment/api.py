@@ -192,8 +192,13 @@ class Environment:
 
     # -- clusters --------------------------------------------------------------------------------
 
-    def create_cluster(self, name: str, *, replicas: int | Sequence[str] = 1) -> None:
-        """Create a compute cluster with ``replicas`` replica processes (a count, or names).
+    def create_cluster(
+        self, name: str, *, replicas: int | Sequence[str] | Mapping[str, str] = 1
+    ) -> None:
+        """Create a compute cluster with ``replicas``: a count or names of local replica
+        processes, or ``{"r1": "host:port", ...}``: replicas started elsewhere (``spate replica
+        --role compute --listen host:port``), which the controller connects to and supervises
+        (health, reconnection, rehydration) like local ones.
 
         Every replica runs every dataflow of the cluster; reads are answered by the first that
         can. Raises :class:`~spate.errors.NameExists` when the name is taken.
@@ -202,18 +207,22 @@ class Environment:
 
             env.create_cluster("c", replicas=2)          # replicas r1 and r2
             env.create_cluster("d", replicas=["a", "b"])
+            env.create_cluster("e", replicas={"r1": "10.0.0.8:6875"})
         """
         names = clusters.replica_names(replicas)
-        self._run(clusters.create_cluster(self.runtime, name, names))
+        addresses = dict(replicas) if isinstance(replicas, Mapping) else None
+        self._run(clusters.create_cluster(self.runtime, name, names, addresses))
 
-    def add_replica(self, cluster: str, name: str) -> None:
-        """Add replica ``name`` to ``cluster``; it hydrates every dataflow of the cluster.
+    def add_replica(self, cluster: str, name: str, *, address: str | None = None) -> None:
+        """Add replica ``name`` to ``cluster`` (a local process, or the one started elsewhere
+        listening at ``address``); it hydrates every dataflow of the cluster.
 
         Example::
 
             env.add_replica("c", "r3")
+            env.add_replica("c", "r4", address="10.0.0.9:6875")
         """
-        self._run(clusters.add_replica(self.runtime, cluster, name))
+        self._run(clusters.add_replica(self.runtime, cluster, name, address))
 
     def drop_replica(self, cluster: str, name: str) -> None:
         """Stop replica ``name`` of ``cluster`` and forget it; the other replicas keep serving.

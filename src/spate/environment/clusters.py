@@ -1,17 +1,20 @@
 """Clusters and replicas: catalog entries, compute instances, and replica processes.
 
 A cluster is a compute instance; each of its replicas is a ``spate replica --role compute``
-process started by the orchestrator (service ``<cluster>-<replica>``) and connected to by the
-compute controller, which replays the instance's history to it. Sources and sinks run on one
-storage instance with one storage replica (service ``storage-r0``), started when the first
-source or sink needs it.
+process started by the orchestrator (service ``<cluster>-<replica>``), or placed elsewhere (a
+``HOST:PORT`` where someone else started it, see :mod:`.placement`), and connected to by the
+compute controller, which replays the instance's history to it and reconnects (rehydrating)
+whenever the connection breaks. Sources and sinks run on one storage instance with one storage
+replica (service ``storage-r0``), started when the first source or sink needs it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Mapping, Sequence
 
 from spate.compute.controller.replica import ReplicaConfig, ReplicaLocation
+from spate.environment import placement
 from spate.environment.catalog import CatalogState, ClusterItem, ReplicaItem
 from spate.environment.runtime import STORAGE_INSTANCE, STORAGE_REPLICA, Runtime
 from spate.environment.services import compute_replica_service, storage_replica_service
@@ -27,9 +30,16 @@ def service_name(cluster: str, replica: str) -> str:
     return f"{cluster}-{replica}"
 
 
+def replica_address(rt: Runtime, cluster: str, replica: str) -> str | None:
+    """Where ``cluster``'s ``replica`` was placed (settings first), or ``None``: local."""
+    configured = rt.settings.placement(cluster).get(replica)
+    return configured or placement.load(rt.persist.consensus).address(cluster, replica)
+
+
 async def start_compute_replica(rt: Runtime, cluster: ClusterItem, replica: ReplicaItem) -> None:
+    address = await asyncio.to_thread(replica_address, rt, cluster.name, replica.name)
     config = compute_replica_service(
-        rt.layout, rt.settings, cluster=cluster.name, replica=str(replica.id)
+        rt.layout, rt.settings, cluster=cluster.name, replica=str(replica.id), address=address
     )
     service = await rt.orchestrator.ensure_service(service_name(cluster.name, replica.name), config)
     host, port = service.address()
@@ -52,13 +62,20 @@ async def ensure_storage_replica(rt: Runtime) -> None:
     rt.storage_replica_started = True
 
 
-async def create_cluster(rt: Runtime, name: str, replicas: Sequence[str]) -> ClusterItem:
+async def create_cluster(
+    rt: Runtime, name: str, replicas: Sequence[str], addresses: Mapping[str, str] | None = None
+) -> ClusterItem:
+    """A cluster with ``replicas``; those named in ``addresses`` are placed there."""
+    addresses = dict(addresses or {})
+
     def change(state: CatalogState) -> CatalogState:
         state, _ = state.add_cluster(name)
         for r in replicas:
             state, _ = state.add_replica(name, r)
         return state
 
+    change(rt.catalog)  # validate before anything is durable
+    await _place(rt, name, addresses)
     rt.commit(change)
     cluster = rt.catalog.cluster(name)
     rt.compute.create_instance(cluster.instance)
@@ -67,7 +84,29 @@ async def create_cluster(rt: Runtime, name: str, replicas: Sequence[str]) -> Clu
     return cluster
 
 
-async def add_replica(rt: Runtime, cluster_name: str, name: str) -> ReplicaItem:
+async def _place(rt: Runtime, cluster: str, addresses: Mapping[str, str | None]) -> None:
+    """Record (or clear: ``None``) where ``cluster``'s replicas are placed, before the catalog
+    names them: a replica the catalog names is then never started in the wrong place."""
+    doc = placement.document(rt.persist.consensus)
+
+    def change(current: placement.Placement | None) -> placement.Placement:
+        p = current or placement.Placement()
+        for replica, address in addresses.items():
+            p = p.with_address(cluster, replica, address)
+        return p
+
+    for address in addresses.values():  # validate first
+        if address is not None:
+            placement.split_address(address)
+    if addresses or any(c == cluster for c, _, _ in placement.load(rt.persist.consensus).addresses):
+        await asyncio.to_thread(doc.update, change)
+
+
+async def add_replica(
+    rt: Runtime, cluster_name: str, name: str, address: str | None = None
+) -> ReplicaItem:
+    rt.catalog.add_replica(cluster_name, name)  # validate before anything is durable
+    await _place(rt, cluster_name, {name: address})
     rt.commit(lambda s: s.add_replica(cluster_name, name)[0])
     cluster = rt.catalog.cluster(cluster_name)
     replica = cluster.replica(name)
@@ -81,6 +120,7 @@ async def drop_replica(rt: Runtime, cluster_name: str, name: str) -> None:
     rt.commit(lambda s: s.remove_replica(cluster_name, name))
     rt.compute.drop_replica(cluster.instance, replica.id)
     await rt.orchestrator.drop_service(service_name(cluster_name, name))
+    await _place(rt, cluster_name, {name: None})
 
 
 async def drop_cluster(rt: Runtime, name: str) -> None:
@@ -90,6 +130,7 @@ async def drop_cluster(rt: Runtime, name: str) -> None:
         rt.compute.drop_replica(cluster.instance, replica.id)
         await rt.orchestrator.drop_service(service_name(name, replica.name))
     rt.compute.drop_instance(cluster.instance)
+    await _place(rt, name, {r.name: None for r in cluster.replicas})
 
 
 async def restore_clusters(rt: Runtime) -> None:
@@ -100,9 +141,15 @@ async def restore_clusters(rt: Runtime) -> None:
             await start_compute_replica(rt, cluster, replica)
 
 
-def replica_names(count_or_names: int | Sequence[str]) -> list[str]:
-    """``r1..rN`` for a count ``N >= 0``, or the names given."""
-    check_argument(count_or_names, (int, list, tuple), "replicas (a count or names)")
+def replica_names(count_or_names: int | Sequence[str] | Mapping[str, str]) -> list[str]:
+    """``r1..rN`` for a count ``N >= 0``, or the names given (the keys of a placement)."""
+    check_argument(
+        count_or_names, (int, list, tuple, dict), "replicas (a count, names or addresses)"
+    )
+    if isinstance(count_or_names, Mapping):
+        for a in count_or_names.values():
+            check_argument(a, str, "a replica address (HOST:PORT)")
+        count_or_names = list(count_or_names)
     if isinstance(count_or_names, int):
         if count_or_names < 0:
             raise InvalidArgumentValue(

@@ -42,9 +42,10 @@ def _spark_args(settings: Settings, cluster: str) -> list[str]:
 
 
 def compute_replica_service(
-    layout: Layout, settings: Settings, *, cluster: str, replica: str
+    layout: Layout, settings: Settings, *, cluster: str, replica: str, address: str | None = None
 ) -> ServiceConfig:
-    """``spate replica --role compute`` for one replica of ``cluster``."""
+    """``spate replica --role compute`` for one replica of ``cluster``; with ``address``
+    (``HOST:PORT``), one placed elsewhere, listening there (its command is only shown)."""
     loc = layout.location()
     return ServiceConfig(
         argv=(
@@ -55,11 +56,11 @@ def compute_replica_service(
             "--role",
             "compute",
             "--listen",
-            "127.0.0.1:{port:listen}",
+            address or "127.0.0.1:{port:listen}",
             "--secret-file",
             str(layout.secret_file),
             "--scratch-dir",
-            f"{SERVICE_DIR_PLACEHOLDER}/scratch",
+            f"{SERVICE_DIR_PLACEHOLDER}/scratch" if address is None else "SCRATCH_DIR",
             "--blob-uri",
             loc.blob_uri,
             "--consensus-uri",
@@ -71,11 +72,14 @@ def compute_replica_service(
             *_spark_args(settings, cluster),
         ),
         env=child_env(settings),
+        address=address,
     )
 
 
 def storage_replica_service(layout: Layout, settings: Settings, replica: str) -> ServiceConfig:
-    """``spate replica --role storage``: runs sources and sinks."""
+    """``spate replica --role storage``: runs sources and sinks (placed elsewhere when the
+    settings name ``replicas.storage``)."""
+    address = settings.replicas.storage
     loc = layout.location()
     return ServiceConfig(
         argv=(
@@ -86,7 +90,7 @@ def storage_replica_service(layout: Layout, settings: Settings, replica: str) ->
             "--role",
             "storage",
             "--listen",
-            "127.0.0.1:{port:listen}",
+            address or "127.0.0.1:{port:listen}",
             "--secret-file",
             str(layout.secret_file),
             "--secrets-dir",
@@ -101,6 +105,7 @@ def storage_replica_service(layout: Layout, settings: Settings, replica: str) ->
             f"{settings.replicas.grace_period_s:g}",
         ),
         env=child_env(settings),
+        address=address,
     )
 
 

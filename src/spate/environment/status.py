@@ -151,6 +151,9 @@ def collect(rt: Runtime) -> EnvironmentStatus:
             try:
                 process = rt.orchestrator.status(service)
                 restarts = rt.orchestrator.restarts(service)
+                placed = rt.orchestrator.placed(service)
+                if placed is not None:
+                    process = f"at {placed}"
             except (ServiceMissing, KeyError):
                 process, restarts = "missing", 0
             replicas.append(

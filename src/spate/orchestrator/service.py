@@ -10,7 +10,8 @@ environment or logs.
 
 ``watch_services()`` yields ``ServiceEvent``s: ``online`` when a process accepts connections on
 its first port, ``offline`` when it exits (with the reason). A crashed service is restarted with
-exponential backoff.
+exponential backoff. A service *placed elsewhere* (``ServiceConfig.address``) is only
+registered: every orchestrator reports it ``online`` at that address and runs nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class ServiceConfig:
     argv: tuple[str, ...]
     ports: tuple[str, ...] = ("listen",)
     env: Mapping[str, str] = field(default_factory=dict)
+    address: str | None = None
+    """``HOST:PORT`` of a service *placed elsewhere*: started by someone else (the user,
+    systemd, a cluster manager) with ``argv`` (shown, never run), listening there on its first
+    port. The orchestrator runs nothing and stops nothing; the controller that connects to it
+    supervises it (health, reconnection, rehydration)."""
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -58,9 +64,11 @@ class ServiceConfig:
             raise ServiceError("a service needs at least one named port")
         if len(set(self.ports)) != len(self.ports):
             raise ServiceError(f"duplicate port names: {', '.join(self.ports)}")
+        if self.address is not None:
+            split_address(self.address)
 
     def __hash__(self) -> int:
-        return hash((self.argv, self.ports, tuple(sorted(self.env.items()))))
+        return hash((self.argv, self.ports, tuple(sorted(self.env.items())), self.address))
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -68,7 +76,16 @@ class ServiceConfig:
             and self.argv == other.argv
             and self.ports == other.ports
             and dict(self.env) == dict(other.env)
+            and self.address == other.address
         )
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT``) as ``(host, port)``; ``ServiceError`` if malformed."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ServiceError(f"a service address must be HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """Supervision shared by the orchestrators: restart with backoff, online/offline events.
 
 A subclass says how to run a service once (``_run_once``, returning the reason it ended) and how
-to stop it (``_stop``); this base keeps the registry, the events and the restart loop.
+to stop it (``_stop``); this base keeps the registry, the events and the restart loop, and the
+services placed elsewhere (``ServiceConfig.address``), which it only registers. Another kind
+of orchestrator (Kubernetes: a pod per service, its DNS name as the host) is another subclass.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from spate.orchestrator.service import (
     ServiceEvent,
     ServiceMissing,
     ServiceStatus,
+    split_address,
 )
 from spate.tasks import cancel_and_wait
 
@@ -45,6 +48,8 @@ class Supervised:
     events: list[ServiceEvent] = field(default_factory=list)
     handle: object = None
     """Whatever the orchestrator needs to stop the current run (a Process, a Task)."""
+    placed: bool = False
+    """Started elsewhere (``ServiceConfig.address``): never run or stopped here."""
 
 
 class EventStream:
@@ -119,10 +124,27 @@ class Supervisor(ABC):
             if existing.config == config:
                 return existing.service
             await self.drop_service(name, remove_files=False)
+        if config.address is not None:
+            sup = self._placed(name, config, config.address)
+            self._services[name] = sup
+            self._emit(sup, "online", None, f"placed at {config.address}")
+            return sup.service
         sup = self._prepare(name, config)
         self._services[name] = sup
         sup.task = asyncio.create_task(self._supervise(sup), name=f"supervise-{name}")
         return sup.service
+
+    @staticmethod
+    def _placed(name: str, config: ServiceConfig, address: str) -> Supervised:
+        """A service started elsewhere: registered, never run (no directory, no process)."""
+        host, port = split_address(address)
+        service = Service(name, host, {config.ports[0]: port}, secret_file="")
+        return Supervised(name, config, service, Path(), list(config.argv), placed=True)
+
+    def placed(self, name: str) -> str | None:
+        """``HOST:PORT`` if ``name`` is a service placed elsewhere, else ``None``."""
+        sup = self._services.get(name)
+        return None if sup is None or not sup.placed else sup.config.address
 
     async def drop_service(self, name: str, *, remove_files: bool = True) -> None:
         """Stop ``name`` for good and forget it."""
@@ -130,6 +152,9 @@ class Supervisor(ABC):
         if sup is None:
             known = ", ".join(sorted(self._services)) or "-"
             raise ServiceMissing(f"service {name!r} does not exist; services: {known}")
+        if sup.placed:
+            self._emit(sup, "offline", None, "dropped (it keeps running where it was placed)")
+            return
         await self._cancel(sup)
         was_up = sup.status == "online" or sup.pid is not None
         pid = sup.pid
@@ -169,7 +194,7 @@ class Supervisor(ABC):
         self._closed = True
         for sup in list(self._services.values()):
             await self._cancel(sup)
-            if stop_services:
+            if stop_services and not sup.placed:
                 await self._stop(sup)
         self._services.clear()
 
