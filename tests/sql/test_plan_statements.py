@@ -144,3 +144,56 @@ def test_numeric_types_follow_postgres(cat: MemoryCatalog) -> None:
     assert isinstance(s, st.Select)
     types = [str(c.type) for c in s.plan.desc.columns[: s.width]]
     assert types == [str(numeric(38, 1)), "int64", str(numeric(38, 16))]
+
+
+def test_secrets_connections_sources_and_sinks(cat: MemoryCatalog) -> None:
+    s = one("CREATE SECRET pgpass AS 'hunter2'", cat)
+    assert s == st.CreateSecret(s.sql, "pgpass", "hunter2")
+    assert "hunter2" not in repr(st.CreateSecret) and s.value == "hunter2"
+    cat.add("pgpass", None, "secret")
+    s = one(
+        "CREATE CONNECTION pg TO POSTGRES (HOST 'localhost', PORT 5432, USER 'postgres', "
+        "PASSWORD SECRET pgpass, DATABASE 'shop')",
+        cat,
+    )
+    assert isinstance(s, st.CreateConnection) and s.password_secret == "pgpass"
+    assert dict(s.options) == {
+        "host": "localhost", "port": "5432", "user": "postgres", "database": "shop"
+    }  # fmt: skip
+    cat.add("pg", None, "connection")
+    s = one(
+        "CREATE SOURCE shop FROM POSTGRES CONNECTION pg (PUBLICATION 'mz') FOR TABLES (orders)", cat
+    )
+    assert isinstance(s, st.CreateSource) and s.kind == "postgres"
+    assert (s.connection, s.tables, dict(s.options)) == (
+        "pg",
+        ("public.orders",),
+        {"publication": "mz"},
+    )
+    s = one(
+        "CREATE SOURCE auction FROM LOAD GENERATOR AUCTION (TICK INTERVAL '500ms') FOR ALL TABLES",
+        cat,
+    )
+    assert isinstance(s, st.CreateSource)
+    assert dict(s.options) == {"generator": "auction", "tick interval": "500ms"}
+    s = one(
+        "CREATE SOURCE ev (id bigint NOT NULL, body text) FROM FILES (PATH '/in', FORMAT 'csv')",
+        cat,
+    )
+    assert isinstance(s, st.CreateSource) and s.desc is not None
+    assert s.desc.names == ("id", "body") and not s.desc.columns[0].nullable
+    s = one(
+        "CREATE SINK out FROM bids INTO POSTGRES CONNECTION pg (TABLE 'out', KEY (auction))", cat
+    )
+    assert isinstance(s, st.CreateSink) and dict(s.options) == {"table": "out", "key": "auction"}
+    s = one("CREATE SINK pq FROM bids INTO PARQUET (PATH '/out')", cat)
+    assert isinstance(s, st.CreateSink) and s.kind == "parquet"
+    for bad in (
+        "CREATE SOURCE x FROM LOAD GENERATOR NOPE",
+        "CREATE SOURCE x FROM POSTGRES CONNECTION nope (PUBLICATION 'p')",
+        "CREATE CONNECTION c2 TO POSTGRES (HOST 'h', PASSWORD SECRET nope)",
+        "CREATE SINK k FROM nosuch INTO PARQUET (PATH '/x')",
+        "CREATE SOURCE x FROM FILES (PATH '/in', FORMAT 'csv')",
+    ):
+        with pytest.raises(SqlError):
+            plan_statements(bad, cat)

@@ -542,7 +542,7 @@ class Environment:
         if self._sql is None:
             self._sql = (
                 sql_exec.Session(),
-                sql_exec.Definitions(self.runtime.layout.data_dir),
+                sql_exec.Definitions(self.runtime.layout.data_dir, self.runtime.layout.secrets()),
             )
         session, definitions = self._sql
         return sql_exec.run(self, text, dialect, session, definitions)

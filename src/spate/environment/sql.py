@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import quote
 
 import pyarrow as pa
 
@@ -34,6 +35,19 @@ from spate.environment.catalog import (
 from spate.environment.reads import check_isolation
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Get, RelationExpr
+from spate.protocol.secret import Secret, SecretRef
+from spate.protocol.storage_desc import (
+    FileFormat,
+    FileSource,
+    LoadGenerator,
+    LoadGeneratorSource,
+    ParquetSinkConnection,
+    PostgresSinkConnection,
+    PostgresSinkMode,
+    PostgresSource,
+    SinkConnection,
+    SourceConnection,
+)
 from spate.repr.arrow import data_schema
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
@@ -41,6 +55,7 @@ from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject
+from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -80,9 +95,10 @@ class Session:
 class EnvironmentCatalog:
     """The planner's view of an environment's catalog (:class:`spate.sql.Catalog`)."""
 
-    def __init__(self, env: Environment, definitions: dict[str, str]) -> None:
+    def __init__(self, env: Environment, sql: Definitions) -> None:
         self.state = env.runtime.catalog
-        self.definitions = definitions
+        self.sql = sql
+        self.definitions = sql.items
 
     def _object(self, item: Any) -> CatalogObject:
         kind = kind_of(item)
@@ -105,33 +121,58 @@ class EnvironmentCatalog:
 
     def lookup(self, name: str) -> CatalogObject | None:
         item = self.state.find(name)
-        return None if item is None else self._object(item)
+        if item is not None:
+            return self._object(item)
+        if name in self.sql.secrets:
+            return CatalogObject(name, "secret", create_sql=self.definitions.get(name))
+        if name in self.sql.connections:
+            return CatalogObject(name, "connection", create_sql=self.definitions.get(name))
+        return None
 
     def objects(self) -> Sequence[CatalogObject]:
-        return [self._object(i) for i in self.state]
+        out = [self._object(i) for i in self.state]
+        out += [CatalogObject(n, "secret") for n in self.sql.secrets]
+        out += [CatalogObject(n, "connection") for n in self.sql.connections]
+        return out
 
     def cluster_names(self) -> Sequence[str]:
         return [c.name for c in self.state.clusters]
 
 
 class Definitions:
-    """``name -> CREATE statement`` of objects made in SQL, in the data directory."""
+    """What SQL keeps beside the catalog, in ``<data_dir>/sql/definitions.json``: the CREATE
+    statement of each object made in SQL (for SHOW CREATE), the secrets (by reference: their
+    values are in the secrets directory) and the connections (their options, the name of their
+    password secret)."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, secrets: SecretsDir) -> None:
         self.path = data_dir / "sql" / "definitions.json"
+        self.secrets_dir = secrets
         self.items: dict[str, str] = {}
+        self.secrets: dict[str, str] = {}
+        self.connections: dict[str, dict[str, Any]] = {}
         if self.path.exists():
-            self.items = dict(json.loads(self.path.read_text()))
+            doc = json.loads(self.path.read_text())
+            self.items = dict(doc.get("definitions", {}))
+            self.secrets = dict(doc.get("secrets", {}))
+            self.connections = dict(doc.get("connections", {}))
 
     def set(self, name: str, sql: str | None) -> None:
         if sql is None:
             self.items.pop(name, None)
         else:
             self.items[name] = sql
+        self.save()
+
+    def save(self) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.items, indent=1, sort_keys=True))
+        doc = {"definitions": self.items, "secrets": self.secrets, "connections": self.connections}
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
+
+    def secret_value(self, name: str) -> str:
+        return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()
 
 
 def run(env: Environment, text: str, dialect: str, session: Session, defs: Definitions) -> Result:
@@ -139,7 +180,7 @@ def run(env: Environment, text: str, dialect: str, session: Session, defs: Defin
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
-        stmt = plan_statement(parsed, EnvironmentCatalog(env, defs.items))
+        stmt = plan_statement(parsed, EnvironmentCatalog(env, defs))
         result = execute(env, stmt, session, defs)
     return result
 
@@ -213,6 +254,12 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
             if session.cluster == stmt.name:
                 session.cluster = None
             return None
+        case st.CreateSecret() | st.CreateConnection() | st.CreateSource() | st.CreateSink():
+            _create_external(env, stmt, defs)
+            return None
+        case st.DropObjects() if stmt.kind in ("secret", "connection"):
+            _drop_external(stmt, defs)
+            return None
         case st.DropObjects():
             for name in stmt.names:
                 if env.runtime.catalog.find(name) is None:
@@ -234,6 +281,129 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _create_external(env: Environment, stmt: st.Statement, defs: Definitions) -> None:
+    if isinstance(stmt, st.CreateSecret):
+        if stmt.if_not_exists and stmt.name in defs.secrets:
+            return
+        ref = defs.secrets_dir.put(Secret(stmt.value))
+        defs.secrets[stmt.name] = ref.id
+        defs.items[stmt.name] = f"CREATE SECRET {stmt.name} AS '********'"
+        defs.save()
+        return
+    if isinstance(stmt, st.CreateConnection):
+        defs.connections[stmt.name] = {
+            "options": dict(stmt.options),
+            "secret": stmt.password_secret,
+        }
+        defs.items[stmt.name] = stmt.sql
+        defs.save()
+        return
+    if isinstance(stmt, st.CreateSource):
+        connection, tables = _source_connection(stmt, defs)
+        env.create_source(stmt.name, connection, tables=tables, desc=stmt.desc)
+        defs.set(stmt.name, stmt.sql)
+        return
+    assert isinstance(stmt, st.CreateSink)
+    env.create_sink(stmt.name, from_=stmt.from_, connection=_sink_connection(stmt, defs))
+    defs.set(stmt.name, stmt.sql)
+
+
+def _drop_external(stmt: st.DropObjects, defs: Definitions) -> None:
+    for name in stmt.names:
+        if stmt.kind == "secret":
+            users = [c for c, v in defs.connections.items() if v.get("secret") == name]
+            if users and not stmt.cascade:
+                raise SqlError(
+                    f'cannot drop secret "{name}": connection {", ".join(users)} uses it',
+                    sqlstate="2BP01",
+                )
+            for c in users:
+                defs.connections.pop(c, None)
+            ref = defs.secrets.pop(name, None)
+            if ref is not None:
+                defs.secrets_dir.delete(SecretRef(ref))
+        else:
+            defs.connections.pop(name, None)
+        defs.items.pop(name, None)
+    defs.save()
+
+
+def _postgres_url(defs: Definitions, name: str) -> Secret:
+    conn = defs.connections[name]
+    opts: dict[str, str] = conn["options"]
+    user = quote(opts.get("user", "postgres"), safe="")
+    password = ""
+    if conn.get("secret"):
+        password = ":" + quote(defs.secret_value(conn["secret"]), safe="")
+    host = opts["host"]
+    port = f":{opts['port']}" if "port" in opts else ""
+    database = quote(opts.get("database", "postgres"), safe="")
+    query = f"?sslmode={quote(opts['sslmode'], safe='')}" if "sslmode" in opts else ""
+    return Secret(f"postgresql://{user}{password}@{host}{port}/{database}{query}")
+
+
+def _source_connection(
+    stmt: st.CreateSource, defs: Definitions
+) -> tuple[SourceConnection, list[str] | None]:
+    opts = dict(stmt.options)
+    if stmt.kind == "load-generator":
+        kwargs: dict[str, Any] = {}
+        if "tick interval" in opts:
+            kwargs["tick_interval_ms"] = _duration_ms(str(opts["tick interval"]))
+        for key, field_name in (
+            ("rows per tick", "rows_per_tick"),
+            ("seed", "seed"),
+            ("max cardinality", "max_cardinality"),
+            ("ticks", "ticks"),
+        ):
+            if key in opts:
+                kwargs[field_name] = int(opts[key])
+        if "scale factor" in opts:
+            kwargs["scale_factor"] = float(opts["scale factor"])
+        generator = LoadGenerator(str(opts["generator"]))
+        return LoadGeneratorSource(generator, **kwargs), None
+    if stmt.kind == "postgres":
+        assert stmt.connection is not None
+        slot = str(opts.get("slot", f"spate_{stmt.name}"))
+        source = PostgresSource(
+            _postgres_url(defs, stmt.connection), str(opts["publication"]), slot
+        )
+        return source, list(stmt.tables) if stmt.tables is not None else None
+    fmt = FileFormat(str(opts["format"]).lower())
+    kwargs = {}
+    if "pattern" in opts:
+        kwargs["pattern"] = str(opts["pattern"])
+    if "header" in opts:
+        kwargs["csv_header"] = opts["header"] is True or str(opts["header"]).lower() == "true"
+    if "poll interval" in opts:
+        kwargs["poll_interval_ms"] = _duration_ms(str(opts["poll interval"]))
+    return FileSource(str(opts["path"]), fmt, **kwargs), None
+
+
+def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
+    opts = dict(stmt.options)
+    if stmt.kind == "parquet":
+        return ParquetSinkConnection(str(opts["path"]))
+    assert stmt.connection is not None
+    key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
+    mode = PostgresSinkMode(str(opts.get("mode", "upsert" if key else "changelog")).lower())
+    kwargs: dict[str, Any] = {}
+    if "progress table" in opts:
+        kwargs["progress_table"] = str(opts["progress table"])
+    return PostgresSinkConnection(
+        _postgres_url(defs, stmt.connection), str(opts["table"]), mode, key, **kwargs
+    )
+
+
+def _duration_ms(text: str) -> int:
+    from sqlglot import exp
+
+    from spate.sql.scalar import ScalarBinder, parse_interval
+    from spate.sql.scope import Scope
+
+    return parse_interval(text, exp.Literal.string(text), ScalarBinder(Scope([])))
 
 
 def _create_view(
