@@ -33,11 +33,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from spate.config import Settings, load_settings
-from spate.environment import clusters, objects, reads, tables
+from spate.environment import clusters, hydration, objects, reads, tables
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.core import Background, close_runtime, open_runtime
+from spate.environment.metrics import EnvironmentMetrics
 from spate.environment.reads import Isolation
 from spate.environment.runtime import Runtime
+from spate.environment.services import local_replica_metrics_ports
 from spate.environment.status import EnvironmentStatus, collect
 from spate.environment.write_result import WriteResult
 from spate.errors import EnvironmentClosed as EnvironmentClosed
@@ -72,6 +74,7 @@ class Environment:
         self._rt: Runtime | None = None
         self._background: Background | None = None
         self._sql: tuple[Any, Any] | None = None
+        self._metrics = EnvironmentMetrics()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -120,10 +123,27 @@ class Environment:
                 open_runtime(Path(data_dir), settings=settings, orchestrator=orchestrator), timeout
             )
             env._background = env._submit(_start(env._rt), timeout)
+            env._serve_metrics(env._rt)
         except BaseException:
+            env._metrics.close()
             env._stop_loop()
             raise
         return env
+
+    def _serve_metrics(self, rt: Runtime) -> None:
+        self._metrics.watch(
+            self._loop, lambda: collect(rt), lambda: local_replica_metrics_ports(rt)
+        )
+        if rt.settings.metrics_port is not None:
+            self._metrics.serve(rt.settings.metrics_host, rt.settings.metrics_port)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the Prometheus endpoint serves (``metrics_port`` setting), if it does."""
+        port = self._metrics.port
+        if port is None or self._rt is None:
+            return None
+        return f"http://{self._rt.settings.metrics_host}:{port}/metrics"
 
     def close(self, *, stop_replicas: bool = True, timeout: float = 120.0) -> None:
         """Stop the controllers; with ``stop_replicas=False`` replica processes keep running and
@@ -139,6 +159,7 @@ class Environment:
             return
         rt, background = self._rt, self._background
         self._rt = None
+        self._metrics.close()
         try:
             if background is not None:
                 self._submit(background.stop(), timeout)
@@ -175,7 +196,12 @@ class Environment:
             if failure is not None:
                 coro.close()
                 raise EnvironmentClosed(f"the environment stopped working: {failure}") from failure
-        return self._submit(coro, timeout)
+        operation = getattr(coro, "__name__", "call")
+        try:
+            return self._submit(coro, timeout)
+        except Exception as e:
+            self._metrics.error(operation, e)
+            raise
 
     @property
     def runtime(self) -> Runtime:
@@ -465,19 +491,20 @@ class Environment:
             env.select("best", isolation="serializable")           # no waiting
             env.select(env.get("bids").filter(col("price") > 20))  # a query plan
         """
-        return self._run(
-            reads.select(
-                self.runtime,
-                target,
-                as_of=as_of,
-                cluster=cluster,
-                order_by=order_by,
-                limit=limit,
-                timeout=timeout,
-                isolation=isolation,
-            ),
-            timeout + 30,
-        )
+        with self._metrics.peek():
+            return self._run(
+                reads.select(
+                    self.runtime,
+                    target,
+                    as_of=as_of,
+                    cluster=cluster,
+                    order_by=order_by,
+                    limit=limit,
+                    timeout=timeout,
+                    isolation=isolation,
+                ),
+                timeout + 30,
+            )
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
         """:meth:`select`, as a pandas DataFrame (same keyword arguments).
@@ -555,6 +582,24 @@ class Environment:
             env.status().collection("best").upper
         """
         return self._run(_call(lambda: collect(self.runtime)))
+
+    def wait_hydrated(
+        self,
+        timeout: float = 300.0,
+        *,
+        progress: Callable[[EnvironmentStatus], None] | None = None,
+    ) -> EnvironmentStatus:
+        """Wait until every materialized view and index (of a cluster with replicas) has
+        hydrated on at least one replica; ``progress(status)`` is called as it goes. Returns the
+        last status; raises :class:`~spate.environment.hydration.HydrationTimeout` (a
+        ``TimeoutError``) naming what has not hydrated after ``timeout`` seconds.
+
+        Example::
+
+            env.create_materialized_view("best", plan, cluster="c")
+            env.wait_hydrated(timeout=120)
+        """
+        return hydration.wait_hydrated(self.status, timeout, progress)
 
     def names(self) -> list[str]:
         """The names of every object in the catalog, sorted.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spate.config import Settings
 from spate.environment.layout import Layout
+from spate.environment.runtime import Runtime
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
 from spate.persist.location import PersistLocation
 
@@ -70,7 +71,9 @@ def compute_replica_service(
             "--grace-period",
             f"{settings.replicas.grace_period_s:g}",
             *_spark_args(settings, cluster),
+            *(() if address else ("--metrics-port", "{port:metrics}")),
         ),
+        ports=("listen",) if address else ("listen", "metrics"),
         env=child_env(settings),
         address=address,
     )
@@ -117,3 +120,13 @@ def child_env(settings: Settings) -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     parts = [src] + [p for p in path.split(os.pathsep) if p and p != src]
     return {"PYTHONPATH": os.pathsep.join(parts), "SPATE_LOG_LEVEL": settings.log_level}
+
+
+def local_replica_metrics_ports(rt: Runtime) -> list[int]:
+    """The metrics ports of the local compute replicas (their own Prometheus series)."""
+    ports = []
+    for name in rt.orchestrator.list_services():
+        service = rt.orchestrator.service(name)
+        if rt.orchestrator.placed(name) is None and "metrics" in service.ports:
+            ports.append(service.ports["metrics"])
+    return ports
