@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def test_the_endpoint_reports_frontiers_lag_replicas_steps_peeks_and_errors(
         assert any(n == "spate_compute_replica_step_seconds_count" for n, _ in m)
     finally:
         env.close()
-    with pytest.raises(OSError):
+    with pytest.raises(urllib.error.URLError, match="refused"):
         scrape(url)
 
 
