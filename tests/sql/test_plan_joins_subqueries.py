@@ -141,3 +141,15 @@ def test_nested_correlation_reaches_two_levels_out(db: ReferenceEngine) -> None:
         "(SELECT 1 FROM t WHERE t.x = c.id))"
     )
     assert got == bag(("ann",), ("bob",))
+
+
+def test_quantified_comparisons(db: ReferenceEngine) -> None:
+    got = db.bag("SELECT x, x > ALL (SELECT x FROM e), x > ANY (SELECT x FROM e) FROM t")
+    assert got == bag((1, True, False), (2, True, False), (None, True, False))
+    got = db.bag(
+        "SELECT x, x >= ALL (SELECT y FROM s WHERE y IS NOT NULL), x < ANY (SELECT y FROM s) FROM t"
+    )
+    assert got == bag((1, False, True), (2, True, None), (None, None, None))
+    assert db.bag("SELECT x FROM t WHERE x >= ALL (SELECT y FROM s WHERE y IS NOT NULL)") == bag(
+        (2,)
+    )

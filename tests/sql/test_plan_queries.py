@@ -150,3 +150,21 @@ def test_window_functions_are_not_allowed_in_where(db: ReferenceEngine) -> None:
     with pytest.raises(SqlError) as info:
         db.sql("SELECT x FROM w WHERE row_number() OVER (ORDER BY x) = 1")
     assert info.value.sqlstate == "42P20"
+
+
+def test_timestamp_differences_compare_with_intervals(db: ReferenceEngine) -> None:
+    db.sql("CREATE TABLE ev (a timestamp, b timestamp)")
+    db.sql("INSERT INTO ev VALUES ('2024-01-02 03:04:05', '2024-01-01 00:00:00')")
+    q = "SELECT a - b > interval '1 day', a - b < '2 days', a + interval '1 hour' > a FROM ev"
+    assert db.rows(q) == [(True, True, True)]
+
+
+def test_spark_dialect(db: ReferenceEngine) -> None:
+    db.sql("CREATE TABLE sp (x bigint, s text); INSERT INTO sp VALUES (1, 'hello'), (NULL, NULL)")
+    got = db.rows(
+        "SELECT `x`, nvl(s, 'z'), x / 2, x DIV 2, substr(s, 0, 2), substr(s, -2) FROM SP "
+        "ORDER BY x",
+        "spark",
+    )
+    assert got == [(None, "z", None, None, None, None), (1, "hello", 0.5, 0, "he", "lo")]
+    assert db.rows("SELECT count(*) FROM sp WHERE x <=> NULL", "spark") == [(1,)]

@@ -30,7 +30,7 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
-from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, ScalarKind, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, TIMESTAMP, ScalarKind, numeric
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -339,8 +339,27 @@ class ScalarBinder:
     def comparison(self, node: exp.Expression) -> Typed:
         f = _COMPARISONS[type(node)]
         left, right = self._bind(node.this), self._bind(node.expression)
+        if left.type.name == "interval" or right.type.name == "interval":
+            a, b = (
+                self.interval_ms(x, n) for x, n in ((left, node.this), (right, node.expression))
+            )
+            return Typed(CallBinary(f, a, b), PG_BOOL)
         (left, right), _ = self.operands(left, right, node, "=")
         return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
+
+    def interval_ms(self, t: Typed, node: exp.Expression) -> ScalarExpr:
+        """An interval operand as int64 milliseconds (a constant or ``timestamp - timestamp``)."""
+        if t.interval_ms is not None:
+            return Literal(t.interval_ms, INT64)
+        if t.type.name == "interval":
+            return t.expr
+        if t.type.name == "unknown" and t.raw is not None:
+            return Literal(parse_interval(t.raw, node, self), INT64)
+        raise self.err(
+            UndefinedFunction,
+            f"operator does not exist: {display_name(t.type)} compared with interval",
+            node,
+        )
 
     def operands(
         self, left: Typed, right: Typed, node: exp.Expression, op: str
@@ -525,6 +544,13 @@ class ScalarBinder:
             return Typed(CallBinary(BinaryFunc.DATE_ADD_DAYS, right.expr, left.expr), PG_DATE)
         if ln == "date" and rn == "date" and op is BinaryFunc.SUB:
             return Typed(CallBinary(BinaryFunc.DATE_DIFF_DAYS, left.expr, right.expr), INT4)
+        times = ("timestamp", "timestamptz", "date")
+        if ln in times and rn in times and op is BinaryFunc.SUB:
+            a, b = (
+                x.expr if x.type.name != "date" else Cast(x.expr, TIMESTAMP) for x in (left, right)
+            )
+            # an interval, carried as int64 milliseconds: comparable with interval constants
+            return Typed(CallBinary(BinaryFunc.TIMESTAMP_DIFF_MS, a, b), PgType("interval", None))
         raise self.err(
             UndefinedFunction,
             f"operator does not exist: {display_name(left.type)} {_SYMBOL[op]} "
@@ -698,7 +724,19 @@ class ScalarBinder:
             start = exp.Literal.number(1)
         st = self.coerce(self._bind(start), INT8, start)
         if self.dialect == "spark":
-            raise self.err(FeatureNotSupported, "substr in the Spark dialect", node)
+            # Spark: position 0 is 1, a negative position counts from the end
+            if not isinstance(st.expr, Literal) or not isinstance(st.expr.value, int):
+                raise self.err(
+                    FeatureNotSupported, "substr in the Spark dialect needs a constant start", node
+                )
+            pos = st.expr.value
+            if pos == 0:
+                st = Typed(Literal(1, INT64), INT8)
+            elif pos < 0:
+                from_end = CallBinary(
+                    BinaryFunc.ADD, CallUnary(UnaryFunc.LENGTH, s.expr), Literal(pos + 1, INT64)
+                )
+                st = Typed(CallVariadic(VariadicFunc.GREATEST, (from_end, Literal(1, INT64))), INT8)
         args.append(st.expr)
         if length is not None:
             args.append(self.coerce(self._bind(length), INT8, length).expr)

@@ -142,7 +142,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
             t = qp.binder(rel.scope, "SELECT", override).bind(s)
         if t.type.name == "unknown":
             t = qp.binder(rel.scope).coerce(t, PG_TEXT, s)
-        if t.interval_ms is not None or t.type.scalar is None:
+        if t.interval_ms is not None or t.type.scalar is None or t.type.name == "interval":
             raise qp.err(FeatureNotSupported, f"a {t.type} column is not supported", s)
         names.append(output_name(s))
         types.append(t.type)

@@ -116,19 +116,18 @@ class SubqueryPlanner:
             d = self.distinct_keys(rel, keys)
             v = lookup(d, flag, [Literal(False, BOOL)])
             return self.attach(rel, keys, v, PG_BOOL)
-        pair = _in_query(node)
-        if pair is not None:
-            lhs, sub = pair
-            x1, _keys, _m, value, _ = self.in_parts(rel, lhs, sub, node, need_value=True)
+        quantified = _quantified(node)
+        if quantified is not None:
+            lhs, sub, op, negate = quantified
+            x1, _keys, _m, value, _ = self.in_parts(rel, lhs, sub, node, need_value=True, op=op)
             assert value is not None
-            negate = isinstance(node, exp.NEQ)
             expr = CallUnary(UnaryFunc.NOT, value) if negate else value
             mapped = Map(x1.expr, (expr,), tuple(unique_names([*x1.expr.desc.names, "in"]))[-1:])
             out = project(mapped, [*range(rel.arity), mapped.desc.arity - 1])
             cols = [*rel.scope.cols, Col(None, None, PG_BOOL, hidden=True)]
             return rel.with_cols(out, cols), Typed(ColumnRef(rel.arity), PG_BOOL)
         if isinstance(node, (exp.Any, exp.All)):
-            raise self.qp.err(FeatureNotSupported, "only = ANY and <> ALL are supported", node)
+            raise self.qp.err(FeatureNotSupported, "ANY/ALL needs a comparison operator", node)
         assert isinstance(node, exp.Subquery)
         return self.scalar_subquery(rel, node)
 
@@ -190,6 +189,7 @@ class SubqueryPlanner:
         node: exp.Expression,
         *,
         need_value: bool,
+        op: BinaryFunc = BinaryFunc.EQ,
     ) -> tuple[Rel, list[int], RelationExpr, ScalarExpr | None, int]:
         """For ``lhs IN (sub)``: ``rel`` with the (converted) ``lhs`` appended, the keys
         ``K + [lhs]``, the distinct matched keys, and the IN value as a scalar over the
@@ -218,7 +218,12 @@ class SubqueryPlanner:
         if y != ColumnRef(k):
             s = project(Map(s, (y,)), [*range(k), s.desc.arity])
         d2 = Distinct(project(x1.expr, [*keys, a]))
-        joined = key_join(d2, s, list(range(k)), list(range(k)), null_safe=True, plain=[(k, k)])
+        if op is BinaryFunc.EQ:
+            joined = key_join(d2, s, list(range(k)), list(range(k)), null_safe=True, plain=[(k, k)])
+        else:
+            paired = key_join(d2, s, list(range(k)), list(range(k)), null_safe=True)
+            compare = CallBinary(op, ColumnRef(k), ColumnRef(k + 1 + k))
+            joined = Filter(paired, (compare,))
         matched = Distinct(project(joined, range(k + 1)))
         mkeys = [*keys, a]
         if not need_value:
@@ -253,20 +258,50 @@ class SubqueryPlanner:
         return rel2, mkeys, matched, value, a
 
 
-def _in_query(node: exp.Expression) -> tuple[exp.Expression, exp.Expression] | None:
-    """``(lhs, subquery)`` of ``lhs IN (subquery)``, ``lhs = ANY (…)`` or ``lhs <> ALL (…)``."""
+_OPS: dict[type, BinaryFunc] = {
+    exp.EQ: BinaryFunc.EQ,
+    exp.NEQ: BinaryFunc.NE,
+    exp.LT: BinaryFunc.LT,
+    exp.LTE: BinaryFunc.LE,
+    exp.GT: BinaryFunc.GT,
+    exp.GTE: BinaryFunc.GE,
+}
+_NEGATED: dict[BinaryFunc, BinaryFunc] = {
+    BinaryFunc.EQ: BinaryFunc.NE,
+    BinaryFunc.NE: BinaryFunc.EQ,
+    BinaryFunc.LT: BinaryFunc.GE,
+    BinaryFunc.GE: BinaryFunc.LT,
+    BinaryFunc.LE: BinaryFunc.GT,
+    BinaryFunc.GT: BinaryFunc.LE,
+}
+
+
+def _quantified(
+    node: exp.Expression,
+) -> tuple[exp.Expression, exp.Expression, BinaryFunc, bool] | None:
+    """``(lhs, subquery, op, negate)`` of ``lhs IN (subquery)`` or ``lhs <op> ANY|ALL (…)``:
+    the value is ``lhs <op> ANY (subquery)``, negated when ``negate`` (``x <op> ALL (S)`` is
+    ``NOT (x <negated op> ANY (S))``)."""
     if isinstance(node, exp.In) and node.args.get("query") is not None:
         q = node.args["query"]
-        return node.this, q.this if isinstance(q, exp.Subquery) else q
-    if isinstance(node, (exp.EQ, exp.NEQ)) and isinstance(node.expression, (exp.Any, exp.All)):
+        return node.this, q.this if isinstance(q, exp.Subquery) else q, BinaryFunc.EQ, False
+    op = _OPS.get(type(node))
+    if op is not None and isinstance(node.expression, (exp.Any, exp.All)):
         quant = node.expression
-        if isinstance(node, exp.EQ) and isinstance(quant, exp.Any):
-            q = quant.this
-            return node.this, q.this if isinstance(q, exp.Subquery) else q
-        if isinstance(node, exp.NEQ) and isinstance(quant, exp.All):
-            q = quant.this
-            return node.this, q.this if isinstance(q, exp.Subquery) else q
+        q = quant.this
+        sub = q.this if isinstance(q, exp.Subquery) else q
+        if isinstance(quant, exp.Any):
+            return node.this, sub, op, False
+        return node.this, sub, _NEGATED[op], True
     return None
+
+
+def _in_query(node: exp.Expression) -> tuple[exp.Expression, exp.Expression] | None:
+    """``(lhs, subquery)`` of ``lhs IN (subquery)`` or ``lhs = ANY (…)``."""
+    q = _quantified(node)
+    if q is None or q[2] is not BinaryFunc.EQ or q[3]:
+        return None
+    return q[0], q[1]
 
 
 def _outermost_subqueries(node: exp.Expression) -> list[exp.Expression]:
@@ -278,7 +313,7 @@ def _outermost_subqueries(node: exp.Expression) -> list[exp.Expression]:
         ):
             out.append(n)
             return
-        if _in_query(n) is not None:
+        if _quantified(n) is not None:
             out.append(n)
             return
         for child in n.iter_expressions():
