@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+import pyarrow as pa
 
-from tests.sql._slt import Record, SltFile
-from tests.sql._slt_compare import compare
+from tests.sql._slt import Record, SltFile, format_rows
+from tests.sql._slt_compare import compare, table_rows
 from tests.sql._slt_dml import apply_to_postgres, load, random_round
 from tests.sql._slt_pg import PgScratch
 
@@ -124,8 +125,11 @@ def _run_record(r: Record, env: Environment, pg: PgScratch) -> str | None:
         return None
     if pg_error is not None:
         return f"PostgreSQL failed: {pg_error}"
-    if out is None:
-        return "spate returned no rows object for a query"
+    if not isinstance(out, pa.Table):
+        return f"spate returned {type(out).__name__} for a query, not a table"
+    if not r.runs_on("postgresql"):  # spate-only SQL: the file's rows are the expectation
+        got = format_rows(table_rows(out), r.sort)
+        return None if got == r.expected else f"rows {got!r}, the file says {r.expected!r}"
     return compare(pg_rows or [], out, ordered=r.sort == "nosort")
 
 

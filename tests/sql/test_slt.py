@@ -116,6 +116,8 @@ def spate_run(
         env.close()
 
 
+# The first test of each file runs the whole file (and the first of all starts the replica).
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize(("path", "key"), _params("query"))
 def test_spate_answers_like_postgres(
     path: Path, key: str, spate_run: Callable[[Path], FileResult]
@@ -124,6 +126,7 @@ def test_spate_answers_like_postgres(
     assert problem is None, problem
 
 
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize(("path", "key"), _params("incremental"))
 def test_maintained_view_equals_postgres_after_every_round(
     path: Path, key: str, spate_run: Callable[[Path], FileResult]

@@ -456,6 +456,7 @@ def spate_env(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
         env.close()
 
 
+@pytest.mark.timeout(900)  # the first one waits for the replica to start
 @pytest.mark.parametrize(("file", "pg_sql", "spark_sql"), _cases())
 def test_spate_answers_the_spark_text_like_postgresql(
     file: str,
