@@ -339,6 +339,8 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
             f"cannot sink {kind_of(source)} {from_}: sinks read tables, sources or "
             "materialized views"
         )
+    if isinstance(connection, PostgresSinkConnection):
+        await _check_postgres_sink(rt, name, connection, source)
     state, id = rt.catalog.allocate_id()
     stored = rt.layout.secrets().externalize(connection)
     item = SinkItem(name, id, source.id, stored)
@@ -357,6 +359,24 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
             _forget_secret(rt, stored)
         raise
     return id
+
+
+async def _check_postgres_sink(
+    rt: Runtime, name: str, connection: PostgresSinkConnection, source: Item
+) -> None:
+    """Refuse at once what a running PostgreSQL sink would stall on: bad table names, unknown
+    key columns, a server that cannot be reached."""
+    from spate.storage.sinks.interval import SinkError
+    from spate.storage.sinks.postgres import check_reachable, check_sink
+
+    desc = item_desc(source)
+    assert desc is not None
+    try:
+        check_sink(connection, desc, sink=name)
+        resolved = rt.layout.secrets().resolve(connection)
+        await asyncio.to_thread(check_reachable, resolved.connection.reveal(), sink=name)
+    except SinkError as e:
+        raise InvalidObject(str(e)) from None
 
 
 def _forget_secret(rt: Runtime, connection: object) -> None:

@@ -3,6 +3,7 @@ health and hydration."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -32,6 +33,10 @@ class CollectionStatus:
     lag_ms: int | None
     cluster: str | None = None
     hydrated: bool | None = None
+    status: str | None = None
+    """A source's or sink's status (``starting``, ``running``, ``stalled``…), if known."""
+    error: str | None = None
+    """Why a source or sink is stalled or has ceased."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +70,7 @@ class EnvironmentStatus:
     def tables(self) -> list[Table]:
         """Rich tables for the console."""
         coll = Table(title=f"collections (read ts {self.read_ts})")
-        for h in ("name", "kind", "id", "since", "upper", "lag", "cluster", "hydrated"):
+        for h in ("name", "kind", "id", "since", "upper", "lag", "cluster", "hydrated", "status"):
             coll.add_column(h)
         for c in self.collections:
             coll.add_row(
@@ -77,6 +82,7 @@ class EnvironmentStatus:
                 "-" if c.lag_ms is None else f"{c.lag_ms} ms",
                 c.cluster or "-",
                 "-" if c.hydrated is None else ("yes" if c.hydrated else "no"),
+                (c.status or "-") + (f": {c.error}" if c.error else ""),
             )
         reps = Table(title="replicas")
         for h in ("cluster", "replica", "process", "health", "restarts", "hydrated", "last error"):
@@ -142,6 +148,10 @@ def collect(rt: Runtime) -> EnvironmentStatus:
                     item.name, "sink", str(item.id), Antichain.empty(), Antichain.empty(), None
                 )
             )
+        if isinstance(item, (SourceItem, SinkItem)):
+            last = rt.storage.status(item.id)
+            if last is not None:
+                rows[-1] = dataclasses.replace(rows[-1], status=last.status.value, error=last.error)
     replicas: list[ReplicaStatus] = []
     for cluster in rt.catalog.clusters:
         for r in cluster.replicas:

@@ -114,7 +114,11 @@ class ScalarType:
         if k is ScalarKind.NUMERIC:
             return self._numeric_problem(value)
         if k is ScalarKind.TEXT:
-            return None if isinstance(value, str) else _describe(value)
+            if not isinstance(value, str):
+                return _describe(value)
+            if "\x00" in value:
+                return f"{_describe(value)} (contains a NUL character, which text cannot hold)"
+            return _unencodable(value)
         if k is ScalarKind.BYTES:
             return None if isinstance(value, bytes) else _describe(value)
         if k is ScalarKind.DATE:
@@ -130,11 +134,15 @@ class ScalarType:
         if k is ScalarKind.JSONB:
             if not isinstance(value, str):
                 return _describe(value)
+            if "\x00" in value or "\\u0000" in value:
+                return f"{_describe(value)} (contains a NUL character, which jsonb cannot hold)"
             try:
-                json.loads(value)
+                json.loads(value, parse_constant=_no_constant)
             except ValueError:
                 return f"{_describe(value)} (not valid JSON)"
-            return None
+            except RecursionError:
+                return f"{_describe(value)} (not valid JSON: nested too deeply)"
+            return _unencodable(value)
         raise AssertionError(f"unhandled scalar kind {k}")
 
     def _numeric_problem(self, value: Datum) -> str | None:
@@ -166,6 +174,19 @@ class ScalarType:
                 f"{_describe(value)} (out of range: {int_digits} integer digits, at most {allowed})"
             )
         return None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _unencodable(value: str) -> str | None:
+    """A description of why ``value`` cannot be stored as UTF-8 (lone surrogates), or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"{_describe(value)} (not valid UTF-8: {e.reason} at position {e.start})"
+    return None
 
 
 def _describe(value: object) -> str:

@@ -22,6 +22,8 @@ by pyarrow, not row by row.
 from __future__ import annotations
 
 import io
+import re
+from typing import Final
 
 import psycopg
 import pyarrow as pa
@@ -29,16 +31,57 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from psycopg import sql
 
-from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.protocol.storage_desc import PostgresSinkConnection, PostgresSinkMode
 from spate.repr.consolidate import data_columns
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import ScalarKind, ScalarType
 from spate.storage.sinks.interval import SinkError, SinkFenced, check_interval
-from spate.storage.sources.postgres.catalog import split_table_name
 
 Conn = psycopg.Connection[tuple[object, ...]]
+
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+CONNECT_TIMEOUT_S: Final = 5
+
+
+def table_name(name: object, what: str) -> tuple[str, str]:
+    """``table`` or ``schema.table``, each a plain identifier; raise ``SinkError`` otherwise."""
+    if not isinstance(name, str):
+        raise SinkError(f"{what} must be a table name, got {type(name).__name__} {name!r}")
+    parts = name.split(".")
+    if len(parts) > 2 or not all(_IDENTIFIER.fullmatch(p) for p in parts):
+        raise SinkError(
+            f"{what} {name!r} is not a table name: table or schema.table, each a letter or "
+            "'_' then letters, digits, '_' or '$' (at most 63)"
+        )
+    return ("public", parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+
+
+def check_sink(connection: PostgresSinkConnection, desc: RelationDesc, *, sink: str) -> None:
+    """What can be checked without the database: mode, table names, key columns."""
+    if not isinstance(connection.mode, PostgresSinkMode):
+        raise SinkError(f"sink {sink}: mode must be upsert or changelog, got {connection.mode!r}")
+    table_name(connection.table, f"sink {sink}: table")
+    table_name(connection.progress_table, f"sink {sink}: progress table")
+    if not isinstance(connection.key, tuple) or not all(isinstance(k, str) for k in connection.key):
+        raise SinkError(f"sink {sink}: key must be a tuple of column names, got {connection.key!r}")
+    if connection.mode is PostgresSinkMode.UPSERT:
+        if not connection.key:
+            raise SinkError(f"sink {sink}: an upsert sink needs key columns")
+        missing = [k for k in connection.key if k not in desc.names]
+        if missing:
+            raise SinkError(
+                f"sink {sink}: key columns {missing} not found; columns: {', '.join(desc.names)}"
+            )
+
+
+def check_reachable(url: str, *, sink: str) -> None:
+    """Connect once (within seconds) and run ``select 1``; raise ``SinkError`` if that fails."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.execute("select 1")
+    except psycopg.Error as e:
+        raise SinkError(f"sink {sink}: cannot connect to PostgreSQL: {e}") from None
 
 
 def pg_type(t: ScalarType) -> str:
@@ -78,23 +121,8 @@ class PostgresSink:
         """``sink`` names the sink in errors; ``progress_key`` (default ``sink``) is its row in
         the progress table, which must be unique among every sink writing to that table (two
         environments sharing a database both have a sink ``u3``)."""
-        if not isinstance(connection.mode, PostgresSinkMode):
-            raise SinkError(
-                f"sink {sink}: mode must be upsert or changelog, got {connection.mode!r}"
-            )
-        try:
-            schema, table = split_table_name(connection.table)
-        except UsageError as e:
-            raise SinkError(f"sink {sink}: {e}") from None
-        if connection.mode is PostgresSinkMode.UPSERT:
-            if not connection.key:
-                raise SinkError(f"sink {sink}: an upsert sink needs key columns")
-            missing = [k for k in connection.key if k not in desc.names]
-            if missing:
-                raise SinkError(
-                    f"sink {sink}: key columns {missing} not found; "
-                    f"columns: {', '.join(desc.names)}"
-                )
+        check_sink(connection, desc, sink=sink)
+        schema, table = table_name(connection.table, f"sink {sink}: table")
         self._config = connection
         self._schema = schema
         self._table = table
@@ -103,7 +131,8 @@ class PostgresSink:
         self._sink = sink
         self._conn: Conn | None = None
         self._target = sql.Identifier(schema, table)
-        self._progress = sql.Identifier(connection.progress_table)
+        # As given: unqualified, it is found on the search path.
+        self._progress = sql.Identifier(*connection.progress_table.split("."))
         self._key = progress_key or sink
 
     # -- connection and setup -------------------------------------------------------------
