@@ -114,6 +114,11 @@ class FakeEngine:
             return Rows(None, "SLEEP")
         if s.upper().startswith("SUBSCRIBE"):
             return self._subscribe(s)
+        m = re.fullmatch(r"SET (\w+) = (.+)", s, re.I)
+        if m:
+            if m.group(2) == "'nowhere'":
+                raise NoSuchTable("unknown cluster 'nowhere'")
+            return Rows(None, "SET")
         if s.upper().startswith("CREATE TABLE"):
             return Rows(None, "CREATE TABLE")
         if s.upper().startswith("INSERT"):

@@ -73,6 +73,9 @@ def test_set_and_show_are_per_session(dsn: str) -> None:
         assert a.execute("SHOW transaction isolation level").fetchone() == ("strict serializable",)
         with pytest.raises(psycopg.errors.UndefinedObject):
             a.execute("SHOW no_such_thing")
+        with pytest.raises(psycopg.errors.UndefinedTable):  # the engine refuses it
+            a.execute("SET cluster = 'nowhere'")
+        assert a.execute("SHOW cluster").fetchone() == ("default",)
 
 
 def test_server_side_cursor_fetches_in_batches(dsn: str) -> None:

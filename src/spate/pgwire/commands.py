@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spate.pgwire import codec, statements
+from spate.pgwire import codec, lexer, statements
+from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
 from spate.pgwire.portal import Portal
@@ -63,6 +64,9 @@ async def run_session_statement(
         elif stmt.name is None:
             s.send(codec.command_complete("RESET"))
         else:
+            if stmt.name in ENGINE_VARS:
+                value = "DEFAULT" if stmt.value is None else lexer.literal(stmt.value)
+                await s.engine_execute(f"SET {stmt.name} = {value}")
             s.set_var(stmt.name, stmt.value)
             s.send(codec.command_complete("SET" if stmt.value is not None else "RESET"))
     elif isinstance(stmt, statements.Show):

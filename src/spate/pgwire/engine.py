@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 import pyarrow as pa
 
@@ -24,11 +24,13 @@ class Context:
     """The calling session: its variables (``cluster``, ``search_path``…) and a cancel flag.
 
     A long-running engine call SHOULD look at ``canceled`` when it can stop early; the session
-    answers ``57014`` as soon as the flag is set, whatever the call does afterwards.
+    answers ``57014`` as soon as the flag is set, whatever the call does afterwards. ``state``
+    is the engine's own per-session state (it lives as long as the connection).
     """
 
     vars: Mapping[str, str]
     canceled: threading.Event = field(default_factory=threading.Event)
+    state: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,10 @@ class Relation:
     schema: pa.Schema
     on: str | None = None  # an index's relation
     key: tuple[str, ...] = ()  # an index's key columns
+
+
+ENGINE_VARS: Final = frozenset({"cluster", "transaction_isolation"})
+"""Variables a SET also sends to the engine (as ``SET name = 'value'``), which may refuse."""
 
 
 class Engine(Protocol):

@@ -13,8 +13,9 @@ cast to.
 
 from __future__ import annotations
 
+import importlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -58,12 +59,24 @@ class EnvironmentEngine:
     def __init__(self, env: Environment) -> None:
         self._env = env
 
-    def _sql(self, text: str) -> object:
+    def _sql(self, text: str, ctx: Context | None = None) -> object:
+        runner = self._session_runner(ctx) if ctx is not None else None
+        if runner is not None:
+            return runner(text)
         run = getattr(self._env, "sql", None)
         if run is None:
             raise SqlUnavailable("this environment has no SQL front end (Environment.sql)")
         result: object = run(text)
         return result
+
+    def _session_runner(self, ctx: Context) -> Callable[[str], object] | None:
+        """Run statements with the connection's own SQL session (its cluster, its isolation)
+        when the SQL front end offers per-connection sessions; ``None`` when it does not."""
+        runner = ctx.state.get("runner")
+        if runner is None:
+            runner = _session_runner(self._env) or False
+            ctx.state["runner"] = runner
+        return runner if callable(runner) else None
 
     # -- the contract ----------------------------------------------------------------------------
 
@@ -95,30 +108,30 @@ class EnvironmentEngine:
         head = lexer.strip_comments(sql).lstrip().split(None, 1)
         first = head[0].upper() if head else ""
         if first == "SUBSCRIBE":
-            return Described(oids, self._subscribe_schema(sql))
+            return Described(oids, self._subscribe_schema(sql, ctx))
         if first not in _ROWS_FIRST:
             return Described(oids, None)
         if first in ("SHOW", "EXPLAIN"):
-            table = self._sql(sql)
+            table = self._sql(sql, ctx)
             return Described(oids, table.schema if isinstance(table, pa.Table) else None)
         nulls = [
             f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
         ]  # fmt: skip
         bound = lexer.bind(sql, nulls)
-        table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0")  # noqa: S608
+        table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
         if not isinstance(table, pa.Table):
             return Described(oids, None)
         return Described(oids, table.schema)
 
     def execute(self, sql: str, ctx: Context) -> Result:
-        result = self._sql(sql)
+        result = self._sql(sql, ctx)
         if isinstance(result, pa.Table):
             first = lexer.strip_comments(sql).lstrip()[:4].upper()
             return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")
         if result is None:
             return Rows(None, command_tag(sql))
         if isinstance(result, Iterator):
-            return self._stream(sql, result)
+            return self._stream(sql, result, ctx)
         raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -144,9 +157,9 @@ class EnvironmentEngine:
                 out[i] = columns.get(m.group(2).lower(), 0)
         return tuple(out)
 
-    def _subscribe_schema(self, sql: str) -> pa.Schema:
+    def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
         query = subscribe_query(sql)
-        table = self._sql(f"SELECT * FROM {query} LIMIT 0")  # noqa: S608 (parsed target)
+        table = self._sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608 (parsed target)
         if not isinstance(table, pa.Table):
             raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
         return pa.schema(
@@ -157,8 +170,10 @@ class EnvironmentEngine:
             ]
         )
 
-    def _stream(self, sql: str, changes: Iterator[list[tuple[int, Any, int]]]) -> Stream:
-        schema = self._subscribe_schema(sql)
+    def _stream(
+        self, sql: str, changes: Iterator[list[tuple[int, Any, int]]], ctx: Context
+    ) -> Stream:
+        schema = self._subscribe_schema(sql, ctx)
 
         def batches() -> Iterator[pa.Table]:
             names = schema.names
@@ -180,6 +195,32 @@ class EnvironmentEngine:
                 closer()
 
         return Stream(schema, batches(), close)
+
+
+def _session_runner(env: Environment) -> Callable[[str], object] | None:
+    """A function running SQL text in a new per-connection session of the environment's SQL
+    front end (``spate.environment.sql``: ``run`` and ``Session``), sharing the environment's
+    definitions; ``None`` when the front end has no such sessions."""
+    try:
+        front = importlib.import_module("spate.environment.sql")
+    except ImportError:
+        return None
+    run, session_type = getattr(front, "run", None), getattr(front, "Session", None)
+    if run is None or session_type is None or not hasattr(env, "sql"):
+        return None
+    shared = getattr(env, "_sql", None)
+    if shared is None:
+        env.sql("SHOW transaction_isolation")  # creates the environment's SQL state
+        shared = getattr(env, "_sql", None)
+    if not (isinstance(shared, tuple) and len(shared) == 2):
+        return None
+    session, definitions = session_type(), shared[1]
+
+    def runner(text: str) -> object:
+        result: object = run(env, text, "postgres", session, definitions)
+        return result
+
+    return runner
 
 
 def subscribe_query(sql: str) -> str:

@@ -33,7 +33,7 @@ class ServerConfig:
     ssl_context: ssl.SSLContext | None = None
     max_connections: int = 256
     max_message_bytes: int = 16 * 1024 * 1024
-    workers: int = 16
+    workers: int = 64
 
 
 class Server:

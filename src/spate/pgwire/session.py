@@ -511,6 +511,9 @@ class Session:
     def portals(self) -> dict[str, Portal]:
         return self._portals
 
+    async def engine_execute(self, sql: str) -> None:
+        await self._call(lambda: self._engine.execute(sql, self._ctx))
+
     async def start_portal(self, portal: Portal) -> None:
         await self._start(portal)
 

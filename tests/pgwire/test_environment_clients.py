@@ -1,0 +1,282 @@
+"""Real clients against a real Environment: psql, psycopg, SQLAlchemy, asyncpg.
+
+Every answer is checked against the same read through Python (``Environment.select``). One
+environment (one cluster with one replica) serves the whole module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+
+from spate.environment.api import Environment
+from spate.pgwire.environment import EnvironmentEngine
+from spate.pgwire.server import ServerConfig, ServerThread
+from spate.repr.desc import RelationDesc
+from spate.repr.types import BOOL, BYTES, DATE, FLOAT64, INT64, JSONB, TEXT, TIMESTAMP, numeric
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not hasattr(Environment, "sql"), reason="needs Environment.sql"),
+]
+
+N = 200
+PSQL = shutil.which("psql")
+STDBUF = ["stdbuf", "-o0"] if shutil.which("stdbuf") else []
+
+
+def _row(i: int) -> tuple[Any, ...]:
+    return (
+        i,
+        None if i % 7 == 3 else f"item {i}",
+        Decimal(i * 100 + 5).scaleb(-2),
+        i / 4,
+        i % 2 == 0,
+        dt.date(2024, 1, 1) + dt.timedelta(days=i),
+        dt.datetime(2024, 5, 6, 7, 8, 9, 250000) + dt.timedelta(minutes=i),
+        json.dumps({"i": i}),
+        bytes([i % 256, 1]),
+    )
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    e = Environment.open(tmp_path_factory.mktemp("pgwire") / "data")
+    try:
+        e.create_cluster("c", replicas=["r1"])
+        desc = RelationDesc.of(
+            ("id", INT64, False), ("name", TEXT), ("price", numeric(10, 2)), ("qty", FLOAT64),
+            ("ok", BOOL), ("day", DATE), ("ts", TIMESTAMP), ("doc", JSONB), ("raw", BYTES),
+        )  # fmt: skip
+        e.create_table("items", desc)
+        e.insert("items", [_row(i) for i in range(N)])
+        e.create_materialized_view("items_mv", e.get("items"), cluster="c")
+        e.create_index("items_by_id", on="items_mv", key=["id"], cluster="c")
+        e.sql("SET cluster = c")  # type: ignore[attr-defined]
+        assert e.select("items_mv", timeout=280).num_rows == N  # hydrated
+        yield e
+    finally:
+        e.close()
+
+
+@pytest.fixture(scope="module")
+def server(env: Environment) -> Iterator[ServerThread]:
+    s = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture(scope="module")
+def dsn(server: ServerThread) -> str:
+    return f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+
+
+def _python_rows(env: Environment, name: str) -> list[tuple[Any, ...]]:
+    table = env.select(name)
+    return sorted(tuple(r.values()) for r in table.to_pylist())
+
+
+def _normal(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """psycopg reads jsonb as Python objects; spate keeps it as text."""
+    return tuple(json.dumps(v) if isinstance(v, dict) else v for v in row)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_psycopg_parameters_on_an_indexed_view(env: Environment, dsn: str, binary: bool) -> None:
+    expected = {r[0]: r for r in _python_rows(env, "items_mv")}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for i in (0, 3, 77, N - 1):
+            got = c.execute(
+                "SELECT * FROM items_mv WHERE id = %s", (i,), binary=binary, prepare=True
+            ).fetchall()
+            assert [_normal(r) for r in got] == [expected[i]]
+
+
+def test_psycopg_server_side_cursor(env: Environment, dsn: str) -> None:
+    with psycopg.connect(dsn) as c, c.cursor(name="all_items") as cur:
+        cur.itersize = 33
+        cur.execute("SELECT * FROM items")
+        got = sorted(_normal(r) for r in cur)
+    assert got == _python_rows(env, "items")
+
+
+def test_psycopg_subscribe_cursor_sees_snapshot_then_changes(env: Environment, dsn: str) -> None:
+    env.sql("CREATE TABLE sub_t (a bigint NOT NULL, b text)")  # type: ignore[attr-defined]
+    env.insert("sub_t", [(1, "one"), (2, "two")])
+    with psycopg.connect(dsn) as c:
+        c.execute("DECLARE s CURSOR FOR SUBSCRIBE sub_t")
+        seen: list[tuple[Any, ...]] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen += c.execute("FETCH ALL s WITH (timeout = '5s')").fetchall()
+        assert sorted((a, b, diff) for _, diff, a, b in seen) == [(1, "one", 1), (2, "two", 1)]
+        env.insert("sub_t", [(3, "three")])
+        more: list[tuple[Any, ...]] = []
+        while not more and time.monotonic() < deadline:
+            more = c.execute("FETCH ALL s WITH (timeout = '5s')").fetchall()
+        assert [(a, b, diff) for _, diff, a, b in more] == [(3, "three", 1)]
+        assert int(more[0][0]) >= int(seen[0][0])  # mz_timestamp
+        c.rollback()
+
+
+def test_sqlalchemy_reflects_and_queries(env: Environment, server: ServerThread) -> None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(
+        f"postgresql+psycopg://tester@127.0.0.1:{server.port}/spate?sslmode=disable"
+    )
+    try:
+        insp = sa.inspect(engine)
+        assert "items" in insp.get_table_names()
+        assert "items_mv" in insp.get_materialized_view_names()
+        cols = {c["name"]: c for c in insp.get_columns("items")}
+        assert list(cols) == ["id", "name", "price", "qty", "ok", "day", "ts", "doc", "raw"]
+        assert isinstance(cols["price"]["type"], sa.Numeric) and cols["price"]["type"].scale == 2
+        items = sa.Table("items", sa.MetaData(), autoload_with=engine)
+        with engine.connect() as conn:
+            got = conn.execute(sa.select(items).where(items.c.id == 12)).all()
+        assert [_normal(tuple(r)) for r in got] == [
+            r for r in _python_rows(env, "items") if r[0] == 12
+        ]
+    finally:
+        engine.dispose()
+
+
+def test_asyncpg_binary_results(env: Environment, server: ServerThread) -> None:
+    import asyncpg
+
+    expected = {r[0]: r for r in _python_rows(env, "items_mv")}
+
+    async def run() -> list[tuple[Any, ...]]:
+        conn = await asyncpg.connect(
+            f"postgresql://tester@127.0.0.1:{server.port}/spate?sslmode=disable"
+        )
+        try:
+            out = []
+            for i in (1, 3, 150):
+                out += [
+                    tuple(r) for r in await conn.fetch("SELECT * FROM items_mv WHERE id = $1", i)
+                ]
+            return out
+        finally:
+            await conn.close()
+
+    got = asyncio.run(run())
+    assert got == [expected[1], expected[3], expected[150]]
+
+
+@pytest.mark.skipif(PSQL is None, reason="the psql binary is not installed")
+def test_psql_ddl_query_describe_and_copy_subscribe(env: Environment, server: ServerThread) -> None:
+    assert PSQL is not None
+    base = [PSQL, "-X", "-h", "127.0.0.1", "-p", str(server.port), "-U", "tester", "-d", "spate"]
+    run_env = dict(os.environ, PGSSLMODE="disable")
+
+    def psql(cmd: str) -> str:
+        out = subprocess.run(
+            [*base, "-c", cmd],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=run_env,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    psql("CREATE TABLE from_psql (a bigint NOT NULL, b text)")
+    assert "INSERT 0 2" in psql("INSERT INTO from_psql VALUES (1, 'x'), (2, NULL)")
+    out = psql("SELECT * FROM from_psql ORDER BY a")
+    assert "1 | x" in out and "(2 rows)" in out
+    assert _python_rows(env, "from_psql") == [(1, "x"), (2, None)]
+    listing = psql(r"\dt")
+    assert "from_psql" in listing and "items" in listing
+    desc = psql(r"\d items")
+    assert "numeric(10,2)" in desc and "timestamp without time zone" in desc
+    proc = subprocess.Popen(
+        [*STDBUF, *base, "-c", "COPY (SUBSCRIBE from_psql) TO STDOUT"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+        assert sorted(line.split(b"\t", 1)[1] for line in lines) == [b"1\t1\tx\n", b"1\t2\t\\N\n"]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _transient_collections(env: Environment) -> list[str]:
+    rt = env.runtime
+    return [str(i) for i in rt.compute.collection_ids(rt.instance_of("c")) if i.kind == "t"]
+
+
+def test_disconnect_mid_subscribe_leaves_no_subscribe(env: Environment, dsn: str) -> None:
+    c = psycopg.connect(dsn)
+    c.execute("DECLARE s CURSOR FOR SUBSCRIBE items_mv")
+    assert c.execute("FETCH 1 s").fetchall()
+    assert _transient_collections(env)  # the subscribe's dataflow runs
+    c.pgconn.finish()  # the client goes away mid-subscribe
+    deadline = time.monotonic() + 60
+    while _transient_collections(env) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _transient_collections(env) == []
+
+
+def test_fifty_sessions_of_short_queries(env: Environment, dsn: str) -> None:
+    expected = {r[0]: r for r in _python_rows(env, "items_mv")}
+    latencies: list[float] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                # Serializable reads answer at once from the index; strict serializable ones
+                # wait for the next tick of the read timestamp.
+                c.execute("SET transaction_isolation = 'serializable'")
+                mine = []
+                for j in range(100):
+                    i = (k * 100 + j) % N
+                    started = time.perf_counter()
+                    got = c.execute("SELECT * FROM items_mv WHERE id = %s", (i,)).fetchall()
+                    mine.append(time.perf_counter() - started)
+                    assert [_normal(r) for r in got] == [expected[i]]
+            with lock:
+                latencies.extend(mine)
+        except BaseException as e:
+            with lock:
+                errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(50)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    elapsed = time.perf_counter() - started
+    assert not errors, errors[:3]
+    assert len(latencies) == 5000
+    q = statistics.quantiles(latencies, n=100)
+    print(
+        f"50 sessions x 100 queries: {5000 / elapsed:.0f} q/s, "
+        f"p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms"
+    )
