@@ -72,12 +72,22 @@ class ReferenceEngine:
             if stmt.replace and self.catalog.lookup(stmt.name):
                 self.drop(stmt.name)
             kind = "materialized view" if stmt.materialized else "view"
-            obj = self.catalog.add(stmt.name, stmt.plan.desc, kind, create_sql=stmt.sql)
+            cluster = (stmt.cluster or "default") if stmt.materialized else None
+            obj = self.catalog.add(
+                stmt.name, stmt.plan.desc, kind, create_sql=stmt.sql, cluster=cluster
+            )
             assert obj.id is not None
             self.views[obj.id] = stmt.plan
             return None
         if isinstance(stmt, st.CreateIndex):
-            self.catalog.add(stmt.name, None, "index", on=stmt.on, key=stmt.key)
+            self.catalog.add(
+                stmt.name,
+                None,
+                "index",
+                on=stmt.on,
+                key=stmt.key,
+                cluster=stmt.cluster or "default",
+            )
             return None
         if isinstance(stmt, st.Insert):
             obj = self._table(stmt.table)
@@ -106,6 +116,13 @@ class ReferenceEngine:
         if isinstance(stmt, st.CreateCluster):
             self.catalog.clusters.append(stmt.name)
             return None
+        if isinstance(stmt, st.DropCluster):
+            if stmt.name in self.catalog.clusters:
+                self.catalog.clusters.remove(stmt.name)
+            return None
+        if isinstance(stmt, st.ShowVariable):
+            values = {"cluster": "default", "transaction_isolation": "strict serializable"}
+            return Result([stmt.name], [(values.get(stmt.name),)])
         if isinstance(stmt, st.DropObjects):
             for name in stmt.names:
                 if self.catalog.lookup(name) is not None:

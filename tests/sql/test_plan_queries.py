@@ -168,3 +168,25 @@ def test_spark_dialect(db: ReferenceEngine) -> None:
     )
     assert got == [(None, "z", None, None, None, None), (1, "hello", 0.5, 0, "he", "lo")]
     assert db.rows("SELECT count(*) FROM sp WHERE x <=> NULL", "spark") == [(1,)]
+
+
+def test_math_and_string_functions_built_from_the_ir(db: ReferenceEngine) -> None:
+    got = db.rows(
+        "SELECT round(2.5), round(-2.5), round(2.5::float8), round(3.5::float8), "
+        "round(1.2355, 3), trunc(-1.99), trunc(1.99::float8), ceil(-0.5), floor(-0.5), "
+        "ceil(1.5::float8), floor(-1.5::float8), sign(-3), sign(2.5::float8)"
+    )
+    assert got == [
+        (Decimal(3), Decimal(-3), 2.0, 4.0, Decimal("1.236"), Decimal(-1), 1.0, Decimal(0),
+         Decimal(-1), 2.0, -2.0, -1, 1.0)
+    ]  # fmt: skip
+    got = db.rows(
+        "SELECT left('hello', 2), right('hello', 2), left('hello', -1), right('hello', -1), "
+        "concat_ws(',', 'a', NULL, 'b'), starts_with('hello', 'he'), 'hello'::varchar(3)"
+    )
+    assert got == [("he", "lo", "hell", "ello", "a,b", True, "hel")]
+    assert db.rows("SELECT CAST(name AS varchar(2)) FROM c ORDER BY 1") == [
+        ("an",),
+        ("bo",),
+        ("cy",),
+    ]

@@ -234,7 +234,8 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
             defs.set(stmt.name, stmt.sql)
             return None
         case st.CreateCluster():
-            env.create_cluster(stmt.name, replicas=list(stmt.replicas) or 1)
+            replicas = list(stmt.replicas) if stmt.replicas is not None else 1
+            env.create_cluster(stmt.name, replicas=replicas)
             return None
         case st.CreateClusterReplica():
             env.add_replica(stmt.cluster, stmt.name)

@@ -340,11 +340,12 @@ class _Planner:
         c.expect("CLUSTER")
         name = c.name("a cluster name")
         paren = c.accept_token(TokenType.L_PAREN)
-        replicas: list[str] = []
+        replicas: list[str] | None = None
         while not c.at_end() and not (paren and c.peek().token_type is TokenType.R_PAREN):  # type: ignore[union-attr]
             if c.accept("REPLICAS"):
                 c.expect_token(TokenType.L_PAREN, "(")
-                while True:
+                replicas = []
+                while (tok := c.peek()) is not None and tok.token_type is not TokenType.R_PAREN:
                     replicas.append(c.name("a replica name"))
                     if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
                         c.skip_parens()
@@ -364,7 +365,9 @@ class _Planner:
         if paren:
             c.expect_token(TokenType.R_PAREN, ")")
         c.end()
-        return st.CreateCluster(self.src.sql, name, tuple(replicas))
+        return st.CreateCluster(
+            self.src.sql, name, tuple(replicas) if replicas is not None else None
+        )
 
     # -- DROP -----------------------------------------------------------------------------------
 

@@ -649,6 +649,21 @@ class ScalarBinder:
                 )
             raise self.err(FeatureNotSupported, "interval values are only constants", node)
         t = self._bind(node.this)
+        to = node.args["to"]
+        if (
+            target.name == "text"
+            and to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
+            and to.expressions
+        ):
+            # varchar(n): an explicit cast truncates to n characters
+            n = int(to.expressions[0].name)
+            text = self.coerce(t, target, node, explicit=True)
+            return Typed(
+                CallVariadic(
+                    VariadicFunc.SUBSTR, (text.expr, Literal(1, INT64), Literal(n, INT64))
+                ),
+                target,
+            )
         if t.type.name == "unknown":
             return self.coerce(t, target, node)
         if target.scalar is None:
@@ -792,6 +807,11 @@ class ScalarBinder:
             )
         if isinstance(node, exp.Window):
             raise self.err(FeatureNotSupported, "window functions are not supported yet", node)
+        from spate.sql.functions import BUILTINS
+
+        builtin = BUILTINS.get(type(node))
+        if builtin is not None:
+            return builtin(self, node)
         raise self.err(UndefinedFunction, f"function {name} does not exist", node)
 
 

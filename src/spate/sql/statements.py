@@ -54,8 +54,10 @@ class CreateIndex(Statement):
 
 @dataclass(frozen=True, slots=True)
 class CreateCluster(Statement):
+    """``replicas``: the replica names; ``None`` (no REPLICAS clause): one replica, ``r1``."""
+
     name: str
-    replicas: tuple[str, ...]
+    replicas: tuple[str, ...] | None
 
 
 @dataclass(frozen=True, slots=True)

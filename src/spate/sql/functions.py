@@ -1,0 +1,259 @@
+"""SQL functions the IR has no node for, written with the nodes it has.
+
+``round``/``trunc``/``ceil``/``floor`` go through casts (numeric casts round half away from
+zero, casts to ``int64`` truncate), ``sign`` is a CASE, ``left``/``right`` are ``substr``,
+``concat_ws`` concatenates ``coalesce(sep || x, '')`` pieces, ``starts_with`` compares a
+prefix. Each keeps PostgreSQL's result type and NULL behaviour; a float beyond the int64 range
+gives NULL where PostgreSQL would answer (documented).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Case,
+    Cast,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
+from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, numeric
+from spate.sql.errors import FeatureNotSupported, UndefinedFunction
+from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, display_name, pg_numeric
+
+if TYPE_CHECKING:
+    from spate.sql.scalar import ScalarBinder, Typed
+
+Builtin = Callable[["ScalarBinder", exp.Expression], "Typed"]
+
+
+def _number(b: ScalarBinder, node: exp.Expression, what: str) -> Typed:
+    t = b._bind(node)
+    if t.type.name == "unknown":
+        t = b.coerce(t, FLOAT8, node)
+    if not t.type.is_numeric:
+        raise b.err(
+            UndefinedFunction, f"function {what}({display_name(t.type)}) does not exist", node
+        )
+    return t
+
+
+def _constant_int(b: ScalarBinder, node: exp.Expression | None, what: str) -> int:
+    if node is None:
+        return 0
+    t = b._bind(node)
+    if not isinstance(t.expr, Literal) or not isinstance(t.expr.value, int):
+        raise b.err(FeatureNotSupported, f"{what} needs a constant integer", node)
+    return t.expr.value
+
+
+def _float_trunc(x: ScalarExpr) -> ScalarExpr:
+    return Cast(Cast(x, INT64), FLOAT64)
+
+
+def round_(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    t = _number(b, node.this, "round")
+    digits = _constant_int(b, node.args.get("decimals"), "round's precision")
+    if t.type.is_integer:
+        return t
+    if t.type.name == "numeric":
+        scale = max(0, min(digits, 38))
+        return Typed(Cast(t.expr, numeric(38, scale)), pg_numeric(numeric(38, scale)))
+    if digits:
+        raise b.err(FeatureNotSupported, "round(double precision, n) does not exist", node)
+    # half to even, as PostgreSQL's rint: floor(x + 0.5), minus one on an odd tie
+    x = t.expr
+    up = CallBinary(BinaryFunc.ADD, x, Literal(0.5, FLOAT64))
+    fl = _floor(up)
+    tie = CallBinary(BinaryFunc.EQ, up, fl)
+    odd = CallBinary(
+        BinaryFunc.NE,
+        CallBinary(BinaryFunc.MOD, Cast(fl, INT64), Literal(2, INT64)),
+        Literal(0, INT64),
+    )
+    value = Case(
+        (
+            (
+                CallBinary(BinaryFunc.AND, tie, odd),
+                CallBinary(BinaryFunc.SUB, fl, Literal(1.0, FLOAT64)),
+            ),
+        ),
+        fl,
+    )
+    return Typed(value, FLOAT8)
+
+
+def _floor(x: ScalarExpr) -> ScalarExpr:
+    t = _float_trunc(x)
+    return Case(
+        ((CallBinary(BinaryFunc.LT, x, t), CallBinary(BinaryFunc.SUB, t, Literal(1.0, FLOAT64))),),
+        t,
+    )
+
+
+def _ceil(x: ScalarExpr) -> ScalarExpr:
+    t = _float_trunc(x)
+    return Case(
+        ((CallBinary(BinaryFunc.GT, x, t), CallBinary(BinaryFunc.ADD, t, Literal(1.0, FLOAT64))),),
+        t,
+    )
+
+
+def trunc(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    t = _number(b, node.this, "trunc")
+    digits = _constant_int(b, node.args.get("decimals"), "trunc's precision")
+    if t.type.is_integer:
+        return t
+    if t.type.name == "numeric":
+        if digits:
+            raise b.err(FeatureNotSupported, "trunc(numeric, n) with n > 0", node)
+        return Typed(Cast(Cast(t.expr, INT64), numeric(38, 0)), pg_numeric(numeric(38, 0)))
+    return Typed(_float_trunc(t.expr), FLOAT8)
+
+
+def floor_ceil(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    is_floor = isinstance(node, exp.Floor)
+    t = _number(b, node.this, "floor" if is_floor else "ceil")
+    if node.args.get("decimals") is not None:
+        raise b.err(FeatureNotSupported, "floor/ceil take one argument", node)
+    if t.type.is_integer:
+        return t
+    if t.type.name == "numeric":
+        x = t.expr
+        tr = Cast(Cast(x, INT64), numeric(38, 0))
+        one = Literal(1, numeric(1, 0))
+        if is_floor:
+            value: ScalarExpr = Case(
+                ((CallBinary(BinaryFunc.LT, x, tr), CallBinary(BinaryFunc.SUB, tr, one)),), tr
+            )
+        else:
+            value = Case(
+                ((CallBinary(BinaryFunc.GT, x, tr), CallBinary(BinaryFunc.ADD, tr, one)),), tr
+            )
+        return Typed(Cast(value, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+    return Typed(_floor(t.expr) if is_floor else _ceil(t.expr), FLOAT8)
+
+
+def sign(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    t = _number(b, node.this, "sign")
+    x = t.expr
+    scalar = t.type.scalar
+    assert scalar is not None
+
+    def lit(v: int) -> Literal:
+        if scalar.kind.value == "float64":
+            return Literal(float(v), FLOAT64)
+        if scalar.kind.value == "numeric":
+            return Literal(v, numeric(1, 0))
+        return Literal(v, INT64)
+
+    zero = lit(0)
+    value = Case(
+        (
+            (CallUnary(UnaryFunc.IS_NULL, x), Literal(None, scalar)),
+            (CallBinary(BinaryFunc.GT, x, zero), lit(1)),
+            (CallBinary(BinaryFunc.LT, x, zero), lit(-1)),
+        ),
+        zero,
+    )
+    out = t.type if t.type.name != "numeric" else pg_numeric(numeric(38, 0))
+    if out.name == "numeric":
+        return Typed(Cast(value, numeric(38, 0)), out)
+    return Typed(value, out)
+
+
+def _text_arg(b: ScalarBinder, node: exp.Expression) -> Typed:
+    t = b._bind(node)
+    return b.to_text(t, node)
+
+
+def left_right(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    s = _text_arg(b, node.this).expr
+    n = b.coerce(b._bind(node.expression), INT8, node.expression).expr
+    length = CallUnary(UnaryFunc.LENGTH, s)
+    zero = Literal(0, INT64)
+    if isinstance(node, exp.Left):
+        # left(s, n): the first n characters; n < 0: all but the last |n|
+        count: ScalarExpr = Case(
+            ((CallBinary(BinaryFunc.LT, n, zero), CallBinary(BinaryFunc.ADD, length, n)),), n
+        )
+        count = CallVariadic(VariadicFunc.GREATEST, (count, zero))
+        return Typed(CallVariadic(VariadicFunc.SUBSTR, (s, Literal(1, INT64), count)), PG_TEXT)
+    # right(s, n): the last n characters; n < 0: all but the first |n|
+    start: ScalarExpr = Case(
+        (
+            (
+                CallBinary(BinaryFunc.LT, n, zero),
+                CallBinary(BinaryFunc.ADD, Literal(1, INT64), CallUnary(UnaryFunc.NEG, n)),
+            ),
+        ),
+        CallBinary(BinaryFunc.ADD, CallBinary(BinaryFunc.SUB, length, n), Literal(1, INT64)),
+    )
+    start = CallVariadic(VariadicFunc.GREATEST, (start, Literal(1, INT64)))
+    return Typed(CallVariadic(VariadicFunc.SUBSTR, (s, start)), PG_TEXT)
+
+
+def concat_ws(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    args = node.expressions
+    if len(args) < 2:
+        raise b.err(UndefinedFunction, "concat_ws needs a separator and values", node)
+    sep = _text_arg(b, args[0]).expr
+    pieces: ScalarExpr = Literal("", TEXT)
+    for a in args[1:]:
+        x = _text_arg(b, a).expr
+        piece = CallVariadic(
+            VariadicFunc.COALESCE, (CallBinary(BinaryFunc.CONCAT, sep, x), Literal("", TEXT))
+        )
+        pieces = CallBinary(BinaryFunc.CONCAT, pieces, piece)
+    start = CallBinary(BinaryFunc.ADD, CallUnary(UnaryFunc.LENGTH, sep), Literal(1, INT64))
+    value = CallVariadic(VariadicFunc.SUBSTR, (pieces, start))
+    # a NULL separator makes the result NULL
+    guarded = Case(((CallUnary(UnaryFunc.IS_NULL, sep), Literal(None, TEXT)),), value)
+    return Typed(guarded, PG_TEXT)
+
+
+def starts_with(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    s = _text_arg(b, node.this).expr
+    p = _text_arg(b, node.expression).expr
+    prefix = CallVariadic(
+        VariadicFunc.SUBSTR, (s, Literal(1, INT64), CallUnary(UnaryFunc.LENGTH, p))
+    )
+    return Typed(CallBinary(BinaryFunc.EQ, prefix, p), PG_BOOL)
+
+
+BUILTINS: dict[type, Builtin] = {
+    exp.Round: round_,
+    exp.Trunc: trunc,
+    exp.Floor: floor_ceil,
+    exp.Ceil: floor_ceil,
+    exp.Sign: sign,
+    exp.Left: left_right,
+    exp.Right: left_right,
+    exp.ConcatWs: concat_ws,
+    exp.StartsWith: starts_with,
+}
+
+__all__ = ["BOOL", "BUILTINS", "INT4"]
