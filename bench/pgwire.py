@@ -1,0 +1,126 @@
+"""Benchmark: point lookups on an indexed view through the PostgreSQL wire protocol.
+
+One environment (a cluster with one replica, Spark ``local[2]``), a table of ``--rows`` rows,
+a materialized view of it with an index on ``id``. The same random point lookups run
+
+* through ``spate serve``'s server with psycopg (``SELECT * FROM items_mv WHERE id = %s``,
+  prepared; the session reads serializably), and
+* through ``Environment.select`` of the same filter plan (``isolation="serializable"``), the
+  baseline, in the same process,
+
+alternating in rounds so that both see the same machine load. Reported: queries/s, p50/p99 of
+each, and the ratio of the wire's throughput to the baseline's (target >= 0.5). Results go to
+``bench/results/pgwire.json``.
+
+    python -m bench.pgwire [--rows N] [--lookups N] [--rounds N] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench._results import write_result
+from spate.environment.api import Environment
+from spate.pgwire.environment import EnvironmentEngine
+from spate.pgwire.server import ServerConfig, ServerThread
+from spate.plan.builder import col, lit
+from spate.repr.desc import RelationDesc
+from spate.repr.types import INT64, TEXT
+
+
+def _stats(latencies: list[float], elapsed: float) -> dict[str, float]:
+    q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [latencies[0]] * 99
+    return {
+        "queries": len(latencies),
+        "qps": round(len(latencies) / elapsed, 2),
+        "p50_ms": round(q[49] * 1000, 2),
+        "p99_ms": round(q[98] * 1000, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--lookups", type=int, default=20, help="per round and path")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = Environment.open(Path(tmp) / "data")
+        if not hasattr(env, "sql"):
+            env.close()
+            raise SystemExit("this build has no Environment.sql: nothing to serve")
+        try:
+            figures = _run(env, args, rng)
+        finally:
+            env.close()
+    figures["seed"] = seed
+    path = write_result("pgwire", figures)
+    print(f"wrote {path}")
+
+
+def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    env.create_cluster("c", replicas=["r1"])
+    env.create_table("items", RelationDesc.of(("id", INT64, False), ("v", TEXT)))
+    env.insert("items", [(i, f"value {i}") for i in range(args.rows)])
+    env.create_materialized_view("items_mv", env.get("items"), cluster="c")
+    env.create_index("items_by_id", on="items_mv", key=["id"], cluster="c")
+    assert env.select("items_mv", timeout=600).num_rows == args.rows
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    wire: list[float] = []
+    base: list[float] = []
+    wire_time = base_time = 0.0
+    try:
+        dsn = f"host=127.0.0.1 port={server.port} user=bench dbname=spate sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET transaction_isolation = 'serializable'")
+            for r in range(args.rounds):
+                keys = [rng.randrange(args.rows) for _ in range(args.lookups)]
+                started = time.perf_counter()
+                for k in keys:
+                    t0 = time.perf_counter()
+                    got = conn.execute(
+                        "SELECT * FROM items_mv WHERE id = %s", (k,), prepare=True
+                    ).fetchall()
+                    wire.append(time.perf_counter() - t0)
+                    assert got == [(k, f"value {k}")], got
+                wire_time += time.perf_counter() - started
+                started = time.perf_counter()
+                for k in keys:
+                    t0 = time.perf_counter()
+                    table = env.select(
+                        env.get("items_mv").filter(col("id").eq(lit(k))),
+                        isolation="serializable",
+                    )
+                    base.append(time.perf_counter() - t0)
+                    assert table.to_pylist() == [{"id": k, "v": f"value {k}"}]
+                base_time += time.perf_counter() - started
+                print(f"round {r + 1}/{args.rounds}: wire {_stats(wire, wire_time)}")
+                print(f"             select {_stats(base, base_time)}")
+    finally:
+        server.close()
+    w, b = _stats(wire, wire_time), _stats(base, base_time)
+    ratio = round(w["qps"] / b["qps"], 3)
+    print(f"psycopg over pgwire: {w}\nEnvironment.select: {b}\nratio {ratio} (target >= 0.5)")
+    return {
+        "rows": args.rows,
+        "psycopg": w,
+        "environment_select": b,
+        "ratio_qps": ratio,
+        "target_ratio": 0.5,
+    }
+
+
+if __name__ == "__main__":
+    main()
