@@ -11,9 +11,9 @@ on the accumulated input"):
   groups collide and temporal bounds fall inside the times tested (timestamps are a few
   milliseconds after 1970-01-01, some with sub-millisecond parts).
 
-Generated plans never make ``Reduce``, ``TopK`` or ``Distinct`` see negative multiplicities
-(``Negate`` only appears as ``x + Negate(Filter(x))`` or under ``Threshold``), keep integers far
-from overflow, and use ``now()`` only in temporal filters.
+Generated plans never make ``Reduce``, ``TopK``, ``Window`` or ``Distinct`` see negative
+multiplicities (``Negate`` only appears as ``x + Negate(Filter(x))`` or under ``Threshold``),
+keep integers far from overflow, and use ``now()`` only in temporal filters.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from spate.plan.relation import (
     Union,
 )
 from spate.plan.table_func import TableFunc
+from spate.plan.window import Window, WindowExpr, WindowFunc
 from spate.repr.desc import RelationDesc
 from spate.repr.types import (
     BOOL,
@@ -102,6 +103,7 @@ OPERATORS: Final = frozenset(
         "threshold",
         "union",
         "arrange_by",
+        "window",
     }
 )
 """Operator knobs of :func:`plans` (``Get`` is always possible)."""
@@ -297,6 +299,46 @@ class _Plans:
         limit = draw(st.sampled_from([None, 0, 1, 1, 2, 3]))
         offset = draw(st.sampled_from([0, 0, 1, 2]))
         return TopK(c, tuple(key), tuple(order), limit, offset)
+
+    def _window(self, draw: st.DrawFn, child: _Child) -> RelationExpr:
+        c = draw(child)
+        cols = c.desc.columns
+        key = draw(st.lists(st.sampled_from(range(c.desc.arity)), max_size=2, unique=True))
+        orderable = [i for i, col in enumerate(cols) if col.type.kind is not K.JSONB]
+        order: list[ColumnOrder] = []
+        if orderable:
+            one = st.builds(
+                ColumnOrder,
+                st.sampled_from(orderable),
+                st.booleans(),
+                st.sampled_from([None, True, False]),
+            )
+            order = draw(st.lists(one, max_size=2))
+        options: list[WindowExpr | AggregateExpr] = [
+            WindowExpr(WindowFunc.ROW_NUMBER),
+            WindowExpr(WindowFunc.RANK),
+            WindowExpr(WindowFunc.DENSE_RANK),
+            AggregateExpr(AggregateFunc.COUNT, Literal(True, BOOL)),
+        ]
+        for i, col in enumerate(cols):
+            ref, k = ColumnRef(i), col.type.kind
+            same = [ColumnRef(j) for j, o in enumerate(cols) if o.type == col.type]
+            default = draw(st.sampled_from([None, *same]))
+            offset = draw(st.sampled_from([1, 1, 2, 0, -1]))
+            func = draw(st.sampled_from([WindowFunc.LAG, WindowFunc.LEAD]))
+            options.append(WindowExpr(func, ref, offset, default))
+            options.append(AggregateExpr(AggregateFunc.COUNT, ref))
+            if k is not K.JSONB:
+                options.append(AggregateExpr(AggregateFunc.MIN, ref))
+                options.append(AggregateExpr(AggregateFunc.MAX, ref))
+            if k is K.INT64:
+                options.append(AggregateExpr(AggregateFunc.SUM, ref))
+                options.append(AggregateExpr(AggregateFunc.AVG, ref))
+            if k is K.BOOL:
+                options.append(AggregateExpr(AggregateFunc.BOOL_AND, ref))
+                options.append(AggregateExpr(AggregateFunc.BOOL_OR, ref))
+        funcs = draw(st.lists(st.sampled_from(options), min_size=1, max_size=3))
+        return Window(c, tuple(key), tuple(order), tuple(funcs))
 
     def _distinct(self, draw: st.DrawFn, child: _Child) -> RelationExpr:
         return Distinct(draw(child))

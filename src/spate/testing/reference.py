@@ -285,8 +285,11 @@ class _Evaluator:
             for f, t, fn, default in compiled:
                 values = [None if fn is None else fn(r, self.now) for r in rows]
                 if isinstance(f, AggregateExpr):
-                    frames = [[(v, 1) for v in values[: last[i] + 1]] for i in range(n)]
-                    col = [aggregate(f, frame, t) for frame in frames]
+                    # one value per frame: the rows up to each peer group's last row
+                    by_end = {
+                        e: aggregate(f, [(v, 1) for v in values[: e + 1]], t) for e in set(last)
+                    }
+                    col = [by_end[e] for e in last]
                 elif f.func is WindowFunc.ROW_NUMBER:
                     col = list(range(1, n + 1))
                 elif f.func is WindowFunc.RANK:

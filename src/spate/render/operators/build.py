@@ -22,6 +22,7 @@ from spate.plan.relation import (
     TopK,
     Union,
 )
+from spate.plan.window import Window
 from spate.render.operators.join import JoinNode
 from spate.render.operators.join_history import attach
 from spate.render.operators.keyed import KeyedNode
@@ -38,6 +39,7 @@ from spate.render.operators.linear import (
 )
 from spate.render.operators.node import Node
 from spate.render.operators.temporal import TemporalFilterNode
+from spate.render.operators.window import WindowNode
 
 
 class Builder:
@@ -114,6 +116,18 @@ class Builder:
                     limit=limit,
                     offset=offset,
                     joined=attach(built, key),
+                )
+            case Window(inp, partition_by, order_by, funcs, _):
+                built = self.build(inp)
+                return WindowNode(
+                    built,
+                    "window",
+                    partition_by,
+                    plan.desc,
+                    name,
+                    order_by=order_by,
+                    joined=attach(built, partition_by),
+                    funcs=funcs,
                 )
             case Distinct(inp):
                 return KeyedNode(

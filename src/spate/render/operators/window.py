@@ -1,0 +1,204 @@
+"""Window: the keyed operator whose groups are the window's partitions.
+
+A step recomputes every partition its delta touches, at every time of the step where the
+partition changes, and emits the difference from the partition's previous output
+(:class:`~spate.render.operators.keyed.KeyedNode`'s machinery, with the partition key as the
+key: the touched partitions' history from the input arrangement, or from the join's inputs
+when the window sits over a join keyed by its one partition column). Hydration is one Spark
+job like a reduce's.
+
+Only the per-group output differs from the other keyed kinds: for every touched
+``(partition, _at)`` group of consolidated rows,
+
+1. each row of multiplicity ``n`` becomes ``n`` rows (``explode(sequence(1, _diff))``);
+2. Spark window functions over ``partitionBy(partition columns, _at)`` compute each function:
+   ``row_number``, ``lag`` and ``lead`` in the total order (the ORDER BY with its NULL
+   placement, then every input column ascending, NULLs last: the reference's tie-break),
+   ``rank``/``dense_rank`` and the aggregates in the ORDER BY alone, whose ``RANGE`` frame
+   ``UNBOUNDED PRECEDING .. CURRENT ROW`` holds the row's peers (no ORDER BY: the whole
+   partition);
+3. identical annotated rows are counted back into one row with that multiplicity.
+
+``lag``/``lead`` read a one-field struct of the value, so that a NULL value in the row
+``offset`` rows away is told apart from there being no such row (then the default, evaluated on
+the current row). Aggregates give :func:`spate.testing.reference.aggregate`'s values, computed as
+:mod:`spate.render.aggregates` does (exact int64 and numeric sums, exactly rounded averages),
+with that module's deviations for float sums and averages (summed in the frame's order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.infer import typ
+from spate.plan.window import WindowExpr, WindowFunc
+from spate.render.layout import col_name, data_names
+from spate.render.operators.keyed import _AT, _CARRY, _M, KeyedNode
+from spate.render.operators.node import scalar
+from spate.repr.desc import DIFF_COLUMN
+from spate.repr.types import ScalarKind, ScalarType
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.window import WindowSpec
+
+K = ScalarKind
+_COPY = "_copy"
+
+
+@dataclass
+class WindowNode(KeyedNode):
+    """A ``Window`` plan node: ``kind = "window"``, ``key`` its partition columns."""
+
+    funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
+
+    def _outputs(self, groups: DataFrame, stamped: list[Column] | None = None) -> DataFrame:
+        """Every ``(partition, _at)`` group's output rows: data columns (the input's, then the
+        functions'), ``_at``, the carried ``_next`` and ``_from``, and the multiplicity ``_m``."""
+        from pyspark.sql import functions as F
+
+        if stamped is not None:
+            groups = groups.select("*", *stamped)
+        memo = self._columns
+        data = data_names(self.input.desc.arity)
+        carried = (_AT, *_CARRY)
+
+        def expanded() -> list[Column]:
+            copies = F.explode(F.sequence(F.lit(1).cast("long"), F.col(DIFF_COLUMN)))
+            return [*[F.col(c) for c in (*data, *carried)], copies.alias(_COPY)]
+
+        def annotated() -> list[Column]:
+            arity = self.input.desc.arity
+            funcs = [
+                self._function(f, t).alias(col_name(arity + i))
+                for i, (f, t) in enumerate(
+                    zip(self.funcs, [c.type for c in self.desc.columns[arity:]], strict=True)
+                )
+            ]
+            return [*[F.col(c) for c in (*data, *carried)], *funcs]
+
+        rows = memo.select(groups, "window-copies", expanded)
+        rows = memo.select(rows, "window-funcs", annotated)
+        out = data_names(self.desc.arity)
+        return memo.group_agg(
+            rows,
+            "window-count",
+            lambda: [F.col(c) for c in (*out, *carried)],
+            lambda: [F.count(F.lit(1)).alias(_M)],
+        )
+
+    # -- window specifications and functions ------------------------------------------------------
+
+    def _partition(self) -> list[str]:
+        return [*(col_name(k) for k in self.key), _AT]
+
+    def _order(self) -> list[Column]:
+        """The ORDER BY with explicit NULL placement."""
+        from pyspark.sql import functions as F
+
+        order: list[Column] = []
+        for o in self.order_by:
+            c = F.col(col_name(o.column))
+            last = o.effective_nulls_last()
+            if o.desc:
+                order.append(c.desc_nulls_last() if last else c.desc_nulls_first())
+            else:
+                order.append(c.asc_nulls_last() if last else c.asc_nulls_first())
+        return order
+
+    def _total(self) -> WindowSpec:
+        """The ORDER BY, then every input column ascending, NULLs last."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.window import Window
+
+        tie = [F.col(c).asc_nulls_last() for c in data_names(self.input.desc.arity)]
+        return Window.partitionBy(*self._partition()).orderBy(*self._order(), *tie)
+
+    def _frame(self) -> WindowSpec:
+        """The default frame: up to the row's last peer, or the whole partition."""
+        from pyspark.sql.window import Window
+
+        spec = Window.partitionBy(*self._partition())
+        if not self.order_by:
+            return spec.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+        return spec.orderBy(*self._order()).rangeBetween(
+            Window.unboundedPreceding, Window.currentRow
+        )
+
+    def _function(self, f: WindowExpr | AggregateExpr, out: ScalarType) -> Column:
+        from pyspark.sql import functions as F
+        from pyspark.sql.window import Window
+
+        from spate.repr.spark import spark_type
+
+        if isinstance(f, AggregateExpr):
+            return self._aggregate(f, out)
+        if f.func is WindowFunc.ROW_NUMBER:
+            return F.row_number().over(self._total()).cast("long")
+        if f.func in (WindowFunc.RANK, WindowFunc.DENSE_RANK):
+            if not self.order_by:  # every row is a peer of every other
+                return F.lit(1).cast("long")
+            by_order = Window.partitionBy(*self._partition()).orderBy(*self._order())
+            ranking = F.rank() if f.func is WindowFunc.RANK else F.dense_rank()
+            return ranking.over(by_order).cast("long")
+        assert f.expr is not None
+        in_desc = self.input.desc
+        value = scalar(f.expr, in_desc)
+        back = f.offset if f.func is WindowFunc.LAG else -f.offset
+        if back == 0:
+            return value.cast(spark_type(out))
+        held = F.struct(value.alias("v"))
+        other = F.lag(held, back) if back > 0 else F.lead(held, -back)
+        other = other.over(self._total())
+        default = F.lit(None) if f.default is None else scalar(f.default, in_desc)
+        return F.when(other.isNull(), default).otherwise(other["v"]).cast(spark_type(out))
+
+    def _aggregate(self, agg: AggregateExpr, out: ScalarType) -> Column:
+        """``agg`` over the frame; every row counts once (the rows were expanded)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from spate.render.aggregates import _int_ratio, _numeric_ratio
+        from spate.repr.spark import spark_type
+
+        w = self._frame()
+        in_desc = self.input.desc
+        v = scalar(agg.expr, in_desc)
+        k = typ(agg.expr, in_desc.columns).type.kind
+        f = agg.func
+        exact_int = T.DecimalType(20, 0)
+        result: Column
+        if f is AggregateFunc.COUNT:
+            result = F.count(v).over(w)
+        elif f is AggregateFunc.MIN:
+            result = F.min(v).over(w)
+        elif f is AggregateFunc.MAX:
+            result = F.max(v).over(w)
+        elif f is AggregateFunc.BOOL_AND:
+            result = F.bool_and(v).over(w)
+        elif f is AggregateFunc.BOOL_OR:
+            result = F.bool_or(v).over(w)
+        elif f is AggregateFunc.SUM:
+            if k is K.INT64:
+                result = F.sum(v.cast(exact_int)).over(w)
+            else:
+                result = F.sum(v).over(w)
+                if k is K.FLOAT64:
+                    result = F.when(result == F.lit(0.0), F.lit(0.0)).otherwise(result)
+        elif f is AggregateFunc.AVG:
+            n = F.count(v).over(w)
+            if k is K.INT64:
+                total = F.sum(v.cast(exact_int)).over(w).cast(T.DecimalType(38, 0))
+                result = _int_ratio(total, n)
+            elif k is K.NUMERIC:
+                in_type = typ(agg.expr, in_desc.columns).type
+                assert in_type.scale is not None and out.scale is not None
+                result = _numeric_ratio(F.sum(v).over(w), n, in_type.scale, out.scale)
+            else:
+                average = F.sum(v).over(w) / n.cast("double")
+                result = F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
+        else:
+            raise TypeError(f"{f.value} is not a window aggregate")
+        return result.cast(spark_type(out))
