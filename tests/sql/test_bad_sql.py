@@ -137,18 +137,7 @@ CASES: list[tuple[str, str, str | None]] = [
 ]
 
 # Refusals not yet as precise as they must be; each is a strict xfail, removed when fixed.
-GAPS = {
-    "SELECT x,, y FROM t": "accepted: the empty select item is dropped instead of refused",
-    "SELECT DISTINCT ON (x) x, y FROM t ORDER BY y": "position on ORDER BY, not on the DISTINCT ON expression",
-    "SELECT 1 UNION SELECT 'a'": "position on the first branch, not on 'a'",
-    "SELECT 1 UNION SELECT 1, 2": "position on the first branch, not on the longer one",
-    "INSERT INTO t VALUES (3, 'c', 1, 4)": "position on the row, not on the extra value",
-    "INSERT INTO t (nope) VALUES (1)": "position on the table, not on the column",
-    "CREATE TABLE t (a bigint)": "no position for a name that exists",
-    "CREATE VIEW v AS SELECT 1 AS one": "position on the statement, not on the name",
-    "CREATE MATERIALIZED VIEW m IN CLUSTER nope AS SELECT x FROM t": "position on the statement, not on the cluster",
-    "DROP TABLE t": "no position for a drop refused by dependents",
-}
+GAPS = {}
 
 
 def _cases() -> list[Any]:

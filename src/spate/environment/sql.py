@@ -29,6 +29,8 @@ from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,
     SinkItem,
+    SourceItem,
+    SubsourceItem,
     item_desc,
     kind_of,
 )
@@ -115,8 +117,22 @@ class EnvironmentCatalog:
             cluster = item.cluster
         elif isinstance(item, SinkItem):
             on = self.state.by_id(item.from_id).name
+        own_subsources = isinstance(item, SourceItem)
+        dependents = tuple(
+            d.name
+            for d in self.state.dependents(item.id)
+            if not (own_subsources and isinstance(d, SubsourceItem))
+        )
         return CatalogObject(
-            item.name, kind, item.id, desc, self.definitions.get(item.name), on, cluster, key
+            item.name,
+            kind,
+            item.id,
+            desc,
+            self.definitions.get(item.name),
+            on,
+            cluster,
+            key,
+            dependents,
         )
 
     def lookup(self, name: str) -> CatalogObject | None:

@@ -33,6 +33,8 @@ class CatalogObject:
     cluster: str | None = None
     key: tuple[str, ...] = ()
     """For an index: its key columns."""
+    dependents: tuple[str, ...] = ()
+    """The objects that read this one (what a DROP without CASCADE refuses on)."""
 
     @property
     def readable(self) -> bool:

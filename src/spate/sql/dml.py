@@ -36,11 +36,12 @@ def plan_insert(p: _Planner) -> st.Insert:
     desc = obj.desc
     if columns is None:
         columns = list(desc.names)
+    column_nodes = list(node.this.expressions) if isinstance(node.this, exp.Schema) else []
     for i, c in enumerate(columns):
         if c not in desc.names:
             raise UndefinedColumn(
                 f'column "{c}" of relation "{obj.name}" does not exist',
-                position=position(target),
+                position=position(column_nodes[i] if column_nodes else target),
                 text=p.src.text,
             )
         if c in columns[:i]:
@@ -124,9 +125,10 @@ def _literal_rows(
                 if len(items) > len(targets)
                 else ("target columns", "expressions")
             )
+            extra = items[len(targets)] if len(items) > len(targets) else row
             raise SqlError(
                 f"INSERT has more {more} than {than}",
-                position=position(row),
+                position=position(extra),
                 text=p.src.text,
                 sqlstate="42601",
             )

@@ -17,7 +17,9 @@ from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog, CatalogObject
 from spate.sql.errors import (
+    DependentObjects,
     DuplicateColumn,
+    DuplicateObject,
     FeatureNotSupported,
     SqlError,
     SqlSyntaxError,
@@ -73,6 +75,7 @@ class _Planner:
 
     def plan(self) -> st.Statement:
         c = self.cur
+        self.check_commas()
         first = c.word()
         if first in ("SELECT", "WITH", "VALUES", "TABLE") or (
             c.peek() is not None and c.peek().token_type is TokenType.L_PAREN  # type: ignore[union-attr]
@@ -107,6 +110,19 @@ class _Planner:
             position=c.here() + 1,
             text=self.src.text,
         )
+
+    def check_commas(self) -> None:
+        """A comma before another comma, a closing parenthesis or FROM is a syntax error
+        (sqlglot drops the empty item; PostgreSQL refuses it)."""
+        for a, b in zip(self.tokens, self.tokens[1:], strict=False):
+            if a.token_type is TokenType.COMMA and (
+                b.token_type in (TokenType.COMMA, TokenType.R_PAREN, TokenType.FROM)
+            ):
+                raise SqlSyntaxError(
+                    f'syntax error at or near "{b.text}": an empty item after ","',
+                    position=a.start + 1,
+                    text=self.src.text,
+                )
 
     def unsupported(self, message: str) -> SqlError:
         return FeatureNotSupported(message, position=self.src.start + 1, text=self.src.text)
@@ -184,6 +200,13 @@ class _Planner:
                 "CREATE TABLE needs a column list (CREATE TABLE … AS is not supported)"
             )
         name = schema.this.name
+        existing = self.catalog.lookup(name)
+        if existing is not None and not node.args.get("exists"):
+            raise DuplicateObject(
+                f'{existing.kind} "{name}" already exists',
+                position=position(schema.this),
+                text=self.src.text,
+            )
         columns: list[Column] = []
         seen: set[str] = set()
         for item in schema.expressions:
@@ -237,12 +260,15 @@ class _Planner:
         materialized = c.accept("MATERIALIZED")
         c.expect("VIEW")
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
+        name_at = c.here()
         name = c.dotted_name("a view name")
         col_names: list[str] = []
         if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
             col_names = c.name_list("a column name")
         cluster = None
+        cluster_at = c.here()
         if c.accept("IN", "CLUSTER"):
+            cluster_at = c.here()
             cluster = c.name("a cluster name")
         if c.at_words("WITH"):
             c.i += 1
@@ -253,15 +279,13 @@ class _Planner:
         plan, names = self.view_plan(node, col_names)
         if cluster is not None and cluster not in self.catalog.cluster_names():
             raise UndefinedObject(
-                f"unknown cluster '{cluster}'", position=self.src.start + 1, text=self.src.text
+                f"unknown cluster '{cluster}'", position=cluster_at + 1, text=self.src.text
             )
         existing = self.catalog.lookup(name)
         if existing is not None and not (replace or if_not_exists):
-            from spate.sql.errors import DuplicateObject
-
             raise DuplicateObject(
                 f'{existing.kind} "{name}" already exists',
-                position=self.src.start + 1,
+                position=name_at + 1,
                 text=self.src.text,
             )
         del names
@@ -300,7 +324,9 @@ class _Planner:
         if not c.at_words("ON") and not c.at_words("IN", "CLUSTER"):
             name = c.name("an index name")
         cluster = None
+        cluster_at = c.here()
         if c.accept("IN", "CLUSTER"):
+            cluster_at = c.here()
             cluster = c.name("a cluster name")
         c.expect("ON")
         at = c.here()
@@ -331,7 +357,7 @@ class _Planner:
             name = f"{on}_primary_idx" if default else f"{on}_{'_'.join(key)}_idx"
         if cluster is not None and cluster not in self.catalog.cluster_names():
             raise UndefinedObject(
-                f"unknown cluster '{cluster}'", position=self.src.start + 1, text=self.src.text
+                f"unknown cluster '{cluster}'", position=cluster_at + 1, text=self.src.text
             )
         return st.CreateIndex(self.src.sql, name, on, tuple(key), cluster, if_not_exists)
 
@@ -404,6 +430,7 @@ class _Planner:
             c.expect("VIEW")
         if_exists = c.accept("IF", "EXISTS")
         names: list[str] = []
+        positions: list[int] = []
         while True:
             at = c.here()
             name = c.dotted_name("an object name")
@@ -422,11 +449,23 @@ class _Planner:
                 )
             else:
                 names.append(name)
+                positions.append(at)
             if not c.accept_token(TokenType.COMMA):
                 break
         cascade = c.accept("CASCADE")
         c.accept("RESTRICT")
         c.end()
+        if not cascade:
+            for name, at in zip(names, positions, strict=True):
+                obj = self.catalog.lookup(name)
+                others = [d for d in (obj.dependents if obj else ()) if d not in names]
+                if others:
+                    raise DependentObjects(
+                        f'cannot drop {kind} "{name}": {", ".join(others)} depend on it',
+                        position=at + 1,
+                        text=self.src.text,
+                        hint="use DROP … CASCADE to drop the dependent objects too",
+                    )
         return st.DropObjects(self.src.sql, kind, tuple(names), cascade)
 
     # -- DML ------------------------------------------------------------------------------------

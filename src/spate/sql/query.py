@@ -391,18 +391,20 @@ class QueryPlanner:
             raise self.err(
                 SqlSyntaxError,
                 f"each {type(node).__name__.upper()} query must have the same number of columns",
-                node,
+                node.expression,
             )
         k = left.prefix
         types: list[PgType] = []
         for i, (a, b) in enumerate(zip(left.types, right.types, strict=True)):
             t = common_type([a, b])
             if t is None or t.scalar is None:
+                branch = node.expression
+                items = branch.expressions if isinstance(branch, exp.Select) else []
                 raise self.err(
                     DatatypeMismatch,
                     f"{type(node).__name__.upper()} types {a} and {b} cannot be matched "
                     f"(column {i + 1})",
-                    node,
+                    items[i] if i < len(items) else branch,
                 )
             types.append(t)
         lexpr = self.cast_outputs(left, types)

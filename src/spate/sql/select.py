@@ -240,7 +240,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
                 raise qp.err(
                     InvalidColumnReference,
                     "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
-                    order_items[0].this if order_items else on,
+                    on.expressions[0],
                 )
             rest = [o for o in column_orders if o.column not in on_positions]
             topk = TopK(rel.expr, tuple([*range(k), *on_positions]), tuple(rest), 1, 0)
