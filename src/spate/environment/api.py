@@ -25,7 +25,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,8 +50,8 @@ from spate.environment.runtime import Runtime
 from spate.environment.services import local_replica_metrics_ports
 from spate.environment.status import EnvironmentStatus, collect
 from spate.environment.write_result import WriteResult
+from spate.errors import CallTimeout, InvalidArgument, UsageError
 from spate.errors import EnvironmentClosed as EnvironmentClosed
-from spate.errors import UsageError
 from spate.ids import GlobalId
 from spate.orchestrator.supervisor import Supervisor
 from spate.plan.builder import ColumnSpec
@@ -185,7 +193,11 @@ class Environment:
             return future.result(timeout)
         except TimeoutError:
             future.cancel()
-            raise
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception() from None  # type: ignore[misc]
+            raise CallTimeout(
+                f"the call did not finish within {timeout} s (it was canceled)"
+            ) from None
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
         if self._rt is None:
@@ -315,7 +327,7 @@ class Environment:
             result.rows         # 2
             env.select("bids", as_of=result.timestamp)
         """
-        rows = list(rows)
+        rows = _as_list(rows, f"the rows to insert into {name}")
         timestamp = self._run(tables.insert(self.runtime, name, rows))
         return WriteResult(timestamp=timestamp, rows=len(rows))
 
@@ -349,7 +361,7 @@ class Environment:
 
             env.update("bids", [((1, 10, "ann"), (1, 12, "ann"))]).rows    # 1
         """
-        changes = list(changes)
+        changes = _as_list(changes, f"the (old, new) pairs to update in {name}")
         timestamp = self._run(tables.update(self.runtime, name, changes))
         return WriteResult(timestamp=timestamp, rows=len(changes))
 
@@ -609,6 +621,15 @@ class Environment:
             env.names()         # ['best', 'best_by_auction', 'bids']
         """
         return self._run(_call(lambda: sorted(i.name for i in self.runtime.catalog)))
+
+
+def _as_list(values: Iterable[T], what: str) -> list[T]:
+    """``values`` as a list; a string or a non-iterable is refused (``InvalidArgument``)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidArgument(
+            f"{what} must be a list of rows, got {type(values).__name__} {values!r:.60}"
+        )
+    return list(values)
 
 
 async def _call(fn: Callable[[], T]) -> T:

@@ -46,9 +46,9 @@ from spate.environment.planning import (
     subscribe_dataflow,
 )
 from spate.environment.runtime import Runtime
+from spate.errors import InvalidReadArgument, ReadTimeout, UsageError, check_argument
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
-from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
@@ -107,6 +107,31 @@ def _index_input(rt: Runtime, item: IndexItem) -> ReadInput:
 def _storage_input(rt: Runtime, id: GlobalId, name: str) -> ReadInput:
     f = rt.storage.collection_frontiers(id)
     return ReadInput(name, f.since, f.upper)
+
+
+_MAX_TIME: Final = 2**63 - 1
+
+
+def _check_time(value: object, what: str) -> None:
+    if value is not None:
+        check_argument(value, int, what)
+        assert isinstance(value, int)
+        if not 0 <= value <= _MAX_TIME:
+            raise InvalidReadArgument(f"{what} must be a timestamp in 0..2**63-1, got {value}")
+
+
+def _check_read_arguments(as_of: object, limit: object, order_by: object, timeout: object) -> None:
+    _check_time(as_of, "as_of")
+    if limit is not None:
+        check_argument(limit, int, "limit")
+    check_argument(order_by, (list, tuple), "order_by (column names)")
+    assert isinstance(order_by, (list, tuple))
+    for o in order_by:
+        check_argument(o, str, "an order_by column")
+    check_argument(timeout, (int, float), "timeout (seconds)")
+    assert isinstance(timeout, (int, float))
+    if not timeout > 0:
+        raise InvalidReadArgument(f"timeout must be more than 0 s, got {timeout}")
 
 
 def _pick_timestamp(
@@ -176,7 +201,7 @@ async def _peek(
     try:
         result = await asyncio.wait_for(future, timeout)
     except TimeoutError:
-        raise TimeoutError(
+        raise ReadTimeout(
             f"read at {timestamp} was not answered within {timeout:.0f} s: the inputs' uppers "
             "have not passed it yet, or no replica of cluster "
             f"{cluster} is running (check status())"
@@ -199,6 +224,7 @@ async def select(
     timeout: float = 60.0,
     isolation: str = "strict serializable",
 ) -> pa.Table:
+    _check_read_arguments(as_of, limit, order_by, timeout)
     level = check_isolation(isolation)
     t = resolve(rt, target)
     desc = t.plan.desc
@@ -229,7 +255,10 @@ async def select(
                 (hold,) = rt.storage.acquire_read_holds([item.id])
                 try:
                     hold.try_downgrade(Antichain.of(ts))
-                    await rt.controller.wait_for_uppers([item.id], ts, timeout)
+                    try:
+                        await rt.controller.wait_for_uppers([item.id], ts, timeout)
+                    except TimeoutError as e:
+                        raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
                     rows = await rt.storage.snapshot(item.id, ts)
                 finally:
                     hold.release()
@@ -293,6 +322,8 @@ async def subscribe(
     with_snapshot: bool = True,
 ) -> AsyncGenerator[list[tuple[int, Row, int]], None]:
     """Yield the changes of ``target`` from ``as_of`` on, one list per closed interval."""
+    _check_time(as_of, "as_of")
+    _check_time(up_to, "up_to")
     t = resolve(rt, target)
     inlined = inline_views(t.plan, rt.catalog)
     inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]

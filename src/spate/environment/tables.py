@@ -23,8 +23,8 @@ from typing import Final
 
 from spate.environment.catalog import TableItem, kind_of
 from spate.environment.runtime import Runtime
+from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.errors import RowsNotFound as RowsNotFound
-from spate.errors import UsageError
 from spate.frontier.antichain import Antichain
 from spate.repr.types import Datum, Row
 from spate.storage.controller.errors import InvalidUppers
@@ -98,6 +98,8 @@ async def delete(
     nothing is deleted.
     """
     item = table(rt, name)
+    if where is not None:
+        check_argument(where, dict, "where (column: value)")
     if (rows is None) == (where is None):
         raise UsageError("delete takes either rows or where=, not both (and not neither)")
     positions = {c: item.desc.index_of(c) for c in (where or {})}
@@ -121,6 +123,11 @@ async def update(
 ) -> int:
     """Replace each ``old`` row by ``new``, atomically at one timestamp."""
     item = table(rt, name)
+    check_argument(changes, (list, tuple), f"the changes to table {name} ((old, new) pairs)")
+    for c in changes:
+        check_argument(c, (list, tuple), f"a change to table {name} (an (old, new) pair)")
+        if len(c) != 2:
+            raise InvalidArgument(f"a change to table {name} must be an (old, new) pair: {c!r}")
     olds = _validate(item, [c[0] for c in changes])
     news = _validate(item, [c[1] for c in changes])
     async with rt.write_lock:

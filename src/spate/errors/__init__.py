@@ -56,14 +56,17 @@ from spate.errors._controller import (
     WriteOnlyCollection,
 )
 from spate.errors._environment import (
+    CallTimeout,
     CatalogError,
     EnvironmentClosed,
     HasDependents,
     InvalidName,
     InvalidObject,
+    InvalidReadArgument,
     NameExists,
     NotReadable,
     ReadFailed,
+    ReadTimeout,
     RowsNotFound,
     SinkError,
     SinkFenced,
@@ -103,6 +106,7 @@ from spate.errors._roots import (
 )
 
 __all__ = [
+    "CallTimeout",
     "CatalogError",
     "CollectionMissing",
     "ColumnMissing",
@@ -129,6 +133,7 @@ __all__ = [
     "InvalidObject",
     "InvalidPeek",
     "InvalidPlan",
+    "InvalidReadArgument",
     "InvalidReadPolicy",
     "InvalidRelationDesc",
     "InvalidScalarType",
@@ -148,6 +153,7 @@ __all__ = [
     "ReadFailed",
     "ReadHoldDowngradeError",
     "ReadHoldMismatch",
+    "ReadTimeout",
     "ReplicaExists",
     "ReplicaMissing",
     "RowsNotFound",

@@ -44,6 +44,18 @@ class ReadFailed(UsageError, RuntimeError):
     """The replica answered a read with an error."""
 
 
+class ReadTimeout(SpateError, TimeoutError):
+    """A read was not answered in time (its inputs did not reach its timestamp)."""
+
+
+class InvalidReadArgument(UsageError, ValueError):
+    """A read argument of the right type with a value that is not allowed."""
+
+
+class CallTimeout(SpateError, TimeoutError):
+    """An environment call did not finish in the time it was given (it was canceled)."""
+
+
 class RowsNotFound(UsageError, ValueError):
     """A delete or update names rows the table does not hold."""
 

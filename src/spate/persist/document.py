@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
-from spate.errors import Determinate, ProtocolError, UsageError
+from spate.errors import Determinate, ProtocolError, SpateError, UsageError
 from spate.persist.location import Consensus
 from spate.protocol.codec import decode, encode
 
@@ -29,6 +29,11 @@ _MAX_ATTEMPTS: Final = 100
 class UndecodableValue(UsageError, ValueError):
     """A new value that would not decode as its document's type once stored (a field of the
     wrong type somewhere inside it); nothing was committed."""
+
+
+class UnreadableDocument(SpateError, ValueError):
+    """A stored version that does not decode: the consensus database is damaged, or was
+    written by an incompatible version of spate. Names the key and the version."""
 
 
 class DurableDocument(Generic[T]):
@@ -60,7 +65,17 @@ class DurableDocument(Generic[T]):
         if head is None:
             self._seqno, self._value = None, None
             return None
-        value = self._decoder(head.data) if self._decoder else decode(head.data, self._cls)
+        if self._decoder is not None:
+            value = self._decoder(head.data)
+        else:
+            try:
+                value = decode(head.data, self._cls)
+            except ProtocolError as e:
+                raise UnreadableDocument(
+                    f"consensus key {self._key} (version {head.seqno}) cannot be read as "
+                    f"{self._cls.__name__}: {e}; the consensus database is damaged or was "
+                    "written by an incompatible version of spate"
+                ) from None
         self._seqno, self._value = head.seqno, value
         return self._value
 

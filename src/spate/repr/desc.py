@@ -136,6 +136,8 @@ class RelationDesc:
     def validate_rows(self, rows: Iterable[Sequence[Datum]], *, collection: str) -> list[Row]:
         """Validate every row; return them as tuples, each value in its one canonical form
         (see :mod:`spate.repr.identity`). The first bad row raises."""
+        if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
+            raise SchemaMismatch(collection, None, None, "a list of rows", f"{type(rows).__name__}")
         floats = [i for i, c in enumerate(self.columns) if c.type.kind is ScalarKind.FLOAT64]
         out: list[Row] = []
         for i, row in enumerate(rows):
