@@ -118,6 +118,9 @@ class EnvironmentEngine:
             f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
         ]  # fmt: skip
         bound = lexer.bind(sql, nulls)
+        planned = _planned_schema(self._env, bound)
+        if planned is not None:
+            return Described(oids, planned)
         table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
         if not isinstance(table, pa.Table):
             return Described(oids, None)
@@ -221,6 +224,29 @@ def _session_runner(env: Environment) -> Callable[[str], object] | None:
         return result
 
     return runner
+
+
+def _planned_schema(env: Environment, sql: str) -> pa.Schema | None:
+    """The columns of a SELECT from the SQL planner, without reading anything; ``None`` when
+    the planner is not there or does not say (the caller then reads it with no rows)."""
+    try:
+        planner = importlib.import_module("spate.sql")
+        front = importlib.import_module("spate.environment.sql")
+        shared = getattr(env, "_sql", None)
+        if shared is None or not hasattr(front, "EnvironmentCatalog"):
+            return None
+        try:
+            catalog = front.EnvironmentCatalog(env, shared[1])
+        except TypeError:
+            return None
+        statements = planner.plan_statements(sql, catalog)
+        if len(statements) != 1 or type(statements[0]).__name__ != "Select":
+            return None
+        stmt = statements[0]
+        fields = list(data_schema(stmt.plan.desc))[: len(stmt.names)]
+        return pa.schema([f.with_name(n) for f, n in zip(fields, stmt.names, strict=True)])
+    except Exception:  # the planner's own errors show when the statement runs
+        return None
 
 
 def subscribe_query(sql: str) -> str:
