@@ -61,6 +61,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option("--config", envvar=CONFIG_ENV, help="settings file (TOML)", show_envvar=True),
@@ -75,13 +76,17 @@ def _root(
     ] = False,
 ) -> None:
     state.config, state.log_level, state.debug = config, log_level, debug
-    # Replicas log at the level their environment passes down; commands default to warnings.
-    level = (log_level or os.environ.get("SPATE_LOG_LEVEL") or "WARNING").upper()
-    logging.basicConfig(
-        level=level if level in logging.getLevelNamesMapping() else "WARNING",
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    # The console shows warnings unless --log-level says otherwise (the log_level setting is
+    # the level spate logs at, which replicas write to their log files). A replica process
+    # logs at the level its environment passes down (SPATE_LOG_LEVEL), by default INFO.
+    default = "INFO" if ctx.invoked_subcommand == "replica" else "WARNING"
+    level = (log_level or os.environ.get("SPATE_LOG_LEVEL") or default).upper()
+    if level not in logging.getLevelNamesMapping():
+        raise typer.BadParameter(f"unknown log level {level!r}", param_hint="--log-level")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def main() -> None:

@@ -33,6 +33,15 @@ from pathlib import Path
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from spate.config import Settings
@@ -190,12 +199,39 @@ def _hydrated(env: Environment, replica: str | None = None) -> bool:
 def _wait(
     env: Environment, live: Live, what: str, timeout_s: float, replica: str | None = None
 ) -> float | None:
-    """Show the status until the replicas hydrate; seconds it took (``None``: not in time)."""
+    """Show progress (per replica: its driver starting, then dataflows hydrated) and the
+    status until the replicas hydrate; seconds it took (``None``: not in time)."""
     started = time.monotonic()
+    bars = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        auto_refresh=False,
+    )
+    tasks: dict[str, TaskID] = {}
     while (elapsed := time.monotonic() - started) < timeout_s:
         if _hydrated(env, replica):
             return elapsed
-        live.update(Group(Panel(f"spate demo — {what}… {elapsed:.0f} s"), *env.status().tables()))
+        status = env.status()
+        for r in status.replicas:
+            if r.cluster != CLUSTER or (replica is not None and r.name != replica):
+                continue
+            if r.name not in tasks:
+                tasks[r.name] = bars.add_task(r.name, total=None)
+            state = (
+                "connecting (Spark driver starting)"
+                if r.health != "connected"
+                else ("hydrating dataflows")
+            )
+            bars.update(
+                tasks[r.name],
+                description=f"replica {r.name}: {state}",
+                completed=r.hydrated,
+                total=r.collections or None,
+            )
+        live.update(Group(Panel(f"spate demo — {what}… {elapsed:.0f} s"), bars, *status.tables()))
         time.sleep(1.0)
     return None
 
