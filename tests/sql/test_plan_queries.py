@@ -190,3 +190,17 @@ def test_math_and_string_functions_built_from_the_ir(db: ReferenceEngine) -> Non
         ("bo",),
         ("cy",),
     ]
+
+
+def test_spark_date_functions(db: ReferenceEngine) -> None:
+    db.sql("CREATE TABLE ev (d date, t timestamp)")
+    db.sql("INSERT INTO ev VALUES ('2024-01-07', '2024-03-05 10:20:30')")
+    got = db.rows(
+        "SELECT year(d), month(t), dayofweek(d), dayofyear(d), hour(t), datediff(t, d), "
+        "date_add(d, 3), date_sub(d, 1), to_date(t), round(-2.5D) FROM ev",
+        "spark",
+    )
+    day = __import__("datetime").date
+    assert got == [
+        (2024, 3, 1, 7, 10, 58, day(2024, 1, 10), day(2024, 1, 6), day(2024, 3, 5), -3.0)
+    ]

@@ -21,14 +21,26 @@ from spate.plan.expr import (
     CallVariadic,
     Case,
     Cast,
+    Extract,
     Literal,
     ScalarExpr,
+    TimeUnit,
     UnaryFunc,
     VariadicFunc,
 )
-from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, numeric
+from spate.repr.types import BOOL, DATE, FLOAT64, INT64, TEXT, numeric
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction
-from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, display_name, pg_numeric
+from spate.sql.types import (
+    FLOAT8,
+    INT4,
+    INT8,
+    PG_BOOL,
+    PG_DATE,
+    PG_TEXT,
+    PG_TIMESTAMP,
+    display_name,
+    pg_numeric,
+)
 
 if TYPE_CHECKING:
     from spate.sql.scalar import ScalarBinder, Typed
@@ -72,6 +84,17 @@ def round_(b: ScalarBinder, node: exp.Expression) -> Typed:
         return Typed(Cast(t.expr, numeric(38, scale)), pg_numeric(numeric(38, scale)))
     if digits:
         raise b.err(FeatureNotSupported, "round(double precision, n) does not exist", node)
+    if b.dialect == "spark":
+        # Spark rounds half away from zero
+        x = t.expr
+        half = Literal(0.5, FLOAT64)
+        pos = _floor(CallBinary(BinaryFunc.ADD, x, half))
+        neg = CallUnary(
+            UnaryFunc.NEG, _floor(CallBinary(BinaryFunc.ADD, CallUnary(UnaryFunc.NEG, x), half))
+        )
+        return Typed(
+            Case(((CallBinary(BinaryFunc.LT, x, Literal(0.0, FLOAT64)), neg),), pos), FLOAT8
+        )
     # half to even, as PostgreSQL's rint: floor(x + 0.5), minus one on an odd tie
     x = t.expr
     up = CallBinary(BinaryFunc.ADD, x, Literal(0.5, FLOAT64))
@@ -244,7 +267,83 @@ def starts_with(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(CallBinary(BinaryFunc.EQ, prefix, p), PG_BOOL)
 
 
+_PARTS: dict[type, TimeUnit] = {
+    exp.Year: TimeUnit.YEAR,
+    exp.Quarter: TimeUnit.QUARTER,
+    exp.Month: TimeUnit.MONTH,
+    exp.WeekOfYear: TimeUnit.WEEK,
+    exp.Day: TimeUnit.DAY,
+    exp.DayOfMonth: TimeUnit.DAY,
+    exp.DayOfYear: TimeUnit.DOY,
+    exp.DayOfWeek: TimeUnit.DOW,
+    exp.Hour: TimeUnit.HOUR,
+    exp.Minute: TimeUnit.MINUTE,
+    exp.Second: TimeUnit.SECOND,
+}
+
+
+def _time_arg(b: ScalarBinder, node: exp.Expression) -> Typed:
+    t = b._bind(node)
+    if t.type.name == "unknown":
+        t = b.coerce(t, PG_TIMESTAMP, node)
+    if t.type.name not in ("date", "timestamp", "timestamptz"):
+        raise b.err(UndefinedFunction, f"a date or timestamp is needed, not {t.type}", node)
+    return t
+
+
+def date_part(b: ScalarBinder, node: exp.Expression) -> Typed:
+    """``year(d)``, ``month(d)``…, ``dayofweek(d)`` (Spark: 1 = Sunday … 7): integers."""
+    from spate.sql.scalar import Typed
+
+    t = _time_arg(b, node.this)
+    unit = _PARTS[type(node)]
+    value: ScalarExpr = Extract(unit, t.expr)
+    if unit is TimeUnit.DOW:
+        value = CallBinary(BinaryFunc.ADD, value, Literal(1, INT64))
+    return Typed(value, INT4)
+
+
+def _as_date(b: ScalarBinder, node: exp.Expression) -> Typed:
+    from spate.sql.scalar import Typed
+
+    t = b._bind(node)
+    if t.type.name == "date":
+        return t
+    if t.type.name == "unknown":
+        return b.coerce(t, PG_DATE, node)
+    return Typed(Cast(t.expr, DATE), PG_DATE)
+
+
+def to_date(b: ScalarBinder, node: exp.Expression) -> Typed:
+    return _as_date(b, node.this)
+
+
+def date_diff(b: ScalarBinder, node: exp.Expression) -> Typed:
+    """Spark's ``datediff(end, start)``: whole days."""
+    from spate.sql.scalar import Typed
+
+    end = _as_date(b, node.this)
+    start = _as_date(b, node.expression)
+    return Typed(CallBinary(BinaryFunc.DATE_DIFF_DAYS, end.expr, start.expr), INT4)
+
+
+def date_add(b: ScalarBinder, node: exp.Expression) -> Typed:
+    """Spark's ``date_add(d, n)`` / ``date_sub(d, n)``: a date ``n`` days later."""
+    from spate.sql.scalar import Typed
+
+    unit = node.args.get("unit")
+    if unit is not None and unit.name.upper() not in ("DAY", "DAYS"):
+        raise b.err(FeatureNotSupported, f"date_add by {unit.name}", node)
+    d = _as_date(b, node.this)
+    n = b.coerce(b._bind(node.expression), INT8, node.expression)
+    return Typed(CallBinary(BinaryFunc.DATE_ADD_DAYS, d.expr, n.expr), PG_DATE)
+
+
 BUILTINS: dict[type, Builtin] = {
+    **{k: date_part for k in _PARTS},
+    exp.TsOrDsToDate: to_date,
+    exp.DateDiff: date_diff,
+    exp.TsOrDsAdd: date_add,
     exp.Round: round_,
     exp.Trunc: trunc,
     exp.Floor: floor_ceil,
