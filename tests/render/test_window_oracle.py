@@ -7,6 +7,8 @@ Hypothesis prints the falsifying example; every example's input streams come fro
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,12 +19,15 @@ from spate.plan import (
     Join,
     Project,
     avg,
+    bool_and,
+    bool_or,
     col,
     count,
     dense_rank,
     desc,
     lag,
     lead,
+    lit,
     max_,
     min_,
     rank,
@@ -32,6 +37,7 @@ from spate.plan import (
 from spate.plan.builder import asc
 from spate.plan.relation import RelationExpr
 from spate.plan.window import Window
+from spate.repr import FLOAT64, numeric
 from spate.testing.plan_strategies import plans, single_plan_dataflow
 from spate.testing.update_strategies import input_streams
 from tests.plan.fixtures import (
@@ -73,6 +79,21 @@ PLANS: dict[str, RelationExpr] = {
     ),
     "one_partition": Project(BIDS, (0, 2, 3)).window(
         order_by=["price"], rn=row_number(), whole=count(col("channel")), back=lag(col("price"), 0)
+    ),
+    "numeric_float_bool": BIDS.map(
+        d=col("price").cast(numeric(10, 2)),
+        f=col("price").cast(FLOAT64) * 0.25,
+        b=col("price") > 1,
+    ).window(
+        ["auction"],
+        order_by=[desc("bidder", nulls_last=True)],
+        s=sum_(col("d")),
+        a=avg(col("d")),
+        fs=sum_(col("f")),
+        fa=avg(col("f")),
+        all_=bool_and(col("b")),
+        any_=bool_or(col("b")),
+        prev=lag(col("d"), 1, lit(Decimal("0.5")).cast(numeric(6, 4))),
     ),
     "no_order": BIDS.window(["bidder"], s=sum_(col("price")), r=rank(), rn=row_number()),
     "over_join": Join((BIDS, AUCTIONS), ((0, 5),)).window(
