@@ -46,6 +46,7 @@ from spate.environment.planning import (
     subscribe_dataflow,
 )
 from spate.environment.runtime import Runtime
+from spate.environment.tables import advance_tables
 from spate.errors import InvalidReadArgument, ReadTimeout, UsageError, check_argument
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
@@ -132,6 +133,29 @@ def _check_read_arguments(as_of: object, limit: object, order_by: object, timeou
     assert isinstance(timeout, (int, float))
     if not timeout > 0:
         raise InvalidReadArgument(f"timeout must be more than 0 s, got {timeout}")
+
+
+async def _await_first_ingestion(rt: Runtime, plan: RelationExpr, timeout: float) -> None:
+    """Make what a source found when it was created visible to this read: wait until each
+    subsource the read depends on has ingested for the first time (its upper left 0; the
+    first step binds the source's snapshot), then advance the read timestamp past it."""
+    waiting = [
+        item
+        for id in storage_inputs(inline_views(plan, rt.catalog))
+        if isinstance(item := rt.catalog.find_id(id), SubsourceItem)
+        and rt.storage.collection_frontiers(id).upper.as_option() == 0
+    ]
+    if not waiting:
+        return
+    try:
+        await rt.controller.wait_for_uppers([i.id for i in waiting], 0, timeout)
+    except TimeoutError:
+        names = ", ".join(i.name for i in waiting)
+        raise ReadTimeout(
+            f"{names} ingested nothing within {timeout:.0f} s of this read (is the source "
+            "reachable? see status())"
+        ) from None
+    await advance_tables(rt)
 
 
 def _pick_timestamp(
@@ -229,6 +253,8 @@ async def select(
     t = resolve(rt, target)
     desc = t.plan.desc
     finishing = _finishing(desc, order_by, limit)
+    if as_of is None and level == "strict serializable":
+        await _await_first_ingestion(rt, t.plan, timeout)
     if isinstance(t.plan, Get):
         item = rt.catalog.by_id(t.plan.id)
         index = next(
@@ -325,6 +351,8 @@ async def subscribe(
     _check_time(as_of, "as_of")
     _check_time(up_to, "up_to")
     t = resolve(rt, target)
+    if as_of is None:
+        await _await_first_ingestion(rt, t.plan, 60.0)
     inlined = inline_views(t.plan, rt.catalog)
     inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
     ts = _pick_timestamp(rt, inputs, as_of)
