@@ -134,6 +134,8 @@ def test_maintained_view_equals_postgres_after_every_round(
     result = spate_run(path)
     if key in result.not_maintained:
         pytest.skip(result.not_maintained[key])
+    if key not in result.incremental:
+        pytest.skip("no random rounds this run (SPATE_SLT_ROUNDS=0)")
     problem = result.incremental[key]
     assert problem is None, problem
 

@@ -336,6 +336,24 @@ CASES: list[tuple[str, str, str]] = [
 ]
 
 
+# Spark texts spate does not answer yet (strict xfails of the spate test; remove when fixed).
+GAPS = {
+    "SELECT id, nvl2(x, x * 10, -1) FROM c": "nvl2 is not mapped",
+    "SELECT id, instr(a, 'o'), locate('l', a) FROM s": "instr/locate are not mapped",
+    "SELECT id, replace(a, 'l', 'L'), reverse(a) FROM s": "replace/reverse are not mapped",
+    "SELECT id, trim(a), ltrim(a), rtrim(a), btrim(a, ' p') FROM s": "trim with characters",
+    "SELECT id, date_add(d, 1), date_sub(d, 1), date_add(d, 30) FROM ev": "date_add/date_sub are not mapped",
+    "SELECT id, datediff(d, DATE'2024-01-01') FROM ev": "datediff is not mapped",
+    "SELECT id, year(ts), month(ts), dayofmonth(ts) FROM ev": "year/month/dayofmonth are not mapped",
+    "SELECT id, hour(ts), minute(ts) FROM ev": "hour/minute are not mapped",
+    "SELECT id, dayofweek(d) - 1, dayofyear(d), quarter(d) FROM ev": "dayofweek/dayofyear/quarter are not mapped",
+    "SELECT region, every(ok), some(ok) FROM sales GROUP BY region": "every/some crash the planner (AttributeError)",
+    "SELECT region, count_if(ok), sum(if(product = 'apple', qty, NULL)) FROM sales GROUP BY region": "count_if is not mapped",
+    "SELECT t.x FROM t LEFT SEMI JOIN s ON s.y = t.x": "LEFT SEMI JOIN is not supported",
+    "SELECT t.x FROM t LEFT ANTI JOIN s ON s.y = t.x": "LEFT ANTI JOIN is not supported",
+}
+
+
 @dataclass
 class Expected:
     """PostgreSQL's answer to the corpus query, and the tables as they were when it ran."""
@@ -345,8 +363,17 @@ class Expected:
     tables: dict[str, tuple[list[tuple[str, str, int | None, int | None]], list[Any]]]
 
 
-def _cases() -> list[Any]:
-    return [pytest.param(*c, id=f"{Path(c[0]).stem}:{i}") for i, c in enumerate(CASES)]
+def _cases(*, gaps: bool = False) -> list[Any]:
+    return [
+        pytest.param(
+            *c,
+            id=f"{Path(c[0]).stem}:{i}",
+            marks=[pytest.mark.xfail(strict=True, reason=GAPS[c[2]])]
+            if gaps and c[2] in GAPS
+            else [],
+        )
+        for i, c in enumerate(CASES)
+    ]
 
 
 def _statements_before(file: str, sql: str) -> tuple[list[str], bool]:
@@ -364,6 +391,8 @@ def _statements_before(file: str, sql: str) -> tuple[list[str], bool]:
 def test_every_case_is_a_corpus_query() -> None:
     assert len(CASES) >= 40
     assert len({c[1] for c in CASES}) == len(CASES)
+    assert set(GAPS) <= {c[2] for c in CASES}
+    print(f"Spark dialect: {len(CASES)} queries, {len(GAPS)} known gaps")
     for file, sql, _ in CASES:
         _statements_before(file, sql)
 
@@ -457,7 +486,7 @@ def spate_env(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.mark.timeout(900)  # the first one waits for the replica to start
-@pytest.mark.parametrize(("file", "pg_sql", "spark_sql"), _cases())
+@pytest.mark.parametrize(("file", "pg_sql", "spark_sql"), _cases(gaps=True))
 def test_spate_answers_the_spark_text_like_postgresql(
     file: str,
     pg_sql: str,
