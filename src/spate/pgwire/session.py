@@ -274,7 +274,15 @@ class Session:
         n = len(m.params)
         if len(m.param_formats) not in (0, 1, n):
             raise codec.MalformedMessage(f"Bind: {len(m.param_formats)} formats for {n} values")
-        if stmt.described is None and n:
+        declared = list(stmt.param_oids) + [0] * n
+        binary_untyped = any(
+            declared[i] == 0
+            and (m.param_formats[0 if len(m.param_formats) == 1 else i] if m.param_formats else 0)
+            for i in range(n)
+        )
+        if stmt.described is None and binary_untyped:
+            # An untyped value in binary needs the type the statement gives it; untyped text
+            # values are bound as untyped literals, as PostgreSQL treats them.
             stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
         oids = list(stmt.param_oids) + [0] * n
         if stmt.described is not None:
