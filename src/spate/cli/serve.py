@@ -50,7 +50,7 @@ def serve(
     from spate.environment.api import Environment
     from spate.pgwire.auth import read_password
     from spate.pgwire.environment import EnvironmentEngine
-    from spate.pgwire.server import Server, ServerConfig
+    from spate.pgwire.server import Server, ServerConfig, check_config
 
     host, port = parse_listen(listen)
     password = read_password(file=password_file, env=password_env)
@@ -61,6 +61,7 @@ def serve(
     config = ServerConfig(
         host=host, port=port, password=password, ssl_context=ctx, max_connections=max_connections
     )
+    check_config(config)  # before opening anything
     env = Environment.open(data_dir)
     try:
         server = Server(EnvironmentEngine(env), config)

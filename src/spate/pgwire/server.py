@@ -36,15 +36,20 @@ class ServerConfig:
     workers: int = 64
 
 
+def check_config(config: ServerConfig) -> None:
+    """Refuse a configuration that would trust the network (raises :class:`AuthConfigError`)."""
+    if config.password is None and not is_loopback(config.host):
+        raise AuthConfigError(
+            f"listening on {config.host} needs a password (SCRAM-SHA-256): without one "
+            "only loopback addresses are allowed"
+        )
+
+
 class Server:
     """A PostgreSQL protocol server over ``engine``. ``start`` binds; ``close`` stops."""
 
     def __init__(self, engine: Engine, config: ServerConfig) -> None:
-        if config.password is None and not is_loopback(config.host):
-            raise AuthConfigError(
-                f"listening on {config.host} needs a password (SCRAM-SHA-256): without one "
-                "only loopback addresses are allowed"
-            )
+        check_config(config)
         self._engine = engine
         self._config = config
         self._catalog = Catalog(engine)

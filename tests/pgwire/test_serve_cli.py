@@ -1,0 +1,72 @@
+"""``spate serve`` as a process: serves an environment's SQL, stops on SIGTERM, refuses a
+public address without a password."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _serve(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "spate", "serve", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+    )  # fmt: skip
+
+
+def test_serve_answers_sql_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = _serve(str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}")
+    try:
+        dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                conn = psycopg.connect(dsn, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+        with conn:
+            assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
+            conn.execute("CREATE TABLE made_over_the_wire (a bigint NOT NULL)")
+            names = conn.execute(
+                "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relkind = 'r'"
+            ).fetchall()
+            assert names == [("made_over_the_wire",)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_refuses_a_public_address_without_password(tmp_path: Path) -> None:
+    proc = _serve(str(tmp_path / "data"), "--listen", f"0.0.0.0:{_free_port()}")
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert b"needs a password" in err
+    assert not (tmp_path / "data").exists()  # refused before the environment was opened
