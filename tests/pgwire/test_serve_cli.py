@@ -24,11 +24,24 @@ def _free_port() -> int:
         return port
 
 
-def _serve(*args: str) -> subprocess.Popen[bytes]:
+def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "spate", "serve", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})),
     )  # fmt: skip
+
+
+def _connect(dsn: str, proc: subprocess.Popen[bytes]) -> psycopg.Connection[tuple[object, ...]]:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=True)
+        except psycopg.OperationalError as e:
+            if "password" in str(e):
+                raise
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
 
 
 def test_serve_answers_sql_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -36,16 +49,7 @@ def test_serve_answers_sql_and_stops_on_sigterm(tmp_path: Path) -> None:
     proc = _serve(str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}")
     try:
         dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                conn = psycopg.connect(dsn, autocommit=True)
-                break
-            except psycopg.OperationalError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-                assert time.monotonic() < deadline
-                time.sleep(0.5)
-        with conn:
+        with _connect(dsn, proc) as conn:
             assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
             conn.execute("CREATE TABLE made_over_the_wire (a bigint NOT NULL)")
             names = conn.execute(
@@ -70,3 +74,25 @@ def test_serve_refuses_a_public_address_without_password(tmp_path: Path) -> None
     assert proc.returncode != 0
     assert b"needs a password" in err
     assert not (tmp_path / "data").exists()  # refused before the environment was opened
+
+
+def test_serve_with_a_password_from_the_environment(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = _serve(
+        str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}", "--password-env", "SPATE_T_PW",
+        env={"SPATE_T_PW": "pw-from-env"},
+    )  # fmt: skip
+    try:
+        dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
+        with _connect(dsn + " password=pw-from-env", proc) as conn:
+            assert conn.execute("SELECT 3").fetchone() == (3,)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(dsn + " password=wrong")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
