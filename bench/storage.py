@@ -6,6 +6,10 @@
 * **Table append latency** p50/p99 of ``StorageController.append`` (validation, one
   compare-and-append per table, the frontier update) against a bare persist
   ``compare_and_append`` of the same batch.
+* **Group commit**: ``--writers`` concurrent writers each inserting ``--writes`` small batches
+  into one table through the group committer (every write pending at a commit goes in one
+  compare-and-append), against the same writes committed one at a time (one timestamp and one
+  compare-and-append per write, as a write lock would): per-write latency p50/p99 and writes/s.
 * **Sink rows/s**: a collection written to a Parquet directory and to a PostgreSQL upsert table
   by the sink runner, against pyarrow writing the same rows to one Parquet file and psycopg
   COPYing them into a plain table.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -33,7 +38,7 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench._results import write_result
+from bench._results import RESULTS, write_result
 from spate.clock import SystemClock
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId, SystemIdGen
@@ -56,6 +61,8 @@ from spate.repr.arrow import updates_schema
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT
 from spate.storage.controller import CollectionDescription, StorageController, TableSource
+from spate.storage.controller.group_commit import GroupCommit
+from spate.storage.controller.tables import ValidatedChanges, validate_changes
 from spate.storage.replica.ingestion import IngestionRunner
 from spate.storage.replica.sink import SinkRunner
 from spate.storage.sources.files import FilesReader
@@ -219,6 +226,88 @@ async def bench_appends(appends: int, batch: int, work: Path) -> dict[str, Any]:
     }
 
 
+def previous_figures(name: str) -> dict[str, Any]:
+    """The figures last recorded for ``name`` (to update part of them), or none."""
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        return {}
+    figures: dict[str, Any] = json.loads(path.read_text()).get("figures", {})
+    return figures
+
+
+class _Oracle:
+    """Timestamps for the group-commit benchmark (the environment uses its durable oracle)."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def write_ts(self) -> int:
+        self.last += 1
+        return self.last
+
+    def apply_write(self, ts: int) -> None:
+        pass
+
+
+async def bench_group_commit(writers: int, writes: int, batch: int, work: Path) -> dict[str, Any]:
+    client = persist(work / "group")
+    c = StorageController(client)
+    await c.open()
+    tid = GlobalId.user(1)
+    await c.create_collections([(tid, CollectionDescription(DESC, TableSource()))])
+    oracle = _Oracle()
+    commit = GroupCommit(c, oracle)
+
+    def changes(w: int, i: int) -> ValidatedChanges:
+        rows = [((w * 1_000_000 + i * batch + j, "x" * 20, j), 1) for j in range(batch)]
+        return validate_changes(DESC, rows, collection="bench")
+
+    async def writer(w: int, out: list[float]) -> None:
+        for i in range(writes):
+            start = time.perf_counter()
+            await commit.write(tid, changes(w, i))
+            out.append(time.perf_counter() - start)
+
+    grouped: list[float] = []
+    start = time.perf_counter()
+    await asyncio.gather(*(writer(w, grouped) for w in range(writers)))
+    grouped_s = time.perf_counter() - start
+    groups = commit.groups
+    # Baseline: the same writes one at a time, each its own timestamp and compare-and-append.
+    lock = asyncio.Lock()
+    serial: list[float] = []
+
+    async def one_at_a_time(w: int) -> None:
+        for i in range(writes):
+            start = time.perf_counter()
+            async with lock:
+                ts = oracle.write_ts()
+                ups = changes(w + writers, i).at(ts)
+                await c.append([(tid, ups, Antichain.of(ts + 1))])
+                oracle.apply_write(ts)
+            serial.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one_at_a_time(w) for w in range(writers)))
+    serial_s = time.perf_counter() - start
+    await c.shutdown()
+    client.close()
+    total = writers * writes
+    return {
+        "writers": writers,
+        "writes": total,
+        "rows_per_write": batch,
+        "groups": groups,
+        "p50_ms": round(pct(grouped, 50) * 1000, 2),
+        "p99_ms": round(pct(grouped, 99) * 1000, 2),
+        "writes_per_s": round(total / grouped_s),
+        "one_at_a_time_p50_ms": round(pct(serial, 50) * 1000, 2),
+        "one_at_a_time_p99_ms": round(pct(serial, 99) * 1000, 2),
+        "one_at_a_time_writes_per_s": round(total / serial_s),
+        "throughput_ratio": round(serial_s / grouped_s, 2),
+    }
+
+
 # --- sinks -------------------------------------------------------------------------------------
 
 
@@ -353,8 +442,31 @@ def main() -> None:
     ap.add_argument("--append-rows", type=int, default=10)
     ap.add_argument("--sink-rows", type=int, default=200_000)
     ap.add_argument("--large-file-rows", type=int, default=2_000_000)
+    ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--writes", type=int, default=30)
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument(
+        "--only",
+        choices=["tables"],
+        help="run only the table benchmarks, updating their figures in the results file",
+    )
     args = ap.parse_args()
+    if args.only == "tables":
+        work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
+        try:
+            figures = dict(previous_figures("storage"))
+            figures["table_append"] = asyncio.run(
+                bench_appends(args.appends, args.append_rows, work)
+            )
+            print("table append", figures["table_append"])
+            figures["group_commit"] = asyncio.run(
+                bench_group_commit(args.writers, args.writes, args.append_rows, work)
+            )
+            print("group commit", figures["group_commit"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        write_result("storage", figures)
+        return
     url = os.environ.get("SPATE_TEST_POSTGRES_URL")
     work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
     pq.write_table(pa.table({"x": [1]}), work / "warmup.parquet")  # one-time imports (pandas)
@@ -367,6 +479,10 @@ def main() -> None:
             print("SPATE_TEST_POSTGRES_URL is not set: CDC and PostgreSQL sink skipped")
         figures["table_append"] = asyncio.run(bench_appends(args.appends, args.append_rows, work))
         print("table append", figures["table_append"])
+        figures["group_commit"] = asyncio.run(
+            bench_group_commit(args.writers, args.writes, args.append_rows, work)
+        )
+        print("group commit", figures["group_commit"])
         figures["sinks"] = bench_sinks(url, args.sink_rows, work)
         print("sinks", figures["sinks"])
         if not args.no_spark:

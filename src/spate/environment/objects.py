@@ -106,19 +106,10 @@ def check_plan(rt: Runtime, plan: RelationExpr) -> None:
 def _storage_since_upper(
     rt: Runtime, ids: Sequence[GlobalId]
 ) -> tuple[list[Antichain[int]], list[Antichain[int]]]:
-    """The inputs' sinces and uppers. A table's upper is the later of the storage
-    controller's and the last acknowledged write's: the controller learns of a write at its
-    next ``process``, and an as_of chosen from its stale upper would start a view before the
-    write (at 0 for a new table), holding the table's since back until the view hydrates."""
+    """The inputs' sinces and uppers, as the storage controller knows them (a table's upper
+    includes its last committed write)."""
     fs = [rt.storage.collection_frontiers(i) for i in ids]
-    uppers = []
-    for id, f in zip(ids, fs, strict=True):
-        written = rt.table_uppers.get(id)
-        t = f.upper.as_option()
-        uppers.append(
-            Antichain.of(written) if t is not None and written and written > t else f.upper
-        )
-    return [f.since for f in fs], uppers
+    return [f.since for f in fs], [f.upper for f in fs]
 
 
 # --- tables and views -------------------------------------------------------------------------

@@ -9,7 +9,6 @@ that every catalog change is one durable commit.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId
 from spate.orchestrator.supervisor import Supervisor
 from spate.persist.client import PersistClient
 from spate.storage.controller.controller import StorageController
+from spate.storage.controller.group_commit import GroupCommit
 
 STORAGE_INSTANCE = InstanceId(0)
 """The storage instance that runs every source and sink."""
@@ -47,12 +47,13 @@ class Runtime:
     controller: Controller
     orchestrator: Supervisor
     epoch: int
-    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     storage_replica_started: bool = False
-    table_uppers: dict[GlobalId, int] = field(default_factory=dict)
-    """Each table's upper as of this environment's last append (the storage controller
-    learns it only in its next ``process``). Maintained under ``write_lock``."""
+    commits: GroupCommit = field(init=False)
+    """Every table write goes through it (one group commit per table per tick)."""
     _transient: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        self.commits = GroupCommit(self.storage, self.oracle)
 
     def commit(self, change: Callable[[CatalogState], CatalogState]) -> CatalogState:
         """Apply ``change`` (pure, validating) to the catalog and make it durable."""
@@ -63,13 +64,6 @@ class Runtime:
 
         self.catalog = self.catalog_doc.update(apply)
         return self.catalog
-
-    def table_upper(self, id: GlobalId) -> int:
-        known = self.table_uppers.get(id)
-        if known is not None:
-            return known
-        upper = self.storage.collection_frontiers(id).upper.as_option()
-        return 0 if upper is None else upper
 
     def transient_id(self) -> GlobalId:
         return GlobalId.transient(next(self._transient))

@@ -1,16 +1,18 @@
-"""Table writes and the table tick.
+"""Table writes and the table tick, through the storage controller's group commit.
 
-Every table write takes a fresh timestamp from the oracle, appends at it (compare-and-append
-on each shard, expected upper = the table's upper), and only then tells the oracle the write is
-acknowledged — so a read at ``oracle.read_ts()`` observes it. Writes are serialised by the
-runtime's write lock: a delete reads the table's current contents and retracts from them with
-no other write in between.
+Every table write is validated once (into Arrow) and handed to the group committer
+(:mod:`spate.storage.controller.group_commit`): every write pending when a commit starts goes in
+it, at one fresh timestamp from the oracle, as one compare-and-append per table; the oracle is
+told the timestamp is acknowledged before any write of the group returns — so a read at
+``oracle.read_ts()`` observes it. A delete or update reads the table's current contents inside
+the commit, after every earlier write and before any later one, and retracts from them.
 
 The tick advances every table's upper to a fresh timestamp about once a second (an empty
-append), so that reads at the current read timestamp and views over idle tables keep moving.
-With no tables it still advances the read timestamp to the wall clock, as an acknowledged empty
-write would: a read of source-fed data then observes the present, waiting for the sources'
-uppers to pass it, rather than the oldest time still readable.
+append, part of the next group), so that reads at the current read timestamp and views over
+idle tables keep moving. With no tables it still advances the read timestamp to the wall
+clock, as an acknowledged empty write would: a read of source-fed data then observes the
+present, waiting for the sources' uppers to pass it, rather than the oldest time still
+readable.
 """
 
 from __future__ import annotations
@@ -25,12 +27,12 @@ from spate.environment.catalog import TableItem, kind_of
 from spate.environment.runtime import Runtime
 from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.errors import RowsNotFound as RowsNotFound
-from spate.frontier.antichain import Antichain
 from spate.repr.types import Datum, Row
 from spate.storage.controller.errors import InvalidUppers
+from spate.storage.controller.group_commit import TableContents
+from spate.storage.controller.tables import trusted_changes
 
 _log: Final = logging.getLogger("spate.environment")
-_ATTEMPTS: Final = 5
 
 
 def table(rt: Runtime, name: str) -> TableItem:
@@ -40,45 +42,26 @@ def table(rt: Runtime, name: str) -> TableItem:
     return item
 
 
+def _collection(item: TableItem) -> str:
+    return f"{item.name} ({item.id})"
+
+
 def _validate(item: TableItem, rows: Sequence[Sequence[Datum]]) -> list[Row]:
-    return item.desc.validate_rows(rows, collection=f"{item.name} ({item.id})")
-
-
-async def _write(rt: Runtime, item: TableItem, changes: Sequence[tuple[Row, int]]) -> int:
-    """Append ``(row, diff)`` at a fresh timestamp; return it. Caller holds the write lock."""
-    for _ in range(_ATTEMPTS):
-        ts = rt.oracle.write_ts()
-        updates = [(row, ts, diff) for row, diff in changes]
-        try:
-            await rt.storage.append([(item.id, updates, Antichain.of(ts + 1))])
-        except InvalidUppers as e:
-            # The table moved (another writer raced us); a later timestamp will fit.
-            _forget_uppers(rt, e)
-            continue
-        rt.table_uppers[item.id] = ts + 1
-        rt.oracle.apply_write(ts)
-        return ts
-    raise UsageError(f"table {item.name}: could not append after {_ATTEMPTS} attempts")
+    return item.desc.validate_rows(rows, collection=_collection(item))
 
 
 async def insert(rt: Runtime, name: str, rows: Sequence[Sequence[Datum]]) -> int:
+    """Append ``rows``; return the timestamp of the write once it is acknowledged."""
     item = table(rt, name)
     valid = _validate(item, rows)
-    async with rt.write_lock:
-        return await _write(rt, item, [(r, 1) for r in valid])
+    return await rt.commits.write(item.id, trusted_changes(item.desc, [(r, 1) for r in valid]))
 
 
-def _forget_uppers(rt: Runtime, error: InvalidUppers) -> None:
-    rt.table_uppers.clear()
-
-
-async def _contents(rt: Runtime, item: TableItem) -> Counter[Row]:
-    """The table's contents now (all acknowledged writes). Caller holds the write lock."""
-    upper = rt.table_upper(item.id)
-    if upper == 0:
-        return Counter()
-    rows = await rt.storage.snapshot(item.id, upper - 1)
-    return Counter({row: diff for row, diff in rows if diff > 0})
+def _missing(item: TableItem, contents: TableContents, wanted: Counter[Row]) -> None:
+    missing = [r for r, n in wanted.items() if contents.count(r) < n]
+    if missing:
+        shown = ", ".join(repr(r) for r in missing[:3])
+        raise RowsNotFound(f"table {item.name}: {len(missing)} row(s) not found: {shown}")
 
 
 def _matches(row: Row, where: Mapping[str, Datum], positions: Mapping[str, int]) -> bool:
@@ -103,19 +86,22 @@ async def delete(
     if (rows is None) == (where is None):
         raise UsageError("delete takes either rows or where=, not both (and not neither)")
     positions = {c: item.desc.index_of(c) for c in (where or {})}
-    wanted = Counter(_validate(item, rows)) if rows is not None else Counter[Row]()
-    async with rt.write_lock:
-        current = await _contents(rt, item)
-        if where is not None:
-            wanted = Counter({r: n for r, n in current.items() if _matches(r, where, positions)})
-        missing = [r for r, n in wanted.items() if current[r] < n]
-        if missing:
-            shown = ", ".join(repr(r) for r in missing[:3])
-            raise RowsNotFound(f"table {item.name}: {len(missing)} row(s) not found: {shown}")
-        if not wanted:
-            return rt.oracle.read_ts(), 0
-        ts = await _write(rt, item, [(r, -n) for r, n in wanted.items()])
-        return ts, sum(wanted.values())
+    given = Counter(_validate(item, rows)) if rows is not None else None
+    deleted = 0
+
+    def derive(contents: TableContents) -> list[tuple[Row, int]]:
+        nonlocal deleted
+        if given is not None:
+            wanted = given
+        else:
+            assert where is not None
+            wanted = Counter({r: n for r, n in contents.items() if _matches(r, where, positions)})
+        _missing(item, contents, wanted)
+        deleted = sum(wanted.values())
+        return [(r, -n) for r, n in wanted.items()]
+
+    ts = await rt.commits.write_derived(item.id, derive)
+    return ts, deleted
 
 
 async def update(
@@ -130,44 +116,27 @@ async def update(
             raise InvalidArgument(f"a change to table {name} must be an (old, new) pair: {c!r}")
     olds = _validate(item, [c[0] for c in changes])
     news = _validate(item, [c[1] for c in changes])
-    async with rt.write_lock:
-        current = await _contents(rt, item)
-        need = Counter(olds)
-        missing = [r for r, n in need.items() if current[r] < n]
-        if missing:
-            shown = ", ".join(repr(r) for r in missing[:3])
-            raise RowsNotFound(f"table {item.name}: {len(missing)} row(s) not found: {shown}")
-        diffs: Counter[Row] = Counter()
-        for r in olds:
-            diffs[r] -= 1
-        for r in news:
-            diffs[r] += 1
-        return await _write(rt, item, [(r, d) for r, d in diffs.items() if d != 0])
+    diffs: Counter[Row] = Counter()
+    for r in olds:
+        diffs[r] -= 1
+    for r in news:
+        diffs[r] += 1
+
+    def derive(contents: TableContents) -> list[tuple[Row, int]]:
+        _missing(item, contents, Counter(olds))
+        return [(r, d) for r, d in diffs.items() if d != 0]
+
+    return await rt.commits.write_derived(item.id, derive)
 
 
 async def advance_tables(rt: Runtime) -> int | None:
     """Move every table's upper, and the read timestamp, to a fresh timestamp; return it
     (``None``: the tables could not be advanced)."""
-    tables = [i for i in rt.catalog if isinstance(i, TableItem)]
-    if not tables:
-        async with rt.write_lock:
-            ts = rt.oracle.write_ts()
-            rt.oracle.apply_write(ts)
-            return ts
-    async with rt.write_lock:
-        for _ in range(_ATTEMPTS):
-            ts = rt.oracle.write_ts()
-            try:
-                await rt.storage.append([(t.id, [], Antichain.of(ts + 1)) for t in tables])
-            except InvalidUppers as e:
-                _forget_uppers(rt, e)
-                continue
-            for t in tables:
-                rt.table_uppers[t.id] = ts + 1
-            rt.oracle.apply_write(ts)
-            return ts
-    _log.warning("table tick: could not advance the tables after %d attempts", _ATTEMPTS)
-    return None
+    try:
+        return await rt.commits.advance()
+    except InvalidUppers as e:  # another writer moved a table's shard
+        _log.warning("table tick: could not advance the tables: %s", e)
+        return None
 
 
 async def tick_forever(rt: Runtime, interval_s: float) -> None:

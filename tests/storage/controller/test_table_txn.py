@@ -78,7 +78,7 @@ async def test_concurrent_writer_on_one_shard_gives_invalid_uppers_and_writes_no
         for id in (U1, U3):
             after = persist.fetch_state(c.collection_metadata(id).shard)
             assert after.upper == before[id].upper and after.batches == before[id].batches
-        assert c._txn.pending is None or c._txn.pending.token == c._applied_token
+        assert c.tables.txn.pending is None or c.tables.txn.pending.token == c.tables.applied_token
         assert _staged(persist) == []
         await c.process()
         # A retry above the moved upper lands in all three.
@@ -101,7 +101,7 @@ async def test_staged_large_append_lands_once_and_leaves_no_staged_blobs() -> No
         assert sum((await _contents(c, U2, 2)).values()) == 700
         persist = env.client()
         assert _staged(persist) == []
-        assert c._txn.pending is not None  # applied, cleared lazily by maintenance
+        assert c.tables.txn.pending is not None  # applied, cleared lazily by maintenance
         await c.process()
         assert TableTxnLog(persist)._load().pending is None
         await c.shutdown()
@@ -156,7 +156,7 @@ async def test_next_controller_reapplies_an_uncleared_intent_as_a_no_op() -> Non
             [(U1, _rows(2, 0, "a"), Antichain.of(1)), (U2, _rows(2, 0, "a"), Antichain.of(1))]
         )
         await a.append([(U1, _rows(1, 1, "b"), Antichain.of(2))])  # moves u1 past the intent
-        assert a._txn.pending is not None  # applied, not cleared: no maintenance ran
+        assert a.tables.txn.pending is not None  # applied, not cleared: no maintenance ran
         b = await env.controller()
         for id, as_of, n in ((U1, 1, 3), (U2, 0, 2)):
             assert sum((await _contents(b, id, as_of)).values()) == n

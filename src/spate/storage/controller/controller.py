@@ -32,10 +32,8 @@ call): the caller MUST stop ("halt").
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
@@ -49,7 +47,6 @@ from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId, SystemIdG
 from spate.persist.client import PersistClient
 from spate.persist.errors import AsOfBeforeSince, Fenced
 from spate.persist.since import SinceHandle
-from spate.persist.write import WriteHandle
 from spate.protocol.storage import (
     AllowCompaction,
     AllowWrites,
@@ -66,11 +63,9 @@ from spate.protocol.storage_desc import (
     SourceExport,
 )
 from spate.repr.arrow import table_to_updates
-from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
 from spate.storage.controller.collection_manager import CollectionManager
 from spate.storage.controller.collections import Capabilities, CollectionState
-from spate.storage.controller.driver import TableUppers
 from spate.storage.controller.errors import (
     ControllerFenced,
     IdentifierMissing,
@@ -96,8 +91,9 @@ from spate.storage.controller.replica_client import (
     tcp_opener,
 )
 from spate.storage.controller.statistics import StatisticsStore
-from spate.storage.controller.table_txn import INLINE_MAX_BYTES, TableIntent, TableTxnLog
-from spate.storage.controller.table_writes import TableWritesApi
+from spate.storage.controller.table_txn import INLINE_MAX_BYTES, TableTxnLog
+from spate.storage.controller.table_writes import TableWrites
+from spate.storage.controller.tables import TableUpdates
 from spate.storage.controller.types import (
     CollectionDescription,
     IngestionExport,
@@ -116,7 +112,7 @@ _log: Final = logging.getLogger("spate.storage.controller")
 MAINTENANCE_INTERVAL_MS: Final = 1000
 
 
-class StorageController(ExportsApi, TableWritesApi):
+class StorageController(ExportsApi):
     """See the module docs."""
 
     def __init__(
@@ -139,22 +135,26 @@ class StorageController(ExportsApi, TableWritesApi):
         self._read_only = read_only
         self._interval_s = maintenance_interval_ms / 1000.0
         self._meta = MetadataStore(persist.consensus)
-        self._txn = TableTxnLog(persist, inline_max_bytes=inline_append_bytes)
-        self._append_lock = asyncio.Lock()
-        self._known_uppers: dict[GlobalId, Frontier] = {}
-        self._unapplied: tuple[TableIntent, dict[GlobalId, RelationDesc]] | None = None
-        self._applied_token: uuid.UUID | None = None
         self.epoch = 0
         self._caps = Capabilities()
+        self.tables = TableWrites(
+            persist,
+            TableTxnLog(persist, inline_max_bytes=inline_append_bytes),
+            self._caps,
+            ids=self._ids,
+            live=self._live,
+            on_uppers=self._table_uppers,
+        )
+        self.tables.read_only = read_only
+        self._advanced: list[GlobalId] = []
         self._since_handles: dict[GlobalId, SinceHandle] = {}
-        self._table_writers: dict[GlobalId, WriteHandle] = {}
         self._instances: dict[InstanceId, StorageInstance] = {}
         self._deferred_runs: dict[InstanceId, list[RunIngestion | RunSink]] = {}
         self._object_instance: dict[GlobalId, InstanceId] = {}
         self._collection_instance: dict[GlobalId, InstanceId] = {}
         self._params = StorageParameters()
         self._initialized = False
-        self._inbox: deque[ReplicaEvent | TableUppers] = deque()
+        self._inbox: deque[ReplicaEvent] = deque()
         self._wakeup = asyncio.Event()
         self._statuses: dict[GlobalId, StatusUpdate] = {}
         self.statistics = StatisticsStore()
@@ -172,9 +172,9 @@ class StorageController(ExportsApi, TableWritesApi):
         self.epoch = meta.epoch
         self._unfinalized = set(meta.unfinalized)
         # A multi-table append left pending by a predecessor is finished before anything else.
-        pending = await asyncio.to_thread(self._txn.claim, meta.epoch)
+        pending = await asyncio.to_thread(self.tables.txn.claim, meta.epoch)
         descs = {id: c.description.desc for id, c in meta.collections.items()}
-        await self._recover_intent(pending, descs)
+        await self.tables.recover_intent(pending, descs)
         self._opened = True
         order = _dependency_order(meta.collections)
         for id in order:
@@ -266,6 +266,7 @@ class StorageController(ExportsApi, TableWritesApi):
         may write."""
         self._read_only = False
         self._manager.read_only = False
+        self.tables.read_only = False
         for inst in self._instances.values():
             inst.send(AllowWrites())
 
@@ -486,6 +487,24 @@ class StorageController(ExportsApi, TableWritesApi):
 
     # -- reads and writes -------------------------------------------------------------------------
 
+    async def append(self, commands: Sequence[tuple[GlobalId, TableUpdates, Frontier]]) -> None:
+        """Append to tables, all or nothing: see :meth:`.table_writes.TableWrites.append`."""
+        await self.tables.append(commands)
+
+    async def append_table(
+        self, write_ts: int, advance_to: int, tables: Sequence[tuple[GlobalId, Sequence[Row]]]
+    ) -> None:
+        """Insert rows at ``write_ts`` and advance every live table to ``advance_to``,
+        atomically: see :meth:`.table_writes.TableWrites.append_table`."""
+        await self.tables.append_table(write_ts, advance_to, tables)
+
+    def _table_uppers(self, uppers: Sequence[tuple[GlobalId, Frontier]]) -> None:
+        """Committed table appends, applied synchronously (the one truth of a table's upper);
+        ``process`` reports them."""
+        self._advanced.extend(self._caps.update_write_frontiers(uppers))
+        if self._advanced:
+            self._wakeup.set()
+
     def set_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
         """Set read policies; the implied capability never regresses (spec §2.3)."""
         for id, policy in policies:
@@ -538,10 +557,7 @@ class StorageController(ExportsApi, TableWritesApi):
         for inst in self._instances.values():
             inst.close()
         self._manager.close()
-        for w in self._table_writers.values():
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(w.expire)
-        self._table_writers.clear()
+        await self.tables.shutdown()
 
 
 def _dependency_order(collections: Mapping[GlobalId, DurableCollection]) -> list[GlobalId]:

@@ -33,7 +33,6 @@ from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.errors import Fenced
 from spate.persist.since import SinceHandle
-from spate.persist.write import WriteHandle
 from spate.protocol.storage import (
     AllowCompaction,
     DroppedId,
@@ -55,6 +54,7 @@ from spate.storage.controller.replica_client import (
     ReplicaFailed,
 )
 from spate.storage.controller.statistics import StatisticsStore
+from spate.storage.controller.table_writes import TableWrites
 from spate.storage.controller.types import IngestionSource, IntrospectionKind, OtherSource
 
 _log: Final = logging.getLogger("spate.storage.controller")
@@ -69,13 +69,6 @@ class FrontierUpdates:
     updates: tuple[tuple[GlobalId, Frontier], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TableUppers:
-    """Internal event: table appends committed (or found these current uppers)."""
-
-    uppers: tuple[tuple[GlobalId, Frontier], ...]
-
-
 class ControllerDriver:
     """The ``ready``/``process`` half of the storage controller (module docs)."""
 
@@ -88,12 +81,12 @@ class ControllerDriver:
     epoch: int
     _caps: Capabilities
     _since_handles: dict[GlobalId, SinceHandle]
-    _table_writers: dict[GlobalId, WriteHandle]
-    _known_uppers: dict[GlobalId, Frontier]
+    tables: TableWrites
+    _advanced: list[GlobalId]
     _instances: dict[InstanceId, StorageInstance]
     _object_instance: dict[GlobalId, InstanceId]
     _collection_instance: dict[GlobalId, InstanceId]
-    _inbox: deque[ReplicaEvent | TableUppers]
+    _inbox: deque[ReplicaEvent]
     _wakeup: asyncio.Event
     _statuses: dict[GlobalId, StatusUpdate]
     statistics: StatisticsStore
@@ -107,7 +100,7 @@ class ControllerDriver:
 
     async def ready(self) -> None:
         """Wait until ``process`` has something to do (a response, or maintenance is due)."""
-        if self._inbox:
+        if self._inbox or self._advanced:
             return
         timeout = max(0.0, self._next_maintenance - self._clock.monotonic())
         self._wakeup.clear()
@@ -118,7 +111,7 @@ class ControllerDriver:
     async def process(self) -> FrontierUpdates | None:
         """Apply responses, run maintenance when due, push since changes; return the uppers
         that advanced. Raises ``ControllerFenced`` when a newer controller took over."""
-        advanced: list[GlobalId] = []
+        advanced, self._advanced = self._advanced, []
         while self._inbox:
             advanced.extend(self._apply(self._inbox.popleft()))
         if self._clock.monotonic() >= self._next_maintenance:
@@ -141,9 +134,7 @@ class ControllerDriver:
 
     # -- responses ------------------------------------------------------------------------------
 
-    def _apply(self, event: ReplicaEvent | TableUppers) -> list[GlobalId]:
-        if isinstance(event, TableUppers):
-            return self._caps.update_write_frontiers(event.uppers)
+    def _apply(self, event: ReplicaEvent) -> list[GlobalId]:
         inst = self._instances.get(event.instance)
         if inst is None or inst.current_epoch(event.replica) != event.epoch:
             return []  # a stale epoch, or a dropped instance or replica
@@ -217,12 +208,9 @@ class ControllerDriver:
         m.set_desired(IntrospectionKind.FRONTIERS, self._frontier_rows())
         written = await asyncio.to_thread(m.tick)
         advanced.extend(self._caps.update_write_frontiers(written.items()))
-        await self._table_maintenance()
+        await self.tables.maintain()
         await self._finalize_pending()
         return advanced
-
-    async def _table_maintenance(self) -> None:
-        """Finish or clear table-write intents (see :mod:`.table_writes`)."""
 
     def _frontier_rows(self) -> list[Row]:
         rows: list[Row] = []
@@ -293,11 +281,7 @@ class ControllerDriver:
             state = self._caps.collections.pop(id)
             self._since_handles.pop(id, None)
             self._collection_instance.pop(id, None)
-            self._known_uppers.pop(id, None)
-            writer = self._table_writers.pop(id, None)
-            if writer is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(writer.expire)
+            await self.tables.forget(id)
             if isinstance(state.description.data_source, IngestionSource):
                 self._status_row(id, ObjectStatus.DROPPED, None)
                 self._object_instance.pop(id, None)

@@ -1,7 +1,7 @@
-"""Table writes of the storage controller: ``append`` and ``append_table`` (spec §6.2).
+"""Table writes of the storage controller: ``append``, ``append_table`` and ``append_each``.
 
-Mixed into :class:`~spate.storage.controller.controller.StorageController`. Every call is
-validated whole first (:mod:`.tables`), then, under one lock (calls are serialised):
+:class:`TableWrites` is a part the storage controller owns (``controller.tables``). Every call
+is validated whole first (:mod:`.tables`), then, under one lock (calls are serialised):
 
 * a call for **one table** is one compare-and-append on its shard — atomic by itself;
 * a call for **several tables** goes through a durable intent (:mod:`.table_txn`): check
@@ -10,10 +10,16 @@ validated whole first (:mod:`.tables`), then, under one lock (calls are serialis
   by the next controller's ``open`` (or promotion) before anything else, so the call lands in
   every table exactly once or in none.
 
-The expected upper of a table is the latest the controller knows: its write frontier, or what
-its own last append left (so back-to-back appends need no ``process`` in between). A shard that
-another writer moved gives ``InvalidUppers`` naming its current upper, and nothing is written.
-A table writer whose lease ran out (an idle table) is replaced by a fresh one transparently.
+``append_each`` is the group commit's primitive: one compare-and-append per table, each table
+on its own (one table's failure does not undo another's), all of them concurrently.
+
+**One truth for a table's upper.** The expected upper of a table is its write frontier in the
+controller's :class:`~.collections.Capabilities`, and nothing else: the controller is a table's
+only writer, and every append that commits (or finds a shard moved) applies the new upper to the
+capabilities *synchronously*, before the call returns, so a caller that asks
+``collection_frontiers`` right after sees it. A shard that another writer moved gives
+``InvalidUppers`` naming its current upper, and nothing is written. A table writer whose lease
+ran out (an idle table) is replaced by a fresh one transparently.
 
 Fencing: the intent's commit is a compare-and-set fenced by the controller epoch; a one-table
 append checks the epoch (a read) right before its compare-and-append.
@@ -22,21 +28,22 @@ append checks the epoch (a read) right before its compare-and-append.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from spate.frontier.antichain import Antichain, Frontier
-from spate.ids import GlobalId, ShardId
+from spate.ids import GlobalId, IdGen, ShardId
+from spate.persist.client import PersistClient
 from spate.persist.crash import crash_point
 from spate.persist.errors import LeaseExpired
 from spate.persist.state import UpperMismatch
 from spate.persist.write import WriteHandle
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
-from spate.storage.controller.collections import CollectionState
-from spate.storage.controller.driver import ControllerDriver, TableUppers
+from spate.storage.controller.collections import Capabilities, CollectionState
 from spate.storage.controller.errors import InvalidUppers, InvalidUsage, ReadOnly
 from spate.storage.controller.table_txn import IntentWrite, StagedWrite, TableIntent, TableTxnLog
 from spate.storage.controller.tables import (
@@ -50,18 +57,48 @@ _log: Final = logging.getLogger("spate.storage.controller")
 
 R = TypeVar("R")
 
+AppendOutcome = Frontier | BaseException
+"""What ``append_each`` says of one table: its new upper, or why its append failed."""
 
-class TableWritesApi(ControllerDriver):
-    """The table-writing methods of the storage controller (module docs)."""
 
-    _txn: TableTxnLog
-    _append_lock: asyncio.Lock
-    _known_uppers: dict[GlobalId, Frontier]
-    _unapplied: tuple[TableIntent, dict[GlobalId, RelationDesc]] | None
-    _applied_token: uuid.UUID | None
+class TableWrites:
+    """The table writes of one storage controller (module docs). Event-loop thread only.
 
-    def _live(self, id: GlobalId) -> CollectionState:
-        raise NotImplementedError
+    ``live(id)`` is the controller's lookup of a live collection (``IdentifierMissing``
+    otherwise); ``on_uppers`` is how a committed append reaches the controller's state: it MUST
+    apply the uppers to ``caps`` synchronously (and may note them for ``process``).
+    """
+
+    def __init__(
+        self,
+        persist: PersistClient,
+        txn: TableTxnLog,
+        caps: Capabilities,
+        *,
+        ids: IdGen,
+        live: Callable[[GlobalId], CollectionState],
+        on_uppers: Callable[[Sequence[tuple[GlobalId, Frontier]]], None],
+    ) -> None:
+        self._persist = persist
+        self._txn = txn
+        self._caps = caps
+        self._ids = ids
+        self._live = live
+        self._on_uppers = on_uppers
+        self.read_only = True
+        self._lock = asyncio.Lock()
+        self._writers: dict[GlobalId, WriteHandle] = {}
+        self._unapplied: tuple[TableIntent, dict[GlobalId, RelationDesc]] | None = None
+        self.applied_token: uuid.UUID | None = None
+        """The last intent this controller applied (cleared lazily from consensus)."""
+
+    @property
+    def txn(self) -> TableTxnLog:
+        return self._txn
+
+    def upper(self, id: GlobalId) -> Frontier:
+        """The table's upper: its write frontier (the one truth, module docs)."""
+        return self._caps.collections[id].write_frontier
 
     # -- public API -----------------------------------------------------------------------------
 
@@ -78,31 +115,14 @@ class TableWritesApi(ControllerDriver):
         leaves the call committed but not yet in every table: the next ``append``, maintenance
         or controller finishes it — the caller MUST NOT write the same data again.
         """
-        if self._read_only:
-            raise ReadOnly()
-        seen: set[GlobalId] = set()
-        for id, _updates, _new_upper in commands:
-            if not self._live(id).description.is_table:
-                raise InvalidUsage(f"{id} is not a table; only tables take appends")
-            if id in seen:
-                raise InvalidUsage(f"table {id} appears twice in one append")
-            seen.add(id)
-        async with self._append_lock:
+        self._check_tables([id for id, _u, _n in commands])
+        async with self._lock:
             await self._finish_unapplied()
-            prepared = [
-                prepare_append(
-                    id,
-                    self._live(id).description.desc,
-                    updates,
-                    upper=self._table_upper(id),
-                    new_upper=new_upper,
-                )
-                for id, updates, new_upper in commands
-            ]
+            prepared = self._prepare(commands)
             if not prepared:
                 return
             if len(prepared) == 1:
-                results = [await asyncio.to_thread(self._append_one, prepared[0])]
+                results = [await asyncio.to_thread(self._append_one, prepared[0], self._ids.uuid())]
             else:
                 results = await self._append_atomic(prepared)
         self._report(results)
@@ -116,27 +136,78 @@ class TableWritesApi(ControllerDriver):
             raise InvalidUsage(f"advance_to {advance_to} must be beyond write_ts {write_ts}")
         rows = dict(tables)
         commands: list[tuple[GlobalId, TableUpdates, Frontier]] = []
-        for id, state in self._caps.collections.items():
+        for id, state in sorted(self._caps.collections.items()):
             if state.description.is_table and not state.dropped:
                 ups = [(row, write_ts, 1) for row in rows.pop(id, [])]
                 commands.append((id, ups, Antichain.of(advance_to)))
         for id in rows:
             self._live(id)
             raise InvalidUsage(f"{id} is not a table")
-        await self.append(sorted(commands, key=lambda c: c[0]))
+        await self.append(commands)
+
+    async def append_each(
+        self, commands: Sequence[tuple[GlobalId, TableUpdates, Frontier]]
+    ) -> list[AppendOutcome]:
+        """Append to each table on its own: one compare-and-append per table, concurrently,
+        under one fencing check. Returns, per command, the table's new upper or the exception
+        its append raised (``InvalidUppers`` if its shard moved); tables that failed are left
+        as they were, the others are written. Validation errors of any command raise before
+        anything is written (as ``append``); so do ``ReadOnly`` and ``ControllerFenced``."""
+        self._check_tables([id for id, _u, _n in commands])
+        async with self._lock:
+            await self._finish_unapplied()
+            prepared = self._prepare(commands)
+            if not prepared:
+                return []
+            await asyncio.to_thread(self._txn.check_epoch)
+            tokens = [self._ids.uuid() for _ in prepared]
+            outcomes = await asyncio.gather(
+                *(
+                    asyncio.to_thread(self._append_one, p, token, fenced=True)
+                    for p, token in zip(prepared, tokens, strict=True)
+                ),
+                return_exceptions=True,
+            )
+        results = [o for o in outcomes if isinstance(o, tuple)]
+        self._on_uppers([(id, upper) for id, upper, _ok in results])
+        out: list[AppendOutcome] = []
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                out.append(outcome)
+            else:
+                id, upper, ok = outcome
+                out.append(upper if ok else InvalidUppers([(id, upper)]))
+        return out
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _table_upper(self, id: GlobalId) -> Frontier:
-        known = self._known_uppers.get(id)
-        upper = self._caps.collections[id].write_frontier
-        return upper if known is None else upper.join(known)
+    def _check_tables(self, ids: Sequence[GlobalId]) -> None:
+        if self.read_only:
+            raise ReadOnly()
+        seen: set[GlobalId] = set()
+        for id in ids:
+            if not self._live(id).description.is_table:
+                raise InvalidUsage(f"{id} is not a table; only tables take appends")
+            if id in seen:
+                raise InvalidUsage(f"table {id} appears twice in one append")
+            seen.add(id)
+
+    def _prepare(
+        self, commands: Sequence[tuple[GlobalId, TableUpdates, Frontier]]
+    ) -> list[PreparedAppend]:
+        return [
+            prepare_append(
+                id,
+                self._live(id).description.desc,
+                updates,
+                upper=self.upper(id),
+                new_upper=new_upper,
+            )
+            for id, updates, new_upper in commands
+        ]
 
     def _report(self, results: Sequence[tuple[GlobalId, Frontier, bool]]) -> None:
-        for id, upper, _ok in results:
-            self._known_uppers[id] = upper
-        self._inbox.append(TableUppers(tuple((id, upper) for id, upper, _ in results)))
-        self._wakeup.set()
+        self._on_uppers([(id, upper) for id, upper, _ok in results])
         failed = [(id, upper) for id, upper, ok in results if not ok]
         if failed:
             raise InvalidUppers(failed)
@@ -146,24 +217,27 @@ class TableWritesApi(ControllerDriver):
     ) -> R:
         """Run ``op`` with the table's writer (blocking), replacing an expired one once."""
         for attempt in range(2):
-            writer = self._table_writers.get(id)
+            writer = self._writers.get(id)
             if writer is None or writer.shard_id != shard:
                 writer = self._persist.open_writer(shard, desc)
-                self._table_writers[id] = writer
+                self._writers[id] = writer
             try:
                 return op(writer)
             except LeaseExpired:
-                self._table_writers.pop(id, None)
+                self._writers.pop(id, None)
                 if attempt:
                     raise
                 _log.info("table %s: writer %s expired; opening a new one", id, writer.writer_id)
         raise AssertionError("unreachable")
 
-    def _append_one(self, prepared: PreparedAppend) -> tuple[GlobalId, Frontier, bool]:
-        """One table: a fenced compare-and-append (blocking)."""
+    def _append_one(
+        self, prepared: PreparedAppend, token: uuid.UUID, *, fenced: bool = False
+    ) -> tuple[GlobalId, Frontier, bool]:
+        """One table: a fenced compare-and-append (blocking). ``fenced``: the caller checked
+        the epoch already."""
         state = self._caps.collections[prepared.id]
-        self._txn.check_epoch()
-        token = self._ids.uuid()
+        if not fenced:
+            self._txn.check_epoch()
         result = self._with_writer(
             prepared.id,
             state.shard,
@@ -195,11 +269,11 @@ class TableWritesApi(ControllerDriver):
         intent = await asyncio.to_thread(self._txn.stage, self._ids.uuid(), writes)
         crash_point("storage.append.before_intent")
         try:
-            await asyncio.to_thread(self._txn.commit, intent, replaces=self._applied_token)
+            await asyncio.to_thread(self._txn.commit, intent, replaces=self.applied_token)
         except BaseException:
             await asyncio.to_thread(self._txn.discard, intent)
             raise
-        self._applied_token = None
+        self.applied_token = None
         self._unapplied = (intent, descs)
         crash_point("storage.append.after_intent")
         results = await self._apply_intent(intent, descs, fresh=True)
@@ -228,7 +302,7 @@ class TableWritesApi(ControllerDriver):
             results.append(outcome)
         crash_point("storage.append.after_apply")
         self._unapplied = None
-        self._applied_token = intent.token
+        self.applied_token = intent.token
         await asyncio.to_thread(self._txn.discard, intent)
         return results
 
@@ -268,7 +342,7 @@ class TableWritesApi(ControllerDriver):
         results = await self._apply_intent(intent, descs, fresh=False)
         self._report([(id, upper, True) for id, upper in results])
 
-    async def _recover_intent(
+    async def recover_intent(
         self, intent: TableIntent | None, descs: Mapping[GlobalId, RelationDesc]
     ) -> None:
         """At ``open``/promotion: sweep staged leftovers, finish the pending intent."""
@@ -280,14 +354,26 @@ class TableWritesApi(ControllerDriver):
         results = await self._apply_intent(intent, live, fresh=False)
         _log.info("finished table write %s left pending: %s", intent.token, results)
 
-    async def _table_maintenance(self) -> None:
+    async def maintain(self) -> None:
         """Finish an intent whose application failed; forget an applied one in consensus
         (off the append path). Skipped while an append runs."""
-        if self._append_lock.locked() or self._read_only:
+        if self._lock.locked() or self.read_only:
             return
-        async with self._append_lock:
+        async with self._lock:
             await self._finish_unapplied()
-            token = self._applied_token
+            token = self.applied_token
             if token is not None:
                 await asyncio.to_thread(self._txn.clear, token)
-                self._applied_token = None
+                self.applied_token = None
+
+    async def forget(self, id: GlobalId) -> None:
+        """The table is gone: release its writer."""
+        writer = self._writers.pop(id, None)
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(writer.expire)
+
+    async def shutdown(self) -> None:
+        """Release every table writer."""
+        for id in list(self._writers):
+            await self.forget(id)

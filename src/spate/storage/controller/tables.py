@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -24,11 +25,57 @@ from spate.persist.state import Appended, UpperMismatch
 from spate.persist.write import WriteHandle
 from spate.repr.arrow import updates_schema, updates_to_table, validate_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-from spate.repr.types import Row
+from spate.repr.types import Datum, Row
 from spate.storage.controller.errors import InvalidUsage, UpdateBeyondUpper, UpdateNotBeyondLower
 
-TableUpdates: TypeAlias = pa.Table | Sequence[tuple[Row, int, int]]
-"""Updates for a table: an Arrow table (data columns, ``_time``, ``_diff``) or triples."""
+
+@dataclass(frozen=True, slots=True)
+class ValidatedChanges:
+    """Changes to one table, validated once (:func:`validate_changes`): an Arrow table in the
+    table's updates schema whose ``_time`` is not yet chosen. ``at(time)`` fixes it."""
+
+    table: pa.Table
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.table.num_rows)
+
+    def at(self, time: int) -> ValidatedUpdates:
+        """The updates at ``time``."""
+        i = self.table.schema.get_field_index(TIME_COLUMN)
+        column = pa.array(np.full(self.table.num_rows, time, dtype=np.int64))
+        return ValidatedUpdates(self.table.set_column(i, self.table.schema.field(i), column))
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedUpdates:
+    """Updates already validated against the table (in its updates schema): an append takes
+    them as they are."""
+
+    table: pa.Table
+
+
+def validate_changes(
+    desc: RelationDesc, changes: Sequence[tuple[Sequence[Datum], int]], *, collection: str
+) -> ValidatedChanges:
+    """Validate ``(row, diff)`` changes against ``desc`` once, into Arrow; raise
+    ``SchemaMismatch`` (naming the row) before anything is written."""
+    rows = desc.validate_rows((c[0] for c in changes), collection=collection)
+    for i, (_row, diff) in enumerate(changes):
+        if isinstance(diff, bool) or not isinstance(diff, int):
+            raise SchemaMismatch(collection, i, None, "an int diff", repr(diff)[:60])
+    return trusted_changes(desc, [(row, c[1]) for row, c in zip(rows, changes, strict=True)])
+
+
+def trusted_changes(desc: RelationDesc, changes: Sequence[tuple[Row, int]]) -> ValidatedChanges:
+    """Changes whose rows are known to fit ``desc`` (read from the table, or validated)."""
+    table = updates_to_table(desc, [(row, 0, diff) for row, diff in changes])
+    return ValidatedChanges(table.cast(updates_schema(desc)))
+
+
+TableUpdates: TypeAlias = ValidatedUpdates | pa.Table | Sequence[tuple[Row, int, int]]
+"""Updates for a table: an Arrow table (data columns, ``_time``, ``_diff``) or triples, each
+validated by the append, or :class:`ValidatedUpdates`, which are not validated again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +100,11 @@ def prepare_append(
     if not upper.less_equal(new_upper):
         raise InvalidUsage(f"append to {id}: new upper {new_upper} is before its upper {upper}")
     name = f"table {id}"
-    if isinstance(updates, pa.Table):
+    if isinstance(updates, ValidatedUpdates):
+        table = updates.table
+        if not table.schema.equals(updates_schema(desc)):
+            raise InvalidUsage(f"append to {id}: validated updates of another schema")
+    elif isinstance(updates, pa.Table):
         for col in (TIME_COLUMN, DIFF_COLUMN):
             if col not in updates.column_names:
                 raise SchemaMismatch(name, None, col, "int64", "no such column")

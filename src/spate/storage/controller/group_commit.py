@@ -1,0 +1,268 @@
+"""Group commit of table writes: every write pending when a commit starts goes into it.
+
+Writers submit changes (validated once, as Arrow, before they are queued: a bad row fails its
+own write and nothing else); a single committer takes **all writes pending** at that moment —
+plus, if one was asked for, the *advance* of every table (the tick) — chooses **one timestamp**
+``ts`` from the timestamp oracle, and appends to **each table once**: one compare-and-append of
+every change to that table at ``ts``, with the table's new upper ``ts + 1``. Tables are appended
+concurrently and independently (:meth:`~.table_writes.TableWrites.append_each`). Only when
+every append of the group has returned does the committer tell the oracle that ``ts`` is
+acknowledged (``apply_write``), and only then does each successful write return ``ts``: a write
+returns after it is durable **and** visible to a following strict read at ``read_ts()``.
+
+Writes that arrive while a group is being committed form the next group, so a busy table costs
+one compare-and-append per commit rather than one per write, and an idle one adds no latency
+(a write that finds the committer idle starts a group at once, after the writes submitted in
+the same event-loop turn have joined it).
+
+**Read-then-write writes** (a delete or update that must see the table's rows) carry a
+*derive* function instead of changes: inside the commit, in submission order, it gets the
+table's :class:`TableContents` — the contents as of every earlier write, including earlier
+writes of the same group — and returns its changes, or raises to fail (alone). The contents are
+read once per table per group. Nothing else writes in between, exactly as under a write lock.
+(``TableContents`` is the seam where a later change can replace the whole-table read by a
+keyed lookup.)
+
+Failure is per write: a write whose table was dropped, whose derive raised, or whose table's
+append failed gets that exception; the other writes of the group still commit. An error of the
+whole group (``ReadOnly``, ``ControllerFenced``) fails every write in it. A write that failed
+changed nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import pyarrow as pa
+
+from spate.frontier.antichain import Antichain
+from spate.ids import GlobalId
+from spate.repr.arrow import table_to_rows
+from spate.repr.desc import DIFF_COLUMN, RelationDesc
+from spate.repr.types import Row
+from spate.storage.controller.controller import StorageController
+from spate.storage.controller.errors import IdentifierMissing
+from spate.storage.controller.tables import (
+    TableUpdates,
+    ValidatedChanges,
+    trusted_changes,
+)
+
+_log: Final = logging.getLogger("spate.storage.controller.group_commit")
+
+
+class Timestamps(Protocol):
+    """The timestamp oracle, as the committer uses it."""
+
+    def write_ts(self) -> int:
+        """A fresh write timestamp, beyond every earlier one."""
+        ...
+
+    def apply_write(self, ts: int) -> None:
+        """The write at ``ts`` is acknowledged: strict reads from now on observe it."""
+        ...
+
+
+class TableContents:
+    """A table's rows (row → count > 0) as of the writes before the one being derived."""
+
+    def __init__(self, rows: Iterable[tuple[Row, int]] = ()) -> None:
+        self._rows: Counter[Row] = Counter()
+        self.apply(rows)
+
+    def count(self, row: Row) -> int:
+        """How many times ``row`` is in the table."""
+        return self._rows[row]
+
+    def items(self) -> Iterator[tuple[Row, int]]:
+        """Every row with its count."""
+        return iter(self._rows.items())
+
+    def apply(self, changes: Iterable[tuple[Row, int]]) -> None:
+        for row, diff in changes:
+            n = self._rows[row] + diff
+            if n > 0:
+                self._rows[row] = n
+            else:
+                del self._rows[row]
+
+
+Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
+"""Changes computed from the table's contents inside the commit (raise to fail the write)."""
+
+
+@dataclass(eq=False)
+class _Write:
+    id: GlobalId | None  # None: advance every table (the tick)
+    changes: ValidatedChanges | None
+    derive: Derive | None
+    done: asyncio.Future[int]
+
+
+class GroupCommit:
+    """The group committer of one storage controller's tables (module docs). Event-loop
+    thread only; ``window_s`` delays each group to gather more writes (0: none)."""
+
+    def __init__(
+        self, storage: StorageController, timestamps: Timestamps, *, window_s: float = 0.0
+    ) -> None:
+        self._storage = storage
+        self._timestamps = timestamps
+        self._window_s = window_s
+        self._queue: list[_Write] = []
+        self._task: asyncio.Task[None] | None = None
+        self.groups = 0
+        """Groups committed so far (for tests and benchmarks)."""
+
+    # -- submitting -------------------------------------------------------------------------------
+
+    async def write(self, id: GlobalId, changes: ValidatedChanges) -> int:
+        """Append ``changes`` to table ``id``; return the timestamp once acknowledged."""
+        return await self._submit(_Write(id, changes, None, self._future()))
+
+    async def write_derived(self, id: GlobalId, derive: Derive) -> int:
+        """Append the changes ``derive`` computes from the table's contents (module docs)."""
+        return await self._submit(_Write(id, None, derive, self._future()))
+
+    async def advance(self) -> int:
+        """Advance every table (and the read timestamp) to a fresh timestamp; return it."""
+        return await self._submit(_Write(None, None, None, self._future()))
+
+    def close(self) -> None:
+        """Stop committing; writes not yet committed fail with ``CancelledError``."""
+        if self._task is not None:
+            self._task.cancel()
+        for w in self._queue:
+            w.done.cancel()
+        self._queue = []
+
+    def _future(self) -> asyncio.Future[int]:
+        return asyncio.get_running_loop().create_future()
+
+    async def _submit(self, write: _Write) -> int:
+        self._queue.append(write)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="table group commit"
+            )
+        return await write.done
+
+    # -- committing -------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while self._queue:
+            await asyncio.sleep(self._window_s)  # writers of this turn (or window) join
+            group, self._queue = self._queue, []
+            try:
+                await self._commit(group)
+            except BaseException as e:
+                for w in group:
+                    _fail(w, e if isinstance(e, Exception) else asyncio.CancelledError())
+                if not isinstance(e, Exception):
+                    raise
+            self.groups += 1
+
+    async def _commit(self, group: list[_Write]) -> None:
+        advance = [w for w in group if w.id is None]
+        writes: dict[GlobalId, list[_Write]] = {}
+        for w in group:
+            if w.id is not None:
+                writes.setdefault(w.id, []).append(w)
+        live = set(self._table_ids())
+        for id in [id for id in writes if id not in live]:
+            for w in writes.pop(id):
+                _fail(w, IdentifierMissing(id, "table"))
+        ids = sorted(live) if advance else sorted(writes)
+        if not ids and not advance:
+            return
+        ts = self._timestamps.write_ts()
+        accepted: dict[GlobalId, list[_Write]] = {}
+        commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
+        for id in ids:
+            parts, accepted[id] = await self._table_changes(id, writes.get(id, []))
+            updates: TableUpdates = []
+            if parts:
+                table = pa.concat_tables([p.table for p in parts])
+                updates = ValidatedChanges(table).at(ts)
+            commands.append((id, updates, Antichain.of(ts + 1)))
+        outcomes = await self._storage.tables.append_each(commands) if commands else []
+        failed: BaseException | None = None
+        for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                failed = failed or outcome
+                _log.warning("table %s: group commit at %d failed: %s", id, ts, outcome)
+                for w in accepted[id]:
+                    _fail(w, outcome)
+        done = [w for id in ids for w in accepted[id] if not w.done.done()]
+        if done or (advance and failed is None):
+            self._timestamps.apply_write(ts)
+        for w in done:
+            _succeed(w, ts)
+        for w in advance:
+            if failed is None:
+                _succeed(w, ts)
+            else:
+                _fail(w, failed)
+
+    def _table_ids(self) -> list[GlobalId]:
+        return [id for id, s in self._storage.collections() if s.description.is_table]
+
+    async def _contents(self, id: GlobalId) -> TableContents:
+        """The table's contents now: every committed write (nothing else writes meanwhile)."""
+        upper = self._storage.collection_frontiers(id).upper.as_option()
+        if upper is None or upper == 0:
+            return TableContents()
+        rows = await self._storage.snapshot(id, upper - 1)
+        return TableContents((row, diff) for row, diff in rows if diff > 0)
+
+    async def _table_changes(
+        self, id: GlobalId, writes: list[_Write]
+    ) -> tuple[list[ValidatedChanges], list[_Write]]:
+        """The changes of ``writes`` to table ``id`` in order (deriving where asked), and the
+        writes that produced them."""
+        parts: list[ValidatedChanges] = []
+        accepted: list[_Write] = []
+        contents: TableContents | None = None
+        desc = self._storage.collection(id).description.desc
+        for w in writes:
+            if w.derive is not None:
+                if contents is None:  # read once, then catch up with this group's writes
+                    contents = await self._contents(id)
+                    for p in parts:
+                        contents.apply(_changes_of(desc, p))
+                try:
+                    changes = w.derive(contents)
+                except Exception as e:
+                    _fail(w, e)
+                    continue
+                contents.apply(changes)
+                part = trusted_changes(desc, changes)
+            else:
+                assert w.changes is not None
+                part = w.changes
+                if contents is not None:
+                    contents.apply(_changes_of(desc, part))
+            parts.append(part)
+            accepted.append(w)
+        return parts, accepted
+
+
+def _changes_of(desc: RelationDesc, changes: ValidatedChanges) -> list[tuple[Row, int]]:
+    rows = table_to_rows(changes.table, [c.name for c in desc.columns])
+    diffs = changes.table.column(DIFF_COLUMN).to_pylist()
+    return list(zip(rows, diffs, strict=True))
+
+
+def _succeed(w: _Write, ts: int) -> None:
+    if not w.done.done():
+        w.done.set_result(ts)
+
+
+def _fail(w: _Write, error: BaseException) -> None:
+    if not w.done.done():
+        w.done.set_exception(error)

@@ -1,0 +1,165 @@
+"""Group commit of table writes, and the one truth of a table's upper.
+
+In memory (persist and consensus), no replicas: every write pending when a commit starts goes
+in one compare-and-append per table at one timestamp; the oracle acknowledges the timestamp
+only after every append of the group, and a write returns only then; a table's upper is the
+storage controller's, applied when the append commits (no ``process`` needed); a write fails
+alone (a bad derive, a dropped table), a whole-group error fails every write of the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from spate.frontier import Antichain
+from spate.ids import GlobalId
+from spate.repr.types import Row
+from spate.storage.controller import StorageController
+from spate.storage.controller.errors import IdentifierMissing, ReadOnly
+from spate.storage.controller.group_commit import GroupCommit, TableContents
+from spate.storage.controller.tables import ValidatedChanges, validate_changes
+from tests.storage.controller._harness import TABLE_DESC, environment, table
+
+U1, U2 = GlobalId.user(1), GlobalId.user(2)
+
+
+class Oracle:
+    """A timestamp oracle that checks, when a write is acknowledged, that every table the
+    storage controller knows is already written up to it (durable before visible)."""
+
+    def __init__(self, storage: StorageController) -> None:
+        self.storage = storage
+        self.last = 100
+        self.read = 0
+        self.applied: list[int] = []
+
+    def write_ts(self) -> int:
+        self.last += 1
+        return self.last
+
+    def apply_write(self, ts: int) -> None:
+        self.applied.append(ts)
+        self.read = max(self.read, ts)
+
+
+def changes(*rows: tuple[int, str], diff: int = 1) -> ValidatedChanges:
+    return validate_changes(TABLE_DESC, [(r, diff) for r in rows], collection="t")
+
+
+async def contents(c: StorageController, id: GlobalId) -> Counter[Row]:
+    upper = c.collection_frontiers(id).upper.as_option()
+    assert upper is not None
+    return Counter({row: diff for row, diff in await c.snapshot(id, upper - 1)})
+
+
+async def test_writes_pending_together_are_one_append_per_table_at_one_timestamp() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1), table(2)])
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        calls: list[list[GlobalId]] = []
+        append_each = c.tables.append_each
+
+        async def counting(commands):  # type: ignore[no-untyped-def]
+            calls.append([id for id, _u, _n in commands])
+            return await append_each(commands)
+
+        c.tables.append_each = counting  # type: ignore[method-assign]
+        tss = await asyncio.gather(
+            commit.write(U1, changes((1, "a"))),
+            commit.write(U1, changes((2, "b"))),
+            commit.write(U2, changes((3, "c"))),
+        )
+        assert len(set(tss)) == 1 and calls == [[U1, U2]] and commit.groups == 1
+        ts = tss[0]
+        assert oracle.applied == [ts]
+        # The one truth: the controller's upper moved with the commit, no process() needed.
+        assert c.collection_frontiers(U1).upper == Antichain.of(ts + 1)
+        assert c.collection_frontiers(U2).upper == Antichain.of(ts + 1)
+        assert await contents(c, U1) == Counter({(1, "a"): 1, (2, "b"): 1})
+        # Writes submitted while a group commits form the next group.
+        first = asyncio.ensure_future(commit.write(U1, changes((4, "d"))))
+        while len(calls) < 2:  # the first group's append is under way
+            await asyncio.sleep(0)
+        rest = [commit.write(U1, changes((5 + i, "e"))) for i in range(3)]
+        later = await asyncio.gather(first, *rest)
+        assert later[0] < later[1] == later[2] == later[3]
+        assert calls[1:] == [[U1], [U1]]
+        await c.shutdown()
+
+
+async def test_a_derived_write_sees_earlier_writes_and_fails_alone() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        await commit.write(U1, changes((1, "a"), (1, "a")))
+
+        def delete_one(row: Row):  # type: ignore[no-untyped-def]
+            def derive(now: TableContents) -> list[tuple[Row, int]]:
+                if now.count(row) < 1:
+                    raise KeyError(f"{row} not found")
+                return [(row, -1)]
+
+            return derive
+
+        results = await asyncio.gather(
+            commit.write(U1, changes((2, "b"))),
+            commit.write_derived(U1, delete_one((2, "b"))),  # sees the insert before it
+            commit.write_derived(U1, delete_one((3, "x"))),  # not there: fails alone
+            commit.write_derived(U1, delete_one((1, "a"))),
+            return_exceptions=True,
+        )
+        assert isinstance(results[2], KeyError)
+        assert results[0] == results[1] == results[3]
+        assert await contents(c, U1) == Counter({(1, "a"): 1})
+        assert oracle.read == results[0]
+        await c.shutdown()
+
+
+async def test_a_dropped_table_fails_its_writes_and_a_read_only_controller_fails_the_group() -> (
+    None
+):
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1), table(2)])
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        c.drop_tables([U2])
+        ok, gone = await asyncio.gather(
+            commit.write(U1, changes((1, "a"))),
+            commit.write(U2, changes((1, "a"))),
+            return_exceptions=True,
+        )
+        assert isinstance(ok, int) and isinstance(gone, IdentifierMissing)
+        assert oracle.applied == [ok]
+        ro = await env.controller(read_only=True)
+        commit_ro = GroupCommit(ro, Oracle(ro))
+        with pytest.raises(ReadOnly):
+            await commit_ro.write(U1, changes((2, "b")))
+        await ro.shutdown()
+        await c.shutdown()
+
+
+async def test_advance_moves_every_table_and_the_read_timestamp() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        ts = await commit.advance()  # no tables: the read timestamp still moves
+        assert oracle.read == ts
+        await c.create_collections([table(1), table(2)])
+        ts = await commit.advance()
+        for id in (U1, U2):
+            assert c.collection_frontiers(id).upper == Antichain.of(ts + 1)
+        assert oracle.read == ts
+        await c.shutdown()
