@@ -137,12 +137,14 @@ class FakeEngine:
             self.streams_open += 1
         closed = threading.Event()
 
+        width = 200 if re.search(r"\bBIG\b", s, re.I) else 1
+
         def batches() -> Iterator[pa.Table]:
             i = 0
             while True:
                 time.sleep(interval)
                 yield pa.table(
-                    {"mz_timestamp": [1000 + i], "mz_diff": [1], "id": [i]},
+                    {"mz_timestamp": [1000 + i] * width, "mz_diff": [1] * width, "id": [i] * width},
                     schema=_stream_schema(),
                 )
                 i += 1

@@ -190,3 +190,30 @@ def _wait_for(cond: object, timeout: float = 5.0) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("condition not met in time")
+
+
+def test_connections_beyond_the_limit_are_refused() -> None:
+    from spate.pgwire.server import ServerConfig
+
+    s = ServerThread(FakeEngine(), ServerConfig(port=0, max_connections=2))
+    try:
+        dsn = f"host=127.0.0.1 port={s.port} user=t dbname=spate sslmode=disable"
+        with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+            with pytest.raises(psycopg.OperationalError, match="too many connections"):
+                psycopg.connect(dsn)
+            assert a.execute("SELECT 1").fetchone() == b.execute("SELECT 1").fetchone() == (1,)
+        with psycopg.connect(dsn) as c:  # the slots are free again
+            assert c.execute("SELECT 2").fetchone() == (2,)
+    finally:
+        s.close()
+
+
+def test_server_shutdown_tells_open_sessions() -> None:
+    from spate.pgwire.server import ServerConfig
+
+    s = ServerThread(FakeEngine(), ServerConfig(port=0))
+    dsn = f"host=127.0.0.1 port={s.port} user=t dbname=spate sslmode=disable"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        s.close()
+        with pytest.raises(psycopg.OperationalError, match="administrator command"):
+            c.execute("SELECT 1")

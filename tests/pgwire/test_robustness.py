@@ -125,3 +125,28 @@ def test_fuzzed_messages_never_take_the_server_down(
         assert c.execute("SELECT * FROM t WHERE id = %s", (8,)).fetchone()[0] == 8  # type: ignore[index]
     print(f"{sent} mutated messages, {closed} connections closed by the server")
     assert sent >= 2000 and closed > 0
+
+
+def test_a_client_that_stops_reading_does_not_hold_a_subscription() -> None:
+    from spate.pgwire.server import ServerConfig
+    from tests.pgwire.fake_engine import FakeEngine
+
+    engine = FakeEngine()
+    s = ServerThread(engine, ServerConfig(port=0, max_stream_stall=1.0))
+    try:
+        sock = wire.connect(s.port)
+        try:
+            sock.sendall(wire.message(b"Q", b"SUBSCRIBE t EVERY 0.001 BIG\0"))
+            deadline = time.monotonic() + 5
+            while engine.streams_open == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert engine.streams_open == 1
+            # Never read: the socket buffers fill, then the pump's queue, then it gives up.
+            deadline = time.monotonic() + 60
+            while engine.streams_open and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert engine.streams_open == 0
+        finally:
+            sock.close()
+    finally:
+        s.close()

@@ -21,6 +21,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from spate.pgwire.engine import Stream
+from spate.pgwire.errors import PgError
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,12 @@ class _End:
 class StreamPump:
     """Moves a :class:`Stream`'s batches from a thread of its own onto the loop."""
 
-    def __init__(self, stream: Stream, loop: asyncio.AbstractEventLoop, name: str) -> None:
+    def __init__(
+        self, stream: Stream, loop: asyncio.AbstractEventLoop, name: str, *, max_stall: float
+    ) -> None:
         self.schema = stream.schema
+        self._max_stall = max_stall
+        self._failure: PgError | None = None
         self._stream = stream
         self._loop = loop
         self._queue: asyncio.Queue[list[RowValues] | _End] = asyncio.Queue(QUEUE_BATCHES)
@@ -56,13 +61,26 @@ class StreamPump:
 
     def _put(self, item: list[RowValues] | _End) -> bool:
         fut = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._loop)
+        waited = 0.0
         while True:
             try:
                 fut.result(timeout=0.2)
                 return True
             except FutureTimeout:
+                waited += 0.2
                 if self._stop.is_set():
                     fut.cancel()
+                    return False
+                if waited >= self._max_stall:
+                    # A client that stops reading must not hold the subscription (and the
+                    # read holds behind it) for ever.
+                    fut.cancel()
+                    self._failure = PgError(
+                        "53400",
+                        f"the client read this subscription too slowly: nothing was taken "
+                        f"for {self._max_stall:g} s, so it was ended",
+                    )
+                    self._loop.call_soon_threadsafe(self._offer_end)
                     return False
             except RuntimeError:  # the loop is gone
                 return False
@@ -83,9 +101,13 @@ class StreamPump:
             except Exception:
                 log.exception("closing a stream failed")
             self.finished.set()
-        if not self._stop.is_set():
+        if not self._stop.is_set() and self._failure is None:
             with contextlib.suppress(RuntimeError):
                 self._put(_End(error))
+
+    def _offer_end(self) -> None:
+        if self._failure is not None and not self._queue.full():
+            self._queue.put_nowait(_End(self._failure))
 
     def stop(self) -> None:
         """Ask the pump to end the stream; it does so when the stream next yields."""
@@ -96,6 +118,8 @@ class StreamPump:
 
         Raises the stream's error, and ``TimeoutError`` when nothing came within ``timeout``.
         """
+        if self._failure is not None and self._queue.empty():
+            raise self._failure
         if timeout is None:
             item = await self._queue.get()
         else:

@@ -34,6 +34,7 @@ class ServerConfig:
     max_connections: int = 256
     max_message_bytes: int = 16 * 1024 * 1024
     workers: int = 64
+    max_stream_stall: float = 300.0  # seconds a subscription may wait on a client not reading
 
 
 def check_config(config: ServerConfig) -> None:
@@ -58,6 +59,7 @@ class Server:
             max_message_bytes=config.max_message_bytes,
             verifier=verifier,
             ssl_context=config.ssl_context,
+            max_stream_stall=config.max_stream_stall,
         )
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="pgwire-engine")
         self._sessions: dict[tuple[int, int], Session] = {}
@@ -86,8 +88,11 @@ class Server:
         await self._server.serve_forever()
 
     async def close(self) -> None:
+        """Stop listening; tell every open session (57P01) and close it."""
         if self._server is not None:
             self._server.close()
+        for session in list(self._sessions.values()):
+            session.shutdown()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

@@ -47,6 +47,7 @@ class SessionOptions:
     verifier: ScramVerifier | None = None
     ssl_context: ssl.SSLContext | None = None
     server_version: str = "9.5.0"
+    max_stream_stall: float = 300.0
 
 
 @dataclass(slots=True)
@@ -155,6 +156,15 @@ class Session:
                 portal.close()
             self._portals.clear()
             self.writer.close()
+
+    def shutdown(self) -> None:
+        """The server is stopping: a FATAL 57P01 goes out before the connection closes."""
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            self.writer.write(
+                codec.error_response(
+                    "FATAL", "57P01", "terminating connection due to administrator command"
+                )
+            )
 
     def cancel(self) -> None:
         """Cancel the statement in progress (a CancelRequest for this session's key)."""
@@ -401,7 +411,12 @@ class Session:
         else:
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
-            portal.pump = StreamPump(result, asyncio.get_running_loop(), str(self.pid))
+            portal.pump = StreamPump(
+                result,
+                asyncio.get_running_loop(),
+                str(self.pid),
+                max_stall=self.options.max_stream_stall,
+            )
             portal.schema = result.schema
             portal.tag = "SUBSCRIBE"
             return
