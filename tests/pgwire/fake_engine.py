@@ -16,6 +16,18 @@ from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stre
 from spate.pgwire.types import field_with_type
 
 
+class Located(UsageError, ValueError):
+    """An error that points into the statement (as the SQL front end's errors do)."""
+
+    sqlstate = "42703"
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"{message}\n(caret at {position})")
+        self.message = message
+        self.position = position
+        self.hint = "check the column name"
+
+
 class NoSuchTable(UsageError, KeyError):
     sqlstate = "42P01"
 
@@ -106,6 +118,9 @@ class FakeEngine:
                 return Rows(pa.table({name: [lit.group(1)]}), "SELECT 1")
             if value.upper() == "NULL":
                 return Rows(pa.table({name: pa.array([None], pa.string())}), "SELECT 1")
+        m = re.fullmatch(r"SELECT (\w+) FROM t", s, re.I)
+        if m and m.group(1) not in SCHEMA.names:
+            raise Located(f'column "{m.group(1)}" does not exist', sql.index(m.group(1)) + 1)
         m = re.fullmatch(r"SLEEP (\d+(?:\.\d+)?)", s, re.I)
         if m:
             deadline = time.monotonic() + float(m.group(1))

@@ -127,3 +127,18 @@ def test_tls_with_sslmode_require(tmp_path: Path) -> None:
             assert c.execute("SELECT 5").fetchone() == (5,)
     finally:
         s.close()
+
+
+def test_a_non_loopback_peer_without_a_password_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import spate.pgwire.startup as startup
+
+    s = ServerThread(FakeEngine(), ServerConfig(port=0))
+    try:
+        # The server listens on loopback only; make the peer look remote.
+        monkeypatch.setattr(startup, "is_loopback", lambda host: False)
+        with pytest.raises(psycopg.OperationalError, match="only loopback clients are trusted"):
+            psycopg.connect(f"host=127.0.0.1 port={s.port} user=x dbname=spate sslmode=disable")
+    finally:
+        s.close()

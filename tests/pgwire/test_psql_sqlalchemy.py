@@ -41,6 +41,12 @@ def test_psql_query_and_error(server: ServerThread) -> None:
     )
     err = psql(server, "SELECT * FROM nope")
     assert err.returncode == 1 and 'ERROR:  42P01: relation "nope" does not exist' in err.stderr
+    # An error that points into the statement: psql draws the caret from the position field.
+    located = psql(server, "SELECT 1; SELECT prise FROM t")
+    assert 'ERROR:  42703: column "prise" does not exist' in located.stderr, located.stderr
+    caret = " " * len("LINE 1: SELECT 1; SELECT ") + "^"
+    assert f"LINE 1: SELECT 1; SELECT prise FROM t\n{caret}\n" in located.stderr
+    assert "HINT:  check the column name" in located.stderr
 
 
 @needs_psql

@@ -340,11 +340,21 @@ def notice_fields(fields: Sequence[tuple[str, str]]) -> bytes:
 
 
 def error_response(
-    severity: str, sqlstate: str, message: str, *, detail: str | None = None
+    severity: str,
+    sqlstate: str,
+    message: str,
+    *,
+    detail: str | None = None,
+    hint: str | None = None,
+    position: int | None = None,
 ) -> bytes:
     fields = [("S", severity), ("V", severity), ("C", sqlstate), ("M", message)]
     if detail:
         fields.append(("D", detail))
+    if hint:
+        fields.append(("H", hint))
+    if position is not None:
+        fields.append(("P", str(position)))
     return msg(b"E", notice_fields(fields))
 
 

@@ -210,18 +210,26 @@ class Session:
                 self._skip_to_sync = True
             await self._maybe_flush()
 
-    def _error(self, e: BaseException) -> None:
+    def _error(self, e: BaseException, *, offset: int | None = None) -> None:
+        """Answer ``e``; ``offset`` is where the failed statement starts in the query text,
+        so that an error pointing into the statement gets PostgreSQL's position field."""
+        position = hint = None
         if isinstance(e, (asyncio.CancelledError, TimeoutError)) and self._canceled:
             code, message = "57014", "canceling statement due to user request"
         else:
             code, message = sqlstate_of(e), str(e) or type(e).__name__
+            where, bare = getattr(e, "position", None), getattr(e, "message", None)
+            if offset is not None and isinstance(where, int) and isinstance(bare, str):
+                message, position = bare, offset + where
+                found = getattr(e, "hint", None)
+                hint = found if isinstance(found, str) else None
         if code == "XX000":
             log.error("internal error in session %d", self.pid, exc_info=e)
         self._canceled = False
         self._ctx.canceled.clear()
         if self._status == "T":
             self._status = "E"
-        self.send(codec.error_response("ERROR", code, message))
+        self.send(codec.error_response("ERROR", code, message, position=position, hint=hint))
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread; a CancelRequest ends the wait with 57014."""
@@ -243,12 +251,14 @@ class Session:
         if not parts:
             self.send(codec.EMPTY_QUERY)
             return
+        start = 0
         for sql in parts:
+            start = max(text.find(sql, start), 0)
             portal = Portal(sql, ())
             try:
                 await self._run(portal, max_rows=0, describe=True)
             except Exception as e:
-                self._error(e)
+                self._error(e, offset=start)
                 return
             finally:
                 portal.close()
