@@ -63,6 +63,8 @@ from spate.repr.types import Datum, Row
 if TYPE_CHECKING:
     import pandas as pd
 
+    from spate.environment.sql import SqlSession
+
 T = TypeVar("T")
 
 
@@ -578,13 +580,27 @@ class Environment:
         error of the operation it ran) and changes nothing; earlier statements stay done."""
         from spate.environment import sql as sql_exec
 
+        session, definitions = self._sql_state()
+        return sql_exec.run(self, text, dialect, session, definitions)
+
+    def sql_session(self) -> SqlSession:
+        """A SQL session of its own (its ``SET cluster``, ``SET transaction_isolation``…), for
+        one client connection: ``session.sql(text, dialect=…)`` is :meth:`sql` with those
+        settings. Objects and definitions are the environment's, shared by every session."""
+        from spate.environment import sql as sql_exec
+
+        _, definitions = self._sql_state()
+        return sql_exec.SqlSession(self, sql_exec.Session(), definitions)
+
+    def _sql_state(self) -> tuple[Any, Any]:
+        from spate.environment import sql as sql_exec
+
         if self._sql is None:
             self._sql = (
                 sql_exec.Session(),
                 sql_exec.Definitions(self.runtime.layout.data_dir, self.runtime.layout.secrets()),
             )
-        session, definitions = self._sql
-        return sql_exec.run(self, text, dialect, session, definitions)
+        return self._sql
 
     def status(self) -> EnvironmentStatus:
         """A snapshot of every collection's since and upper, and of the replicas' health.

@@ -17,6 +17,7 @@ import functools
 import json
 import math
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from spate.environment.catalog import (
     SinkItem,
     SourceItem,
     SubsourceItem,
+    TableItem,
     item_desc,
     kind_of,
 )
@@ -164,6 +166,7 @@ class Definitions:
     def __init__(self, data_dir: Path, secrets: SecretsDir) -> None:
         self.path = data_dir / "sql" / "definitions.json"
         self.secrets_dir = secrets
+        self.lock = threading.Lock()
         self.items: dict[str, str] = {}
         self.secrets: dict[str, str] = {}
         self.connections: dict[str, dict[str, Any]] = {}
@@ -181,14 +184,31 @@ class Definitions:
         self.save()
 
     def save(self) -> None:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        doc = {"definitions": self.items, "secrets": self.secrets, "connections": self.connections}
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-        os.replace(tmp, self.path)
+        with self.lock:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            doc = {
+                "definitions": self.items,
+                "secrets": self.secrets,
+                "connections": self.connections,
+            }
+            tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+            os.replace(tmp, self.path)
 
     def secret_value(self, name: str) -> str:
         return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()
+
+
+@dataclass
+class SqlSession:
+    """One client's SQL session on an environment (see ``Environment.sql_session``)."""
+
+    env: Environment
+    session: Session
+    definitions: Definitions
+
+    def sql(self, text: str, *, dialect: str = "postgres") -> Result:
+        return run(self.env, text, dialect, self.session, self.definitions)
 
 
 def run(env: Environment, text: str, dialect: str, session: Session, defs: Definitions) -> Result:
@@ -222,12 +242,13 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
                 env.insert(stmt.table, rows)
             return None
         case st.Delete():
-            rows = _rows(env, stmt.plan, session)
+            rows = _dml_rows(env, stmt.plan, session)
             if rows:
                 env.delete(stmt.table, rows)
             return None
         case st.Update():
-            pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in _rows(env, stmt.plan, session)]
+            changed_rows = _dml_rows(env, stmt.plan, session)
+            pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in changed_rows]
             changed = [(a, b) for a, b in pairs if a != b]
             if changed:
                 env.update(stmt.table, changed)
@@ -474,6 +495,30 @@ def _read(
         isolation=check_isolation(session.isolation),
         timeout=session.read_timeout(),
     )
+
+
+def _table_rows(table: pa.Table) -> list[Row]:
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+
+
+def _dml_rows(env: Environment, plan: RelationExpr, session: Session) -> list[Row]:
+    """The rows an UPDATE or DELETE changes. When ``plan`` reads only the table itself (a
+    WHERE without subqueries over other objects), the table is read once (no dataflow) and the
+    plan evaluated here by the IR's reference semantics; otherwise ``plan`` is read."""
+    ids = plan.depends_on()
+    if len(ids) == 1:
+        (id,) = ids
+        item = env.runtime.catalog.by_id(id)
+        if isinstance(item, TableItem):
+            from collections import Counter
+
+            from spate.testing.reference import evaluate
+
+            contents = Counter(_table_rows(_read(env, Get(id, item.desc), session)))
+            counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
+            return [r for r, n in counts.items() for _ in range(n)]
+    return _rows(env, plan, session)
 
 
 def _rows(env: Environment, plan: Any, session: Session) -> list[Row]:
