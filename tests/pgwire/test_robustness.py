@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import socket
 import struct
 import time
 
@@ -150,3 +151,16 @@ def test_a_client_that_stops_reading_does_not_hold_a_subscription() -> None:
             sock.close()
     finally:
         s.close()
+
+
+def test_gssenc_refused_and_a_newer_minor_version_negotiated(server: ServerThread) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(struct.pack("!ii", 8, 80877104))  # GSSENCRequest
+        assert sock.recv(1) == b"N"
+        body = struct.pack("!i", (3 << 16) | 2) + b"user\0me\0_pq_.something\0x\0\0"
+        sock.sendall(struct.pack("!i", len(body) + 4) + body)
+        msgs = wire.until(sock, b"Z")
+        kinds = [k for k, _ in msgs]
+        assert kinds[0] == b"v"  # NegotiateProtocolVersion: 3.0, the option unknown
+        assert msgs[0][1] == struct.pack("!ii", 0, 1) + b"_pq_.something\0"
+        assert b"R" in kinds and b"K" in kinds
