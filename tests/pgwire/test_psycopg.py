@@ -217,3 +217,25 @@ def test_server_shutdown_tells_open_sessions() -> None:
         s.close()
         with pytest.raises(psycopg.OperationalError, match="administrator command"):
             c.execute("SELECT 1")
+
+
+def test_a_cancel_with_nothing_running_does_not_cancel_the_next_statement(
+    server: ServerThread, dsn: str
+) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.cancel_safe()  # idle: nothing to cancel
+        time.sleep(0.2)
+        started = time.monotonic()
+        c.execute("SLEEP 0.3")
+        assert time.monotonic() - started >= 0.3
+
+
+def test_canceling_a_streamed_portal_ends_its_subscription(dsn: str, engine: FakeEngine) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        cur = c.cursor()
+        timer = threading.Timer(0.3, c.cancel_safe)
+        timer.start()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            cur.execute("SUBSCRIBE t")  # extended protocol, rows until canceled
+        _wait_for(lambda: engine.streams_open == 0)
+        assert c.execute("SELECT 8").fetchone() == (8,)

@@ -167,10 +167,11 @@ class Session:
             )
 
     def cancel(self) -> None:
-        """Cancel the statement in progress (a CancelRequest for this session's key)."""
-        self._ctx.canceled.set()
+        """Cancel the statement in progress (a CancelRequest for this session's key); with
+        nothing in progress it does nothing, as in PostgreSQL."""
         if self._running is not None and not self._running.done():
             self._canceled = True
+            self._ctx.canceled.set()
             self._running.cancel()
 
     # -- the message loop ------------------------------------------------------------------------
@@ -233,6 +234,7 @@ class Session:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread; a CancelRequest ends the wait with 57014."""
+        self._ctx.canceled.clear()
         fut = asyncio.get_running_loop().run_in_executor(self._executor, fn)
         self._running = fut
         try:
@@ -354,7 +356,12 @@ class Session:
     async def _execute(self, body: bytes) -> None:
         m = codec.parse_execute(body)
         portal = self._portal(m.portal)
-        await self._run(portal, max_rows=max(m.max_rows, 0), describe=False)
+        try:
+            await self._run(portal, max_rows=max(m.max_rows, 0), describe=False)
+        except BaseException:
+            portal.close()  # a portal that failed is done: end its stream now
+            portal.done = True
+            raise
 
     async def _close(self, body: bytes) -> None:
         m = codec.parse_target(body, "Close")
