@@ -204,3 +204,23 @@ def test_spark_date_functions(db: ReferenceEngine) -> None:
     assert got == [
         (2024, 3, 1, 7, 10, 58, day(2024, 1, 10), day(2024, 1, 6), day(2024, 3, 5), -3.0)
     ]
+
+
+def test_sum_of_bigint_is_numeric_as_in_postgres(db: ReferenceEngine) -> None:
+    got = db.rows("SELECT y, sum(x), sum(x) / count(*) FROM w GROUP BY y ORDER BY y")
+    assert got == [
+        (1, Decimal(3), Decimal("1.5000000000000000")),
+        (2, Decimal(3), Decimal("3.0000000000000000")),
+    ]
+    got = db.rows("SELECT x, sum(x) OVER (ORDER BY y) / 2 FROM w ORDER BY x")
+    assert got == [
+        (1, Decimal("1.5000000000000000")),
+        (2, Decimal("1.5000000000000000")),
+        (3, Decimal("3.0000000000000000")),
+    ]
+    assert db.rows("SELECT sum(x) FROM e") == [(None,)]
+
+
+def test_round_to_tens(db: ReferenceEngine) -> None:
+    got = db.rows("SELECT round(25.5, -1), round(14.9, -1), round(-25, -1), round(1234.5678, -2)")
+    assert got == [(Decimal(30), Decimal(10), Decimal(-30), Decimal(1200))]

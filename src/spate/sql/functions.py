@@ -10,6 +10,7 @@ gives NULL where PostgreSQL would answer (documented).
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -77,8 +78,17 @@ def round_(b: ScalarBinder, node: exp.Expression) -> Typed:
 
     t = _number(b, node.this, "round")
     digits = _constant_int(b, node.args.get("decimals"), "round's precision")
-    if t.type.is_integer:
+    if t.type.is_integer and digits >= 0:
         return t
+    if t.type.is_integer:
+        t = b.coerce(t, pg_numeric(numeric(38, 0)), node.this, explicit=True)
+    if t.type.name == "numeric" and digits < 0:
+        # round(d, -n): round d / 10^n to an integer, times 10^n
+        n = min(-digits, 37)
+        down = CallBinary(BinaryFunc.MUL, t.expr, Literal(Decimal(1).scaleb(-n), numeric(n, n)))
+        rounded = Cast(down, numeric(38, 0))
+        up = CallBinary(BinaryFunc.MUL, rounded, Literal(Decimal(10) ** n, numeric(n + 1, 0)))
+        return Typed(Cast(up, numeric(38, 0)), pg_numeric(numeric(38, 0)))
     if t.type.name == "numeric":
         scale = max(0, min(digits, 38))
         return Typed(Cast(t.expr, numeric(38, scale)), pg_numeric(numeric(38, scale)))

@@ -691,6 +691,15 @@ def _aggregate_call(
     if not t.type.is_numeric:
         raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
     if name == "sum":
+        if t.type.name == "int8":
+            # PostgreSQL's sum(bigint) is numeric: summed in int64, then cast (so that it
+            # divides as a numeric); an int64 overflow stays an error
+            return (
+                AggregateExpr(AggregateFunc.SUM, x, distinct),
+                pg_numeric(numeric(38, 0)),
+                lambda v: Cast(v, numeric(38, 0)),
+                Literal(None, INT64),
+            )
         if t.type.is_integer:
             out_t = INT8
         elif t.type.name == "numeric":

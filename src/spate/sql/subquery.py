@@ -138,11 +138,13 @@ class SubqueryPlanner:
         k = len(keys)
         s = out.rel.expr
         t = out.types[0]
-        if not _one_row_per_key(node.this):
-            if t.scalar is None or t.scalar.kind is ScalarKind.JSONB:
-                raise self.qp.err(FeatureNotSupported, "a jsonb scalar subquery", node)
-            s = Reduce(s, tuple(range(k)), (AggregateExpr(AggregateFunc.MAX, ColumnRef(k)),))
-        v = lookup(d, s, [Literal(None, t.scalar)])  # type: ignore[arg-type]
+        if _one_row_per_key(node.this):
+            # a global aggregate has its row (or its defaults) for every context key already
+            return self.attach(rel, keys, s, t)
+        if t.scalar is None or t.scalar.kind is ScalarKind.JSONB:
+            raise self.qp.err(FeatureNotSupported, "a jsonb scalar subquery", node)
+        s = Reduce(s, tuple(range(k)), (AggregateExpr(AggregateFunc.MAX, ColumnRef(k)),))
+        v = lookup(d, s, [Literal(None, t.scalar)])
         return self.attach(rel, keys, v, t)
 
     # -- pieces ---------------------------------------------------------------------------------

@@ -117,8 +117,21 @@ def plan_windows(
         window = Window(rel.expr, partition, orders, tuple(c for _, c, _ in calls), tuple(names))  # type: ignore[misc]
         cols = list(rel.scope.cols)
         for i, (w, _, t) in enumerate(calls):
-            found[id(w)] = Typed(ColumnRef(at + i), t)
-            cols.append(Col(None, None, t, hidden=True))
+            value: ScalarExpr = ColumnRef(at + i)
+            if t.name == "numeric" and window.desc.columns[at + i].type.kind.value == "int64":
+                value = Cast(value, numeric(38, 0))
+            found[id(w)] = Typed(value, t)
+            cols.append(
+                Col(
+                    None,
+                    None,
+                    INT8
+                    if t.name == "numeric"
+                    and window.desc.columns[at + i].type.kind.value == "int64"
+                    else t,
+                    hidden=True,
+                )
+            )
         rel = rel.with_cols(window, cols)
         # avg over integers / numerics: finish as numeric (PostgreSQL's type)
 
@@ -243,7 +256,9 @@ def _call(
     if not t_arg.type.is_numeric:
         raise qp.err(UndefinedFunction, f"function {agg_name}({t_arg.type}) does not exist", fn)
     if agg_name == "sum":
-        if t_arg.type.is_integer:
+        if t_arg.type.name == "int8":
+            out = pg_numeric(numeric(38, 0))  # PostgreSQL's sum(bigint); cast when read
+        elif t_arg.type.is_integer:
             out = INT8
         elif t_arg.type.name == "numeric":
             assert t_arg.type.scalar is not None
