@@ -78,6 +78,9 @@ class FakeEngine:
         return [
             Relation(20001, "t", "table", SCHEMA),
             Relation(20002, "v", "materialized view", pa.schema([("id", pa.int64())])),
+            Relation(
+                20003, "v_by_id", "index", pa.schema([("id", pa.int64())]), on="v", key=("id",)
+            ),
         ]
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:

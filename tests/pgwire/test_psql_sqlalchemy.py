@@ -70,6 +70,13 @@ def test_psql_describe_commands(server: ServerThread) -> None:
     ):
         assert line in table.stdout, table.stdout
     assert "not null" in table.stdout.splitlines()[3]
+    mv = psql(server, r"\d v")
+    assert 'Materialized view "public.v"' in mv.stdout
+    assert 'Indexes:\n    "v_by_id" arrangement (id)' in mv.stdout, mv.stdout
+    di = psql(server, r"\di")
+    assert [c.strip() for c in di.stdout.splitlines()[3].split("|")] == [
+        "public", "v_by_id", "index", "tester", "v",
+    ]  # fmt: skip
     for cmd in (r"\l", r"\dn", r"\du", r"\di", r"\dv", r"\d+ t", r"\df"):
         out = psql(server, cmd)
         assert out.returncode == 0 and "ERROR" not in out.stderr, (cmd, out.stderr)

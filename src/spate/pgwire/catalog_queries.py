@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from spate.pgwire import lexer
+from spate.pgwire import catalog_indexes, lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.catalog_rows import (
     OID_COLUMNS,
@@ -355,6 +355,8 @@ def _call(name: str, args: list[str], row: Mapping[str, Any], vars: Mapping[str,
             return row["format_type"]
         oid = arg(0)
         return format_type(pgt.BY_OID[oid]) if isinstance(oid, int) and oid in pgt.BY_OID else None
+    if name == "pg_get_indexdef":
+        return row.get("indexdef")
     if name == "pg_get_userbyid":
         return vars.get("user", "")
     if name in _ALWAYS_TRUE:
@@ -401,13 +403,16 @@ def answer_known(
 ) -> pa.Table | None:
     """The answer to a catalog query (``None`` when it is not one this module can read)."""
     text = lexer.strip_comments(sql).strip().rstrip(";")
+    aliases = catalog_indexes.roles(text)
+    if aliases:
+        text = catalog_indexes.rewrite(text, aliases)
     clauses = _clauses(text)
     if "SELECT" not in clauses:
         return None
     sel = re.sub(r"^DISTINCT\s+(ON\s*\([^)]*\)\s*)?", "", clauses["SELECT"], flags=re.I)
     items = [_item(i) for i in _split_top(sel)]
     if "FROM" in clauses:
-        rows = row_set(from_tables(clauses["FROM"]), relations, vars)
+        rows = row_set(from_tables(clauses["FROM"]), relations, vars, aliases)
         rows = _filter(rows, clauses.get("WHERE"), relations)
     else:
         rows = [{}]

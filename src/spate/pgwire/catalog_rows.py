@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from spate.pgwire import catalog_indexes
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Relation
 from spate.pgwire.lexer import depths
@@ -125,7 +126,7 @@ def _class_row(r: Relation, user: str) -> dict[str, Any]:
         "rolname": user,
         "usename": user,
         "relam": 0,
-        "amname": None,
+        "amname": "arrangement" if kind == "i" else None,
         "reltablespace": 0,
         "relchecks": 0,
         "relhasindex": False,
@@ -313,18 +314,35 @@ def from_tables(from_clause: str) -> list[tuple[str, bool]]:
     return out
 
 
+def _with_indexes(rows: list[dict[str, Any]], rels: Sequence[Relation]) -> list[dict[str, Any]]:
+    indexed = {r.on for r in rels if r.kind == "index"}
+    for row in rows:
+        row["relhasindex"] = row["relname"] in indexed
+        row["hasindexes"] = row["relhasindex"]
+    return rows
+
+
 def row_set(
     tables: list[tuple[str, bool]],
     relations: Callable[[], Sequence[Relation]],
     vars: Mapping[str, str],
+    index_aliases: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     names = [t for t, _ in tables]
     user = vars.get("user", "")
+    if index_aliases and "pg_index" in names:
+        rels = relations()
+        class_rows = {r.name: _class_row(r, user) for r in rels}
+        if ("pg_index", True) in tables:
+            return catalog_indexes.index_rows(rels, class_rows, index_aliases)
+        rows = [class_rows[r.name] for r in rels]
+        return catalog_indexes.with_tables(rows, rels, class_rows, index_aliases)
     for name, inner in tables:
         if inner and name.split(".")[-1] in _EMPTY:
             return []
     if any(n in ("pg_attribute", "information_schema.columns") for n in names):
-        return [row for r in relations() for row in _attribute_rows(r, user)]
+        rels = relations()
+        return _with_indexes([row for r in rels for row in _attribute_rows(r, user)], rels)
     if any(
         n
         in (
@@ -337,7 +355,8 @@ def row_set(
         )
         for n in names
     ):
-        rows = [_class_row(r, user) for r in relations()]
+        rels = relations()
+        rows = _with_indexes([_class_row(r, user) for r in rels], rels)
         if "pg_views" in names or "information_schema.views" in names:
             rows = [r for r in rows if r["relkind"] == "v"]
         elif "pg_matviews" in names:
