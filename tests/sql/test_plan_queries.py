@@ -224,3 +224,10 @@ def test_sum_of_bigint_is_numeric_as_in_postgres(db: ReferenceEngine) -> None:
 def test_round_to_tens(db: ReferenceEngine) -> None:
     got = db.rows("SELECT round(25.5, -1), round(14.9, -1), round(-25, -1), round(1234.5678, -2)")
     assert got == [(Decimal(30), Decimal(10), Decimal(-30), Decimal(1200))]
+
+
+def test_untyped_literals_take_the_other_branch_type(db: ReferenceEngine) -> None:
+    assert db.rows("SELECT '1' UNION SELECT 2 ORDER BY 1") == [(1,), (2,)]
+    assert db.rows("SELECT NULL UNION SELECT NULL") == [(None,)]
+    assert db.bag("SELECT NULL UNION SELECT 1.5") == bag((None,), (Decimal("1.5"),))
+    assert db.rows("SELECT 'a' UNION ALL SELECT 'b' ORDER BY 1") == [("a",), ("b",)]

@@ -31,7 +31,7 @@ from spate.plan.relation import (
     Union,
 )
 from spate.repr.desc import Column, RelationDesc
-from spate.repr.types import Datum
+from spate.repr.types import TEXT, Datum
 from spate.sql.catalog import Catalog
 from spate.sql.errors import (
     DatatypeMismatch,
@@ -45,7 +45,7 @@ from spate.sql.parse import position
 from spate.sql.relops import build_join
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Correlation, Rel, Scope, hide, project, unique_names
-from spate.sql.types import PgType, common_type, from_scalar
+from spate.sql.types import UNKNOWN, PgType, common_type, from_scalar
 from spate.sql.values import convert_text
 
 
@@ -74,6 +74,9 @@ class Output:
     order_by: list[ColumnOrder] = field(default_factory=list)
     limit: int | None = None
     offset: int = 0
+    literals: dict[int, str | None] = field(default_factory=dict)
+    """Output columns that are untyped literals (a quoted string, or NULL: ``None``), typed as
+    text here; a set operation gives them the other branches' type, as PostgreSQL does."""
 
 
 class QueryPlanner:
@@ -115,7 +118,7 @@ class QueryPlanner:
             expr = TopK(expr, tuple(range(k)), tuple(out.order_by), out.limit, out.offset)
         expr = project(expr, range(width))
         cols = rel.scope.cols[:width]
-        return Output(rel.with_cols(expr, cols), out.names, out.types, k)
+        return Output(rel.with_cols(expr, cols), out.names, out.types, k, literals=out.literals)
 
     def query(self, node: exp.Expression, ctx: Context | None) -> Output:
         with_ = node.args.get("with_") or node.args.get("with")
@@ -396,7 +399,9 @@ class QueryPlanner:
         k = left.prefix
         types: list[PgType] = []
         for i, (a, b) in enumerate(zip(left.types, right.types, strict=True)):
-            t = common_type([a, b])
+            t = common_type(
+                [UNKNOWN if i in left.literals else a, UNKNOWN if i in right.literals else b]
+            )
             if t is None or t.scalar is None:
                 branch = node.expression
                 items = branch.expressions if isinstance(branch, exp.Select) else []
@@ -407,8 +412,8 @@ class QueryPlanner:
                     items[i] if i < len(items) else branch,
                 )
             types.append(t)
-        lexpr = self.cast_outputs(left, types)
-        rexpr = self.cast_outputs(right, types)
+        lexpr = self.cast_outputs(left, types, node.this)
+        rexpr = self.cast_outputs(right, types, node.expression)
         rexpr = project(rexpr, range(rexpr.desc.arity))
         from spate.sql.relops import rename
 
@@ -432,21 +437,33 @@ class QueryPlanner:
             Col(n, None, t) for n, t in zip(left.names, types, strict=True)
         ]
         rel = Rel(expr, Scope(cols, left.rel.scope.parent, self.text))
-        out = Output(rel, list(left.names), types, k)
+        literals = {
+            i: left.literals[i]
+            for i in left.literals
+            if i in right.literals and left.literals[i] == right.literals[i]
+        }
+        out = Output(rel, list(left.names), types, k, literals=literals)
         return self.apply_order_limit(out, node)
 
-    def cast_outputs(self, out: Output, types: list[PgType]) -> RelationExpr:
+    def cast_outputs(
+        self, out: Output, types: list[PgType], branch: exp.Expression
+    ) -> RelationExpr:
         expr = out.rel.expr
         k = out.prefix
-        if all(a.scalar == b.scalar for a, b in zip(out.types, types, strict=True)):
+        if not out.literals and all(
+            a.scalar == b.scalar for a, b in zip(out.types, types, strict=True)
+        ):
             return expr
         b = self.binder(out.rel.scope)
         scalars: list[ScalarExpr] = []
         for i, (have, want) in enumerate(zip(out.types, types, strict=True)):
             t = Typed(ColumnRef(k + i), have)
-            if have.name == "unknown":
-                t = Typed(Literal(None, want.scalar), have)  # type: ignore[arg-type]
-            scalars.append(b.coerce(t, want, exp.Null(), explicit=True).expr)
+            if i in out.literals:
+                raw = out.literals[i]
+                t = Typed(Literal(raw, TEXT), UNKNOWN, raw=raw)
+            items = branch.expressions if isinstance(branch, exp.Select) else []
+            where = items[i] if i < len(items) else branch
+            scalars.append(b.coerce(t, want, where, explicit=True).expr)
         names = unique_names([*expr.desc.names, *out.names])[expr.desc.arity :]
         mapped = Map(expr, tuple(scalars), tuple(names))
         a = expr.desc.arity

@@ -135,12 +135,14 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     names: list[str] = []
     types: list[PgType] = []
     scalars: list[ScalarExpr] = []
+    literals: dict[int, str | None] = {}
     for s in selects:
         if has_subquery(s):
             rel, t = sq.scalar(rel, s, override)
         else:
             t = qp.binder(rel.scope, "SELECT", override).bind(s)
         if t.type.name == "unknown":
+            literals[len(names)] = t.raw
             t = qp.binder(rel.scope).coerce(t, PG_TEXT, s)
         if t.interval_ms is not None or t.type.scalar is None or t.type.name == "interval":
             raise qp.err(FeatureNotSupported, f"a {t.type} column is not supported", s)
@@ -246,7 +248,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
             topk = TopK(rel.expr, tuple([*range(k), *on_positions]), tuple(rest), 1, 0)
             rel = rel.with_cols(topk, rel.scope.cols)
     limit, offset = qp.limit_offset(node.args.get("limit"), node.args.get("offset"))
-    return Output(rel, names, types, k, column_orders, limit, offset)
+    return Output(rel, names, types, k, column_orders, limit, offset, literals)
 
 
 def _strip_alias(node: exp.Expression) -> exp.Expression:
