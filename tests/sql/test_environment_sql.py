@@ -41,6 +41,8 @@ def test_tables_views_indexes_and_dml(env: Environment) -> None:
     out = env.sql("SELECT * FROM top_bids ORDER BY auction")
     assert isinstance(out, pa.Table) and out.column_names == ["auction", "top", "n"]
     assert rows(out) == [(1, Decimal("25.00"), 2), (2, Decimal("7.00"), 1)]
+    # map/filter/project over one object reads it (no dataflow) and applies the rest
+    assert rows(env.sql("SELECT auction, n * 2 AS twice FROM top_bids WHERE n > 1")) == [(1, 4)]
     env.sql(
         "UPDATE bids SET price = price + 1 WHERE auction = 2; DELETE FROM bids WHERE bidder = 'a'"
     )

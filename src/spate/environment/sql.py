@@ -38,7 +38,7 @@ from spate.environment.catalog import (
 )
 from spate.environment.reads import check_isolation
 from spate.plan.finishing import ColumnOrder
-from spate.plan.relation import Get, RelationExpr
+from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
 from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.storage_desc import (
     FileFormat,
@@ -485,6 +485,21 @@ def _read(
         return pa.Table.from_pylist(
             [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
         )
+    base = _linear_over_get(plan)
+    if base is not None and base is not plan:
+        # map/filter/project over one object: read the object (an index or a collection,
+        # no dataflow) and apply the rest here, by the IR's reference semantics
+        from collections import Counter
+
+        from spate.testing.reference import evaluate
+
+        contents = Counter(_table_rows(_read(env, base, session, as_of)))
+        counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
+        rows = [r for r, n in counts.items() for _ in range(n)]
+        names = plan.desc.names
+        return pa.Table.from_pylist(
+            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
+        )
     target: Any = plan
     if isinstance(plan, Get):
         target = env.runtime.catalog.by_id(plan.id).name
@@ -495,6 +510,17 @@ def _read(
         isolation=check_isolation(session.isolation),
         timeout=session.read_timeout(),
     )
+
+
+def _linear_over_get(plan: RelationExpr) -> Get | None:
+    """The ``Get`` under a chain of ``Map``/``Filter``/``Project`` (no temporal filter) that
+    reads a catalog object other than a view; else ``None``."""
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        if isinstance(node, Filter) and node.is_temporal():
+            return None
+        node = node.input
+    return node if isinstance(node, Get) else None
 
 
 def _table_rows(table: pa.Table) -> list[Row]:
