@@ -28,6 +28,7 @@ import time
 
 from bench._results import write_result
 from spate.clock import ManualClock
+from spate.codec import decode, encode
 from spate.compute.controller import (
     ComputeController,
     ReplicaConfig,
@@ -40,7 +41,6 @@ from spate.compute.controller.storage import StorageCollectionMetadata, StorageF
 from spate.frontier import Antichain, ChangeBatch, MutableAntichain, ReadHold, ReadPolicy
 from spate.ids import GlobalId, InstanceId, PeekId, ReplicaId, SeededIdGen, ShardId
 from spate.plan.dataflow import DataflowDescription, IndexDesc, IndexExport, SourceImport
-from spate.protocol.codec import decode, encode
 from spate.protocol.compute import (
     ComputeCommand,
     Frontiers,

@@ -31,17 +31,17 @@ import numpy as np
 import pyarrow as pa
 
 from bench._results import write_result
+from spate.codec import decode, encode, encode_message
 from spate.frontier import Antichain
 from spate.ids import GlobalId, PeekId, SeededIdGen
 from spate.plan.finishing import RowSetFinishing
-from spate.protocol.codec import decode, encode, encode_message
 from spate.protocol.compute import IndexTarget, Peek, PeekResponse, PeekRows
 from spate.protocol.connection import Connection
 from spate.protocol.frame import HEADER_SIZE
 from spate.protocol.transport import connect, serve
-from spate.protocol.wire import wire
 from spate.repr import FLOAT64, INT64, TEXT, RelationDesc
 from spate.repr.types import Row
+from spate.wire import wire
 
 DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT, False), ("price", FLOAT64, False))
 _ = Antichain  # frontiers are not part of this benchmark

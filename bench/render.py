@@ -70,7 +70,7 @@ from spate.ids import GlobalId
 from spate.plan.builder import col, max_
 from spate.plan.relation import Get, RelationExpr
 from spate.render.arrangement import Arrangement
-from spate.render.batch import SMALL_ROWS, Engine
+from spate.render.batch import Engine, EngineSettings
 from spate.render.dataflow import Dataflow
 from spate.render.input import ArrowInput, InputData, ParquetInput
 from spate.render.operators.join import JoinNode
@@ -580,9 +580,10 @@ QUICK = Sizes(100_000, 1_000, (1_000, 10_000), (20_000, 100_000), 3, 2, 2, 1)
 
 
 def warm_up_bids(bids: int) -> int:
-    """Bids of the warm-up dataflow: a quarter, but enough auctions (a tenth) to exceed
-    ``SMALL_ROWS`` like the measured run's, so that the warm-up takes the same paths."""
-    return min(bids, max(bids // 4, 10 * (SMALL_ROWS + 1)))
+    """Bids of the warm-up dataflow: a quarter, but enough auctions (a tenth) to exceed the
+    small-rows threshold (``EngineSettings.small_rows``) like the measured run's, so that the
+    warm-up takes the same paths."""
+    return min(bids, max(bids // 4, 10 * (EngineSettings().small_rows + 1)))
 
 
 def job_floor(spark: Any, runs: int = 5) -> list[float]:
@@ -648,9 +649,10 @@ def main() -> None:
         files = ([main_run.bids_path], [main_run.auctions_path])
         batch.run(*files)  # warm-up: compile the batch job's code paths once
         # The same courtesy for hydration: a smaller dataflow of the same plan, with every
-        # input above SMALL_ROWS so that it takes the same paths (and Spark generates the same
-        # code), hydrates first; then hydrations and batch jobs alternate (the JVM keeps
-        # compiling for a while: both get faster over the first runs, so single runs mislead).
+        # input above the small-rows threshold so that it takes the same paths (and Spark
+        # generates the same code), hydrates first; then hydrations and batch jobs alternate
+        # (the JVM keeps compiling for a while: both get faster over the first runs, so single
+        # runs mislead).
         warm = Run(spark, root, profile, warm_up_bids(sizes.bids), seed=2, tag="warm-up")
         warm.hydrate()
         warm.drop()

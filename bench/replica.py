@@ -28,8 +28,6 @@ from pathlib import Path
 
 from bench._results import write_result
 from spate.clock import SystemClock
-from spate.compute.replica.driver import ComputeDriver
-from spate.compute.replica.launch import start_replica
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId, SystemIdGen
 from spate.persist import Appended, PersistClient, PersistLocation, WriteHandle
@@ -52,6 +50,8 @@ from spate.protocol.compute import (
 )
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.repr.arrow import updates_to_table
+from spate.testing.replica_driver import ComputeDriver
+from spate.testing.replica_launch import start_replica
 
 D = RelationDesc.of(("g", INT64, False), ("k", INT64, False), ("v", TEXT))
 

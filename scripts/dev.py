@@ -3,7 +3,8 @@
 
     python3 scripts/dev.py demo [ARGS]   install spate, run `spate demo`
     python3 scripts/dev.py test [ARGS]   install spate with test tools, run the whole test suite
-    python3 scripts/dev.py lint          ruff + mypy --strict (CI runs this after the tests)
+    python3 scripts/dev.py lint          ruff, mypy --strict and the import-layer contract
+                                         (CI runs this after the tests)
 
 Needs Python 3.11+ and Java 17+ (for Spark). pyproject.toml declares the dependencies as version
 ranges; constraints.txt pins the exact versions installed here and in CI. The virtual environment
@@ -120,7 +121,8 @@ def main() -> int:
     ensure_venv(dev=True)
     code = run([str(BIN / "ruff"), "check", "src", "tests", "bench", "scripts"])
     code = code or run([str(BIN / "ruff"), "format", "--check", "src", "tests", "bench", "scripts"])
-    return code or run([str(PY), "-m", "mypy", "--strict", "src"])
+    code = code or run([str(PY), "-m", "mypy", "--strict", "src"])
+    return code or run([str(BIN / "lint-imports")])
 
 
 if __name__ == "__main__":

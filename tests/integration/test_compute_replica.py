@@ -22,13 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from spate.compute.replica.driver import ComputeDriver, rows_of
-from spate.compute.replica.launch import (
-    ReplicaProcess,
-    replica_argv,
-    scrape_metric,
-    start_replica,
-)
 from spate.compute.replica.main import HALT_EXIT_CODE
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId
@@ -51,6 +44,13 @@ from spate.protocol.secret import Secret
 from spate.repr.arrow import table_to_updates
 from spate.testing.process import spate_env
 from spate.testing.reference import differences
+from spate.testing.replica_driver import ComputeDriver, rows_of
+from spate.testing.replica_launch import (
+    ReplicaProcess,
+    replica_argv,
+    scrape_metric,
+    start_replica,
+)
 from tests.compute.replica.tables import Table, Tables
 from tests.compute.replica.views import KV, as_rows, oracle, table_index, totals
 

@@ -26,8 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from spate.compute.replica.driver import rows_of
-from spate.compute.replica.launch import ReplicaProcess, start_replica
 from spate.ids import GlobalId, ShardId
 from spate.persist.read import ListenUpdates
 from spate.protocol.compute import AllowWrites, CreateDataflow, IndexTarget, Schedule
@@ -35,6 +33,8 @@ from spate.repr import RelationDesc
 from spate.repr.arrow import table_to_updates
 from spate.repr.types import Row
 from spate.testing.reference import differences
+from spate.testing.replica_driver import rows_of
+from spate.testing.replica_launch import ReplicaProcess, start_replica
 from spate.testing.spark_cluster import SparkStandalone, standalone_cluster, unavailable_reason
 from tests.compute.replica.tables import Tables
 from tests.compute.replica.views import KV, as_rows, oracle, totals

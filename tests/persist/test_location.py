@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from spate import codec
 from spate.persist.blob_file import FileBlob
 from spate.persist.blob_mem import MemBlob
 from spate.persist.consensus_mem import MemConsensus
 from spate.persist.consensus_sqlite import SqliteConsensus
 from spate.persist.errors import InvalidLocation
 from spate.persist.location import PersistLocation, open_blob, open_consensus, redact_uri
-from spate.protocol import codec
 
 
 def test_embedded_location_lives_under_the_data_dir(tmp_path: Path) -> None:

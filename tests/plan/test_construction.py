@@ -328,7 +328,7 @@ def test_explain_names_columns() -> None:
 def test_nan_literals_are_one_value() -> None:
     import math
 
-    from spate.protocol.codec import decode, encode
+    from spate.codec import decode, encode
 
     a = Literal(math.nan, FLOAT64)
     assert a == Literal(float("nan"), FLOAT64)

@@ -8,6 +8,7 @@ from decimal import Decimal
 import msgpack
 import pytest
 
+from spate.codec import decode, encode
 from spate.errors import ProtocolError
 from spate.plan import (
     AggregateExpr,
@@ -48,7 +49,6 @@ from spate.plan import (
 )
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import NODE_TYPES
-from spate.protocol.codec import decode, encode
 from spate.repr import BOOL, BYTES, DATE, FLOAT64, INT64, JSONB, TEXT, TIMESTAMP, numeric
 from tests.plan.fixtures import AUCTIONS, BIDS, BIDS_DESC
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from spate.codec import decode, encode
 from spate.ids import GlobalId
 from spate.plan import (
     AggregateExpr,
@@ -38,7 +39,6 @@ from spate.plan import (
 )
 from spate.plan.expr import NAN
 from spate.plan.finishing import ColumnOrder
-from spate.protocol.codec import decode, encode
 from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
 from spate.testing.reference import evaluate
 from tests.plan.fixtures import BIDS

@@ -15,12 +15,12 @@ from collections.abc import Callable
 import msgpack
 import pyarrow as pa
 
+from spate.codec import encode_message
 from spate.frontier import Antichain
 from spate.ids import GlobalId, PeekId, SeededIdGen
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.protocol import compute
 from spate.protocol import storage as st
-from spate.protocol.codec import encode_message
 from spate.protocol.common import Hello
 from spate.protocol.compute import (
     AllowCompaction,

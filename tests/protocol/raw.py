@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from spate.protocol.codec import decode, encode
+from spate.codec import decode, encode
 from spate.protocol.errors import ConnectionClosed
 from spate.protocol.frame import encode_frame
 from spate.protocol.handshake import ServerVerdict

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spate.codec import decode, decode_any, encode
 from spate.errors import ProtocolError
 from spate.frontier import Antichain, Frontier, ReadPolicy
 from spate.ids import GlobalId, ShardId
-from spate.protocol.codec import decode, decode_any, encode
-from spate.protocol.wire import wire
 from spate.repr import RelationDesc
 from spate.repr.types import Row
 from spate.testing.strategies import relation_descs, rows
+from spate.wire import wire
 
 
 @wire("test.sample")

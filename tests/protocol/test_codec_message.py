@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from spate.codec import decode, decode_message, encode, encode_message
 from spate.errors import ProtocolError
 from spate.ids import PeekId, SeededIdGen
-from spate.protocol.codec import decode, decode_message, encode, encode_message
 from spate.protocol.compute import PeekResponse, PeekRows, Status
 
 TABLE = pa.table(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from spate.codec import decode, encode
 from spate.frontier import Antichain
 from spate.ids import GlobalId, PeekId, SeededIdGen, ShardId
 from spate.plan.dataflow import (
@@ -19,7 +20,6 @@ from spate.plan.dataflow import (
 )
 from spate.plan.finishing import ColumnOrder, InvalidFinishing, RowSetFinishing
 from spate.plan.relation import Get
-from spate.protocol.codec import decode, encode
 from spate.protocol.common import Hello
 from spate.protocol.compute import (
     AllowCompaction,

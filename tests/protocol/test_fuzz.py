@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spate.codec import decode_any, decode_message, encode_message
 from spate.errors import ProtocolError
-from spate.protocol.codec import decode_any, decode_message, encode_message
 from spate.protocol.connection import Connection, TransportOptions, decode_incoming
 from spate.protocol.errors import ConnectionClosed
 from spate.protocol.frame import MAX_FRAME_BYTES, Frame, FrameKind

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spate.protocol.codec import decode, decode_any, decode_message, encode, encode_message
+from spate.codec import decode, decode_any, decode_message, encode, encode_message
 from spate.protocol.connection import COMMANDS, RESPONSES
 from spate.protocol.frame import Frame, encode_frame
 from spate.protocol.handshake import ClientHello, ClientProof, ServerHello, ServerVerdict
 from spate.protocol.secret import Secret
 from spate.protocol.stream import FrameStream
-from spate.protocol.wire import registered_tags
 from spate.testing.messages import MESSAGE_STRATEGIES
+from spate.wire import registered_tags
 
 MESSAGE_TYPES = sorted(MESSAGE_STRATEGIES, key=lambda t: t.__name__ + t.__module__)
 

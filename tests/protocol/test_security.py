@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from spate.codec import decode_any, encode
 from spate.errors import ProtocolError
 from spate.frontier import Antichain
 from spate.ids import GlobalId
-from spate.protocol.codec import decode_any, encode
 from spate.protocol.compute import CreateDataflow
 from spate.protocol.connection import TransportOptions
 from spate.protocol.errors import AuthenticationFailed, ConnectionClosed

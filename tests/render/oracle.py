@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pytest
 from pyspark.sql import SparkSession
 
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
+from spate.render.batch import EngineSettings
 from spate.render.dataflow import FOREVER, Dataflow
 from spate.render.input import ArrowInputs
 from spate.repr.arrow import table_to_rows, table_to_updates, updates_to_table
@@ -24,16 +24,9 @@ from spate.testing.reference_scalar import canonical_row
 Update = tuple[Row, int, int]
 
 
-def make_every_delta_large(mp: pytest.MonkeyPatch) -> None:
-    """Every delta takes the large path: Parquet instead of Arrow, large snapshots (and what is
-    projected from them) left unconsolidated."""
-    import spate.render.arrangement as arrangement
-    import spate.render.batch as batch
-    import spate.render.operators.join as join
-    import spate.render.operators.keyed as keyed
-
-    for module in (arrangement, batch, join, keyed):  # each imported SMALL_ROWS by name
-        mp.setattr(module, "SMALL_ROWS", 0)
+EVERY_DELTA_LARGE = EngineSettings(small_rows=0)
+"""Every delta takes the large path: Parquet instead of Arrow, large snapshots (and what is
+projected from them) left unconsolidated."""
 
 
 def canon(rows: Mapping[Row, int], desc: RelationDesc) -> Counter[Row]:
@@ -60,6 +53,7 @@ def run_and_check(
     streams: Mapping[GlobalId, Sequence[Update]],
     descs: Mapping[GlobalId, RelationDesc],
     step_uppers: Sequence[int],
+    settings: EngineSettings | None = None,
 ) -> int:
     """Feed ``streams`` in steps ending at ``step_uppers``; check every export at every time.
 
@@ -74,7 +68,7 @@ def run_and_check(
     fed = as_of + 1
     for id in imports:
         inputs.append(id, updates_to_table(descs[id], [u for u in streams[id] if u[1] < fed]), fed)
-    df = Dataflow(dataflow, inputs, spark=spark, scratch=scratch, name="oracle")
+    df = Dataflow(dataflow, inputs, spark=spark, scratch=scratch, name="oracle", settings=settings)
     expected = expected_contents(
         dataflow, {id: streams[id] for id in imports}, upper=max(step_uppers)
     )

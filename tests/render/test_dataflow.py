@@ -30,7 +30,7 @@ from spate.render.input import ArrowInput, ArrowInputs, ParquetInput
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.repr.arrow import updates_schema, updates_to_table
 from spate.testing.plan_strategies import single_plan_dataflow
-from tests.render.oracle import make_every_delta_large, peeked
+from tests.render.oracle import EVERY_DELTA_LARGE, peeked
 
 BIDS = GlobalId.user(1)
 DESC = RelationDesc.of(("auction", INT64, False), ("price", INT64, False), ("who", TEXT, True))
@@ -264,12 +264,6 @@ def test_small_steps_run_one_spark_action_per_stateful_operator(
     df.drop()
 
 
-@pytest.fixture
-def everything_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    make_every_delta_large(monkeypatch)
-
-
-@pytest.mark.usefixtures("everything_large")
 def test_hydrating_a_reduce_from_a_snapshot_with_retractions(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -282,6 +276,7 @@ def test_hydrating_a_reduce_from_a_snapshot_with_retractions(
         feed(rows, 2),
         spark=spark,
         scratch=tmp_path,
+        settings=EVERY_DELTA_LARGE,
     )
     df.step()
     (index,) = df.description.index_exports
@@ -289,7 +284,6 @@ def test_hydrating_a_reduce_from_a_snapshot_with_retractions(
     df.drop()
 
 
-@pytest.mark.usefixtures("everything_large")
 def test_hydrating_a_reduce_from_a_negative_snapshot_fails(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -300,6 +294,7 @@ def test_hydrating_a_reduce_from_a_negative_snapshot_fails(
         spark=spark,
         scratch=tmp_path,
         name="negative",
+        settings=EVERY_DELTA_LARGE,
     )
     with pytest.raises(DataflowError, match="negative multiplicity"):
         df.step()
@@ -308,13 +303,9 @@ def test_hydrating_a_reduce_from_a_negative_snapshot_fails(
 
 
 @pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
-def test_hydrating_a_global_reduce(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, large: bool
-) -> None:
+def test_hydrating_a_global_reduce(spark: SparkSession, tmp_path: Path, large: bool) -> None:
     """A reduce without a key over a snapshot: one row, or none when the snapshot cancels
     out (grouping by nothing would give a row of NULLs and a zero count)."""
-    if large:
-        make_every_delta_large(monkeypatch)
     view = SRC.reduce([], top=max_(col("price")), n=count())
     cancelling = [((1, 100, "a"), 0, 1), ((1, 100, "a"), 1, -1)]
     for rows, want in (
@@ -326,6 +317,7 @@ def test_hydrating_a_global_reduce(
             feed(rows, 2),
             spark=spark,
             scratch=tmp_path / str(len(rows)),
+            settings=EVERY_DELTA_LARGE if large else None,
         )
         df.step()
         (index,) = df.description.index_exports

@@ -31,10 +31,11 @@ from spate.plan import (
 )
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import RelationExpr
+from spate.render.batch import EngineSettings
 from spate.testing.plan_strategies import single_plan_dataflow
 from spate.testing.update_strategies import input_streams
 from tests.plan.fixtures import AUCTIONS, AUCTIONS_DESC, AUCTIONS_ID, BIDS, BIDS_DESC, BIDS_ID
-from tests.render.oracle import Update, make_every_delta_large, run_and_check
+from tests.render.oracle import EVERY_DELTA_LARGE, Update, run_and_check
 
 INPUTS = {BIDS_ID: BIDS_DESC, AUCTIONS_ID: AUCTIONS_DESC}
 
@@ -66,6 +67,7 @@ def check_plan(
     plan: RelationExpr,
     *,
     joined: bool = False,
+    engine: EngineSettings | None = None,
 ) -> None:
     """Random input streams (``joined``: longer, join keys and texts folded so that most
     updates join) fed to ``plan`` in random steps; every export checked at every time."""
@@ -75,7 +77,7 @@ def check_plan(
     as_of, cuts = data.draw(step_plan())
     dataflow = single_plan_dataflow(plan, INPUTS, as_of=as_of)
     scratch: Path = tmp_path_factory.mktemp("oracle")
-    assert run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts) >= 1
+    assert run_and_check(spark, scratch, dataflow, streams, INPUTS, cuts, engine) >= 1
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
@@ -258,6 +260,4 @@ def test_plans_match_reference_on_the_large_paths(
     """Every delta treated as large: Parquet instead of Arrow, snapshots and what is projected
     from them left unconsolidated, a reduce hydrated without consolidating its input when no
     diff is negative (and with it when one is)."""
-    with pytest.MonkeyPatch.context() as mp:
-        make_every_delta_large(mp)
-        check_plan(spark, tmp_path_factory, data, LARGE_PATH_PLANS[name])
+    check_plan(spark, tmp_path_factory, data, LARGE_PATH_PLANS[name], engine=EVERY_DELTA_LARGE)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spate.protocol.codec import decode, encode
+from spate.codec import decode, encode
 from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.storage_desc import PostgresSinkConnection, PostgresSinkMode, PostgresSource
 from spate.storage.secrets import SecretMissing, SecretsDir, referenced, resolve_with

@@ -7,6 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spate.codec import decode, encode
 from spate.ids import GlobalId
 from spate.plan import (
     BinaryFunc,
@@ -22,7 +23,6 @@ from spate.plan import (
     TopK,
     Union,
 )
-from spate.protocol.codec import decode, encode
 from spate.repr import Row
 from spate.testing.plan_strategies import (
     OPERATORS,

@@ -27,8 +27,8 @@ from spate.errors import UnknownName as UnknownName
 from spate.ids import GlobalId, InstanceId, ReplicaId
 from spate.plan.relation import RelationExpr
 from spate.protocol.storage_desc import SinkConnection, SourceConnection
-from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
+from spate.wire import wire
 
 DEFAULT_RETAIN_HISTORY_MS: Final = 1_000
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")

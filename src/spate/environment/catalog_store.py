@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgpack
 
+from spate.codec import decode, decode_any
 from spate.environment.catalog import CatalogState
 from spate.environment.durable import DurableDocument
 from spate.errors import ProtocolError, SpateError, UsageError
 from spate.persist.location import Consensus
-from spate.protocol.codec import decode, decode_any
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 if TYPE_CHECKING:
     from spate.config import Settings

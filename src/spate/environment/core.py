@@ -41,9 +41,9 @@ from spate.orchestrator.process import ProcessOrchestrator
 from spate.orchestrator.supervisor import Supervisor
 from spate.persist.client import PersistClient
 from spate.protocol.transport import TcpTransport
-from spate.protocol.wire import wire
 from spate.storage.controller.controller import StorageController
 from spate.tasks import cancel_and_wait
+from spate.wire import wire
 
 _log: Final = logging.getLogger("spate.environment")
 TABLE_TICK_S: Final = 1.0

@@ -129,8 +129,8 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
 
 
 def _epoch(data: bytes, fallback: int) -> int:
+    from spate.codec import decode
     from spate.environment.core import EpochState
-    from spate.protocol.codec import decode
 
     try:
         return decode(data, EpochState).epoch

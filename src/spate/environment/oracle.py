@@ -24,7 +24,7 @@ from spate.clock import Clock
 from spate.environment.durable import DurableDocument
 from spate.errors import UsageError
 from spate.persist.location import Consensus
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 DEFAULT_WINDOW_MS: Final = 1_000
 

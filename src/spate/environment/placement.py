@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from spate.environment.durable import DurableDocument
 from spate.orchestrator.service import split_address as split_address
 from spate.persist.location import Consensus
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 KEY = "environment/placement"
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from spate.errors import InvalidReadPolicy
 from spate.frontier.antichain import TIMESTAMP_MIN, Antichain, Frontier
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 
 class ReadPolicy:

@@ -15,8 +15,9 @@ import pyarrow as pa
 from spate.clock import Clock
 from spate.ids import IdGen, ShardId
 from spate.persist.batch import decode_part
+from spate.persist.blob import Blob
 from spate.persist.config import PersistConfig
-from spate.persist.location import Blob, Consensus
+from spate.persist.consensus import Consensus
 from spate.persist.machine import Machine, Sleep
 from spate.persist.state import BatchPart, ShardState
 

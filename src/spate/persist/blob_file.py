@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from spate.errors import Determinate, Indeterminate
-from spate.persist.location import check_blob_key
+from spate.persist.blob import check_blob_key
 
 _TMP_PREFIX: Final = ".tmp-"
 

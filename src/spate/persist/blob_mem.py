@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 
 from spate.persist._named import Named
-from spate.persist.location import check_blob_key
+from spate.persist.blob import check_blob_key
 
 
 class MemBlob:

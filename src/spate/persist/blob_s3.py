@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from spate.errors import Determinate, Indeterminate
-from spate.persist.location import check_blob_key
+from spate.persist.blob import check_blob_key
 
 
 class S3Blob:

@@ -18,6 +18,7 @@ from spate.frontier.antichain import Antichain
 from spate.ids import ShardId
 from spate.persist.consensus_sqlite import SqliteConsensus
 from spate.persist.state import ShardState
+from spate.persist.state_codec import decode_state
 
 app = typer.Typer(name="persist", help="Inspect persist shards (read-only).", no_args_is_help=True)
 
@@ -134,7 +135,7 @@ def inspect(
     if head is None:
         typer.echo(f"shard {shard_id} has no state in {data_dir}", err=True)
         raise typer.Exit(1)
-    summary = state_summary(ShardState.decode(head.data))
+    summary = state_summary(decode_state(head.data))
     typer.echo(json.dumps(summary, indent=2) if as_json else _text(summary))
 
 

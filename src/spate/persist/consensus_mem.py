@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from spate.persist._named import Named
+from spate.persist.consensus import VersionedData, check_consensus_key, next_seqno
 from spate.persist.errors import TruncateBeyondHead
-from spate.persist.location import VersionedData, check_consensus_key, next_seqno
 
 
 class MemConsensus:

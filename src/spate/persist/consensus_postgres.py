@@ -23,13 +23,13 @@ import urllib.parse
 from typing import TYPE_CHECKING, Final
 
 from spate.errors import Determinate, Indeterminate
-from spate.persist.errors import InvalidLocation, TruncateBeyondHead
-from spate.persist.location import (
+from spate.persist.consensus import (
     VersionedData,
     check_consensus_key,
     next_seqno,
     redact_uri,
 )
+from spate.persist.errors import InvalidLocation, TruncateBeyondHead
 
 if TYPE_CHECKING:
     import psycopg

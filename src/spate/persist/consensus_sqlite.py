@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from spate.errors import Determinate, Indeterminate
+from spate.persist.consensus import VersionedData, check_consensus_key, next_seqno
 from spate.persist.errors import TruncateBeyondHead
-from spate.persist.location import VersionedData, check_consensus_key, next_seqno
 
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS consensus ("

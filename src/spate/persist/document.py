@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
+from spate.codec import decode, encode
 from spate.errors import Determinate, ProtocolError, SpateError, UsageError
-from spate.persist.location import Consensus
-from spate.protocol.codec import decode, encode
+from spate.persist.consensus import Consensus
 
 T = TypeVar("T")
 

@@ -27,6 +27,7 @@ from spate.persist._shard import ShardContext, actor_of
 from spate.persist.blob_file import FileBlob
 from spate.persist.crash import crash_point
 from spate.persist.state import ShardState
+from spate.persist.state_codec import decode_state
 
 _SCAN_LIMIT = 256
 TEMP_MAX_AGE_S = 3600.0
@@ -65,7 +66,7 @@ def _scan_new(ctx: ShardContext) -> ShardState | None:
             lambda s=start: ctx.consensus.scan(key, s, _SCAN_LIMIT),  # type: ignore[misc]
         )
         for e in entries:
-            state = ShardState.decode(e.data)
+            state = decode_state(e.data)
             cache.keys[e.seqno] = state.part_keys()
             head = state
         if len(entries) < _SCAN_LIMIT:

@@ -34,126 +34,25 @@ appear in the URI but is redacted from ``str``, ``repr`` and logs (prefer ``PGPA
 
 from __future__ import annotations
 
-import re
 import urllib.parse
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final
 
-from spate.persist.errors import InvalidKey, InvalidLocation
-from spate.protocol.wire import wire
-
-if TYPE_CHECKING:
-    pass
-
-_BLOB_KEY: Final = re.compile(r"[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*")
-MAX_KEY_LEN: Final = 512
-
-
-def check_blob_key(key: str) -> str:
-    """Return ``key`` if it is a valid blob key, else raise :class:`InvalidKey`.
-
-    Keys are ``/``-separated segments of ``[A-Za-z0-9._-]``; no empty, ``.`` or ``..`` segment,
-    no segment starting with ``.`` (reserved for temporary files).
-    """
-    if (
-        not isinstance(key, str)
-        or len(key) > MAX_KEY_LEN
-        or not _BLOB_KEY.fullmatch(key)
-        or any(seg.startswith(".") for seg in key.split("/"))
-    ):
-        raise InvalidKey(f"invalid blob key {key!r}")
-    return key
-
-
-def check_consensus_key(key: str) -> str:
-    if not isinstance(key, str) or not key or len(key) > MAX_KEY_LEN:
-        raise InvalidKey(f"invalid consensus key {key!r}")
-    return key
-
-
-class Blob(Protocol):
-    """Write-once key → bytes.
-
-    Obligations: ``set`` MUST be atomic (a reader sees nothing or the whole value, never a
-    prefix) and durable once it returns. ``get`` of an absent key returns ``None``. ``delete`` of
-    an absent key is not an error. ``list_keys`` MUST list every key set before the call
-    started (and not deleted since).
-    """
-
-    def get(self, key: str) -> bytes | None: ...
-
-    def set(self, key: str, value: bytes) -> None: ...
-
-    def delete(self, key: str) -> int | None:
-        """Delete ``key``; return its size, or ``None`` if it was absent."""
-        ...
-
-    def list_keys(self, prefix: str) -> Iterator[tuple[str, int]]:
-        """``(key, size)`` of every key starting with ``prefix``."""
-        ...
-
-    def local_path(self, key: str) -> str | None:
-        """An absolute local filesystem path holding ``key``'s bytes, or ``None``."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class VersionedData:
-    """One consensus entry."""
-
-    seqno: int
-    data: bytes
-
-
-class Consensus(Protocol):
-    """A linearizable log of ``(seqno, data)`` per key (see the module docs).
-
-    ``compare_and_set`` returns ``True`` if it appended, ``False`` if the expectation did not
-    hold. It MUST be atomic and linearizable with every other operation on the key, across
-    processes. ``scan(key, from_seqno, limit)`` returns entries with ``seqno >= from_seqno`` in
-    ascending order. ``truncate(key, seqno)`` deletes entries below ``seqno`` and returns how
-    many it deleted; ``seqno`` beyond the head raises ``TruncateBeyondHead``.
-    """
-
-    def head(self, key: str) -> VersionedData | None: ...
-
-    def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool: ...
-
-    def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]: ...
-
-    def truncate(self, key: str, seqno: int) -> int: ...
-
-    def list_keys(self) -> list[str]: ...
-
-    def close(self) -> None: ...
-
-
-def next_seqno(expected: int | None) -> int:
-    """The seqno a successful ``compare_and_set(expected=...)`` writes."""
-    return 0 if expected is None else expected + 1
-
+from spate.persist.blob import Blob as Blob
+from spate.persist.blob import check_blob_key as check_blob_key
+from spate.persist.consensus import Consensus as Consensus
+from spate.persist.consensus import VersionedData as VersionedData
+from spate.persist.consensus import check_consensus_key as check_consensus_key
+from spate.persist.consensus import next_seqno as next_seqno
+from spate.persist.consensus import redact_uri as redact_uri
+from spate.persist.errors import InvalidLocation
+from spate.wire import wire
 
 # --- locations -------------------------------------------------------------------------------
 
 _BLOB_SCHEMES: Final = ("file", "mem", "s3")
 _CONSENSUS_SCHEMES: Final = ("sqlite", "mem", "postgresql", "postgres")
-
-
-def redact_uri(uri: str) -> str:
-    """``uri`` with any password replaced by ``***`` (for ``str`` and logs)."""
-    try:
-        parts = urllib.parse.urlsplit(uri)
-    except ValueError:
-        return "<unparseable uri>"
-    if parts.password is None:
-        return uri
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 def _check_blob_uri(uri: str) -> None:

@@ -27,9 +27,10 @@ from spate.clock import Clock
 from spate.errors import Determinate, Indeterminate, LocationError, SpateError
 from spate.ids import ShardId
 from spate.persist.config import PersistConfig
+from spate.persist.consensus import Consensus, next_seqno
 from spate.persist.crash import crash_point
-from spate.persist.location import Consensus, next_seqno
 from spate.persist.state import Apply, ShardState, check_invariants
+from spate.persist.state_codec import decode_state, encode_state
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -84,7 +85,7 @@ class Machine:
     # -- reading ------------------------------------------------------------------------------
 
     def _decode(self, seqno: int, data: bytes) -> ShardState:
-        state = ShardState.decode(data)
+        state = decode_state(data)
         if state.shard_id != self.shard_id or state.seqno != seqno:
             raise Determinate(
                 f"consensus key {self.key} seqno {seqno} holds the state of shard "
@@ -184,7 +185,7 @@ class Machine:
                 walltime_ms=max(self._clock.now_millis(), state.walltime_ms),
             )
             check_invariants(state, new)
-            data = new.encode()
+            data = encode_state(new)
             if crash_points:
                 crash_point("persist.before_cas")
             self.cas_attempts += 1

@@ -133,18 +133,6 @@ class ShardState:
             last_retire_seqno=0,
         )
 
-    def encode(self) -> bytes:
-        from spate.persist.state_codec import encode_state
-
-        return encode_state(self)
-
-    @staticmethod
-    def decode(data: bytes) -> ShardState:
-        """Decode a consensus entry; ``CorruptState`` if it is not a valid state."""
-        from spate.persist.state_codec import decode_state
-
-        return decode_state(data)
-
     def part_keys(self) -> frozenset[str]:
         return frozenset(p.key for b in self.batches for p in b.parts)
 

@@ -28,6 +28,7 @@ from typing import Final, TypeVar
 
 import msgpack
 
+from spate import codec
 from spate.errors import SpateError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import CriticalReaderId, ReaderId, ShardId, WriterId
@@ -39,7 +40,6 @@ from spate.persist.state import (
     ShardState,
     WriterState,
 )
-from spate.protocol import codec
 from spate.repr.desc import RelationDesc
 
 FORMAT: Final = 1

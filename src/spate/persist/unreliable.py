@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from spate.errors import Determinate, Indeterminate
-from spate.persist.location import Blob, Consensus, VersionedData
+from spate.persist.blob import Blob
+from spate.persist.consensus import Consensus, VersionedData
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 The IR is the contract between whoever defines views (the Python builder API now, SQL later) and
 the replicas that run them. Every node is immutable, validated at construction, and encodable by
-:mod:`spate.protocol.codec`.
+:mod:`spate.codec`.
 
 * :mod:`spate.plan.expr` — scalar expression nodes; :mod:`spate.plan.infer` — name resolution
   and types; :mod:`spate.plan.aggregate` — aggregate functions.

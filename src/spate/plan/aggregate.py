@@ -35,8 +35,8 @@ from enum import StrEnum
 
 from spate.plan.errors import PlanTypeError
 from spate.plan.expr import ColumnType, Literal, ScalarExpr
-from spate.protocol.wire import wire
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, ScalarKind, numeric
+from spate.wire import wire
 
 K = ScalarKind
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
 from spate.plan.relation import RelationExpr
-from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
+from spate.wire import wire
 
 
 @wire("plan.source_import")

@@ -37,7 +37,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from spate.plan.errors import PlanTypeError
-from spate.protocol.wire import wire
 from spate.repr.types import (
     BOOL,
     BYTES,
@@ -51,6 +50,7 @@ from spate.repr.types import (
     ScalarType,
     numeric,
 )
+from spate.wire import wire
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spate.errors import InvalidFinishing as InvalidFinishing
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 
 @wire("plan.column_order")

@@ -34,9 +34,9 @@ from spate.plan.infer import resolve
 from spate.plan.table_func import TableFunc as TableFunc  # re-exported: FlatMap's field type
 from spate.plan.table_func import table_func_type
 from spate.plan.temporal import TemporalBounds, temporal_bounds
-from spate.protocol.wire import wire
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Row, ScalarKind
+from spate.wire import wire
 
 
 class RelationExpr(RelationBuilder):

@@ -86,9 +86,9 @@ from spate.plan.relation import (
     _positions,
     _set,
 )
-from spate.protocol.wire import wire
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import INT64, ScalarKind, ScalarType, numeric
+from spate.wire import wire
 
 K = ScalarKind
 

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 _P = TypeVar("_P")
 

@@ -22,9 +22,9 @@ from spate.ids import GlobalId, PeekId, ShardId
 from spate.plan.dataflow import DataflowDescription
 from spate.plan.finishing import RowSetFinishing
 from spate.protocol.common import Hello, all_unset, merge_set_fields
-from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
+from spate.wire import wire
 
 # --- configuration ---------------------------------------------------------------------------
 

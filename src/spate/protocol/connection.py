@@ -28,9 +28,9 @@ from typing import Final, Literal, Protocol
 
 from prometheus_client import Counter
 
+from spate.codec import Buffer, decode_message, encode_message
 from spate.errors import ProtocolError
 from spate.protocol import compute, storage
-from spate.protocol.codec import Buffer, decode_message, encode_message
 from spate.protocol.errors import ConnectionClosed, FrameTooLarge
 from spate.protocol.frame import MAX_FRAME_BYTES, FrameKind
 from spate.protocol.handshake import HANDSHAKE_TIMEOUT_S, Role

@@ -30,7 +30,7 @@ import struct
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 Role = Literal["compute", "storage"]
 """Which protocol a connection speaks: controller ⇄ compute replica, or ⇄ storage replica."""

@@ -20,9 +20,9 @@ import logging
 import ssl
 from typing import Final
 
+from spate.codec import encode_message
 from spate.errors import ProtocolError
 from spate.protocol._server import Handler, ServerBase
-from spate.protocol.codec import encode_message
 from spate.protocol.connection import (
     MEMORY_OPTIONS,
     Connection,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 MIN_SHARED_SECRET_BYTES: Final = 32
 """A transport secret shorter than this is refused (``secrets.token_bytes(32)`` or longer)."""

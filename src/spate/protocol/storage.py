@@ -20,7 +20,7 @@ from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, ReplicaId
 from spate.protocol.common import Hello, all_unset, merge_set_fields
 from spate.protocol.storage_desc import IngestionDescription, SinkDescription
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 # --- configuration ---------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
 from spate.protocol.secret import Secret, SecretRef
-from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
+from spate.wire import wire
 
 # --- collections ---------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ buffers. Small frames are parsed out of a 256 KiB scratch buffer; a frame larger
 a buffer of exactly its size, allocated only after its length passed the maximum check, and
 filled by the socket directly (no intermediate copy).
 
-Writing sends the header and then the chunks of the body (see :func:`~spate.protocol.codec.
+Writing sends the header and then the chunks of the body (see :func:`~spate.codec.
 encode_parts`: Arrow buffers go to the socket without being copied into the message).
 
 Flow control: reading pauses while more than 64 frames wait for :meth:`read_frame`; writers

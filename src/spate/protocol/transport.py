@@ -42,9 +42,9 @@ import ssl
 from typing import Final, Protocol
 
 from spate import __version__
+from spate.codec import decode, encode
 from spate.errors import ProtocolError
 from spate.protocol._server import Handler, ServerBase
-from spate.protocol.codec import decode, encode
 from spate.protocol.common import PROTOCOL_VERSION
 from spate.protocol.connection import (
     DEFAULT_OPTIONS,

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
-from spate.render.batch import SMALL_ROWS, Batch, Engine, write_parquet
+from spate.render.batch import Batch, Engine, write_parquet
 from spate.render.key_index import INDEX_MIN_ROWS, KeyIndex
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import LOOKUP_MAX_ROWS, semi_join
@@ -142,7 +142,7 @@ class Arrangement:
         while len(files) >= 2 and (
             files[-1].rows * 2 >= files[-2].rows
             # keep the file count low even when every batch is tiny
-            or files[-1].rows + files[-2].rows <= SMALL_ROWS // 4
+            or files[-1].rows + files[-2].rows <= self._engine.settings.small_rows // 4
         ):
             b = files.pop()
             a = files.pop()

@@ -36,9 +36,16 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-SMALL_ROWS: Final = 20_000
-"""Deltas up to this many rows travel as Arrow (``createDataFrame``/``toArrow``); larger ones
-as Parquet, which moves ~10× more rows per second on the machine measured."""
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    """Tunables of a dataflow's Spark side."""
+
+    small_rows: int = 20_000
+    """Deltas up to this many rows travel as Arrow (``createDataFrame``/``toArrow``) and
+    operators treat them as small (broadcast, one partition, driver-side lookups); larger ones
+    travel as Parquet, which moves ~10× more rows per second on the machine measured. 0 sends
+    every delta down the large paths (tests do, to cover them with small data)."""
 
 
 class Lazy:
@@ -70,9 +77,9 @@ class Lazy:
         large materialization then needs no consolidating shuffle)."""
 
     @staticmethod
-    def of_batch(batch: Batch, make: Callable[[], DataFrame]) -> Lazy:
+    def of_batch(batch: Batch, make: Callable[[], DataFrame], *, big: bool) -> Lazy:
         """The rows of ``batch`` (not empty), its DataFrame built by ``make`` on first use."""
-        lazy = Lazy(None, big=batch.rows > SMALL_ROWS, batch=batch)
+        lazy = Lazy(None, big=big, batch=batch)
         lazy._make = make
         return lazy
 
@@ -176,9 +183,12 @@ class Batch:
 class Engine:
     """The Spark side of one dataflow: its session, scratch directory and file names."""
 
-    def __init__(self, spark: SparkSession, scratch: Path) -> None:
+    def __init__(
+        self, spark: SparkSession, scratch: Path, settings: EngineSettings | None = None
+    ) -> None:
         self.spark = spark
         self.scratch = scratch
+        self.settings = settings or EngineSettings()
         # Left over from an earlier process (a replica restarted on the same scratch): garbage.
         shutil.rmtree(scratch, ignore_errors=True)
         scratch.mkdir(parents=True)
@@ -229,7 +239,7 @@ class Engine:
     def spark_of_arrow(self, table: pa.Table, schema: StructType | None = None) -> DataFrame:
         """A DataFrame of an Arrow table (``schema``: the Spark schema to read it with; default
         its own), via a temporary Parquet file when large."""
-        if table.num_rows > SMALL_ROWS:
+        if table.num_rows > self.settings.small_rows:
             path = self.spilled(table)
             if path is None:
                 path = self.temporary("in.parquet")
@@ -256,7 +266,11 @@ class Engine:
     def lazy_of_batch(self, batch: Batch) -> Lazy:
         if batch.is_empty:
             return Lazy.empty()
-        return Lazy.of_batch(batch, functools.partial(self.df_of_batch, batch))
+        return Lazy.of_batch(
+            batch,
+            functools.partial(self.df_of_batch, batch),
+            big=batch.rows > self.settings.small_rows,
+        )
 
     # -- out of Spark -------------------------------------------------------------------------
 
@@ -289,7 +303,7 @@ class Engine:
         result.write.mode("error").parquet(str(out))
         paths = tuple(sorted(out.glob("*.parquet")))
         rows = sum(int(pq.ParquetFile(p).metadata.num_rows) for p in paths)
-        if rows <= SMALL_ROWS:
+        if rows <= self.settings.small_rows:
             table = _conform(
                 pa.concat_tables([pq.read_table(p) for p in paths])
                 if paths
@@ -305,7 +319,7 @@ class Engine:
     ) -> Batch:
         """A batch of an internal-layout table, consolidated here unless ``consolidated`` is
         false and the table is large (module docs)."""
-        if not consolidated and table.num_rows > SMALL_ROWS:
+        if not consolidated and table.num_rows > self.settings.small_rows:
             return Batch(
                 desc, table=_conform(table, desc), rows=int(table.num_rows), consolidated=False
             )

@@ -36,7 +36,7 @@ from spate.plan.dataflow import DataflowDescription
 from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import RowSetFinishing
 from spate.render.arrangement import Arrangement, ReadBeforeSince
-from spate.render.batch import Batch, Engine
+from spate.render.batch import Batch, Engine, EngineSettings
 from spate.render.input import ArrowInput, InputData, InputResolver
 from spate.render.layout import to_external, to_internal
 from spate.render.operators.build import Builder
@@ -94,6 +94,7 @@ class Dataflow:
         spark: SparkSession,
         scratch: Path,
         name: str | None = None,
+        settings: EngineSettings | None = None,
     ) -> None:
         description.validate()
         as_of = description.as_of
@@ -119,7 +120,7 @@ class Dataflow:
                 )
         until = description.until
         self._until: int | None = None if until.is_empty() else until.elements[0]
-        self._engine = Engine(spark, scratch / _safe(self.name))
+        self._engine = Engine(spark, scratch / _safe(self.name), settings)
         builder = Builder(_safe(self.name))
         self._objects: list[tuple[GlobalId, Node]] = [
             (b.id, builder.build(b.plan)) for b in description.objects_to_build

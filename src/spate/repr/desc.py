@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from spate.errors import ColumnMissing, InvalidRelationDesc, SchemaMismatch
-from spate.protocol.wire import wire
 from spate.repr.identity import canonical_float
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
+from spate.wire import wire
 
 TIME_COLUMN = "_time"
 DIFF_COLUMN = "_diff"

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Final
 
 from spate.errors import InvalidScalarType as InvalidScalarType
-from spate.protocol.wire import wire
+from spate.wire import wire
 
 Datum = None | bool | int | float | Decimal | str | bytes | dt.date | dt.datetime
 """A scalar value as Python sees it (``None`` is NULL)."""

@@ -1,11 +1,15 @@
-"""Test support shipped with spate: the reference evaluator and hypothesis strategies.
+"""Test support shipped with spate: the reference evaluator, strategies and replica drivers.
 
 * :mod:`spate.testing.reference` — what every plan means, evaluated in plain Python (the oracle
   for "incremental output at every time == recomputation");
 * :mod:`spate.testing.reference_scalar` — the reference semantics of scalar expressions;
 * :mod:`spate.testing.plan_strategies` — random well-typed plans and input update streams;
-* :mod:`spate.testing.strategies` — value types (frontiers, scalar types, rows).
+* :mod:`spate.testing.strategies` — value types (frontiers, scalar types, rows);
+* :mod:`spate.testing.replica_driver`, :mod:`spate.testing.replica_checks`,
+  :mod:`spate.testing.replica_launch` — drive a compute replica over the protocol, check its
+  obligations on every response, start one as a process.
 
-Nothing here serves users; it is the oracle and the generators that the test suite and
-downstream renderers check themselves against.
+Nothing here serves users, and nothing in the rest of the package imports it; it is the
+oracle, the generators and the drivers that the test suite, the benchmarks and downstream
+renderers check themselves against.
 """

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spate.compute.replica.driver import ComputeDriver
 from spate.compute.replica.main import serve_compute_replica
 from spate.persist import PersistLocation
+from spate.testing.replica_driver import ComputeDriver
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

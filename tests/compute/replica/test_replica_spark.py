@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from spate.compute.replica.driver import ComputeDriver, rows_of
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId
 from spate.persist.read import ReadHandle
@@ -34,6 +33,7 @@ from spate.protocol.compute import (
 )
 from spate.repr.arrow import table_to_updates
 from spate.testing.reference import differences
+from spate.testing.replica_driver import ComputeDriver, rows_of
 
 from .inprocess import replica
 from .tables import Table, Tables

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from spate.compute.replica.driver import ComputeDriver, rows_of
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.runtime import ComputeRuntime
 from spate.compute.replica.server import ComputeReplica
@@ -25,6 +24,7 @@ from spate.ids import GlobalId, SystemIdGen
 from spate.protocol.compute import CreateDataflow, IndexTarget, InstanceConfig, Schedule
 from spate.protocol.errors import ConnectionClosed
 from spate.protocol.memory import InMemoryTransport
+from spate.testing.replica_driver import ComputeDriver, rows_of
 
 from .fake_render import FakeIndex
 from .tables import Tables

@@ -4,7 +4,7 @@ A model controller keeps its own obligations (compaction never regresses and nev
 an importer still needs; indexes are not dropped while imported; answered peeks are followed by
 ``CancelPeek`` in its history) and reconnects now and then with its reduced history. Whatever
 happens, on every connection the replica's responses must keep their obligations
-(:class:`~spate.compute.replica.checks.ResponseChecker`), and no peek may wait once it could
+(:class:`~spate.testing.replica_checks.ResponseChecker`), and no peek may wait once it could
 be answered.
 """
 
@@ -27,7 +27,6 @@ from spate.compute.replica.actions import (
     Send,
     Stepped,
 )
-from spate.compute.replica.checks import ResponseChecker
 from spate.compute.replica.state import ReplicaState
 from spate.frontier import Antichain
 from spate.ids import GlobalId, PeekId
@@ -44,6 +43,7 @@ from spate.protocol.compute import (
     Schedule,
 )
 from spate.protocol.history import ComputeCommandHistory
+from spate.testing.replica_checks import ResponseChecker
 
 from .helpers import D, hello, importing_dataflow, index_dataflow, peek, sink_dataflow, updates
 

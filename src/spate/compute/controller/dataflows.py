@@ -29,6 +29,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from spate.compute.controller import maintenance
 from spate.compute.controller.collection import (
     CollectionKind,
     CollectionState,
@@ -56,17 +57,17 @@ from spate.plan.dataflow import DataflowDescription, MaterializedViewConnection
 from spate.protocol.compute import CreateDataflow
 
 if TYPE_CHECKING:
-    from spate.compute.controller.instance import Instance
+    from spate.compute.controller.instance_state import InstanceState
 
 
-def _storage_metadata(inst: Instance, id: GlobalId) -> StorageCollectionMetadata:
+def _storage_metadata(inst: InstanceState, id: GlobalId) -> StorageCollectionMetadata:
     try:
         return inst.storage.collection_metadata(id)
     except KeyError:
         raise CollectionMissing(id) from None
 
 
-def _acquire_storage_holds(inst: Instance, ids: Sequence[GlobalId]) -> list[ReadHold]:
+def _acquire_storage_holds(inst: InstanceState, ids: Sequence[GlobalId]) -> list[ReadHold]:
     if not ids:
         return []
     try:
@@ -78,7 +79,7 @@ def _acquire_storage_holds(inst: Instance, ids: Sequence[GlobalId]) -> list[Read
 
 
 def create_dataflow(
-    inst: Instance, df: DataflowDescription, target_replica: ReplicaId | None
+    inst: InstanceState, df: DataflowDescription, target_replica: ReplicaId | None
 ) -> None:
     inst.check_live()
     if target_replica is not None and target_replica not in inst.replicas:
@@ -127,7 +128,9 @@ def create_dataflow(
 
 
 def _filled(
-    inst: Instance, df: DataflowDescription, metadata: dict[GlobalId, StorageCollectionMetadata]
+    inst: InstanceState,
+    df: DataflowDescription,
+    metadata: dict[GlobalId, StorageCollectionMetadata],
 ) -> DataflowDescription:
     """``df`` with shard ids and the current uppers of its storage inputs filled in."""
     sources = tuple(
@@ -148,7 +151,7 @@ def _filled(
 
 
 def _install(
-    inst: Instance,
+    inst: InstanceState,
     df: DataflowDescription,
     as_of: Frontier,
     target_replica: ReplicaId | None,
@@ -204,10 +207,10 @@ def _install(
     inst.broadcast(CreateDataflow(_filled(inst, df, metadata)))
     for c in created:
         inst.unscheduled[c.id] = None
-        inst.maybe_schedule(c)
+        maintenance.maybe_schedule(inst, c)
 
 
-def drop_collections(inst: Instance, ids: Iterable[GlobalId]) -> None:
+def drop_collections(inst: InstanceState, ids: Iterable[GlobalId]) -> None:
     """Drop ``ids`` (all or nothing): release their implied and warmup holds and stop
     forwarding their output. Their state stays until no hold remains and every replica reported
     every frontier as ``{}`` (cleaned up by maintenance)."""
@@ -226,7 +229,7 @@ def drop_collections(inst: Instance, ids: Iterable[GlobalId]) -> None:
         inst.end()
 
 
-def set_read_policy(inst: Instance, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
+def set_read_policy(inst: InstanceState, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
     """Set read policies (all or nothing). The implied hold moves to ``policy.frontier(upper)``
     unless that would regress it: a policy never recovers a capability already released."""
     inst.check_live()

@@ -21,17 +21,17 @@ from spate.ids import GlobalId
 from spate.protocol.compute import Schedule
 
 if TYPE_CHECKING:
-    from spate.compute.controller.instance import Instance
+    from spate.compute.controller.instance_state import InstanceState
 
 
-def move_input_holds(inst: Instance) -> None:
+def move_input_holds(inst: InstanceState) -> None:
     """Move per-replica input holds to the input frontiers reported since the last pass."""
     for r in inst.replicas.values():
         if not r.is_failed():
             r.move_input_holds()
 
 
-def downgrade_warmup_holds(inst: Instance) -> None:
+def downgrade_warmup_holds(inst: InstanceState) -> None:
     """Warmup holds follow ``min(dependency upper - 1)``; released for sinks
     whose upper is ``{}``. Each dependency set is evaluated once per pass."""
     targets: dict[tuple[tuple[GlobalId, bool], ...], Frontier] = {}
@@ -49,7 +49,7 @@ def downgrade_warmup_holds(inst: Instance) -> None:
         c.advance_warmup(target)
 
 
-def _warmup_target(inst: Instance, deps: tuple[tuple[GlobalId, bool], ...]) -> Frontier:
+def _warmup_target(inst: InstanceState, deps: tuple[tuple[GlobalId, bool], ...]) -> Frontier:
     target: Frontier = Antichain.empty()
     for dep, from_storage in deps:
         if from_storage:
@@ -60,7 +60,7 @@ def _warmup_target(inst: Instance, deps: tuple[tuple[GlobalId, bool], ...]) -> F
     return target
 
 
-def maybe_schedule(inst: Instance, c: CollectionState) -> None:
+def maybe_schedule(inst: InstanceState, c: CollectionState) -> None:
     """Schedule ``c`` once every input's upper is beyond its as_of."""
     if c.scheduled or c.since().is_empty():
         inst.unscheduled.pop(c.id, None)
@@ -77,7 +77,7 @@ def maybe_schedule(inst: Instance, c: CollectionState) -> None:
     inst.broadcast(Schedule(c.id))
 
 
-def cleanup_dropped(inst: Instance) -> None:
+def cleanup_dropped(inst: InstanceState) -> None:
     """Remove dropped collections that nothing holds and no replica reports any more."""
     for id in list(inst.dropped):
         c = inst.collections[id]
@@ -91,7 +91,7 @@ def cleanup_dropped(inst: Instance) -> None:
         _remove_collection(inst, c)
 
 
-def _remove_collection(inst: Instance, c: CollectionState) -> None:
+def _remove_collection(inst: InstanceState, c: CollectionState) -> None:
     for r in inst.replicas.values():
         if r.collections.pop(c.id, None) is not None:
             r.inputs_dirty = True

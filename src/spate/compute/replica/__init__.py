@@ -13,9 +13,11 @@ Layers, from the wire inwards:
   and persist peeks; :mod:`.inputs` (persist shards and local arrangements as dataflow inputs),
   :mod:`.sinks` (materialized views via ``compare_and_append``), :mod:`.uppers` (shard upper
   watcher), :mod:`.persist_peek`, :mod:`.metrics`, :mod:`.render_api` (what it needs from
-  ``spate.render``);
-* for tests and benchmarks: :mod:`.driver` (a minimal protocol driver), :mod:`.checks` (the
-  replica's obligations, checked on its responses) and :mod:`.launch` (start a replica process).
+  ``spate.render``).
+
+Tests and benchmarks drive a replica with :mod:`spate.testing.replica_driver`, check its
+obligations with :mod:`spate.testing.replica_checks` and start one with
+:mod:`spate.testing.replica_launch`.
 """
 
 from __future__ import annotations

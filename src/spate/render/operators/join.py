@@ -17,21 +17,25 @@ Times inside the old arrangements matter only through ``max``, and all of them l
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spate.plan.expr import ScalarExpr
 from spate.render.arrangement import Arrangement
-from spate.render.batch import SMALL_ROWS, Batch, Lazy
+from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
-from spate.render.operators.join_history import Touched, touched_groups
 from spate.render.operators.linear import all_true
 from spate.render.operators.node import ColumnMemo, Node, StepContext
+from spate.render.operators.touched import Touched
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+HistoryStep = Callable[["JoinNode", StepContext, list[Batch]], Lazy]
+"""A step of a join that serves a keyed operator's history: the join of the touched keys."""
 
 
 @dataclass
@@ -51,6 +55,9 @@ class JoinNode:
     """Set when a keyed operator above reads its groups' history from this join's inputs
     (:mod:`spate.render.operators.join_history`): each input's column of the key's class.
     The join's output is then the whole join (old and new rows) of the touched keys."""
+    history_step: HistoryStep | None = None
+    """How a step computes the join when it serves a keyed operator's history (set together
+    with ``history_columns``)."""
     touched: Touched | None = None
     """What this step's deltas touched (with ``history_columns``; ``None``: nothing)."""
 
@@ -76,12 +83,13 @@ class JoinNode:
         self.touched = None
         if all(d.is_empty for d in deltas):
             return Lazy.empty()
-        if self.history_columns is not None:
-            return touched_groups(self, ctx, deltas)
+        if self.history_step is not None:
+            return self.history_step(self, ctx, deltas)
         return self._delta_query(ctx, deltas)
 
     def _delta_query(self, ctx: StepContext, deltas: list[Batch]) -> Lazy:
         offsets = self.offsets
+        small_rows = ctx.engine.settings.small_rows
         looked_up = self._looked_up(ctx, deltas)
         if looked_up is not None:
             return looked_up
@@ -99,9 +107,9 @@ class JoinNode:
             parts = [*old[:i], fresh[i], *new[i + 1 :]]
             if any(p is None for p in parts):
                 continue
-            big = big or delta.rows > SMALL_ROWS
+            big = big or delta.rows > small_rows
             parts_i = [p for p in parts if p is not None]
-            terms.append(self.term(i, parts_i, small=delta.rows <= SMALL_ROWS))
+            terms.append(self.term(i, parts_i, small=delta.rows <= small_rows))
         return _union_all(terms, big=big)
 
     def _looked_up(self, ctx: StepContext, deltas: list[Batch]) -> Lazy | None:
@@ -109,7 +117,8 @@ class JoinNode:
         its arrangement (module docs of :mod:`spate.render.lookup`): each term joins small
         tables in Spark instead of scanning the other side. ``None`` when a lookup is not
         possible (Spark reads the arrangements)."""
-        if len(self.inputs) != 2 or any(d.rows > SMALL_ROWS for d in deltas):
+        small_rows = ctx.engine.settings.small_rows
+        if len(self.inputs) != 2 or any(d.rows > small_rows for d in deltas):
             return None
         pairs = self._key_pairs(0, 1)
         if not pairs:
@@ -140,9 +149,9 @@ class JoinNode:
             parts: list[DataFrame] = [None, None]  # type: ignore[list-item]
             parts[i] = self.renamed(ctx.engine.df_of_batch(delta), i)
             parts[j] = self.renamed(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
-            big = big or other.num_rows > SMALL_ROWS
-            local = other.num_rows <= SMALL_ROWS
-            terms.append(self.term(i, parts, small=delta.rows <= SMALL_ROWS, local=local))
+            big = big or other.num_rows > small_rows
+            local = other.num_rows <= small_rows
+            terms.append(self.term(i, parts, small=delta.rows <= small_rows, local=local))
         return _union_all(terms, big=big)
 
     def _key_pairs(self, a: int, b: int) -> list[tuple[int, int]]:

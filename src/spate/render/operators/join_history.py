@@ -22,21 +22,19 @@ So the keyed operator keeps no arrangement of the join's output, and:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from spate.render.batch import SMALL_ROWS, Batch, Lazy
+from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import concat_like, in_list, lookup_columns
-from spate.repr.desc import TIME_COLUMN
+from spate.render.operators.join import JoinNode
+from spate.render.operators.touched import Touched
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from spate.render.operators.join import JoinNode
     from spate.render.operators.node import Node, StepContext
 
 
@@ -44,54 +42,9 @@ BROADCAST_KEYS = 1_000_000
 """Up to this many touched keys are broadcast to select an input's old rows in Spark."""
 
 
-@dataclass(frozen=True)
-class Touched:
-    """One step's join input deltas, seen by the keyed operator above the join."""
-
-    deltas: tuple[Batch, ...]
-    columns: tuple[int, ...]
-    """Each input's column of the key's class."""
-    has_history: bool
-    """Every input had updates before the step (else the old join is empty)."""
-
-    def keys(self, type: pa.DataType) -> pa.Array:
-        """The distinct key values of the deltas (as ``type``)."""
-        return pc.unique(self.pairs("k", type).column("k"))
-
-    def pairs(self, name: str, type: pa.DataType) -> pa.Table:
-        """The ``(key, _time)`` of every delta row with a key (as ``name``, ``type``).
-
-        A join row's time is the latest of its parts' times, and its key the value they
-        matched on, so every ``(key, time)`` where the join changes is among these (the part
-        with the latest time is a delta row at that time). Not every key at every time: a
-        step over many times would multiply them."""
-        tables = []
-        for d, c in zip(self.deltas, self.columns, strict=True):
-            if d.is_empty:
-                continue
-            t = d.arrow()
-            key = t.column(col_name(c)).cast(type)
-            tables.append(pa.table({name: key, TIME_COLUMN: t.column(TIME_COLUMN)}))
-        if not tables:
-            return pa.table({name: pa.array([], type), TIME_COLUMN: pa.array([], pa.int64())})
-        pairs = pa.concat_tables(tables)
-        return pairs.filter(pc.is_valid(pairs.column(name)))
-
-    def unsigned(self) -> bool:
-        """No delta has a negative diff (so neither has the join of them)."""
-        for d in self.deltas:
-            if d.is_empty:
-                continue
-            low = d.min_diff()
-            if low is None or low < 0:
-                return False
-        return True
-
-
 def attach(node: Node, key: tuple[int, ...]) -> JoinNode | None:
     """The join under ``node`` whose inputs can serve the history of a keyed operator on
     ``node`` keyed by ``key`` (module docs), told to do so; ``None`` when there is none."""
-    from spate.render.operators.join import JoinNode
     from spate.render.operators.linear import FilterNode, MapNode, PassNode, ProjectNode
 
     if len(key) != 1:
@@ -120,6 +73,7 @@ def attach(node: Node, key: tuple[int, ...]) -> JoinNode | None:
             return None  # (a key value of one input must be a key value of every other)
         columns.append(mine[0])
     join.history_columns = tuple(columns)
+    join.history_step = touched_groups
     return join
 
 
@@ -133,6 +87,7 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
     at once, where the delta query would take a join per term and a union."""
     columns = join.history_columns
     assert columns is not None
+    small_rows = ctx.engine.settings.small_rows
     held = [a.rows > 0 for a in join.arrangements]
     touched = Touched(tuple(deltas), columns, has_history=all(held))
     join.touched = touched
@@ -140,7 +95,7 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
         if any(d.is_empty for d in deltas):
             return Lazy.empty()
         parts = [join.renamed(ctx.engine.df_of_batch(d), n) for n, d in enumerate(deltas)]
-        small = all(d.rows <= SMALL_ROWS for d in deltas)
+        small = all(d.rows <= small_rows for d in deltas)
         return Lazy(join.term(0, parts, small=small, local=small), big=not small)
     keys = touched.keys(internal_schema(join.inputs[0].desc).field(columns[0]).type)
     if len(keys) == 0:
@@ -151,7 +106,7 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
         part, rows = _new_rows(join, n, columns[n], ctx, keys, delta)
         if rows == 0:
             return Lazy.empty()  # an input without rows of these keys: the join has none
-        small = small and rows is not None and rows <= SMALL_ROWS
+        small = small and rows is not None and rows <= small_rows
         parts.append(join.renamed(part, n))
     return Lazy(join.term(0, parts, small=small, local=small), big=not small)
 
@@ -167,7 +122,8 @@ def _new_rows(
     arr = join.arrangements[n]
     desc = join.inputs[n].desc
     exact = lookup_columns(desc, [column], null_safe=False)
-    if exact and len(keys) <= SMALL_ROWS and delta.rows <= SMALL_ROWS:
+    small_rows = ctx.engine.settings.small_rows
+    if exact and len(keys) <= small_rows and delta.rows <= small_rows:
         found = arr.lookup([column], pa.table({"k": keys}), null_safe=False)
         if found is not None:
             if not delta.is_empty:

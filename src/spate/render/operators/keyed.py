@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from spate.plan.aggregate import AggregateExpr
 from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
-from spate.render.batch import SMALL_ROWS, Batch, Lazy
+from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names, internal_schema
 from spate.render.lookup import concat_like, in_list, lookup_columns
 from spate.render.operators.node import ColumnMemo, Node, StepContext
@@ -87,12 +87,13 @@ class KeyedNode:
         ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
         if delta.is_empty:
             return Lazy.empty()
+        small_rows = ctx.engine.settings.small_rows
         if ctx.first and ctx.hi == ctx.lo + 1:
             low = delta.min_diff()
             return self._hydrate(
                 ctx.engine.df_of_batch(delta),
                 ctx.lo,
-                delta.rows > SMALL_ROWS,
+                delta.rows > small_rows,
                 unsigned=low is not None and low >= 0,
             )
         has_history = arr.rows > 0
@@ -101,11 +102,13 @@ class KeyedNode:
         times_table, times = self._t(ctx, times_table)
         # 2. C, the touched keys' history and the delta: looked up on the driver when the
         # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
-        looked_up = self._lookup(arr, delta, times_table, ctx.lo - 1) if has_history else None
-        big = delta.rows > SMALL_ROWS
+        looked_up = (
+            self._lookup(arr, delta, times_table, ctx.lo - 1, small_rows) if has_history else None
+        )
+        big = delta.rows > small_rows
         if looked_up is not None:
             rows = ctx.engine.df_of_table(looked_up, in_desc)
-            big = looked_up.num_rows > SMALL_ROWS
+            big = looked_up.num_rows > small_rows
         else:
             rows = ctx.engine.df_of_batch(delta)
             history = arr.df()
@@ -117,7 +120,7 @@ class KeyedNode:
             from pyspark.sql import functions as F
 
             rows = rows.withColumn("_g", F.lit(0))
-        return self._changes(rows, times, times_table, big)
+        return self._changes(rows, times, times_table, big, small_rows)
 
     def _t(self, ctx: StepContext, times_table: pa.Table) -> tuple[pa.Table, DataFrame]:
         """``T`` (:func:`key_times`) with ``_from``, and as a DataFrame."""
@@ -144,9 +147,18 @@ class KeyedNode:
             return Lazy.empty()
         before = ctx.lo - 1 if touched.has_history else None
         times_table, times = self._t(ctx, key_times(pairs, self.key, before))
-        return self._changes(lazy.frame(), times, times_table, lazy.big)
+        return self._changes(
+            lazy.frame(), times, times_table, lazy.big, ctx.engine.settings.small_rows
+        )
 
-    def _changes(self, rows: DataFrame, times: DataFrame, times_table: pa.Table, big: bool) -> Lazy:
+    def _changes(
+        self,
+        rows: DataFrame,
+        times: DataFrame,
+        times_table: pa.Table,
+        big: bool,
+        small_rows: int,
+    ) -> Lazy:
         """Steps 3 and 4 (module docs) over ``rows`` (history and delta of the touched
         groups) and ``T``."""
         from pyspark.sql import functions as F
@@ -160,7 +172,7 @@ class KeyedNode:
             # shuffle or a broadcast (each a Spark job or stage of its own): one stage in all.
             rows, t = rows.coalesce(1), t.coalesce(1).hint("shuffle_hash")
         else:
-            if times_table.num_rows <= SMALL_ROWS:
+            if times_table.num_rows <= small_rows:
                 t = F.broadcast(t)
             if self.key:
                 # One shuffle by key, before the join with T, serves both groupings below
@@ -217,11 +229,11 @@ class KeyedNode:
         return [*[F.col(c) for c in cols], F.inline(present)]
 
     def _lookup(
-        self, arr: Arrangement, delta: Batch, times: pa.Table, before: int
+        self, arr: Arrangement, delta: Batch, times: pa.Table, before: int, small_rows: int
     ) -> pa.Table | None:
         """The touched keys' history and the delta, as one table, when the arrangement serves
         the lookup (a superset of the touched groups is fine: Spark joins with ``T``)."""
-        if delta.rows > SMALL_ROWS:
+        if delta.rows > small_rows:
             return None
         if not self.key:  # one global group: all of it
             whole = arr.resident()

@@ -22,9 +22,9 @@ from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, ShardId
 from spate.persist.document import DurableDocument
 from spate.persist.location import Consensus
-from spate.protocol.wire import wire
 from spate.storage.controller.errors import ControllerFenced
 from spate.storage.controller.types import CollectionDescription, ExportDescription
+from spate.wire import wire
 
 METADATA_KEY: Final = "storage-controller/metadata"
 

@@ -43,14 +43,14 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from spate.codec import decode, encode
 from spate.errors import Determinate
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.errors import CorruptBatch
-from spate.protocol.codec import decode, encode
-from spate.protocol.wire import wire
 from spate.storage.controller.errors import ControllerFenced
+from spate.wire import wire
 
 _log: Final = logging.getLogger("spate.storage.controller")
 

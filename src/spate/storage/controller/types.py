@@ -32,8 +32,8 @@ from spate.protocol.storage_desc import (
     PostgresSinkConnection,
     PostgresSource,
 )
-from spate.protocol.wire import wire
 from spate.repr.desc import RelationDesc
+from spate.wire import wire
 
 
 @wire("storage.controller.ingestion_source")

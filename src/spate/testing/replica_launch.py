@@ -2,7 +2,7 @@
 
 :func:`start_replica` runs ``spate replica --role compute`` as a child with a fresh secret,
 waits for its readiness line and returns a :class:`ReplicaProcess` to connect a
-:class:`~spate.compute.replica.driver.ComputeDriver`, read its Prometheus metrics, or stop it.
+:class:`~spate.testing.replica_driver.ComputeDriver`, read its Prometheus metrics, or stop it.
 The child runs in its own session (process group), so ``kill(hard=True)`` ends it and its
 Spark JVM at once (``SIGKILL`` to the group: a ``kill -9``). Production replicas are started by
 the orchestrator (:mod:`spate.orchestrator`) with the same command line.
@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from spate.compute.replica.driver import ComputeDriver
 from spate.compute.replica.main import READY_LINE
 from spate.orchestrator.process import allocate_port
 from spate.persist import PersistLocation
 from spate.testing.process import spate_argv, spate_env
+from spate.testing.replica_driver import ComputeDriver
 
 STARTUP_TIMEOUT_S: Final = 120.0
 

@@ -11,7 +11,7 @@ keeps what it saw in :class:`Observed`, and collects broken obligations in ``vio
 * subscribe batches are contiguous, non-empty intervals starting at ``{0}``, their updates'
   times lie within them, and nothing follows a final batch or ``DroppedAt``.
 
-Used by the test driver (:mod:`spate.compute.replica.driver`) and by property tests of the
+Used by the test driver (:mod:`spate.testing.replica_driver`) and by property tests of the
 replica state machine.
 """
 

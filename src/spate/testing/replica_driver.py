@@ -4,7 +4,7 @@ Not the compute controller (``spate.compute.controller``): it holds no read hold
 decisions. It sends commands (recording them in a :class:`ComputeCommandHistory`, like the
 controller, so a test can replay the reduced history to another replica), collects responses
 in the background, and checks the replica's obligations as they arrive
-(:class:`~spate.compute.replica.checks.ResponseChecker`); broken ones are collected in
+(:class:`~spate.testing.replica_checks.ResponseChecker`); broken ones are collected in
 :attr:`ComputeDriver.violations` (tests assert it stays empty).
 """
 
@@ -20,7 +20,6 @@ from typing import Final
 
 import pyarrow as pa
 
-from spate.compute.replica.checks import Observed, ResponseChecker
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, PeekId
 from spate.plan.finishing import RowSetFinishing
@@ -42,6 +41,7 @@ from spate.protocol.history import ComputeCommandHistory
 from spate.protocol.transport import connect_retrying
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
+from spate.testing.replica_checks import Observed, ResponseChecker
 
 DEFAULT_TIMEOUT_S: Final = 60.0
 
