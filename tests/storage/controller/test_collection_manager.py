@@ -1,4 +1,4 @@
-"""The collection manager: append-only and differential collections, read-only mode (§6.5)."""
+"""The collection manager: append-only and differential collections, read-only mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The storage command history cases of spec §8, on the instance history the controller keeps."""
+"""The storage command history's reduction cases, on the instance history the controller keeps."""
 
 from __future__ import annotations
 

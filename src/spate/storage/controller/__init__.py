@@ -1,4 +1,4 @@
-"""The storage controller (spec §6): durable collections, ingestions, exports, tables."""
+"""The storage controller: durable collections, ingestions, exports, tables."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Storage-managed collections: status histories, statistics, shard mapping, frontiers (§6.5).
+"""Storage-managed collections: status histories, statistics, shard mapping, frontiers.
 
 * **Append-only** collections (status histories) receive blind writes: rows are batched and
   appended at the current write time ``t = max(now, upper)`` with ``compare_and_append``; the

@@ -1,6 +1,6 @@
 """Read capabilities of storage collections and exports: how every ``since`` is derived (pure).
 
-Spec §2.3 and §6.2, for storage. Each collection counts its read capabilities in a
+Each collection counts its read capabilities in a
 ``MutableAntichain``; its **since is their frontier**. They are:
 
 * the **implied capability** ``read_policy.frontier(write_frontier)``, re-evaluated when the

@@ -93,7 +93,7 @@ class ReadOnly(StorageError, RuntimeError):
 
 
 class ControllerFenced(SpateError):
-    """A newer storage controller took over: this one MUST stop (spec §7.4 "halt")."""
+    """A newer storage controller took over: this one MUST stop (halt)."""
 
     def __init__(self, epoch: int, current_epoch: int, where: str) -> None:
         self.epoch, self.current_epoch = epoch, current_epoch

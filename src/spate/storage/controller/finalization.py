@@ -1,4 +1,4 @@
-"""Finalizing the shards of dropped collections (spec §6.8, §7.5).
+"""Finalizing the shards of dropped collections.
 
 A dropped collection's shard is first recorded in the durable *unfinalized* set (in the same
 metadata update that forgets the collection), then finalized:

@@ -1,4 +1,4 @@
-"""The schemas of the storage-managed (introspection) collections (spec §6.5, §6.7)."""
+"""The schemas of the storage-managed (introspection) collections."""
 
 from __future__ import annotations
 
@@ -52,4 +52,4 @@ INTROSPECTION_DESCS: Final[dict[IntrospectionKind, RelationDesc]] = {
 APPEND_ONLY: Final = frozenset(
     {IntrospectionKind.SOURCE_STATUS_HISTORY, IntrospectionKind.SINK_STATUS_HISTORY}
 )
-"""Kinds written blindly (append-only); the others are differential (spec §6.5)."""
+"""Kinds written blindly (append-only); the others are differential."""

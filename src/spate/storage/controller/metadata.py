@@ -1,11 +1,11 @@
-"""The storage controller's durable metadata, one document in consensus (spec §6.2, §6.8).
+"""The storage controller's durable metadata, one document in consensus.
 
 ``ControllerMetadata`` holds, for the deployment: the controller **epoch** (bumped by every
 controller that opens it; the opaque of every critical since handle), every collection's
 **shard** and description, every export's description and **as_of**, and the **unfinalized**
 shards (dropped but not yet tombstoned). Each change is one compare-and-set of the whole
 document, so "remove an id → shard mapping and add the shard to the unfinalized set" is atomic
-(spec §6.8 step 1).
+(the first step of dropping a collection).
 
 **Fencing:** every update checks that the stored epoch is still this controller's; a newer
 controller makes it raise :class:`~spate.storage.controller.errors.ControllerFenced`.

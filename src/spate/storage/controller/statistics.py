@@ -1,4 +1,4 @@
-"""Statistics of ingestions and sinks, as the replicas last reported them (spec §6.7).
+"""Statistics of ingestions and sinks, as the replicas last reported them.
 
 Each ``StatisticsUpdates`` entry is a full current value for its ``(id, worker)`` on the replica
 that sent it, so the store keeps the latest one per ``(id, replica, worker)`` and renders the

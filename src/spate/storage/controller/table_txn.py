@@ -1,8 +1,8 @@
 """Atomic multi-table appends: one durable *intent* per call, then idempotent per-shard writes.
 
 A call ``append([(t1, …), (t2, …)])`` must land in every table or in none, even if the
-controller dies between two shards. The protocol (spec §6.2 ``append``, in the spirit of §7.6
-txn-wal):
+controller dies between two shards. The protocol (in the spirit
+of a transactional write-ahead log over shards):
 
 1. **Check** every table's shard upper is the expected one (``InvalidUppers`` otherwise;
    nothing written).

@@ -77,7 +77,7 @@ class IntrospectionKind(enum.Enum):
 @wire("storage.controller.introspection_source")
 @dataclass(frozen=True, slots=True)
 class IntrospectionSource:
-    """A collection the controller's collection manager writes (spec §6.5)."""
+    """A collection the controller's collection manager writes."""
 
     kind: IntrospectionKind
 

@@ -1,4 +1,4 @@
-"""Validating ``create_collections`` before anything is written (spec §6.2, §6.9).
+"""Validating ``create_collections`` before anything is written.
 
 Pure: given what exists, decide which collections of a call are new, or raise the first
 problem: an id named twice or reused with another description (``CollectionIdReused``), an
