@@ -149,7 +149,12 @@ class Environment:
 
     @property
     def metrics_url(self) -> str | None:
-        """Where the Prometheus endpoint serves (``metrics_port`` setting), if it does."""
+        """Where the Prometheus endpoint serves (``metrics_port`` setting), if it does.
+
+        Example::
+
+            env.metrics_url         # 'http://127.0.0.1:9464/metrics', or None
+        """
         port = self._metrics.port
         if port is None or self._rt is None:
             return None
@@ -577,7 +582,14 @@ class Environment:
         ``pyarrow.Table`` for SELECT, SHOW and EXPLAIN, the iterator of :meth:`subscribe` for
         SUBSCRIBE, ``None`` otherwise. ``dialect`` is ``"postgres"`` (as Materialize speaks
         it) or ``"spark"``. A statement that fails raises :class:`spate.sql.SqlError` (or the
-        error of the operation it ran) and changes nothing; earlier statements stay done."""
+        error of the operation it ran) and changes nothing; earlier statements stay done.
+
+        Example::
+
+            env.sql("CREATE TABLE bids (auction bigint NOT NULL, price bigint NOT NULL)")
+            env.sql("INSERT INTO bids VALUES (1, 10), (1, 25)")
+            env.sql("SELECT auction, max(price) FROM bids GROUP BY auction")   # a pyarrow Table
+        """
         from spate.environment import sql as sql_exec
 
         session, definitions = self._sql_state()

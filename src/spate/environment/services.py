@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spate.config import Settings
 from spate.environment.layout import Layout
-from spate.environment.runtime import Runtime
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
 from spate.persist.location import PersistLocation
+
+if TYPE_CHECKING:
+    from spate.environment.runtime import Runtime
 
 
 def layout_of(data_dir: Path, settings: Settings) -> Layout:
