@@ -234,3 +234,19 @@ def test_a_failed_dataflow_is_rebuilt() -> None:
     h.event(DataflowFailed(key, "boom"))
     out = h.connect([CreateDataflow(index_dataflow(IX, 10))])
     assert len(of_type(out, BuildDataflow)) == 1
+
+
+def test_a_dataflow_not_built_yet_is_rebuilt_at_the_new_as_of() -> None:
+    """A replica whose Spark was still starting when its controller went away must not build
+    the old description later: the new controller holds the inputs only from its as_of on."""
+    h = Harness()
+    first = h.connect([CreateDataflow(index_dataflow(IX, 0)), Schedule(IX)])
+    (old,) = of_type(first, BuildDataflow)  # never reported built
+    out = h.connect([CreateDataflow(index_dataflow(IX, 100)), Schedule(IX)])
+    assert of_type(out, DropDataflow) == [DropDataflow(old.key)]
+    (new,) = of_type(out, BuildDataflow)
+    assert new.description.as_of == f(100)
+    # Built at the same as_of, it is reused as before.
+    h.build_all(out)
+    out = h.connect([CreateDataflow(index_dataflow(IX, 100)), Schedule(IX)])
+    assert of_type(out, BuildDataflow) == []

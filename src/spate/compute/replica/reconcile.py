@@ -11,7 +11,10 @@ When a controller (re)connects, it replays its reduced history. The replica comp
     ``N.as_of`` are still possible);
 (c) it exports **no subscribe** (subscribe output cannot be replayed);
 (d) it is **healthy** (being built or running, not failed) and every index it imports comes
-    from a dataflow that is itself reused — a replica-internal arrangement must be the same one.
+    from a dataflow that is itself reused — a replica-internal arrangement must be the same one;
+(e) it is **built**, or its as_of equals ``N.as_of``: a dataflow still waiting to be built has
+    not read its inputs yet, and the new controller holds them only from ``N.as_of`` on (built
+    at the old as_of it would read times that may have been compacted away).
 
 Every old dataflow not reused is dropped, silently. The plan is pure data; the replica state
 applies it (:mod:`spate.compute.replica.state`).
@@ -42,6 +45,8 @@ class RunningDataflow:
     healthy: bool
     index_sources: Mapping[GlobalId, int]
     """Per index import, the key of the dataflow exporting it on this replica."""
+    built: bool = True
+    """Whether it has been built (read its inputs at its as_of); else it waits to be."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,11 @@ def _why_not(
     for id, frontier in old.compaction.items():
         if not frontier.less_equal(new.as_of):
             return f"export {id} is compacted to {frontier}, beyond the new as_of {new.as_of}"
+    if not old.built and old.description.as_of != new.as_of:
+        return (
+            f"it is not built yet and the new history starts it at {new.as_of}, not at "
+            f"{old.description.as_of} (its inputs are held only from the new as_of on)"
+        )
     if new.subscribe_ids():
         return "it exports a subscribe"
     for ix in new.index_imports:

@@ -272,6 +272,7 @@ class ReplicaState:
                 },
                 healthy=df.status != "failed",
                 index_sources=dict(df.index_sources),
+                built=df.status == "ready",
             )
             for df in self._dataflows.values()
             if not df.dropped
