@@ -231,3 +231,9 @@ def test_untyped_literals_take_the_other_branch_type(db: ReferenceEngine) -> Non
     assert db.rows("SELECT NULL UNION SELECT NULL") == [(None,)]
     assert db.bag("SELECT NULL UNION SELECT 1.5") == bag((None,), (Decimal("1.5"),))
     assert db.rows("SELECT 'a' UNION ALL SELECT 'b' ORDER BY 1") == [("a",), ("b",)]
+
+
+def test_set_returning_function_over_earlier_from_items(db: ReferenceEngine) -> None:
+    got = db.bag("SELECT w.x, g FROM w, generate_series(1, w.x) AS g WHERE w.y = 1")
+    assert got == bag((1, 1), (2, 1), (2, 2))
+    assert db.rows("SELECT count(*) FROM t CROSS JOIN generate_series(1, x) s") == [(3,)]

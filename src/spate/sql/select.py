@@ -393,6 +393,29 @@ def from_clause(
     if from_ is not None:
         items.append(qp.table(from_.this, ctx))
         for j in node.args.get("joins") or []:
+            if (
+                isinstance(j.this, exp.Table)
+                and isinstance(j.this.this, exp.Func)
+                and not j.side
+                and j.args.get("on") is None
+                and _references_columns(j.this.this)
+            ):
+                # a set-returning function over the items before it (implicit LATERAL)
+                left = _combine(qp, items, pending, None)
+                pending = []
+                alias_node = j.this.args.get("alias")
+                func = j.this.this
+                assert isinstance(func, exp.Expression)
+                items = [
+                    table_function(
+                        qp,
+                        func,
+                        alias_node.name if alias_node is not None and alias_node.name else None,
+                        [c.name for c in alias_node.columns] if alias_node is not None else [],
+                        over=left,
+                    )
+                ]
+                continue
             right = qp.table(j.this, ctx)
             side = (j.side or "").upper()
             kind = (j.kind or "").upper()
@@ -438,6 +461,10 @@ def from_clause(
     return Rel(expr, scope), pending
 
 
+def _references_columns(node: exp.Expr) -> bool:
+    return any(isinstance(n, exp.Column) for n in node.walk())
+
+
 def _check_duplicate_aliases(qp: QueryPlanner, items: list[Rel], node: exp.Expression) -> None:
     seen: set[str] = set()
     for r in items:
@@ -466,12 +493,19 @@ def _combine(
 
 
 def table_function(
-    qp: QueryPlanner, node: exp.Expression, alias: str | None, col_aliases: list[str]
+    qp: QueryPlanner,
+    node: exp.Expression,
+    alias: str | None,
+    col_aliases: list[str],
+    over: Rel | None = None,
 ) -> Rel:
+    """A set-returning function in FROM; ``over``: the FROM items before it, whose columns its
+    arguments may use (an implicit LATERAL: the function runs once per row of ``over``)."""
     from spate.sql.relops import unit
 
     name = node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__.lower()
-    b = qp.binder(Scope([], text=qp.text), "FROM")
+    scope = over.scope if over is not None else Scope([], text=qp.text)
+    b = qp.binder(scope, "FROM")
     if (
         isinstance(node, (exp.ExplodingGenerateSeries, exp.GenerateSeries))
         or name == "generate_series"
@@ -480,18 +514,16 @@ def table_function(
         if node.args.get("step") is not None:
             args.append(node.args["step"])
         exprs = tuple(b.bind_as(a, INT8).expr for a in args if a is not None)
-        fm = FlatMap(
-            unit(),
-            TableFunc.GENERATE_SERIES,
-            exprs,
-            (col_aliases[0] if col_aliases else "generate_series",),
-        )
+        base = over.expr if over is not None else unit()
+        out_name = unique_names([*base.desc.names, col_aliases[0] if col_aliases else "g"])[-1]
+        fm = FlatMap(base, TableFunc.GENERATE_SERIES, exprs, (out_name,))
         col = Col(
             col_aliases[0] if col_aliases else (alias or "generate_series"),
             alias or "generate_series",
             INT8,
         )
-        return Rel(fm, Scope([col], None, qp.text))
+        cols = [*(over.scope.cols if over is not None else []), col]
+        return Rel(fm, Scope(cols, None, qp.text))
     raise qp.err(UndefinedFunction, f"function {name} does not exist", node)
 
 
