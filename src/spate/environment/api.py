@@ -142,7 +142,7 @@ class Environment:
 
     def _serve_metrics(self, rt: Runtime) -> None:
         self._metrics.watch(
-            self._loop, lambda: collect(rt), lambda: local_replica_metrics_ports(rt)
+            self._loop, lambda: collect(rt), lambda: local_replica_metrics_ports(rt.orchestrator)
         )
         if rt.settings.metrics_port is not None:
             self._metrics.serve(rt.settings.metrics_host, rt.settings.metrics_port)

@@ -12,15 +12,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spate.config import Settings
 from spate.environment.layout import Layout
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
+from spate.orchestrator.supervisor import Supervisor
 from spate.persist.location import PersistLocation
-
-if TYPE_CHECKING:
-    from spate.environment.runtime import Runtime
 
 
 def layout_of(data_dir: Path, settings: Settings) -> Layout:
@@ -125,11 +122,11 @@ def child_env(settings: Settings) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(parts), "SPATE_LOG_LEVEL": settings.log_level}
 
 
-def local_replica_metrics_ports(rt: Runtime) -> list[int]:
+def local_replica_metrics_ports(orchestrator: Supervisor) -> list[int]:
     """The metrics ports of the local compute replicas (their own Prometheus series)."""
     ports = []
-    for name in rt.orchestrator.list_services():
-        service = rt.orchestrator.service(name)
-        if rt.orchestrator.placed(name) is None and "metrics" in service.ports:
+    for name in orchestrator.list_services():
+        service = orchestrator.service(name)
+        if orchestrator.placed(name) is None and "metrics" in service.ports:
             ports.append(service.ports["metrics"])
     return ports
