@@ -434,6 +434,16 @@ class ReplicaState:
                 out += self._send(e.subscribe.fail(text))
         for p in self._peeks.take_waiting(lambda p: p.key == df.key):
             out += self._send(peek_error(p.peek.uuid, f"collection {p.target} failed: {message}"))
+        # Persist peeks of a view this dataflow writes would wait for an upper that no longer
+        # moves here: they fail with the dataflow's error instead.
+        written = {e.id for e in df.exports.values() if e.kind == "mv"}
+        for p in self._peeks:
+            if p.key is None and p.target in written:
+                self._peeks.pop(p.peek.uuid)
+                out.append(AbortPeek(p.peek.uuid))
+                out += self._send(
+                    peek_error(p.peek.uuid, f"materialized view {p.target} failed: {message}")
+                )
         for export_id, importers in df.importers.items():
             for k in sorted(importers):
                 imp = self._dataflows.get(k)
@@ -526,6 +536,10 @@ class ReplicaState:
         epoch = self._epoch
         assert epoch is not None
         if not isinstance(peek.target, IndexTarget):
+            writer = self._dataflows.get(self._exports.get(peek.target.id, -1))
+            if writer is not None and writer.status == "failed":
+                message = f"materialized view {peek.target.id} failed: {writer.error}"
+                return self._send(peek_error(peek.uuid, message))
             self._peeks.add(PendingPeek(epoch, peek, None, running=True))
             return [RunPeek(epoch, peek)]
         key = self._exports.get(peek.target.id)
