@@ -598,7 +598,14 @@ class Environment:
     def sql_session(self) -> SqlSession:
         """A SQL session of its own (its ``SET cluster``, ``SET transaction_isolation``…), for
         one client connection: ``session.sql(text, dialect=…)`` is :meth:`sql` with those
-        settings. Objects and definitions are the environment's, shared by every session."""
+        settings. Objects and definitions are the environment's, shared by every session.
+
+        Example::
+
+            session = env.sql_session()
+            session.sql("SET cluster = c")
+            session.sql("SELECT * FROM best")    # read on cluster c; other sessions unaffected
+        """
         from spate.environment import sql as sql_exec
 
         _, definitions = self._sql_state()
