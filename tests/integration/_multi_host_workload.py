@@ -106,7 +106,7 @@ def main() -> int:
         env.create_table("auctions", AUCTIONS)
         env.insert("auctions", [(a, f"s{a % 3}") for a in range(1, 9)])
         live: Counter[Row] = Counter()
-        t0 = churn(env, rng, live, 10)
+        churn(env, rng, live, 10)
         env.create_materialized_view("best", plan(env), cluster="c")
         env.create_index("best_by_seller", on="best", key=["seller"], cluster="c")
         env.set_retain_history("best", 3_600_000)  # the subscribe reads from before the kill
@@ -114,26 +114,28 @@ def main() -> int:
         hydrated = env.wait_hydrated(timeout=READ_TIMEOUT_S)
         say("hydrated", replicas=[(r.name, r.health, r.hydrated) for r in hydrated.replicas])
 
+        # A subscribe that runs across the loss of a replica host: from t1 until a marker
+        # write after everything else.
+        t1 = churn(env, rng, live, 15)
         batches: list[list[tuple[int, Row, int]]] = []
         sub_error: list[BaseException] = []
-        t_end_box: dict[str, int] = {}
-        sub_ready = threading.Event()
+        marker: dict[str, int] = {}
 
         def subscribe() -> None:
             try:
-                sub_ready.wait()
-                for batch in env.subscribe(
-                    "best", as_of=t1, up_to=t_end_box["t"] + 1, timeout=READ_TIMEOUT_S
-                ):
+                for batch in env.subscribe("best", as_of=t1, timeout=READ_TIMEOUT_S):
                     batches.append(batch)
+                    if "t" in marker and any(t >= marker["t"] for t, _, _ in batch):
+                        return
             except BaseException as e:
                 sub_error.append(e)
 
-        t1 = churn(env, rng, live, 15)
+        sub = threading.Thread(target=subscribe, daemon=True)
+        sub.start()
         checks["before_kill"] = contents(env.select("best", timeout=READ_TIMEOUT_S)) == (
             recomputed(env, t1)
         )
-        say("before_kill", ok=checks["before_kill"])
+        say("before_kill", ok=checks["before_kill"], batches=len(batches))
 
         # The first replica's host loses every process (the replica and its Spark driver).
         killed = []
@@ -156,18 +158,19 @@ def main() -> int:
         checks["killed_not_connected"] = health.get("r1") != "connected"
         say("health", replicas=health)
 
-        t_end = t2
-        t_end_box["t"] = t_end
-        sub = threading.Thread(target=subscribe, daemon=True)
-        sub.start()
-        sub_ready.set()
+        # The marker: a new seller's bid, which changes the view (so the subscribe sees it).
+        env.insert("auctions", [(9, "zmarker")])
+        t3 = env.insert("bids", [(9, 5000, "marker")]).timestamp
+        live[(9, 5000, "marker")] += 1
+        marker["t"] = t3
         sub.join(READ_TIMEOUT_S + 60)
         acc: Counter[Row] = Counter()
         for batch in batches:
-            for _time, row, diff in batch:
-                acc[tuple(row)] += diff
-        expected = recomputed(env, t_end)
-        checks["subscribe"] = not sub_error and +acc == expected
+            for t, row, diff in batch:
+                if t <= t3:
+                    acc[tuple(row)] += diff
+        expected = recomputed(env, t3)
+        checks["subscribe"] = not sub.is_alive() and not sub_error and +acc == expected
         if not checks["subscribe"]:
             say("subscribe_diff", got=repr(sorted(+acc)), expected=repr(sorted(expected)))
         say("subscribe", ok=checks["subscribe"], batches=len(batches), error=repr(sub_error))

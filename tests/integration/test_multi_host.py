@@ -11,9 +11,10 @@ the namespaces).
 
 The workload (``_multi_host_workload.py``, run on ``env``): tables, a materialized view with a
 join and a top-k, an index, writes; every process of host ``c1`` is killed; writes and reads go
-on (served by ``c2``); the view equals its recomputation before and after; a subscribe over the
-whole run accumulates to the recomputation. Skipped, with the reason, where namespaces cannot be
-created (not root, no ``ip``) or Spark cannot start; the namespaces are always deleted.
+on (served by ``c2``); the view equals its recomputation before and after; a subscribe that
+runs across the loss accumulates to the recomputation. Skipped, with the reason, where
+namespaces cannot be created (not root, no ``ip``) or Spark cannot start; the namespaces are
+always deleted.
 """
 
 from __future__ import annotations

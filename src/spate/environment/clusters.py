@@ -75,7 +75,7 @@ async def create_cluster(
         return state
 
     change(rt.catalog)  # validate before anything is durable
-    await _place(rt, name, addresses)
+    await _place(rt, name, {r: addresses.get(r) for r in replicas})  # local ones: cleared
     rt.commit(change)
     cluster = rt.catalog.cluster(name)
     rt.compute.create_instance(cluster.instance)
@@ -98,7 +98,8 @@ async def _place(rt: Runtime, cluster: str, addresses: Mapping[str, str | None])
     for address in addresses.values():  # validate first
         if address is not None:
             placement.split_address(address)
-    if addresses or any(c == cluster for c, _, _ in placement.load(rt.persist.consensus).addresses):
+    current = await asyncio.to_thread(placement.load, rt.persist.consensus)
+    if change(current) != current:
         await asyncio.to_thread(doc.update, change)
 
 

@@ -40,9 +40,6 @@ class Placement:
         kept = tuple(x for x in self.addresses if (x[0], x[1]) != (cluster, replica))
         return Placement(kept if address is None else (*kept, (cluster, replica, address)))
 
-    def without_cluster(self, cluster: str) -> Placement:
-        return Placement(tuple(x for x in self.addresses if x[0] != cluster))
-
 
 def document(consensus: Consensus) -> DurableDocument[Placement]:
     return DurableDocument(consensus, KEY, Placement)
