@@ -218,6 +218,12 @@ class RelationBuilder:
 
     __slots__ = ()
 
+    def explain(self) -> str:
+        """The plan as indented text with column names (see :mod:`spate.plan.explain`)."""
+        from spate.plan.explain import explain
+
+        return explain(_me(self))
+
     def filter(self, *predicates: ScalarExpr) -> rel.Filter:
         """Keep rows where every predicate is TRUE."""
         from spate.plan.relation import Filter

@@ -58,12 +58,6 @@ class RelationExpr(RelationBuilder):
         """Every collection id this plan reads (through ``Get``)."""
         return frozenset(n.id for n in self.walk() if isinstance(n, Get))
 
-    def explain(self) -> str:
-        """The plan as indented text with column names (see :mod:`spate.plan.explain`)."""
-        from spate.plan.explain import explain
-
-        return explain(self)
-
     def walk(self) -> Iterator[RelationExpr]:
         """Every node of the plan, pre-order (shared sub-plans once per occurrence)."""
         stack: list[RelationExpr] = [self]
