@@ -1,31 +1,33 @@
 """The engine contract over an :class:`~spate.environment.api.Environment`'s SQL.
 
-Statements run through ``Environment.sql`` (one statement per call; the session splits and
-binds). A row result becomes :class:`Rows` with its tag; SUBSCRIBE's iterator becomes a
-:class:`Stream` of tables with ``mz_timestamp`` (numeric: a number to machines), ``mz_diff`` and
-the data columns. The statement's tag is derived from its text (``CREATE TABLE``,
+Statements run in the connection's own SQL session (``Environment.sql_session``: its
+``SET cluster``, its isolation), one statement per call (the session splits and binds). A row
+result becomes :class:`Rows` with its tag; SUBSCRIBE's iterator becomes a :class:`Stream` of
+tables with ``mz_timestamp`` (numeric: a number to machines), ``mz_diff`` and the data
+columns. The statement's tag is derived from its text (``CREATE TABLE``,
 ``INSERT 0 n`` counting the rows of a VALUES list).
 
-:meth:`describe` finds a query's columns by reading it with no rows (``LIMIT 0``, parameters
-as typed NULLs), and a parameter's type from the column it is compared with or the type it is
-cast to.
+:meth:`describe` finds a query's columns by planning it (parameters as typed NULLs), and a
+parameter's type from the column it is compared with or the type it is cast to.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
 from spate.environment.catalog import IndexItem, item_desc, kind_of
+from spate.environment.sql import EnvironmentCatalog, SqlSession
 from spate.errors import UsageError
 from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.repr.arrow import data_schema
+from spate.sql import plan_statements
+from spate.sql import statements as st
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -45,10 +47,6 @@ _TYPE_NAMES: Final = {
 }  # fmt: skip
 
 
-class SqlUnavailable(UsageError, NotImplementedError):
-    """The environment has no SQL front end (``Environment.sql``)."""
-
-
 def relation_oid(value: int) -> int:
     return USER_OID_BASE + value
 
@@ -59,24 +57,17 @@ class EnvironmentEngine:
     def __init__(self, env: Environment) -> None:
         self._env = env
 
-    def _sql(self, text: str, ctx: Context | None = None) -> object:
-        runner = self._session_runner(ctx) if ctx is not None else None
-        if runner is not None:
-            return runner(text)
-        run = getattr(self._env, "sql", None)
-        if run is None:
-            raise SqlUnavailable("this environment has no SQL front end (Environment.sql)")
-        result: object = run(text)
-        return result
+    def _session(self, ctx: Context) -> SqlSession:
+        """The connection's own SQL session (its cluster, its isolation)."""
+        session = ctx.state.get("sql")
+        if not isinstance(session, SqlSession):
+            session = self._env.sql_session()
+            ctx.state["sql"] = session
+        return session
 
-    def _session_runner(self, ctx: Context) -> Callable[[str], object] | None:
-        """Run statements with the connection's own SQL session (its cluster, its isolation)
-        when the SQL front end offers per-connection sessions; ``None`` when it does not."""
-        runner = ctx.state.get("runner")
-        if runner is None:
-            runner = _session_runner(self._env) or False
-            ctx.state["runner"] = runner
-        return runner if callable(runner) else None
+    def _sql(self, text: str, ctx: Context) -> object:
+        result: object = self._session(ctx).sql(text)
+        return result
 
     # -- the contract ----------------------------------------------------------------------------
 
@@ -118,7 +109,7 @@ class EnvironmentEngine:
             f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
         ]  # fmt: skip
         bound = lexer.bind(sql, nulls)
-        planned = _planned_schema(self._env, bound)
+        planned = _planned_schema(self._session(ctx), bound)
         if planned is not None:
             return Described(oids, planned)
         table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
@@ -161,15 +152,18 @@ class EnvironmentEngine:
         return tuple(out)
 
     def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
-        query = subscribe_query(sql)
-        table = self._sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608 (parsed target)
-        if not isinstance(table, pa.Table):
-            raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
+        data = _planned_schema(self._session(ctx), sql)
+        if data is None:
+            query = subscribe_query(sql)
+            table = self._sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608 (parsed)
+            if not isinstance(table, pa.Table):
+                raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
+            data = table.schema
         return pa.schema(
             [
                 pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
                 pa.field("mz_diff", pa.int64()),
-                *table.schema,
+                *data,
             ]
         )
 
@@ -200,53 +194,19 @@ class EnvironmentEngine:
         return Stream(schema, batches(), close)
 
 
-def _session_runner(env: Environment) -> Callable[[str], object] | None:
-    """A function running SQL text in a new per-connection session of the environment's SQL
-    front end (``spate.environment.sql``: ``run`` and ``Session``), sharing the environment's
-    definitions; ``None`` when the front end has no such sessions."""
+def _planned_schema(session: SqlSession, sql: str) -> pa.Schema | None:
+    """The data columns of a SELECT or SUBSCRIBE from the SQL planner, without reading
+    anything; ``None`` for other statements or when planning fails (the statement's own run
+    then reports the error)."""
     try:
-        front = importlib.import_module("spate.environment.sql")
-    except ImportError:
+        planned = plan_statements(sql, EnvironmentCatalog(session.env, session.definitions))
+    except Exception:
         return None
-    run, session_type = getattr(front, "run", None), getattr(front, "Session", None)
-    if run is None or session_type is None or not hasattr(env, "sql"):
+    if len(planned) != 1 or not isinstance(planned[0], (st.Select, st.Subscribe)):
         return None
-    shared = getattr(env, "_sql", None)
-    if shared is None:
-        env.sql("SHOW transaction_isolation")  # creates the environment's SQL state
-        shared = getattr(env, "_sql", None)
-    if not (isinstance(shared, tuple) and len(shared) == 2):
-        return None
-    session, definitions = session_type(), shared[1]
-
-    def runner(text: str) -> object:
-        result: object = run(env, text, "postgres", session, definitions)
-        return result
-
-    return runner
-
-
-def _planned_schema(env: Environment, sql: str) -> pa.Schema | None:
-    """The columns of a SELECT from the SQL planner, without reading anything; ``None`` when
-    the planner is not there or does not say (the caller then reads it with no rows)."""
-    try:
-        planner = importlib.import_module("spate.sql")
-        front = importlib.import_module("spate.environment.sql")
-        shared = getattr(env, "_sql", None)
-        if shared is None or not hasattr(front, "EnvironmentCatalog"):
-            return None
-        try:
-            catalog = front.EnvironmentCatalog(env, shared[1])
-        except TypeError:
-            return None
-        statements = planner.plan_statements(sql, catalog)
-        if len(statements) != 1 or type(statements[0]).__name__ != "Select":
-            return None
-        stmt = statements[0]
-        fields = list(data_schema(stmt.plan.desc))[: len(stmt.names)]
-        return pa.schema([f.with_name(n) for f, n in zip(fields, stmt.names, strict=True)])
-    except Exception:  # the planner's own errors show when the statement runs
-        return None
+    stmt = planned[0]
+    fields = list(data_schema(stmt.plan.desc))[: len(stmt.names)]
+    return pa.schema([f.with_name(n) for f, n in zip(fields, stmt.names, strict=True)])
 
 
 def subscribe_query(sql: str) -> str:
