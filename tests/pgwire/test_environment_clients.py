@@ -242,6 +242,23 @@ def test_disconnect_mid_subscribe_leaves_no_subscribe(env: Environment, dsn: str
     assert _transient_collections(env) == []
 
 
+def test_psycopg_stream_of_subscribe_ends_it_when_left(env: Environment, dsn: str) -> None:
+    expected = {r[0] for r in _python_rows(env, "items_mv")}
+    seen = set()
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for _, diff, *row in c.cursor().stream("SUBSCRIBE items_mv"):
+            assert diff == 1
+            seen.add(row[0])
+            if len(seen) == 10:
+                break  # psycopg cancels the statement and drains
+        assert seen <= expected
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    deadline = time.monotonic() + 60
+    while _transient_collections(env) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _transient_collections(env) == []
+
+
 def test_fifty_sessions_of_short_queries(env: Environment, dsn: str) -> None:
     """50 sessions x 100 reads of the indexed view (each a peek of the index, no Spark job)."""
     env.create_table("small", RelationDesc.of(("k", INT64, False), ("v", TEXT)))
