@@ -32,3 +32,23 @@ def test_a_file_present_at_creation_is_in_the_first_read(tmp_path: Path) -> None
         rows = env.select("f_files", timeout=60)
         took = time.monotonic() - begin
         assert sorted(r["k"] for r in rows.to_pylist()) == [1, 2, 3], f"after {took:.1f} s"
+
+
+def test_a_real_time_recency_read_sees_every_file_present_when_it_began(tmp_path: Path) -> None:
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+
+    def add(n: int) -> None:
+        tmp = tmp_path / f".part-{n}.parquet"
+        pq.write_table(pa.table({"k": pa.array([n], pa.int64()), "v": [f"r{n}"]}), tmp)
+        tmp.rename(incoming / f"part-{n}.parquet")  # complete when it appears
+
+    add(0)
+    with Environment.open(tmp_path / "data") as env:
+        source = FileSource(str(incoming), FileFormat.PARQUET, poll_interval_ms=4000)
+        env.create_source("f", source, desc=DESC)
+        assert env.select("f_files", timeout=60).num_rows == 1
+        add(1)
+        add(2)
+        rows = env.select("f_files", real_time_recency=True, timeout=60)
+        assert sorted(r["k"] for r in rows.to_pylist()) == [0, 1, 2]

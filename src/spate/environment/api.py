@@ -493,9 +493,14 @@ class Environment:
         limit: int | None = None,
         timeout: float = 60.0,
         isolation: Isolation = "strict serializable",
+        real_time_recency: bool = False,
     ) -> pa.Table:
         """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
         columns, ``-name`` for descending.
+
+        With ``real_time_recency=True`` the read first waits until every source it reads has
+        ingested everything its upstream system had committed when the read began (for
+        PostgreSQL its current WAL position, for files the files present), within ``timeout``.
 
         Without ``as_of``, a ``"strict serializable"`` read (the default) observes every write
         acknowledged before it and the sources' data up to about the present, waiting for its
@@ -521,8 +526,9 @@ class Environment:
                     limit=limit,
                     timeout=timeout,
                     isolation=isolation,
+                    real_time_recency=real_time_recency,
                 ),
-                timeout + 30,
+                timeout * (2 if real_time_recency else 1) + 30,
             )
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:

@@ -45,6 +45,7 @@ from spate.environment.planning import (
     storage_inputs,
     subscribe_dataflow,
 )
+from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
 from spate.environment.tables import advance_tables
 from spate.errors import InvalidReadArgument, ReadTimeout, UsageError, check_argument
@@ -247,14 +248,20 @@ async def select(
     limit: int | None = None,
     timeout: float = 60.0,
     isolation: str = "strict serializable",
+    real_time_recency: bool = False,
 ) -> pa.Table:
     _check_read_arguments(as_of, limit, order_by, timeout)
+    check_argument(real_time_recency, bool, "real_time_recency")
     level = check_isolation(isolation)
     t = resolve(rt, target)
     desc = t.plan.desc
     finishing = _finishing(desc, order_by, limit)
     if as_of is None and level == "strict serializable":
         await _await_first_ingestion(rt, t.plan, timeout)
+    if real_time_recency:
+        if as_of is not None:
+            raise InvalidReadArgument("real_time_recency reads the present: it takes no as_of")
+        await await_recency(rt, t.plan, timeout)
     if isinstance(t.plan, Get):
         item = rt.catalog.by_id(t.plan.id)
         index = next(
