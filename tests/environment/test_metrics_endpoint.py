@@ -34,6 +34,7 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_the_endpoint_reports_frontiers_lag_replicas_steps_peeks_and_errors(
     tmp_path: Path,
 ) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 GRACE_S = 5.0
 

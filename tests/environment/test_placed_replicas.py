@@ -20,7 +20,7 @@ from spate.plan.builder import col
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
 T = RelationDesc.of(("a", INT64, False), ("b", INT64, False))
 
