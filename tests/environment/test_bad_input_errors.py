@@ -12,6 +12,13 @@ import pytest
 
 from spate.environment.api import Environment
 from spate.errors import SpateError
+from spate.protocol.storage_desc import (
+    FileFormat,
+    FileSource,
+    LoadGenerator,
+    LoadGeneratorSource,
+    ParquetSinkConnection,
+)
 from spate.repr import INT64, JSONB, TEXT, RelationDesc
 
 DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT), ("j", JSONB))
@@ -42,6 +49,28 @@ CASES: dict[str, tuple[Callable[[Environment], object], type[BaseException], str
         lambda e: e.create_cluster("c", replicas=-1),
         ValueError,
         "replicas",
+    ),
+    "file source over a missing directory": (
+        lambda e: e.create_source(
+            "f", FileSource("/nonexistent/dir", FileFormat.PARQUET), desc=DESC
+        ),
+        ValueError,
+        "not one",
+    ),
+    "file source format as a string": (
+        lambda e: e.create_source("f", FileSource("/tmp", "parquet"), desc=DESC),  # type: ignore[arg-type]
+        TypeError,
+        "format",
+    ),
+    "negative load generator tick": (
+        lambda e: LoadGeneratorSource(LoadGenerator.COUNTER, tick_interval_ms=-5),
+        ValueError,
+        "tick_interval_ms",
+    ),
+    "parquet sink directory not a string": (
+        lambda e: e.create_sink("s", from_="t", connection=ParquetSinkConnection(5)),  # type: ignore[arg-type]
+        TypeError,
+        "directory",
     ),
     "read that is never answered": (
         lambda e: e.select("t", as_of=2**62, timeout=0.5),

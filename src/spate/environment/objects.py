@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 from spate.environment import subscriptions
@@ -47,6 +48,7 @@ from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec, position
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.storage_desc import (
+    FileFormat,
     FileSource,
     LoadGeneratorSource,
     ParquetSinkConnection,
@@ -243,6 +245,12 @@ def _source_outputs(
     if isinstance(connection, FileSource):
         if desc is None:
             raise InvalidObject("a file source needs desc=: the schema of its files")
+        check_argument(connection.directory, str, "a file source's directory")
+        check_argument(connection.format, FileFormat, "a file source's format")
+        if not Path(connection.directory).is_dir():
+            raise InvalidObject(
+                f"a file source reads a directory; {connection.directory!r} is not one"
+            )
         return {"files": desc}
     raise InvalidObject(f"unknown source connection {type(connection).__name__}")
 
@@ -332,6 +340,8 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
         )
     if isinstance(connection, PostgresSinkConnection):
         await _check_postgres_sink(rt, name, connection, source)
+    if isinstance(connection, ParquetSinkConnection):
+        check_argument(connection.directory, str, f"the directory of sink {name!r}")
     state, id = rt.catalog.allocate_id()
     stored = rt.layout.secrets().externalize(connection)
     item = SinkItem(name, id, source.id, stored)

@@ -60,6 +60,11 @@ class RowsNotFound(UsageError, ValueError):
     """A delete or update names rows the table does not hold."""
 
 
+class InvalidConnection(UsageError, ValueError):
+    """A source or sink connection with a value that is not allowed (a negative tick, an
+    upsert sink without a key)."""
+
+
 class SourceError(UsageError):
     """A source cannot run as configured (bad options, an upstream object that does not fit)."""
 

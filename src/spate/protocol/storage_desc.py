@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from spate.errors import InvalidConnection
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
 from spate.protocol.secret import Secret, SecretRef
@@ -103,13 +104,15 @@ class LoadGeneratorSource:
 
     def __post_init__(self) -> None:
         if self.tick_interval_ms <= 0:
-            raise ValueError(f"tick_interval_ms must be positive, got {self.tick_interval_ms}")
+            raise InvalidConnection(
+                f"tick_interval_ms must be positive, got {self.tick_interval_ms}"
+            )
         if self.rows_per_tick < 0:
-            raise ValueError(f"rows_per_tick must be >= 0, got {self.rows_per_tick}")
+            raise InvalidConnection(f"rows_per_tick must be >= 0, got {self.rows_per_tick}")
         if not self.scale_factor > 0:
-            raise ValueError(f"scale_factor must be positive, got {self.scale_factor}")
+            raise InvalidConnection(f"scale_factor must be positive, got {self.scale_factor}")
         if self.base_time_ms is not None and self.base_time_ms < 0:
-            raise ValueError(f"base_time_ms must be >= 0, got {self.base_time_ms}")
+            raise InvalidConnection(f"base_time_ms must be >= 0, got {self.base_time_ms}")
 
     def references(self) -> tuple[str, ...]:
         """The output names this generator can feed."""
@@ -248,7 +251,7 @@ class PostgresSinkConnection:
 
     def __post_init__(self) -> None:
         if self.mode is PostgresSinkMode.UPSERT and not self.key:
-            raise ValueError(f"upsert sink into {self.table!r} needs a key")
+            raise InvalidConnection(f"upsert sink into {self.table!r} needs a key")
 
 
 SinkConnection = ParquetSinkConnection | PostgresSinkConnection
