@@ -4,8 +4,11 @@ Every table write is validated once (into Arrow) and handed to the group committ
 (:mod:`spate.storage.controller.group_commit`): every write pending when a commit starts goes in
 it, at one fresh timestamp from the oracle, as one compare-and-append per table; the oracle is
 told the timestamp is acknowledged before any write of the group returns — so a read at
-``oracle.read_ts()`` observes it. A delete or update reads the table's current contents inside
-the commit, after every earlier write and before any later one, and retracts from them.
+``oracle.read_ts()`` observes it. A delete or update checks its rows against the table's
+current contents inside the commit, after every earlier write and before any later one, and
+retracts from them; the committer reads a table's contents once and keeps them up to date with
+its own commits, so a delete or update does not read the table again. A row the table does not
+hold fails the write, and nothing is written.
 
 The tick advances every table's upper to a fresh timestamp about once a second (an empty
 append, part of the next group), so that reads at the current read timestamp and views over

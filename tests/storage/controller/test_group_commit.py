@@ -163,3 +163,68 @@ async def test_advance_moves_every_table_and_the_read_timestamp() -> None:
             assert c.collection_frontiers(id).upper == Antichain.of(ts + 1)
         assert oracle.read == ts
         await c.shutdown()
+
+
+def delete_one(row: Row):  # type: ignore[no-untyped-def]
+    def derive(now: TableContents) -> list[tuple[Row, int]]:
+        if now.count(row) < 1:
+            raise KeyError(f"{row} not found")
+        return [(row, -1)]
+
+    return derive
+
+
+async def test_read_then_write_reads_the_table_once_and_keeps_its_contents() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        commit = GroupCommit(c, Oracle(c))
+        await commit.write(U1, changes((1, "a"), (2, "b"), (3, "c")))
+        await commit.write_derived(U1, delete_one((1, "a")))
+        assert commit.reads == 1
+        # Kept contents follow every commit: inserts, deletes, the tick.
+        await commit.write(U1, changes((4, "d")))
+        await commit.advance()
+        await commit.write_derived(U1, delete_one((4, "d")))
+        with pytest.raises(KeyError):
+            await commit.write_derived(U1, delete_one((1, "a")))  # deleted already
+        await commit.write_derived(U1, delete_one((2, "b")))
+        assert commit.reads == 1
+        assert await contents(c, U1) == Counter({(3, "c"): 1})
+        await c.shutdown()
+
+
+async def test_kept_contents_are_dropped_when_the_table_moves_otherwise_or_an_append_fails() -> (
+    None
+):
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        await commit.write(U1, changes((1, "a")))
+        await commit.write_derived(U1, delete_one((1, "a")))
+        # Another writer of the table (the controller's own append, not the committer).
+        upper = c.tables.upper(U1).as_option()
+        assert upper is not None
+        await c.tables.append([(U1, [((5, "e"), upper, 1)], Antichain.of(upper + 1))])
+        oracle.last = upper  # the other writer's timestamp came from the oracle too
+        await commit.write_derived(U1, delete_one((5, "e")))  # seen: the table is read again
+        assert commit.reads == 2
+        # A failed append drops them too: the next read-then-write reads the table.
+        append_each = c.tables.append_each
+
+        async def failing(commands):  # type: ignore[no-untyped-def]
+            return [RuntimeError("blob store down") for _ in commands]
+
+        c.tables.append_each = failing  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            await commit.write(U1, changes((6, "f")))
+        c.tables.append_each = append_each  # type: ignore[method-assign]
+        with pytest.raises(KeyError):
+            await commit.write_derived(U1, delete_one((6, "f")))
+        assert commit.reads == 3
+        assert await contents(c, U1) == Counter()
+        await c.shutdown()

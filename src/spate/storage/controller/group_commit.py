@@ -18,10 +18,16 @@ the same event-loop turn have joined it).
 **Read-then-write writes** (a delete or update that must see the table's rows) carry a
 *derive* function instead of changes: inside the commit, in submission order, it gets the
 table's :class:`TableContents` — the contents as of every earlier write, including earlier
-writes of the same group — and returns its changes, or raises to fail (alone). The contents are
-read once per table per group. Nothing else writes in between, exactly as under a write lock.
-(``TableContents`` is the seam where a later change can replace the whole-table read by a
-keyed lookup.)
+writes of the same group — and returns its changes, or raises to fail (alone). Nothing else
+writes in between, exactly as under a write lock.
+
+**The contents are kept, not re-read.** The committer is a table's only writer, so once it has
+read a table's contents (at the first read-then-write) it keeps them, as of the table's upper,
+and applies every change it commits to the table: later deletes and updates check their rows
+against the kept contents without reading the table. The kept contents are used only while the
+table's upper is the one they were kept at; a table written or advanced by anything else, an
+append that failed, or a group that failed drops them, and the next read-then-write reads the
+table again. (The cost is memory: the rows of each table that took a delete or update.)
 
 Failure is per write: a write whose table was dropped, whose derive raised, or whose table's
 append failed gets that exception; the other writes of the group still commit. An error of the
@@ -115,6 +121,10 @@ class GroupCommit:
         self._timestamps = timestamps
         self._window_s = window_s
         self._queue: list[_Write] = []
+        self._kept: dict[GlobalId, tuple[int, TableContents]] = {}
+        """Contents of tables as of their upper then (module docs)."""
+        self.reads = 0
+        """Times a table's contents were read from persist (for tests and benchmarks)."""
         self._task: asyncio.Task[None] | None = None
         self.groups = 0
         """Groups committed so far (for tests and benchmarks)."""
@@ -140,6 +150,7 @@ class GroupCommit:
         for w in self._queue:
             w.done.cancel()
         self._queue = []
+        self._kept.clear()
 
     def _future(self) -> asyncio.Future[int]:
         return asyncio.get_running_loop().create_future()
@@ -174,6 +185,8 @@ class GroupCommit:
             if w.id is not None:
                 writes.setdefault(w.id, []).append(w)
         live = set(self._table_ids())
+        for id in [id for id in self._kept if id not in live]:
+            del self._kept[id]
         for id in [id for id in writes if id not in live]:
             for w in writes.pop(id):
                 _fail(w, IdentifierMissing(id, "table"))
@@ -183,8 +196,11 @@ class GroupCommit:
         ts = self._timestamps.write_ts()
         accepted: dict[GlobalId, list[_Write]] = {}
         commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
+        kept: dict[GlobalId, TableContents] = {}
         for id in ids:
-            parts, accepted[id] = await self._table_changes(id, writes.get(id, []))
+            parts, accepted[id], contents = await self._table_changes(id, writes.get(id, []))
+            if contents is not None:
+                kept[id] = contents
             updates: TableUpdates = []
             if parts:
                 table = pa.concat_tables([p.table for p in parts])
@@ -193,6 +209,9 @@ class GroupCommit:
         outcomes = await self._storage.tables.append_each(commands) if commands else []
         failed: BaseException | None = None
         for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
+            upper = None if isinstance(outcome, BaseException) else outcome.as_option()
+            if id in kept and upper == ts + 1:
+                self._kept[id] = (upper, kept[id])
             if isinstance(outcome, BaseException):
                 failed = failed or outcome
                 _log.warning("table %s: group commit at %d failed: %s", id, ts, outcome)
@@ -212,9 +231,21 @@ class GroupCommit:
     def _table_ids(self) -> list[GlobalId]:
         return [id for id, s in self._storage.collections() if s.description.is_table]
 
+    def _upper(self, id: GlobalId) -> int | None:
+        return self._storage.collection_frontiers(id).upper.as_option()
+
+    def _take_kept(self, id: GlobalId) -> TableContents | None:
+        """The kept contents of the table if they are as of its upper now (module docs); they
+        are kept again only once this group's append of the table commits."""
+        kept = self._kept.pop(id, None)
+        if kept is None or kept[0] != self._upper(id):
+            return None
+        return kept[1]
+
     async def _contents(self, id: GlobalId) -> TableContents:
         """The table's contents now: every committed write (nothing else writes meanwhile)."""
-        upper = self._storage.collection_frontiers(id).upper.as_option()
+        upper = self._upper(id)
+        self.reads += 1
         if upper is None or upper == 0:
             return TableContents()
         rows = await self._storage.snapshot(id, upper - 1)
@@ -222,12 +253,12 @@ class GroupCommit:
 
     async def _table_changes(
         self, id: GlobalId, writes: list[_Write]
-    ) -> tuple[list[ValidatedChanges], list[_Write]]:
-        """The changes of ``writes`` to table ``id`` in order (deriving where asked), and the
-        writes that produced them."""
+    ) -> tuple[list[ValidatedChanges], list[_Write], TableContents | None]:
+        """The changes of ``writes`` to table ``id`` in order (deriving where asked), the
+        writes that produced them, and the table's contents after them if they are known."""
         parts: list[ValidatedChanges] = []
         accepted: list[_Write] = []
-        contents: TableContents | None = None
+        contents = self._take_kept(id)
         desc = self._storage.collection(id).description.desc
         for w in writes:
             if w.derive is not None:
@@ -249,7 +280,7 @@ class GroupCommit:
                     contents.apply(_changes_of(desc, part))
             parts.append(part)
             accepted.append(w)
-        return parts, accepted
+        return parts, accepted, contents
 
 
 def _changes_of(desc: RelationDesc, changes: ValidatedChanges) -> list[tuple[Row, int]]:
