@@ -68,6 +68,11 @@ def replica(
         if not sep or not listen_port.isdigit():
             raise typer.BadParameter(f"--listen must be HOST:PORT, got {listen!r}")
         host, port = listen_host.strip("[]"), int(listen_port)
+    if secret_file is None:
+        # Refuse at once (a compute replica would first start its Spark driver).
+        from spate.protocol.transport import check_bind
+
+        check_bind(host, secret=None, tls=None)
     if role == "compute":
         if scratch_dir is None:
             raise typer.BadParameter("a compute replica needs --scratch-dir")
