@@ -237,3 +237,20 @@ def test_set_returning_function_over_earlier_from_items(db: ReferenceEngine) -> 
     got = db.bag("SELECT w.x, g FROM w, generate_series(1, w.x) AS g WHERE w.y = 1")
     assert got == bag((1, 1), (2, 1), (2, 2))
     assert db.rows("SELECT count(*) FROM t CROSS JOIN generate_series(1, x) s") == [(3,)]
+
+
+def test_more_date_and_numeric_functions(db: ReferenceEngine) -> None:
+    import datetime as dt
+
+    db.sql("CREATE TABLE ev (id bigint, d date, ts timestamp)")
+    db.sql("INSERT INTO ev VALUES (2, '2024-01-07', '2024-01-01 00:00:01.5')")
+    got = db.rows(
+        "SELECT extract(isodow FROM d), extract(week FROM d), extract(epoch FROM ts), "
+        "ts + (id * interval '1 day'), ts - id * interval '1 hour' FROM ev"
+    )
+    assert got == [
+        (Decimal(7), Decimal(1), Decimal("1704067201.500000"),
+         dt.datetime(2024, 1, 3, 0, 0, 1, 500000), dt.datetime(2023, 12, 31, 22, 0, 1, 500000))
+    ]  # fmt: skip
+    got = db.rows("SELECT trunc(1.99, 1), trunc(-1.99, 1), trunc(1.9, 1), trunc(1.234, 2)")
+    assert got == [(Decimal("1.9"), Decimal("-1.9"), Decimal("1.9"), Decimal("1.23"))]

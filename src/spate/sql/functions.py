@@ -150,9 +150,17 @@ def trunc(b: ScalarBinder, node: exp.Expression) -> Typed:
     digits = _constant_int(b, node.args.get("decimals"), "trunc's precision")
     if t.type.is_integer:
         return t
+    if t.type.name == "numeric" and digits > 0:
+        # toward zero at n decimals: step back half a unit, then round half away from zero
+        n = min(digits, 37)
+        half = Literal(Decimal(5).scaleb(-(n + 1)), numeric(n + 1, n + 1))
+        neg = CallBinary(BinaryFunc.LT, t.expr, Literal(Decimal(0), numeric(1, 0)))
+        moved = Case(
+            ((neg, CallBinary(BinaryFunc.ADD, t.expr, half)),),
+            CallBinary(BinaryFunc.SUB, t.expr, half),
+        )
+        return Typed(Cast(moved, numeric(38, n)), pg_numeric(numeric(38, n)))
     if t.type.name == "numeric":
-        if digits:
-            raise b.err(FeatureNotSupported, "trunc(numeric, n) with n > 0", node)
         return Typed(Cast(Cast(t.expr, INT64), numeric(38, 0)), pg_numeric(numeric(38, 0)))
     return Typed(_float_trunc(t.expr), FLOAT8)
 

@@ -472,7 +472,25 @@ class ScalarBinder:
     def arith(self, node: exp.Expression) -> Typed:
         op = _ARITH[type(node)]
         left, right = self._bind(node.this), self._bind(node.expression)
-        if left.interval_ms is not None or right.interval_ms is not None:
+        if op is BinaryFunc.MUL and (left.interval_ms is not None) != (
+            right.interval_ms is not None
+        ):
+            # interval * integer: an interval computed per row, carried as int64 milliseconds
+            iv, n, n_node = (
+                (left, right, node.expression)
+                if left.interval_ms is not None
+                else (right, left, node.this)
+            )
+            count = self.coerce(n, INT8, n_node)
+            assert iv.interval_ms is not None
+            ms = CallBinary(BinaryFunc.MUL, Literal(iv.interval_ms, INT64), count.expr)
+            return Typed(ms, PgType("interval", None))
+        if (
+            left.interval_ms is not None
+            or right.interval_ms is not None
+            or left.type.name == "interval"
+            or right.type.name == "interval"
+        ):
             return self.time_arith(node, op, left, right)
         lk, rk = left.type.category, right.type.category
         if lk == "D" or rk == "D":
@@ -559,11 +577,16 @@ class ScalarBinder:
         )
 
     def time_arith(self, node: exp.Expression, op: BinaryFunc, left: Typed, right: Typed) -> Typed:
-        if left.interval_ms is not None and right.interval_ms is None and op is BinaryFunc.ADD:
+        def is_interval(t: Typed) -> bool:
+            return t.interval_ms is not None or t.type.name == "interval"
+
+        if is_interval(left) and not is_interval(right) and op is BinaryFunc.ADD:
             left, right = right, left
-        if right.interval_ms is None or left.interval_ms is not None:
+        if not is_interval(right) or is_interval(left):
             raise self.err(FeatureNotSupported, "interval arithmetic is not supported", node)
-        ms = right.interval_ms
+        ms: ScalarExpr = (
+            Literal(right.interval_ms, INT64) if right.interval_ms is not None else right.expr
+        )
         if left.type.name == "unknown":
             left = self.coerce(left, PG_TIMESTAMP, node.this)
         name = left.type.name
@@ -574,7 +597,7 @@ class ScalarBinder:
             name = "timestamp"
         if name in ("timestamp", "timestamptz"):
             f = BinaryFunc.TIMESTAMP_ADD_MS if op is BinaryFunc.ADD else BinaryFunc.TIMESTAMP_SUB_MS
-            return Typed(CallBinary(f, left.expr, Literal(ms, INT64)), left.type)
+            return Typed(CallBinary(f, left.expr, ms), left.type)
         raise self.err(
             UndefinedFunction,
             f"operator does not exist: {display_name(left.type)} {_SYMBOL[op]} interval",
@@ -710,13 +733,26 @@ class ScalarBinder:
         )
 
     def extract(self, node: exp.Expression) -> Typed:
-        unit = _time_unit(node.this.name, node, self)
+        field = node.this.name.strip("'\"").lower()
         t = self._bind(node.expression)
         if t.type.name == "unknown":
             t = self.coerce(t, PG_TIMESTAMP, node.expression)
         if t.type.name not in ("date", "timestamp", "timestamptz"):
             raise self.err(UndefinedFunction, f"extract from {display_name(t.type)}", node)
-        return Typed(Cast(Extract(unit, t.expr), numeric(38, 10)), pg_numeric(numeric(38, 10)))
+        if field == "epoch":
+            # seconds since 1970 (to the millisecond), numeric like PostgreSQL's
+            stamp = t.expr if t.type.name != "date" else Cast(t.expr, TIMESTAMP)
+            ms = Cast(CallUnary(UnaryFunc.EPOCH_MS, stamp), numeric(38, 0))
+            seconds = CallBinary(BinaryFunc.MUL, ms, Literal(Decimal("0.001"), numeric(3, 3)))
+            return Typed(Cast(seconds, numeric(38, 6)), pg_numeric(numeric(38, 6)))
+        if field == "isodow":
+            dow = Extract(TimeUnit.DOW, t.expr)
+            value: ScalarExpr = Case(
+                ((CallBinary(BinaryFunc.EQ, dow, Literal(0, INT64)), Literal(7, INT64)),), dow
+            )
+            return Typed(Cast(value, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+        unit = _time_unit(field, node, self)
+        return Typed(Cast(Extract(unit, t.expr), numeric(38, 0)), pg_numeric(numeric(38, 0)))
 
     def date_trunc(self, node: exp.Expression) -> Typed:
         unit_node = node.args.get("unit")
