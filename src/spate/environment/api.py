@@ -322,21 +322,33 @@ class Environment:
         """
         return self._run(objects.create_table(self.runtime, name, desc))
 
-    def insert(self, name: str, rows: Sequence[Sequence[Datum]]) -> WriteResult:
+    def insert(
+        self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
+    ) -> WriteResult:
         """Insert ``rows`` into table ``name``, all at one timestamp. Every read that starts
         after this returns observes them. A row that does not fit the table's columns raises
         :class:`~spate.errors.SchemaMismatch` (naming the row and column) and nothing is
         written.
+
+        ``rows`` may be an Arrow table or a pandas DataFrame with the table's column names:
+        it is checked column by column (types that cast safely, no NULL in a non-null column)
+        and written as it is, without Python row objects. In a DataFrame a float NaN is the
+        value NaN; NULL is ``None`` or ``pd.NA``.
 
         Example::
 
             result = env.insert("bids", [(1, 10, "ann"), (1, 25, None)])
             result.rows         # 2
             env.select("bids", as_of=result.timestamp)
+            env.insert("bids", pd.DataFrame({"auction": [2], "price": [7], "who": ["cy"]}))
         """
-        rows = _as_list(rows, f"the rows to insert into {name}")
+        if tables.is_columnar(rows):
+            count = len(rows)
+        else:
+            rows = _as_list(rows, f"the rows to insert into {name}")
+            count = len(rows)
         timestamp = self._run(tables.insert(self.runtime, name, rows))
-        return WriteResult(timestamp=timestamp, rows=len(rows))
+        return WriteResult(timestamp=timestamp, rows=count)
 
     def delete(
         self,

@@ -22,18 +22,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, cast
+
+import numpy as np
+import pyarrow as pa
 
 from spate.environment.catalog import TableItem, kind_of
 from spate.environment.runtime import Runtime
-from spate.errors import InvalidArgument, UsageError, check_argument
+from spate.errors import InvalidArgument, SchemaMismatch, UsageError, check_argument
 from spate.errors import RowsNotFound as RowsNotFound
+from spate.repr.arrow import updates_schema, validate_table
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 from spate.repr.types import Datum, Row
 from spate.storage.controller.errors import InvalidUppers
 from spate.storage.controller.group_commit import TableContents
-from spate.storage.controller.tables import trusted_changes
+from spate.storage.controller.tables import ValidatedChanges, trusted_changes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _log: Final = logging.getLogger("spate.environment")
 
@@ -53,10 +62,62 @@ def _validate(item: TableItem, rows: Sequence[Sequence[Datum]]) -> list[Row]:
     return item.desc.validate_rows(rows, collection=_collection(item))
 
 
-async def insert(rt: Runtime, name: str, rows: Sequence[Sequence[Datum]]) -> int:
+Insertable: TypeAlias = "Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame"
+"""Rows to insert: Python rows, an Arrow table or a pandas DataFrame."""
+
+
+def is_columnar(rows: object) -> TypeGuard[pa.Table | pd.DataFrame]:
+    """``rows`` is an Arrow table or a pandas DataFrame (pandas is not imported for this)."""
+    pandas = sys.modules.get("pandas")
+    return isinstance(rows, pa.Table) or (pandas is not None and isinstance(rows, pandas.DataFrame))
+
+
+def _arrow_changes(item: TableItem, data: pa.Table | pd.DataFrame) -> ValidatedChanges:
+    """Columnar rows checked against the table (vectorised, no Python row objects): the same
+    column names (in any order), types that cast safely, no NULL in a non-null column (the
+    error names the column and the first such row), floats canonical (``-0.0`` is ``0.0``,
+    one NaN). In a DataFrame a float NaN is the value NaN; NULL is ``None`` or ``pd.NA``."""
+    if not isinstance(data, pa.Table):
+        data = _from_pandas(item, data)
+    names = _names(item)
+    if sorted(data.column_names) == sorted(names):
+        data = data.select(names)
+    valid = validate_table(item.desc, data, collection=_collection(item))
+    n = valid.num_rows
+    valid = valid.append_column(TIME_COLUMN, pa.array(np.zeros(n, dtype=np.int64)))
+    valid = valid.append_column(DIFF_COLUMN, pa.array(np.ones(n, dtype=np.int64)))
+    return ValidatedChanges(valid.cast(updates_schema(item.desc)))
+
+
+def _from_pandas(item: TableItem, df: pd.DataFrame) -> pa.Table:
+    """``df`` as Arrow, keeping a float NaN a value (``Table.from_pandas`` makes it NULL)."""
+    arrays: list[pa.Array] = []
+    for c in df.columns:
+        if not isinstance(c, str):
+            raise InvalidArgument(f"a DataFrame to insert into {item.name}: column name {c!r}")
+        series = df[c]
+        try:
+            if isinstance(series.dtype, np.dtype) and series.dtype.kind == "f":
+                arrays.append(pa.array(series.to_numpy(), from_pandas=False))
+            else:
+                arrays.append(pa.array(series, from_pandas=True))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+            column = item.desc.columns[item.desc.index_of(c)] if c in _names(item) else None
+            expected = str(column.type) if column is not None else "a column of the table"
+            raise SchemaMismatch(_collection(item), None, c, expected, str(e)[:120]) from None
+    return pa.Table.from_arrays(arrays, names=list(df.columns))
+
+
+def _names(item: TableItem) -> list[str]:
+    return [c.name for c in item.desc.columns]
+
+
+async def insert(rt: Runtime, name: str, rows: Insertable) -> int:
     """Append ``rows``; return the timestamp of the write once it is acknowledged."""
     item = table(rt, name)
-    valid = _validate(item, rows)
+    if is_columnar(rows):
+        return await rt.commits.write(item.id, _arrow_changes(item, rows))
+    valid = _validate(item, cast("Sequence[Sequence[Datum]]", rows))
     return await rt.commits.write(item.id, trusted_changes(item.desc, [(r, 1) for r in valid]))
 
 
