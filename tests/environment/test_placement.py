@@ -9,6 +9,7 @@ import pytest
 from spate.config import Settings
 from spate.environment import placement
 from spate.environment.api import Environment
+from spate.environment.inspect import inspect_environment
 from spate.orchestrator.service import ServiceError
 
 # Nothing listens here: placed replicas are only connected to, never started.
@@ -32,6 +33,8 @@ def test_placements_are_durable_and_the_settings_override_them(tmp_path: Path) -
         assert [r.name for r in env.status().replicas] == ["r1", "r2"]  # nothing changed
     finally:
         env.close()
+    offline = {r.name: r.placed_at for r in inspect_environment(data).replicas}
+    assert offline == {"r1": A1, "r2": A2}  # spate status, without opening the environment
     moved = Settings(data_dir=data, clusters={"c": {"replicas": {"r2": A3}}})
     env = Environment.open(data, settings=moved)
     try:

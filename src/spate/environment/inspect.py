@@ -16,6 +16,7 @@ from rich.table import Table
 
 from spate.clock import SystemClock
 from spate.config import Settings
+from spate.environment import placement
 from spate.environment.catalog import CatalogState, kind_of
 from spate.environment.catalog_store import CatalogStore, CatalogUnreadable
 from spate.environment.clusters import service_name
@@ -44,6 +45,8 @@ class OfflineReplica:
     name: str
     pid: int | None
     running: bool
+    placed_at: str | None = None
+    """``HOST:PORT`` of a replica started elsewhere (its process is not visible here)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,9 @@ class OfflineStatus:
         for h in ("cluster", "replica", "pid", "running"):
             reps.add_column(h)
         for r in self.replicas:
+            if r.placed_at is not None:
+                reps.add_row(r.cluster, r.name, "-", f"elsewhere, at {r.placed_at}")
+                continue
             reps.add_row(r.cluster, r.name, str(r.pid or "-"), "yes" if r.running else "no")
         return [coll, reps]
 
@@ -115,8 +121,14 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
                 OfflineCollection(item.name, kind_of(item), str(item.id), shard, since, upper)
             )
         replicas = []
+        placed = placement.load(consensus)
         for cluster in catalog.clusters:
             for r in cluster.replicas:
+                address = (settings.placement(cluster.name) if settings else {}).get(r.name)
+                address = address or placed.address(cluster.name, r.name)
+                if address is not None:
+                    replicas.append(OfflineReplica(cluster.name, r.name, None, False, address))
+                    continue
                 pid_file = layout.data_dir / "services" / service_name(cluster.name, r.name) / "pid"
                 pid = int(pid_file.read_text()) if pid_file.exists() else None
                 replicas.append(
