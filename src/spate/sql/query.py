@@ -220,7 +220,12 @@ class QueryPlanner:
             raise self.err(
                 DatatypeMismatch, f"argument of {what} must be an integer constant", node
             )
-        value = t.expr.value if t.raw is None else int(t.raw)
+        if t.raw is not None:
+            from spate.sql.types import INT8
+
+            t = self.binder(Scope([], text=self.text)).coerce(t, INT8, node)
+            assert isinstance(t.expr, Literal)
+        value = t.expr.value
         if value is None:
             return None
         assert isinstance(value, int)
