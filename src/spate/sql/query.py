@@ -224,8 +224,9 @@ class QueryPlanner:
             from spate.sql.types import INT8
 
             t = self.binder(Scope([], text=self.text)).coerce(t, INT8, node)
-            assert isinstance(t.expr, Literal)
-        value = t.expr.value
+        lit = t.expr
+        assert isinstance(lit, Literal)
+        value = lit.value
         if value is None:
             return None
         assert isinstance(value, int)
