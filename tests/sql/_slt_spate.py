@@ -12,7 +12,7 @@ Knobs (environment variables):
 
 - ``SPATE_SLT_SEED``: the seed of the rounds and of the view sample (printed; set it to replay);
 - ``SPATE_SLT_ROUNDS``: rounds per file (default 5);
-- ``SPATE_SLT_VIEWS``: views per file (default 6, drawn from the seed so that successive runs
+- ``SPATE_SLT_VIEWS``: views per file (default 2, drawn from the seed so that successive runs
   cover different ones); ``all`` maintains every query that can define a view.
 """
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from spate.environment.api import Environment
 
 CLUSTER = "slt"
-DEFAULT_VIEWS = 6
+DEFAULT_VIEWS = 2
 DEFAULT_ROUNDS = 5
 
 
