@@ -40,3 +40,25 @@ def test_a_nan_row_can_be_deleted_and_updated(env: Environment) -> None:
     ]
     assert env.delete("t", where={"k": 2}).rows == 1
     assert env.select("t").to_pylist() == [{"k": 1, "x": 5.0}]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_every_read_path_agrees_on_zero_and_nan(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Through a cluster (a real compute replica) as without one: the same rows, and the same
+    count, after deleting -0.0 for 0.0 and NaN for NaN."""
+    from spate.plan.builder import count
+
+    with Environment.open(tmp_path / "data") as env:
+        env.create_table("t", DESC)
+        env.insert("t", [(1, 0.0), (2, float("nan")), (3, 1.5)])
+        assert env.delete("t", [(1, -0.0)]).rows == 1
+        assert env.delete("t", [(2, float("nan"))]).rows == 1
+        without_cluster = sorted(r["k"] for r in env.select("t").to_pylist())
+        env.create_cluster("c", replicas=1)
+        through_cluster = sorted(
+            r["k"] for r in env.select("t", cluster="c", timeout=300).to_pylist()
+        )
+        counted = env.select(env.get("t").reduce([], n=count()), cluster="c", timeout=300)
+        assert without_cluster == through_cluster == [3]
+        assert counted.to_pylist() == [{"n": 1}]
