@@ -1,0 +1,376 @@
+"""Benchmark: spate end to end through the public API, against recomputing the same view.
+
+The workload: ``--bids`` bids (default 1M) over ``--auctions`` auctions (default 100k), the
+highest bid per auction joined with its auction, kept as a materialized view on a cluster of
+one replica and observed with ``subscribe``::
+
+    best = bids.reduce(["auction"], top=max_(col("price")))
+    view = best.join(auctions, on=[("auction", "id")]).project(auction, top, seller, category)
+
+Each step writes 500 new bids (``insert`` of an Arrow table) and replaces 500 live bids by new
+ones (``update`` of 500 ``(old, new)`` pairs; "1000 updates" per step). One of the replaced bids
+is a marker bid on an auction of its own whose price rises every step, so every step changes
+the view at the update's timestamp: *write -> visible* is the time from the start of the step's
+writes until the subscribe delivers a change at (or after) that timestamp.
+
+Figures printed and written to ``bench/results/e2e.json``:
+
+* load: the two tables inserted as Arrow tables (rows/s);
+* steps one at a time: p50/p99 of the write calls (insert, update, both) and of write -> visible;
+* sustained: ``--steps`` steps back to back (no waiting for visibility), then until the last is
+  visible: updates/s;
+* peak RSS of the whole process tree (this process, the environment's replicas, Spark);
+* baselines in the same run, over the same final data: a DuckDB recompute of the view and a
+  Spark batch recompute (local[2], from Parquet), each the median of three;
+* the final view (the subscribe's accumulated changes, and a read of the view) equals the
+  DuckDB recompute (raises otherwise).
+
+Not measured here: Spark Structured Streaming and Pathway as incremental peers.
+
+    python bench/e2e.py [--small] [--steps N] [--out bench/results/e2e.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import duckdb
+import psutil
+
+from bench._results import write_result
+from spate import INT64, TEXT, Environment, RelationDesc, col, max_
+
+BIDS = RelationDesc.of(
+    ("id", INT64, False),
+    ("auction", INT64, False),
+    ("bidder", INT64, False),
+    ("price", INT64, False),
+)
+AUCTIONS = RelationDesc.of(("id", INT64, False), ("seller", INT64, False), ("category", TEXT))
+MARKER = -1  # the marker bid's auction
+STEP_NEW = 500
+STEP_REPLACED = 500
+VIEW_SQL = """
+    SELECT b.auction, b.top, a.seller, a.category
+    FROM (SELECT auction, max(price) AS top FROM bids GROUP BY auction) b
+    JOIN auctions a ON a.id = b.auction
+"""
+
+
+def pct(samples: list[float], q: float) -> float:
+    s = sorted(samples)
+    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+class Data:
+    """The live bids (numpy columns, kept in step with what was written) and the auctions."""
+
+    def __init__(self, n_bids: int, n_auctions: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.n_auctions = n_auctions
+        ids = np.arange(n_auctions, dtype=np.int64)
+        self.auctions = pa.table(
+            {
+                "id": np.concatenate([ids, [MARKER]]),
+                "seller": self.rng.integers(0, max(1, n_auctions // 3), n_auctions + 1),
+                "category": [f"c{i % 10}" for i in range(n_auctions + 1)],
+            }
+        )
+        self.next_id = 0
+        self.cols: dict[str, np.ndarray] = {k: np.empty(0, np.int64) for k in BIDS.names}
+        self.append(self.make(n_bids - 1))
+        self.marker = (self.next_id, MARKER, 0, 1)
+        self.append(
+            {k: np.array([v], np.int64) for k, v in zip(BIDS.names, self.marker, strict=True)}
+        )
+        self.next_id += 1
+
+    def make(self, n: int) -> dict[str, np.ndarray]:
+        ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
+        self.next_id += n
+        return {
+            "id": ids,
+            "auction": self.rng.integers(0, self.n_auctions, n),
+            "bidder": self.rng.integers(0, 100_000, n),
+            "price": np.round(10 ** (6 * self.rng.random(n)) * 100).astype(np.int64),
+        }
+
+    def append(self, new: dict[str, np.ndarray]) -> None:
+        self.cols = {k: np.concatenate([self.cols[k], new[k]]) for k in BIDS.names}
+
+    def table(self) -> pa.Table:
+        return pa.table(self.cols)
+
+    def step(self, k: int) -> tuple[pa.Table, list[tuple[tuple[int, ...], tuple[int, ...]]]]:
+        """500 new bids (a table) and 500 replacements, the marker among them."""
+        new = self.make(STEP_NEW)
+        n = len(self.cols["id"])
+        chosen = self.rng.choice(n - 1, STEP_REPLACED - 1, replace=False)  # not the marker
+        olds = [tuple(int(self.cols[c][i]) for c in BIDS.names) for i in chosen]
+        repl = self.make(STEP_REPLACED - 1)
+        pairs = []
+        for j, i in enumerate(chosen):
+            row = tuple(int(repl[c][j]) for c in BIDS.names)
+            pairs.append((olds[j], row))
+            for c, v in zip(BIDS.names, row, strict=True):
+                self.cols[c][i] = v
+        marker = (self.marker[0], MARKER, 0, 10**12 + k)
+        pairs.append((self.marker, marker))
+        self.cols["price"][n - 1] = marker[3]
+        self.marker = marker
+        # The marker stays the last row: new bids go before it.
+        last = {c: self.cols[c][-1:] for c in BIDS.names}
+        self.cols = {c: np.concatenate([self.cols[c][:-1], new[c], last[c]]) for c in BIDS.names}
+        return pa.table(new), pairs
+
+
+class Observer(threading.Thread):
+    """Accumulates the subscribe's changes; records when each timestamp became visible."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__(daemon=True, name="subscribe")
+        self.env = env
+        self.view: Counter[tuple[Any, ...]] = Counter()
+        self.max_time = -1
+        self.cond = threading.Condition()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for changes in self.env.subscribe("best"):
+                now = time.perf_counter()
+                with self.cond:
+                    for t, row, diff in changes:
+                        self.view[row] += diff
+                        if self.view[row] == 0:
+                            del self.view[row]
+                        self.max_time = max(self.max_time, t)
+                    self.seen_at = now
+                    self.cond.notify_all()
+        except BaseException as e:  # reported by the waiter
+            self.error = e
+            with self.cond:
+                self.cond.notify_all()
+
+    def wait_for(self, ts: int, timeout: float = 600.0) -> float:
+        """Wait until a change at ``ts`` or later was delivered; when (perf_counter)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while self.max_time < ts:
+                if self.error is not None:
+                    raise self.error
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the view did not reach time {ts} in {timeout} s")
+                self.cond.wait(left)
+            return self.seen_at
+
+
+class RssSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="rss")
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self.stop.wait(0.5):
+            total = 0
+            for p in [me, *me.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += p.memory_info().rss
+            self.peak = max(self.peak, total)
+
+
+def duckdb_view(bids: pa.Table, auctions: pa.Table) -> tuple[Counter[tuple[Any, ...]], float]:
+    con = duckdb.connect()
+    con.register("bids", bids)
+    con.register("auctions", auctions)
+    times, rows = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        rows = con.execute(VIEW_SQL).fetchall()
+        times.append(time.perf_counter() - t)
+    con.close()
+    return Counter(tuple(r) for r in rows), statistics.median(times)
+
+
+def spark_recompute(bids: pa.Table, auctions: pa.Table, work: Path) -> tuple[int, float]:
+    from pyspark.sql import SparkSession
+
+    pq.write_table(bids, work / "bids.parquet")
+    pq.write_table(auctions, work / "auctions.parquet")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("e2e-baseline")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    try:
+        spark.read.parquet(str(work / "bids.parquet")).createOrReplaceTempView("bids")
+        spark.read.parquet(str(work / "auctions.parquet")).createOrReplaceTempView("auctions")
+        times, n = [], 0
+        for i in range(4):
+            t = time.perf_counter()
+            out = work / f"view{i}"
+            spark.sql(VIEW_SQL).write.mode("overwrite").parquet(str(out))
+            if i:  # the first run warms the JVM up
+                times.append(time.perf_counter() - t)
+            n = pq.read_table(out).num_rows
+        return n, statistics.median(times)
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--small", action="store_true", help="100k bids, 10k auctions, few steps")
+    ap.add_argument("--bids", type=int, default=1_000_000)
+    ap.add_argument("--auctions", type=int, default=100_000)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", default="e2e")
+    args = ap.parse_args()
+    if args.small:
+        args.bids, args.auctions, args.steps = 100_000, 10_000, 8
+    print(f"seed {args.seed}; load average {os.getloadavg()} on {os.cpu_count()} cpus", flush=True)
+    data = Data(args.bids, args.auctions, args.seed)
+    rss = RssSampler()
+    rss.start()
+    with tempfile.TemporaryDirectory(prefix="spate-e2e-") as tmp:
+        work = Path(tmp)
+        env = Environment.open(work / "data")
+        try:
+            figures = run(env, data, args, work)
+        finally:
+            env.close()
+        rss.stop.set()
+        figures["peak_rss_mb"] = round(
+            max(rss.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) / 2**20
+        )
+        figures["load_avg_end"] = os.getloadavg()[0]
+        print(f"peak RSS (process tree): {figures['peak_rss_mb']} MB", flush=True)
+        print("spark batch recompute...", flush=True)
+        n, spark_s = spark_recompute(data.table(), data.auctions, work)
+        assert n == figures["view_rows"], (n, figures["view_rows"])
+        figures["spark_recompute_s"] = round(spark_s, 3)
+        print(f"spark batch recompute: {spark_s * 1000:.0f} ms ({n} rows)", flush=True)
+    write_result(args.out, figures)
+
+
+def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "bids": args.bids,
+        "auctions": args.auctions,
+        "updates_per_step": STEP_NEW + STEP_REPLACED,
+        "seed": args.seed,
+        "load_avg_start": os.getloadavg()[0],
+        "note": "2 shared cores under heavy load from other work: absolute times vary 2-3x",
+    }
+    env.create_cluster("c", replicas=1)
+    env.create_table("bids", BIDS)
+    env.create_table("auctions", AUCTIONS)
+    t = time.perf_counter()
+    env.insert("auctions", data.auctions)
+    bids = data.table()
+    for start in range(0, bids.num_rows, 250_000):
+        env.insert("bids", bids.slice(start, 250_000))
+    load_s = time.perf_counter() - t
+    rows = bids.num_rows + data.auctions.num_rows
+    figures["load_s"] = round(load_s, 2)
+    figures["load_rows_per_s"] = round(rows / load_s)
+    print(f"load: {rows} rows in {load_s:.1f} s ({rows / load_s:,.0f} rows/s)", flush=True)
+
+    best = env.get("bids").reduce(["auction"], top=max_(col("price")))
+    view = best.join(env.get("auctions"), on=[("auction", "id")]).project(0, 1, 3, 4)
+    env.create_materialized_view("best", view, cluster="c")
+    t = time.perf_counter()
+    env.wait_hydrated(timeout=1800)
+    figures["hydrate_s"] = round(time.perf_counter() - t, 2)
+    print(f"hydrated in {figures['hydrate_s']} s", flush=True)
+    obs = Observer(env)
+    obs.start()
+
+    ins, upd, both, visible = [], [], [], []
+    k = 0
+    for _ in range(args.steps):
+        k += 1
+        new, pairs = data.step(k)
+        t0 = time.perf_counter()
+        env.insert("bids", new)
+        t1 = time.perf_counter()
+        ts = env.update("bids", pairs).timestamp
+        t2 = time.perf_counter()
+        seen = obs.wait_for(ts)
+        ins.append(t1 - t0)
+        upd.append(t2 - t1)
+        both.append(t2 - t0)
+        visible.append(seen - t0)
+        print(
+            f"step {k}: insert {ins[-1] * 1000:.0f} ms, update {upd[-1] * 1000:.0f} ms, "
+            f"visible after {visible[-1] * 1000:.0f} ms",
+            flush=True,
+        )
+    for name, samples in (("insert", ins), ("update", upd), ("write", both), ("visible", visible)):
+        figures[f"{name}_p50_ms"] = round(pct(samples, 0.5) * 1000, 1)
+        figures[f"{name}_p99_ms"] = round(pct(samples, 0.99) * 1000, 1)
+    print(
+        f"steps: write call p50 {figures['write_p50_ms']} ms p99 {figures['write_p99_ms']} ms "
+        f"(update alone p50 {figures['update_p50_ms']} ms); write -> visible p50 "
+        f"{figures['visible_p50_ms']} ms p99 {figures['visible_p99_ms']} ms",
+        flush=True,
+    )
+
+    t0 = time.perf_counter()
+    ts = 0
+    for _ in range(args.steps):
+        k += 1
+        new, pairs = data.step(k)
+        env.insert("bids", new)
+        ts = env.update("bids", pairs).timestamp
+    obs.wait_for(ts)
+    sustained = args.steps * (STEP_NEW + STEP_REPLACED) / (time.perf_counter() - t0)
+    figures["sustained_updates_per_s"] = round(sustained)
+    print(f"sustained: {sustained:,.0f} updates/s ({args.steps} steps back to back)", flush=True)
+
+    expected, duck_s = duckdb_view(data.table(), data.auctions)
+    figures["duckdb_recompute_s"] = round(duck_s, 3)
+    figures["view_rows"] = sum(expected.values())
+    print(f"duckdb recompute: {duck_s * 1000:.0f} ms ({figures['view_rows']} rows)", flush=True)
+    final = obs.max_time
+    read = env.select("best", as_of=final)
+    got = Counter(tuple(r.values()) for r in read.to_pylist())
+    with obs.cond:
+        observed = Counter(obs.view)
+    if got != expected or observed != expected:
+        raise AssertionError(
+            f"the view differs from the DuckDB recompute: read {sum(got.values())} rows, "
+            f"subscribe {sum(observed.values())}, expected {sum(expected.values())}; e.g. "
+            f"{list((got - expected).items())[:3]} / {list((expected - got).items())[:3]}"
+        )
+    print("final view equals the DuckDB recompute (read and subscribe)", flush=True)
+    return figures
+
+
+if __name__ == "__main__":
+    main()
