@@ -1,4 +1,4 @@
-"""Spec §10 acceptance scenarios 20–22, 24 and 25 at the storage controller."""
+"""Acceptance scenarios at the storage controller: replicas, ingestions, drops, fencing."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from spate.storage.controller import (
     IntrospectionKind,
     IntrospectionSource,
 )
+from spate.storage.controller.driver import Driver
 from spate.storage.controller.errors import (
     ControllerFenced,
     IdentifierMissing,
@@ -95,14 +96,16 @@ async def test_21_storage_drop() -> None:
         await c.process()
         assert not c.collection_frontiers(source).since.is_empty()
         hold.release()
-        await pump_until(c, lambda: source not in dict(c._caps.collections))
+        await pump_until(c, lambda: source not in dict(c.state.caps.collections))
         # The persist critical since went to {}; AllowCompaction(S, {}) went to the instance,
         # whose replica stopped the ingestion (releasing its readers): the shard is finalized.
         state = c._persist.fetch_state(shard)
         assert state.tombstone or state.critical_readers[CONTROLLER_CRITICAL_SINCE].since.is_empty()
-        c._instances[inst].history.reduce()
+        c.state.instances[inst].history.reduce()
         sent = [
-            cmd for cmd in c._instances[inst].history.commands() if isinstance(cmd, RunIngestion)
+            cmd
+            for cmd in c.state.instances[inst].history.commands()
+            if isinstance(cmd, RunIngestion)
         ]
         assert sent == []  # the dropped ingestion left the (reduced) history
         assert c.status(source).status is ObjectStatus.DROPPED
@@ -266,7 +269,7 @@ async def test_25_controller_fencing_and_finalization(monkeypatch: pytest.Monkey
         async def crash(*args: object, **kw: object) -> list[object]:
             return []
 
-        monkeypatch.setattr(type(b), "_finalize_pending", crash)
+        monkeypatch.setattr(Driver, "finalize", crash)
         b.drop_tables([tid])
         await b.process()
         assert shard in b.unfinalized_shards()

@@ -1,4 +1,4 @@
-"""Atomic multi-table appends (issue 8: "several tables atomically at one timestamp").
+"""Atomic multi-table appends ("several tables atomically at one timestamp").
 
 In memory: a concurrent writer on one shard gives ``InvalidUppers`` and writes nothing anywhere;
 staged (large) calls; an application that fails half-way is finished by the next call; an

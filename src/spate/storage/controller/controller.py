@@ -1,6 +1,6 @@
 """The storage controller: the public API over storage collections, exports and instances.
 
-Spec §6.2. One ``StorageController`` per environment, used from one asyncio event loop:
+One ``StorageController`` per environment, used from one asyncio event loop:
 
     controller = StorageController(persist, open=tcp_opener)
     await controller.open()                      # claims an epoch, restores collections/exports
@@ -21,9 +21,15 @@ errors of :mod:`spate.storage.controller.errors`; a call that raised changed not
 that do persist I/O are ``async`` (they run it in threads); the rest are synchronous and
 in-memory, as the compute controller requires of ``collection_frontiers``,
 ``acquire_read_holds`` and ``collection_metadata``: a ``StorageController`` is the compute
-controller's :class:`~spate.compute.controller.storage.StorageCollections`.
+controller's :class:`~spate.storage.interface.StorageCollections`.
 
-**Fencing** (spec §7.4): ``open`` claims the next controller epoch in the durable metadata and
+Inside, it is three parts: the pure :class:`~.state.StorageState` (collections, read
+capabilities, instances, exports, command histories) decides; the :class:`~.driver.Driver`
+carries out the actions it returns (replica connections, since downgrades, metadata updates,
+finalization, managed collections); :class:`~.table_writes.TableWrites` writes tables. The
+methods here validate, call the state, then let the driver act.
+
+**Fencing**: ``open`` claims the next controller epoch in the durable metadata and
 every critical since handle is claimed with it. When a newer controller takes over, this one's
 next since downgrade or metadata update raises ``ControllerFenced`` out of ``process`` (or the
 call): the caller MUST stop ("halt").
@@ -34,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -45,60 +50,40 @@ from spate.frontier.read_hold import ReadHold
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId, SystemIdGen
 from spate.persist.client import PersistClient
-from spate.persist.errors import AsOfBeforeSince, Fenced
-from spate.persist.since import SinceHandle
-from spate.protocol.storage import (
-    AllowCompaction,
-    AllowWrites,
-    InitializationComplete,
-    RunIngestion,
-    RunSink,
-    StatusUpdate,
-    StorageParameters,
-    UpdateConfiguration,
-)
-from spate.protocol.storage_desc import (
-    CollectionMetadata,
-    IngestionDescription,
-    SourceExport,
-)
+from spate.persist.errors import AsOfBeforeSince
+from spate.protocol.storage import StatusUpdate, StorageParameters
 from spate.repr.arrow import table_to_updates
 from spate.repr.types import Row
 from spate.storage.controller.collection_manager import CollectionManager
-from spate.storage.controller.collections import Capabilities, CollectionState
+from spate.storage.controller.collections import CollectionState, ExportState
+from spate.storage.controller.driver import Driver, FrontierUpdates
 from spate.storage.controller.errors import (
-    ControllerFenced,
     IdentifierMissing,
-    InstanceExists,
     InstanceMissing,
-    InstanceNotEmpty,
     InvalidUsage,
     ReadBeforeSince,
-    ReplicaExists,
-    ReplicaMissing,
 )
-from spate.storage.controller.exports import ExportsApi
-from spate.storage.controller.instance import StorageInstance
 from spate.storage.controller.metadata import (
     ControllerMetadata,
     DurableCollection,
+    DurableExport,
     MetadataStore,
 )
 from spate.storage.controller.replica_client import (
     OpenConnection,
-    ReplicaEvent,
     StorageReplicaLocation,
     tcp_opener,
 )
+from spate.storage.controller.state import StorageState
 from spate.storage.controller.statistics import StatisticsStore
 from spate.storage.controller.table_txn import INLINE_MAX_BYTES, TableTxnLog
 from spate.storage.controller.table_writes import TableWrites
 from spate.storage.controller.tables import TableUpdates
 from spate.storage.controller.types import (
     CollectionDescription,
+    CreateExportToken,
+    ExportDescription,
     IngestionExport,
-    IngestionSource,
-    IntrospectionSource,
 )
 from spate.storage.controller.validation import validate_collections
 from spate.storage.interface import (
@@ -112,7 +97,7 @@ _log: Final = logging.getLogger("spate.storage.controller")
 MAINTENANCE_INTERVAL_MS: Final = 1000
 
 
-class StorageController(ExportsApi):
+class StorageController:
     """See the module docs."""
 
     def __init__(
@@ -129,39 +114,40 @@ class StorageController(ExportsApi):
         if maintenance_interval_ms <= 0:
             raise ValueError(f"maintenance interval must be > 0 ms, got {maintenance_interval_ms}")
         self._persist = persist
-        self._open_connection = open
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._ids: IdGen = ids if ids is not None else SystemIdGen()
-        self._read_only = read_only
-        self._interval_s = maintenance_interval_ms / 1000.0
         self._meta = MetadataStore(persist.consensus)
-        self.epoch = 0
-        self._caps = Capabilities()
+        self.state = StorageState(epoch=0, clock=self._clock, ids=self._ids, read_only=read_only)
         self.tables = TableWrites(
             persist,
             TableTxnLog(persist, inline_max_bytes=inline_append_bytes),
-            self._caps,
+            self.state.caps,
             ids=self._ids,
-            live=self._live,
+            live=self.state.live,
             on_uppers=self._table_uppers,
         )
         self.tables.read_only = read_only
-        self._advanced: list[GlobalId] = []
-        self._since_handles: dict[GlobalId, SinceHandle] = {}
-        self._instances: dict[InstanceId, StorageInstance] = {}
-        self._deferred_runs: dict[InstanceId, list[RunIngestion | RunSink]] = {}
-        self._object_instance: dict[GlobalId, InstanceId] = {}
-        self._collection_instance: dict[GlobalId, InstanceId] = {}
-        self._params = StorageParameters()
-        self._initialized = False
-        self._inbox: deque[ReplicaEvent] = deque()
-        self._wakeup = asyncio.Event()
-        self._statuses: dict[GlobalId, StatusUpdate] = {}
-        self.statistics = StatisticsStore()
         self._manager = CollectionManager(persist, self._clock, self._ids, read_only=read_only)
-        self._unfinalized: set[ShardId] = set()
-        self._next_maintenance = 0.0
+        self._driver = Driver(
+            self.state,
+            persist,
+            self._meta,
+            self._manager,
+            self.tables,
+            open=open,
+            clock=self._clock,
+            ids=self._ids,
+            interval_s=maintenance_interval_ms / 1000.0,
+        )
         self._opened = False
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def statistics(self) -> StatisticsStore:
+        return self.state.statistics
 
     # -- boot -------------------------------------------------------------------------------------
 
@@ -169,8 +155,8 @@ class StorageController(ExportsApi):
         """Claim the next controller epoch (or ``epoch``, which must be newer) and restore every
         collection and export recorded in the durable metadata."""
         meta = await asyncio.to_thread(self._meta.open, epoch)
-        self.epoch = meta.epoch
-        self._unfinalized = set(meta.unfinalized)
+        self.state.epoch = meta.epoch
+        self.state.unfinalized = set(meta.unfinalized)
         # A multi-table append left pending by a predecessor is finished before anything else.
         pending = await asyncio.to_thread(self.tables.txn.claim, meta.epoch)
         descs = {id: c.description.desc for id, c in meta.collections.items()}
@@ -178,193 +164,94 @@ class StorageController(ExportsApi):
         self._opened = True
         order = _dependency_order(meta.collections)
         for id in order:
-            await self._install(id, meta.collections[id].description, meta.collections[id].shard)
-        self._start_ingestions(order)
+            await self._driver.install(
+                id, meta.collections[id].description, meta.collections[id].shard
+            )
+        self.state.start_ingestions(order)
         for id, exp in sorted(meta.exports.items()):
-            await self._restore_export(id, exp)
+            self.state.exports.restore(id, exp.from_id, exp.description, exp.as_of)
+        self._act()
 
     def _check_open(self) -> None:
         if not self._opened:
             raise InvalidUsage("the storage controller is not open; await open() first")
 
-    async def _install(
-        self, id: GlobalId, description: CollectionDescription, shard: ShardId
-    ) -> None:
-        """Open the collection's critical since handle and start tracking it."""
-        try:
-            handle = await asyncio.to_thread(
-                self._persist.open_critical_since, shard, epoch=self.epoch
-            )
-        except Fenced as e:
-            raise ControllerFenced(self.epoch, e.current_epoch, f"opening shard {shard}") from None
-        state = await asyncio.to_thread(self._persist.fetch_state, shard)
-        deps: tuple[GlobalId, ...] = ()
-        if isinstance(description.data_source, IngestionExport):
-            deps = (description.data_source.ingestion,)
-        since = handle.since.join(state.since)
-        self._since_handles[id] = handle
-        self._caps.add_collection(
-            id, description, shard, since=since, upper=state.upper, dependencies=deps
-        )
-        source = description.data_source
-        if isinstance(source, IntrospectionSource):
-            self._manager.register(id, source.kind, shard, description.desc)
-        elif isinstance(source, IngestionSource):
-            self._object_instance[id] = source.instance
-            self._collection_instance[id] = source.instance
-            for eid in source.exports:
-                self._collection_instance[eid] = source.instance
-
-    def _start_ingestions(self, ids: Sequence[GlobalId]) -> None:
-        """Send ``RunIngestion`` for the ingestions among ``ids`` (their exports installed)."""
-        for id in ids:
-            source = self._caps.collections[id].description.data_source
-            if isinstance(source, IngestionSource):
-                self._run(source.instance, RunIngestion(id, self._ingestion_description(id)))
-
-    def _ingestion_description(self, id: GlobalId) -> IngestionDescription:
-        state = self._caps.collections[id]
-        source = state.description.data_source
-        assert isinstance(source, IngestionSource)
-        exports = []
-        for eid, reference in sorted(source.exports.items()):
-            e = self._caps.collections[eid]
-            exports.append(SourceExport(eid, reference, e.shard, e.description.desc))
-        return IngestionDescription(
-            source.connection,
-            tuple(exports),
-            CollectionMetadata(id, state.shard, state.description.desc),
-            source.timestamp_interval_ms,
-        )
-
-    def _run(self, instance: InstanceId, command: RunIngestion | RunSink) -> None:
-        inst = self._instances.get(instance)
-        if inst is None:
-            self._deferred_runs.setdefault(instance, []).append(command)
-            return
-        inst.send(command)
+    def _act(self) -> None:
+        """Let the driver carry out what the state decided."""
+        self._driver.dispatch()
 
     # -- configuration and instances --------------------------------------------------------------
 
     def initialization_complete(self) -> None:
         """Send ``InitializationComplete`` to every instance (and to later ones at creation)."""
-        self._initialized = True
-        for inst in self._instances.values():
-            inst.send(InitializationComplete())
+        self.state.initialization_complete()
+        self._act()
 
     def update_configuration(self, params: StorageParameters) -> None:
-        self._params = self._params.update(params)
-        for inst in self._instances.values():
-            inst.send(UpdateConfiguration(params))
+        self.state.update_configuration(params)
+        self._act()
 
     @property
     def read_only(self) -> bool:
-        return self._read_only
+        return self.state.read_only
 
     def allow_writes(self) -> None:
         """Leave read-only mode (irreversible): replicas, tables and the collection manager
         may write."""
-        self._read_only = False
+        self.state.allow_writes()
         self._manager.read_only = False
         self.tables.read_only = False
-        for inst in self._instances.values():
-            inst.send(AllowWrites())
+        self._act()
 
     def create_instance(self, id: InstanceId) -> None:
         """A new storage instance with no replicas. ``InstanceExists`` if it exists."""
-        if id in self._instances:
-            raise InstanceExists(id)
-        inst = StorageInstance(
-            id, controller_epoch=self.epoch, open=self._open_connection, events=self._event
-        )
-        self._instances[id] = inst
-        if not self._params.is_empty():
-            inst.send(UpdateConfiguration(self._params))
-        for command in self._deferred_runs.pop(id, []):
-            inst.send(command)
-        for obj, since in self._compaction_state(id):
-            inst.send(AllowCompaction(obj, since))
-        if self._initialized:
-            inst.send(InitializationComplete())
-        if not self._read_only:
-            inst.send(AllowWrites())
-
-    def _compaction_state(self, instance: InstanceId) -> list[tuple[GlobalId, Frontier]]:
-        out = []
-        for obj, inst in self._object_instance.items():
-            if inst != instance:
-                continue
-            state = self._caps.collections.get(obj)
-            if state is not None and not state.since.is_empty():
-                out.append((obj, state.since))
-        return out
+        self.state.create_instance(id)
+        self._act()
 
     def drop_instance(self, id: InstanceId) -> None:
         """Drop an instance that runs nothing (``InstanceNotEmpty`` otherwise)."""
-        inst = self._instances.get(id)
-        if inst is None:
-            raise InstanceMissing(id)
-        running = [o for o, i in self._object_instance.items() if i == id]
-        if running:
-            raise InstanceNotEmpty(id, running)
-        inst.close()
-        del self._instances[id]
+        self.state.drop_instance(id)
+        self._act()
 
     def connect_replica(
         self, instance: InstanceId, replica: ReplicaId, location: StorageReplicaLocation
     ) -> None:
         """Add a replica to ``instance``; it is hydrated with the instance's history."""
-        inst = self._instances.get(instance)
-        if inst is None:
-            raise InstanceMissing(instance)
-        if replica in inst.replicas:
-            raise ReplicaExists(instance, replica)
-        inst.add_replica(replica, location)
+        self.state.connect_replica(instance, replica, location)
+        self._act()
 
     def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
-        inst = self._instances.get(instance)
-        if inst is None:
-            raise InstanceMissing(instance)
-        if replica not in inst.replicas:
-            raise ReplicaMissing(instance, replica)
-        inst.drop_replica(replica)
+        self.state.drop_replica(instance, replica)
+        self._act()
 
     def instance_ids(self) -> list[InstanceId]:
-        return sorted(self._instances)
+        return sorted(self.state.instances)
 
     def history_len(self, instance: InstanceId) -> int:
-        inst = self._instances.get(instance)
+        inst = self.state.instances.get(instance)
         if inst is None:
             raise InstanceMissing(instance)
         return len(inst.history)
 
     # -- collections ------------------------------------------------------------------------------
 
-    def _live(self, id: GlobalId) -> CollectionState:
-        state = self._caps.collections.get(id)
-        if state is None or state.dropped:
-            raise IdentifierMissing(id)
-        return state
-
     def collection(self, id: GlobalId) -> CollectionState:
         """The state of a live collection (``IdentifierMissing`` if unknown or dropped). Treat
         as read-only; use :meth:`collection_mut` to change it."""
-        return self._live(id)
+        return self.state.live(id)
 
     def collection_mut(self, id: GlobalId) -> CollectionState:
-        return self._live(id)
+        return self.state.live(id)
 
     def collections(self) -> Iterator[tuple[GlobalId, CollectionState]]:
-        for id, state in sorted(self._caps.collections.items()):
-            if not state.dropped:
-                yield id, state
+        return self.state.collections()
 
     def check_exists(self, id: GlobalId) -> None:
-        self._live(id)
+        self.state.live(id)
 
     def collection_frontiers(self, id: GlobalId) -> StorageFrontiers:
         """Since and upper of ``id``; answered while any hold on a dropped ``id`` remains."""
-        state = self._caps.collections.get(id)
+        state = self.state.caps.collections.get(id)
         if state is None:
             raise IdentifierMissing(id)
         return StorageFrontiers(state.since, state.write_frontier)
@@ -374,21 +261,21 @@ class StorageController(ExportsApi):
 
     def collection_metadata(self, id: GlobalId) -> StorageCollectionMetadata:
         """The persist shard and schema of ``id`` (never changes)."""
-        state = self._caps.collections.get(id)
+        state = self.state.caps.collections.get(id)
         if state is None:
             raise IdentifierMissing(id)
         return StorageCollectionMetadata(id, state.shard, state.description.desc)
 
     def acquire_read_holds(self, ids: Sequence[GlobalId]) -> list[ReadHold]:
         """One hold per id at its current since (earliest possible), all or nothing."""
-        return self._caps.acquire_read_holds(list(ids))
+        return self.state.acquire_read_holds(ids)
 
     async def create_collections(
         self, collections: Sequence[tuple[GlobalId, CollectionDescription]]
     ) -> None:
-        """Create collections (spec §6.2): validate all, durably assign a shard to each new id,
-        open its critical since handle, and start what writes it (ingestions are sent to their
-        instance; storage-managed collections are registered with the collection manager).
+        """Create collections: validate all, durably assign a shard to each new id, open its
+        critical since handle, and start what writes it (ingestions are sent to their instance;
+        storage-managed collections are registered with the collection manager).
 
         An id that exists with the same description is left alone (so a restarted caller may
         re-create what ``open`` restored); with another description it is
@@ -397,9 +284,9 @@ class StorageController(ExportsApi):
         self._check_open()
         new = validate_collections(
             collections,
-            existing=self._caps.collections,
-            exports=self._caps.exports,
-            instances=self._instances,
+            existing=self.state.caps.collections,
+            exports=self.state.caps.exports,
+            instances=self.state.instances,
         )
         if not new:
             return
@@ -418,8 +305,9 @@ class StorageController(ExportsApi):
         await asyncio.to_thread(self._meta.update, add)
         order = _dependency_order({id: DurableCollection(shards[id], d) for id, d in new})
         for id in order:
-            await self._install(id, dict(new)[id], shards[id])
-        self._start_ingestions(order)
+            await self._driver.install(id, dict(new)[id], shards[id])
+        self.state.start_ingestions(order)
+        self._act()
 
     async def migrate_collections(self, keep: Sequence[GlobalId]) -> list[ShardId]:
         """Forget every durable collection not in ``keep``: its shard is moved to the
@@ -436,13 +324,13 @@ class StorageController(ExportsApi):
             return dataclasses.replace(meta, collections=cols, unfinalized=unfinalized)
 
         await asyncio.to_thread(self._meta.update, migrate)
-        self._unfinalized.update(dropped)
+        self.state.unfinalized.update(dropped)
         return dropped
 
     async def reconcile_state(self) -> list[ShardId]:
         """Finalize every shard left unfinalized (by a drop or a crash); return those done."""
         self._check_open()
-        return await self._finalize_pending()
+        return await self._driver.finalize(self.state.finalizable())
 
     # -- dropping ---------------------------------------------------------------------------------
 
@@ -450,40 +338,62 @@ class StorageController(ExportsApi):
         """Drop collections (an ingestion drops its exports with it): their implied capability
         becomes ``{}``; once no hold remains, the since is ``{}``, the replicas stop them and
         their shards are finalized. ``IdentifierMissing`` for an unknown or dropped id."""
-        for id in ids:
-            self._live(id)
-        self._drop_collections(ids)
+        self.state.drop_collections(ids)
+        self._act()
 
     def drop_sources_unvalidated(self, ids: Sequence[GlobalId]) -> None:
         """``drop_sources`` that silently skips unknown and dropped ids."""
-        self._drop_collections(
-            [
-                id
-                for id in ids
-                if id in self._caps.collections and not self._caps.collections[id].dropped
-            ]
-        )
+        self.state.drop_collections(ids, validate=False)
+        self._act()
 
     def drop_tables(self, ids: Sequence[GlobalId]) -> None:
         for id in ids:
-            if not self._live(id).description.is_table:
+            if not self.state.live(id).description.is_table:
                 raise InvalidUsage(f"{id} is not a table")
-        self._drop_collections(ids)
+        self.state.drop_collections(ids)
+        self._act()
 
-    def _drop_collections(self, ids: Sequence[GlobalId]) -> None:
-        todo: list[GlobalId] = []
-        for id in ids:
-            state = self._caps.collections[id]
-            todo.append(id)
-            if isinstance(state.description.data_source, IngestionSource):
-                todo.extend(state.description.data_source.exports)
-        for id in sorted(set(todo), reverse=True):
-            state = self._caps.collections[id]
-            if state.dropped:
-                continue
-            self._caps.drop_collection(id)
-            if isinstance(state.description.data_source, IntrospectionSource):
-                self._manager.unregister(id)
+    # -- exports ----------------------------------------------------------------------------------
+
+    def export(self, id: GlobalId) -> ExportState:
+        return self.state.exports.get(id)
+
+    def export_mut(self, id: GlobalId) -> ExportState:
+        return self.state.exports.get(id)
+
+    def prepare_export(self, id: GlobalId, from_id: GlobalId) -> CreateExportToken:
+        """Hold ``from_id`` at its implied capability for export ``id``."""
+        return self.state.exports.prepare(id, from_id)
+
+    def cancel_prepare_export(self, token: CreateExportToken) -> None:
+        self.state.exports.cancel_prepare(token)
+
+    async def create_exports(
+        self, exports: Sequence[tuple[CreateExportToken, ExportDescription]]
+    ) -> None:
+        """Create sinks from prepared tokens: record each as_of durably, send ``RunSink``."""
+        self._check_open()
+        self.state.exports.validate_create(exports)
+
+        def add(meta: ControllerMetadata) -> ControllerMetadata:
+            exps = dict(meta.exports)
+            for token, description in exports:
+                exps[token.id] = DurableExport(token.from_id, description, token.acquired_since)
+            return dataclasses.replace(meta, exports=exps)
+
+        await asyncio.to_thread(self._meta.update, add)
+        for token, description in exports:
+            self.state.exports.install(token, description, as_of=token.acquired_since)
+        self._act()
+
+    def drop_sinks(self, ids: Sequence[GlobalId]) -> None:
+        """Release each export's hold on its input, stop it, record ``dropped``."""
+        self.state.exports.drop(ids)
+        self._act()
+
+    def drop_sinks_unvalidated(self, ids: Sequence[GlobalId]) -> None:
+        self.state.exports.drop(ids, validate=False)
+        self._act()
 
     # -- reads and writes -------------------------------------------------------------------------
 
@@ -501,37 +411,28 @@ class StorageController(ExportsApi):
     def _table_uppers(self, uppers: Sequence[tuple[GlobalId, Frontier]]) -> None:
         """Committed table appends, applied synchronously (the one truth of a table's upper);
         ``process`` reports them."""
-        self._advanced.extend(self._caps.update_write_frontiers(uppers))
-        if self._advanced:
-            self._wakeup.set()
+        self.state.observe_uppers(uppers)
+        if self.state.has_advanced():
+            self._driver.wake()
 
     def set_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
-        """Set read policies; the implied capability never regresses (spec §2.3)."""
-        for id, policy in policies:
-            self._live(id)
-            if not isinstance(policy, ReadPolicy):
-                raise InvalidUsage(f"{id}: not a read policy: {policy!r}")
-        self._caps.set_read_policies(list(policies))
+        """Set read policies; the implied capability never regresses."""
+        self.state.set_read_policy(policies)
 
     def update_write_frontiers(self, updates: Sequence[tuple[GlobalId, Frontier]]) -> None:
         """Advance write frontiers (collections written outside the controller, exports)."""
-        for id, _ in updates:
-            if id not in self._caps.collections and id not in self._caps.exports:
-                raise IdentifierMissing(id)
-        self._caps.update_write_frontiers(list(updates))
+        self.state.update_write_frontiers(updates)
+        self._driver.wake()
 
     def update_read_capabilities(self, changes: Mapping[GlobalId, ChangeBatch[int]]) -> None:
-        for id in changes:
-            if id not in self._caps.collections:
-                raise IdentifierMissing(id)
-        self._caps.update_read_capabilities(changes)
+        self.state.update_read_capabilities(changes)
 
     async def snapshot(self, id: GlobalId, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents of ``id`` at ``as_of`` (waits for the upper to pass it)."""
-        state = self._live(id)
+        state = self.state.live(id)
         if not state.since.less_equal(as_of):
             raise ReadBeforeSince(id, since=state.since, timestamp=as_of)
-        (hold,) = self._caps.acquire_read_holds([id])
+        (hold,) = self.state.acquire_read_holds([id])
         try:
 
             def read() -> list[tuple[Row, int]]:
@@ -549,13 +450,27 @@ class StorageController(ExportsApi):
         finally:
             hold.release()
 
+    def status(self, id: GlobalId) -> StatusUpdate | None:
+        """The latest status of ingestion or sink ``id``."""
+        return self.state.statuses.get(id)
+
     def unfinalized_shards(self) -> set[ShardId]:
-        return set(self._unfinalized)
+        return set(self.state.unfinalized)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def ready(self) -> None:
+        """Wait until ``process`` has something to do (a response, or maintenance is due)."""
+        await self._driver.ready()
+
+    async def process(self) -> FrontierUpdates | None:
+        """Apply responses, run maintenance when due, push since changes; return the uppers
+        that advanced. Raises ``ControllerFenced`` when a newer controller took over."""
+        return await self._driver.process()
 
     async def shutdown(self) -> None:
         """Stop the replica clients and release persist handles (the replicas keep running)."""
-        for inst in self._instances.values():
-            inst.close()
+        await self._driver.shutdown()
         self._manager.close()
         await self.tables.shutdown()
 

@@ -1,4 +1,4 @@
-"""A storage instance (cluster): its replicas, its command history, and who runs what (§6.4).
+"""A storage instance (cluster): its replicas, its command history, and who runs what (pure).
 
 Every object of the instance (ingestions, sinks) runs on **one** replica: the one with the
 lowest ``ReplicaId``; it moves only when the replica set changes. Commands go through the
@@ -11,17 +11,21 @@ incarnation)``: ``Hello``, then the reduced history filtered to the objects it r
 that loses objects (a lower replica id appeared) is rehydrated so that it stops them (a
 replica stops what the replayed history does not mention); a replica that gains objects gets
 their ``Run*`` commands. A failed connection is rehydrated with the next incarnation.
+
+Sans-I/O: the instance never opens a connection. It appends
+:class:`~spate.storage.controller.actions.ConnectReplica`, ``SendCommand`` and
+``DisconnectReplica`` actions to the list it was given, which the controller's driver carries
+out in order.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from spate.ids import GlobalId, InstanceId, ReplicaId
+from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId
 from spate.protocol.common import PROTOCOL_VERSION, Hello
 from spate.protocol.epochs import compose_epoch
 from spate.protocol.storage import (
@@ -34,12 +38,13 @@ from spate.protocol.storage import (
     UpdateConfiguration,
 )
 from spate.protocol.storage_history import StorageCommandHistory
-from spate.storage.controller.replica_client import (
-    EventSink,
-    OpenConnection,
-    StorageReplicaClient,
-    StorageReplicaLocation,
+from spate.storage.controller.actions import (
+    Action,
+    ConnectReplica,
+    DisconnectReplica,
+    SendCommand,
 )
+from spate.storage.controller.replica_client import StorageReplicaLocation
 
 _log: Final = logging.getLogger("spate.storage.controller.instance")
 
@@ -50,7 +55,6 @@ class ReplicaState:
     location: StorageReplicaLocation
     incarnation: int = 0
     epoch: int = 0
-    client: StorageReplicaClient | None = None
     connected: bool = False
     failed: bool = False
 
@@ -59,17 +63,12 @@ class StorageInstance:
     """One storage instance of a controller (see the module docs). Event-loop thread only."""
 
     def __init__(
-        self,
-        id: InstanceId,
-        *,
-        controller_epoch: int,
-        open: OpenConnection,
-        events: EventSink,
+        self, id: InstanceId, *, controller_epoch: int, ids: IdGen, out: list[Action]
     ) -> None:
         self.id = id
         self._controller_epoch = controller_epoch
-        self._open = open
-        self._events = events
+        self._ids = ids
+        self._out = out
         self.history = StorageCommandHistory()
         self.replicas: dict[ReplicaId, ReplicaState] = {}
         self.objects: dict[GlobalId, frozenset[GlobalId]] = {}
@@ -101,8 +100,7 @@ class StorageInstance:
             owner = self.owner()
             targets = [self.replicas[owner]] if owner is not None else []
         for r in targets:
-            if r.client is not None:
-                r.client.send(command)
+            self._send(r, command)
         if isinstance(command, AllowCompaction) and command.frontier.is_empty():
             self.objects.pop(command.id, None)
 
@@ -123,27 +121,27 @@ class StorageInstance:
     def drop_replica(self, replica: ReplicaId) -> None:
         was_owner = self.owner() == replica
         state = self.replicas.pop(replica)
-        if state.client is not None:
-            state.client.close()
+        self._out.append(DisconnectReplica(self.id, replica, state.epoch))
         new_owner = self.owner()
         if was_owner and new_owner is not None:
             self._hydrate(self.replicas[new_owner])
 
+    def _send(self, r: ReplicaState, command: StorageCommand) -> None:
+        self._out.append(SendCommand(self.id, r.id, r.epoch, command))
+
     def _hydrate(self, r: ReplicaState) -> None:
-        if r.client is not None:
-            r.client.close()
+        if r.incarnation:
+            self._out.append(DisconnectReplica(self.id, r.id, r.epoch))
         r.incarnation += 1
         r.epoch = compose_epoch(self._controller_epoch, r.incarnation)
         r.connected = False
         r.failed = False
-        r.client = StorageReplicaClient(
-            self.id, r.id, r.epoch, r.location, self._open, self._events
-        )
-        r.client.send(Hello(PROTOCOL_VERSION, r.epoch, os.urandom(16)))
+        self._out.append(ConnectReplica(self.id, r.id, r.epoch, r.location))
+        self._send(r, Hello(PROTOCOL_VERSION, r.epoch, self._ids.uuid().bytes))
         self.history.reduce()
         owner = self.owner()
         for command in self.history.commands_for(lambda _id: r.id == owner):
-            r.client.send(command)
+            self._send(r, command)
 
     def connected(self, replica: ReplicaId, epoch: int) -> None:
         r = self.replicas.get(replica)
@@ -171,7 +169,6 @@ class StorageInstance:
         return None if r is None else r.epoch
 
     def close(self) -> None:
+        """Disconnect every replica (the instance is dropped)."""
         for r in self.replicas.values():
-            if r.client is not None:
-                r.client.close()
-                r.client = None
+            self._out.append(DisconnectReplica(self.id, r.id, r.epoch))
