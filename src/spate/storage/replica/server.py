@@ -1,24 +1,16 @@
-"""The storage replica: runs the ingestions and sinks a storage controller asks for.
+"""The storage replica's runtime: runs the ingestions and sinks a storage controller asks for.
 
 One :class:`StorageReplica` lives as long as the process; controllers connect to it through the
-authenticated transport (``handle`` is the server's connection handler). Per connection, the
-protocol stages are checked (:class:`~spate.protocol.stages.ReplicaStages`) before any command
-acts. Objects keep running across reconnections:
+authenticated transport (``handle`` is the server's connection handler). What to run, stop and
+report is decided by its sans-I/O :class:`~spate.storage.replica.state.ReplicaState` (protocol
+stages, reconciliation across connections, frontier and status reports: see there); this module
+carries the actions out — one asyncio task per object, whose blocking steps run in threads —
+and feeds the state the objects' progress as events.
 
-* the replayed history (``RunIngestion``/``RunSink`` with unchanged descriptions) reuses what
-  runs; a changed description restarts the object; after ``InitializationComplete`` every object
-  the new history did not mention is stopped, and the replica re-reports the frontier and status
-  of everything it runs;
-* ``AllowCompaction(id, {})`` for an ingestion or a sink stops it, releases its upstream
-  resources (a PostgreSQL slot) and answers ``DroppedId(id)``;
-* nothing is written (persist or external systems) before ``AllowWrites``; until then an
-  ingestion reports the uppers it reads from persist.
-
-Responses: ``FrontierUpper`` whenever a collection's upper advances (never regressing on one
-connection), ``StatusUpdate`` when an object's status changes (``starting``, ``running``,
-``stalled`` with the error), ``StatisticsUpdates`` every ``statistics_interval_ms``. A failing
-step marks its object ``stalled`` and is retried with backoff; a restarted replica rehydrates
-every object from persist (ingestions resume exactly at their shards' uppers).
+Each object's task retries a failing step with backoff (the object is reported ``stalled``
+meanwhile); nothing is written before ``AllowWrites``, and until then an ingestion reports the
+uppers it reads from persist. A restarted replica rehydrates every object from persist
+(ingestions resume exactly at their shards' uppers).
 """
 
 from __future__ import annotations
@@ -37,28 +29,25 @@ from spate.errors import ProtocolError
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, IdGen, ReplicaId
 from spate.persist.client import PersistClient
-from spate.protocol.common import Hello
 from spate.protocol.connection import Connection
 from spate.protocol.errors import ConnectionClosed
-from spate.protocol.stages import ReplicaStages
-from spate.protocol.storage import (
-    AllowCompaction,
-    AllowWrites,
-    DroppedId,
-    FrontierUpper,
-    InitializationComplete,
-    ObjectStatus,
-    RunIngestion,
-    RunSink,
-    StatisticsUpdates,
-    StatusUpdate,
-    StorageParameters,
-    UpdateConfiguration,
-)
+from spate.protocol.storage import ObjectStatus, RunIngestion, RunSink
 from spate.protocol.storage_desc import IngestionDescription, SinkDescription
 from spate.storage.replica.ingestion import IngestionRunner
 from spate.storage.replica.objects import RunningObject
 from spate.storage.replica.sink import SinkRunner
+from spate.storage.replica.state import (
+    Action,
+    EnableWrites,
+    Event,
+    ReplicaState,
+    Send,
+    StartObject,
+    Statistics,
+    StatusChanged,
+    StopObject,
+    Uppers,
+)
 from spate.storage.secrets import SecretsDir, resolve_with
 from spate.storage.sources.open import open_reader
 from spate.storage.sources.stash import Stash
@@ -91,15 +80,14 @@ class ReplicaContext:
 
 
 class StorageReplica:
-    """The long-lived state of a storage replica process (see the module docs)."""
+    """The runtime of a storage replica process (see the module docs)."""
 
     def __init__(self, ctx: ReplicaContext) -> None:
         self._ctx = ctx
+        self.state = ReplicaState(clock=ctx.clock, replica_id=ctx.replica_id)
         self._objects: dict[GlobalId, RunningObject] = {}
-        self._params = StorageParameters()
         self._writes = asyncio.Event()
         self._conn: Connection | None = None
-        self._reported: dict[GlobalId, Frontier] = {}
         self._send_lock = asyncio.Lock()
         self._stats_task: asyncio.Task[None] | None = None
 
@@ -116,17 +104,15 @@ class StorageReplica:
 
     async def handle(self, conn: Connection) -> None:
         """Serve one authenticated controller connection until it closes."""
-        stages = ReplicaStages("storage", epoch=conn.epoch)
-        mentioned: set[GlobalId] = set()
+        epoch = conn.epoch
         self._conn = conn
-        self._reported = {}
+        await self._perform(self.state.connect(epoch))
         if self._stats_task is None or self._stats_task.done():
             self._stats_task = asyncio.create_task(self._statistics_loop())
         try:
             while True:
                 command = await conn.recv()
-                stages.observe(command)
-                await self._apply(command, mentioned)
+                await self._perform(self.state.command(epoch, command))
         except ConnectionClosed:
             pass
         except ProtocolError as e:
@@ -135,25 +121,27 @@ class StorageReplica:
         finally:
             if self._conn is conn:
                 self._conn = None
+                await self._perform(self.state.disconnect(epoch))
 
-    async def _apply(self, command: object, mentioned: set[GlobalId]) -> None:
-        if isinstance(command, Hello):
-            return
-        if isinstance(command, UpdateConfiguration):
-            self._params = self._params.update(command.params)
-        elif isinstance(command, (RunIngestion, RunSink)):
-            mentioned.add(command.id)
-            await self._run(command)
-        elif isinstance(command, AllowCompaction):
-            if command.frontier.is_empty() and command.id in self._objects:
-                await self._drop(command.id)
-        elif isinstance(command, InitializationComplete):
-            for id in [i for i in self._objects if i not in mentioned]:
-                _log.info("storage replica: stopping %s, which the controller no longer runs", id)
-                await self._objects.pop(id).stop()
-            await self._report_all()
-        elif isinstance(command, AllowWrites):
-            self._writes.set()
+    # -- carrying out actions -------------------------------------------------------------------
+
+    async def _perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                await self._send(action.message)
+            elif isinstance(action, StartObject):
+                self._start(action.command)
+            elif isinstance(action, StopObject):
+                await self._stop(action.id, release_upstream=action.release_upstream)
+            elif isinstance(action, EnableWrites):
+                self._writes.set()
+            # Configure: the parameters are read from the state where they are used.
+
+    async def _event(self, obj: RunningObject, event: Event) -> None:
+        """Report ``obj``'s progress, unless it no longer runs (a late report of a stopped
+        or replaced object)."""
+        if self._objects.get(obj.id) is obj:
+            await self._perform(self.state.handle(event))
 
     async def _send(self, message: object) -> None:
         conn = self._conn
@@ -165,12 +153,7 @@ class StorageReplica:
 
     # -- objects ----------------------------------------------------------------------------------
 
-    async def _run(self, command: RunIngestion | RunSink) -> None:
-        existing = self._objects.get(command.id)
-        if existing is not None:
-            if existing.command == command:
-                return
-            await existing.stop()
+    def _start(self, command: RunIngestion | RunSink) -> None:
         obj = RunningObject(command.id, command)
         if isinstance(command, RunIngestion):
             obj.collections = command.description.collection_ids(command.id)
@@ -180,57 +163,30 @@ class StorageReplica:
             obj.task = asyncio.create_task(self._sink_loop(obj, command))
         self._objects[command.id] = obj
 
-    async def _drop(self, id: GlobalId) -> None:
-        obj = self._objects.pop(id)
+    async def _stop(self, id: GlobalId, *, release_upstream: bool) -> None:
+        obj = self._objects.pop(id, None)
+        if obj is None:
+            return
+        if not release_upstream:
+            _log.info("storage replica: stopping %s", id)
         runner = obj.runner
         await obj.stop()
-        if isinstance(runner, IngestionRunner):
-            reader = runner.reader
-            drop = getattr(reader, "drop_upstream", None)
+        if release_upstream and isinstance(runner, IngestionRunner):
+            drop = getattr(runner.reader, "drop_upstream", None)
             if drop is not None:
                 try:
                     await asyncio.to_thread(drop)
                 except Exception as e:
                     _log.warning("storage replica: releasing upstream resources of %s: %s", id, e)
-        for cid in obj.collections:
-            self._reported.pop(cid, None)
-        await self._send(DroppedId(id))
 
     async def _status(
         self, obj: RunningObject, status: ObjectStatus, error: str | None = None
     ) -> None:
-        if obj.status is status and obj.error == error:
-            return
         obj.status, obj.error = status, error
-        await self._send(
-            StatusUpdate(
-                obj.id,
-                status,
-                self._ctx.clock.now_millis(),
-                error=error,
-                replica_id=self._ctx.replica_id,
-            )
-        )
+        await self._event(obj, StatusChanged(obj.id, status, error))
 
-    async def _report(self, uppers: dict[GlobalId, Frontier]) -> None:
-        for id, upper in uppers.items():
-            last = self._reported.get(id)
-            if last is not None and not last.less_than(upper):
-                continue
-            self._reported[id] = upper
-            await self._send(FrontierUpper(id, upper))
-
-    async def _report_all(self) -> None:
-        for obj in list(self._objects.values()):
-            runner = obj.runner
-            if isinstance(runner, IngestionRunner):
-                await self._report(runner.uppers())
-            elif isinstance(runner, SinkRunner) and runner.upper.as_option() != 0:
-                await self._report({obj.id: runner.upper})
-            if obj.status is not None:
-                status, error = obj.status, obj.error
-                obj.status = None
-                await self._status(obj, status, error)
+    async def _report(self, obj: RunningObject, uppers: dict[GlobalId, Frontier]) -> None:
+        await self._event(obj, Uppers(obj.id, uppers))
 
     async def _ingestion_loop(self, obj: RunningObject, command: RunIngestion) -> None:
         d = command.description
@@ -245,7 +201,7 @@ class StorageReplica:
                         d,
                         stash=self._ctx.stash,
                         spark=self._ctx.spark,
-                        max_files_per_poll=self._params.file_max_files_per_tick or 1000,
+                        max_files_per_poll=self.state.params.file_max_files_per_tick or 1000,
                     )
                 )
                 obj.runner = IngestionRunner(
@@ -256,7 +212,7 @@ class StorageReplica:
                     clock=self._ctx.clock,
                     ids=self._ctx.ids,
                 )
-                await self._report(await obj.in_thread(obj.runner.read_uppers))
+                await self._report(obj, await obj.in_thread(obj.runner.read_uppers))
             except Exception as e:
                 await self._stalled(obj, e)
                 await asyncio.sleep(backoff)
@@ -275,7 +231,7 @@ class StorageReplica:
                 continue
             backoff = 0.5
             await self._status(obj, ObjectStatus.RUNNING)
-            await self._report(runner.uppers())
+            await self._report(obj, runner.uppers())
             await asyncio.sleep(d.timestamp_interval_ms / 1000)
 
     async def _sink_loop(self, obj: RunningObject, command: RunSink) -> None:
@@ -289,7 +245,7 @@ class StorageReplica:
                     description = self._resolved(command.description)
                     runner = SinkRunner(command.id, description, persist=self._ctx.persist)
                     obj.runner = runner
-                moved = await obj.in_thread(runner.step)
+                await obj.in_thread(runner.step)
             except Exception as e:
                 await self._stalled(obj, e)
                 if runner is not None:
@@ -299,8 +255,8 @@ class StorageReplica:
                 continue
             backoff = 0.5
             await self._status(obj, ObjectStatus.RUNNING)
-            if (moved or obj.id not in self._reported) and runner.upper.as_option() != 0:
-                await self._report({obj.id: runner.upper})
+            if runner.upper.as_option() != 0:  # the state sends only what advanced
+                await self._report(obj, {obj.id: runner.upper})
             if runner.done():
                 return
             await asyncio.sleep(self._ctx.sink_step_ms / 1000)
@@ -318,7 +274,7 @@ class StorageReplica:
 
     async def _statistics_loop(self) -> None:
         while True:
-            interval = self._params.statistics_interval_ms or DEFAULT_STATISTICS_INTERVAL_MS
+            interval = self.state.params.statistics_interval_ms or DEFAULT_STATISTICS_INTERVAL_MS
             await asyncio.sleep(interval / 1000)
             sources = []
             sinks = []
@@ -327,8 +283,7 @@ class StorageReplica:
                     sources.extend(obj.runner.statistics())
                 elif isinstance(obj.runner, SinkRunner):
                     sinks.append(obj.runner.statistics())
-            if sources or sinks:
-                await self._send(StatisticsUpdates(tuple(sources), tuple(sinks)))
+            await self._perform(self.state.handle(Statistics(tuple(sources), tuple(sinks))))
 
     async def close(self) -> None:
         """Stop every object (they resume from persist in the next process)."""
