@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 
@@ -293,6 +294,7 @@ def main() -> None:
             "ratio_controller_to_decode": round(ratio, 2),
             "scaling_10x_collections": round(scaling, 2),
             "peeks": hist,
+            "load_average_1m": round(os.getloadavg()[0], 1),
         },
     )
 

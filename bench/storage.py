@@ -10,6 +10,9 @@
   into one table through the group committer (every write pending at a commit goes in one
   compare-and-append), against the same writes committed one at a time (one timestamp and one
   compare-and-append per write, as a write lock would): per-write latency p50/p99 and writes/s.
+
+The machine's 1-minute load average at the end is recorded with the figures: latencies taken on
+a loaded machine are not comparable with figures from an idle one.
 * **Sink rows/s**: a collection written to a Parquet directory and to a PostgreSQL upsert table
   by the sink runner, against pyarrow writing the same rows to one Parquet file and psycopg
   COPYing them into a plain table.
@@ -465,6 +468,7 @@ def main() -> None:
             print("group commit", figures["group_commit"])
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        figures["load_average_1m"] = round(os.getloadavg()[0], 1)
         write_result("storage", figures)
         return
     url = os.environ.get("SPATE_TEST_POSTGRES_URL")
@@ -490,6 +494,7 @@ def main() -> None:
             print("file reads", figures["file_reads"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    figures["load_average_1m"] = round(os.getloadavg()[0], 1)
     write_result("storage", figures)
 
 
