@@ -56,7 +56,9 @@ class Controller:
     storage: StorageController
     compute: ComputeController
     _subscriptions: dict[GlobalId, _Subscription] = field(default_factory=dict)
-    _uppers: dict[GlobalId, Frontier] = field(default_factory=dict)
+    _compute_uppers: dict[GlobalId, Frontier] = field(default_factory=dict)
+    """Uppers of compute collections (indexes) as last reported; a storage collection's upper
+    is only ever the storage controller's."""
     _upper_changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def ready(self) -> None:
@@ -93,10 +95,9 @@ class Controller:
                 compute_out.append(response)
             if isinstance(response, FrontierUpper):
                 uppers.append((response.id, response.upper))
+                self._compute_uppers[response.id] = response.upper
             response = self.compute.process_now()
         if uppers:
-            for id, upper in uppers:
-                self._uppers[id] = upper
             self._upper_changed.set()
         return ControllerResponses(tuple(uppers), tuple(compute_out))
 
@@ -146,7 +147,7 @@ class Controller:
     def _known_upper(self, id: GlobalId) -> Frontier | None:
         with contextlib.suppress(KeyError):
             return self.storage.collection_frontiers(id).upper
-        return self._uppers.get(id)
+        return self._compute_uppers.get(id)
 
 
 def _beyond(upper: Frontier, time: int) -> bool:
