@@ -1,0 +1,201 @@
+"""The core of scalar binding: a bound expression (:class:`Typed`) and the coercions every
+form of expression shares.
+
+:class:`BinderBase` holds the binder's settings, its entry points and PostgreSQL's conversion
+rules; the forms themselves (operators, time, casts and functions) are bound by the classes that
+build on it, which :class:`~spate.sql.scalar.ScalarBinder` combines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sqlglot import exp
+
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    Case,
+    Cast,
+    Literal,
+    ScalarExpr,
+)
+from spate.repr.types import INT64, ScalarKind, numeric
+from spate.sql.errors import (
+    DatatypeMismatch,
+    FeatureNotSupported,
+    NumericOutOfRange,
+    SqlError,
+)
+from spate.sql.parse import position
+from spate.sql.scope import Scope
+from spate.sql.types import (
+    PG_BOOL,
+    PG_TEXT,
+    PgType,
+    can_implicit,
+    common_type,
+    display_name,
+)
+from spate.sql.values import convert_text, fit_numeric
+
+
+@dataclass(frozen=True, slots=True)
+class Typed:
+    """A bound expression: the IR scalar and its PostgreSQL type.
+
+    ``raw`` is the text of a quoted literal whose type is still unknown (its context converts
+    it); ``interval_ms`` marks an interval constant (only an operand of time arithmetic)."""
+
+    expr: ScalarExpr
+    type: PgType
+    raw: str | None = None
+    interval_ms: int | None = None
+
+
+Override = Callable[[exp.Expression], "Typed | None"]
+
+
+class BinderBase:
+    def __init__(
+        self,
+        scope: Scope,
+        *,
+        text: str | None = None,
+        dialect: str = "postgres",
+        override: Override | None = None,
+        allow_now: bool = False,
+        clause: str = "",
+    ) -> None:
+        self.scope = scope
+        self.text = text
+        self.dialect = dialect
+        self.override = override
+        self.allow_now = allow_now
+        self.clause = clause
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def bind(self, node: exp.Expression) -> Typed:
+        try:
+            return self._bind(node)
+        except SqlError as e:
+            raise e.located(position(node), self.text) from None
+
+    def bind_as(self, node: exp.Expression, target: PgType) -> Typed:
+        return self.coerce(self.bind(node), target, node)
+
+    def predicate(self, node: exp.Expression) -> ScalarExpr:
+        t = self.bind(node)
+        if t.type.name == "unknown":
+            t = self.coerce(t, PG_BOOL, node)
+        if t.type.name != "bool":
+            raise DatatypeMismatch(
+                f"argument of {self.clause or 'WHERE'} must be type boolean, "
+                f"not type {display_name(t.type)}",
+                position=position(node),
+                text=self.text,
+            )
+        return t.expr
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def err(self, cls: type[SqlError], message: str, node: exp.Expression) -> SqlError:
+        return cls(message, position=position(node), text=self.text)
+
+    # -- coercion -----------------------------------------------------------------------------
+
+    def coerce(
+        self, t: Typed, target: PgType, node: exp.Expression, explicit: bool = False
+    ) -> Typed:
+        if target.scalar is None:
+            raise self.err(
+                FeatureNotSupported, f"type {display_name(target)} is not a column type", node
+            )
+        if t.type.name == "unknown":
+            if isinstance(t.expr, Literal) and t.expr.value is None:
+                return Typed(Literal(None, target.scalar), target)
+            assert t.raw is not None
+            try:
+                value = convert_text(t.raw, target)
+            except SqlError as e:
+                raise e.located(position(node), self.text) from None
+            return Typed(Literal(value, target.scalar), target)
+        if t.type == target:
+            return t
+        if not explicit and not can_implicit(t.type, target):
+            raise self.err(
+                DatatypeMismatch,
+                f"cannot convert {display_name(t.type)} to {display_name(target)}",
+                node,
+            )
+        if t.type.scalar == target.scalar:
+            return Typed(t.expr, target)
+        if isinstance(t.expr, Literal) and t.expr.value is None:
+            return Typed(Literal(None, target.scalar), target)
+        if (
+            isinstance(t.expr, Literal)
+            and target.scalar.kind is ScalarKind.FLOAT64
+            and isinstance(t.expr.value, (int, Decimal))
+            and not isinstance(t.expr.value, bool)
+        ):
+            return Typed(Literal(float(t.expr.value), target.scalar), target)
+        if (
+            isinstance(t.expr, Literal)
+            and t.expr.value is not None
+            and target.scalar.kind is ScalarKind.INT64
+            and isinstance(t.expr.value, (Decimal, float))
+        ):
+            v = t.expr.value
+            if isinstance(v, float):
+                if v != v or v in (float("inf"), float("-inf")):
+                    raise self.err(NumericOutOfRange, "integer out of range", node)
+                rounded = round(v)
+            else:
+                rounded = int(v.quantize(Decimal(1), rounding="ROUND_HALF_UP"))
+            return Typed(Literal(rounded, INT64), target)
+        if (
+            t.type.name == "numeric"
+            and target.scalar.kind is ScalarKind.INT64
+            and not isinstance(t.expr, Literal)
+        ):
+            half = Literal(Decimal("0.5"), numeric(1, 1))
+            neg = CallBinary(BinaryFunc.LT, t.expr, Literal(Decimal(0), numeric(1, 0)))
+            rounded_expr = Case(
+                ((neg, Cast(CallBinary(BinaryFunc.SUB, t.expr, half), INT64)),),
+                Cast(CallBinary(BinaryFunc.ADD, t.expr, half), INT64),
+            )
+            return Typed(rounded_expr, target)
+        if (
+            isinstance(t.expr, Literal)
+            and target.scalar.kind is ScalarKind.NUMERIC
+            and isinstance(t.expr.value, (int, Decimal))
+        ):
+            try:
+                value = fit_numeric(Decimal(t.expr.value), target.scalar)
+            except SqlError as e:
+                raise e.located(position(node), self.text) from None
+            return Typed(Literal(value, target.scalar), target)
+        return Typed(Cast(t.expr, target.scalar), target)
+
+    def unify(
+        self, items: list[tuple[Typed, exp.Expression]], what: str
+    ) -> tuple[list[Typed], PgType]:
+        target = common_type([t.type for t, _ in items])
+        if target is None:
+            shown = " and ".join(sorted({display_name(t.type) for t, _ in items}))
+            raise self.err(DatatypeMismatch, f"{what} types {shown} cannot be matched", items[0][1])
+        return [self.coerce(t, target, n) for t, n in items], target
+
+    def to_text(self, t: Typed, node: exp.Expression) -> Typed:
+        if t.type.name in ("text", "unknown"):
+            return self.coerce(t, PG_TEXT, node)
+        return self.coerce(t, PG_TEXT, node, explicit=True)
+
+    # -- the walk -----------------------------------------------------------------------------
+
+    def _bind(self, node: exp.Expression) -> Typed:
+        """One node bound (without locating errors); the complete binder dispatches on its type."""
+        raise NotImplementedError

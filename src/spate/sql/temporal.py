@@ -1,0 +1,184 @@
+"""Binding of time: interval constants, mz_now(), EXTRACT and date_trunc."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlglot import exp
+
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    Case,
+    Cast,
+    DateTrunc,
+    Extract,
+    Literal,
+    Now,
+    ScalarExpr,
+    TimeUnit,
+    UnaryFunc,
+)
+from spate.repr.types import INT64, TIMESTAMP, numeric
+from spate.sql.binding import BinderBase, Typed
+from spate.sql.errors import (
+    FeatureNotSupported,
+    SqlError,
+    UndefinedFunction,
+)
+from spate.sql.types import (
+    PG_INTERVAL,
+    PG_TIMESTAMP,
+    display_name,
+    pg_numeric,
+)
+
+_DAY_MS = 86_400_000
+_UNIT_MS = {
+    "microsecond": 0.001,
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": _DAY_MS,
+    "week": 7 * _DAY_MS,
+}
+_UNIT_ALIASES = {
+    "us": "microsecond",
+    "microseconds": "microsecond",
+    "ms": "millisecond",
+    "milliseconds": "millisecond",
+    "s": "second",
+    "sec": "second",
+    "secs": "second",
+    "seconds": "second",
+    "m": "minute",
+    "min": "minute",
+    "mins": "minute",
+    "minutes": "minute",
+    "h": "hour",
+    "hr": "hour",
+    "hrs": "hour",
+    "hours": "hour",
+    "d": "day",
+    "days": "day",
+    "w": "week",
+    "weeks": "week",
+    "mon": "month",
+    "mons": "month",
+    "months": "month",
+    "y": "year",
+    "years": "year",
+    "mm": "month",
+    "yyyy": "year",
+    "yy": "year",
+    "dd": "day",
+    "dayofweek": "dow",
+    "dayofyear": "doy",
+}
+
+
+class TemporalBinding(BinderBase):
+    def interval(self, node: exp.Expression) -> Typed:
+        unit = node.args.get("unit")
+        raw = node.this
+        if not isinstance(raw, exp.Literal):
+            raise self.err(FeatureNotSupported, "interval values are only constants", node)
+        text = str(raw.this)
+        if unit is not None:
+            text = f"{text} {unit.name}"
+        return Typed(
+            Literal(None, INT64), PG_INTERVAL, interval_ms=parse_interval(text, node, self)
+        )
+
+    def now(self, node: exp.Expression) -> Typed:
+        if not self.allow_now:
+            raise self.err(
+                FeatureNotSupported,
+                "mz_now()/now() may only appear in WHERE or HAVING of a view, as "
+                "mz_now() <op> <expression>",
+                node,
+            )
+        return Typed(Now(PG_TIMESTAMP.scalar), PG_TIMESTAMP)  # type: ignore[arg-type]
+
+    def wall_clock(self, node: exp.Expression) -> Typed:
+        raise self.err(
+            FeatureNotSupported,
+            "now() / current_timestamp is not supported: results are kept up to date at every "
+            "time; use mz_now() in a temporal filter",
+            node,
+        )
+
+    def extract(self, node: exp.Expression) -> Typed:
+        field = node.this.name.strip("'\"").lower()
+        t = self._bind(node.expression)
+        if t.type.name == "unknown":
+            t = self.coerce(t, PG_TIMESTAMP, node.expression)
+        if t.type.name not in ("date", "timestamp", "timestamptz"):
+            raise self.err(UndefinedFunction, f"extract from {display_name(t.type)}", node)
+        if field == "epoch":
+            # seconds since 1970 (to the millisecond), numeric like PostgreSQL's
+            stamp = t.expr if t.type.name != "date" else Cast(t.expr, TIMESTAMP)
+            ms = Cast(CallUnary(UnaryFunc.EPOCH_MS, stamp), numeric(38, 0))
+            seconds = CallBinary(BinaryFunc.MUL, ms, Literal(Decimal("0.001"), numeric(3, 3)))
+            return Typed(Cast(seconds, numeric(38, 6)), pg_numeric(numeric(38, 6)))
+        if field == "isodow":
+            dow = Extract(TimeUnit.DOW, t.expr)
+            value: ScalarExpr = Case(
+                ((CallBinary(BinaryFunc.EQ, dow, Literal(0, INT64)), Literal(7, INT64)),), dow
+            )
+            return Typed(Cast(value, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+        unit = _time_unit(field, node, self)
+        return Typed(Cast(Extract(unit, t.expr), numeric(38, 0)), pg_numeric(numeric(38, 0)))
+
+    def date_trunc(self, node: exp.Expression) -> Typed:
+        unit_node = node.args.get("unit")
+        unit = _time_unit(unit_node.name if unit_node is not None else "", node, self)
+        t = self._bind(node.this)
+        if t.type.name == "unknown":
+            t = self.coerce(t, PG_TIMESTAMP, node.this)
+        if t.type.name == "date":
+            t = Typed(Cast(t.expr, PG_TIMESTAMP.scalar), PG_TIMESTAMP)  # type: ignore[arg-type]
+        if t.type.name not in ("timestamp", "timestamptz"):
+            raise self.err(UndefinedFunction, f"date_trunc of {display_name(t.type)}", node)
+        return Typed(DateTrunc(unit, t.expr), t.type)
+
+
+def _time_unit(name: str, node: exp.Expression, binder: BinderBase) -> TimeUnit:
+    n = name.strip("'\"").lower()
+    n = _UNIT_ALIASES.get(n, n)
+    if n == "epoch":
+        raise binder.err(FeatureNotSupported, "extract(epoch …) is not supported", node)
+    try:
+        return TimeUnit(n)
+    except ValueError:
+        raise binder.err(FeatureNotSupported, f'unit "{name}" not supported', node) from None
+
+
+def parse_interval(text: str, node: exp.Expression, binder: BinderBase) -> int:
+    """Milliseconds of an interval constant (fixed-length units only)."""
+    import re
+
+    parts = re.findall(r"([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)", text.strip())
+    if not parts or re.sub(r"[+-]?\d+(?:\.\d+)?\s*[a-zA-Z]*|\s", "", text):
+        hms = re.fullmatch(r"\s*(\d+):(\d+)(?::(\d+(?:\.\d+)?))?\s*", text)
+        if hms:
+            h, m, s = hms.group(1), hms.group(2), hms.group(3) or "0"
+            return int(h) * 3_600_000 + int(m) * 60_000 + int(float(s) * 1000)
+        raise binder.err(SqlError, f'invalid input syntax for type interval: "{text}"', node)
+    total = 0.0
+    for number, unit in parts:
+        u = _UNIT_ALIASES.get(unit.lower(), unit.lower()) if unit else "second"
+        if u.endswith("s") and u[:-1] in _UNIT_MS:
+            u = u[:-1]
+        if u in ("month", "year"):
+            raise binder.err(
+                FeatureNotSupported,
+                "intervals of months or years have no fixed length; use days",
+                node,
+            )
+        if u not in _UNIT_MS:
+            raise binder.err(SqlError, f'invalid input syntax for type interval: "{text}"', node)
+        total += float(number) * _UNIT_MS[u]
+    return round(total)
