@@ -1,4 +1,7 @@
-"""One SELECT block: FROM → WHERE → GROUP BY → HAVING → SELECT → DISTINCT → ORDER BY/LIMIT."""
+"""One SELECT block: FROM → WHERE → GROUP BY → HAVING → SELECT → DISTINCT → ORDER BY/LIMIT.
+
+The FROM clause is planned in :mod:`spate.sql.from_clause`, grouping and aggregates in
+:mod:`spate.sql.aggregates`; this module orders the clauses and builds the select list."""
 
 from __future__ import annotations
 
@@ -7,69 +10,21 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from spate.plan.aggregate import AggregateExpr, AggregateFunc
-from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
-from spate.plan.relation import Distinct, FlatMap, Map, Reduce, RelationExpr, TopK
-from spate.plan.table_func import TableFunc
-from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
+from spate.plan.expr import ColumnRef, ScalarExpr
+from spate.plan.relation import Distinct, Map, TopK
+from spate.sql.aggregates import aggregate, find_aggregates, is_aggregate, strip_alias
 from spate.sql.errors import (
     FeatureNotSupported,
     GroupingError,
     InvalidColumnReference,
     SqlError,
-    UndefinedFunction,
 )
+from spate.sql.from_clause import from_clause, joined, split_and, table_function
 from spate.sql.parse import position
 from spate.sql.query import Context, Output, QueryPlanner
-from spate.sql.relops import build_join, global_defaults
-from spate.sql.scalar import ScalarBinder, Typed
-from spate.sql.scope import Col, Rel, Scope, hide, project, unique_names
-from spate.sql.types import FLOAT8, INT8, PG_BOOL, PG_TEXT, UNKNOWN, PgType, from_scalar, pg_numeric
-
-_AGGS = (
-    exp.Count,
-    exp.Sum,
-    exp.Avg,
-    exp.Min,
-    exp.Max,
-    exp.LogicalAnd,
-    exp.LogicalOr,
-    exp.GroupConcat,
-)
-
-
-def is_aggregate(node: exp.Expression) -> bool:
-    if isinstance(node, exp.Filter):
-        return is_aggregate(node.this)
-    if isinstance(node, _AGGS):
-        return True
-    return isinstance(node, exp.Anonymous) and node.name.lower() in ("every", "string_agg")
-
-
-def find_aggregates(node: exp.Expression) -> list[exp.Expression]:
-    """Aggregate calls in ``node``, not looking into subqueries or inside other aggregates."""
-    out: list[exp.Expression] = []
-
-    def go(n: exp.Expression) -> None:
-        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
-            return
-        if isinstance(n, exp.Window):
-            # the window's own function is not an aggregate of the query; its arguments,
-            # partition and order keys may hold some
-            fn = n.this.this if isinstance(n.this, exp.Filter) else n.this
-            for child in [*fn.iter_expressions(), *(n.args.get("partition_by") or [])]:
-                go(child)
-            if n.args.get("order") is not None:
-                go(n.args["order"])
-            return
-        if is_aggregate(n):
-            out.append(n)
-            return
-        for child in n.iter_expressions():
-            go(child)
-
-    go(node)
-    return out
+from spate.sql.scalar import Typed
+from spate.sql.scope import Col, Scope, project, unique_names
+from spate.sql.types import PG_TEXT, UNKNOWN, PgType
 
 
 def has_subquery(node: exp.Expression) -> bool:
@@ -86,7 +41,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     where = node.args.get("where")
     conds = list(pending)
     if where is not None:
-        conds.extend(_split_and(where.this))
+        conds.extend(split_and(where.this))
         aggs = [a for c in conds for a in find_aggregates(c)]
         if aggs:
             raise qp.err(GroupingError, "aggregate functions are not allowed in WHERE", aggs[0])
@@ -97,7 +52,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     if plain:
         b = qp.binder(rel.scope, "WHERE")
         preds = [b.predicate(c) for c in plain]
-        rel = rel.with_cols(top_k_rewrite(_joined(rel, preds)), rel.scope.cols)
+        rel = rel.with_cols(top_k_rewrite(joined(rel, preds)), rel.scope.cols)
     for c in nested:
         rel = sq.where(rel, c)
 
@@ -123,7 +78,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
                 rel = sq.where(rel, having.this, override=override, clause="HAVING")
             else:
                 b = qp.binder(rel.scope, "HAVING", override)
-                rel = rel.with_cols(_joined(rel, [b.predicate(having.this)]), rel.scope.cols)
+                rel = rel.with_cols(joined(rel, [b.predicate(having.this)]), rel.scope.cols)
 
     windows = [w for s in selects for w in find_windows(s)]
     windows += [w for o in order_items for w in find_windows(o.this)]
@@ -185,7 +140,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         if pos is not None:
             orders.append((positions[pos], o))
             continue
-        match = next((i for i, s in enumerate(selects) if _strip_alias(s) == o.this), None)
+        match = next((i for i, s in enumerate(selects) if strip_alias(s) == o.this), None)
         if match is not None:
             orders.append((positions[match], o))
             continue
@@ -229,7 +184,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
             for e in on.expressions:
                 p = _output_ref(qp, e, names)
                 if p is None:
-                    p = next((i for i, s in enumerate(selects) if _strip_alias(s) == e), None)
+                    p = next((i for i, s in enumerate(selects) if strip_alias(s) == e), None)
                 if p is None:
                     raise qp.err(
                         FeatureNotSupported,
@@ -251,10 +206,6 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     return Output(rel, names, types, k, column_orders, limit, offset, literals)
 
 
-def _strip_alias(node: exp.Expression) -> exp.Expression:
-    return node.this if isinstance(node, exp.Alias) else node
-
-
 def _output_ref(qp: QueryPlanner, node: exp.Expression, names: list[str]) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string:
         n = int(str(node.this))
@@ -268,30 +219,6 @@ def _output_ref(qp: QueryPlanner, node: exp.Expression, names: list[str]) -> int
         if hits:
             return hits[0]
     return None
-
-
-def _split_and(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _split_and(node.this) + _split_and(node.expression)
-    return [node]
-
-
-def _joined(rel: Rel, preds: list[ScalarExpr]) -> RelationExpr:
-    """Filter ``rel`` by ``preds``; a join below takes them into its classes and inputs."""
-    from spate.plan.relation import Join
-
-    expr = rel.expr
-    if isinstance(expr, Join):
-        existing = list(expr.predicates)
-        for cls in expr.equivalences:
-            first = cls[0]
-            for other in cls[1:]:
-                existing.append(CallBinary(BinaryFunc.EQ, ColumnRef(first), ColumnRef(other)))
-        inputs = list(expr.operands)
-        return build_join(inputs, [*existing, *preds])
-    return build_join([expr], preds)
 
 
 def output_name(node: exp.Expression) -> str:
@@ -379,444 +306,14 @@ def expand_star(
     return out
 
 
-# --- FROM ------------------------------------------------------------------------------------
-
-
-def from_clause(
-    qp: QueryPlanner, node: exp.Select, ctx: Context | None
-) -> tuple[Rel, list[exp.Expression]]:
-    """The FROM items joined (outer joins lowered), as one relation with the context prefix;
-    plus the inner joins' ON conditions, still to apply with WHERE."""
-    from_ = node.args.get("from_") or node.args.get("from")
-    items: list[Rel] = []
-    pending: list[exp.Expression] = []
-    if from_ is not None:
-        items.append(qp.table(from_.this, ctx))
-        for j in node.args.get("joins") or []:
-            if (
-                isinstance(j.this, exp.Table)
-                and isinstance(j.this.this, exp.Func)
-                and not j.side
-                and j.args.get("on") is None
-                and _references_columns(j.this.this)
-            ):
-                # a set-returning function over the items before it (implicit LATERAL)
-                left = _combine(qp, items, pending, None)
-                pending = []
-                alias_node = j.this.args.get("alias")
-                func = j.this.this
-                assert isinstance(func, exp.Expression)
-                items = [
-                    table_function(
-                        qp,
-                        func,
-                        alias_node.name if alias_node is not None and alias_node.name else None,
-                        [c.name for c in alias_node.columns] if alias_node is not None else [],
-                        over=left,
-                    )
-                ]
-                continue
-            right = qp.table(j.this, ctx)
-            side = (j.side or "").upper()
-            kind = (j.kind or "").upper()
-            on = j.args.get("on")
-            using = [u.name for u in j.args.get("using") or []]
-            if kind in ("SEMI", "ANTI") or j.args.get("method"):
-                raise qp.err(FeatureNotSupported, f"{kind or j.args.get('method')} JOIN", j)
-            if side in ("LEFT", "RIGHT", "FULL"):
-                from spate.sql.joins import outer_join
-
-                left = _combine(qp, items, pending, None)
-                pending = []
-                items = [outer_join(qp, left, right, side, on, using)]
-                continue
-            if using:
-                from spate.sql.joins import using_inner
-
-                left = _combine(qp, items, pending, None)
-                pending = []
-                items = [using_inner(qp, left, right, using)]
-                continue
-            items.append(right)
-            if on is not None:
-                pending.extend(_split_and(on))
-    prefix_cols: list[Col] = []
-    inputs: list[RelationExpr] = []
-    if ctx is not None:
-        inputs.append(ctx.relation)
-        prefix_cols = hide(
-            [Col(None, None, from_scalar(c.type)) for c in ctx.relation.desc.columns]
-        )
-    cols = list(prefix_cols)
-    for r in items:
-        inputs.append(r.expr)
-        cols.extend(r.scope.cols)
-    if not inputs:
-        from spate.sql.relops import unit
-
-        inputs.append(unit())
-    expr = build_join(inputs, [])
-    scope = Scope(cols, ctx.correlation if ctx is not None else None, qp.text)
-    _check_duplicate_aliases(qp, items, node)
-    return Rel(expr, scope), pending
-
-
-def _references_columns(node: exp.Expr) -> bool:
-    return any(isinstance(n, exp.Column) for n in node.walk())
-
-
-def _check_duplicate_aliases(qp: QueryPlanner, items: list[Rel], node: exp.Expression) -> None:
-    seen: set[str] = set()
-    for r in items:
-        tables = {c.table for c in r.scope.cols if c.table is not None and not c.qualified_only}
-        for t in tables:
-            if t in seen:
-                raise qp.err(SqlError, f'table name "{t}" specified more than once', node).located(
-                    None, None
-                )
-        seen |= tables
-
-
-def _combine(
-    qp: QueryPlanner, items: list[Rel], pending: list[exp.Expression], ctx: Context | None
-) -> Rel:
-    del ctx
-    cols = [c for r in items for c in r.scope.cols]
-    scope = Scope(cols, None, qp.text)
-    expr = build_join([r.expr for r in items], [])
-    rel = Rel(expr, scope)
-    if pending:
-        b = qp.binder(scope, "JOIN/ON")
-        preds = [b.predicate(p) for p in pending]
-        rel = rel.with_cols(_joined(rel, preds), cols)
-    return rel
-
-
-def table_function(
-    qp: QueryPlanner,
-    node: exp.Expression,
-    alias: str | None,
-    col_aliases: list[str],
-    over: Rel | None = None,
-) -> Rel:
-    """A set-returning function in FROM; ``over``: the FROM items before it, whose columns its
-    arguments may use (an implicit LATERAL: the function runs once per row of ``over``)."""
-    from spate.sql.relops import unit
-
-    name = node.name.lower() if isinstance(node, exp.Anonymous) else type(node).__name__.lower()
-    scope = over.scope if over is not None else Scope([], text=qp.text)
-    b = qp.binder(scope, "FROM")
-    if (
-        isinstance(node, (exp.ExplodingGenerateSeries, exp.GenerateSeries))
-        or name == "generate_series"
-    ):
-        args = [node.args.get("start"), node.args.get("end")]
-        if node.args.get("step") is not None:
-            args.append(node.args["step"])
-        exprs = tuple(b.bind_as(a, INT8).expr for a in args if a is not None)
-        base = over.expr if over is not None else unit()
-        out_name = unique_names([*base.desc.names, col_aliases[0] if col_aliases else "g"])[-1]
-        fm = FlatMap(base, TableFunc.GENERATE_SERIES, exprs, (out_name,))
-        col = Col(
-            col_aliases[0] if col_aliases else (alias or "generate_series"),
-            alias or "generate_series",
-            INT8,
-        )
-        cols = [*(over.scope.cols if over is not None else []), col]
-        return Rel(fm, Scope(cols, None, qp.text))
-    raise qp.err(UndefinedFunction, f"function {name} does not exist", node)
-
-
-# --- GROUP BY and aggregates -----------------------------------------------------------------
-
-
-def aggregate(
-    qp: QueryPlanner,
-    rel: Rel,
-    k: int,
-    group: exp.Expression | None,
-    selects: list[exp.Expression],
-    agg_nodes: list[exp.Expression],
-    ctx: Context | None,
-) -> tuple[Rel, Callable[[exp.Expression], Typed | None]]:
-    """``Reduce`` by the context prefix and the GROUP BY keys; the override that maps
-    aggregate calls and group keys onto its output for the clauses after it."""
-    scope = rel.scope
-    b = qp.binder(scope, "GROUP BY")
-    key_nodes: list[exp.Expression] = []
-    for g in group.expressions if group is not None else []:
-        if isinstance(g, exp.Tuple) and not g.expressions:
-            continue
-        if isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)):
-            raise qp.err(FeatureNotSupported, "GROUPING SETS, ROLLUP and CUBE", g)
-        if isinstance(g, exp.Literal) and not g.is_string:
-            n = int(str(g.this))
-            if not 1 <= n <= len(selects):
-                raise qp.err(
-                    InvalidColumnReference, f"GROUP BY position {n} is not in select list", g
-                )
-            key_nodes.append(_strip_alias(selects[n - 1]))
-        elif isinstance(g, exp.Column) and not g.table:
-            try:
-                scope.resolve(None, g.name, g)
-                key_nodes.append(g)
-            except SqlError:
-                alias = next(
-                    (s for s in selects if isinstance(s, exp.Alias) and s.alias == g.name), None
-                )
-                if alias is None:
-                    raise
-                key_nodes.append(alias.this)
-        else:
-            key_nodes.append(g)
-        if find_aggregates(key_nodes[-1]):
-            raise qp.err(GroupingError, "aggregate functions are not allowed in GROUP BY", g)
-    keys = [b.bind(n) for n in key_nodes]
-    for key_node, key_t in zip(key_nodes, keys, strict=True):
-        if key_t.type.name == "unknown":
-            raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
-    aggs: list[AggregateExpr] = []
-    agg_types: list[PgType] = []
-    agg_index: dict[int, int] = {}
-    finals: list[Callable[[ScalarExpr], ScalarExpr]] = []
-    defaults: list[ScalarExpr] = []
-    inner = qp.binder(scope, "aggregate")
-    seen: list[tuple[exp.Expression, int]] = []
-    for node in agg_nodes:
-        dup = next((i for n, i in seen if n == node), None)
-        if dup is not None:
-            agg_index[id(node)] = dup
-            continue
-        agg, agg_t, final, default = _aggregate_call(qp, inner, node)
-        agg_index[id(node)] = len(aggs)
-        seen.append((node, len(aggs)))
-        aggs.append(agg)
-        agg_types.append(agg_t)
-        finals.append(final)
-        defaults.append(default)
-    # Map the keys, reduce by prefix + keys
-    base = rel.arity
-    mapped: RelationExpr = rel.expr
-    key_positions = list(range(k))
-    plain_keys: dict[int, int] = {}
-    extra: list[ScalarExpr] = []
-    for i, t in enumerate(keys):
-        if isinstance(t.expr, ColumnRef):
-            key_positions.append(t.expr.index)
-            plain_keys[t.expr.index] = k + i
-        else:
-            key_positions.append(base + len(extra))
-            extra.append(t.expr)
-    if extra:
-        mapped = Map(mapped, tuple(extra))
-    names = unique_names(
-        [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)]
-    )
-    reduced: RelationExpr = Reduce(
-        mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
-    )
-    if not key_nodes:
-        reduced = global_defaults(reduced, ctx.relation if ctx is not None else None, defaults)
-    # finishing scalars (avg of numerics, casts back)
-    nkeys = len(key_positions)
-    post = [f(ColumnRef(nkeys + i)) for i, f in enumerate(finals)]
-    if any(p != ColumnRef(nkeys + i) for i, p in enumerate(post)):
-        width = reduced.desc.arity
-        reduced = Map(reduced, tuple(post))
-        reduced = project(reduced, [*range(nkeys), *range(width, width + len(post))])
-    cols: list[Col] = list(scope.cols[:k])
-    for key_node, key_t in zip(key_nodes, keys, strict=True):
-        name = key_node.name if isinstance(key_node, exp.Column) else None
-        table = key_node.table if isinstance(key_node, exp.Column) and key_node.table else None
-        if isinstance(key_t.expr, ColumnRef):
-            c = scope.cols[key_t.expr.index]
-            name, table = c.name, c.table
-        cols.append(Col(name, table, key_t.type, hidden=True))
-    cols += [Col(None, None, t, hidden=True) for t in agg_types]
-    out = Rel(reduced, Scope(cols, scope.parent, qp.text))
-
-    def override(node: exp.Expression) -> Typed | None:
-        if id(node) in agg_index:
-            i = agg_index[id(node)]
-            return Typed(ColumnRef(nkeys + i), agg_types[i])
-        for i, kn in enumerate(key_nodes):
-            if not isinstance(kn, exp.Column) and node == kn:
-                return Typed(ColumnRef(k + i), keys[i].type)
-        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-            try:
-                p = scope.resolve(node.table or None, node.name, node)
-            except SqlError:
-                return None
-            if p < k:
-                return Typed(ColumnRef(p), scope.cols[p].type)
-            if p in plain_keys:
-                return Typed(ColumnRef(plain_keys[p]), scope.cols[p].type)
-            c = scope.cols[p]
-            shown = f"{c.table}.{c.name}" if c.table else c.name
-            raise qp.err(
-                GroupingError,
-                f'column "{shown}" must appear in the GROUP BY clause or be used in an '
-                "aggregate function",
-                node,
-            )
-        return None
-
-    return out, override
-
-
-def _aggregate_call(
-    qp: QueryPlanner, b: ScalarBinder, node: exp.Expression
-) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
-    """The IR aggregate of ``node``, its SQL type, a finishing scalar and the empty default."""
-    filter_cond: ScalarExpr | None = None
-    if isinstance(node, exp.Filter):
-        where = node.expression
-        filter_cond = b.predicate(where.this if isinstance(where, exp.Where) else where)
-        node = node.this
-    distinct = False
-    arg = node.this
-    if isinstance(arg, exp.Distinct):
-        distinct = True
-        if len(arg.expressions) != 1:
-            raise qp.err(FeatureNotSupported, "DISTINCT over several arguments", node)
-        arg = arg.expressions[0]
-    if find_aggregates(arg) if arg is not None else False:
-        raise qp.err(GroupingError, "aggregate function calls cannot be nested", node)
-
-    def ident(x: ScalarExpr) -> ScalarExpr:
-        return x
-
-    def guard(x: ScalarExpr) -> ScalarExpr:
-        if filter_cond is None:
-            return x
-        return Case(((filter_cond, x),), None)
-
-    name = _agg_name(node)
-    if name == "count":
-        if isinstance(arg, exp.Star) or arg is None:
-            value: ScalarExpr = guard(Literal(True, BOOL))
-        else:
-            value = guard(b.bind(arg).expr)
-        return (
-            AggregateExpr(AggregateFunc.COUNT, value, distinct),
-            INT8,
-            ident,
-            Literal(0, INT64),
-        )
-    if arg is None:
-        raise qp.err(UndefinedFunction, f"{name}() needs an argument", node)
-    if name == "string_agg":
-        return _string_agg(qp, b, node, guard, distinct)
-    t = b.bind(arg)
-    if t.type.name == "unknown":
-        t = b.coerce(t, PG_TEXT if name in ("min", "max") else pg_numeric(numeric(38, 10)), arg)
-    x = guard(t.expr)
-    null = Literal(None, t.type.scalar or INT64)
-    if name in ("bool_and", "bool_or", "every"):
-        if t.type.name != "bool":
-            raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
-        f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR
-        return AggregateExpr(f, x, distinct), PG_BOOL, ident, Literal(None, BOOL)
-    if name in ("min", "max"):
-        f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
-        if t.type.scalar is None or t.type.scalar.kind is ScalarKind.JSONB:
-            raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
-        return AggregateExpr(f, x, distinct), t.type, ident, null
-    if not t.type.is_numeric:
-        raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
-    if name == "sum":
-        if t.type.name == "int8":
-            # PostgreSQL's sum(bigint) is numeric: summed in int64, then cast (so that it
-            # divides as a numeric); an int64 overflow stays an error
-            return (
-                AggregateExpr(AggregateFunc.SUM, x, distinct),
-                pg_numeric(numeric(38, 0)),
-                lambda v: Cast(v, numeric(38, 0)),
-                Literal(None, INT64),
-            )
-        if t.type.is_integer:
-            out_t = INT8
-        elif t.type.name == "numeric":
-            assert t.type.scalar is not None
-            out_t = pg_numeric(numeric(38, t.type.scalar.scale or 0))
-        else:
-            out_t = FLOAT8
-        default = Literal(None, out_t.scalar)  # type: ignore[arg-type]
-        return AggregateExpr(AggregateFunc.SUM, x, distinct), out_t, ident, default
-    if name == "avg":
-        if t.type.name in ("float4", "float8"):
-            return (
-                AggregateExpr(AggregateFunc.AVG, x, distinct),
-                FLOAT8,
-                ident,
-                Literal(None, FLOAT64),
-            )
-        scale = (
-            12 if t.type.is_integer else max(12, (t.type.scalar.scale or 0) if t.type.scalar else 0)
-        )
-        scale = min(scale, 34)
-        wide = numeric(38, scale)
-        out = pg_numeric(numeric(38, scale + 4))
-        return (
-            AggregateExpr(AggregateFunc.AVG, Cast(x, wide), distinct),
-            out,
-            ident,
-            Literal(None, out.scalar),  # type: ignore[arg-type]
-        )
-    raise qp.err(UndefinedFunction, f"function {name} does not exist", node)
-
-
-def _agg_name(node: exp.Expression) -> str:
-    if isinstance(node, exp.Anonymous):
-        return node.name.lower()
-    return {
-        exp.Count: "count",
-        exp.Sum: "sum",
-        exp.Avg: "avg",
-        exp.Min: "min",
-        exp.Max: "max",
-        exp.LogicalAnd: "bool_and",
-        exp.LogicalOr: "bool_or",
-        exp.GroupConcat: "string_agg",
-    }.get(type(node), type(node).__name__.lower())  # type: ignore[arg-type]
-
-
-def _string_agg(
-    qp: QueryPlanner,
-    b: ScalarBinder,
-    node: exp.Expression,
-    guard: Callable[[ScalarExpr], ScalarExpr],
-    distinct: bool,
-) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
-    arg = node.this
-    if isinstance(arg, exp.Distinct):
-        arg = arg.expressions[0]
-    order = None
-    if isinstance(arg, exp.Order):
-        order = arg
-        arg = arg.this
-    sep = node.args.get("separator")
-    if isinstance(node, exp.Anonymous):
-        arg, sep = node.expressions[0], node.expressions[1] if len(node.expressions) > 1 else None
-    if sep is None or not isinstance(sep, exp.Literal) or not sep.is_string:
-        raise qp.err(FeatureNotSupported, "string_agg needs a constant text delimiter", node)
-    if order is not None:
-        items = order.expressions
-        if len(items) != 1 or items[0].this != arg or items[0].args.get("desc"):
-            raise qp.err(
-                FeatureNotSupported,
-                "string_agg orders its values ascending; ORDER BY other than the value "
-                "itself ascending is not supported",
-                order,
-            )
-    t = b.bind(arg)
-    t = b.coerce(t, PG_TEXT, arg, explicit=t.type.name != "unknown")
-    return (
-        AggregateExpr(AggregateFunc.STRING_AGG, guard(t.expr), distinct, str(sep.this)),
-        PG_TEXT,
-        lambda x: x,
-        Literal(None, PG_TEXT.scalar),  # type: ignore[arg-type]
-    )
-
-
-__all__ = ["UNKNOWN", "dataclasses", "plan_select", "position"]
+__all__ = [
+    "UNKNOWN",
+    "dataclasses",
+    "find_aggregates",
+    "from_clause",
+    "has_subquery",
+    "is_aggregate",
+    "plan_select",
+    "position",
+    "table_function",
+]

@@ -1,0 +1,363 @@
+"""GROUP BY and aggregates of a SELECT block: finding aggregate calls, planning the Reduce
+and binding the expressions above it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.expr import Case, Cast, ColumnRef, Literal, ScalarExpr
+from spate.plan.relation import Map, Reduce, RelationExpr
+from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
+from spate.sql.errors import (
+    FeatureNotSupported,
+    GroupingError,
+    InvalidColumnReference,
+    SqlError,
+    UndefinedFunction,
+)
+from spate.sql.query import Context, QueryPlanner
+from spate.sql.relops import global_defaults
+from spate.sql.scalar import ScalarBinder, Typed
+from spate.sql.scope import Col, Rel, Scope, project, unique_names
+from spate.sql.types import FLOAT8, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
+
+_AGGS = (
+    exp.Count,
+    exp.Sum,
+    exp.Avg,
+    exp.Min,
+    exp.Max,
+    exp.LogicalAnd,
+    exp.LogicalOr,
+    exp.GroupConcat,
+)
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    if isinstance(node, exp.Filter):
+        return is_aggregate(node.this)
+    if isinstance(node, _AGGS):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in ("every", "string_agg")
+
+
+def find_aggregates(node: exp.Expression) -> list[exp.Expression]:
+    """Aggregate calls in ``node``, not looking into subqueries or inside other aggregates."""
+    out: list[exp.Expression] = []
+
+    def go(n: exp.Expression) -> None:
+        if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+            return
+        if isinstance(n, exp.Window):
+            # the window's own function is not an aggregate of the query; its arguments,
+            # partition and order keys may hold some
+            fn = n.this.this if isinstance(n.this, exp.Filter) else n.this
+            for child in [*fn.iter_expressions(), *(n.args.get("partition_by") or [])]:
+                go(child)
+            if n.args.get("order") is not None:
+                go(n.args["order"])
+            return
+        if is_aggregate(n):
+            out.append(n)
+            return
+        for child in n.iter_expressions():
+            go(child)
+
+    go(node)
+    return out
+
+
+def aggregate(
+    qp: QueryPlanner,
+    rel: Rel,
+    k: int,
+    group: exp.Expression | None,
+    selects: list[exp.Expression],
+    agg_nodes: list[exp.Expression],
+    ctx: Context | None,
+) -> tuple[Rel, Callable[[exp.Expression], Typed | None]]:
+    """``Reduce`` by the context prefix and the GROUP BY keys; the override that maps
+    aggregate calls and group keys onto its output for the clauses after it."""
+    scope = rel.scope
+    b = qp.binder(scope, "GROUP BY")
+    key_nodes: list[exp.Expression] = []
+    for g in group.expressions if group is not None else []:
+        if isinstance(g, exp.Tuple) and not g.expressions:
+            continue
+        if isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+            raise qp.err(FeatureNotSupported, "GROUPING SETS, ROLLUP and CUBE", g)
+        if isinstance(g, exp.Literal) and not g.is_string:
+            n = int(str(g.this))
+            if not 1 <= n <= len(selects):
+                raise qp.err(
+                    InvalidColumnReference, f"GROUP BY position {n} is not in select list", g
+                )
+            key_nodes.append(strip_alias(selects[n - 1]))
+        elif isinstance(g, exp.Column) and not g.table:
+            try:
+                scope.resolve(None, g.name, g)
+                key_nodes.append(g)
+            except SqlError:
+                alias = next(
+                    (s for s in selects if isinstance(s, exp.Alias) and s.alias == g.name), None
+                )
+                if alias is None:
+                    raise
+                key_nodes.append(alias.this)
+        else:
+            key_nodes.append(g)
+        if find_aggregates(key_nodes[-1]):
+            raise qp.err(GroupingError, "aggregate functions are not allowed in GROUP BY", g)
+    keys = [b.bind(n) for n in key_nodes]
+    for key_node, key_t in zip(key_nodes, keys, strict=True):
+        if key_t.type.name == "unknown":
+            raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
+    aggs: list[AggregateExpr] = []
+    agg_types: list[PgType] = []
+    agg_index: dict[int, int] = {}
+    finals: list[Callable[[ScalarExpr], ScalarExpr]] = []
+    defaults: list[ScalarExpr] = []
+    inner = qp.binder(scope, "aggregate")
+    seen: list[tuple[exp.Expression, int]] = []
+    for node in agg_nodes:
+        dup = next((i for n, i in seen if n == node), None)
+        if dup is not None:
+            agg_index[id(node)] = dup
+            continue
+        agg, agg_t, final, default = _aggregate_call(qp, inner, node)
+        agg_index[id(node)] = len(aggs)
+        seen.append((node, len(aggs)))
+        aggs.append(agg)
+        agg_types.append(agg_t)
+        finals.append(final)
+        defaults.append(default)
+    # Map the keys, reduce by prefix + keys
+    base = rel.arity
+    mapped: RelationExpr = rel.expr
+    key_positions = list(range(k))
+    plain_keys: dict[int, int] = {}
+    extra: list[ScalarExpr] = []
+    for i, t in enumerate(keys):
+        if isinstance(t.expr, ColumnRef):
+            key_positions.append(t.expr.index)
+            plain_keys[t.expr.index] = k + i
+        else:
+            key_positions.append(base + len(extra))
+            extra.append(t.expr)
+    if extra:
+        mapped = Map(mapped, tuple(extra))
+    names = unique_names(
+        [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)]
+    )
+    reduced: RelationExpr = Reduce(
+        mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
+    )
+    if not key_nodes:
+        reduced = global_defaults(reduced, ctx.relation if ctx is not None else None, defaults)
+    # finishing scalars (avg of numerics, casts back)
+    nkeys = len(key_positions)
+    post = [f(ColumnRef(nkeys + i)) for i, f in enumerate(finals)]
+    if any(p != ColumnRef(nkeys + i) for i, p in enumerate(post)):
+        width = reduced.desc.arity
+        reduced = Map(reduced, tuple(post))
+        reduced = project(reduced, [*range(nkeys), *range(width, width + len(post))])
+    cols: list[Col] = list(scope.cols[:k])
+    for key_node, key_t in zip(key_nodes, keys, strict=True):
+        name = key_node.name if isinstance(key_node, exp.Column) else None
+        table = key_node.table if isinstance(key_node, exp.Column) and key_node.table else None
+        if isinstance(key_t.expr, ColumnRef):
+            c = scope.cols[key_t.expr.index]
+            name, table = c.name, c.table
+        cols.append(Col(name, table, key_t.type, hidden=True))
+    cols += [Col(None, None, t, hidden=True) for t in agg_types]
+    out = Rel(reduced, Scope(cols, scope.parent, qp.text))
+
+    def override(node: exp.Expression) -> Typed | None:
+        if id(node) in agg_index:
+            i = agg_index[id(node)]
+            return Typed(ColumnRef(nkeys + i), agg_types[i])
+        for i, kn in enumerate(key_nodes):
+            if not isinstance(kn, exp.Column) and node == kn:
+                return Typed(ColumnRef(k + i), keys[i].type)
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            try:
+                p = scope.resolve(node.table or None, node.name, node)
+            except SqlError:
+                return None
+            if p < k:
+                return Typed(ColumnRef(p), scope.cols[p].type)
+            if p in plain_keys:
+                return Typed(ColumnRef(plain_keys[p]), scope.cols[p].type)
+            c = scope.cols[p]
+            shown = f"{c.table}.{c.name}" if c.table else c.name
+            raise qp.err(
+                GroupingError,
+                f'column "{shown}" must appear in the GROUP BY clause or be used in an '
+                "aggregate function",
+                node,
+            )
+        return None
+
+    return out, override
+
+
+def _aggregate_call(
+    qp: QueryPlanner, b: ScalarBinder, node: exp.Expression
+) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
+    """The IR aggregate of ``node``, its SQL type, a finishing scalar and the empty default."""
+    filter_cond: ScalarExpr | None = None
+    if isinstance(node, exp.Filter):
+        where = node.expression
+        filter_cond = b.predicate(where.this if isinstance(where, exp.Where) else where)
+        node = node.this
+    distinct = False
+    arg = node.this
+    if isinstance(arg, exp.Distinct):
+        distinct = True
+        if len(arg.expressions) != 1:
+            raise qp.err(FeatureNotSupported, "DISTINCT over several arguments", node)
+        arg = arg.expressions[0]
+    if find_aggregates(arg) if arg is not None else False:
+        raise qp.err(GroupingError, "aggregate function calls cannot be nested", node)
+
+    def ident(x: ScalarExpr) -> ScalarExpr:
+        return x
+
+    def guard(x: ScalarExpr) -> ScalarExpr:
+        if filter_cond is None:
+            return x
+        return Case(((filter_cond, x),), None)
+
+    name = _agg_name(node)
+    if name == "count":
+        if isinstance(arg, exp.Star) or arg is None:
+            value: ScalarExpr = guard(Literal(True, BOOL))
+        else:
+            value = guard(b.bind(arg).expr)
+        return (
+            AggregateExpr(AggregateFunc.COUNT, value, distinct),
+            INT8,
+            ident,
+            Literal(0, INT64),
+        )
+    if arg is None:
+        raise qp.err(UndefinedFunction, f"{name}() needs an argument", node)
+    if name == "string_agg":
+        return _string_agg(qp, b, node, guard, distinct)
+    t = b.bind(arg)
+    if t.type.name == "unknown":
+        t = b.coerce(t, PG_TEXT if name in ("min", "max") else pg_numeric(numeric(38, 10)), arg)
+    x = guard(t.expr)
+    null = Literal(None, t.type.scalar or INT64)
+    if name in ("bool_and", "bool_or", "every"):
+        if t.type.name != "bool":
+            raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
+        f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR
+        return AggregateExpr(f, x, distinct), PG_BOOL, ident, Literal(None, BOOL)
+    if name in ("min", "max"):
+        f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
+        if t.type.scalar is None or t.type.scalar.kind is ScalarKind.JSONB:
+            raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
+        return AggregateExpr(f, x, distinct), t.type, ident, null
+    if not t.type.is_numeric:
+        raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
+    if name == "sum":
+        if t.type.name == "int8":
+            # PostgreSQL's sum(bigint) is numeric: summed in int64, then cast (so that it
+            # divides as a numeric); an int64 overflow stays an error
+            return (
+                AggregateExpr(AggregateFunc.SUM, x, distinct),
+                pg_numeric(numeric(38, 0)),
+                lambda v: Cast(v, numeric(38, 0)),
+                Literal(None, INT64),
+            )
+        if t.type.is_integer:
+            out_t = INT8
+        elif t.type.name == "numeric":
+            assert t.type.scalar is not None
+            out_t = pg_numeric(numeric(38, t.type.scalar.scale or 0))
+        else:
+            out_t = FLOAT8
+        default = Literal(None, out_t.scalar)  # type: ignore[arg-type]
+        return AggregateExpr(AggregateFunc.SUM, x, distinct), out_t, ident, default
+    if name == "avg":
+        if t.type.name in ("float4", "float8"):
+            return (
+                AggregateExpr(AggregateFunc.AVG, x, distinct),
+                FLOAT8,
+                ident,
+                Literal(None, FLOAT64),
+            )
+        scale = (
+            12 if t.type.is_integer else max(12, (t.type.scalar.scale or 0) if t.type.scalar else 0)
+        )
+        scale = min(scale, 34)
+        wide = numeric(38, scale)
+        out = pg_numeric(numeric(38, scale + 4))
+        return (
+            AggregateExpr(AggregateFunc.AVG, Cast(x, wide), distinct),
+            out,
+            ident,
+            Literal(None, out.scalar),  # type: ignore[arg-type]
+        )
+    raise qp.err(UndefinedFunction, f"function {name} does not exist", node)
+
+
+def _agg_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower()
+    return {
+        exp.Count: "count",
+        exp.Sum: "sum",
+        exp.Avg: "avg",
+        exp.Min: "min",
+        exp.Max: "max",
+        exp.LogicalAnd: "bool_and",
+        exp.LogicalOr: "bool_or",
+        exp.GroupConcat: "string_agg",
+    }.get(type(node), type(node).__name__.lower())  # type: ignore[arg-type]
+
+
+def _string_agg(
+    qp: QueryPlanner,
+    b: ScalarBinder,
+    node: exp.Expression,
+    guard: Callable[[ScalarExpr], ScalarExpr],
+    distinct: bool,
+) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
+    arg = node.this
+    if isinstance(arg, exp.Distinct):
+        arg = arg.expressions[0]
+    order = None
+    if isinstance(arg, exp.Order):
+        order = arg
+        arg = arg.this
+    sep = node.args.get("separator")
+    if isinstance(node, exp.Anonymous):
+        arg, sep = node.expressions[0], node.expressions[1] if len(node.expressions) > 1 else None
+    if sep is None or not isinstance(sep, exp.Literal) or not sep.is_string:
+        raise qp.err(FeatureNotSupported, "string_agg needs a constant text delimiter", node)
+    if order is not None:
+        items = order.expressions
+        if len(items) != 1 or items[0].this != arg or items[0].args.get("desc"):
+            raise qp.err(
+                FeatureNotSupported,
+                "string_agg orders its values ascending; ORDER BY other than the value "
+                "itself ascending is not supported",
+                order,
+            )
+    t = b.bind(arg)
+    t = b.coerce(t, PG_TEXT, arg, explicit=t.type.name != "unknown")
+    return (
+        AggregateExpr(AggregateFunc.STRING_AGG, guard(t.expr), distinct, str(sep.this)),
+        PG_TEXT,
+        lambda x: x,
+        Literal(None, PG_TEXT.scalar),  # type: ignore[arg-type]
+    )
+
+
+def strip_alias(node: exp.Expression) -> exp.Expression:
+    return node.this if isinstance(node, exp.Alias) else node
