@@ -1,0 +1,401 @@
+"""CREATE, DROP and ALTER of tables, views, indexes and clusters (sources, sinks, secrets and
+connections are in :mod:`spate.sql.ddl`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+from sqlglot.tokenizer_core import TokenType
+
+from spate.plan.relation import RelationExpr
+from spate.repr.desc import Column, RelationDesc
+from spate.sql import statements as st
+from spate.sql.errors import (
+    DependentObjects,
+    DuplicateColumn,
+    DuplicateObject,
+    FeatureNotSupported,
+    SqlError,
+    SqlSyntaxError,
+    UndefinedColumn,
+    UndefinedObject,
+    UndefinedTable,
+)
+from spate.sql.parse import parse_sql, position
+from spate.sql.relops import rename
+from spate.sql.scalar import ScalarBinder, type_from_ast
+from spate.sql.scope import Scope
+
+if TYPE_CHECKING:
+    from spate.sql.plan import _Planner
+
+_KINDS = {
+    "TABLE": "table",
+    "TABLES": "table",
+    "VIEW": "view",
+    "VIEWS": "view",
+    "MATERIALIZED": "materialized view",
+    "INDEX": "index",
+    "INDEXES": "index",
+    "SOURCE": "source",
+    "SOURCES": "source",
+    "SUBSOURCES": "subsource",
+    "SINK": "sink",
+    "SINKS": "sink",
+    "SECRET": "secret",
+    "SECRETS": "secret",
+    "CONNECTION": "connection",
+    "CONNECTIONS": "connection",
+}
+
+
+def plan_create(p: _Planner) -> st.Statement:
+    c = p.cur
+    c.expect("CREATE")
+    replace = c.accept("OR", "REPLACE")
+    if c.at_words("MATERIALIZED", "VIEW") or c.at_words("VIEW"):
+        return _create_view(p, replace)
+    if c.at_words("TEMPORARY") or c.at_words("TEMP"):
+        raise p.unsupported("temporary objects are not supported")
+    if replace:
+        raise c.error("expected VIEW or MATERIALIZED VIEW after OR REPLACE")
+    if c.at_words("TABLE"):
+        return _create_table(p)
+    if c.at_words("DEFAULT", "INDEX") or c.at_words("INDEX"):
+        return _create_index(p)
+    if c.at_words("CLUSTER", "REPLICA"):
+        c.expect("CLUSTER", "REPLICA")
+        cluster = c.name("a cluster name")
+        c.expect_token(TokenType.DOT, ".")
+        name = c.name("a replica name")
+        if not c.at_end():
+            c.options()
+        c.end()
+        return st.CreateClusterReplica(p.src.sql, cluster, name)
+    if c.at_words("CLUSTER"):
+        return _create_cluster(p)
+    if c.word() in ("SOURCE", "SINK", "SECRET", "CONNECTION"):
+        from spate.sql.ddl import plan_create_external
+
+        return plan_create_external(p)
+    raise c.error(
+        "expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, CLUSTER, SOURCE, SINK, "
+        "SECRET or CONNECTION"
+    )
+
+
+def _create_table(p: _Planner) -> st.CreateTable:
+    node = parse_sql(p.src, p.src.start)
+    assert isinstance(node, exp.Create)
+    schema = node.this
+    if not isinstance(schema, exp.Schema):
+        raise p.unsupported("CREATE TABLE needs a column list (CREATE TABLE … AS is not supported)")
+    name = schema.this.name
+    existing = p.catalog.lookup(name)
+    if existing is not None and not node.args.get("exists"):
+        raise DuplicateObject(
+            f'{existing.kind} "{name}" already exists',
+            position=position(schema.this),
+            text=p.src.text,
+        )
+    columns: list[Column] = []
+    seen: set[str] = set()
+    for item in schema.expressions:
+        if not isinstance(item, exp.ColumnDef):
+            raise FeatureNotSupported(
+                f"table constraint {item.sql(dialect='postgres')} is not supported",
+                position=position(item),
+                text=p.src.text,
+            )
+        cname = item.name
+        if cname in seen:
+            raise DuplicateColumn(
+                f'column "{cname}" specified more than once',
+                position=position(item),
+                text=p.src.text,
+            )
+        seen.add(cname)
+        kind = item.args.get("kind")
+        if kind is None:
+            raise SqlSyntaxError(f'column "{cname}" needs a type', position=position(item))
+        try:
+            t = type_from_ast(kind)
+        except SqlError as e:
+            raise e.located(position(item), p.src.text) from None
+        if t.scalar is None:
+            raise FeatureNotSupported(
+                f'column "{cname}": type {t} cannot be stored',
+                position=position(item),
+                text=p.src.text,
+            )
+        nullable = True
+        for cons in item.args.get("constraints") or []:
+            k = cons.args.get("kind")
+            if isinstance(k, exp.NotNullColumnConstraint):
+                nullable = bool(k.args.get("allow_null"))
+            else:
+                raise FeatureNotSupported(
+                    f'column "{cname}": constraint {cons.sql(dialect="postgres")} is not supported',
+                    position=position(item),
+                    text=p.src.text,
+                )
+        columns.append(Column(cname, t.scalar, nullable))
+    if not columns:
+        raise p.unsupported("a table needs at least one column")
+    if_not_exists = bool(node.args.get("exists"))
+    return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists)
+
+
+def _create_view(p: _Planner, replace: bool) -> st.CreateView:
+    c = p.cur
+    materialized = c.accept("MATERIALIZED")
+    c.expect("VIEW")
+    if_not_exists = c.accept("IF", "NOT", "EXISTS")
+    name_at = c.here()
+    name = c.dotted_name("a view name")
+    col_names: list[str] = []
+    if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
+        col_names = c.name_list("a column name")
+    cluster = None
+    cluster_at = c.here()
+    if c.accept("IN", "CLUSTER"):
+        cluster_at = c.here()
+        cluster = c.name("a cluster name")
+    if c.at_words("WITH"):
+        c.i += 1
+        c.options()
+    c.expect("AS")
+    query_start = c.here()
+    node = parse_sql(p.src, query_start)
+    plan, names = _view_plan(p, node, col_names)
+    if cluster is not None and cluster not in p.catalog.cluster_names():
+        raise UndefinedObject(
+            f"unknown cluster '{cluster}'", position=cluster_at + 1, text=p.src.text
+        )
+    existing = p.catalog.lookup(name)
+    if existing is not None and not (replace or if_not_exists):
+        raise DuplicateObject(
+            f'{existing.kind} "{name}" already exists',
+            position=name_at + 1,
+            text=p.src.text,
+        )
+    del names
+    return st.CreateView(p.src.sql, name, plan, materialized, cluster, replace, if_not_exists)
+
+
+def _view_plan(
+    p: _Planner, node: exp.Expression, col_names: list[str]
+) -> tuple[RelationExpr, list[str]]:
+    out = p.qp.relation(node)
+    names = list(out.names)
+    if col_names:
+        if len(col_names) > len(names):
+            raise SqlError(
+                "CREATE VIEW specifies more column names than columns",
+                position=p.src.start + 1,
+                text=p.src.text,
+            )
+        names = col_names + names[len(col_names) :]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise DuplicateColumn(
+            f'column "{dup}" specified more than once',
+            position=p.src.start + 1,
+            text=p.src.text,
+        )
+    return rename(out.rel.expr, names), names
+
+
+def _create_index(p: _Planner) -> st.CreateIndex:
+    c = p.cur
+    default = c.accept("DEFAULT")
+    c.expect("INDEX")
+    if_not_exists = c.accept("IF", "NOT", "EXISTS")
+    name: str | None = None
+    if not c.at_words("ON") and not c.at_words("IN", "CLUSTER"):
+        name = c.name("an index name")
+    cluster = None
+    cluster_at = c.here()
+    if c.accept("IN", "CLUSTER"):
+        cluster_at = c.here()
+        cluster = c.name("a cluster name")
+    c.expect("ON")
+    at = c.here()
+    on = c.dotted_name("an object name")
+    obj = p.readable(on, at)
+    assert obj.desc is not None
+    c.accept("USING", "ARRANGEMENT")
+    key: list[str] = []
+    if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
+        key_at = c.here()
+        key = c.name_list("a column name")
+        for k in key:
+            if k not in obj.desc.names:
+                raise UndefinedColumn(
+                    f'column "{k}" does not exist in {obj.kind} "{on}"',
+                    position=key_at + 1,
+                    text=p.src.text,
+                )
+    elif not default:
+        raise c.error("expected a column list (or CREATE DEFAULT INDEX)")
+    if c.at_words("WITH"):
+        c.i += 1
+        c.options()
+    c.end()
+    if default and not key:
+        key = list(obj.desc.names)
+    if name is None:
+        name = f"{on}_primary_idx" if default else f"{on}_{'_'.join(key)}_idx"
+    if cluster is not None and cluster not in p.catalog.cluster_names():
+        raise UndefinedObject(
+            f"unknown cluster '{cluster}'", position=cluster_at + 1, text=p.src.text
+        )
+    return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists)
+
+
+def _create_cluster(p: _Planner) -> st.CreateCluster:
+    c = p.cur
+    c.expect("CLUSTER")
+    name = c.name("a cluster name")
+    paren = c.accept_token(TokenType.L_PAREN)
+    replicas: list[str] | None = None
+    while not c.at_end() and not (paren and c.peek().token_type is TokenType.R_PAREN):  # type: ignore[union-attr]
+        if c.accept("REPLICAS"):
+            c.expect_token(TokenType.L_PAREN, "(")
+            replicas = []
+            while (tok := c.peek()) is not None and tok.token_type is not TokenType.R_PAREN:
+                replicas.append(c.name("a replica name"))
+                if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
+                    c.skip_parens()
+                if not c.accept_token(TokenType.COMMA):
+                    break
+            c.expect_token(TokenType.R_PAREN, ")")
+        elif c.accept("REPLICATION", "FACTOR"):
+            c.accept_token(TokenType.EQ)
+            n = c.integer("a replica count")
+            replicas = [f"r{i}" for i in range(1, n + 1)]
+        elif c.accept("SIZE"):
+            c.accept_token(TokenType.EQ)
+            c.value()
+        else:
+            raise c.error("expected REPLICAS (…), REPLICATION FACTOR n or SIZE")
+        c.accept_token(TokenType.COMMA)
+    if paren:
+        c.expect_token(TokenType.R_PAREN, ")")
+    c.end()
+    return st.CreateCluster(p.src.sql, name, tuple(replicas) if replicas is not None else None)
+
+
+def plan_drop(p: _Planner) -> st.Statement:
+    c = p.cur
+    c.expect("DROP")
+    if c.accept("CLUSTER", "REPLICA"):
+        if_exists = c.accept("IF", "EXISTS")
+        cluster = c.name("a cluster name")
+        c.expect_token(TokenType.DOT, ".")
+        replica = c.name("a replica name")
+        c.end()
+        return st.DropClusterReplica(p.src.sql, cluster, replica, if_exists)
+    if c.accept("CLUSTER"):
+        if_exists = c.accept("IF", "EXISTS")
+        name = c.name("a cluster name")
+        cascade = c.accept("CASCADE")
+        c.accept("RESTRICT")
+        c.end()
+        if name not in p.catalog.cluster_names() and not if_exists:
+            raise UndefinedObject(
+                f"unknown cluster '{name}'", position=p.src.start + 1, text=p.src.text
+            )
+        return st.DropCluster(p.src.sql, name, if_exists, cascade)
+    word = c.word()
+    kind = _KINDS.get(word)
+    if kind is None:
+        raise c.error(
+            "expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SOURCE, SINK, SECRET, "
+            "CONNECTION or CLUSTER"
+        )
+    c.i += 1
+    if kind == "materialized view":
+        c.expect("VIEW")
+    if_exists = c.accept("IF", "EXISTS")
+    names: list[str] = []
+    positions: list[int] = []
+    while True:
+        at = c.here()
+        name = c.dotted_name("an object name")
+        obj = p.catalog.lookup(name)
+        if obj is None:
+            if not if_exists:
+                raise UndefinedTable(
+                    f'{kind} "{name}" does not exist', position=at + 1, text=p.src.text
+                )
+        elif obj.kind != kind and not (kind == "source" and obj.kind == "subsource"):
+            raise SqlError(
+                f'"{name}" is a {obj.kind}, not a {kind}',
+                position=at + 1,
+                text=p.src.text,
+                sqlstate="42809",
+            )
+        else:
+            names.append(name)
+            positions.append(at)
+        if not c.accept_token(TokenType.COMMA):
+            break
+    cascade = c.accept("CASCADE")
+    c.accept("RESTRICT")
+    c.end()
+    if not cascade:
+        for name, at in zip(names, positions, strict=True):
+            obj = p.catalog.lookup(name)
+            others = [d for d in (obj.dependents if obj else ()) if d not in names]
+            if others:
+                raise DependentObjects(
+                    f'cannot drop {kind} "{name}": {", ".join(others)} depend on it',
+                    position=at + 1,
+                    text=p.src.text,
+                    hint="use DROP … CASCADE to drop the dependent objects too",
+                )
+    return st.DropObjects(p.src.sql, kind, tuple(names), cascade)
+
+
+def plan_alter(p: _Planner) -> st.AlterRetainHistory:
+    c = p.cur
+    c.expect("ALTER")
+    word = c.word()
+    if word not in _KINDS:
+        raise c.error("expected TABLE, MATERIALIZED VIEW, SOURCE, INDEX…")
+    c.i += 1
+    if word == "MATERIALIZED":
+        c.expect("VIEW")
+    at = c.here()
+    name = c.dotted_name("an object name")
+    if p.catalog.lookup(name) is None:
+        raise UndefinedTable(f'"{name}" does not exist', position=at + 1, text=p.src.text)
+    if c.accept("RESET"):
+        c.expect_token(TokenType.L_PAREN, "(")
+        c.expect("RETAIN", "HISTORY")
+        c.expect_token(TokenType.R_PAREN, ")")
+        c.end()
+        return st.AlterRetainHistory(p.src.sql, name, None)
+    c.expect("SET")
+    c.expect_token(TokenType.L_PAREN, "(")
+    c.expect("RETAIN", "HISTORY")
+    c.accept_token(TokenType.EQ)
+    c.expect("FOR")
+    at = c.here()
+    text = c.string("a duration such as '1h'")
+    c.expect_token(TokenType.R_PAREN, ")")
+    c.end()
+    from spate.sql.scalar import parse_interval
+
+    binder = ScalarBinder(Scope([]), text=p.src.text)
+    ms = parse_interval(text, exp.Literal.string(text), binder)
+    if ms < 0:
+        raise SqlError(
+            "RETAIN HISTORY must not be negative",
+            position=at + 1,
+            text=p.src.text,
+            sqlstate="22023",
+        )
+    return st.AlterRetainHistory(p.src.sql, name, ms)
