@@ -24,14 +24,20 @@ from spate.plan import (
     avg,
     col,
     count,
+    cume_dist,
     dense_rank,
     desc,
+    first_value,
     lag,
+    last_value,
     lead,
     lit,
     max_,
     min_,
     now,
+    nth_value,
+    ntile,
+    percent_rank,
     rank,
     row_number,
     string_agg,
@@ -132,8 +138,18 @@ def test_validation_errors_name_the_node_and_the_function() -> None:
         BIDS.window(p=lead(col("prise")))
     with pytest.raises(InvalidPlan, match="now"):
         BIDS.window(p=lag(now()))
-    with pytest.raises(PlanTypeError, match="row_number\\(\\) takes no arguments"):
+    with pytest.raises(PlanTypeError, match="row_number\\(\\) takes no value expression"):
         WindowExpr(WindowFunc.ROW_NUMBER, ColumnRef(0))
+    with pytest.raises(PlanTypeError, match="rank takes no offset"):
+        WindowExpr(WindowFunc.RANK, offset=2)
+    with pytest.raises(PlanTypeError, match="first_value takes no default"):
+        WindowExpr(WindowFunc.FIRST_VALUE, ColumnRef(0), default=ColumnRef(0))
+    with pytest.raises(PlanTypeError, match="nth_value: the argument must be >= 1, got 0"):
+        nth_value(col("price"), 0)
+    with pytest.raises(PlanTypeError, match="ntile: the argument must be >= 1, got 0"):
+        ntile(0)
+    with pytest.raises(PlanTypeError, match="last_value needs a scalar expression"):
+        WindowExpr(WindowFunc.LAST_VALUE)
     with pytest.raises(PlanTypeError, match="lag: offset must be an int"):
         WindowExpr(WindowFunc.LAG, ColumnRef(0), offset="1")  # type: ignore[arg-type]
     with pytest.raises(InvalidPlan, match="duplicate output column 'price'"):
@@ -228,6 +244,36 @@ def test_lag_and_lead_offsets_and_defaults() -> None:
             (0, 3, 30, 20, 20, -3, None, 30): 1,
         }
     )
+
+
+def test_value_and_distribution_functions() -> None:
+    # (y, x): (1, 10), (1, 20), (2, 30), (3, 40) in one partition, ordered by y
+    rows = {(0, 1, 10): 1, (0, 1, 20): 1, (0, 2, 30): 1, (0, 3, 40): 1}
+    w = T.window(
+        order_by=["y"],
+        fv=first_value(col("x")),
+        lv=last_value(col("x")),  # the row's last peer
+        nv=nth_value(col("x"), 3),  # NULL until the frame holds 3 rows
+        nt=ntile(3),
+        pr=percent_rank(),
+        cd=cume_dist(),
+    )
+    assert w.desc.columns[5].nullable and not w.desc.columns[6].nullable
+    assert [str(c.type) for c in w.desc.columns[3:]] == ["int64"] * 4 + ["float64"] * 2
+    assert run(w, rows) == Counter(
+        {
+            (0, 1, 10, 10, 20, None, 1, 0.0, 0.5): 1,
+            (0, 1, 20, 10, 20, None, 1, 0.0, 0.5): 1,
+            (0, 2, 30, 10, 30, 30, 2, 2 / 3, 0.75): 1,
+            (0, 3, 40, 10, 40, 30, 3, 1.0, 1.0): 1,
+        }
+    )
+    alone = T.window(["p"], pr=percent_rank(), cd=cume_dist(), lv=last_value(col("x")))
+    assert run(alone, {(0, 1, 10): 1, (0, 2, 5): 1}) == Counter(
+        # all peers: the last row is the last by the whole row, (0, 2, 5)
+        {(0, 1, 10, 0.0, 1.0, 5): 1, (0, 2, 5, 0.0, 1.0, 5): 1}
+    )
+    assert "nth_value(x, 3), nt = ntile(3)" in w.explain()
 
 
 def test_text_partitions_and_negative_input_fails() -> None:

@@ -16,7 +16,25 @@ from decimal import Decimal
 import psycopg
 
 from spate.ids import GlobalId
-from spate.plan import Get, avg, col, count, dense_rank, lag, lead, max_, min_, rank, row_number
+from spate.plan import (
+    Get,
+    avg,
+    col,
+    count,
+    cume_dist,
+    dense_rank,
+    first_value,
+    lag,
+    last_value,
+    lead,
+    max_,
+    min_,
+    nth_value,
+    ntile,
+    percent_rank,
+    rank,
+    row_number,
+)
 from spate.plan import sum_ as sum_agg
 from spate.plan.builder import SortKey
 from spate.repr import INT64, RelationDesc
@@ -64,6 +82,7 @@ def _check_case(conn: psycopg.Connection, table: str, rng: random.Random) -> Non
         for c in rng.sample(COLUMNS, k=rng.randrange(0, 3))
     ]
     offset = rng.randrange(-2, 3)  # PostgreSQL takes negative offsets too
+    nth, buckets = rng.randrange(1, 4), rng.randrange(1, 5)
     plan = Get(T_ID, DESC).window(
         partition,
         order_by=order,
@@ -77,6 +96,12 @@ def _check_case(conn: psycopg.Connection, table: str, rng: random.Random) -> Non
         s=sum_agg(col("x")),
         lo=min_(col("x")),
         hi=max_(col("x")),
+        fv=first_value(col("x")),
+        lv=last_value(col("x")),
+        nv=nth_value(col("x"), nth),
+        nt=ntile(buckets),
+        pr=percent_rank(),
+        cd=cume_dist(),
         a=avg(col("x")),
     )
     want = evaluate(plan, {T_ID: Counter(rows)}, 0)
@@ -85,12 +110,20 @@ def _check_case(conn: psycopg.Connection, table: str, rng: random.Random) -> Non
         cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", rows)
     over = f"PARTITION BY {', '.join(partition)}" if partition else ""
     peers = f"{over} ORDER BY {_order_sql(order)}" if order else over
-    total = f"{over} ORDER BY {_order_sql([*order, *(SortKey(c) for c in COLUMNS)])}"
+    tie = [SortKey(c) for c in COLUMNS]
+    total = f"{over} ORDER BY {_order_sql([*order, *tie])}"
+    # the frame's last row in the total order: the last of the row's peers by the whole row
+    peer_set = ", ".join([*partition, *(k.column for k in order)])
+    by_peers = f"{'PARTITION BY ' + peer_set if peer_set else ''} ORDER BY {_order_sql(tie)}"
     sql = (
         f"SELECT p, o, x, row_number() OVER t, rank() OVER w, dense_rank() OVER w,"
         f" lag(x) OVER t, lead(x, {offset}, -1) OVER t, count(*) OVER w, count(x) OVER w,"
-        f" sum(x) OVER w, min(x) OVER w, max(x) OVER w, avg(x) OVER w"
-        f" FROM {table} WINDOW w AS ({peers}), t AS ({total})"
+        f" sum(x) OVER w, min(x) OVER w, max(x) OVER w, first_value(x) OVER t,"
+        f" last_value(x) OVER (p ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING),"
+        f" CASE WHEN count(*) OVER w >= {nth} THEN nth_value(x, {nth}) OVER"
+        f" (t ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) END,"
+        f" ntile({buckets}) OVER t, percent_rank() OVER w, cume_dist() OVER w, avg(x) OVER w"
+        f" FROM {table} WINDOW w AS ({peers}), t AS ({total}), p AS ({by_peers})"
     )
     got: Counter[tuple[object, ...]] = Counter()
     for row in conn.execute(sql).fetchall():

@@ -44,10 +44,23 @@ function            type                          value for the row at position 
                     ``d``                         partition; ``d`` (evaluated on the current
                                                   row; default NULL) when there is none
 ``lead(x, n, d)``   the same                      ``x`` of the row at ``i + n``; else ``d``
+``first_value(x)``  ``x``'s                       ``x`` of the frame's first row (the
+                                                  partition's first)
+``last_value(x)``   ``x``'s                       ``x`` of the frame's last row (the row's last
+                                                  peer, in the tie-broken order)
+``nth_value(x, n)`` ``x``'s, nullable             ``x`` of the frame's ``n``-th row; NULL when
+                                                  the frame has fewer rows
+``ntile(b)``        int64 not null                the row's bucket 1…b: ``N`` rows in ``b``
+                                                  buckets by position, the first ``N mod b``
+                                                  buckets one row larger
+``percent_rank()``  float64 not null              ``(rank - 1) / (N - 1)``; 0 when ``N = 1``
+``cume_dist()``     float64 not null              (rows up to the row's last peer) / ``N``
 aggregate           as in ``Reduce``              the aggregate over the row's *frame*
 ==================  ============================  ==============================================
 
-``n`` is a constant int (``lag(x, -n)`` is ``lead(x, n)``; ``n = 0`` the row's own ``x``).
+``N`` is the partition's number of rows. ``n`` (held in ``WindowExpr.offset``, like ``b``) is a
+constant int: ``lag(x, -n)`` is ``lead(x, n)`` and ``n = 0`` the row's own ``x``; ``nth_value``
+and ``ntile`` need ``n, b >= 1``.
 Aggregates are ``count`` (``count(*)`` is ``count(TRUE)``), ``sum``, ``avg``, ``min``, ``max``,
 ``bool_and`` and ``bool_or`` without ``distinct`` (PostgreSQL has no DISTINCT in window
 aggregates), typed as in ``Reduce`` (:mod:`spate.plan.aggregate`: ``sum(int64)`` is int64 and
@@ -87,7 +100,7 @@ from spate.plan.relation import (
     _set,
 )
 from spate.repr.desc import Column, RelationDesc
-from spate.repr.types import INT64, ScalarKind, ScalarType, numeric
+from spate.repr.types import FLOAT64, INT64, ScalarKind, ScalarType, numeric
 from spate.wire import wire
 
 K = ScalarKind
@@ -101,6 +114,24 @@ class WindowFunc(StrEnum):
     DENSE_RANK = "dense_rank"
     LAG = "lag"
     LEAD = "lead"
+    FIRST_VALUE = "first_value"
+    LAST_VALUE = "last_value"
+    NTH_VALUE = "nth_value"
+    NTILE = "ntile"
+    PERCENT_RANK = "percent_rank"
+    CUME_DIST = "cume_dist"
+
+
+_VALUE_FUNCS = frozenset(
+    {
+        WindowFunc.LAG,
+        WindowFunc.LEAD,
+        WindowFunc.FIRST_VALUE,
+        WindowFunc.LAST_VALUE,
+        WindowFunc.NTH_VALUE,
+    }
+)
+"""The functions of a value ``expr`` (the others take none)."""
 
 
 WINDOW_AGGREGATES = frozenset(
@@ -121,10 +152,12 @@ not PostgreSQL's frame order, so it is not one of them)."""
 @wire("plan.window_expr")
 @dataclass(frozen=True, slots=True)
 class WindowExpr:
-    """``row_number()``, ``rank()``, ``dense_rank()``, or ``lag``/``lead(expr, offset, default)``.
+    """A window function that is not an aggregate (the table in the module doc).
 
-    ``expr`` and ``default`` are scalars over the ``Window``'s input (``default`` ``None``:
-    NULL); the ranking functions take neither, and ``offset`` only matters to ``lag``/``lead``.
+    ``expr`` is the value of ``lag``, ``lead``, ``first_value``, ``last_value`` and
+    ``nth_value``, a scalar over the ``Window``'s input (the others take none); ``offset`` is
+    ``lag``/``lead``'s offset, ``nth_value``'s ``n`` and ``ntile``'s bucket count (else 1);
+    ``default`` is ``lag``/``lead``'s value past the partition's edge (``None``: NULL).
     """
 
     func: WindowFunc
@@ -134,15 +167,23 @@ class WindowExpr:
 
     def __post_init__(self) -> None:
         f = WindowFunc(self.func)
-        if f in (WindowFunc.LAG, WindowFunc.LEAD):
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int):
+            raise PlanTypeError(f"{f.value}: offset must be an int, got {self.offset!r}")
+        if f in _VALUE_FUNCS:
             if not isinstance(self.expr, ScalarExpr):
                 raise PlanTypeError(f"{f.value} needs a scalar expression, got {self.expr!r}")
+        elif self.expr is not None:
+            raise PlanTypeError(f"{f.value}() takes no value expression")
+        if f in (WindowFunc.LAG, WindowFunc.LEAD):
             if self.default is not None and not isinstance(self.default, ScalarExpr):
                 raise PlanTypeError(f"{f.value}: default must be a scalar, got {self.default!r}")
-            if isinstance(self.offset, bool) or not isinstance(self.offset, int):
-                raise PlanTypeError(f"{f.value}: offset must be an int, got {self.offset!r}")
-        elif self.expr is not None or self.default is not None or self.offset != 1:
-            raise PlanTypeError(f"{f.value}() takes no arguments")
+        elif self.default is not None:
+            raise PlanTypeError(f"{f.value} takes no default")
+        if f in (WindowFunc.NTH_VALUE, WindowFunc.NTILE):
+            if self.offset < 1:
+                raise PlanTypeError(f"{f.value}: the argument must be >= 1, got {self.offset}")
+        elif f not in (WindowFunc.LAG, WindowFunc.LEAD) and self.offset != 1:
+            raise PlanTypeError(f"{f.value} takes no offset")
 
 
 WindowCall = WindowExpr | AggregateExpr
@@ -226,11 +267,16 @@ def _resolve_call(
         _no_now(r, names)
         out = aggregate_type(f.func, t)
         return dataclasses.replace(f, expr=r), out
-    if f.func in (WindowFunc.ROW_NUMBER, WindowFunc.RANK, WindowFunc.DENSE_RANK):
+    if f.func in (WindowFunc.ROW_NUMBER, WindowFunc.RANK, WindowFunc.DENSE_RANK, WindowFunc.NTILE):
         return f, ColumnType(INT64, False)
+    if f.func in (WindowFunc.PERCENT_RANK, WindowFunc.CUME_DIST):
+        return f, ColumnType(FLOAT64, False)
     assert f.expr is not None
     x, xt = resolve(f.expr, columns)
     _no_now(x, names)
+    if f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
+        nullable = xt.nullable or f.func is WindowFunc.NTH_VALUE
+        return dataclasses.replace(f, expr=x), ColumnType(xt.type, nullable)
     if f.default is None:
         nullable = f.offset != 0 or xt.nullable
         return dataclasses.replace(f, expr=x), ColumnType(xt.type, nullable)
@@ -291,6 +337,36 @@ def lead(expr: object, offset: int = 1, default: object | None = None) -> Window
     )
 
 
+def first_value(expr: object) -> WindowExpr:
+    """``first_value(expr)``: ``expr`` of the partition's first row."""
+    return WindowExpr(WindowFunc.FIRST_VALUE, lift(expr))
+
+
+def last_value(expr: object) -> WindowExpr:
+    """``last_value(expr)``: ``expr`` of the frame's last row (the row's last peer)."""
+    return WindowExpr(WindowFunc.LAST_VALUE, lift(expr))
+
+
+def nth_value(expr: object, n: int) -> WindowExpr:
+    """``nth_value(expr, n)``: ``expr`` of the frame's ``n``-th row, else NULL."""
+    return WindowExpr(WindowFunc.NTH_VALUE, lift(expr), n)
+
+
+def ntile(buckets: int) -> WindowExpr:
+    """``ntile(buckets)``: the row's bucket, 1…buckets, by position."""
+    return WindowExpr(WindowFunc.NTILE, offset=buckets)
+
+
+def percent_rank() -> WindowExpr:
+    """``percent_rank()``: ``(rank - 1) / (rows - 1)``, 0 for one row."""
+    return WindowExpr(WindowFunc.PERCENT_RANK)
+
+
+def cume_dist() -> WindowExpr:
+    """``cume_dist()``: rows up to the row's last peer / rows."""
+    return WindowExpr(WindowFunc.CUME_DIST)
+
+
 # --- explain ---------------------------------------------------------------------------------
 
 
@@ -298,8 +374,12 @@ def show_call(f: WindowExpr | AggregateExpr, names: Sequence[str]) -> str:
     """``row_number()``, ``lag(price, 1, 0)``, ``sum(price)``… with column names."""
     if isinstance(f, AggregateExpr):
         return "count(*)" if f.is_count_star() else f"{f.func.value}({show(f.expr, names)})"
+    if f.func is WindowFunc.NTILE:
+        return f"ntile({f.offset})"
     if f.expr is None:
         return f"{f.func.value}()"
+    if f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE):
+        return f"{f.func.value}({show(f.expr, names)})"
     args = [show(f.expr, names), str(f.offset)]
     if f.default is not None:
         args.append(show(f.default, names))

@@ -318,10 +318,16 @@ class _Plans:
             WindowExpr(WindowFunc.ROW_NUMBER),
             WindowExpr(WindowFunc.RANK),
             WindowExpr(WindowFunc.DENSE_RANK),
+            WindowExpr(WindowFunc.PERCENT_RANK),
+            WindowExpr(WindowFunc.CUME_DIST),
+            WindowExpr(WindowFunc.NTILE, offset=draw(st.integers(1, 4))),
             AggregateExpr(AggregateFunc.COUNT, Literal(True, BOOL)),
         ]
         for i, col in enumerate(cols):
             ref, k = ColumnRef(i), col.type.kind
+            value = draw(st.sampled_from([WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE]))
+            options.append(WindowExpr(value, ref))
+            options.append(WindowExpr(WindowFunc.NTH_VALUE, ref, draw(st.integers(1, 3))))
             same = [ColumnRef(j) for j, o in enumerate(cols) if o.type == col.type]
             default = draw(st.sampled_from([None, *same]))
             offset = draw(st.sampled_from([1, 1, 2, 0, -1]))

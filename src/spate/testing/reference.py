@@ -296,6 +296,19 @@ class _Evaluator:
                     col = [p + 1 for p in first]
                 elif f.func is WindowFunc.DENSE_RANK:
                     col = list(ordinal)
+                elif f.func is WindowFunc.PERCENT_RANK:
+                    col = [p / (n - 1) if n > 1 else 0.0 for p in first]
+                elif f.func is WindowFunc.CUME_DIST:
+                    col = [(e + 1) / n for e in last]
+                elif f.func is WindowFunc.NTILE:
+                    col = [_ntile(i, n, f.offset) for i in range(n)]
+                elif f.func is WindowFunc.FIRST_VALUE:
+                    col = [canonical(values[0], t)] * n
+                elif f.func is WindowFunc.LAST_VALUE:
+                    col = [canonical(values[e], t) for e in last]
+                elif f.func is WindowFunc.NTH_VALUE:
+                    k = f.offset - 1
+                    col = [canonical(values[k], t) if e >= k else None for e in last]
                 else:
                     step = -f.offset if f.func is WindowFunc.LAG else f.offset
                     col = [
@@ -307,6 +320,15 @@ class _Evaluator:
                 columns_out.append(col)
             out.extend(((*row, *(c[i] for c in columns_out)), 1) for i, row in enumerate(rows))
         return consolidated(out)
+
+
+def _ntile(i: int, n: int, buckets: int) -> int:
+    """The bucket (1-based) of position ``i`` of ``n`` rows in ``buckets`` buckets, the first
+    ``n mod buckets`` of them one row larger (PostgreSQL's ntile)."""
+    size, extra = divmod(n, buckets)
+    if i < extra * (size + 1):
+        return i // (size + 1) + 1
+    return extra + (i - extra * (size + 1)) // size + 1
 
 
 def _starts_peer_group(order_by: Sequence[ColumnOrder], before: Row, row: Row) -> bool:

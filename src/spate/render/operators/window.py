@@ -12,11 +12,13 @@ Only the per-group output differs from the other keyed kinds: for every touched
 
 1. each row of multiplicity ``n`` becomes ``n`` rows (``explode(sequence(1, _diff))``);
 2. Spark window functions over ``partitionBy(partition columns, _at)`` compute each function:
-   ``row_number``, ``lag`` and ``lead`` in the total order (the ORDER BY with its NULL
-   placement, then every input column ascending, NULLs last: the reference's tie-break),
-   ``rank``/``dense_rank`` and the aggregates in the ORDER BY alone, whose ``RANGE`` frame
-   ``UNBOUNDED PRECEDING .. CURRENT ROW`` holds the row's peers (no ORDER BY: the whole
-   partition);
+   ``row_number``, ``ntile``, ``lag``, ``lead``, ``first_value`` and ``nth_value`` in the
+   total order (the ORDER BY with its NULL placement, then every input column ascending, NULLs
+   last: the reference's tie-break), ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``
+   and the aggregates in the ORDER BY alone, whose ``RANGE`` frame ``UNBOUNDED PRECEDING ..
+   CURRENT ROW`` holds the row's peers (no ORDER BY: the whole partition); ``last_value`` is the
+   last row by the tie-break among the row's peers (partitioned by the ORDER BY columns too),
+   and ``nth_value`` is NULL where the frame has fewer than ``n`` rows;
 3. identical annotated rows are counted back into one row with that multiplicity.
 
 ``lag``/``lead`` read a one-field struct of the value, so that a NULL value in the row
@@ -113,8 +115,13 @@ class WindowNode(KeyedNode):
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
-        tie = [F.col(c).asc_nulls_last() for c in data_names(self.input.desc.arity)]
-        return Window.partitionBy(*self._partition()).orderBy(*self._order(), *tie)
+        order = [*self._order(), *self._tie()] or [F.lit(0)]  # no columns: one row's copies
+        return Window.partitionBy(*self._partition()).orderBy(*order)
+
+    def _tie(self) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        return [F.col(c).asc_nulls_last() for c in data_names(self.input.desc.arity)]
 
     def _frame(self) -> WindowSpec:
         """The default frame: up to the row's last peer, or the whole partition."""
@@ -137,15 +144,33 @@ class WindowNode(KeyedNode):
             return self._aggregate(f, out)
         if f.func is WindowFunc.ROW_NUMBER:
             return F.row_number().over(self._total()).cast("long")
-        if f.func in (WindowFunc.RANK, WindowFunc.DENSE_RANK):
+        if f.func is WindowFunc.NTILE:
+            return F.ntile(f.offset).over(self._total()).cast("long")
+        by_peers = {  # functions of the peer groups: their value when every row is a peer
+            WindowFunc.RANK: (1, F.rank),
+            WindowFunc.DENSE_RANK: (1, F.dense_rank),
+            WindowFunc.PERCENT_RANK: (0.0, F.percent_rank),
+            WindowFunc.CUME_DIST: (1.0, F.cume_dist),
+        }
+        if f.func in by_peers:
+            alone, ranking = by_peers[f.func]
             if not self.order_by:  # every row is a peer of every other
-                return F.lit(1).cast("long")
+                return F.lit(alone).cast(spark_type(out))
             by_order = Window.partitionBy(*self._partition()).orderBy(*self._order())
-            ranking = F.rank() if f.func is WindowFunc.RANK else F.dense_rank()
-            return ranking.over(by_order).cast("long")
+            return ranking().over(by_order).cast(spark_type(out))
         assert f.expr is not None
         in_desc = self.input.desc
         value = scalar(f.expr, in_desc)
+        whole = (Window.unboundedPreceding, Window.unboundedFollowing)
+        if f.func is WindowFunc.FIRST_VALUE:
+            return F.first(value).over(self._total().rowsBetween(*whole))
+        if f.func is WindowFunc.LAST_VALUE:  # the last of the row's peers in the total order
+            peers = [*self._partition(), *(col_name(o.column) for o in self.order_by)]
+            by_peer = Window.partitionBy(*peers).orderBy(*(self._tie() or [F.lit(0)]))
+            return F.last(value).over(by_peer.rowsBetween(*whole))
+        if f.func is WindowFunc.NTH_VALUE:
+            nth = F.nth_value(value, f.offset).over(self._total().rowsBetween(*whole))
+            return F.when(F.count(F.lit(1)).over(self._frame()) >= F.lit(f.offset), nth)
         back = f.offset if f.func is WindowFunc.LAG else -f.offset
         if back == 0:
             return value.cast(spark_type(out))
