@@ -10,7 +10,9 @@ explicit ``as_of`` below an input's since is an error naming both.
 
 **Paths**, cheapest first:
 
-1. the target has an index on a cluster with replicas — peek the index (no Spark job);
+1. the target has an index on a cluster with replicas — peek the index (no Spark job); a plan
+   that filters an indexed object by the index key peeks only those keys (see
+   :mod:`spate.environment.lookup`);
 2. the target is a storage collection (table, subsource, materialized view) — peek its shard
    through a replica of a cluster ("fast path"), or read it here when there is no cluster;
 3. anything else (a view, an ad-hoc plan) — a one-time dataflow on a cluster: build the plan at
@@ -29,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.compute.controller.responses import SubscribeResponse
-from spate.environment import subscriptions
+from spate.environment import lookup, subscriptions
 from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,
@@ -217,11 +219,18 @@ async def _peek(
     desc: RelationDesc,
     finishing: RowSetFinishing,
     timeout: float,
+    literal_constraints: tuple[Row, ...] | None = None,
 ) -> pa.Table:
     instance = rt.instance_of(cluster)
     uuid = PeekId.new(rt.ids)
     future = rt.compute.peek(
-        instance, target, uuid, timestamp, result_desc=desc, finishing=finishing
+        instance,
+        target,
+        uuid,
+        timestamp,
+        result_desc=desc,
+        finishing=finishing,
+        literal_constraints=literal_constraints,
     )
     try:
         result = await asyncio.wait_for(future, timeout)
@@ -262,6 +271,9 @@ async def select(
         if as_of is not None:
             raise InvalidReadArgument("real_time_recency reads the present: it takes no as_of")
         await await_recency(rt, t.plan, timeout)
+    found = lookup.index_lookup(rt, t.plan, cluster)
+    if found is not None:
+        return await _select_lookup(rt, t.plan, found, as_of, finishing, timeout, level)
     if isinstance(t.plan, Get):
         item = rt.catalog.by_id(t.plan.id)
         index = next(
@@ -302,6 +314,33 @@ async def select(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
             )
     return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout, level)
+
+
+async def _select_lookup(
+    rt: Runtime,
+    plan: RelationExpr,
+    found: lookup.IndexLookup,
+    as_of: int | None,
+    finishing: RowSetFinishing,
+    timeout: float,
+    isolation: Isolation,
+) -> pa.Table:
+    index, base = found.index, found.base
+    ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, isolation)
+    if not found.constraints:
+        return _rows_table(plan.desc, [], finishing)
+    rows = await _peek(
+        rt,
+        index.cluster,
+        IndexTarget(index.id),
+        ts,
+        base.desc,
+        RowSetFinishing(),
+        timeout,
+        literal_constraints=found.constraints,
+    )
+    result = lookup.apply_plan(plan, base, rows, rt.oracle.read_ts())
+    return _rows_table(plan.desc, [(r, 1) for r in result], finishing)
 
 
 def _rows_table(

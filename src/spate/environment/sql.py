@@ -36,6 +36,7 @@ from spate.environment.catalog import (
     item_desc,
     kind_of,
 )
+from spate.environment.lookup import is_index_lookup
 from spate.environment.reads import check_isolation
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
@@ -486,7 +487,11 @@ def _read(
             [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
         )
     base = _linear_over_get(plan)
-    if base is not None and base is not plan:
+    if (
+        base is not None
+        and base is not plan
+        and not is_index_lookup(env.runtime, plan, session.cluster)
+    ):
         # map/filter/project over one object: read the object (an index or a collection,
         # no dataflow) and apply the rest here, by the IR's reference semantics
         from collections import Counter
