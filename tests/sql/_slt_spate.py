@@ -65,6 +65,7 @@ class FileResult:
     problems: dict[str, str | None] = field(default_factory=dict)  # record key -> problem
     incremental: dict[str, str | None] = field(default_factory=dict)  # query key -> problem
     not_maintained: dict[str, str] = field(default_factory=dict)  # query key -> why not
+    names: dict[str, list[str]] = field(default_factory=dict)  # query key -> spate's columns
     seconds: float = 0.0
     views: int = 0
 
@@ -87,7 +88,7 @@ def run_file(f: SltFile, env: Environment, pg_url: str, knobs: Knobs) -> FileRes
         with PgScratch(pg_url, f.path.stem) as pg:
             for r in f.records:
                 if r.runs_on("spate"):
-                    result.problems[r.key] = _run_record(r, env, pg)
+                    result.problems[r.key] = _run_record(r, env, pg, result)
                 elif r.runs_on("postgresql"):
                     _pg_side(r, pg)
             if knobs.rounds > 0:
@@ -109,7 +110,7 @@ def _pg_side(r: Record, pg: PgScratch) -> tuple[list[Any] | None, str | None]:
         return None, _error_text(e)
 
 
-def _run_record(r: Record, env: Environment, pg: PgScratch) -> str | None:
+def _run_record(r: Record, env: Environment, pg: PgScratch, result: FileResult) -> str | None:
     pg_rows, pg_error = _pg_side(r, pg) if r.runs_on("postgresql") else (None, None)
     try:
         out = env.sql(r.sql)
@@ -127,6 +128,7 @@ def _run_record(r: Record, env: Environment, pg: PgScratch) -> str | None:
         return f"PostgreSQL failed: {pg_error}"
     if not isinstance(out, pa.Table):
         return f"spate returned {type(out).__name__} for a query, not a table"
+    result.names[r.key] = list(out.column_names)
     if not r.runs_on("postgresql"):  # spate-only SQL: the file's rows are the expectation
         got = format_rows(table_rows(out), r.sort)
         return None if got == r.expected else f"rows {got!r}, the file says {r.expected!r}"
@@ -136,10 +138,12 @@ def _run_record(r: Record, env: Environment, pg: PgScratch) -> str | None:
 # -- incremental -----------------------------------------------------------------------------------
 
 
-def _view_sql(pg: PgScratch, r: Record) -> str:
-    """The query as a view definition: columns renamed c1..cn when names repeat."""
+def _view_sql(pg: PgScratch, r: Record, spate_names: list[str] | None) -> str:
+    """The query as a view definition: columns renamed c1..cn when names repeat (in either
+    engine: the engines name unnamed expressions differently)."""
     _, names, _ = pg.query(r.sql)
-    if len(set(names)) == len(names):
+    unique = len(set(names)) == len(names)
+    if unique and (spate_names is None or len(set(spate_names)) == len(spate_names)):
         return r.sql
     cols = ", ".join(f"c{i + 1}" for i in range(len(names)))
     return f"SELECT * FROM ({r.sql}) AS q({cols})"
@@ -158,7 +162,7 @@ def _maintainable(f: SltFile, pg: PgScratch, result: FileResult) -> list[tuple[R
             continue
         name = f"slt_v{i}"
         try:
-            sql = _view_sql(pg, r)
+            sql = _view_sql(pg, r, result.names.get(r.key))
             pg.execute(f"CREATE VIEW {name} AS {sql}")
         except (psycopg.Error, ValueError) as e:
             result.not_maintained[r.key] = f"not a view in PostgreSQL: {_error_text(e)}"
