@@ -224,7 +224,7 @@ def _convert(lit: Literal, ctype: ScalarType, cast: bool) -> list[Datum] | None:
         try:
             q = v.quantize(Decimal(1).scaleb(-ctype.scale))
         except InvalidOperation:
-            return []
+            return None  # beyond the decimal context's precision: leave it to the filter
         if q != v:
             return []
         digits = len(q.as_tuple().digits)
