@@ -12,7 +12,8 @@ alternating in rounds so that both see the same machine load. Reported: queries/
 each, and the ratio of the wire's throughput to the baseline's (target >= 0.5). A lookup by
 the index key is an index peek with the key as a literal constraint on both paths (no Spark
 job); the same comparison is also made for a read of a small indexed view as a whole
-(``SELECT * FROM small_mv``, a peek of its whole index). Results go to ``bench/results/pgwire.json``.
+(``SELECT * FROM small_mv``, a peek of its whole index). Results go to
+``bench/results/pgwire.json``.
 
     python -m bench.pgwire [--rows N] [--lookups N] [--rounds N] [--seed S]
 """
