@@ -8,21 +8,16 @@ before it in the same text stay done.
 
 Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`;
 ``Environment.sql`` keeps one per environment. The statements objects were created with are
-kept in ``<data_dir>/sql/definitions.json`` for ``SHOW CREATE``.
+kept in ``<data_dir>/sql/definitions.json`` for ``SHOW CREATE``. Both are in
+:mod:`spate.environment.sql_state`; reads are in :mod:`spate.environment.sql_reads`, sources,
+sinks, secrets and connections in :mod:`spate.environment.sql_external`.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-import math
-import os
-import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
-from urllib.parse import quote
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -32,69 +27,29 @@ from spate.environment.catalog import (
     SinkItem,
     SourceItem,
     SubsourceItem,
-    TableItem,
     item_desc,
     kind_of,
 )
-from spate.environment.lookup import is_index_lookup
-from spate.environment.reads import check_isolation
-from spate.plan.finishing import ColumnOrder
-from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.protocol.secret import Secret, SecretRef
-from spate.protocol.storage_desc import (
-    FileFormat,
-    FileSource,
-    LoadGenerator,
-    LoadGeneratorSource,
-    ParquetSinkConnection,
-    PostgresSinkConnection,
-    PostgresSinkMode,
-    PostgresSource,
-    SinkConnection,
-    SourceConnection,
-)
-from spate.repr.arrow import data_schema
-from spate.repr.desc import RelationDesc
-from spate.repr.types import Row
+from spate.environment.sql_external import create_external, drop_external
+from spate.environment.sql_reads import dml_rows, read_rows, select
+from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject
-from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
 
-Result: TypeAlias = pa.Table | Iterator[list[tuple[int, Row, int]]] | None
-
-_ACCEPTED_SETTINGS = {
-    "datestyle": "ISO, MDY",
-    "timezone": "UTC",
-    "extra_float_digits": "1",
-    "client_encoding": "UTF8",
-    "application_name": "",
-    "search_path": "public",
-    "statement_timeout": "0",
-    "standard_conforming_strings": "on",
-    "client_min_messages": "notice",
-}
-
-
-@dataclass
-class Session:
-    """Per-connection settings: the cluster reads and new objects use, the read isolation."""
-
-    cluster: str | None = None
-    isolation: str = "strict serializable"
-    settings: dict[str, str] = field(default_factory=lambda: dict(_ACCEPTED_SETTINGS))
-
-    def read_timeout(self) -> float:
-        """Seconds a read waits (``SET statement_timeout`` in ms; 0, the default: 300 s)."""
-        try:
-            ms = int(self.settings.get("statement_timeout", "0"))
-        except ValueError:
-            ms = 0
-        return ms / 1000 if ms > 0 else 300.0
+__all__ = [
+    "Definitions",
+    "EnvironmentCatalog",
+    "Result",
+    "Session",
+    "SqlSession",
+    "execute",
+    "run",
+]
 
 
 class EnvironmentCatalog:
@@ -158,48 +113,6 @@ class EnvironmentCatalog:
         return [c.name for c in self.state.clusters]
 
 
-class Definitions:
-    """What SQL keeps beside the catalog, in ``<data_dir>/sql/definitions.json``: the CREATE
-    statement of each object made in SQL (for SHOW CREATE), the secrets (by reference: their
-    values are in the secrets directory) and the connections (their options, the name of their
-    password secret)."""
-
-    def __init__(self, data_dir: Path, secrets: SecretsDir) -> None:
-        self.path = data_dir / "sql" / "definitions.json"
-        self.secrets_dir = secrets
-        self.lock = threading.Lock()
-        self.items: dict[str, str] = {}
-        self.secrets: dict[str, str] = {}
-        self.connections: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            doc = json.loads(self.path.read_text())
-            self.items = dict(doc.get("definitions", {}))
-            self.secrets = dict(doc.get("secrets", {}))
-            self.connections = dict(doc.get("connections", {}))
-
-    def set(self, name: str, sql: str | None) -> None:
-        if sql is None:
-            self.items.pop(name, None)
-        else:
-            self.items[name] = sql
-        self.save()
-
-    def save(self) -> None:
-        with self.lock:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            doc = {
-                "definitions": self.items,
-                "secrets": self.secrets,
-                "connections": self.connections,
-            }
-            tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
-
-    def secret_value(self, name: str) -> str:
-        return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()
-
-
 @dataclass
 class SqlSession:
     """One client's SQL session on an environment (see ``Environment.sql_session``)."""
@@ -226,7 +139,7 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
     """Carry out one planned statement."""
     match stmt:
         case st.Select():
-            return _select(env, stmt, session)
+            return select(env, stmt, session)
         case st.Rows():
             return pa.table({n: [r[i] for r in stmt.rows] for i, n in enumerate(stmt.names)})
         case st.Subscribe():
@@ -238,17 +151,17 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
                 with_snapshot=stmt.snapshot,
             )
         case st.Insert():
-            rows = list(stmt.rows) if stmt.rows is not None else _rows(env, stmt.plan, session)
+            rows = list(stmt.rows) if stmt.rows is not None else read_rows(env, stmt.plan, session)
             if rows:
                 env.insert(stmt.table, rows)
             return None
         case st.Delete():
-            rows = _dml_rows(env, stmt.plan, session)
+            rows = dml_rows(env, stmt.plan, session)
             if rows:
                 env.delete(stmt.table, rows)
             return None
         case st.Update():
-            changed_rows = _dml_rows(env, stmt.plan, session)
+            changed_rows = dml_rows(env, stmt.plan, session)
             pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in changed_rows]
             changed = [(a, b) for a, b in pairs if a != b]
             if changed:
@@ -294,10 +207,10 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
                 session.cluster = None
             return None
         case st.CreateSecret() | st.CreateConnection() | st.CreateSource() | st.CreateSink():
-            _create_external(env, stmt, defs)
+            create_external(env, stmt, defs)
             return None
         case st.DropObjects() if stmt.kind in ("secret", "connection"):
-            _drop_external(stmt, defs)
+            drop_external(stmt, defs)
             return None
         case st.DropObjects():
             for name in stmt.names:
@@ -320,129 +233,6 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
-
-
-def _create_external(env: Environment, stmt: st.Statement, defs: Definitions) -> None:
-    if isinstance(stmt, st.CreateSecret):
-        if stmt.if_not_exists and stmt.name in defs.secrets:
-            return
-        ref = defs.secrets_dir.put(Secret(stmt.value))
-        defs.secrets[stmt.name] = ref.id
-        defs.items[stmt.name] = f"CREATE SECRET {stmt.name} AS '********'"
-        defs.save()
-        return
-    if isinstance(stmt, st.CreateConnection):
-        defs.connections[stmt.name] = {
-            "options": dict(stmt.options),
-            "secret": stmt.password_secret,
-        }
-        defs.items[stmt.name] = stmt.sql
-        defs.save()
-        return
-    if isinstance(stmt, st.CreateSource):
-        connection, tables = _source_connection(stmt, defs)
-        env.create_source(stmt.name, connection, tables=tables, desc=stmt.desc)
-        defs.set(stmt.name, stmt.sql)
-        return
-    assert isinstance(stmt, st.CreateSink)
-    env.create_sink(stmt.name, from_=stmt.from_, connection=_sink_connection(stmt, defs))
-    defs.set(stmt.name, stmt.sql)
-
-
-def _drop_external(stmt: st.DropObjects, defs: Definitions) -> None:
-    for name in stmt.names:
-        if stmt.kind == "secret":
-            users = [c for c, v in defs.connections.items() if v.get("secret") == name]
-            if users and not stmt.cascade:
-                raise SqlError(
-                    f'cannot drop secret "{name}": connection {", ".join(users)} uses it',
-                    sqlstate="2BP01",
-                )
-            for c in users:
-                defs.connections.pop(c, None)
-            ref = defs.secrets.pop(name, None)
-            if ref is not None:
-                defs.secrets_dir.delete(SecretRef(ref))
-        else:
-            defs.connections.pop(name, None)
-        defs.items.pop(name, None)
-    defs.save()
-
-
-def _postgres_url(defs: Definitions, name: str) -> Secret:
-    conn = defs.connections[name]
-    opts: dict[str, str] = conn["options"]
-    user = quote(opts.get("user", "postgres"), safe="")
-    password = ""
-    if conn.get("secret"):
-        password = ":" + quote(defs.secret_value(conn["secret"]), safe="")
-    host = opts["host"]
-    port = f":{opts['port']}" if "port" in opts else ""
-    database = quote(opts.get("database", "postgres"), safe="")
-    query = f"?sslmode={quote(opts['sslmode'], safe='')}" if "sslmode" in opts else ""
-    return Secret(f"postgresql://{user}{password}@{host}{port}/{database}{query}")
-
-
-def _source_connection(
-    stmt: st.CreateSource, defs: Definitions
-) -> tuple[SourceConnection, list[str] | None]:
-    opts = dict(stmt.options)
-    if stmt.kind == "load-generator":
-        kwargs: dict[str, Any] = {}
-        if "tick interval" in opts:
-            kwargs["tick_interval_ms"] = _duration_ms(str(opts["tick interval"]))
-        for key, field_name in (
-            ("rows per tick", "rows_per_tick"),
-            ("seed", "seed"),
-            ("max cardinality", "max_cardinality"),
-            ("ticks", "ticks"),
-        ):
-            if key in opts:
-                kwargs[field_name] = int(opts[key])
-        if "scale factor" in opts:
-            kwargs["scale_factor"] = float(opts["scale factor"])
-        generator = LoadGenerator(str(opts["generator"]))
-        return LoadGeneratorSource(generator, **kwargs), None
-    if stmt.kind == "postgres":
-        assert stmt.connection is not None
-        slot = str(opts.get("slot", f"spate_{stmt.name}"))
-        source = PostgresSource(
-            _postgres_url(defs, stmt.connection), str(opts["publication"]), slot
-        )
-        return source, list(stmt.tables) if stmt.tables is not None else None
-    fmt = FileFormat(str(opts["format"]).lower())
-    kwargs = {}
-    if "pattern" in opts:
-        kwargs["pattern"] = str(opts["pattern"])
-    if "header" in opts:
-        kwargs["csv_header"] = opts["header"] is True or str(opts["header"]).lower() == "true"
-    if "poll interval" in opts:
-        kwargs["poll_interval_ms"] = _duration_ms(str(opts["poll interval"]))
-    return FileSource(str(opts["path"]), fmt, **kwargs), None
-
-
-def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
-    opts = dict(stmt.options)
-    if stmt.kind == "parquet":
-        return ParquetSinkConnection(str(opts["path"]))
-    assert stmt.connection is not None
-    key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
-    mode = PostgresSinkMode(str(opts.get("mode", "upsert" if key else "changelog")).lower())
-    kwargs: dict[str, Any] = {}
-    if "progress table" in opts:
-        kwargs["progress_table"] = str(opts["progress table"])
-    return PostgresSinkConnection(
-        _postgres_url(defs, stmt.connection), str(opts["table"]), mode, key, **kwargs
-    )
-
-
-def _duration_ms(text: str) -> int:
-    from sqlglot import exp
-
-    from spate.sql.scalar import ScalarBinder, parse_interval
-    from spate.sql.scope import Scope
-
-    return parse_interval(text, exp.Literal.string(text), ScalarBinder(Scope([])))
 
 
 def _create_view(
@@ -470,145 +260,6 @@ def _create_view(
     defs.set(stmt.name, stmt.sql)
 
 
-def _read(
-    env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None
-) -> pa.Table:
-    """The contents of ``plan``: a read through the environment, or, for a plan that reads no
-    collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
-    (a dataflow without inputs would never see its frontier advance)."""
-    if not plan.depends_on():
-        from spate.testing.reference import evaluate
-
-        now = as_of if as_of is not None else env.runtime.oracle.read_ts()
-        counts = evaluate(plan, {}, now)
-        rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
-        names = plan.desc.names
-        return pa.Table.from_pylist(
-            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
-        )
-    base = _linear_over_get(plan)
-    if (
-        base is not None
-        and base is not plan
-        and not is_index_lookup(env.runtime, plan, session.cluster)
-    ):
-        # map/filter/project over one object: read the object (an index or a collection,
-        # no dataflow) and apply the rest here, by the IR's reference semantics
-        from collections import Counter
-
-        from spate.testing.reference import evaluate
-
-        contents = Counter(_table_rows(_read(env, base, session, as_of)))
-        counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
-        rows = [r for r, n in counts.items() for _ in range(n)]
-        names = plan.desc.names
-        return pa.Table.from_pylist(
-            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
-        )
-    target: Any = plan
-    if isinstance(plan, Get):
-        target = env.runtime.catalog.by_id(plan.id).name
-    return env.select(
-        target,
-        as_of=as_of,
-        cluster=session.cluster,
-        isolation=check_isolation(session.isolation),
-        timeout=session.read_timeout(),
-    )
-
-
-def _linear_over_get(plan: RelationExpr) -> Get | None:
-    """The ``Get`` under a chain of ``Map``/``Filter``/``Project`` (no temporal filter) that
-    reads a catalog object other than a view; else ``None``."""
-    node = plan
-    while isinstance(node, (Map, Filter, Project)):
-        if isinstance(node, Filter) and node.is_temporal():
-            return None
-        node = node.input
-    return node if isinstance(node, Get) else None
-
-
-def _table_rows(table: pa.Table) -> list[Row]:
-    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
-    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
-
-
-def _dml_rows(env: Environment, plan: RelationExpr, session: Session) -> list[Row]:
-    """The rows an UPDATE or DELETE changes. When ``plan`` reads only the table itself (a
-    WHERE without subqueries over other objects), the table is read once (no dataflow) and the
-    plan evaluated here by the IR's reference semantics; otherwise ``plan`` is read."""
-    ids = plan.depends_on()
-    if len(ids) == 1:
-        (id,) = ids
-        item = env.runtime.catalog.by_id(id)
-        if isinstance(item, TableItem):
-            from collections import Counter
-
-            from spate.testing.reference import evaluate
-
-            contents = Counter(_table_rows(_read(env, Get(id, item.desc), session)))
-            counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
-            return [r for r, n in counts.items() for _ in range(n)]
-    return _rows(env, plan, session)
-
-
-def _rows(env: Environment, plan: Any, session: Session) -> list[Row]:
-    table = _read(env, plan, session)
-    names = table.column_names
-    columns = [table.column(i).to_pylist() for i in range(len(names))]
-    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
-
-
-def _select(env: Environment, stmt: st.Select, session: Session) -> pa.Table:
-    table = _read(env, stmt.plan, session, stmt.as_of)
-    return finish(table, stmt.plan.desc, stmt)
-
-
-def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
-    """ORDER BY (PostgreSQL NULL placement, NaN last), OFFSET, LIMIT, the output columns and
-    their SQL names, applied to a read's rows."""
-    width = stmt.width
-    if stmt.order_by or stmt.offset or stmt.limit is not None:
-        rows: list[Row] = [tuple(r.values()) for r in table.to_pylist()]
-        if stmt.order_by:
-            orders = stmt.order_by
-
-            def cmp(a: Row, b: Row) -> int:
-                return _compare(orders, a, b)
-
-            rows.sort(key=functools.cmp_to_key(cmp))
-        end = None if stmt.limit is None else stmt.offset + stmt.limit
-        rows = rows[stmt.offset : end]
-        schema = data_schema(desc)
-        table = pa.Table.from_pylist(
-            [dict(zip(desc.names, r, strict=True)) for r in rows], schema=schema
-        )
-    table = table.select(list(range(width)))
-    return table.rename_columns(list(stmt.names))
-
-
-def _compare(orders: Sequence[ColumnOrder], a: Row, b: Row) -> int:
-    for o in orders:
-        x, y = a[o.column], b[o.column]
-        if x is None or y is None:
-            if x is None and y is None:
-                continue
-            nulls_last = o.effective_nulls_last()
-            return (1 if nulls_last else -1) * (1 if x is None else -1)
-        c = _cmp_values(x, y)
-        if c:
-            return -c if o.desc else c
-    return 0
-
-
-def _cmp_values(x: Any, y: Any) -> int:
-    if isinstance(x, float) and isinstance(y, float):
-        xn, yn = math.isnan(x), math.isnan(y)
-        if xn or yn:
-            return 0 if xn and yn else (1 if xn else -1)
-    return int(x > y) - int(x < y)
-
-
 def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:
     name = stmt.name.lower()
     if name == "cluster":
@@ -628,8 +279,8 @@ def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:
             )
         session.isolation = value
         return
-    if name in _ACCEPTED_SETTINGS:
-        session.settings[name] = stmt.value or _ACCEPTED_SETTINGS[name]
+    if name in ACCEPTED_SETTINGS:
+        session.settings[name] = stmt.value or ACCEPTED_SETTINGS[name]
         return
     raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
 

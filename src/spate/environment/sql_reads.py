@@ -1,0 +1,170 @@
+"""Reads for SQL: SELECT, the rows an UPDATE or DELETE changes, and ORDER BY/OFFSET/LIMIT
+applied to what a read returns.
+
+Plans that need no dataflow are evaluated here by the IR's reference semantics: constant
+SELECTs, UPDATE/DELETE whose WHERE reads only the table, and SELECTs that only map, filter or
+project one object (read without a dataflow)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from spate.environment.catalog import (
+    TableItem,
+)
+from spate.environment.lookup import is_index_lookup
+from spate.environment.reads import check_isolation
+from spate.environment.sql_state import Session
+from spate.plan.finishing import ColumnOrder
+from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
+from spate.repr.arrow import data_schema
+from spate.repr.desc import RelationDesc
+from spate.repr.types import Row
+from spate.sql import statements as st
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+
+def read(
+    env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None
+) -> pa.Table:
+    """The contents of ``plan``: a read through the environment, or, for a plan that reads no
+    collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
+    (a dataflow without inputs would never see its frontier advance)."""
+    if not plan.depends_on():
+        from spate.testing.reference import evaluate
+
+        now = as_of if as_of is not None else env.runtime.oracle.read_ts()
+        counts = evaluate(plan, {}, now)
+        rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
+        names = plan.desc.names
+        return pa.Table.from_pylist(
+            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
+        )
+    base = _linear_over_get(plan)
+    if (
+        base is not None
+        and base is not plan
+        and not is_index_lookup(env.runtime, plan, session.cluster)
+    ):
+        # map/filter/project over one object: read the object (an index or a collection,
+        # no dataflow) and apply the rest here, by the IR's reference semantics
+        from collections import Counter
+
+        from spate.testing.reference import evaluate
+
+        contents = Counter(table_rows(read(env, base, session, as_of)))
+        counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
+        rows = [r for r, n in counts.items() for _ in range(n)]
+        names = plan.desc.names
+        return pa.Table.from_pylist(
+            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
+        )
+    target: Any = plan
+    if isinstance(plan, Get):
+        target = env.runtime.catalog.by_id(plan.id).name
+    return env.select(
+        target,
+        as_of=as_of,
+        cluster=session.cluster,
+        isolation=check_isolation(session.isolation),
+        timeout=session.read_timeout(),
+    )
+
+
+def _linear_over_get(plan: RelationExpr) -> Get | None:
+    """The ``Get`` under a chain of ``Map``/``Filter``/``Project`` (no temporal filter) that
+    reads a catalog object other than a view; else ``None``."""
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        if isinstance(node, Filter) and node.is_temporal():
+            return None
+        node = node.input
+    return node if isinstance(node, Get) else None
+
+
+def table_rows(table: pa.Table) -> list[Row]:
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+
+
+def dml_rows(env: Environment, plan: RelationExpr, session: Session) -> list[Row]:
+    """The rows an UPDATE or DELETE changes. When ``plan`` reads only the table itself (a
+    WHERE without subqueries over other objects), the table is read once (no dataflow) and the
+    plan evaluated here by the IR's reference semantics; otherwise ``plan`` is read."""
+    ids = plan.depends_on()
+    if len(ids) == 1:
+        (id,) = ids
+        item = env.runtime.catalog.by_id(id)
+        if isinstance(item, TableItem):
+            from collections import Counter
+
+            from spate.testing.reference import evaluate
+
+            contents = Counter(table_rows(read(env, Get(id, item.desc), session)))
+            counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
+            return [r for r, n in counts.items() for _ in range(n)]
+    return read_rows(env, plan, session)
+
+
+def read_rows(env: Environment, plan: Any, session: Session) -> list[Row]:
+    table = read(env, plan, session)
+    names = table.column_names
+    columns = [table.column(i).to_pylist() for i in range(len(names))]
+    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+
+
+def select(env: Environment, stmt: st.Select, session: Session) -> pa.Table:
+    table = read(env, stmt.plan, session, stmt.as_of)
+    return finish(table, stmt.plan.desc, stmt)
+
+
+def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
+    """ORDER BY (PostgreSQL NULL placement, NaN last), OFFSET, LIMIT, the output columns and
+    their SQL names, applied to a read's rows."""
+    width = stmt.width
+    if stmt.order_by or stmt.offset or stmt.limit is not None:
+        rows: list[Row] = [tuple(r.values()) for r in table.to_pylist()]
+        if stmt.order_by:
+            orders = stmt.order_by
+
+            def cmp(a: Row, b: Row) -> int:
+                return compare_rows(orders, a, b)
+
+            rows.sort(key=functools.cmp_to_key(cmp))
+        end = None if stmt.limit is None else stmt.offset + stmt.limit
+        rows = rows[stmt.offset : end]
+        schema = data_schema(desc)
+        table = pa.Table.from_pylist(
+            [dict(zip(desc.names, r, strict=True)) for r in rows], schema=schema
+        )
+    table = table.select(list(range(width)))
+    return table.rename_columns(list(stmt.names))
+
+
+def compare_rows(orders: Sequence[ColumnOrder], a: Row, b: Row) -> int:
+    for o in orders:
+        x, y = a[o.column], b[o.column]
+        if x is None or y is None:
+            if x is None and y is None:
+                continue
+            nulls_last = o.effective_nulls_last()
+            return (1 if nulls_last else -1) * (1 if x is None else -1)
+        c = _cmp_values(x, y)
+        if c:
+            return -c if o.desc else c
+    return 0
+
+
+def _cmp_values(x: Any, y: Any) -> int:
+    if isinstance(x, float) and isinstance(y, float):
+        xn, yn = math.isnan(x), math.isnan(y)
+        if xn or yn:
+            return 0 if xn and yn else (1 if xn else -1)
+    return int(x > y) - int(x < y)

@@ -1,0 +1,96 @@
+"""What SQL keeps between statements: a session's settings (:class:`Session`) and the
+definitions kept beside the catalog (:class:`Definitions`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import pyarrow as pa
+
+from spate.protocol.secret import SecretRef
+from spate.repr.types import Row
+from spate.storage.secrets import SecretsDir
+
+if TYPE_CHECKING:
+    pass
+
+
+Result: TypeAlias = pa.Table | Iterator[list[tuple[int, Row, int]]] | None
+
+
+ACCEPTED_SETTINGS = {
+    "datestyle": "ISO, MDY",
+    "timezone": "UTC",
+    "extra_float_digits": "1",
+    "client_encoding": "UTF8",
+    "application_name": "",
+    "search_path": "public",
+    "statement_timeout": "0",
+    "standard_conforming_strings": "on",
+    "client_min_messages": "notice",
+}
+
+
+@dataclass
+class Session:
+    """Per-connection settings: the cluster reads and new objects use, the read isolation."""
+
+    cluster: str | None = None
+    isolation: str = "strict serializable"
+    settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+
+    def read_timeout(self) -> float:
+        """Seconds a read waits (``SET statement_timeout`` in ms; 0, the default: 300 s)."""
+        try:
+            ms = int(self.settings.get("statement_timeout", "0"))
+        except ValueError:
+            ms = 0
+        return ms / 1000 if ms > 0 else 300.0
+
+
+class Definitions:
+    """What SQL keeps beside the catalog, in ``<data_dir>/sql/definitions.json``: the CREATE
+    statement of each object made in SQL (for SHOW CREATE), the secrets (by reference: their
+    values are in the secrets directory) and the connections (their options, the name of their
+    password secret)."""
+
+    def __init__(self, data_dir: Path, secrets: SecretsDir) -> None:
+        self.path = data_dir / "sql" / "definitions.json"
+        self.secrets_dir = secrets
+        self.lock = threading.Lock()
+        self.items: dict[str, str] = {}
+        self.secrets: dict[str, str] = {}
+        self.connections: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            doc = json.loads(self.path.read_text())
+            self.items = dict(doc.get("definitions", {}))
+            self.secrets = dict(doc.get("secrets", {}))
+            self.connections = dict(doc.get("connections", {}))
+
+    def set(self, name: str, sql: str | None) -> None:
+        if sql is None:
+            self.items.pop(name, None)
+        else:
+            self.items[name] = sql
+        self.save()
+
+    def save(self) -> None:
+        with self.lock:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            doc = {
+                "definitions": self.items,
+                "secrets": self.secrets,
+                "connections": self.connections,
+            }
+            tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
+            os.replace(tmp, self.path)
+
+    def secret_value(self, name: str) -> str:
+        return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()
