@@ -76,6 +76,8 @@ class PgScratch:
         if conn is None:
             return
         try:
+            if conn.closed:  # the server ended the session (another test's restart…): reconnect
+                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
         finally:
             conn.close()
