@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spate.render.arrangement import Arrangement
-from spate.render.batch import Batch
+from spate.render.batch import Batch, EngineSettings
 from spate.render.key_index import KeyIndex
 from spate.render.lookup import lookup_columns, semi_join
 from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
@@ -89,6 +89,7 @@ class _Engine:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.n = 0
+        self.settings = EngineSettings()
 
     def fresh(self, what: str) -> Path:
         self.n += 1
