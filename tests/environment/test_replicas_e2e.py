@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spate.environment.api import Environment, _call
+from spate.environment.api import Environment
+from spate.environment.base import call as _call
 from spate.ids import GlobalId
 from spate.plan.builder import col, count, max_
 from spate.plan.relation import RelationExpr

@@ -2,9 +2,9 @@
 
 Each statement of the text is split first (a text that does not tokenize runs nothing), then
 planned against the catalog as it is when its turn comes (so ``CREATE TABLE t …; INSERT INTO t
-…`` works) and carried out by the matching :class:`~spate.environment.api.Environment` method.
-A statement that fails changes nothing (each Environment operation validates first); the ones
-before it in the same text stay done.
+…`` works) and carried out by the matching operation of
+:class:`~spate.environment.operations.EnvironmentOperations`. A statement that fails changes
+nothing (each operation validates first); the ones before it in the same text stay done.
 
 Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`;
 ``Environment.sql`` keeps one per environment. The statements objects were created with are
@@ -39,7 +39,7 @@ from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject
 
 if TYPE_CHECKING:
-    from spate.environment.api import Environment
+    from spate.environment.operations import EnvironmentOperations
 
 __all__ = [
     "Definitions",
@@ -55,7 +55,7 @@ __all__ = [
 class EnvironmentCatalog:
     """The planner's view of an environment's catalog (:class:`spate.sql.Catalog`)."""
 
-    def __init__(self, env: Environment, sql: Definitions) -> None:
+    def __init__(self, env: EnvironmentOperations, sql: Definitions) -> None:
         self.state = env.runtime.catalog
         self.sql = sql
         self.definitions = sql.items
@@ -117,7 +117,7 @@ class EnvironmentCatalog:
 class SqlSession:
     """One client's SQL session on an environment (see ``Environment.sql_session``)."""
 
-    env: Environment
+    env: EnvironmentOperations
     session: Session
     definitions: Definitions
 
@@ -125,7 +125,9 @@ class SqlSession:
         return run(self.env, text, dialect, self.session, self.definitions)
 
 
-def run(env: Environment, text: str, dialect: str, session: Session, defs: Definitions) -> Result:
+def run(
+    env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
+) -> Result:
     """Run every statement of ``text``; the last one's result."""
     statements = parse(text, dialect=dialect)
     result: Result = None
@@ -135,7 +137,9 @@ def run(env: Environment, text: str, dialect: str, session: Session, defs: Defin
     return result
 
 
-def execute(env: Environment, stmt: st.Statement, session: Session, defs: Definitions) -> Result:
+def execute(
+    env: EnvironmentOperations, stmt: st.Statement, session: Session, defs: Definitions
+) -> Result:
     """Carry out one planned statement."""
     match stmt:
         case st.Select():
@@ -236,7 +240,7 @@ def execute(env: Environment, stmt: st.Statement, session: Session, defs: Defini
 
 
 def _create_view(
-    env: Environment, stmt: st.CreateView, session: Session, defs: Definitions
+    env: EnvironmentOperations, stmt: st.CreateView, session: Session, defs: Definitions
 ) -> None:
     existing = env.runtime.catalog.find(stmt.name)
     if existing is not None:
@@ -260,7 +264,7 @@ def _create_view(
     defs.set(stmt.name, stmt.sql)
 
 
-def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:
+def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> None:
     name = stmt.name.lower()
     if name == "cluster":
         if stmt.value is not None and stmt.value not in [
@@ -285,7 +289,7 @@ def _set(env: Environment, stmt: st.SetVariable, session: Session) -> None:
     raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
 
 
-def _show(env: Environment, stmt: st.ShowVariable, session: Session) -> pa.Table:
+def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -> pa.Table:
     name = stmt.name.lower()
     values = {
         "cluster": session.cluster or _default_cluster(env),
@@ -299,14 +303,14 @@ def _show(env: Environment, stmt: st.ShowVariable, session: Session) -> pa.Table
     return pa.table({name: [values[name]]})
 
 
-def _default_cluster(env: Environment) -> str:
+def _default_cluster(env: EnvironmentOperations) -> str:
     try:
         return env.runtime.default_cluster(None)
     except Exception:
         return ""
 
 
-def _show_objects(env: Environment, stmt: st.ShowObjects) -> pa.Table:
+def _show_objects(env: EnvironmentOperations, stmt: st.ShowObjects) -> pa.Table:
     clusters = env.runtime.catalog.clusters
     if stmt.kind == "cluster":
         return pa.table(

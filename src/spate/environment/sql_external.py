@@ -24,10 +24,10 @@ from spate.sql import statements as st
 from spate.sql.errors import SqlError
 
 if TYPE_CHECKING:
-    from spate.environment.api import Environment
+    from spate.environment.operations import EnvironmentOperations
 
 
-def create_external(env: Environment, stmt: st.Statement, defs: Definitions) -> None:
+def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Definitions) -> None:
     if isinstance(stmt, st.CreateSecret):
         if stmt.if_not_exists and stmt.name in defs.secrets:
             return

@@ -28,11 +28,11 @@ from spate.repr.types import Row
 from spate.sql import statements as st
 
 if TYPE_CHECKING:
-    from spate.environment.api import Environment
+    from spate.environment.operations import EnvironmentOperations
 
 
 def read(
-    env: Environment, plan: RelationExpr, session: Session, as_of: int | None = None
+    env: EnvironmentOperations, plan: RelationExpr, session: Session, as_of: int | None = None
 ) -> pa.Table:
     """The contents of ``plan``: a read through the environment, or, for a plan that reads no
     collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
@@ -94,7 +94,7 @@ def table_rows(table: pa.Table) -> list[Row]:
     return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
 
 
-def dml_rows(env: Environment, plan: RelationExpr, session: Session) -> list[Row]:
+def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -> list[Row]:
     """The rows an UPDATE or DELETE changes. When ``plan`` reads only the table itself (a
     WHERE without subqueries over other objects), the table is read once (no dataflow) and the
     plan evaluated here by the IR's reference semantics; otherwise ``plan`` is read."""
@@ -113,14 +113,14 @@ def dml_rows(env: Environment, plan: RelationExpr, session: Session) -> list[Row
     return read_rows(env, plan, session)
 
 
-def read_rows(env: Environment, plan: Any, session: Session) -> list[Row]:
+def read_rows(env: EnvironmentOperations, plan: Any, session: Session) -> list[Row]:
     table = read(env, plan, session)
     names = table.column_names
     columns = [table.column(i).to_pylist() for i in range(len(names))]
     return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
 
 
-def select(env: Environment, stmt: st.Select, session: Session) -> pa.Table:
+def select(env: EnvironmentOperations, stmt: st.Select, session: Session) -> pa.Table:
     table = read(env, stmt.plan, session, stmt.as_of)
     return finish(table, stmt.plan.desc, stmt)
 

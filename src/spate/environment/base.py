@@ -1,0 +1,250 @@
+"""The running side of an :class:`~spate.environment.api.Environment`: opening and closing it,
+the event loop thread every call is carried out on, and its status.
+
+The environment runs its controllers on an event loop in a thread of its own; each call from any
+thread is submitted there and waited for (:meth:`EnvironmentBase._run`), under a timeout that
+raises :class:`~spate.errors.CallTimeout`. A call on a closed environment, or on one whose
+background tasks failed, raises :class:`~spate.errors.EnvironmentClosed`. The operations are
+added on top by :class:`~spate.environment.operations.EnvironmentOperations`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncGenerator, Callable, Coroutine
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from spate.config import Settings, load_settings
+from spate.environment import hydration
+from spate.environment.core import Background, close_runtime, open_runtime
+from spate.environment.metrics import EnvironmentMetrics
+from spate.environment.runtime import Runtime
+from spate.environment.services import local_replica_metrics_ports
+from spate.environment.status import EnvironmentStatus, collect
+from spate.errors import CallTimeout, EnvironmentClosed
+from spate.orchestrator.supervisor import Supervisor
+
+T = TypeVar("T")
+
+
+class EnvironmentBase:
+    """An open environment without its operations: how it opens and closes, how a call reaches
+    its event loop, and what it reports about itself. Use :class:`spate.Environment`.
+
+    Example::
+
+        with spate.Environment.open("spate-data") as env:
+            env.status()
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+        self._loop = loop
+        self._thread = thread
+        self._rt: Runtime | None = None
+        self._background: Background | None = None
+        self._metrics = EnvironmentMetrics()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | Path | None = None,
+        *,
+        settings: Settings | None = None,
+        spark_master: str | None = None,
+        orchestrator: Supervisor | None = None,
+        timeout: float = 300.0,
+    ) -> Self:
+        """Open (or create) the environment stored in ``data_dir``.
+
+        Reopening a data directory restores everything in it: the catalog, clusters and their
+        replicas, dataflows and data. ``settings`` (default: :func:`spate.config.load_settings`:
+        ``SPATE_*`` variables and the ``SPATE_CONFIG`` file) say where persist keeps the data,
+        how replicas run Spark, where replicas placed elsewhere listen…; ``data_dir`` and
+        ``spark_master`` override theirs.
+
+        Example::
+
+            env = spate.Environment.open("spate-data")
+            try:
+                print(env.names())
+            finally:
+                env.close()
+        """
+        if settings is None:
+            settings = load_settings()
+        if spark_master is not None:
+            settings = settings.model_copy(
+                update={"spark": settings.spark.model_copy(update={"master": spark_master})}
+            )
+        if data_dir is not None:
+            settings = settings.model_copy(update={"data_dir": Path(data_dir)})
+        data_dir = settings.data_dir
+        logging.getLogger("spate").setLevel(settings.log_level)
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="spate-environment", daemon=True)
+        thread.start()
+        env = cls(loop, thread)
+        try:
+            env._rt = env._submit(
+                open_runtime(Path(data_dir), settings=settings, orchestrator=orchestrator), timeout
+            )
+            env._background = env._submit(_start(env._rt), timeout)
+            env._serve_metrics(env._rt)
+        except BaseException:
+            env._metrics.close()
+            env._stop_loop()
+            raise
+        return env
+
+    def _serve_metrics(self, rt: Runtime) -> None:
+        self._metrics.watch(
+            self._loop, lambda: collect(rt), lambda: local_replica_metrics_ports(rt.orchestrator)
+        )
+        if rt.settings.metrics_port is not None:
+            self._metrics.serve(rt.settings.metrics_host, rt.settings.metrics_port)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the Prometheus endpoint serves (``metrics_port`` setting), if it does.
+
+        Example::
+
+            env.metrics_url         # 'http://127.0.0.1:9464/metrics', or None
+        """
+        port = self._metrics.port
+        if port is None or self._rt is None:
+            return None
+        return f"http://{self._rt.settings.metrics_host}:{port}/metrics"
+
+    def close(self, *, stop_replicas: bool = True, timeout: float = 120.0) -> None:
+        """Stop the controllers; with ``stop_replicas=False`` replica processes keep running and
+        the next :meth:`open` of this data directory adopts them. Closing twice is harmless;
+        every other call on a closed environment raises :class:`~spate.errors.EnvironmentClosed`.
+
+        Example::
+
+            env.close(stop_replicas=False)      # replicas keep their state warm
+            env = spate.Environment.open("spate-data")   # and are adopted here
+        """
+        if self._rt is None:
+            return
+        rt, background = self._rt, self._background
+        self._rt = None
+        self._metrics.close()
+        try:
+            if background is not None:
+                self._submit(background.stop(), timeout)
+            self._submit(close_runtime(rt, stop_replicas=stop_replicas), timeout)
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def _submit(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                raise future.exception() from None  # type: ignore[misc]
+            raise CallTimeout(
+                f"the call did not finish within {timeout} s (it was canceled)"
+            ) from None
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
+        if self._rt is None:
+            coro.close()
+            raise EnvironmentClosed("the environment is closed")
+        if self._background is not None:
+            failure = self._background.failure()
+            if failure is not None:
+                coro.close()
+                raise EnvironmentClosed(f"the environment stopped working: {failure}") from failure
+        operation = getattr(coro, "__name__", "call")
+        try:
+            return self._submit(coro, timeout)
+        except Exception as e:
+            self._metrics.error(operation, e)
+            raise
+
+    @property
+    def runtime(self) -> Runtime:
+        """The running parts (controllers, catalog…), for introspection and tests. Not a stable
+        interface.
+
+        Example::
+
+            env.runtime.catalog.get("bids").id    # GlobalId('u1')
+        """
+        if self._rt is None:
+            raise EnvironmentClosed("the environment is closed")
+        return self._rt
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self) -> EnvironmentStatus:
+        """A snapshot of every collection's since and upper, and of the replicas' health.
+
+        Example::
+
+            env.status().collection("best").upper
+        """
+        return self._run(call(lambda: collect(self.runtime)))
+
+    def wait_hydrated(
+        self,
+        timeout: float = 300.0,
+        *,
+        progress: Callable[[EnvironmentStatus], None] | None = None,
+    ) -> EnvironmentStatus:
+        """Wait until every materialized view and index (of a cluster with replicas) has
+        hydrated on at least one replica; ``progress(status)`` is called as it goes. Returns the
+        last status; raises :class:`~spate.environment.hydration.HydrationTimeout` (a
+        ``TimeoutError``) naming what has not hydrated after ``timeout`` seconds.
+
+        Example::
+
+            env.create_materialized_view("best", plan, cluster="c")
+            env.wait_hydrated(timeout=120)
+        """
+        return hydration.wait_hydrated(self.status, timeout, progress)
+
+    def names(self) -> list[str]:
+        """The names of every object in the catalog, sorted.
+
+        Example::
+
+            env.names()         # ['best', 'best_by_auction', 'bids']
+        """
+        return self._run(call(lambda: sorted(i.name for i in self.runtime.catalog)))
+
+
+async def call(fn: Callable[[], T]) -> T:
+    """``fn()``, as a coroutine for :meth:`EnvironmentBase._run` (run on the loop's thread)."""
+    return fn()
+
+
+async def next_of(stream: AsyncGenerator[T, None]) -> T:
+    """The next item of ``stream``, as a coroutine for :meth:`EnvironmentBase._run`."""
+    return await stream.__anext__()
+
+
+async def _start(rt: Runtime) -> Background:
+    return Background(rt)

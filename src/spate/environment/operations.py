@@ -1,0 +1,410 @@
+"""The operations of an :class:`~spate.environment.api.Environment`: clusters, objects, table
+writes and reads. The Python API calls them directly; SQL statements are carried out by them
+(:mod:`spate.environment.sql`).
+
+Every operation validates first and either happens completely or not at all; errors name the
+objects, columns and frontiers. Each runs on the environment's event loop
+(:class:`~spate.environment.base.EnvironmentBase`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
+
+from spate.environment import clusters, objects, reads, tables
+from spate.environment.base import EnvironmentBase, call, next_of
+from spate.environment.catalog import item_desc, kind_of
+from spate.environment.reads import Isolation
+from spate.environment.write_result import WriteResult
+from spate.errors import InvalidArgument, UsageError
+from spate.ids import GlobalId
+from spate.plan.builder import ColumnSpec
+from spate.plan.relation import Get, RelationExpr
+from spate.protocol.storage_desc import SinkConnection, SourceConnection
+from spate.repr.desc import RelationDesc
+from spate.repr.types import Datum, Row
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+
+
+class EnvironmentOperations(EnvironmentBase):
+    """What an environment does: clusters, objects, writes and reads. Use
+    :class:`spate.Environment`, which adds SQL.
+
+    Example::
+
+        with spate.Environment.open("spate-data") as env:
+            env.create_table("t", RelationDesc.of(("a", INT64, False)))
+            env.insert("t", [(1,)])
+    """
+
+    # -- clusters --------------------------------------------------------------------------------
+
+    def create_cluster(
+        self, name: str, *, replicas: int | Sequence[str] | Mapping[str, str] = 1
+    ) -> None:
+        """Create a compute cluster with ``replicas``: a count or names of local replica
+        processes, or ``{"r1": "host:port", ...}``: replicas started elsewhere (``spate replica
+        --role compute --listen host:port``), which the controller connects to and supervises
+        (health, reconnection, rehydration) like local ones.
+
+        Every replica runs every dataflow of the cluster; reads are answered by the first that
+        can. Raises :class:`~spate.errors.NameExists` when the name is taken.
+
+        Example::
+
+            env.create_cluster("c", replicas=2)          # replicas r1 and r2
+            env.create_cluster("d", replicas=["a", "b"])
+            env.create_cluster("e", replicas={"r1": "10.0.0.8:6875"})
+        """
+        names = clusters.replica_names(replicas)
+        addresses = dict(replicas) if isinstance(replicas, Mapping) else None
+        self._run(clusters.create_cluster(self.runtime, name, names, addresses))
+
+    def add_replica(self, cluster: str, name: str, *, address: str | None = None) -> None:
+        """Add replica ``name`` to ``cluster`` (a local process, or the one started elsewhere
+        listening at ``address``); it hydrates every dataflow of the cluster.
+
+        Example::
+
+            env.add_replica("c", "r3")
+            env.add_replica("c", "r4", address="10.0.0.9:6875")
+        """
+        self._run(clusters.add_replica(self.runtime, cluster, name, address))
+
+    def drop_replica(self, cluster: str, name: str) -> None:
+        """Stop replica ``name`` of ``cluster`` and forget it; the other replicas keep serving.
+
+        Example::
+
+            env.drop_replica("c", "r3")
+        """
+        self._run(clusters.drop_replica(self.runtime, cluster, name))
+
+    def drop_cluster(self, name: str) -> None:
+        """Drop cluster ``name`` and stop its replicas. It must run no index or materialized
+        view any more (drop them first).
+
+        Example::
+
+            env.drop_cluster("d")
+        """
+        self._run(clusters.drop_cluster(self.runtime, name))
+
+    # -- objects ---------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Get:
+        """A plan reading ``name`` (a table, source, view or materialized view), to build views
+        and queries on with the plan builder (:mod:`spate.plan`).
+
+        Example::
+
+            from spate import col, count, max_
+
+            best = env.get("bids").reduce(["auction"], top=max_(col("price")), n=count())
+            env.create_view("best", best)
+        """
+        item = self._run(call(lambda: self.runtime.catalog.get(name)))
+        desc = item_desc(item)
+        if desc is None or kind_of(item) == "index":
+            raise UsageError(f"{kind_of(item)} {name} cannot be read")
+        return Get(item.id, desc)
+
+    def create_table(self, name: str, desc: RelationDesc) -> GlobalId:
+        """Create an empty table with columns ``desc``; return its id. Tables take writes
+        through :meth:`insert`, :meth:`update` and :meth:`delete`.
+
+        Example::
+
+            from spate import INT64, TEXT, RelationDesc
+
+            env.create_table(
+                "bids", RelationDesc.of(("auction", INT64, False), ("price", INT64, False),
+                                        ("who", TEXT))
+            )
+        """
+        return self._run(objects.create_table(self.runtime, name, desc))
+
+    def insert(
+        self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
+    ) -> WriteResult:
+        """Insert ``rows`` into table ``name``, all at one timestamp. Every read that starts
+        after this returns observes them. A row that does not fit the table's columns raises
+        :class:`~spate.errors.SchemaMismatch` (naming the row and column) and nothing is
+        written.
+
+        ``rows`` may be an Arrow table or a pandas DataFrame with the table's column names:
+        it is checked column by column (types that cast safely, no NULL in a non-null column)
+        and written as it is, without Python row objects. In a DataFrame a float NaN is the
+        value NaN; NULL is ``None`` or ``pd.NA``.
+
+        Example::
+
+            result = env.insert("bids", [(1, 10, "ann"), (1, 25, None)])
+            result.rows         # 2
+            env.select("bids", as_of=result.timestamp)
+            env.insert("bids", pd.DataFrame({"auction": [2], "price": [7], "who": ["cy"]}))
+        """
+        if tables.is_columnar(rows):
+            count = len(rows)
+        else:
+            rows = _as_list(rows, f"the rows to insert into {name}")
+            count = len(rows)
+        timestamp = self._run(tables.insert(self.runtime, name, rows))
+        return WriteResult(timestamp=timestamp, rows=count)
+
+    def delete(
+        self,
+        name: str,
+        rows: Sequence[Sequence[Datum]] | None = None,
+        *,
+        where: Mapping[str, Datum] | None = None,
+    ) -> WriteResult:
+        """Delete exactly ``rows`` (each occurrence once), or every row whose columns equal
+        ``where``, at one timestamp. Rows the table does not hold raise
+        :class:`~spate.errors.RowsNotFound` and nothing is deleted.
+
+        Example::
+
+            env.delete("bids", [(1, 25, None)]).rows    # 1
+            env.delete("bids", where={"auction": 1})
+        """
+        timestamp, count = self._run(tables.delete(self.runtime, name, rows, where=where))
+        return WriteResult(timestamp=timestamp, rows=count)
+
+    def update(
+        self, name: str, changes: Sequence[tuple[Sequence[Datum], Sequence[Datum]]]
+    ) -> WriteResult:
+        """Replace each ``(old, new)`` row pair, all at one timestamp: no read sees one without
+        the other. An ``old`` row the table does not hold raises
+        :class:`~spate.errors.RowsNotFound` and nothing changes.
+
+        Example::
+
+            env.update("bids", [((1, 10, "ann"), (1, 12, "ann"))]).rows    # 1
+        """
+        changes = _as_list(changes, f"the (old, new) pairs to update in {name}")
+        timestamp = self._run(tables.update(self.runtime, name, changes))
+        return WriteResult(timestamp=timestamp, rows=len(changes))
+
+    def create_source(
+        self,
+        name: str,
+        connection: SourceConnection,
+        *,
+        tables: Sequence[str] | None = None,
+        desc: RelationDesc | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> dict[str, GlobalId]:
+        """Create a source and its subsources, one per output, named ``<name>_<output>``
+        (``names`` renames them: output -> name); return the ids by name.
+
+        ``connection`` says where the data comes from (see :mod:`spate.sources`): a built-in
+        load generator, PostgreSQL logical replication (``tables``: which tables of the
+        publication, default all of them; each needs a primary key), or a directory of files
+        (``desc``: their columns). A storage replica ingests it into durable collections;
+        reads and views see it like a table.
+
+        Example::
+
+            from spate.sources import LoadGenerator, LoadGeneratorSource, PostgresSource, Secret
+
+            gen = LoadGeneratorSource(LoadGenerator.AUCTION, rows_per_tick=50)
+            env.create_source("auction", gen)
+            env.select("auction_bids", limit=5)
+            env.create_source(
+                "shop",
+                PostgresSource(Secret("postgresql://app:pw@db/shop"), publication="p", slot="s"),
+                tables=["public.orders"],
+            )                                   # subsource shop_orders
+        """
+        return self._run(
+            objects.create_source(
+                self.runtime, name, connection, tables=tables, desc=desc, names=names
+            )
+        )
+
+    def create_view(self, name: str, plan: RelationExpr) -> GlobalId:
+        """Name ``plan`` as a view. A view stores nothing: reads and other views inline it.
+
+        Example::
+
+            env.create_view("big_bids", env.get("bids").filter(col("price") > 100))
+        """
+        return self._run(objects.create_view(self.runtime, name, plan))
+
+    def create_materialized_view(
+        self, name: str, plan: RelationExpr, *, cluster: str | None = None
+    ) -> GlobalId:
+        """Create a materialized view: ``cluster`` (default: the only one) keeps the result of
+        ``plan`` up to date incrementally and writes it to durable storage, where reads, other
+        views and sinks find it. It starts at a time every input can still be read at.
+
+        Example::
+
+            best = env.get("bids").reduce(["auction"], top=max_(col("price")))
+            env.create_materialized_view("best", best, cluster="c")
+            env.select("best")
+        """
+        return self._run(objects.create_materialized_view(self.runtime, name, plan, cluster))
+
+    def create_index(
+        self, name: str, *, on: str, key: Sequence[ColumnSpec], cluster: str | None = None
+    ) -> GlobalId:
+        """Create an index: ``cluster`` keeps ``on`` (any readable object) arranged by ``key``
+        in its replicas' memory and disk, so that reads of ``on`` (and lookups by the key)
+        are served by the replicas instead of from durable storage.
+
+        Example::
+
+            env.create_index("best_by_auction", on="best", key=["auction"], cluster="c")
+            env.select("best")                  # answered from the index
+        """
+        return self._run(objects.create_index(self.runtime, name, on, key, cluster))
+
+    def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:
+        """Write every change of ``from_`` (a table, source or materialized view) to an
+        external system (see :mod:`spate.sinks`), exactly once, interval by interval, from
+        now on.
+
+        Example::
+
+            from spate.sinks import ParquetSinkConnection
+
+            env.create_sink("best_out", from_="best", connection=ParquetSinkConnection("/tmp/out"))
+        """
+        return self._run(objects.create_sink(self.runtime, name, from_, connection))
+
+    def set_retain_history(self, name: str, duration_ms: int) -> None:
+        """Keep ``name`` readable ``duration_ms`` into the past: reads with ``as_of`` up to that
+        far back succeed; older times are compacted away.
+
+        Example::
+
+            env.set_retain_history("bids", 60_000)      # a minute of history
+        """
+        self._run(call(lambda: objects.set_retain_history(self.runtime, name, duration_ms)))
+
+    def drop(self, name: str, *, cascade: bool = False) -> list[str]:
+        """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.
+        Without ``cascade``, an object others depend on raises
+        :class:`~spate.errors.HasDependents`.
+
+        Example::
+
+            env.drop("bids", cascade=True)      # ['best_by_auction', 'best', 'bids']
+        """
+        return self._run(objects.drop(self.runtime, name, cascade=cascade))
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def select(
+        self,
+        target: str | RelationExpr,
+        *,
+        as_of: int | None = None,
+        cluster: str | None = None,
+        order_by: Sequence[str] = (),
+        limit: int | None = None,
+        timeout: float = 60.0,
+        isolation: Isolation = "strict serializable",
+        real_time_recency: bool = False,
+    ) -> pa.Table:
+        """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
+        columns, ``-name`` for descending.
+
+        With ``real_time_recency=True`` the read first waits until every source it reads has
+        ingested everything its upstream system had committed when the read began (for
+        PostgreSQL its current WAL position, for files the files present), within ``timeout``.
+
+        Without ``as_of``, a ``"strict serializable"`` read (the default) observes every write
+        acknowledged before it and the sources' data up to about the present, waiting for its
+        inputs to get there; a ``"serializable"`` read answers at the latest time its inputs
+        have completed, without waiting.
+
+        A time before what ``target`` retains raises :class:`~spate.errors.ReadBeforeSince`.
+
+        Example::
+
+            env.select("best", order_by=["-top"], limit=10)       # a pyarrow Table
+            env.select("best", isolation="serializable")           # no waiting
+            env.select(env.get("bids").filter(col("price") > 20))  # a query plan
+        """
+        with self._metrics.peek():
+            return self._run(
+                reads.select(
+                    self.runtime,
+                    target,
+                    as_of=as_of,
+                    cluster=cluster,
+                    order_by=order_by,
+                    limit=limit,
+                    timeout=timeout,
+                    isolation=isolation,
+                    real_time_recency=real_time_recency,
+                ),
+                timeout * (2 if real_time_recency else 1) + 30,
+            )
+
+    def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
+        """:meth:`select`, as a pandas DataFrame (same keyword arguments).
+
+        Example::
+
+            env.select_pandas("best", order_by=["auction"]).head()
+        """
+        frame: pd.DataFrame = self.select(target, **kwargs).to_pandas()
+        return frame
+
+    def subscribe(
+        self,
+        target: str | RelationExpr,
+        *,
+        as_of: int | None = None,
+        up_to: int | None = None,
+        cluster: str | None = None,
+        with_snapshot: bool = True,
+        timeout: float | None = None,
+    ) -> Iterator[list[tuple[int, Row, int]]]:
+        """Changes of ``target`` as ``[(time, row, diff), ...]`` per closed interval: first the
+        contents at ``as_of`` (unless ``with_snapshot=False``), then every change, until
+        ``up_to`` (exclusive) or until the iterator is closed.
+
+        Example::
+
+            for changes in env.subscribe("best", up_to=t_end):
+                for time, row, diff in changes:
+                    print(time, row, diff)   # diff -1 retracts a row, +1 adds one
+        """
+        stream = reads.subscribe(
+            self.runtime,
+            target,
+            as_of=as_of,
+            up_to=up_to,
+            cluster=cluster,
+            with_snapshot=with_snapshot,
+        )
+        try:
+            while True:
+                try:
+                    yield self._run(next_of(stream), timeout)
+                except StopAsyncIteration:
+                    return
+        finally:
+            if self._rt is not None:
+                self._run(stream.aclose(), 60)
+
+
+def _as_list(values: Iterable[T], what: str) -> list[T]:
+    """``values`` as a list; a string or a non-iterable is refused (``InvalidArgument``)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidArgument(
+            f"{what} must be a list of rows, got {type(values).__name__} {values!r:.60}"
+        )
+    return list(values)
