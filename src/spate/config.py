@@ -27,6 +27,12 @@ with secrets redacted (:func:`redacted`).
     grace_period_s = 60                  # a replica no controller holds exits after this
     storage = "10.0.0.7:6870"            # optional: a storage replica started elsewhere
 
+    [tls]                                # mutual TLS to replicas placed elsewhere
+    ca_file = "/etc/spate/ca.pem"        # verifies the replicas' certificates
+    cert_file = "/etc/spate/controller.pem"   # the controller's client certificate
+    key_file = "/etc/spate/controller.key"
+    with_secret = false                  # also run the shared-secret handshake inside TLS
+
     [clusters.big.spark]                 # per cluster: master, driver memory, conf
     master = "k8s://https://api:6443"
     [clusters.big.replicas]              # placement: replicas started elsewhere
@@ -45,7 +51,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -183,6 +189,37 @@ class ReplicaSettings(_Section):
         return None if v is None else check_address(v)
 
 
+class TlsSettings(_Section):
+    """Mutual TLS between the controllers and replicas placed elsewhere (``spate replica
+    --tls-cert … --tls-key … --tls-ca …``): each side verifies the other's certificate against
+    ``ca_file``. Local replica processes keep the shared secret on loopback."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    with_secret: bool = False
+    """Also run the shared-secret handshake inside TLS (the replica then needs
+    ``--secret-file``); by default the certificates alone authenticate."""
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> TlsSettings:
+        given = [f for f in ("ca_file", "cert_file", "key_file") if getattr(self, f) is not None]
+        if given and len(given) != 3:
+            missing = sorted({"ca_file", "cert_file", "key_file"} - set(given))
+            raise ValueError(
+                f"tls needs ca_file, cert_file and key_file together; missing {missing}"
+            )
+        for f in given:
+            path = getattr(self, f)
+            if not path.is_file():
+                raise ValueError(f"tls.{f} {str(path)!r} is not a readable file")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.ca_file is not None
+
+
 class Settings(BaseSettings):
     """spate's settings (module docs). Every field has a safe default."""
 
@@ -204,6 +241,7 @@ class Settings(BaseSettings):
     persist: PersistSettings = PersistSettings()
     spark: SparkSettings = SparkSettings()
     replicas: ReplicaSettings = ReplicaSettings()
+    tls: TlsSettings = TlsSettings()
     clusters: dict[str, ClusterSettings] = Field(default_factory=dict)
 
     @field_validator("log_level", mode="before")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Annotated
 
@@ -53,8 +54,21 @@ def replica(
             help="exit after this many seconds without a controller (default: run until stopped)"
         ),
     ] = None,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="TLS: this replica's certificate (PEM)")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="TLS: its private key (PEM)")] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option(help="TLS: the CA that signed the controller's client certificate"),
+    ] = None,
 ) -> None:
-    """Run a replica process that a controller connects to."""
+    """Run a replica process that a controller connects to.
+
+    A non-loopback listen address needs authentication: the shared secret (``--secret-file``),
+    mutual TLS (``--tls-cert``, ``--tls-key``, ``--tls-ca``: the controller must present a
+    certificate the CA signed), or both.
+    """
     conf: dict[str, str] = {}
     for item in spark_conf or []:
         key, sep, value = item.partition("=")
@@ -68,11 +82,12 @@ def replica(
         if not sep or not listen_port.isdigit():
             raise typer.BadParameter(f"--listen must be HOST:PORT, got {listen!r}")
         host, port = listen_host.strip("[]"), int(listen_port)
+    tls = _tls_context(tls_cert, tls_key, tls_ca)
     if secret_file is None:
         # Refuse at once (a compute replica would first start its Spark driver).
         from spate.protocol.transport import check_bind
 
-        check_bind(host, secret=None, tls=None)
+        check_bind(host, secret=None, tls=tls)
     if role == "compute":
         if scratch_dir is None:
             raise typer.BadParameter("a compute replica needs --scratch-dir")
@@ -90,6 +105,7 @@ def replica(
             metrics_port=metrics_port,
             spark_conf=conf,
             grace_s=grace_period,
+            tls=tls,
         )
         return
     if role == "storage":
@@ -107,6 +123,27 @@ def replica(
             spark_master=spark_master or "local[1]",
             secrets_dir=secrets_dir,
             grace_s=grace_period,
+            tls=tls,
         )
         return
     raise typer.BadParameter(f"unknown replica role {role!r}; known: storage, compute")
+
+
+def _tls_context(cert: Path | None, key: Path | None, ca: Path | None) -> ssl.SSLContext | None:
+    """The server TLS context (client certificates required), or ``None`` without TLS."""
+    given = {"--tls-cert": cert, "--tls-key": key, "--tls-ca": ca}
+    if all(v is None for v in given.values()):
+        return None
+    missing = [flag for flag, v in given.items() if v is None]
+    if missing:
+        raise typer.BadParameter(f"TLS needs --tls-cert, --tls-key and --tls-ca; missing {missing}")
+    for flag, path in given.items():
+        if path is not None and not path.is_file():
+            raise typer.BadParameter(f"{flag} {str(path)!r} is not a readable file")
+    from spate.protocol.tls import server_tls_context
+
+    assert cert is not None and key is not None and ca is not None
+    try:
+        return server_tls_context(cert, key, ca)
+    except (ssl.SSLError, OSError) as e:
+        raise typer.BadParameter(f"cannot load the TLS certificate, key or CA: {e}") from None

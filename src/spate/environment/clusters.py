@@ -17,8 +17,13 @@ from spate.compute.controller.replica import ReplicaConfig, ReplicaLocation
 from spate.environment import placement
 from spate.environment.catalog import CatalogState, ClusterItem, ReplicaItem
 from spate.environment.runtime import STORAGE_INSTANCE, STORAGE_REPLICA, Runtime
-from spate.environment.services import compute_replica_service, storage_replica_service
+from spate.environment.services import (
+    compute_replica_service,
+    placed_auth,
+    storage_replica_service,
+)
 from spate.errors import UsageError, check_argument
+from spate.protocol.secret import Secret
 from spate.storage.controller.replica_client import StorageReplicaLocation
 
 
@@ -43,8 +48,9 @@ async def start_compute_replica(rt: Runtime, cluster: ClusterItem, replica: Repl
     )
     service = await rt.orchestrator.ensure_service(service_name(cluster.name, replica.name), config)
     host, port = service.address()
+    auth = None if address is None else placed_auth(rt.layout, rt.settings)
     rt.compute.add_replica_to_instance(
-        cluster.instance, replica.id, ReplicaConfig(ReplicaLocation(host, port))
+        cluster.instance, replica.id, ReplicaConfig(ReplicaLocation(host, port, auth=auth))
     )
 
 
@@ -56,9 +62,12 @@ async def ensure_storage_replica(rt: Runtime) -> None:
         "storage-r0", storage_replica_service(rt.layout, rt.settings, str(STORAGE_REPLICA))
     )
     host, port = service.address()
-    rt.storage.connect_replica(
-        STORAGE_INSTANCE, STORAGE_REPLICA, StorageReplicaLocation(host, port, rt.layout.secret())
-    )
+    location = StorageReplicaLocation(host, port, rt.layout.secret())
+    auth = None if rt.settings.replicas.storage is None else placed_auth(rt.layout, rt.settings)
+    if auth is not None:
+        secret = auth.secret if isinstance(auth.secret, Secret) else None
+        location = StorageReplicaLocation(host, port, secret, tls=auth.tls)
+    rt.storage.connect_replica(STORAGE_INSTANCE, STORAGE_REPLICA, location)
     rt.storage_replica_started = True
 
 

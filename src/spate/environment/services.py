@@ -4,7 +4,8 @@ Local replicas are ``spate replica`` processes the orchestrator starts on loopba
 command carries everything they need from the settings (persist location, the cluster's Spark
 master and ``spark.*`` settings, the grace period after which an unheld replica exits, the log
 level). Replicas placed elsewhere (``HOST:PORT``) are started by someone else with the same
-command and a ``--listen`` address of their own.
+command and a ``--listen`` address of their own; with ``[tls]`` settings, the controllers reach
+them over mutual TLS (:func:`placed_auth`) and their shown command carries ``--tls-*`` flags.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from spate.environment.layout import Layout
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
 from spate.orchestrator.supervisor import Supervisor
 from spate.persist.location import PersistLocation
+from spate.protocol.secret import Secret
+from spate.protocol.tls import PeerAuth, client_tls_context
 
 
 def layout_of(data_dir: Path, settings: Settings) -> Layout:
@@ -32,6 +35,29 @@ def layout_of(data_dir: Path, settings: Settings) -> Layout:
         )
     secrets = settings.secrets_dir.resolve() if settings.secrets_dir is not None else None
     return Layout(Path(data_dir), persist=persist, secrets_path=secrets)
+
+
+def placed_auth(layout: Layout, settings: Settings) -> PeerAuth | None:
+    """How the controllers authenticate to a replica placed elsewhere: ``None`` (the shared
+    secret, as for local replicas) unless ``[tls]`` is configured; then mutual TLS, with the
+    secret inside it only if ``tls.with_secret``."""
+    tls = settings.tls
+    if tls.ca_file is None or tls.cert_file is None or tls.key_file is None:
+        return None
+    context = client_tls_context(tls.ca_file, certfile=tls.cert_file, keyfile=tls.key_file)
+    secret: Secret | None = layout.secret() if tls.with_secret else None
+    return PeerAuth(secret=secret, tls=context)
+
+
+def _auth_args(layout: Layout, settings: Settings, placed: bool) -> list[str]:
+    """``--secret-file`` and, for a replica placed elsewhere under ``[tls]``, ``--tls-*``
+    (where that host keeps its certificate: shown as placeholders)."""
+    if not placed or not settings.tls.enabled:
+        return ["--secret-file", str(layout.secret_file)]
+    args = ["--tls-cert", "REPLICA_CERT", "--tls-key", "REPLICA_KEY", "--tls-ca", "CA_FILE"]
+    if settings.tls.with_secret:
+        args += ["--secret-file", str(layout.secret_file)]
+    return args
 
 
 def _spark_args(settings: Settings, cluster: str) -> list[str]:
@@ -58,8 +84,7 @@ def compute_replica_service(
             "compute",
             "--listen",
             address or "127.0.0.1:{port:listen}",
-            "--secret-file",
-            str(layout.secret_file),
+            *_auth_args(layout, settings, address is not None),
             "--scratch-dir",
             f"{SERVICE_DIR_PLACEHOLDER}/scratch" if address is None else "SCRATCH_DIR",
             "--blob-uri",
@@ -94,8 +119,7 @@ def storage_replica_service(layout: Layout, settings: Settings, replica: str) ->
             "storage",
             "--listen",
             address or "127.0.0.1:{port:listen}",
-            "--secret-file",
-            str(layout.secret_file),
+            *_auth_args(layout, settings, address is not None),
             "--secrets-dir",
             str(layout.secrets_dir),
             "--blob-uri",

@@ -9,6 +9,7 @@ secret is configured.
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -44,3 +45,13 @@ def client_tls_context(
     if certfile is not None:
         ctx.load_cert_chain(str(certfile), None if keyfile is None else str(keyfile))
     return ctx
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAuth:
+    """How a controller authenticates to one replica: the shared ``secret`` (``None``: none),
+    and a client TLS context (``None``: plain TCP). Replaces the connector's defaults for a
+    replica placed elsewhere."""
+
+    secret: object = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False)

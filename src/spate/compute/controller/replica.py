@@ -18,7 +18,7 @@ responses tagged with another epoch are stale and dropped. The state kept per re
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spate.compute.controller.collection import ReplicaCollectionState, frontier_lt
 from spate.compute.controller.hydration import HydrationGate
@@ -26,14 +26,17 @@ from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId, PeekId, ReplicaId
 from spate.protocol.compute import InstanceConfig
+from spate.protocol.tls import PeerAuth
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLocation:
-    """Where a replica process listens (``spate replica --role compute``)."""
+    """Where a replica process listens (``spate replica --role compute``), and how to
+    authenticate to it when not with the connector's defaults (``auth``)."""
 
     host: str
     port: int
+    auth: PeerAuth | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"

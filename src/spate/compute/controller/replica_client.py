@@ -196,13 +196,15 @@ def transport_opener(
     options: TransportOptions = DEFAULT_OPTIONS,
 ) -> OpenConnection:
     """Open compute connections with ``transport`` (TCP by default), authenticating with
-    ``secret`` (and TLS if given), at the client's epoch."""
+    ``secret`` (and TLS if given), or with the location's own ``auth`` where it has one, at the
+    client's epoch."""
     via: Transport = transport if transport is not None else TcpTransport()
 
     async def open(config: ReplicaConfig, epoch: int) -> ReplicaConnection:
         loc = config.location
+        key, ctx = (secret, tls) if loc.auth is None else (loc.auth.secret, loc.auth.tls)
         conn = await via.connect(
-            loc.host, loc.port, role="compute", epoch=epoch, secret=secret, tls=tls, options=options
+            loc.host, loc.port, role="compute", epoch=epoch, secret=key, tls=ctx, options=options
         )
         return conn
 

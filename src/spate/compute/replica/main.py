@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -107,6 +108,7 @@ async def serve_compute_replica(
     stop: asyncio.Event | None = None,
     on_listening: Callable[[str, int], None] | None = None,
     grace_s: float | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> int:
     """Run a compute replica until ``stop`` is set or it halts; return the exit code."""
     ids = ids or SystemIdGen()
@@ -148,7 +150,7 @@ async def serve_compute_replica(
         idle = IdleExit(grace_s, done, name=f"compute replica {name}")
         handler = idle.wrap(handler)
         watch = asyncio.create_task(idle.run(), name="idle-exit")
-    server = await serve(host, port, role="compute", handler=handler, secret=secret)
+    server = await serve(host, port, role="compute", handler=handler, secret=secret, tls=tls)
     if on_listening is not None:
         on_listening(server.host, server.port)
     try:
@@ -176,6 +178,7 @@ def run(
     metrics_port: int | None,
     spark_conf: dict[str, str] | None = None,
     grace_s: float | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """The blocking entry of ``spate replica --role compute`` (exits with the exit code)."""
     logging.basicConfig(
@@ -227,6 +230,7 @@ def run(
                 stop=stop,
                 on_listening=listening,
                 grace_s=grace_s,
+                tls=tls,
             )
 
     code = asyncio.run(main())

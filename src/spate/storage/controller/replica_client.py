@@ -14,6 +14,7 @@ transport in production (:func:`tcp_opener`), an in-memory transport in tests.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final
@@ -43,6 +44,8 @@ class StorageReplicaLocation:
     host: str
     port: int
     secret: Secret | None = field(default=None, repr=False)
+    tls: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    """Client TLS context for a replica placed elsewhere that serves TLS (``None``: TCP)."""
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
@@ -79,7 +82,12 @@ EventSink = Callable[[ReplicaEvent], None]
 async def tcp_opener(location: StorageReplicaLocation, epoch: int) -> Connection:
     """Open an authenticated TCP connection to a storage replica."""
     return await connect(
-        location.host, location.port, role="storage", epoch=epoch, secret=location.secret
+        location.host,
+        location.port,
+        role="storage",
+        epoch=epoch,
+        secret=location.secret,
+        tls=location.tls,
     )
 
 

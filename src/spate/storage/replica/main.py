@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -52,6 +53,7 @@ async def serve_storage_replica(
     stop: asyncio.Event | None = None,
     secrets: SecretsDir | None = None,
     grace_s: float | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Run a storage replica until ``stop`` is set, or no controller has held it for
     ``grace_s`` seconds (or forever)."""
@@ -73,7 +75,7 @@ async def serve_storage_replica(
         idle = IdleExit(grace_s, done, name="storage replica")
         handler = idle.wrap(handler)
         watch = asyncio.create_task(idle.run(), name="idle-exit")
-    server = await serve(host, port, role="storage", handler=handler, secret=secret)
+    server = await serve(host, port, role="storage", handler=handler, secret=secret, tls=tls)
     print(f"spate storage replica listening on {server.host}:{server.port}", flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,6 +102,7 @@ def run(
     spark_master: str,
     secrets_dir: Path | None = None,
     grace_s: float | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """The blocking entry of the ``replica --role storage`` command."""
     logging.basicConfig(
@@ -118,5 +121,6 @@ def run(
             spark_master=spark_master,
             secrets=SecretsDir(secrets_dir) if secrets_dir is not None else None,
             grace_s=grace_s,
+            tls=tls,
         )
     )
