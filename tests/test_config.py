@@ -44,6 +44,9 @@ def test_a_missing_file_and_unknown_or_bad_settings_are_refused(tmp_path: Path) 
         Settings(clusters={"c": {"replicas": {"r1": "nohost"}}})
     with pytest.raises(ValidationError, match="consensus"):
         Settings(persist={"consensus": "mysql://x/y"})
+    with pytest.raises(ValidationError, match="table_tick_ms"):
+        Settings(table_tick_ms=50)  # the tick goes down to 100 ms, not below
+    assert Settings(table_tick_ms=100).table_tick_ms == 100
 
 
 def test_cluster_spark_settings_override_the_spark_section() -> None:

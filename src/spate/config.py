@@ -11,6 +11,7 @@ with secrets redacted (:func:`redacted`).
     data_dir = "/var/lib/spate"
     log_level = "INFO"
     metrics_port = 9464                  # Prometheus endpoint of the environment
+    table_tick_ms = 1000                 # idle tables advance with the clock this often
 
     [persist]                            # default: files and SQLite under data_dir
     blob = "s3://bucket/spate?endpoint=http://minio:9000&region=us-east-1"
@@ -236,6 +237,10 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Serve the environment's Prometheus metrics here (``0``: any free port)."""
     metrics_host: str = "127.0.0.1"
+    table_tick_ms: int = Field(default=1000, ge=100, le=3_600_000)
+    """How often every table (and the read timestamp) advances to the present without a write
+    (writes move every table at once anyway): the freshness of reads and views over idle
+    tables as the clock moves (``mz_now()`` filters, strict reads)."""
     secrets_dir: Path | None = None
     """Connections' secrets, one file per id (default ``<data_dir>/secrets``)."""
     persist: PersistSettings = PersistSettings()

@@ -46,8 +46,6 @@ from spate.tasks import cancel_and_wait
 from spate.wire import wire
 
 _log: Final = logging.getLogger("spate.environment")
-TABLE_TICK_S: Final = 1.0
-
 
 @wire("environment.epoch")
 @dataclass(frozen=True, slots=True)
@@ -125,7 +123,9 @@ class Background:
     def __init__(self, rt: Runtime) -> None:
         self._tasks = [
             asyncio.create_task(rt.controller.run(), name="controller"),
-            asyncio.create_task(tables.tick_forever(rt, TABLE_TICK_S), name="table-tick"),
+            asyncio.create_task(
+                tables.tick_forever(rt, rt.settings.table_tick_ms / 1000), name="table-tick"
+            ),
         ]
         for task in self._tasks:
             task.add_done_callback(self._died)

@@ -2,7 +2,8 @@
 
 In memory (persist and consensus), no replicas: every write pending when a commit starts goes
 in one compare-and-append per table at one timestamp; the oracle acknowledges the timestamp
-only after every append of the group, and a write returns only then; a table's upper is the
+only after every append of the group, and a write returns only then; every table moves with
+each group, written or not; a table's upper is the
 storage controller's, applied when the append commits (no ``process`` needed); a write fails
 alone (a bad derive, a dropped table), a whole-group error fails every write of the group.
 """
@@ -89,7 +90,10 @@ async def test_writes_pending_together_are_one_append_per_table_at_one_timestamp
         rest = [commit.write(U1, changes((5 + i, "e"))) for i in range(3)]
         later = await asyncio.gather(first, *rest)
         assert later[0] < later[1] == later[2] == later[3]
-        assert calls[1:] == [[U1], [U1]]
+        # Every group moves every table, the unwritten U2 too (with no updates).
+        assert calls[1:] == [[U1, U2], [U1, U2]]
+        assert c.collection_frontiers(U2).upper == Antichain.of(later[-1] + 1)
+        assert await contents(c, U2) == Counter({(3, "c"): 1})
         await c.shutdown()
 
 

@@ -2,9 +2,12 @@
 
 Writers submit changes (validated once, as Arrow, before they are queued: a bad row fails its
 own write and nothing else); a single committer takes **all writes pending** at that moment —
-plus, if one was asked for, the *advance* of every table (the tick) — chooses **one timestamp**
+and the *advance* of every table (the tick), if one was asked for — chooses **one timestamp**
 ``ts`` from the timestamp oracle, and appends to **each table once**: one compare-and-append of
-every change to that table at ``ts``, with the table's new upper ``ts + 1``. Tables are appended
+every change to that table at ``ts``, with the table's new upper ``ts + 1``. **Every** table is
+appended, the ones no write of the group names with no updates: all tables move together, so a
+dataflow or a read over a written table and an unwritten one can go to ``ts`` at once instead
+of waiting for the next tick to move the unwritten one. Tables are appended
 concurrently and independently (:meth:`~.table_writes.TableWrites.append_each`). Only when
 every append of the group has returned does the committer tell the oracle that ``ts`` is
 acknowledged (``apply_write``), and only then does each successful write return ``ts``: a write
@@ -190,9 +193,9 @@ class GroupCommit:
         for id in [id for id in writes if id not in live]:
             for w in writes.pop(id):
                 _fail(w, IdentifierMissing(id, "table"))
-        ids = sorted(live) if advance else sorted(writes)
-        if not ids and not advance:
+        if not writes and not advance:
             return
+        ids = sorted(live)  # every table moves with the group (module docs)
         ts = self._timestamps.write_ts()
         accepted: dict[GlobalId, list[_Write]] = {}
         commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
