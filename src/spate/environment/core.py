@@ -47,6 +47,7 @@ from spate.wire import wire
 
 _log: Final = logging.getLogger("spate.environment")
 
+
 @wire("environment.epoch")
 @dataclass(frozen=True, slots=True)
 class EpochState:
