@@ -2,10 +2,11 @@
 
 A :class:`ReplicaClient` is :class:`spate.protocol.replica_client.ReplicaClient` over compute
 commands and responses (connect with backoff, queue, ordered sending, one failure report), whose
-reports become :class:`ReplicaConnected`, :class:`ReplicaResponse` and :class:`ReplicaFailed`
-tagged with its instance, replica and epoch. The controller rehydrates a failed replica with a
-new client and the next epoch; commands sent before the connection is up are queued, so the
-controller's ``ConnectReplica`` action is followed by the whole replayed history.
+reports become the events of :mod:`spate.protocol.replica_events` (``ReplicaConnected``,
+``ReplicaResponse``, ``ReplicaFailed``) tagged with its instance, replica and epoch. The
+controller rehydrates a failed replica with a new client and the next epoch; commands sent
+before the connection is up are queued, so the controller's ``ConnectReplica`` action is
+followed by the whole replayed history.
 
 How to open a connection is injected (:data:`OpenConnection`): the TCP transport of
 :mod:`spate.protocol.transport` in production (:func:`transport_opener`), an in-memory pair in
@@ -20,12 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
 from spate.clock import Clock
-from spate.compute.controller.events import (
-    ReplicaConnected,
-    ReplicaEvent,
-    ReplicaFailed,
-    ReplicaResponse,
-)
+from spate.compute.controller.events import EventSink as EventSink
 from spate.compute.controller.replica import ReplicaConfig
 from spate.ids import InstanceId, ReplicaId
 from spate.protocol.compute import (
@@ -39,6 +35,7 @@ from spate.protocol.compute import (
 from spate.protocol.connection import DEFAULT_OPTIONS, TransportOptions
 from spate.protocol.replica_client import Backoff
 from spate.protocol.replica_client import ReplicaClient as GenericClient
+from spate.protocol.replica_events import Tagger
 from spate.protocol.transport import TcpTransport, Transport
 
 BACKOFF_INITIAL_S: Final = 0.05
@@ -58,8 +55,6 @@ class ReplicaConnection(Protocol):
 
 OpenConnection = Callable[[ReplicaConfig, int], Awaitable[ReplicaConnection]]
 """Open a connection to the replica described by the config, for the given epoch."""
-
-EventSink = Callable[[ReplicaEvent], None]
 
 
 class ReplicaHandle(Protocol):
@@ -85,25 +80,6 @@ class ReplicaConnector(Protocol):
         config: ReplicaConfig,
         events: EventSink,
     ) -> ReplicaHandle: ...
-
-
-class _Tagger:
-    """Reports a generic client's events as compute events tagged with its replica and epoch."""
-
-    def __init__(
-        self, instance: InstanceId, replica: ReplicaId, epoch: int, events: EventSink
-    ) -> None:
-        self._where = (instance, replica, epoch)
-        self._events = events
-
-    def connected(self) -> None:
-        self._events(ReplicaConnected(*self._where))
-
-    def response(self, response: ComputeResponse) -> None:
-        self._events(ReplicaResponse(*self._where, response))
-
-    def failed(self, reason: str) -> None:
-        self._events(ReplicaFailed(*self._where, reason))
 
 
 class ReplicaClient(GenericClient[ComputeCommand, ComputeResponse]):
@@ -135,7 +111,7 @@ class ReplicaClient(GenericClient[ComputeCommand, ComputeResponse]):
             name=f"instance={instance} replica={replica} epoch={epoch} at {config.location}",
             open=connect,
             responses=_RESPONSE_TYPES,
-            listener=_Tagger(instance, replica, epoch, events),
+            listener=Tagger(instance, replica, epoch, events),
             backoff=Backoff(backoff_initial_s, backoff_max_s),
             sleep=sleep,
             clock=clock,

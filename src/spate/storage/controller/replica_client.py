@@ -2,10 +2,11 @@
 
 A :class:`StorageReplicaClient` is :class:`spate.protocol.replica_client.ReplicaClient` over
 storage commands and responses (connect with backoff, queue, ordered sending, one failure
-report), whose reports become :class:`ReplicaConnected`, :class:`ReplicaResponse` and
-:class:`ReplicaFailed` tagged with its instance, replica and epoch. The controller rehydrates a
-failed replica with a new client and the next epoch. Commands queued before the connection is
-up are kept, so the replayed history always arrives first and whole.
+report), whose reports become the events of :mod:`spate.protocol.replica_events`
+(``ReplicaConnected``, ``ReplicaResponse``, ``ReplicaFailed``) tagged with its instance, replica
+and epoch. The controller rehydrates a failed replica with a new client and the next epoch.
+Commands queued before the connection is up are kept, so the replayed history always arrives
+first and whole.
 
 How connections are opened is injected (:data:`OpenConnection`): the authenticated TCP
 transport in production (:func:`tcp_opener`), an in-memory transport in tests.
@@ -17,12 +18,17 @@ import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeAlias
 
 from spate.clock import Clock
 from spate.ids import InstanceId, ReplicaId
+from spate.protocol import replica_events
 from spate.protocol.connection import Connection
 from spate.protocol.replica_client import DEFAULT_BACKOFF, Backoff, ReplicaClient
+from spate.protocol.replica_events import ReplicaConnected as ReplicaConnected
+from spate.protocol.replica_events import ReplicaFailed as ReplicaFailed
+from spate.protocol.replica_events import ReplicaResponse as ReplicaResponse
+from spate.protocol.replica_events import Tagger
 from spate.protocol.secret import Secret
 from spate.protocol.storage import (
     DroppedId,
@@ -51,32 +57,9 @@ class StorageReplicaLocation:
         return f"{self.host}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaConnected:
-    instance: InstanceId
-    replica: ReplicaId
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaResponse:
-    instance: InstanceId
-    replica: ReplicaId
-    epoch: int
-    response: StorageResponse
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaFailed:
-    instance: InstanceId
-    replica: ReplicaId
-    epoch: int
-    reason: str
-
-
-ReplicaEvent = ReplicaConnected | ReplicaResponse | ReplicaFailed
+ReplicaEvent: TypeAlias = replica_events.ReplicaEvent[StorageResponse]
+EventSink: TypeAlias = replica_events.EventSink[StorageResponse]
 OpenConnection = Callable[[StorageReplicaLocation, int], Awaitable[Connection]]
-EventSink = Callable[[ReplicaEvent], None]
 
 
 async def tcp_opener(location: StorageReplicaLocation, epoch: int) -> Connection:
@@ -89,25 +72,6 @@ async def tcp_opener(location: StorageReplicaLocation, epoch: int) -> Connection
         secret=location.secret,
         tls=location.tls,
     )
-
-
-class _Tagger:
-    """Reports a generic client's events tagged with its instance, replica and epoch."""
-
-    def __init__(
-        self, instance: InstanceId, replica: ReplicaId, epoch: int, events: EventSink
-    ) -> None:
-        self._where = (instance, replica, epoch)
-        self._events = events
-
-    def connected(self) -> None:
-        self._events(ReplicaConnected(*self._where))
-
-    def response(self, response: StorageResponse) -> None:
-        self._events(ReplicaResponse(*self._where, response))
-
-    def failed(self, reason: str) -> None:
-        self._events(ReplicaFailed(*self._where, reason))
 
 
 class StorageReplicaClient(ReplicaClient[StorageCommand, StorageResponse]):
@@ -139,7 +103,7 @@ class StorageReplicaClient(ReplicaClient[StorageCommand, StorageResponse]):
             name=f"storage instance={instance} replica={replica} epoch={epoch} at {location}",
             open=connect,
             responses=_RESPONSES,
-            listener=_Tagger(instance, replica, epoch, events),
+            listener=Tagger(instance, replica, epoch, events),
             backoff=backoff,
             sleep=sleep,
             clock=clock,
