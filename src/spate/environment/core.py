@@ -102,8 +102,10 @@ async def open_runtime(
         orchestrator=orchestrator or ProcessOrchestrator(layout.data_dir),
         epoch=epoch,
     )
+    # The catalog names every collection the environment keeps: one it does not name was
+    # created by a call that failed (or crashed) before committing it, and is finalized.
     keep = [i.id for i in catalog if not isinstance(i, (ViewItem, SinkItem))]
-    finalized = await storage.migrate_collections(keep)
+    finalized = await storage.migrate_collections(keep, finalize_unknown=True)
     if finalized:
         _log.info("finalized %d shard(s) no catalog object names", len(finalized))
     storage.create_instance(STORAGE_INSTANCE)

@@ -220,18 +220,15 @@ def drop_collections(inst: InstanceState, ids: Iterable[GlobalId]) -> None:
     inst.begin()
     try:
         for c in collections:
-            c.dropped = True
-            inst.dropped[c.id] = None
-            inst.unscheduled.pop(c.id, None)
-            inst.subscribes.remove(c.id)
-            c.release_own_hold()
+            inst.mark_dropped(c)
     finally:
         inst.end()
 
 
 def set_read_policy(inst: InstanceState, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
     """Set read policies (all or nothing). The implied hold moves to ``policy.frontier(upper)``
-    unless that would regress it: a policy never recovers a capability already released."""
+    unless that would regress it: a policy never recovers a capability already released. A
+    policy that compacts a collection to ``{}`` drops it (as :func:`drop_collections`)."""
     inst.check_live()
     checked: list[tuple[CollectionState, ReadPolicy]] = []
     for id, policy in policies:
@@ -246,5 +243,6 @@ def set_read_policy(inst: InstanceState, policies: Sequence[tuple[GlobalId, Read
         for c, policy in checked:
             c.read_policy = policy
             c.advance_implied(policy.frontier(c.write_frontier))
+            inst.drop_if_compacted_away(c)
     finally:
         inst.end()

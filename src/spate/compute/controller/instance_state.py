@@ -233,5 +233,20 @@ class InstanceState:
             c.advance_implied(upper.step_back())
         self.deliver(FrontierUpper(self.id, c.id, upper))
 
+    def mark_dropped(self, c: CollectionState) -> None:
+        """``c`` is dropped: no reads, no output forwarded, its implied and warmup holds go;
+        its state stays until nothing holds it and every replica reported every frontier as
+        ``{}`` (maintenance removes it)."""
+        c.dropped = True
+        self.dropped[c.id] = None
+        self.unscheduled.pop(c.id, None)
+        self.subscribes.remove(c.id)
+        c.release_own_hold()
+
+    def drop_if_compacted_away(self, c: CollectionState) -> None:
+        """A read policy set to compact ``c`` to ``{}`` drops it: nobody may read it again."""
+        if not c.dropped and c.read_policy is not None and c.implied.is_empty():
+            self.mark_dropped(c)
+
     def live_collections(self) -> Iterable[CollectionState]:
         return (c for c in self.collections.values() if not c.dropped)

@@ -62,6 +62,7 @@ from spate.storage.controller.errors import (
     InstanceMissing,
     InvalidUsage,
     ReadBeforeSince,
+    UnknownCollections,
 )
 from spate.storage.controller.metadata import (
     ControllerMetadata,
@@ -309,14 +310,24 @@ class StorageController:
         self.state.start_ingestions(order)
         self._act()
 
-    async def migrate_collections(self, keep: Sequence[GlobalId]) -> list[ShardId]:
+    async def migrate_collections(
+        self, keep: Sequence[GlobalId], *, finalize_unknown: bool = False
+    ) -> list[ShardId]:
         """Forget every durable collection not in ``keep``: its shard is moved to the
-        unfinalized set (then finalized by ``reconcile_state``). Returns those shards."""
+        unfinalized set (then finalized by ``reconcile_state``), which destroys its data.
+        Returns those shards.
+
+        Only with ``finalize_unknown=True``: otherwise a durable collection that ``keep`` does
+        not name raises ``UnknownCollections`` (naming them) and nothing changes, so that an
+        incomplete list cannot destroy data by accident."""
         self._check_open()
         keep_set = set(keep)
         dropped: list[ShardId] = []
 
         def migrate(meta: ControllerMetadata) -> ControllerMetadata:
+            unknown = sorted((k for k in meta.collections if k not in keep_set), key=str)
+            if unknown and not finalize_unknown:
+                raise UnknownCollections(unknown)
             cols = {k: v for k, v in meta.collections.items() if k in keep_set}
             gone = [v.shard for k, v in meta.collections.items() if k not in keep_set]
             dropped[:] = gone

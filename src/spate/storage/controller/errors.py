@@ -87,6 +87,18 @@ class InvalidUsage(StorageError, ValueError):
     pass
 
 
+class UnknownCollections(StorageError, ValueError):
+    """``migrate_collections`` was not told about durable collections (it would finalize them)."""
+
+    def __init__(self, ids: Sequence[GlobalId]) -> None:
+        self.ids = tuple(ids)
+        listed = ", ".join(str(i) for i in self.ids)
+        super().__init__(
+            f"durable collections not named in the migration: {listed}; finalizing them destroys "
+            "their data (pass finalize_unknown=True to do so)"
+        )
+
+
 class ReadOnly(StorageError, RuntimeError):
     def __init__(self) -> None:
         super().__init__("cannot write in read-only mode")
