@@ -17,15 +17,16 @@ import pyarrow as pa
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, next_of
 from spate.environment.catalog import item_desc, kind_of
+from spate.environment.changes import Changes
 from spate.environment.reads import Isolation
 from spate.environment.write_result import WriteResult
-from spate.errors import InvalidArgument, UsageError
+from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.storage_desc import SinkConnection, SourceConnection
 from spate.repr.desc import RelationDesc
-from spate.repr.types import Datum, Row
+from spate.repr.types import Datum
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -371,17 +372,22 @@ class EnvironmentOperations(EnvironmentBase):
         cluster: str | None = None,
         with_snapshot: bool = True,
         timeout: float | None = None,
-    ) -> Iterator[list[tuple[int, Row, int]]]:
+        progress: bool = False,
+    ) -> Iterator[Changes]:
         """Changes of ``target`` as ``[(time, row, diff), ...]`` per closed interval: first the
         contents at ``as_of`` (unless ``with_snapshot=False``), then every change, until
-        ``up_to`` (exclusive) or until the iterator is closed.
+        ``up_to`` (exclusive) or until the iterator is closed. Each row is a named tuple of
+        the columns; each batch's ``upper`` says every change before it has arrived. Intervals
+        in which nothing changed are skipped unless ``progress=True`` (then they arrive as
+        empty batches whose ``upper`` moves on). ``timeout`` bounds the wait for each batch.
 
         Example::
 
             for changes in env.subscribe("best", up_to=t_end):
                 for time, row, diff in changes:
-                    print(time, row, diff)   # diff -1 retracts a row, +1 adds one
+                    print(time, row.auction, diff)   # diff -1 retracts a row, +1 adds one
         """
+        check_argument(progress, bool, "progress")
         stream = reads.subscribe(
             self.runtime,
             target,
@@ -389,6 +395,7 @@ class EnvironmentOperations(EnvironmentBase):
             up_to=up_to,
             cluster=cluster,
             with_snapshot=with_snapshot,
+            progress=progress,
         )
         try:
             while True:

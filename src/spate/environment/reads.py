@@ -40,6 +40,7 @@ from spate.environment.catalog import (
     item_desc,
     kind_of,
 )
+from spate.environment.changes import Changes, changes_of, row_type
 from spate.environment.objects import check_plan
 from spate.environment.planning import (
     inline_views,
@@ -59,7 +60,7 @@ from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
 from spate.repr.arrow import data_schema
-from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 
 
@@ -392,8 +393,10 @@ async def subscribe(
     up_to: int | None,
     cluster: str | None,
     with_snapshot: bool = True,
-) -> AsyncGenerator[list[tuple[int, Row, int]], None]:
-    """Yield the changes of ``target`` from ``as_of`` on, one list per closed interval."""
+    progress: bool = False,
+) -> AsyncGenerator[Changes, None]:
+    """Yield the changes of ``target`` from ``as_of`` on, one :class:`Changes` per closed
+    interval; intervals without changes only with ``progress``."""
     _check_time(as_of, "as_of")
     _check_time(up_to, "up_to")
     t = resolve(rt, target)
@@ -422,6 +425,7 @@ async def subscribe(
     reads_ids = subscriptions.reads_of(rt.catalog, t.plan.depends_on())
     subscriptions.register(rt, sink, name=t.name, instance=instance, reads=reads_ids, queue=queue)
     done = False
+    named = row_type(inlined.desc)
     try:
         while not done:
             batch: SubscribeResponse = await queue.get()
@@ -430,21 +434,12 @@ async def subscribe(
             done = batch.upper.is_empty() or (
                 up_to is not None and not batch.upper.less_equal(up_to - 1)
             )
-            yield _changes(batch.updates, inlined.desc)
+            upper = None if done else batch.upper.as_option()
+            changes = changes_of(batch.updates, inlined.desc, named, upper)
+            if changes or progress:
+                yield changes
     finally:
         subscriptions.unregister(rt, sink)
         rt.controller.forget_subscribe(sink)
         if not done:
             rt.compute.drop_collections(instance, [sink])
-
-
-def _changes(updates: pa.Table | None, desc: RelationDesc) -> list[tuple[int, Row, int]]:
-    if updates is None or updates.num_rows == 0:
-        return []
-    cols = [updates.column(n).to_pylist() for n in desc.names]
-    rows = list(zip(*cols, strict=True)) if cols else [() for _ in range(updates.num_rows)]
-    times = updates.column(TIME_COLUMN).to_pylist()
-    diffs = updates.column(DIFF_COLUMN).to_pylist()
-    out = list(zip(times, rows, diffs, strict=True))
-    out.sort(key=lambda u: u[0])
-    return out

@@ -153,6 +153,7 @@ def execute(
                 up_to=stmt.up_to,
                 cluster=session.cluster,
                 with_snapshot=stmt.snapshot,
+                progress=True,  # a client's stream learns of quiet intervals too
             )
         case st.Insert():
             rows = list(stmt.rows) if stmt.rows is not None else read_rows(env, stmt.plan, session)
