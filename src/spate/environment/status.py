@@ -4,8 +4,10 @@ health and hydration."""
 from __future__ import annotations
 
 import dataclasses
+import io
 from dataclasses import dataclass
 
+from rich.console import Console
 from rich.table import Table
 
 from spate.environment.catalog import (
@@ -67,6 +69,10 @@ class EnvironmentStatus:
                 return c
         raise KeyError(name)
 
+    def __str__(self) -> str:
+        """The tables ``spate status`` prints, as text (``print(env.status())``)."""
+        return render_tables(self.tables())
+
     def tables(self) -> list[Table]:
         """Rich tables for the console."""
         coll = Table(title=f"collections (read ts {self.read_ts})")
@@ -98,6 +104,15 @@ class EnvironmentStatus:
                 r.last_error or "",
             )
         return [coll, reps]
+
+
+def render_tables(tables: list[Table], width: int = 120) -> str:
+    """``tables`` as plain text, as a console of ``width`` columns prints them."""
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+    for table in tables:
+        console.print(table)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(out).rstrip("\n")
 
 
 def _lag(now_ms: int, upper: Frontier) -> int | None:
