@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
+from spate.plan.evaluation.scalar import canonical_row
 from spate.render.batch import EngineSettings
 from spate.render.dataflow import FOREVER, Dataflow
 from spate.render.input import ArrowInputs
@@ -19,7 +20,6 @@ from spate.repr.arrow import table_to_rows, table_to_updates, updates_to_table
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 from spate.testing.reference import accumulate, expected_contents
-from spate.testing.reference_scalar import canonical_row
 
 Update = tuple[Row, int, int]
 

@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc, aggregate_type
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.scalar import NAN, canonical_row
+from spate.plan.evaluation.scalar import compile_scalar as reference_compile
 from spate.plan.expr import BinaryFunc, CallBinary, Cast, ColumnRef, Literal
 from spate.plan.infer import typ
 from spate.render.aggregates import aggregate_column
@@ -46,8 +48,6 @@ from spate.repr.types import (
     numeric,
 )
 from spate.testing.reference import aggregate
-from spate.testing.reference_scalar import NAN, canonical_row
-from spate.testing.reference_scalar import compile_scalar as reference_compile
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

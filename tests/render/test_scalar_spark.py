@@ -1,4 +1,4 @@
-"""compile_scalar on Spark agrees with the reference evaluator (spate.testing.reference_scalar).
+"""compile_scalar on Spark agrees with the reference evaluator (spate.plan.evaluation.scalar).
 
 Randomised: hypothesis draws typed expressions over a relation with a column of every type and
 rows with edge values (NULL, NaN, -0.0, int64 limits, years 1 and 9999, odd text); one Spark
@@ -22,6 +22,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.scalar import NAN, canonical_row
+from spate.plan.evaluation.scalar import compile_scalar as reference_compile
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -68,8 +70,6 @@ from spate.repr.types import (
     ScalarType,
     numeric,
 )
-from spate.testing.reference_scalar import NAN, canonical_row
-from spate.testing.reference_scalar import compile_scalar as reference_compile
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

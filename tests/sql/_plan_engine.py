@@ -131,9 +131,9 @@ class ReferenceEngine:
         if isinstance(stmt, st.Select):
             rows = self._expand(stmt.plan)
             if stmt.order_by:
-                from spate.environment.sql_reads import compare_rows
+                from spate.plan.evaluation.values import compare_by
 
-                rows.sort(key=functools.cmp_to_key(lambda a, b: compare_rows(stmt.order_by, a, b)))
+                rows.sort(key=functools.cmp_to_key(lambda a, b: compare_by(stmt.order_by, a, b)))
             end = None if stmt.limit is None else stmt.offset + stmt.limit
             rows = [r[: stmt.width] for r in rows[stmt.offset : end]]
             return Result(list(stmt.names), rows)

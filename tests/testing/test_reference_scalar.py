@@ -22,6 +22,7 @@ from spate.plan import (
     now,
     now_ms,
 )
+from spate.plan.evaluation.scalar import NAN, eval_scalar
 from spate.plan.infer import resolve
 from spate.repr import (
     BOOL,
@@ -35,7 +36,6 @@ from spate.repr import (
     RelationDesc,
     numeric,
 )
-from spate.testing.reference_scalar import NAN, eval_scalar
 
 COLS = RelationDesc.of(
     ("i", INT64),

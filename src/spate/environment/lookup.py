@@ -5,7 +5,8 @@ an index on ``x`` to literals (``k = 42``, ``k IN (1, 2)``, ``k IS NULL``, one c
 column, the others anything) is read by peeking the index with those key values as literal
 constraints: the replica answers from its memory, without a Spark job. The peek selects a
 superset of the rows the plan keeps; the whole plan (the filters again, maps, projections) is
-then applied to those rows by the IR's reference semantics. A key value that no row can equal
+then applied to those rows by the plan's plain-Python evaluation
+(:func:`spate.plan.evaluation.relation.evaluate`). A key value that no row can equal
 (``int_key = 1.5``, ``k = NULL``) matches nothing.
 """
 
@@ -22,6 +23,7 @@ import pyarrow as pa
 
 from spate.environment.catalog import IndexItem
 from spate.environment.runtime import Runtime
+from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -95,8 +97,6 @@ def is_index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> boo
 
 def apply_plan(plan: RelationExpr, base: Get, rows: pa.Table, now: int) -> list[Row]:
     """``plan`` on the ``rows`` (one per unit of multiplicity) read for ``base``."""
-    from spate.testing.reference import evaluate
-
     columns = [rows.column(i).to_pylist() for i in range(rows.num_columns)]
     contents = Counter(tuple(c[i] for c in columns) for i in range(rows.num_rows))
     counts = evaluate(plan, {base.id: contents}, now)

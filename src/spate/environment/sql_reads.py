@@ -1,15 +1,14 @@
 """Reads for SQL: SELECT, the rows an UPDATE or DELETE changes, and ORDER BY/OFFSET/LIMIT
 applied to what a read returns.
 
-Plans that need no dataflow are evaluated here by the IR's reference semantics: constant
-SELECTs, UPDATE/DELETE whose WHERE reads only the table, and SELECTs that only map, filter or
-project one object (read without a dataflow)."""
+Plans that need no dataflow are evaluated here in plain Python (:mod:`spate.plan.evaluation`):
+constant SELECTs, UPDATE/DELETE whose WHERE reads only the table, and SELECTs that only map,
+filter or project one object (read without a dataflow)."""
 
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Sequence
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,7 +19,8 @@ from spate.environment.catalog import (
 from spate.environment.lookup import is_index_lookup
 from spate.environment.reads import check_isolation
 from spate.environment.sql_state import Session
-from spate.plan.finishing import ColumnOrder
+from spate.plan.evaluation.relation import evaluate
+from spate.plan.evaluation.values import compare_by
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
 from spate.repr.arrow import data_schema
 from spate.repr.desc import RelationDesc
@@ -35,11 +35,9 @@ def read(
     env: EnvironmentOperations, plan: RelationExpr, session: Session, as_of: int | None = None
 ) -> pa.Table:
     """The contents of ``plan``: a read through the environment, or, for a plan that reads no
-    collection (``SELECT 1``, ``VALUES …``), evaluated here by the IR's reference semantics
+    collection (``SELECT 1``, ``VALUES …``), evaluated here in plain Python
     (a dataflow without inputs would never see its frontier advance)."""
     if not plan.depends_on():
-        from spate.testing.reference import evaluate
-
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
         counts = evaluate(plan, {}, now)
         rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
@@ -54,11 +52,7 @@ def read(
         and not is_index_lookup(env.runtime, plan, session.cluster)
     ):
         # map/filter/project over one object: read the object (an index or a collection,
-        # no dataflow) and apply the rest here, by the IR's reference semantics
-        from collections import Counter
-
-        from spate.testing.reference import evaluate
-
+        # no dataflow) and apply the rest here, in plain Python
         contents = Counter(table_rows(read(env, base, session, as_of)))
         counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
         rows = [r for r, n in counts.items() for _ in range(n)]
@@ -97,16 +91,12 @@ def table_rows(table: pa.Table) -> list[Row]:
 def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -> list[Row]:
     """The rows an UPDATE or DELETE changes. When ``plan`` reads only the table itself (a
     WHERE without subqueries over other objects), the table is read once (no dataflow) and the
-    plan evaluated here by the IR's reference semantics; otherwise ``plan`` is read."""
+    plan evaluated here in plain Python; otherwise ``plan`` is read."""
     ids = plan.depends_on()
     if len(ids) == 1:
         (id,) = ids
         item = env.runtime.catalog.by_id(id)
         if isinstance(item, TableItem):
-            from collections import Counter
-
-            from spate.testing.reference import evaluate
-
             contents = Counter(table_rows(read(env, Get(id, item.desc), session)))
             counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
             return [r for r, n in counts.items() for _ in range(n)]
@@ -135,7 +125,7 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
             orders = stmt.order_by
 
             def cmp(a: Row, b: Row) -> int:
-                return compare_rows(orders, a, b)
+                return compare_by(orders, a, b)
 
             rows.sort(key=functools.cmp_to_key(cmp))
         end = None if stmt.limit is None else stmt.offset + stmt.limit
@@ -146,25 +136,3 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
         )
     table = table.select(list(range(width)))
     return table.rename_columns(list(stmt.names))
-
-
-def compare_rows(orders: Sequence[ColumnOrder], a: Row, b: Row) -> int:
-    for o in orders:
-        x, y = a[o.column], b[o.column]
-        if x is None or y is None:
-            if x is None and y is None:
-                continue
-            nulls_last = o.effective_nulls_last()
-            return (1 if nulls_last else -1) * (1 if x is None else -1)
-        c = _cmp_values(x, y)
-        if c:
-            return -c if o.desc else c
-    return 0
-
-
-def _cmp_values(x: Any, y: Any) -> int:
-    if isinstance(x, float) and isinstance(y, float):
-        xn, yn = math.isnan(x), math.isnan(y)
-        if xn or yn:
-            return 0 if xn and yn else (1 if xn else -1)
-    return int(x > y) - int(x < y)

@@ -9,6 +9,7 @@ the replicas that run them. Every node is immutable, validated at construction, 
 * :mod:`spate.plan.relation` — relational nodes; :mod:`spate.plan.builder` — the fluent API.
 * :mod:`spate.plan.window` — ``Window`` and its functions (row_number, rank, lag, …).
 * :mod:`spate.plan.temporal` — validity intervals of temporal filters.
+* :mod:`spate.plan.evaluation` — what a plan means, evaluated in plain Python.
 * :mod:`spate.plan.dataflow` — ``DataflowDescription``; :mod:`spate.plan.validate` — its checks.
 """
 

@@ -7,7 +7,7 @@ and every relational node resolves names against its input when it is constructe
 mixed-type operation: resolution turns ``ts + interval(hours=1)`` into
 ``TIMESTAMP_ADD_MS(ts, 3600000)`` and ``int_col < 2.5`` into ``CAST(int_col AS float64) < 2.5``.
 
-Semantics (the reference evaluator :mod:`spate.testing.reference_scalar` is their definition):
+Semantics (the reference evaluator :mod:`spate.plan.evaluation.scalar` is their definition):
 
 * **NULL** propagates through every function except ``AND``/``OR`` (three-valued: ``FALSE AND
   NULL = FALSE``, ``TRUE OR NULL = TRUE``), ``IS_NULL``, ``COALESCE``, ``GREATEST``/``LEAST``

@@ -406,7 +406,7 @@ _FROM_TEXT = {K.BOOL, K.INT64, K.FLOAT64, K.NUMERIC, K.TEXT, K.DATE, K.TIMESTAMP
 
 
 def can_cast(a: ScalarType, b: ScalarType) -> bool:
-    """Whether ``CAST(a AS b)`` is defined (see :mod:`spate.testing.reference_scalar`)."""
+    """Whether ``CAST(a AS b)`` is defined (see :mod:`spate.plan.evaluation.scalar`)."""
     if a.kind is b.kind:
         return True
     if a.kind in _NUMBERS and b.kind in _NUMBERS:

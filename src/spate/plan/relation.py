@@ -11,7 +11,7 @@ equal node. Errors start with the node's name and name the column::
 
 Semantics: each node denotes a function from the accumulated contents of its inputs (multisets
 of rows, multiplicities possibly negative) at a time ``t`` to a multiset, with ``now() = t``.
-:mod:`spate.testing.reference` is the executable definition. ``Reduce``, ``TopK`` and
+:mod:`spate.plan.evaluation.relation` is the executable definition. ``Reduce``, ``TopK`` and
 ``Distinct`` require non-negative multiplicities in their input (an evaluation error otherwise).
 Column names exist for people and for schemas; the semantics is positional.
 """

@@ -16,7 +16,7 @@ followed by one column per function, named ``names`` (default: the function's na
     bids.window(["auction"], order_by=[desc("price")], rn=row_number(), running=sum_(col("price")))
 
 **Semantics** (PostgreSQL's, with one deterministic choice where PostgreSQL leaves the order
-unspecified; :mod:`spate.testing.reference` is the executable definition):
+unspecified; :mod:`spate.plan.evaluation.relation` is the executable definition):
 
 * The input must have non-negative multiplicities (as for ``TopK``). A row of multiplicity
   ``n`` is ``n`` separate rows: each gets its own output row (``row_number`` numbers them

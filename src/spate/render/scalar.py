@@ -3,7 +3,7 @@
 :func:`compile_scalar` turns a resolved :class:`~spate.plan.expr.ScalarExpr` over the columns of
 a :class:`~spate.repr.desc.RelationDesc` into one ``pyspark.sql.Column`` over a DataFrame whose
 column at position ``i`` is called ``names[i]`` (by default ``c0, c1, …``, see
-:mod:`spate.render.layout`). The reference evaluator :mod:`spate.testing.reference_scalar` defines
+:mod:`spate.render.layout`). The reference evaluator :mod:`spate.plan.evaluation.scalar` defines
 what the result must be; for every row on which the reference returns a value, the column holds
 the same value, and where the reference raises :class:`~spate.plan.errors.EvalError` (int64
 overflow, numeric beyond 38 digits, a time outside years 1..9999) evaluating the column raises a

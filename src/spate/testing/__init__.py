@@ -1,8 +1,8 @@
-"""Test support shipped with spate: the reference evaluator, strategies and replica drivers.
+"""Test support shipped with spate: the reference oracle, strategies and replica drivers.
 
-* :mod:`spate.testing.reference` — what every plan means, evaluated in plain Python (the oracle
-  for "incremental output at every time == recomputation");
-* :mod:`spate.testing.reference_scalar` — the reference semantics of scalar expressions;
+* :mod:`spate.testing.reference` — what a whole dataflow must produce at every time, by the
+  plain-Python evaluation of :mod:`spate.plan.evaluation` (the oracle for "incremental output
+  at every time == recomputation");
 * :mod:`spate.testing.plan_strategies` — random well-typed plans and input update streams;
 * :mod:`spate.testing.strategies` — value types (frontiers, scalar types, rows);
 * :mod:`spate.testing.replica_driver`, :mod:`spate.testing.replica_checks`,

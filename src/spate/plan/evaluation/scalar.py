@@ -1,4 +1,4 @@
-"""The reference semantics of scalar expressions, in plain Python (a test oracle only).
+"""The semantics of scalar expressions, in plain Python.
 
 :func:`compile_scalar` turns a resolved expression over known input columns into a function
 ``(row, now) -> datum``; ``now`` is the logical time in milliseconds. This module is the
@@ -19,6 +19,23 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.casts import cast_function
+from spate.plan.evaluation.values import (
+    _CTX,
+    EPOCH,
+    _Fn1,
+    _Fn2,
+    canonical,
+    canonical_row,
+    check_int64,
+    compare,
+    compare_nulls_last,
+    compare_rows,
+    fit_numeric,
+    format_timestamp,
+    row_key,
+    value_key,
+)
 from spate.plan.expr import (
     NAN,
     BinaryFunc,
@@ -41,23 +58,6 @@ from spate.plan.expr import (
 from spate.plan.infer import typ
 from spate.repr.desc import Column
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
-from spate.testing._reference_casts import cast_function
-from spate.testing._reference_values import (
-    _CTX,
-    EPOCH,
-    _Fn1,
-    _Fn2,
-    canonical,
-    canonical_row,
-    check_int64,
-    compare,
-    compare_nulls_last,
-    compare_rows,
-    fit_numeric,
-    format_timestamp,
-    row_key,
-    value_key,
-)
 
 K = ScalarKind
 _MS = dt.timedelta(milliseconds=1)

@@ -1,4 +1,4 @@
-"""``CAST`` in the reference semantics: conversions between scalar types; failures give NULL."""
+"""``CAST`` in the plain-Python evaluation: conversions between scalar types; failures give NULL."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from decimal import Decimal
 from typing import Any
 
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.values import _Fn1, canonical, fit_numeric, format_timestamp
 from spate.repr.types import INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType
-from spate.testing._reference_values import _Fn1, canonical, fit_numeric, format_timestamp
 
 K = ScalarKind
 

@@ -1,4 +1,4 @@
-"""Values in the reference semantics: canonical datums, their order, range checks."""
+"""Values as the plain-Python evaluation holds them: canonical datums, their order, range checks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from spate.plan.errors import EvalError
 from spate.plan.expr import NAN
+from spate.plan.finishing import ColumnOrder
 from spate.repr.desc import Column
 from spate.repr.types import INT64_MAX, INT64_MIN, Datum, Row, ScalarKind, ScalarType
 
@@ -64,6 +65,22 @@ def compare_rows(a: Row, b: Row) -> int:
         c = compare_nulls_last(x, y)
         if c:
             return c
+    return 0
+
+
+def compare_by(order_by: Sequence[ColumnOrder], a: Row, b: Row) -> int:
+    """Order rows by the columns of ``order_by`` (each ascending or descending, NULLs first or
+    last as PostgreSQL places them, NaN above every number); 0 when they tie on all of them."""
+    for o in order_by:
+        x, y = a[o.column], b[o.column]
+        if x is None or y is None:
+            if x is None and y is None:
+                continue
+            nulls_last = o.effective_nulls_last()
+            return (1 if nulls_last else -1) * (1 if x is None else -1)
+        c = compare(x, y)
+        if c:
+            return -c if o.desc else c
     return 0
 
 
