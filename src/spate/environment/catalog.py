@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from spate.environment.builtins import IntrospectionItem, builtin, builtin_by_id
 from spate.errors import CatalogError as CatalogError
 from spate.errors import HasDependents as HasDependents
 from spate.errors import InvalidName as InvalidName
@@ -150,8 +151,19 @@ class SinkItem:
 
 
 Item = (
+    TableItem
+    | SourceItem
+    | SubsourceItem
+    | ViewItem
+    | MaterializedViewItem
+    | IndexItem
+    | SinkItem
+    | IntrospectionItem
+)
+StoredItem = (
     TableItem | SourceItem | SubsourceItem | ViewItem | MaterializedViewItem | IndexItem | SinkItem
 )
+"""What the durable catalog holds (every item but the ``spate_catalog`` relations)."""
 _KIND: Final[dict[type, str]] = {
     TableItem: "table",
     SourceItem: "source",
@@ -160,6 +172,7 @@ _KIND: Final[dict[type, str]] = {
     MaterializedViewItem: "materialized view",
     IndexItem: "index",
     SinkItem: "sink",
+    IntrospectionItem: "source",
 }
 
 
@@ -169,7 +182,7 @@ def kind_of(item: Item) -> str:
 
 def item_desc(item: Item) -> RelationDesc | None:
     """The relation an item's name denotes when read (``None`` for sinks)."""
-    if isinstance(item, (TableItem, SourceItem, SubsourceItem)):
+    if isinstance(item, (TableItem, SourceItem, SubsourceItem, IntrospectionItem)):
         return item.desc
     if isinstance(item, (ViewItem, MaterializedViewItem)):
         return item.plan.desc
@@ -197,7 +210,7 @@ def dependencies(item: Item) -> frozenset[GlobalId]:
 class CatalogState:
     """Everything the environment needs to restore itself after a restart."""
 
-    items: tuple[Item, ...] = ()
+    items: tuple[StoredItem, ...] = ()
     clusters: tuple[ClusterItem, ...] = ()
     next_id: int = 1
     next_instance: int = 1
@@ -205,26 +218,32 @@ class CatalogState:
 
     # -- lookups ----------------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterator[Item]:
+    def __iter__(self) -> Iterator[StoredItem]:
         return iter(self.items)
 
     def get(self, name: str) -> Item:
         for item in self.items:
             if item.name == name:
                 return item
+        system = builtin(name)
+        if system is not None:
+            return system
         known = ", ".join(sorted(i.name for i in self.items)) or "-"
         raise UnknownName(f"unknown object {name!r}; objects: {known}")
 
     def find(self, name: str) -> Item | None:
-        return next((i for i in self.items if i.name == name), None)
+        return next((i for i in self.items if i.name == name), None) or builtin(name)
 
     def find_id(self, id: GlobalId) -> Item | None:
-        return next((i for i in self.items if i.id == id), None)
+        return next((i for i in self.items if i.id == id), None) or builtin_by_id(id)
 
     def by_id(self, id: GlobalId) -> Item:
         for item in self.items:
             if item.id == id:
                 return item
+        system = builtin_by_id(id)
+        if system is not None:
+            return system
         raise UnknownName(f"no catalog object has id {id}")
 
     def cluster(self, name: str) -> ClusterItem:
@@ -264,20 +283,20 @@ class CatalogState:
     def allocate_id(self) -> tuple[CatalogState, GlobalId]:
         return dataclasses.replace(self, next_id=self.next_id + 1), GlobalId.user(self.next_id)
 
-    def add_item(self, item: Item) -> CatalogState:
+    def add_item(self, item: StoredItem) -> CatalogState:
         check_name(item.name, kind_of(item))
         if self.find(item.name) is not None:
             existing = self.get(item.name)
             raise NameExists(f"{kind_of(existing)} {item.name!r} already exists")
         ids = {i.id for i in self.items}
         for dep in dependencies(item):
-            if dep not in ids:
+            if dep not in ids and builtin_by_id(dep) is None:
                 raise UnknownName(f"{kind_of(item)} {item.name!r} reads unknown id {dep}")
         if isinstance(item, (MaterializedViewItem, IndexItem)):
             self.cluster(item.cluster)
         return dataclasses.replace(self, items=(*self.items, item))
 
-    def replace_item(self, item: Item) -> CatalogState:
+    def replace_item(self, item: StoredItem) -> CatalogState:
         self.get(item.name)
         return dataclasses.replace(
             self, items=tuple(item if i.name == item.name else i for i in self.items)

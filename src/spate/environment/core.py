@@ -13,7 +13,9 @@ Open, in order:
    storage replica if sources or sinks exist;
 6. read policies, then the dataflows of every materialized view and index at as_ofs that
    resume where their data stops;
-7. the controller loop and the table tick start.
+7. the ``spate_catalog`` relations (see :mod:`.builtins`) are created or adopted, and the
+   storage controller starts writing them;
+8. the controller loop and the table tick start.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from spate.compute.controller.controller import ComputeController
 from spate.compute.controller.replica_client import ClientConnector, transport_opener
 from spate.config import Settings
 from spate.controller import Controller
-from spate.environment import clusters, objects, tables
+from spate.environment import clusters, introspection, objects, tables
+from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import SinkItem, SourceItem, ViewItem
 from spate.environment.catalog_store import CatalogStore
 from spate.environment.durable import DurableDocument
@@ -105,6 +108,7 @@ async def open_runtime(
     # The catalog names every collection the environment keeps: one it does not name was
     # created by a call that failed (or crashed) before committing it, and is finalized.
     keep = [i.id for i in catalog if not isinstance(i, (ViewItem, SinkItem))]
+    keep += [b.id for b in BUILTINS]
     finalized = await storage.migrate_collections(keep, finalize_unknown=True)
     if finalized:
         _log.info("finalized %d shard(s) no catalog object names", len(finalized))
@@ -116,6 +120,7 @@ async def open_runtime(
     storage.initialization_complete()
     compute.initialization_complete()
     await storage.reconcile_state()
+    await introspection.install(rt)
     await tables.advance_tables(rt)
     return rt
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from spate.environment import subscriptions
+from spate.environment.builtins import IntrospectionItem
 from spate.environment.catalog import (
     CatalogState,
     HasDependents,
@@ -24,6 +25,7 @@ from spate.environment.catalog import (
     MaterializedViewItem,
     SinkItem,
     SourceItem,
+    StoredItem,
     SubsourceItem,
     TableItem,
     UnknownName,
@@ -79,7 +81,7 @@ def lag_policy(ms: int) -> ReadPolicy:
     return ReadPolicy.lag_writes_by(ms, max(ms, 1))
 
 
-def with_id(state: CatalogState, item: Item) -> CatalogState:
+def with_id(state: CatalogState, item: StoredItem) -> CatalogState:
     """Add ``item`` (whose id was allocated earlier) and keep the id counter beyond it."""
     state = state.add_item(item)
     return dataclasses.replace(state, next_id=max(state.next_id, item.id.value + 1))
@@ -298,7 +300,7 @@ async def _create_source(
     names: Mapping[str, str] | None,
 ) -> dict[str, GlobalId]:
     state, source_id = rt.catalog.allocate_id()
-    items: list[Item] = [SourceItem(name, source_id, connection, progress_desc(connection))]
+    items: list[StoredItem] = [SourceItem(name, source_id, connection, progress_desc(connection))]
     exports: dict[GlobalId, str] = {}
     for ref, out_desc in outputs.items():
         state, sub_id = state.allocate_id()
@@ -400,6 +402,8 @@ async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     check_argument(name, str, "the name to drop")
     check_argument(cascade, bool, "cascade")
     item = rt.catalog.get(name)
+    if isinstance(item, IntrospectionItem):
+        raise UsageError(f"{name} is a system relation: it cannot be dropped")
     dependents = rt.catalog.transitive_dependents(item.id)
     if isinstance(item, SourceItem):
         # A source's subsources are part of it, not dependents to refuse on.

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from spate.compute.controller.responses import SubscribeResponse
 from spate.environment import lookup, subscriptions
+from spate.environment.builtins import IntrospectionItem, builtin_by_id
 from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,
@@ -137,6 +138,21 @@ def _check_read_arguments(as_of: object, limit: object, order_by: object, timeou
     assert isinstance(timeout, (int, float))
     if not timeout > 0:
         raise InvalidReadArgument(f"timeout must be more than 0 s, got {timeout}")
+
+
+async def _introspection_time(rt: Runtime, plan: RelationExpr) -> int | None:
+    """For a read of ``spate_catalog`` relations: write them now and return a time that
+    observes what they say now and every acknowledged write (``None``: the plan reads none).
+
+    They are written every second, with rows stated before each write: a read at the oracle's
+    read timestamp could see rows stated before a change that time already includes."""
+    system = [i for i in plan.depends_on() if builtin_by_id(i) is not None]
+    if not system:
+        return None
+    await rt.storage.write_introspection()
+    uppers = [rt.storage.collection_frontiers(i).upper.as_option() for i in system]
+    written = min((u - 1 for u in uppers if u is not None), default=0)
+    return max(rt.oracle.read_ts(), written)
 
 
 async def _await_first_ingestion(rt: Runtime, plan: RelationExpr, timeout: float) -> None:
@@ -272,6 +288,8 @@ async def select(
         if as_of is not None:
             raise InvalidReadArgument("real_time_recency reads the present: it takes no as_of")
         await await_recency(rt, t.plan, timeout)
+    if as_of is None and level == "strict serializable":
+        as_of = await _introspection_time(rt, inline_views(t.plan, rt.catalog))
     found = lookup.index_lookup(rt, t.plan, cluster)
     if found is not None:
         return await _select_lookup(rt, t.plan, found, as_of, finishing, timeout, level)
@@ -293,7 +311,7 @@ async def select(
             return await _peek(
                 rt, index.cluster, IndexTarget(index.id), ts, desc, finishing, timeout
             )
-        if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem)):
+        if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem, IntrospectionItem)):
             ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, level)
             with_replicas = [c.name for c in rt.catalog.clusters if c.replicas]
             if cluster is None and not with_replicas:

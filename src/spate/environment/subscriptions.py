@@ -68,6 +68,11 @@ def unregister(runtime: object, sink: GlobalId) -> None:
             del _ACTIVE[id(runtime)]
 
 
+def names(runtime: object) -> dict[GlobalId, str]:
+    """The running subscribes by sink id: what each reads (a name, or ``query``)."""
+    return {sink: sub.name for sink, sub in _ACTIVE.get(id(runtime), {}).items()}
+
+
 def end_reading(runtime: object, dropped: Iterable[Item]) -> list[GlobalId]:
     """End every subscribe that reads one of ``dropped``; return their sink ids."""
     victims = {item.id: item for item in dropped}

@@ -68,8 +68,9 @@ Insertable: TypeAlias = "Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame"
 
 def is_columnar(rows: object) -> TypeGuard[pa.Table | pd.DataFrame]:
     """``rows`` is an Arrow table or a pandas DataFrame (pandas is not imported for this)."""
-    pandas = sys.modules.get("pandas")
-    return isinstance(rows, pa.Table) or (pandas is not None and isinstance(rows, pandas.DataFrame))
+    # pandas may be half imported by another thread: then no DataFrame exists yet.
+    frame = getattr(sys.modules.get("pandas"), "DataFrame", None)
+    return isinstance(rows, pa.Table) or (frame is not None and isinstance(rows, frame))
 
 
 def _arrow_changes(item: TableItem, data: pa.Table | pd.DataFrame) -> ValidatedChanges:

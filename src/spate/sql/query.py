@@ -262,7 +262,9 @@ class QueryPlanner:
                     self.ctes = saved
                 names = cols or out.names
                 return self.named(out.rel.expr, out.types, names, alias or name, col_aliases)
-            obj = self.catalog.lookup(name)
+            db = node.args.get("db")
+            qualified = f"{db.name}.{name}" if db is not None and db.name else None
+            obj = (qualified and self.catalog.lookup(qualified)) or self.catalog.lookup(name)
             if obj is None:
                 raise self.err(UndefinedTable, f'relation "{name}" does not exist', node)
             if not obj.readable or obj.id is None or obj.desc is None:

@@ -171,6 +171,7 @@ class ReplicaCollectionState:
         "input_reported",
         "last_subscribe_upper",
         "output_frontier",
+        "steps",
         "write_frontier",
     )
 
@@ -184,6 +185,9 @@ class ReplicaCollectionState:
         self.input_reported = False
         # Upper of the last subscribe batch this replica sent (contiguity check).
         self.last_subscribe_upper: Frontier | None = None
+        # How many times the replica reported an advanced write frontier (a step that
+        # produced output), for introspection.
+        self.steps = 0
 
     def hydrated(self) -> bool:
         """``as_of == {}`` or the replica's output frontier passed the as_of."""

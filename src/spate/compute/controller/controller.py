@@ -61,6 +61,7 @@ from spate.compute.controller.instance import Instance
 from spate.compute.controller.introspection import (
     CollectionFrontiers,
     CollectionInfo,
+    PeekInfo,
     ReplicaFrontiers,
     ReplicaInfo,
 )
@@ -68,6 +69,7 @@ from spate.compute.controller.replica import ReplicaConfig
 from spate.compute.controller.replica_client import ReplicaConnector, ReplicaHandle
 from spate.compute.controller.responses import ComputeControllerResponse, PeekResult
 from spate.compute.controller.storage import StorageCollections
+from spate.frontier.antichain import Frontier
 from spate.frontier.read_hold import ReadHold
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId, IdGen, InstanceId, PeekId, ReplicaId, SystemIdGen
@@ -383,6 +385,14 @@ class ComputeController:
         self, instance: InstanceId, replica: ReplicaId
     ) -> dict[GlobalId, ReplicaFrontiers]:
         return introspection.replica_frontiers(self._instance(instance), replica)
+
+    def peeks(self, instance: InstanceId) -> list[PeekInfo]:
+        """The peeks of ``instance`` waiting for an answer."""
+        return introspection.peeks(self._instance(instance))
+
+    def subscribes(self, instance: InstanceId) -> dict[GlobalId, Frontier]:
+        """The subscribes ``instance`` runs, with their uppers."""
+        return introspection.subscribes(self._instance(instance))
 
     def history_len(self, instance: InstanceId) -> int:
         """Commands in the instance's history (bounded by its live objects)."""

@@ -285,6 +285,8 @@ class Instance(InstanceState):
         if output is not None and not frontier_le(rc.output_frontier, output):
             return self._regressed(r, f.id, "output", rc.output_frontier, output)
         if write is not None:
+            if write != rc.write_frontier:
+                rc.steps += 1
             rc.write_frontier = write
             self.update_write_frontier(c, write)
         if input is not None:

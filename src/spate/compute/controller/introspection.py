@@ -9,11 +9,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spate.compute.controller.collection import ReplicaCollectionState
+from spate.compute.controller.collection import CollectionKind, ReplicaCollectionState
 from spate.compute.controller.errors import HydrationCheckBadTarget, ReplicaMissing
 from spate.frontier.antichain import Frontier
 from spate.frontier.read_policy import ReadPolicy
-from spate.ids import GlobalId, ReplicaId
+from spate.ids import GlobalId, PeekId, ReplicaId
 
 if TYPE_CHECKING:
     from spate.compute.controller.instance import Instance
@@ -36,6 +36,8 @@ class ReplicaFrontiers:
     input_frontier: Frontier
     output_frontier: Frontier
     hydrated: bool
+    steps: int = 0
+    """How many times the replica reported an advanced write frontier."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ def _frontiers(rc: ReplicaCollectionState) -> ReplicaFrontiers:
         input_frontier=rc.input_frontier,
         output_frontier=rc.output_frontier,
         hydrated=rc.hydrated(),
+        steps=rc.steps,
     )
 
 
@@ -166,4 +169,31 @@ def replica_frontiers(inst: Instance, replica: ReplicaId) -> dict[GlobalId, Repl
         raise ReplicaMissing(inst.id, replica)
     return {
         id: _frontiers(rc) for id, rc in r.collections.items() if not inst.collections[id].dropped
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PeekInfo:
+    """A peek waiting for its answer."""
+
+    uuid: PeekId
+    target: GlobalId
+    timestamp: int
+    replica: ReplicaId | None
+    requested_at_ms: int
+
+
+def peeks(inst: Instance) -> list[PeekInfo]:
+    return [
+        PeekInfo(p.uuid, p.target, p.timestamp, p.target_replica, p.requested_at_ms)
+        for p in inst.peeks
+    ]
+
+
+def subscribes(inst: Instance) -> dict[GlobalId, Frontier]:
+    """The running subscribes of the instance and their uppers."""
+    return {
+        c.id: c.write_frontier
+        for c in inst.live_collections()
+        if c.kind is CollectionKind.SUBSCRIBE
     }

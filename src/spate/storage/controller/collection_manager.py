@@ -18,6 +18,7 @@ in a thread.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -67,6 +68,9 @@ class CollectionManager:
         self._collections: dict[GlobalId, ManagedCollection] = {}
         self._desired: dict[IntrospectionKind, Counter[Row]] = {}
         self._pending_by_kind: dict[IntrospectionKind, list[Row]] = {}
+        # ``tick`` runs in a thread, from the driver's maintenance and from an explicit refresh.
+        self._writing = threading.Lock()
+        self._closed = False
 
     def register(
         self, id: GlobalId, kind: IntrospectionKind, shard: ShardId, desc: RelationDesc
@@ -114,6 +118,12 @@ class CollectionManager:
         """Write every collection once; return the new uppers. No-op in read-only mode."""
         if self.read_only:
             return {}
+        with self._writing:
+            if self._closed:
+                return {}
+            return self._tick()
+
+    def _tick(self) -> dict[GlobalId, Frontier]:
         out: dict[GlobalId, Frontier] = {}
         for c in list(self._collections.values()):
             try:
@@ -153,11 +163,13 @@ class CollectionManager:
             if upper is None:
                 return None
             time = max(self._clock.now_millis(), upper)
+            # What is written is this snapshot of the desired rows (the event loop may state
+            # new ones while this runs in a thread).
+            desired = Counter(self._desired.get(c.kind, Counter()))
             if c.append_only:
                 ups = [(row, time, 1) for row in c.pending]
             else:
                 assert c.written is not None
-                desired = self._desired.get(c.kind, Counter())
                 diff = Counter(desired)
                 diff.subtract(c.written)
                 ups = [(row, time, n) for row, n in diff.items() if n != 0]
@@ -173,13 +185,16 @@ class CollectionManager:
                     c.written = self._current(c, writer)
                 continue
             if c.append_only:
-                c.pending.clear()
+                del c.pending[: len(ups)]
             else:
-                c.written = Counter(self._desired.get(c.kind, Counter()))
+                c.written = desired
             return writer.upper
         _log.warning("collection manager: %s lost %d races in a row", c.id, _ATTEMPTS)
         return None
 
     def close(self) -> None:
+        """Stop writing (waits for a write in progress in another thread to finish)."""
+        with self._writing:
+            self._closed = True
         for id in list(self._collections):
             self.unregister(id)

@@ -57,6 +57,7 @@ from spate.repr.types import Row
 from spate.storage.controller.collection_manager import CollectionManager
 from spate.storage.controller.collections import CollectionState, ExportState
 from spate.storage.controller.driver import Driver, FrontierUpdates
+from spate.storage.controller.driver import IntrospectionProvider as IntrospectionProvider
 from spate.storage.controller.errors import (
     IdentifierMissing,
     InstanceMissing,
@@ -460,6 +461,22 @@ class StorageController:
                 raise ReadBeforeSince(id, since=state.since, timestamp=as_of) from None
         finally:
             hold.release()
+
+    def set_introspection_provider(self, provider: IntrospectionProvider | None) -> None:
+        """``provider()`` states the desired contents of managed collections of the kinds it
+        returns; it is called on the event loop before each write of the managed collections
+        (every maintenance interval, and at :meth:`write_introspection`)."""
+        self._driver.provider = provider
+
+    async def write_introspection(self) -> None:
+        """Write every managed collection now (fresh rows from the provider), so that a read
+        at ``upper - 1`` of each afterwards sees the present. No-op in read-only mode."""
+        self._check_open()
+        await self._driver.write_managed()
+
+    def error_count(self, id: GlobalId) -> int:
+        """How many errors ingestion or sink ``id`` reported (stalled or ceased statuses)."""
+        return self.state.error_counts.get(id, 0)
 
     def status(self, id: GlobalId) -> StatusUpdate | None:
         """The latest status of ingestion or sink ``id``."""

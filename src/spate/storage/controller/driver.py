@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,6 +37,7 @@ from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.errors import Fenced
 from spate.persist.since import SinceHandle
+from spate.repr.types import Row
 from spate.storage.controller.actions import (
     Action,
     AppendManaged,
@@ -62,9 +63,13 @@ from spate.storage.controller.replica_client import (
 )
 from spate.storage.controller.state import StorageState
 from spate.storage.controller.table_writes import TableWrites
-from spate.storage.controller.types import CollectionDescription, OtherSource
+from spate.storage.controller.types import CollectionDescription, IntrospectionKind, OtherSource
 
 _log: Final = logging.getLogger("spate.storage.controller")
+
+IntrospectionProvider = Callable[[], Mapping[IntrospectionKind, Iterable[Row]]]
+"""Called on the event loop before each write of the managed collections: the desired
+contents of the kinds written for someone else (the environment's catalog relations)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,7 @@ class Driver:
         self._io: deque[Action] = deque()
         self._wakeup = asyncio.Event()
         self._next_maintenance = 0.0
+        self.provider: IntrospectionProvider | None = None
 
     # -- events and actions -----------------------------------------------------------------------
 
@@ -213,12 +219,28 @@ class Driver:
             lambda: [(id, self._persist.fetch_state(shard).upper) for id, shard in others]
         )
         state.observe_uppers(uppers)
-        written = await asyncio.to_thread(self._manager.tick)
-        state.observe_uppers(list(written.items()))
+        await self.write_managed()
         await self._tables.maintain()
         state.finalize_pending()
         self.dispatch()
         await self.run_io()
+
+    async def write_managed(self) -> None:
+        """Ask the provider for its desired rows, then write every managed collection once."""
+        self._provide()
+        written = await asyncio.to_thread(self._manager.tick)
+        self._state.observe_uppers(list(written.items()))
+
+    def _provide(self) -> None:
+        if self.provider is None:
+            return
+        try:
+            desired = self.provider()
+        except Exception:  # introspection must never stop the controller
+            _log.warning("the introspection provider failed", exc_info=True)
+            return
+        for kind, rows in desired.items():
+            self._manager.set_desired(kind, rows)
 
     # -- persist ----------------------------------------------------------------------------------
 

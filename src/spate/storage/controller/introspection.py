@@ -49,6 +49,99 @@ INTROSPECTION_DESCS: Final[dict[IntrospectionKind, RelationDesc]] = {
     ),
 }
 
+_K = IntrospectionKind
+INTROSPECTION_DESCS.update(
+    {
+        _K.OBJECTS: RelationDesc.of(
+            ("id", TEXT, False), ("name", TEXT, False), ("type", TEXT, False), ("cluster", TEXT)
+        ),
+        _K.COLUMNS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("position", INT64, False),
+            ("type", TEXT, False),
+            ("nullable", BOOL, False),
+        ),
+        _K.CLUSTERS: RelationDesc.of(
+            ("id", TEXT, False), ("name", TEXT, False), ("replicas", INT64, False)
+        ),
+        _K.REPLICAS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("cluster", TEXT, False),
+            ("process", TEXT, False),
+            ("status", TEXT, False),
+            ("restarts", INT64, False),
+            ("failures", INT64, False),
+            ("hydrated", INT64, False),
+            ("collections", INT64, False),
+            ("last_error", TEXT),
+        ),
+        _K.COLLECTION_FRONTIERS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("type", TEXT, False),
+            ("cluster", TEXT),
+            ("since", INT64),
+            ("upper", INT64),
+            ("lag_ms", INT64),
+        ),
+        _K.HYDRATION: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("cluster", TEXT, False),
+            ("replica", TEXT, False),
+            ("replica_id", TEXT, False),
+            ("hydrated", BOOL, False),
+        ),
+        _K.DATAFLOW_STATISTICS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("cluster", TEXT, False),
+            ("replica", TEXT, False),
+            ("steps", INT64, False),
+            ("spark_jobs", INT64),
+            ("step_time_ms", INT64),
+            ("rows_in", INT64),
+            ("rows_out", INT64),
+        ),
+        _K.SOURCE_SUMMARY: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("status", TEXT),
+            ("rows", INT64, False),
+            ("bytes", INT64, False),
+            ("errors", INT64, False),
+            ("last_error", TEXT),
+            ("committed_frontier", INT64),
+        ),
+        _K.SINK_SUMMARY: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("status", TEXT),
+            ("rows", INT64, False),
+            ("bytes", INT64, False),
+            ("errors", INT64, False),
+            ("last_error", TEXT),
+            ("committed_frontier", INT64),
+        ),
+        _K.PEEKS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("cluster", TEXT, False),
+            ("target", TEXT, False),
+            ("timestamp", INT64, False),
+            ("replica", TEXT),
+            ("requested_at", INT64, False),
+        ),
+        _K.SUBSCRIBES: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("cluster", TEXT, False),
+            ("upper", INT64),
+        ),
+    }
+)
+
 APPEND_ONLY: Final = frozenset(
     {IntrospectionKind.SOURCE_STATUS_HISTORY, IntrospectionKind.SINK_STATUS_HISTORY}
 )

@@ -113,6 +113,7 @@ class StorageState:
         self.collection_instance: dict[GlobalId, InstanceId] = {}
         """Collection or export id → the instance whose replica writes it."""
         self.statuses: dict[GlobalId, StatusUpdate] = {}
+        self.error_counts: dict[GlobalId, int] = {}
         self.statistics = StatisticsStore()
         self.unfinalized: set[ShardId] = set()
         self.exports = Exports(self)
@@ -395,6 +396,8 @@ class StorageState:
         who = None if replica is None else str(replica)
         self.emit(AppendManaged(kind, ((occurred, str(id), status.value, error, details, who),)))
         self.statuses[id] = StatusUpdate(id, status, now_ms, error, hints, replica_id=replica)
+        if error is not None:
+            self.error_counts[id] = self.error_counts.get(id, 0) + 1
 
     # -- maintenance ------------------------------------------------------------------------------
 

@@ -72,6 +72,19 @@ class IntrospectionKind(enum.Enum):
     SINK_STATISTICS = "sink_statistics"
     SHARD_MAPPING = "shard_mapping"
     FRONTIERS = "frontiers"
+    # Written by the environment (see ``StorageController.set_introspection_provider``): what
+    # the catalog, the compute controller and the orchestrator know, one row per object.
+    OBJECTS = "objects"
+    COLUMNS = "columns"
+    CLUSTERS = "clusters"
+    REPLICAS = "replicas"
+    COLLECTION_FRONTIERS = "collection_frontiers"
+    HYDRATION = "hydration"
+    DATAFLOW_STATISTICS = "dataflow_statistics"
+    SOURCE_SUMMARY = "source_summary"
+    SINK_SUMMARY = "sink_summary"
+    PEEKS = "peeks"
+    SUBSCRIBES = "subscribes"
 
 
 @wire("storage.controller.introspection_source")
