@@ -1,4 +1,5 @@
-"""What the replica state keeps per running dataflow and per export (pure records)."""
+"""What the replica state keeps per running dataflow and per export (pure records), and the
+table of them: which dataflows run here, which one exports each collection, who imports whom."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from spate.compute.replica.frontiers import ExportReports
+from spate.compute.replica.reconcile import RunningDataflow
 from spate.compute.replica.subscribe import SubscribeState
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
+from spate.plan.errors import InvalidDataflow
 
 ExportKind = Literal["index", "mv", "subscribe"]
 DataflowStatus = Literal["building", "ready", "failed"]
@@ -87,3 +90,98 @@ class DataflowRecord:
 
 def exports_str(desc: DataflowDescription) -> str:
     return ",".join(str(i) for i in desc.export_ids()) or "-"
+
+
+class DataflowTable:
+    """The dataflows a replica runs (or failed to run) by key, and the dataflow exporting each
+    live collection. Keys are unique for the life of the process."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[int, DataflowRecord] = {}
+        self.by_export: dict[GlobalId, int] = {}
+        self._next_key = 1
+
+    def export_ids(self) -> list[GlobalId]:
+        """Live exports, in id order."""
+        return sorted(self.by_export)
+
+    def keys(self) -> list[int]:
+        return sorted(self.by_key)
+
+    def exporter(self, id: GlobalId) -> DataflowRecord | None:
+        """The dataflow exporting live collection ``id``."""
+        key = self.by_export.get(id)
+        return None if key is None else self.by_key.get(key)
+
+    def index_ids(self) -> list[GlobalId]:
+        """Live index exports, in id order."""
+        return sorted(
+            i for i, k in self.by_export.items() if self.by_key[k].exports[i].kind == "index"
+        )
+
+    def problem(self, desc: DataflowDescription) -> str | None:
+        """Why ``desc`` cannot run here (no as_of, invalid, an index import not exported here
+        as an index), or ``None``."""
+        if desc.as_of is None or desc.as_of.is_empty():
+            return f"as_of must be set and non-empty, got {desc.as_of}"
+        try:
+            desc.validate()
+        except InvalidDataflow as e:
+            return str(e)
+        for imp in desc.index_imports:
+            source = self.exporter(imp.id)
+            if source is None or source.exports[imp.id].kind != "index":
+                return f"its index import {imp.id} is not an index on this replica"
+        return None
+
+    def add(self, desc: DataflowDescription) -> DataflowRecord:
+        """Record ``desc`` under a new key as the exporter of its exports (none of which may be
+        exported already)."""
+        key = self._next_key
+        self._next_key += 1
+        as_of = 0 if desc.as_of is None or desc.as_of.is_empty() else desc.as_of.elements[0]
+        exports: dict[GlobalId, ExportRecord] = {}
+        for exp in desc.index_exports:
+            exports[exp.id] = ExportRecord.new(exp.id, "index", as_of)
+        for s in desc.sink_exports:
+            kind: ExportKind = "subscribe" if s.is_subscribe() else "mv"
+            e = exports[s.id] = ExportRecord.new(s.id, kind, as_of)
+            if kind == "subscribe":
+                e.subscribe = SubscribeState(
+                    s.id, as_of=as_of, with_snapshot=s.with_snapshot, end=s.up_to.meet(desc.until)
+                )
+        df = DataflowRecord(key, desc, as_of, exports, Antichain.of(as_of))
+        self.by_key[key] = df
+        for id in exports:
+            self.by_export[id] = key
+        return df
+
+    def link_imports(self, df: DataflowRecord) -> str | None:
+        """Record which dataflows ``df``'s index imports read from (each must be exported here);
+        the problem when one of them has failed, else ``None``."""
+        problem = None
+        for ix in df.description.index_imports:
+            source = self.by_key[self.by_export[ix.id]]
+            df.index_sources[ix.id] = source.key
+            source.importers.setdefault(ix.id, set()).add(df.key)
+            if source.status == "failed":
+                problem = f"its index import {ix.id} failed: {source.error}"
+        return problem
+
+    def running(self) -> list[RunningDataflow]:
+        """What reconciliation needs to know of every dataflow not dropped."""
+        return [
+            RunningDataflow(
+                key=df.key,
+                description=df.description,
+                compaction={
+                    e.id: Antichain.empty() if e.dropped else df.since(e)
+                    for e in df.exports.values()
+                },
+                healthy=df.status != "failed",
+                index_sources=dict(df.index_sources),
+                built=df.status == "ready",
+            )
+            for df in self.by_key.values()
+            if not df.dropped
+        ]

@@ -74,14 +74,12 @@ from spate.compute.replica.peeks import (
     read_before_since,
     runnable,
 )
-from spate.compute.replica.reconcile import RunningDataflow, plan_reconciliation
-from spate.compute.replica.records import DataflowRecord, ExportKind, ExportRecord
-from spate.compute.replica.subscribe import SubscribeState
+from spate.compute.replica.reconcile import plan_reconciliation
+from spate.compute.replica.records import DataflowRecord, DataflowTable, ExportRecord
 from spate.errors import ProtocolError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
 from spate.plan.dataflow import DataflowDescription
-from spate.plan.errors import InvalidDataflow
 from spate.protocol.common import Hello
 from spate.protocol.compute import (
     AllowCompaction,
@@ -127,9 +125,7 @@ class ReplicaState:
 
     def __init__(self, *, name: str = "replica") -> None:
         self.name = name
-        self._dataflows: dict[int, DataflowRecord] = {}
-        self._exports: dict[GlobalId, int] = {}
-        self._next_key = 1
+        self._table = DataflowTable()
         self._instance: CreateInstance | None = None
         self._epoch: int | None = None
         self._stages: ReplicaStages | None = None
@@ -159,13 +155,13 @@ class ReplicaState:
 
     def export_ids(self) -> list[GlobalId]:
         """Live exports, in id order."""
-        return sorted(self._exports)
+        return self._table.export_ids()
 
     def dataflow_keys(self) -> list[int]:
-        return sorted(self._dataflows)
+        return self._table.keys()
 
     def dataflow_of(self, export: GlobalId) -> int | None:
-        return self._exports.get(export)
+        return self._table.by_export.get(export)
 
     def pending_peeks(self) -> list[PeekId]:
         return self._peeks.uuids()
@@ -262,25 +258,10 @@ class ReplicaState:
         commands, self._buffer = self._buffer, []
         creates = [c for c in commands if isinstance(c, CreateDataflow)]
         new = [c.dataflow for c in creates]
-        running = [
-            RunningDataflow(
-                key=df.key,
-                description=df.description,
-                compaction={
-                    e.id: Antichain.empty() if e.dropped else df.since(e)
-                    for e in df.exports.values()
-                },
-                healthy=df.status != "failed",
-                index_sources=dict(df.index_sources),
-                built=df.status == "ready",
-            )
-            for df in self._dataflows.values()
-            if not df.dropped
-        ]
-        plan = plan_reconciliation(running, new)
+        plan = plan_reconciliation(self._table.running(), new)
         actions: list[Action] = [AbortPeek(u) for u in self._peeks.clear()]
         for key in plan.drop:
-            df = self._dataflows[key]
+            df = self._table.by_key[key]
             _log.info(
                 "replica=%s dataflow=%d collection=%s: reconciliation drops it: %s",
                 self.name,
@@ -291,7 +272,7 @@ class ReplicaState:
             actions += self._drop_silently(df)
         reused: list[DataflowRecord] = []
         for i, key in plan.reuse.items():
-            df = self._dataflows[key]
+            df = self._table.by_key[key]
             desc = new[i]
             assert desc.as_of is not None
             df.description = desc
@@ -337,82 +318,47 @@ class ReplicaState:
                 e.subscribe.silence()
             if not e.dropped:
                 e.dropped = True
-                if self._exports.get(e.id) == df.key:
-                    del self._exports[e.id]
+                if self._table.by_export.get(e.id) == df.key:
+                    del self._table.by_export[e.id]
         return self._release(df)
 
     # -- dataflows ----------------------------------------------------------------------------
 
     def _create_dataflow(self, desc: DataflowDescription) -> list[Action]:
         for id in desc.export_ids():
-            if id in self._exports:
+            if id in self._table.by_export:
                 return [
                     Halt(
                         f"{self.name}: CreateDataflow {desc.debug_name!r} exports {id}, which "
-                        f"dataflow {self._exports[id]} already exports"
+                        f"dataflow {self._table.by_export[id]} already exports"
                     )
                 ]
-        key = self._next_key
-        self._next_key += 1
-        as_of = 0 if desc.as_of is None or desc.as_of.is_empty() else desc.as_of.elements[0]
-        exports: dict[GlobalId, ExportRecord] = {}
-        for exp in desc.index_exports:
-            exports[exp.id] = ExportRecord.new(exp.id, "index", as_of)
-        for s in desc.sink_exports:
-            kind: ExportKind = "subscribe" if s.is_subscribe() else "mv"
-            e = exports[s.id] = ExportRecord.new(s.id, kind, as_of)
-            if kind == "subscribe":
-                e.subscribe = SubscribeState(
-                    s.id, as_of=as_of, with_snapshot=s.with_snapshot, end=s.up_to.meet(desc.until)
-                )
-        df = DataflowRecord(key, desc, as_of, exports, Antichain.of(as_of))
-        problem = self._check_dataflow(desc)
-        self._dataflows[key] = df
-        for id in exports:
-            self._exports[id] = key
+        problem = self._table.problem(desc)
+        df = self._table.add(desc)
         if problem is None:
-            for ix in desc.index_imports:
-                source = self._dataflows[self._exports[ix.id]]
-                df.index_sources[ix.id] = source.key
-                source.importers.setdefault(ix.id, set()).add(key)
-                if source.status == "failed":
-                    problem = f"its index import {ix.id} failed: {source.error}"
+            problem = self._table.link_imports(df)
         if problem is not None:
             return self._fail(df, problem)
-        return [BuildDataflow(key, desc, dict(df.index_sources))]
-
-    def _check_dataflow(self, desc: DataflowDescription) -> str | None:
-        if desc.as_of is None or desc.as_of.is_empty():
-            return f"as_of must be set and non-empty, got {desc.as_of}"
-        try:
-            desc.validate()
-        except InvalidDataflow as e:
-            return str(e)
-        for imp in desc.index_imports:
-            key = self._exports.get(imp.id)
-            if key is None or self._dataflows[key].exports[imp.id].kind != "index":
-                return f"its index import {imp.id} is not an index on this replica"
-        return None
+        return [BuildDataflow(df.key, desc, dict(df.index_sources))]
 
     def _schedule(self, id: GlobalId) -> list[Action]:
-        key = self._exports.get(id)
-        if key is None:
+        df = self._table.exporter(id)
+        if df is None:
             _log.warning(
                 "replica=%s collection=%s: Schedule of an unknown id ignored", self.name, id
             )
             return []
-        df = self._dataflows[key]
         if df.scheduled or df.status == "failed":
             return []
         df.scheduled = True
-        return [ScheduleDataflow(key)]
+        return [ScheduleDataflow(df.key)]
 
     def _allow_writes(self, id: GlobalId) -> list[Action]:
-        key = self._exports.get(id)
-        if key is None or self._dataflows[key].exports[id].kind != "mv":
+        df = self._table.exporter(id)
+        if df is None or df.exports[id].kind != "mv":
             _log.info("replica=%s collection=%s: AllowWrites: not a view here", self.name, id)
             return []
-        return [EnableWrites(key, id)]
+        return [EnableWrites(df.key, id)]
 
     def _fail(self, df: DataflowRecord, message: str) -> list[Action]:
         if df.status == "failed":
@@ -446,7 +392,7 @@ class ReplicaState:
                 )
         for export_id, importers in df.importers.items():
             for k in sorted(importers):
-                imp = self._dataflows.get(k)
+                imp = self._table.by_key.get(k)
                 if imp is not None:
                     out += self._fail(imp, f"its index import {export_id} failed: {message}")
         return out
@@ -460,7 +406,7 @@ class ReplicaState:
             return []
         target = e.allowed
         for k in df.importers.get(e.id, ()):
-            imp = self._dataflows.get(k)
+            imp = self._table.by_key.get(k)
             if imp is not None:
                 target = target.meet(imp.need())
         if target.is_empty() or not e.applied.less_than(target):
@@ -479,13 +425,12 @@ class ReplicaState:
         return out
 
     def _allow_compaction(self, id: GlobalId, frontier: Frontier) -> list[Action]:
-        key = self._exports.get(id)
-        if key is None:
+        df = self._table.exporter(id)
+        if df is None:
             _log.info(
                 "replica=%s collection=%s: AllowCompaction of an unknown id ignored", self.name, id
             )
             return []
-        df = self._dataflows[key]
         e = df.exports[id]
         if not frontier.is_empty():
             return self._compact(df, e, frontier)
@@ -494,7 +439,7 @@ class ReplicaState:
     def _drop_export(self, df: DataflowRecord, e: ExportRecord) -> list[Action]:
         out: list[Action] = []
         e.dropped = True
-        del self._exports[e.id]
+        del self._table.by_export[e.id]
         if e.reports is not None:
             out += self._send(e.reports.drop())
         if e.subscribe is not None:
@@ -516,10 +461,10 @@ class ReplicaState:
         df.dropped = True
         if any(df.importers.values()):
             return []
-        del self._dataflows[df.key]
+        del self._table.by_key[df.key]
         out: list[Action] = [DropDataflow(df.key)]
         for ix_id, source_key in df.index_sources.items():
-            source = self._dataflows.get(source_key)
+            source = self._table.by_key.get(source_key)
             if source is None:
                 continue
             source.importers.get(ix_id, set()).discard(df.key)
@@ -536,25 +481,19 @@ class ReplicaState:
         epoch = self._epoch
         assert epoch is not None
         if not isinstance(peek.target, IndexTarget):
-            writer = self._dataflows.get(self._exports.get(peek.target.id, -1))
+            writer = self._table.exporter(peek.target.id)
             if writer is not None and writer.status == "failed":
                 message = f"materialized view {peek.target.id} failed: {writer.error}"
                 return self._send(peek_error(peek.uuid, message))
             self._peeks.add(PendingPeek(epoch, peek, None, running=True))
             return [RunPeek(epoch, peek)]
-        key = self._exports.get(peek.target.id)
-        df = self._dataflows[key] if key is not None else None
-        problem = index_peek_problem(peek, df, self._index_ids)
+        df = self._table.exporter(peek.target.id)
+        problem = index_peek_problem(peek, df, self._table.index_ids)
         if problem is not None or df is None:
             return self._send(peek_error(peek.uuid, problem or ""))
         pending = PendingPeek(epoch, peek, df.key)
         self._peeks.add(pending)
         return self._maybe_run(df, pending)
-
-    def _index_ids(self) -> list[GlobalId]:
-        return sorted(
-            i for i, k in self._exports.items() if self._dataflows[k].exports[i].kind == "index"
-        )
 
     def _maybe_run(self, df: DataflowRecord, p: PendingPeek) -> list[Action]:
         if p.running or not runnable(df, p):
@@ -583,7 +522,7 @@ class ReplicaState:
         """Apply a report from the driver (reports about dropped dataflows are ignored)."""
         if isinstance(event, PeekFinished):
             return self._peek_finished(event)
-        df = self._dataflows.get(event.key)
+        df = self._table.by_key.get(event.key)
         if df is None or df.status == "failed":
             return []
         if isinstance(event, DataflowReady):
@@ -625,7 +564,7 @@ class ReplicaState:
             if p.key == df.key:
                 out += self._maybe_run(df, p)
         for ix_id, source_key in df.index_sources.items():
-            source = self._dataflows.get(source_key)
+            source = self._table.by_key.get(source_key)
             if source is not None and not source.dropped:
                 e = source.exports[ix_id]
                 out += self._compact(source, e, e.allowed)
