@@ -25,9 +25,11 @@ Figures printed and written to ``bench/results/e2e.json``:
 * the final view (the subscribe's accumulated changes, and a read of the view) equals the
   DuckDB recompute (raises otherwise).
 
-Not measured here: Spark Structured Streaming and Pathway as incremental peers.
+* Spark Structured Streaming as a peer in the same run, inserts only (it cannot retract; see
+  ``bench/_streaming.py``): load, write -> visible p50/p99, sustained inserts/s, its final
+  view checked against DuckDB (``--skip-streaming`` leaves it out).
 
-    python bench/e2e.py [--small] [--steps N] [--out bench/results/e2e.json]
+    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--out e2e]
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ import duckdb
 import psutil
 
 from bench._results import write_result
+from bench._streaming import structured_streaming
 from spate import INT64, TEXT, Environment, RelationDesc, col, max_
 
 BIDS = RelationDesc.of(
@@ -250,6 +253,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default="e2e")
+    ap.add_argument("--skip-streaming", action="store_true", help="no Structured Streaming peer")
     args = ap.parse_args()
     if args.small:
         args.bids, args.auctions, args.steps = 100_000, 10_000, 8
@@ -275,9 +279,37 @@ def main() -> None:
         assert n == figures["view_rows"], (n, figures["view_rows"])
         figures["spark_recompute_s"] = round(spark_s, 3)
         print(f"spark batch recompute: {spark_s * 1000:.0f} ms ({n} rows)", flush=True)
+        if not args.skip_streaming:
+            figures.update(streaming_peer(args, work))
     write_result(args.out, figures)
     if not figures["final_view_equals_duckdb"]:
         raise AssertionError(figures["final_view_mismatch"])
+    if figures.get("ss_final_view_equals_duckdb") is False:
+        raise AssertionError("the Structured Streaming view differs from its DuckDB recompute")
+
+
+def streaming_peer(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same steps through Spark Structured Streaming, as inserts (bench/_streaming.py)."""
+    print("spark structured streaming (inserts only)...", flush=True)
+    peer = Data(args.bids, args.auctions, args.seed)
+    initial = peer.table()
+
+    def step(k: int) -> pa.Table:
+        new, pairs = peer.step(k)
+        replaced = pa.table(
+            {c: [b[i] for _, b in pairs] for i, c in enumerate(BIDS.names)}, schema=new.schema
+        )
+        return pa.concat_tables([new, replaced])
+
+    return structured_streaming(
+        initial,
+        peer.auctions,
+        step,
+        marker_auction=MARKER,
+        marker_price=lambda k: 10**12 + k,
+        steps=args.steps,
+        work=work,
+    )
 
 
 def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> dict[str, Any]:
