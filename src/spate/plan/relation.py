@@ -19,18 +19,25 @@ Column names exist for people and for schemas; the semantics is positional.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from spate.errors import InvalidRelationDesc, SchemaMismatch
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, aggregate_type
 from spate.plan.builder import RelationBuilder
-from spate.plan.errors import InvalidPlan, PlanColumnMissing, PlanTypeError
-from spate.plan.expr import ColumnType, ScalarExpr, contains_now, show
+from spate.plan.errors import InvalidPlan, PlanTypeError
+from spate.plan.expr import ScalarExpr, contains_now, show
 from spate.plan.finishing import ColumnOrder
 from spate.plan.infer import resolve
+from spate.plan.node_checks import (
+    bool_predicate,
+    fresh_name,
+    no_now,
+    node_errors,
+    output_names,
+    positions,
+    set_field,
+)
 from spate.plan.table_func import TableFunc as TableFunc  # re-exported: FlatMap's field type
 from spate.plan.table_func import table_func_type
 from spate.plan.temporal import TemporalBounds, temporal_bounds
@@ -70,73 +77,10 @@ class RelationExpr(RelationBuilder):
 # --- helpers ---------------------------------------------------------------------------------
 
 
-@contextmanager
-def _node(name: str) -> Iterator[None]:
-    """Prefix plan errors raised inside with the node name."""
-    try:
-        yield
-    except InvalidPlan as e:
-        raise type(e)(f"{name}: {e}") from None
-    except (InvalidRelationDesc, SchemaMismatch) as e:
-        raise InvalidPlan(f"{name}: {e}") from None
-
-
-def _set(obj: object, name: str, value: object) -> None:
-    object.__setattr__(obj, name, value)
-
-
 def _check_input(value: object, what: str = "input") -> RelationExpr:
     if not isinstance(value, RelationExpr):
         raise InvalidPlan(f"{what} must be a relation expression, got {type(value).__name__}")
     return value
-
-
-def _positions(values: Sequence[int], arity: int, what: str, desc: RelationDesc) -> tuple[int, ...]:
-    out = tuple(values)
-    for p in out:
-        if isinstance(p, bool) or not isinstance(p, int):
-            raise InvalidPlan(f"{what}: column positions are ints, got {p!r}")
-        if not 0 <= p < arity:
-            raise PlanColumnMissing(
-                f"{what}: column #{p} not found; the input has {arity} columns"
-                f" ({', '.join(desc.names)})"
-            )
-    return out
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 1
-    while name in taken:
-        name = f"{base}_{k}"
-        k += 1
-    taken.add(name)
-    return name
-
-
-def _names(
-    given: Sequence[str], count: int, defaults: Sequence[str], taken: set[str]
-) -> tuple[str, ...]:
-    names = tuple(given)
-    if not names:
-        return tuple(_fresh(d, taken) for d in defaults)
-    if len(names) != count:
-        raise InvalidPlan(f"{count} outputs but {len(names)} names: {', '.join(names)}")
-    for n in names:
-        if not isinstance(n, str):
-            raise InvalidPlan(f"column names are strings, got {n!r}")
-    return names
-
-
-def _no_now(expr: ScalarExpr, names: Sequence[str]) -> None:
-    if contains_now(expr):
-        raise InvalidPlan(
-            f"now() may only appear in Filter predicates (temporal filters): {show(expr, names)}"
-        )
-
-
-def _bool_predicate(expr: ScalarExpr, t: ColumnType, names: Sequence[str]) -> None:
-    if t.type.kind is not ScalarKind.BOOL:
-        raise PlanTypeError(f"predicate must be bool, got {t.type}: {show(expr, names)}")
 
 
 # --- leaves ----------------------------------------------------------------------------------
@@ -173,13 +117,13 @@ class Constant(RelationExpr):
     relation: RelationDesc
 
     def __post_init__(self) -> None:
-        with _node("Constant"):
+        with node_errors("Constant"):
             rows = tuple((tuple(r), d) for r, d in self.rows)
             for i, (row, diff) in enumerate(rows):
                 self.relation.validate_row(row, collection="Constant", row_index=i)
                 if isinstance(diff, bool) or not isinstance(diff, int) or diff == 0:
                     raise InvalidPlan(f"row {i}: multiplicity must be a non-zero int, got {diff!r}")
-            _set(self, "rows", rows)
+            set_field(self, "rows", rows)
 
     @property
     def desc(self) -> RelationDesc:
@@ -203,24 +147,24 @@ class Map(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Map"):
+        with node_errors("Map"):
             inp = _check_input(self.input)
             scalars = tuple(self.scalars)
             arity = inp.desc.arity
             taken = set(inp.desc.names)
-            names = _names(
+            names = output_names(
                 self.names, len(scalars), [f"col{arity + i}" for i in range(len(scalars))], taken
             )
             cols = list(inp.desc.columns)
             resolved: list[ScalarExpr] = []
             for name, s in zip(names, scalars, strict=True):
                 r, t = resolve(s, cols)
-                _no_now(r, [c.name for c in cols])
+                no_now(r, [c.name for c in cols])
                 resolved.append(r)
                 cols.append(Column(name, t.type, t.nullable))
-            _set(self, "scalars", tuple(resolved))
-            _set(self, "names", names)
-            _set(self, "_desc", RelationDesc(cols))
+            set_field(self, "scalars", tuple(resolved))
+            set_field(self, "names", names)
+            set_field(self, "_desc", RelationDesc(cols))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -240,18 +184,18 @@ class Filter(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Filter"):
+        with node_errors("Filter"):
             inp = _check_input(self.input)
             cols = inp.desc.columns
             names = inp.desc.names
             resolved: list[ScalarExpr] = []
             for p in self.predicates:
                 r, t = resolve(p, cols)
-                _bool_predicate(r, t, names)
+                bool_predicate(r, t, names)
                 resolved.append(r)
             temporal_bounds(resolved, names)  # rejects unsupported uses of now()
-            _set(self, "predicates", tuple(resolved))
-            _set(self, "_desc", inp.desc)
+            set_field(self, "predicates", tuple(resolved))
+            set_field(self, "_desc", inp.desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -275,9 +219,9 @@ class Project(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Project"):
+        with node_errors("Project"):
             inp = _check_input(self.input)
-            outputs = _positions(self.outputs, inp.desc.arity, "output", inp.desc)
+            outputs = positions(self.outputs, inp.desc.arity, "output", inp.desc)
             cols = [inp.desc.columns[p] for p in outputs]
             names = None if self.names is None else tuple(self.names)
             if names is not None:
@@ -289,9 +233,9 @@ class Project(RelationExpr):
                 if c.name in seen:
                     raise InvalidPlan(f"duplicate output column {c.name!r}; give names")
                 seen.add(c.name)
-            _set(self, "outputs", outputs)
-            _set(self, "names", names)
-            _set(self, "_desc", RelationDesc(cols))
+            set_field(self, "outputs", outputs)
+            set_field(self, "names", names)
+            set_field(self, "_desc", RelationDesc(cols))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -309,18 +253,20 @@ class FlatMap(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("FlatMap"):
+        with node_errors("FlatMap"):
             inp = _check_input(self.input)
             cols = inp.desc.columns
             names_in = inp.desc.names
             typed = [resolve(e, cols) for e in self.exprs]
             for r, _ in typed:
-                _no_now(r, names_in)
+                no_now(r, names_in)
             out = table_func_type(TableFunc(self.func), [t for _, t in typed])
-            names = _names(self.names, 1, [self.func.value], set(names_in))
-            _set(self, "exprs", tuple(r for r, _ in typed))
-            _set(self, "names", names)
-            _set(self, "_desc", RelationDesc([*cols, Column(names[0], out.type, out.nullable)]))
+            names = output_names(self.names, 1, [self.func.value], set(names_in))
+            set_field(self, "exprs", tuple(r for r, _ in typed))
+            set_field(self, "names", names)
+            set_field(
+                self, "_desc", RelationDesc([*cols, Column(names[0], out.type, out.nullable)])
+            )
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -347,7 +293,7 @@ class Join(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Join"):
+        with node_errors("Join"):
             inputs = tuple(_check_input(i, "join input") for i in self.operands)
             if len(inputs) < 2:
                 raise InvalidPlan(f"a join needs at least 2 inputs, got {len(inputs)}")
@@ -355,28 +301,28 @@ class Join(RelationExpr):
             cols: list[Column] = []
             for inp in inputs:
                 for c in inp.desc.columns:
-                    cols.append(dataclasses.replace(c, name=_fresh(c.name, taken)))
+                    cols.append(dataclasses.replace(c, name=fresh_name(c.name, taken)))
             desc = RelationDesc(cols)
             classes: list[tuple[int, ...]] = []
             for cls in self.equivalences:
-                positions = _positions(cls, len(cols), "equivalence", desc)
-                if len(positions) < 2:
-                    raise InvalidPlan(f"an equivalence class needs 2 or more columns: {positions}")
-                kinds = {cols[p].type.kind for p in positions}
+                members = positions(cls, len(cols), "equivalence", desc)
+                if len(members) < 2:
+                    raise InvalidPlan(f"an equivalence class needs 2 or more columns: {members}")
+                kinds = {cols[p].type.kind for p in members}
                 if len(kinds) != 1:
-                    shown = ", ".join(f"{cols[p].name} ({cols[p].type})" for p in positions)
+                    shown = ", ".join(f"{cols[p].name} ({cols[p].type})" for p in members)
                     raise PlanTypeError(f"equated columns have different types: {shown}")
-                classes.append(positions)
+                classes.append(members)
             resolved: list[ScalarExpr] = []
             for p in self.predicates:
                 r, t = resolve(p, cols)
-                _bool_predicate(r, t, desc.names)
-                _no_now(r, desc.names)
+                bool_predicate(r, t, desc.names)
+                no_now(r, desc.names)
                 resolved.append(r)
-            _set(self, "operands", inputs)
-            _set(self, "equivalences", tuple(classes))
-            _set(self, "predicates", tuple(resolved))
-            _set(self, "_desc", desc)
+            set_field(self, "operands", inputs)
+            set_field(self, "equivalences", tuple(classes))
+            set_field(self, "predicates", tuple(resolved))
+            set_field(self, "_desc", desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return self.operands
@@ -405,29 +351,29 @@ class Reduce(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Reduce"):
+        with node_errors("Reduce"):
             inp = _check_input(self.input)
-            key = _positions(self.group_key, inp.desc.arity, "group key", inp.desc)
+            key = positions(self.group_key, inp.desc.arity, "group key", inp.desc)
             cols = [inp.desc.columns[p] for p in key]
             taken = {c.name for c in cols}
             aggs = tuple(self.aggregates)
-            names = _names(self.names, len(aggs), [a.func.value for a in aggs], taken)
+            names = output_names(self.names, len(aggs), [a.func.value for a in aggs], taken)
             resolved: list[AggregateExpr] = []
             for name, agg in zip(names, aggs, strict=True):
                 if not isinstance(agg, AggregateExpr):
                     raise InvalidPlan(f"not an aggregate: {agg!r}")
                 r, t = resolve(agg.expr, inp.desc.columns)
-                _no_now(r, inp.desc.names)
+                no_now(r, inp.desc.names)
                 try:
                     out = aggregate_type(agg.func, t)
                 except PlanTypeError as e:
                     raise PlanTypeError(f"{name}: {e}: {show(r, inp.desc.names)}") from None
                 resolved.append(dataclasses.replace(agg, expr=r))
                 cols.append(Column(name, out.type, out.nullable))
-            _set(self, "group_key", key)
-            _set(self, "aggregates", tuple(resolved))
-            _set(self, "names", names)
-            _set(self, "_desc", RelationDesc(cols))
+            set_field(self, "group_key", key)
+            set_field(self, "aggregates", tuple(resolved))
+            set_field(self, "names", names)
+            set_field(self, "_desc", RelationDesc(cols))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -451,15 +397,15 @@ class TopK(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("TopK"):
+        with node_errors("TopK"):
             inp = _check_input(self.input)
             desc = inp.desc
-            key = _positions(self.group_key, desc.arity, "group key", desc)
+            key = positions(self.group_key, desc.arity, "group key", desc)
             order = tuple(self.order_by)
             for o in order:
                 if not isinstance(o, ColumnOrder):
                     raise InvalidPlan(f"order_by takes ColumnOrder values, got {o!r}")
-                _positions([o.column], desc.arity, "order by", desc)
+                positions([o.column], desc.arity, "order by", desc)
                 if desc.columns[o.column].type.kind is ScalarKind.JSONB:
                     raise PlanTypeError(f"cannot order by jsonb column {desc.names[o.column]!r}")
             if self.limit is not None and (
@@ -468,9 +414,9 @@ class TopK(RelationExpr):
                 raise InvalidPlan(f"limit must be None or an int >= 0, got {self.limit!r}")
             if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
                 raise InvalidPlan(f"offset must be an int >= 0, got {self.offset!r}")
-            _set(self, "group_key", key)
-            _set(self, "order_by", order)
-            _set(self, "_desc", desc)
+            set_field(self, "group_key", key)
+            set_field(self, "order_by", order)
+            set_field(self, "_desc", desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -488,8 +434,8 @@ class Distinct(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Distinct"):
-            _set(self, "_desc", _check_input(self.input).desc)
+        with node_errors("Distinct"):
+            set_field(self, "_desc", _check_input(self.input).desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -504,8 +450,8 @@ class Negate(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Negate"):
-            _set(self, "_desc", _check_input(self.input).desc)
+        with node_errors("Negate"):
+            set_field(self, "_desc", _check_input(self.input).desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -520,8 +466,8 @@ class Threshold(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Threshold"):
-            _set(self, "_desc", _check_input(self.input).desc)
+        with node_errors("Threshold"):
+            set_field(self, "_desc", _check_input(self.input).desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -536,7 +482,7 @@ class Union(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Union"):
+        with node_errors("Union"):
             inputs = tuple(_check_input(i, "union input") for i in self.operands)
             if not inputs:
                 raise InvalidPlan("a union needs at least one input")
@@ -560,8 +506,8 @@ class Union(RelationExpr):
                 dataclasses.replace(c, nullable=nl)
                 for c, nl in zip(first.columns, nullable, strict=True)
             ]
-            _set(self, "operands", inputs)
-            _set(self, "_desc", RelationDesc(cols))
+            set_field(self, "operands", inputs)
+            set_field(self, "_desc", RelationDesc(cols))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return self.operands
@@ -577,11 +523,11 @@ class ArrangeBy(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("ArrangeBy"):
+        with node_errors("ArrangeBy"):
             inp = _check_input(self.input)
-            keys = tuple(_positions(k, inp.desc.arity, "key", inp.desc) for k in self.keys)
-            _set(self, "keys", keys)
-            _set(self, "_desc", inp.desc)
+            keys = tuple(positions(k, inp.desc.arity, "key", inp.desc) for k in self.keys)
+            set_field(self, "keys", keys)
+            set_field(self, "_desc", inp.desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)

@@ -90,15 +90,8 @@ from spate.plan.errors import InvalidPlan, PlanTypeError
 from spate.plan.expr import ColumnType, ScalarExpr, lift, show
 from spate.plan.finishing import ColumnOrder
 from spate.plan.infer import coerce, common_type, resolve
-from spate.plan.relation import (
-    RelationExpr,
-    _check_input,
-    _names,
-    _no_now,
-    _node,
-    _positions,
-    _set,
-)
+from spate.plan.node_checks import no_now, node_errors, output_names, positions, set_field
+from spate.plan.relation import RelationExpr, _check_input
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import FLOAT64, INT64, ScalarKind, ScalarType, numeric
 from spate.wire import wire
@@ -205,22 +198,22 @@ class Window(RelationExpr):
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        with _node("Window"):
+        with node_errors("Window"):
             inp = _check_input(self.input)
             desc = inp.desc
-            key = _positions(self.partition_by, desc.arity, "partition by", desc)
+            key = positions(self.partition_by, desc.arity, "partition by", desc)
             order = tuple(self.order_by)
             for o in order:
                 if not isinstance(o, ColumnOrder):
                     raise InvalidPlan(f"order_by takes ColumnOrder values, got {o!r}")
-                _positions([o.column], desc.arity, "order by", desc)
+                positions([o.column], desc.arity, "order by", desc)
                 if desc.columns[o.column].type.kind is K.JSONB:
                     raise PlanTypeError(f"cannot order by jsonb column {desc.names[o.column]!r}")
             funcs = tuple(self.funcs)
             if not funcs:
                 raise InvalidPlan("a window needs at least one function")
             defaults = [_func_name(f) for f in funcs]
-            names = _names(self.names, len(funcs), defaults, set(desc.names))
+            names = output_names(self.names, len(funcs), defaults, set(desc.names))
             cols = list(desc.columns)
             resolved: list[WindowExpr | AggregateExpr] = []
             for name, f in zip(names, funcs, strict=True):
@@ -235,11 +228,11 @@ class Window(RelationExpr):
                 if c.name in taken:
                     raise InvalidPlan(f"duplicate output column {c.name!r}; give other names")
                 taken.add(c.name)
-            _set(self, "partition_by", key)
-            _set(self, "order_by", order)
-            _set(self, "funcs", tuple(resolved))
-            _set(self, "names", names)
-            _set(self, "_desc", RelationDesc(cols))
+            set_field(self, "partition_by", key)
+            set_field(self, "order_by", order)
+            set_field(self, "funcs", tuple(resolved))
+            set_field(self, "names", names)
+            set_field(self, "_desc", RelationDesc(cols))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -264,7 +257,7 @@ def _resolve_call(
         if f.distinct:
             raise PlanTypeError(f"{f.func.value}(DISTINCT …) is not supported in a window")
         r, t = resolve(f.expr, columns)
-        _no_now(r, names)
+        no_now(r, names)
         out = aggregate_type(f.func, t)
         return dataclasses.replace(f, expr=r), out
     if f.func in (WindowFunc.ROW_NUMBER, WindowFunc.RANK, WindowFunc.DENSE_RANK, WindowFunc.NTILE):
@@ -273,7 +266,7 @@ def _resolve_call(
         return f, ColumnType(FLOAT64, False)
     assert f.expr is not None
     x, xt = resolve(f.expr, columns)
-    _no_now(x, names)
+    no_now(x, names)
     if f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
         nullable = xt.nullable or f.func is WindowFunc.NTH_VALUE
         return dataclasses.replace(f, expr=x), ColumnType(xt.type, nullable)
@@ -281,7 +274,7 @@ def _resolve_call(
         nullable = f.offset != 0 or xt.nullable
         return dataclasses.replace(f, expr=x), ColumnType(xt.type, nullable)
     d, dt = resolve(f.default, columns)
-    _no_now(d, names)
+    no_now(d, names)
     target = _common(xt.type, dt.type)
     if target is None:
         raise PlanTypeError(
