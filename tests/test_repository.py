@@ -84,3 +84,24 @@ def test_dependencies_are_ranges_pinned_in_constraints() -> None:
         assert ">=" in requirement and "<" in requirement, requirement
         name = re.split(r"[\[<>=]", requirement)[0].lower().replace("_", "-")
         assert name in pins, f"{name} has no exact pin in constraints.txt"
+
+
+MAX_MODULE_LINES = 600
+
+# Modules allowed over the limit until they are split; each entry says why.
+OVER_THE_LIMIT_ALLOWED = {
+    # The PostgreSQL wire session (625 lines): its split belongs to the pgwire work under way.
+    "src/spate/pgwire/session.py",
+}
+
+
+def test_modules_are_at_most_600_lines() -> None:
+    lines = {
+        path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+        for path in sorted((ROOT / "src" / "spate").rglob("*.py"))
+    }
+    over = {p: n for p, n in lines.items() if n > MAX_MODULE_LINES}
+    offenders = [f"{p}: {n} lines" for p, n in over.items() if p not in OVER_THE_LIMIT_ALLOWED]
+    assert offenders == [], f"modules over {MAX_MODULE_LINES} lines: {offenders}"
+    stale = sorted(p for p in OVER_THE_LIMIT_ALLOWED if p not in over)
+    assert stale == [], f"within the limit now, drop from OVER_THE_LIMIT_ALLOWED: {stale}"
