@@ -36,6 +36,8 @@ from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names, internal_schema
 from spate.render.lookup import concat_like, in_list, lookup_columns
+from spate.render.operators.driver_reduce import reduce_on_driver
+from spate.render.operators.driver_reduce import supported as driver_supported
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -73,6 +75,8 @@ class KeyedNode:
     the input here: :mod:`spate.render.operators.join_history`)."""
     _out_key: tuple[int, ...] = field(default=())
     _columns: ColumnMemo = field(default_factory=ColumnMemo)
+    _driver: bool | None = None
+    """Whether steps may reduce on the driver (decided at the first)."""
 
     def step(self, ctx: StepContext) -> Lazy:
         if self.joined is not None:
@@ -106,6 +110,13 @@ class KeyedNode:
             self._lookup(arr, delta, times_table, ctx.lo - 1, small_rows) if has_history else None
         )
         big = delta.rows > small_rows
+        if looked_up is not None and self._on_driver(in_desc, looked_up, small_rows):
+            # Small enough for pyarrow, and aggregates it computes exactly: no Spark job
+            out = reduce_on_driver(
+                looked_up, times_table, self.key, self.aggregates, in_desc, self.desc
+            )
+            if out is not None:
+                return ctx.engine.lazy_of_batch(Batch(self.desc, table=out, rows=out.num_rows))
         if looked_up is not None:
             rows = ctx.engine.df_of_table(looked_up, in_desc)
             big = looked_up.num_rows > small_rows
@@ -121,6 +132,14 @@ class KeyedNode:
 
             rows = rows.withColumn("_g", F.lit(0))
         return self._changes(rows, times, times_table, big, small_rows)
+
+    def _on_driver(self, in_desc: RelationDesc, looked_up: pa.Table, small_rows: int) -> bool:
+        """Whether this step's groups can be reduced on the driver (:mod:`.driver_reduce`)."""
+        if self.kind != "reduce" or looked_up.num_rows > small_rows:
+            return False
+        if self._driver is None:
+            self._driver = driver_supported(self.key, self.aggregates, in_desc)
+        return self._driver
 
     def _t(self, ctx: StepContext, times_table: pa.Table) -> tuple[pa.Table, DataFrame]:
         """``T`` (:func:`key_times`) with ``_from``, and as a DataFrame."""
