@@ -27,9 +27,11 @@ Figures printed and written to ``bench/results/e2e.json``:
 
 * Spark Structured Streaming as a peer in the same run, inserts only (it cannot retract; see
   ``bench/_streaming.py``): load, write -> visible p50/p99, sustained inserts/s, its final
-  view checked against DuckDB (``--skip-streaming`` leaves it out).
+  view checked against DuckDB (``--skip-streaming`` leaves it out);
+* with ``--with pathway``, Pathway as the incremental peer on the same steps, retractions
+  included (``bench/_pathway.py``: in a virtual environment of its own, made on first use).
 
-    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--out e2e]
+    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway] [--out e2e]
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import duckdb
 import psutil
 
+from bench._pathway import pathway_peer
 from bench._results import write_result
 from bench._streaming import structured_streaming
 from spate import INT64, TEXT, Environment, RelationDesc, col, max_
@@ -254,6 +257,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default="e2e")
     ap.add_argument("--skip-streaming", action="store_true", help="no Structured Streaming peer")
+    ap.add_argument(
+        "--with", dest="peers", action="append", default=[], choices=["pathway"], help="a peer"
+    )
     args = ap.parse_args()
     if args.small:
         args.bids, args.auctions, args.steps = 100_000, 10_000, 8
@@ -281,11 +287,36 @@ def main() -> None:
         print(f"spark batch recompute: {spark_s * 1000:.0f} ms ({n} rows)", flush=True)
         if not args.skip_streaming:
             figures.update(streaming_peer(args, work))
+        if "pathway" in args.peers:
+            figures.update(pathway_peer_run(args, work))
     write_result(args.out, figures)
     if not figures["final_view_equals_duckdb"]:
         raise AssertionError(figures["final_view_mismatch"])
     if figures.get("ss_final_view_equals_duckdb") is False:
         raise AssertionError("the Structured Streaming view differs from its DuckDB recompute")
+    if figures.get("pathway_final_view_equals_duckdb") is False:
+        raise AssertionError("the Pathway view differs from the DuckDB recompute")
+
+
+def pathway_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same steps, retractions included, through Pathway (bench/_pathway.py)."""
+    print("pathway...", flush=True)
+    peer = Data(args.bids, args.auctions, args.seed)
+    initial = peer.table()
+
+    def step(k: int) -> tuple[pa.Table, pa.Table, pa.Table]:
+        new, pairs = peer.step(k)
+        old = pa.table({c: [a[i] for a, _ in pairs] for i, c in enumerate(BIDS.names)})
+        repl = pa.table({c: [b[i] for _, b in pairs] for i, c in enumerate(BIDS.names)})
+        return new, old, repl
+
+    def final() -> set[tuple[Any, ...]]:
+        expected, _ = duckdb_view(peer.table(), peer.auctions)
+        return set(expected)
+
+    return pathway_peer(
+        initial, peer.auctions, step, final, marker_auction=MARKER, steps=args.steps, work=work
+    )
 
 
 def streaming_peer(args: argparse.Namespace, work: Path) -> dict[str, Any]:
