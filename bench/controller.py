@@ -252,6 +252,7 @@ def main() -> None:
     ap.add_argument("--peeks", type=int, default=100_000)
     args = ap.parse_args()
 
+    load_at_start = os.getloadavg()
     small = frontier_rounds(args.collections // 10, args.rounds)
     big = frontier_rounds(args.collections, args.rounds)
     base = statistics.median(codec_baseline(args.collections) for _ in range(3))
@@ -295,6 +296,7 @@ def main() -> None:
             "scaling_10x_collections": round(scaling, 2),
             "peeks": hist,
             "load_average_1m": round(os.getloadavg()[0], 1),
+            "load_average_at_start": [round(x, 1) for x in load_at_start],
         },
     )
 

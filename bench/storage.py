@@ -437,6 +437,10 @@ def bench_files(work: Path, large_rows: int) -> dict[str, Any]:
     return out
 
 
+def load_now() -> float:
+    return round(os.getloadavg()[0], 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=100_000)
@@ -458,13 +462,16 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
         try:
             figures = dict(previous_figures("storage"))
+            load_at_start = round(os.getloadavg()[0], 1)
             figures["table_append"] = asyncio.run(
                 bench_appends(args.appends, args.append_rows, work)
             )
+            figures["table_append"]["load_average_1m"] = [load_at_start, load_now()]
             print("table append", figures["table_append"])
             figures["group_commit"] = asyncio.run(
                 bench_group_commit(args.writers, args.writes, args.append_rows, work)
             )
+            figures["group_commit"]["load_average_1m"] = load_now()
             print("group commit", figures["group_commit"])
         finally:
             shutil.rmtree(work, ignore_errors=True)
