@@ -318,7 +318,9 @@ async def _create_source(
         collections.append(
             (it.id, CollectionDescription(it.desc, IngestionExport(source_id, it.reference)))
         )
-    await rt.storage.create_collections(collections)
+    # Created at the current read timestamp: what the source finds first (a PostgreSQL
+    # snapshot, the files present) is bound there, so every read from now on sees it.
+    await rt.storage.create_collections(collections, register_ts=rt.oracle.read_ts())
 
     def add_all(s: CatalogState) -> CatalogState:
         for it in items:

@@ -284,10 +284,31 @@ def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> 
             )
         session.isolation = value
         return
+    if name == "real_time_recency":
+        session.real_time_recency = _boolean(name, stmt.value, default=False)
+        return
     if name in ACCEPTED_SETTINGS:
         session.settings[name] = stmt.value or ACCEPTED_SETTINGS[name]
         return
     raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
+
+
+_TRUE = ("on", "true", "yes", "1")
+_FALSE = ("off", "false", "no", "0")
+
+
+def _boolean(name: str, value: str | None, *, default: bool) -> bool:
+    """A boolean setting as PostgreSQL reads one (``on``/``off``, ``true``/``false``,
+    ``yes``/``no``, ``1``/``0``, or a unique prefix of them); ``None`` is the default."""
+    if value is None:
+        return default
+    text = value.strip().lower()
+    if text not in ("", "o"):  # "o" could be on or off
+        if any(t.startswith(text) for t in _TRUE):
+            return True
+        if any(f.startswith(text) for f in _FALSE):
+            return False
+    raise SqlError(f'parameter "{name}" requires a Boolean value', sqlstate="22023")
 
 
 def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -> pa.Table:
@@ -295,6 +316,7 @@ def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -
     values = {
         "cluster": session.cluster or _default_cluster(env),
         "transaction_isolation": session.isolation,
+        "real_time_recency": "on" if session.real_time_recency else "off",
         **session.settings,
     }
     if name == "all":

@@ -68,6 +68,7 @@ def read(
         as_of=as_of,
         cluster=session.cluster,
         isolation=check_isolation(session.isolation),
+        real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
     )
 

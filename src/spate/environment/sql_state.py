@@ -39,10 +39,12 @@ ACCEPTED_SETTINGS = {
 
 @dataclass
 class Session:
-    """Per-connection settings: the cluster reads and new objects use, the read isolation."""
+    """Per-connection settings: the cluster reads and new objects use, the read isolation,
+    whether reads wait for real-time recency (``SET real_time_recency = on``)."""
 
     cluster: str | None = None
     isolation: str = "strict serializable"
+    real_time_recency: bool = False
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
 
     def read_timeout(self) -> float:

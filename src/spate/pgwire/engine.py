@@ -87,7 +87,7 @@ class Relation:
     key: tuple[str, ...] = ()  # an index's key columns
 
 
-ENGINE_VARS: Final = frozenset({"cluster", "transaction_isolation"})
+ENGINE_VARS: Final = frozenset({"cluster", "transaction_isolation", "real_time_recency"})
 """Variables a SET also sends to the engine (as ``SET name = 'value'``), which may refuse."""
 
 

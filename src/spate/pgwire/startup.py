@@ -37,6 +37,7 @@ def default_vars(user: str, database: str, application: str, version: str) -> di
         "session_authorization": user,
         "transaction_isolation": "strict serializable",
         "default_transaction_isolation": "strict serializable",
+        "real_time_recency": "off",
         "search_path": "public",
         "cluster": "default",
         "database": database,

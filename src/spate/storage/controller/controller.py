@@ -86,6 +86,7 @@ from spate.storage.controller.types import (
     CreateExportToken,
     ExportDescription,
     IngestionExport,
+    IngestionSource,
 )
 from spate.storage.controller.validation import validate_collections
 from spate.storage.interface import (
@@ -273,17 +274,29 @@ class StorageController:
         return self.state.acquire_read_holds(ids)
 
     async def create_collections(
-        self, collections: Sequence[tuple[GlobalId, CollectionDescription]]
+        self,
+        collections: Sequence[tuple[GlobalId, CollectionDescription]],
+        *,
+        register_ts: int | None = None,
     ) -> None:
         """Create collections: validate all, durably assign a shard to each new id, open its
         critical since handle, and start what writes it (ingestions are sent to their instance;
         storage-managed collections are registered with the collection manager).
+
+        ``register_ts`` is the time of the creation: a new ingestion's collections start with
+        ``upper == [register_ts]`` (empty before it), so that the ingestion binds what its
+        source finds first (a PostgreSQL snapshot, the files present) at ``register_ts``, and
+        every read at or after it sees that data.
 
         An id that exists with the same description is left alone (so a restarted caller may
         re-create what ``open`` restored); with another description it is
         ``CollectionIdReused``.
         """
         self._check_open()
+        if register_ts is not None and (
+            not isinstance(register_ts, int) or isinstance(register_ts, bool) or register_ts < 0
+        ):
+            raise InvalidUsage(f"register_ts must be a timestamp (int >= 0), got {register_ts!r}")
         new = validate_collections(
             collections,
             existing=self.state.caps.collections,
@@ -304,7 +317,27 @@ class StorageController:
                 cols[id] = DurableCollection(shards[id], description)
             return dataclasses.replace(meta, collections=cols)
 
+        fresh = dict(shards)
         await asyncio.to_thread(self._meta.update, add)
+        if register_ts is not None and register_ts > 0:
+            # Shards assigned by this call: nobody else writes them yet. The remap collection
+            # first, so that an export is never ahead of its bindings.
+            ingestions = [
+                id
+                for id, d in new
+                if isinstance(d.data_source, IngestionSource) and shards[id] == fresh[id]
+            ]
+            exports = [
+                id
+                for id, d in new
+                if isinstance(d.data_source, IngestionExport)
+                and d.data_source.ingestion in ingestions
+                and shards[id] == fresh[id]
+            ]
+            descs = dict(new)
+            await self._driver.start_at(
+                [(shards[id], descs[id].desc) for id in [*ingestions, *exports]], register_ts
+            )
         order = _dependency_order({id: DurableCollection(shards[id], d) for id, d in new})
         for id in order:
             await self._driver.install(id, dict(new)[id], shards[id])

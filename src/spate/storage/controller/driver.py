@@ -32,11 +32,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from spate.clock import Clock
-from spate.frontier.antichain import Frontier
+from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.errors import Fenced
 from spate.persist.since import SinceHandle
+from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
 from spate.storage.controller.actions import (
     Action,
@@ -243,6 +244,20 @@ class Driver:
             self._manager.set_desired(kind, rows)
 
     # -- persist ----------------------------------------------------------------------------------
+
+    async def start_at(self, shards: Sequence[tuple[ShardId, RelationDesc]], ts: int) -> None:
+        """Advance each new shard's upper from ``[0]`` to ``[ts]`` with no data, in order
+        (a shard already at or beyond ``ts`` is left alone)."""
+
+        def advance() -> None:
+            for shard, desc in shards:
+                writer = self._persist.open_writer(shard, desc)
+                try:
+                    writer.append(None, lower=Antichain.of(0), upper=Antichain.of(ts))
+                finally:
+                    writer.expire()
+
+        await asyncio.to_thread(advance)
 
     async def install(
         self, id: GlobalId, description: CollectionDescription, shard: ShardId

@@ -13,6 +13,9 @@ follows the bindings. Every step:
 4. tell the source that ``R'`` is durable (``committed``): PostgreSQL advances its slot.
 
 A step without new data still binds (the point is unchanged) so uppers follow the wall clock.
+The first data (the point still at the source's minimum) is bound at the upper instead: the
+controller creates a source's collections with their upper at the time of the creation, so a
+snapshot is readable at every time from the source's creation on.
 
 **Rehydration** (start, restart, lost race): every export whose upper ``u_e`` is behind the
 remap's upper ``u_r`` is caught up by replaying the bindings in ``[u_e, u_r)``: for each binding
@@ -51,7 +54,12 @@ from spate.repr.arrow import updates_to_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 from spate.repr.types import Row
 from spate.storage.replica.bindings import Binding, binding_history, contents_of, rows_of
-from spate.storage.sources.source import SourceChunk, SourceError, SourceReader
+from spate.storage.sources.source import (
+    ReportsCoverage,
+    SourceChunk,
+    SourceError,
+    SourceReader,
+)
 
 _log: Final = logging.getLogger("spate.storage.ingestion")
 _CAA_ATTEMPTS: Final = 8
@@ -255,6 +263,11 @@ class IngestionRunner:
         assert upper is not None
         time = max(now, upper, 1)
         chunk = self._reader.poll(self._point, now_millis=now)
+        if chunk is not None and upper > 0 and self._point == self._reader.minimum():
+            # What the source finds first (a snapshot, the files present) is bound at the
+            # upper its collections were created with: the time of the source's creation,
+            # so that every read at or after that time sees it.
+            time = upper
         new_point = self._point if chunk is None else chunk.upper
         if chunk is not None:
             self.counters.messages_received += chunk.num_updates()
@@ -314,6 +327,9 @@ class IngestionRunner:
     def statistics(self) -> list[SourceStatistics]:
         c = self.counters
         offset = _offset(self._point)
+        committed = offset
+        if isinstance(self._reader, ReportsCoverage) and offset is not None:
+            committed = max(offset, self._reader.covered_offset())
         out = [
             SourceStatistics(
                 id=self.id,
@@ -322,8 +338,8 @@ class IngestionRunner:
                 updates_staged=c.updates_staged,
                 updates_committed=c.updates_committed,
                 snapshot_committed=c.snapshot_committed,
-                offset_known=offset,
-                offset_committed=offset,
+                offset_known=committed,
+                offset_committed=committed,
             )
         ]
         for e in self.description.exports:

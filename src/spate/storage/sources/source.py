@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 
@@ -108,6 +108,14 @@ class SourceReader(Protocol[P]):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReportsCoverage(Protocol):
+    """A source that knows how far upstream it has ingested everything, beyond its resume
+    point when the upstream moved on without anything for it (PostgreSQL's WAL)."""
+
+    def covered_offset(self) -> int: ...
 
 
 class IntPoints:

@@ -80,6 +80,10 @@ class PostgresReader(IntPoints):
         self._max_changes = max_changes_per_poll
         self._conn: replication.Conn | None = None
         self._resolved: PostgresConnection | None = None
+        # The WAL position below which every transaction is durable downstream (see
+        # :meth:`covered_offset`), and the one the last poll covers once its point commits.
+        self._covered = 0
+        self._pending: tuple[int, int] | None = None
 
     @classmethod
     def from_connection(cls, connection: PostgresConnection, stash: Stash) -> PostgresReader:
@@ -145,15 +149,29 @@ class PostgresReader(IntPoints):
         if self._resolved is None:
             self.validate()
         if lower == 0:
-            return self._snapshot()
+            chunk = self._snapshot()
+            self._pending = (chunk.upper, chunk.upper)
+            return chunk
         position = replication.slot_position(self._db(), self._config.slot)
         if position is None:
             raise SourceError(f"replication slot {self._config.slot!r} is missing upstream")
         limit = self._config.max_changes_per_poll if position >= lower else None
-        txns = self._transactions(lower, upto_changes=limit)
+        # Every transaction whose commit is flushed before ``flushed`` is in a peek that runs
+        # to the end of the WAL (not stopped by ``limit``).
+        flushed = replication.flush_position(self._db())
+        txns, complete = self._poll_transactions(lower, limit)
+        point = txns[-1].end_lsn if txns else lower
+        self._pending = (point, max(flushed, point) if complete else point)
         if not txns:
             return None
-        return SourceChunk(txns[-1].end_lsn, updates_of(self._config.tables, txns))
+        return SourceChunk(point, updates_of(self._config.tables, txns))
+
+    def covered_offset(self) -> int:
+        """The WAL position below which every transaction upstream committed is durable
+        downstream (its changes, if the publication has any, are in a committed chunk): at
+        least the committed point, and beyond it when later WAL holds nothing for the source.
+        Real-time recency compares it with the server's WAL position."""
+        return self._covered
 
     def replay(self, lower: int, upper: int) -> SourceChunk[int]:
         if upper < lower:
@@ -181,6 +199,10 @@ class PostgresReader(IntPoints):
         return SourceChunk(upper, {k: pa.concat_tables(v) for k, v in parts.items()})
 
     def committed(self, point: int) -> None:
+        if self._pending is not None and point >= self._pending[0]:
+            self._covered = max(self._covered, point, self._pending[1])
+            self._pending = None
+        self._covered = max(self._covered, point)
         if point <= 0:
             return
         replication.advance_slot(self._db(), self._config.slot, point)
@@ -273,6 +295,18 @@ class PostgresReader(IntPoints):
         return int(manifest["lsn"]), out
 
     # -- the change stream ------------------------------------------------------------------
+
+    def _poll_transactions(self, lower: int, limit: int | None) -> tuple[list[Transaction], bool]:
+        """The transactions after ``lower`` (at most about ``limit`` changes), and whether the
+        peek ran to the end of the WAL."""
+        messages = list(
+            replication.peek_changes(
+                self._db(), self._config.slot, self._config.publication, upto_changes=limit
+            )
+        )
+        txns = decode_transactions(self._config.tables, messages)
+        complete = limit is None or len(messages) < limit
+        return [t for t in txns if t.commit_lsn >= lower], complete
 
     def _transactions(
         self, lower: int, *, upto_lsn: int | None = None, upto_changes: int | None = None

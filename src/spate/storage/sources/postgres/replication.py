@@ -76,6 +76,14 @@ def slot_position(conn: Conn, slot: str) -> int | None:
     return parse_lsn(str(row[0])) if row[0] is not None else 0
 
 
+def flush_position(conn: Conn) -> int:
+    """The server's WAL flush position (``pg_current_wal_flush_lsn()``)."""
+    row = conn.execute("select pg_current_wal_flush_lsn()::text").fetchone()
+    if row is None:
+        raise SourceUnavailable("the PostgreSQL source did not report its WAL position")
+    return parse_lsn(str(row[0]))
+
+
 def drop_slot(conn: Conn, slot: str) -> bool:
     """Drop ``slot`` if it exists; ``True`` if it did."""
     row = conn.execute(
