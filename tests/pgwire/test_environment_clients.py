@@ -230,15 +230,26 @@ def _transient_collections(env: Environment) -> list[str]:
     return [str(i) for i in rt.compute.collection_ids(rt.instance_of("c")) if i.kind == "t"]
 
 
+def _subscribes_in_flight(dsn: str) -> list[tuple[Any, ...]]:
+    """What ``spate_catalog.subscribes`` says is running, read over pgwire."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return c.execute("SELECT id, name, cluster FROM spate_catalog.subscribes").fetchall()
+
+
 def test_disconnect_mid_subscribe_leaves_no_subscribe(env: Environment, dsn: str) -> None:
+    assert _subscribes_in_flight(dsn) == []
     c = psycopg.connect(dsn)
     c.execute("DECLARE s CURSOR FOR SUBSCRIBE items_mv")
     assert c.execute("FETCH 1 s").fetchall()
     assert _transient_collections(env)  # the subscribe's dataflow runs
+    running = _subscribes_in_flight(dsn)
+    assert [(name, cluster) for _id, name, cluster in running] == [("items_mv", "c")]
+    assert running[0][0] in _transient_collections(env)
     c.pgconn.finish()  # the client goes away mid-subscribe
     deadline = time.monotonic() + 60
-    while _transient_collections(env) and time.monotonic() < deadline:
+    while _subscribes_in_flight(dsn) and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert _subscribes_in_flight(dsn) == []
     assert _transient_collections(env) == []
 
 

@@ -27,6 +27,7 @@ from spate.environment.services import local_replica_metrics_ports
 from spate.environment.status import EnvironmentStatus, collect
 from spate.errors import CallTimeout, EnvironmentClosed
 from spate.orchestrator.supervisor import Supervisor
+from spate.storage.controller.errors import ControllerFenced
 
 T = TypeVar("T")
 
@@ -176,6 +177,9 @@ class EnvironmentBase:
             failure = self._background.failure()
             if failure is not None:
                 coro.close()
+                if isinstance(failure, ControllerFenced):
+                    # a newer environment opened the data directory: say so, not "closed"
+                    raise failure.with_traceback(None)
                 raise EnvironmentClosed(f"the environment stopped working: {failure}") from failure
         operation = getattr(coro, "__name__", "call")
         try:
@@ -206,7 +210,7 @@ class EnvironmentBase:
 
             env.status().collection("best").upper
         """
-        return self._run(call(lambda: collect(self.runtime)))
+        return self._run(collect(self.runtime))
 
     def wait_hydrated(
         self,

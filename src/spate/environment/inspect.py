@@ -1,8 +1,10 @@
 """``spate status <data-dir>``: what an environment holds, read without opening it.
 
 Opening an environment claims a new epoch and would fence one that is running, so status reads
-the durable state directly: the catalog, the storage controller's id → shard mapping, each
-shard's since and upper, and the replica services' process files. Indexes and hydration live
+the durable state directly: the catalog, the storage controller's id → shard mapping, the
+``spate_catalog.frontiers`` relation (each collection's since and upper as the environment
+last recorded them; a shard's own since and upper when it has no row there) and the replica
+services' process files. Indexes and hydration live
 in a running controller's memory; they are shown by ``Environment.status()``.
 """
 
@@ -17,6 +19,7 @@ from rich.table import Table
 from spate.clock import SystemClock
 from spate.config import Settings
 from spate.environment import placement
+from spate.environment.builtins import builtin_of
 from spate.environment.catalog import CatalogState, kind_of
 from spate.environment.catalog_store import CatalogStore, CatalogUnreadable
 from spate.environment.clusters import service_name
@@ -26,7 +29,10 @@ from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import SystemIdGen
 from spate.orchestrator.process import pid_alive
 from spate.persist.client import PersistClient
-from spate.storage.controller.metadata import MetadataStore
+from spate.repr.arrow import table_to_updates
+from spate.repr.types import Datum
+from spate.storage.controller.metadata import ControllerMetadata, MetadataStore
+from spate.storage.controller.types import IntrospectionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +114,18 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
             catalog = CatalogState()
         epoch_raw = consensus.head("environment/epoch")
         meta = MetadataStore(consensus).load()
+        recorded = _recorded_frontiers(client, meta)
         rows = []
         for item in catalog:
             durable = meta.collections.get(item.id)
             since: Frontier = Antichain.empty()
             upper: Frontier = Antichain.empty()
-            shard = None
-            if durable is not None:
+            shard = None if durable is None else str(durable.shard)
+            if str(item.id) in recorded:
+                since, upper = recorded[str(item.id)]
+            elif durable is not None:
                 state = client.fetch_state(durable.shard)
-                since, upper, shard = state.since, state.upper, str(durable.shard)
+                since, upper = state.since, state.upper
             rows.append(
                 OfflineCollection(item.name, kind_of(item), str(item.id), shard, since, upper)
             )
@@ -138,6 +147,32 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
         return OfflineStatus(str(data_dir), epoch, tuple(rows), tuple(replicas), tuple(problems))
     finally:
         client.close()
+
+
+def _frontier(t: Datum) -> Frontier:
+    return Antichain.of(t) if isinstance(t, int) else Antichain.empty()
+
+
+def _recorded_frontiers(
+    client: PersistClient, meta: ControllerMetadata
+) -> dict[str, tuple[Frontier, Frontier]]:
+    """Since and upper of every collection as the environment last recorded them in
+    ``spate_catalog.frontiers`` (empty if it never wrote the relation)."""
+    relation = builtin_of(IntrospectionKind.COLLECTION_FRONTIERS)
+    durable = meta.collections.get(relation.id)
+    if durable is None:
+        return {}
+    upper = client.fetch_state(durable.shard).upper.as_option()
+    if upper is None or upper == 0:
+        return {}
+    reader = client.open_leased_reader(durable.shard, relation.desc)
+    try:
+        updates = table_to_updates(reader.snapshot(upper - 1))
+    finally:
+        reader.expire()
+    return {
+        str(row[0]): (_frontier(row[4]), _frontier(row[5])) for row, _t, diff in updates if diff > 0
+    }
 
 
 def _epoch(data: bytes, fallback: int) -> int:

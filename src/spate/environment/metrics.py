@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -136,14 +136,14 @@ class EnvironmentMetrics:
     def watch(
         self,
         loop: asyncio.AbstractEventLoop,
-        status: Callable[[], EnvironmentStatus],
+        status: Callable[[], Awaitable[EnvironmentStatus]],
         replica_ports: Callable[[], list[int]],
     ) -> None:
         """Report ``status()`` (run on ``loop``) and the local replicas' own series."""
 
         def on_loop() -> EnvironmentStatus:
             async def call() -> EnvironmentStatus:
-                return status()
+                return await status()
 
             return asyncio.run_coroutine_threadsafe(call(), loop).result(SCRAPE_TIMEOUT_S)
 

@@ -81,7 +81,8 @@ def resolve(rt: Runtime, target: str | RelationExpr) -> Target:
     if not isinstance(target, RelationExpr):
         raise UsageError(f"read a name or a plan, not {type(target).__name__}")
     check_plan(rt, target)
-    return Target(target, "query")
+    read = rt.catalog.find_id(target.id) if isinstance(target, Get) else None
+    return Target(target, "query" if read is None else read.name)
 
 
 Isolation = Literal["strict serializable", "serializable"]

@@ -1,5 +1,5 @@
 """What ``Environment.status()`` reports: collections with since / upper / lag, replicas with
-health and hydration."""
+health and hydration — read from the ``spate_catalog`` relations (:mod:`.introspection`)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,12 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
-from spate.environment.catalog import (
-    IndexItem,
-    MaterializedViewItem,
-    SinkItem,
-    SourceItem,
-    SubsourceItem,
-    TableItem,
-    kind_of,
-)
-from spate.environment.clusters import service_name
+from spate.environment import introspection
+from spate.environment.catalog import SinkItem, SourceItem
 from spate.environment.runtime import Runtime
 from spate.frontier.antichain import Antichain, Frontier
-from spate.orchestrator.service import ServiceMissing
+from spate.repr.types import Datum
+from spate.storage.controller.types import IntrospectionKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,85 +108,84 @@ def render_tables(tables: list[Table], width: int = 120) -> str:
     return str(out).rstrip("\n")
 
 
-def _lag(now_ms: int, upper: Frontier) -> int | None:
-    t = upper.as_option()
-    return None if t is None else max(0, now_ms - t)
+def _frontier(t: int | None) -> Frontier:
+    return Antichain.empty() if t is None else Antichain.of(t)
 
 
-def collect(rt: Runtime) -> EnvironmentStatus:
-    now = rt.clock.now_millis()
+def _int(v: Datum) -> int:
+    assert isinstance(v, int)
+    return v
+
+
+def _opt_int(v: Datum) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _opt_str(v: Datum) -> str | None:
+    return None if v is None else str(v)
+
+
+async def collect(rt: Runtime) -> EnvironmentStatus:
+    """The status, read from the ``spate_catalog`` relations (written first, so that it is
+    the present): ``frontiers``, ``hydration``, ``source_statistics``, ``sink_statistics``
+    and ``replicas``."""
+    K = IntrospectionKind
+    await introspection.refresh(rt)
+    frontiers = {r[0]: r for r in await introspection.read(rt, K.COLLECTION_FRONTIERS)}
+    hydrated: dict[Datum, bool] = {}
+    for r in await introspection.read(rt, K.HYDRATION):
+        hydrated[r[0]] = hydrated.get(r[0], False) or bool(r[5])
+    statuses = {
+        r[0]: (_opt_str(r[2]), _opt_str(r[6]))
+        for kind in (K.SOURCE_SUMMARY, K.SINK_SUMMARY)
+        for r in await introspection.read(rt, kind)
+    }
     rows: list[CollectionStatus] = []
-    for item in rt.catalog:
-        if isinstance(item, (TableItem, SourceItem, SubsourceItem, MaterializedViewItem)):
-            f = rt.storage.collection_frontiers(item.id)
-            on = item.cluster if isinstance(item, MaterializedViewItem) else None
-            hydrated = None
-            if isinstance(item, MaterializedViewItem):
-                hydrated = rt.compute.collection_hydrated(rt.instance_of(item.cluster), item.id)
-            rows.append(
-                CollectionStatus(
-                    item.name,
-                    kind_of(item),
-                    str(item.id),
-                    f.since,
-                    f.upper,
-                    _lag(now, f.upper),
-                    on,
-                    hydrated,
-                )
+    for item in rt.catalog:  # user objects, in catalog order
+        f = frontiers.get(str(item.id))
+        if f is None:
+            continue
+        kind = str(f[2])
+        status = CollectionStatus(
+            str(f[1]),
+            kind,
+            str(f[0]),
+            _frontier(_opt_int(f[4])),
+            _frontier(_opt_int(f[5])),
+            _opt_int(f[6]),
+            _opt_str(f[3]),
+            hydrated.get(f[0], True) if kind in ("materialized view", "index") else None,
+        )
+        current, error = statuses.get(f[0], (None, None))
+        if isinstance(item, (SourceItem, SinkItem)) and current is not None:
+            status = dataclasses.replace(status, status=current, error=error)
+        rows.append(status)
+    order = {
+        (c.name, r.name): n
+        for n, (c, r) in enumerate((c, r) for c in rt.catalog.clusters for r in c.replicas)
+    }
+    replicas = sorted(
+        (
+            ReplicaStatus(
+                cluster=str(r[2]),
+                name=str(r[1]),
+                id=str(r[0]),
+                process=str(r[3]),
+                health=str(r[4]),
+                restarts=_int(r[5]),
+                hydrated=_int(r[7]),
+                collections=_int(r[8]),
+                last_error=_opt_str(r[9]),
             )
-        elif isinstance(item, IndexItem):
-            instance = rt.instance_of(item.cluster)
-            cf = rt.compute.collection_frontiers(item.id, instance)
-            rows.append(
-                CollectionStatus(
-                    item.name,
-                    "index",
-                    str(item.id),
-                    cf.read_frontier,
-                    cf.write_frontier,
-                    _lag(now, cf.write_frontier),
-                    item.cluster,
-                    rt.compute.collection_hydrated(instance, item.id),
-                )
-            )
-        elif isinstance(item, SinkItem):
-            rows.append(
-                CollectionStatus(
-                    item.name, "sink", str(item.id), Antichain.empty(), Antichain.empty(), None
-                )
-            )
-        if isinstance(item, (SourceItem, SinkItem)):
-            last = rt.storage.status(item.id)
-            if last is not None:
-                rows[-1] = dataclasses.replace(rows[-1], status=last.status.value, error=last.error)
-    replicas: list[ReplicaStatus] = []
-    for cluster in rt.catalog.clusters:
-        for r in cluster.replicas:
-            info = rt.compute.replica_info(cluster.instance, r.id)
-            service = service_name(cluster.name, r.name)
-            process: str
-            try:
-                process = rt.orchestrator.status(service)
-                restarts = rt.orchestrator.restarts(service)
-                placed = rt.orchestrator.placed(service)
-                if placed is not None:
-                    process = f"at {placed}"
-            except (ServiceMissing, KeyError):
-                process, restarts = "missing", 0
-            replicas.append(
-                ReplicaStatus(
-                    cluster.name,
-                    r.name,
-                    str(r.id),
-                    process,
-                    info.health,
-                    restarts,
-                    info.hydrated_collections,
-                    info.collections,
-                    info.last_error,
-                )
-            )
+            for r in await introspection.read(rt, K.REPLICAS)
+        ),
+        key=lambda r: order.get((r.cluster, r.name), len(order)),
+    )
     return EnvironmentStatus(
-        str(rt.layout.data_dir), rt.epoch, rt.oracle.read_ts(), now, tuple(rows), tuple(replicas)
+        str(rt.layout.data_dir),
+        rt.epoch,
+        rt.oracle.read_ts(),
+        rt.clock.now_millis(),
+        tuple(rows),
+        tuple(replicas),
     )
