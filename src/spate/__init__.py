@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Final
 
-__version__ = "0.1.0"
+from spate._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment

@@ -138,9 +138,7 @@ def storage_replica_service(layout: Layout, settings: Settings, replica: str) ->
 
 def child_env(settings: Settings) -> dict[str, str]:
     """Children import the same ``spate`` package as this process and log at its level."""
-    import spate
-
-    src = str(Path(spate.__file__).resolve().parent.parent)
+    src = str(Path(__file__).resolve().parents[2])  # the directory holding the spate package
     path = os.environ.get("PYTHONPATH", "")
     parts = [src] + [p for p in path.split(os.pathsep) if p and p != src]
     return {"PYTHONPATH": os.pathsep.join(parts), "SPATE_LOG_LEVEL": settings.log_level}

@@ -41,7 +41,7 @@ import secrets
 import ssl
 from typing import Final, Protocol
 
-from spate import __version__
+from spate._version import __version__
 from spate.codec import decode, encode
 from spate.errors import ProtocolError
 from spate.protocol._server import Handler, ServerBase
