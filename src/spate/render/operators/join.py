@@ -21,14 +21,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from spate.plan.expr import ScalarExpr
 from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
+from spate.render.operators.driver_join import join_on_driver
 from spate.render.operators.linear import all_true
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.touched import Touched
+from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
 if TYPE_CHECKING:
@@ -125,6 +129,7 @@ class JoinNode:
             return None
         terms: list[DataFrame] = []
         big = False
+        found: list[tuple[int, int, Batch, pa.Table]] = []
         for i, j in ((0, 1), (1, 0)):
             delta = deltas[i]
             if delta.is_empty:
@@ -146,6 +151,11 @@ class JoinNode:
                 other = concat_like(other, fresh)
             if other.num_rows == 0:
                 continue
+            found.append((i, j, delta, other))
+        on_driver = self._on_driver(ctx, found, small_rows)
+        if on_driver is not None:
+            return on_driver
+        for i, j, delta, other in found:
             parts: list[DataFrame] = [None, None]  # type: ignore[list-item]
             parts[i] = self.renamed(ctx.engine.df_of_batch(delta), i)
             parts[j] = self.renamed(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
@@ -153,6 +163,26 @@ class JoinNode:
             local = other.num_rows <= small_rows
             terms.append(self.term(i, parts, small=delta.rows <= small_rows, local=local))
         return _union_all(terms, big=big)
+
+    def _on_driver(
+        self, ctx: StepContext, found: list[tuple[int, int, Batch, pa.Table]], small_rows: int
+    ) -> Lazy | None:
+        """The looked-up terms joined on the driver (:mod:`.driver_join`), or ``None``."""
+        if any(other.num_rows > small_rows for *_, other in found):
+            return None
+        tables = []
+        for i, _j, delta, other in found:
+            pair = (delta.arrow(), other) if i == 0 else (other, delta.arrow())
+            out = join_on_driver(self, *pair)
+            if out is None:
+                return None
+            tables.append(out)
+        if not tables:
+            return Lazy.empty()
+        table = consolidate(pa.concat_tables(tables)) if len(tables) > 1 else tables[0]
+        if table.num_rows == 0:
+            return Lazy.empty()
+        return ctx.engine.lazy_of_batch(Batch(self.desc, table=table, rows=table.num_rows))
 
     def _key_pairs(self, a: int, b: int) -> list[tuple[int, int]]:
         """For every equivalence class with columns of both inputs ``a`` and ``b``: one column

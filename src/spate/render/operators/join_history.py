@@ -29,6 +29,7 @@ import pyarrow as pa
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import concat_like, in_list, lookup_columns
+from spate.render.operators.driver_join import join_on_driver, key_columns
 from spate.render.operators.join import JoinNode
 from spate.render.operators.touched import Touched
 
@@ -100,6 +101,9 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
     keys = touched.keys(internal_schema(join.inputs[0].desc).field(columns[0]).type)
     if len(keys) == 0:
         return Lazy.empty()
+    found = _on_driver(join, ctx, keys, deltas)
+    if found is not None:
+        return found
     parts = []
     small = True
     for n, delta in enumerate(deltas):
@@ -109,6 +113,46 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
         small = small and rows is not None and rows <= small_rows
         parts.append(join.renamed(part, n))
     return Lazy(join.term(0, parts, small=small, local=small), big=not small)
+
+
+def _on_driver(
+    join: JoinNode, ctx: StepContext, keys: pa.Array, deltas: list[Batch]
+) -> Lazy | None:
+    """The touched keys' join computed on the driver (:mod:`.driver_join`) when every input's
+    rows of those keys are found there and few; else ``None``."""
+    columns = join.history_columns
+    assert columns is not None
+    small_rows = ctx.engine.settings.small_rows
+    if key_columns(join) is None or len(keys) > small_rows:
+        return None
+    tables = []
+    for n, delta in enumerate(deltas):
+        table = _found_rows(join, n, columns[n], keys, delta, small_rows)
+        if table is None or table.num_rows > small_rows:
+            return None
+        if table.num_rows == 0:
+            return Lazy.empty()
+        tables.append(table)
+    out = join_on_driver(join, tables[0], tables[1])
+    if out is None:
+        return None
+    if out.num_rows == 0:
+        return Lazy.empty()
+    return ctx.engine.lazy_of_batch(Batch(join.desc, table=out, rows=out.num_rows))
+
+
+def _found_rows(
+    join: JoinNode, n: int, column: int, keys: pa.Array, delta: Batch, small_rows: int
+) -> pa.Table | None:
+    """Input ``n``'s rows whose class column is among ``keys`` (old and new) when its
+    arrangement serves the lookup, else ``None``."""
+    desc = join.inputs[n].desc
+    if not lookup_columns(desc, [column], null_safe=False) or delta.rows > small_rows:
+        return None
+    found = join.arrangements[n].lookup([column], pa.table({"k": keys}), null_safe=False)
+    if found is None:
+        return None
+    return found if delta.is_empty else concat_like(found, delta.arrow())
 
 
 def _new_rows(

@@ -103,7 +103,6 @@ class KeyedNode:
         has_history = arr.rows > 0
         # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if has_history else None)
-        times_table, times = self._t(ctx, times_table)
         # 2. C, the touched keys' history and the delta: looked up on the driver when the
         # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
         looked_up = (
@@ -112,11 +111,10 @@ class KeyedNode:
         big = delta.rows > small_rows
         if looked_up is not None and self._on_driver(in_desc, looked_up, small_rows):
             # Small enough for pyarrow, and aggregates it computes exactly: no Spark job
-            out = reduce_on_driver(
-                looked_up, times_table, self.key, self.aggregates, in_desc, self.desc
-            )
+            out = self._reduce_on_driver(ctx, looked_up, times_table)
             if out is not None:
-                return ctx.engine.lazy_of_batch(Batch(self.desc, table=out, rows=out.num_rows))
+                return out
+        times_table, times = self._t(ctx, times_table)
         if looked_up is not None:
             rows = ctx.engine.df_of_table(looked_up, in_desc)
             big = looked_up.num_rows > small_rows
@@ -132,6 +130,27 @@ class KeyedNode:
 
             rows = rows.withColumn("_g", F.lit(0))
         return self._changes(rows, times, times_table, big, small_rows)
+
+    def _reduce_on_driver(
+        self, ctx: StepContext, rows: pa.Table, times_table: pa.Table
+    ) -> Lazy | None:
+        """Steps 3 and 4 on the driver (:mod:`.driver_reduce`), ``None`` if Spark must."""
+        times_table = times_table.append_column(
+            _FROM,
+            pc.if_else(
+                pc.greater_equal(times_table.column(TIME_COLUMN), ctx.lo),
+                times_table.column(TIME_COLUMN),
+                pa.scalar(None, pa.int64()),
+            ),
+        )
+        out = reduce_on_driver(
+            rows, times_table, self.key, self.aggregates, self.input.desc, self.desc
+        )
+        if out is None:
+            return None
+        if out.num_rows == 0:
+            return Lazy.empty()
+        return ctx.engine.lazy_of_batch(Batch(self.desc, table=out, rows=out.num_rows))
 
     def _on_driver(self, in_desc: RelationDesc, looked_up: pa.Table, small_rows: int) -> bool:
         """Whether this step's groups can be reduced on the driver (:mod:`.driver_reduce`)."""
@@ -165,7 +184,14 @@ class KeyedNode:
         if pairs.num_rows == 0:
             return Lazy.empty()
         before = ctx.lo - 1 if touched.has_history else None
-        times_table, times = self._t(ctx, key_times(pairs, self.key, before))
+        times_table = key_times(pairs, self.key, before)
+        found = lazy.batch.table if lazy.batch is not None else None
+        small_rows = ctx.engine.settings.small_rows
+        if found is not None and self._on_driver(self.input.desc, found, small_rows):
+            out = self._reduce_on_driver(ctx, found, times_table)
+            if out is not None:
+                return out
+        times_table, times = self._t(ctx, times_table)
         return self._changes(
             lazy.frame(), times, times_table, lazy.big, ctx.engine.settings.small_rows
         )
