@@ -52,7 +52,13 @@ from spate.environment.planning import (
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
 from spate.environment.tables import advance_tables
-from spate.errors import InvalidReadArgument, ReadTimeout, UsageError, check_argument
+from spate.errors import (
+    EvaluationFailed,
+    InvalidReadArgument,
+    ReadTimeout,
+    UsageError,
+    check_argument,
+)
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
 from spate.frontier.antichain import Antichain, Frontier
@@ -261,7 +267,7 @@ async def _peek(
     if isinstance(result, PeekRows):
         return expand(result.rows, desc)
     if isinstance(result, PeekError):
-        raise ReadFailed(result.message)
+        raise EvaluationFailed.from_message(result.message) or ReadFailed(result.message)
     raise ReadFailed("the read was canceled")
 
 
@@ -281,6 +287,25 @@ async def select(
     check_argument(real_time_recency, bool, "real_time_recency")
     level = check_isolation(isolation)
     t = resolve(rt, target)
+    try:
+        return await _select(
+            rt, t, as_of, cluster, order_by, limit, timeout, level, real_time_recency
+        )
+    except EvaluationFailed as e:
+        raise EvaluationFailed(f"reading {t.name}: {e}", e.sqlstate) from None
+
+
+async def _select(
+    rt: Runtime,
+    t: Target,
+    as_of: int | None,
+    cluster: str | None,
+    order_by: Sequence[str],
+    limit: int | None,
+    timeout: float,
+    level: Isolation,
+    real_time_recency: bool,
+) -> pa.Table:
     desc = t.plan.desc
     finishing = _finishing(desc, order_by, limit)
     if as_of is None and level == "strict serializable":
@@ -449,7 +474,8 @@ async def subscribe(
         while not done:
             batch: SubscribeResponse = await queue.get()
             if batch.error is not None:
-                raise ReadFailed(f"subscribe to {t.name} failed: {batch.error}")
+                message = f"subscribe to {t.name} failed: {batch.error}"
+                raise EvaluationFailed.from_message(message) or ReadFailed(message)
             done = batch.upper.is_empty() or (
                 up_to is not None and not batch.upper.less_equal(up_to - 1)
             )

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from spate.environment import introspection
-from spate.environment.catalog import SinkItem, SourceItem
+from spate.environment.catalog import IndexItem, MaterializedViewItem, SinkItem, SourceItem
 from spate.environment.runtime import Runtime
 from spate.frontier.antichain import Antichain, Frontier
 from spate.repr.types import Datum
@@ -29,9 +29,10 @@ class CollectionStatus:
     cluster: str | None = None
     hydrated: bool | None = None
     status: str | None = None
-    """A source's or sink's status (``starting``, ``running``, ``stalled``…), if known."""
+    """A source's or sink's status (``starting``, ``running``, ``stalled``…), if known; a
+    view's or index's ``error`` while its error collection is not empty at its latest time."""
     error: str | None = None
-    """Why a source or sink is stalled or has ceased."""
+    """Why a source or sink is stalled or has ceased; why reads of a view in error fail."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +160,11 @@ async def collect(rt: Runtime) -> EnvironmentStatus:
         current, error = statuses.get(f[0], (None, None))
         if isinstance(item, (SourceItem, SinkItem)) and current is not None:
             status = dataclasses.replace(status, status=current, error=error)
+        if isinstance(item, (MaterializedViewItem, IndexItem)):
+            # its error collection is not empty at its latest time (a replica's last report)
+            problem = rt.compute.collection_error(rt.instance_of(item.cluster), item.id)
+            if problem is not None:
+                status = dataclasses.replace(status, status="error", error=problem)
         rows.append(status)
     order = {
         (c.name, r.name): n

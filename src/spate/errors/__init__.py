@@ -75,6 +75,7 @@ from spate.errors._environment import (
     SourceUnavailable,
     UnknownName,
 )
+from spate.errors._evaluation import EvaluationFailed, describe_error, error_record
 from spate.errors._plan import (
     EvalError,
     InvalidDataflow,
@@ -117,6 +118,7 @@ __all__ = [
     "EmptyAsOfForSubscribe",
     "EnvironmentClosed",
     "EvalError",
+    "EvaluationFailed",
     "FrontierError",
     "FrontierRegression",
     "HasDependents",
@@ -172,4 +174,6 @@ __all__ = [
     "UsageError",
     "WriteOnlyCollection",
     "check_argument",
+    "describe_error",
+    "error_record",
 ]

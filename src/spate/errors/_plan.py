@@ -46,4 +46,15 @@ class InvalidFinishing(UsageError, ValueError):
 
 
 class EvalError(SpateError, ArithmeticError):
-    """A valid plan could not be evaluated on these data (overflow, negative multiplicity…)."""
+    """A valid plan could not be evaluated on these data (overflow, negative multiplicity…).
+
+    ``sqlstate`` is PostgreSQL's code for it (``22012`` division by zero, ``22003`` a value out
+    of range, ``22P02`` text that does not parse, ``21000`` a scalar subquery with more than one
+    row; ``22000`` otherwise)."""
+
+    sqlstate: str = "22000"
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        if sqlstate is not None:
+            self.sqlstate = sqlstate

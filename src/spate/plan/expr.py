@@ -20,6 +20,7 @@ Semantics (the reference evaluator :mod:`spate.plan.evaluation.scalar` is their 
 * **Comparison** of floats follows PostgreSQL and Spark: ``NaN = NaN`` and NaN is larger than
   every other number; ``-0.0 = 0.0``. Text compares by code point, bytes bytewise.
 * **Casts** that cannot succeed for a value (unparseable text, out of range) give NULL.
+* :class:`RaiseError` is an evaluation error as a value (lazily, inside ``CASE``).
 * **Time**: ``date`` is ``datetime.date``; ``timestamp`` is a naive ``datetime.datetime`` with
   microseconds. :class:`Now` is the logical time at which the result is observed (an ``int``
   of milliseconds) seen either as ``int64`` milliseconds or as the ``timestamp``
@@ -299,9 +300,6 @@ class ScalarExpr:
         return show(self)
 
 
-# --- the nodes -------------------------------------------------------------------------------
-
-
 @wire("plan.expr.column")
 @dataclass(frozen=True, slots=True, eq=True)
 class ColumnRef(ScalarExpr):
@@ -429,6 +427,16 @@ class Extract(ScalarExpr):
 
     unit: TimeUnit
     expr: ScalarExpr
+
+
+@wire("plan.expr.raise_error")
+@dataclass(frozen=True, slots=True)
+class RaiseError(ScalarExpr):
+    """An evaluation error of type ``type``: ``message`` with PostgreSQL's ``sqlstate``."""
+
+    sqlstate: str
+    message: str
+    type: ScalarType
 
 
 @dataclass(frozen=True, slots=True)
@@ -560,6 +568,8 @@ def show(expr: ScalarExpr, names: Sequence[str] | None = None) -> str:
                 return "now()" if t == TIMESTAMP else "now_ms()"
             case Interval(ms):
                 return f"interval({ms} ms)"
+            case RaiseError(_, message, _):
+                return f"error({message!r})"
             case CallUnary(UnaryFunc.NOT, x):
                 return f"NOT {go(x)}"
             case CallUnary(UnaryFunc.IS_NULL, x):

@@ -39,6 +39,7 @@ from spate.plan.expr import (
     Interval,
     Literal,
     Now,
+    RaiseError,
     ScalarExpr,
     TimeUnit,
     UnaryFunc,
@@ -106,6 +107,10 @@ class _Resolver:
             case Literal(v, t):
                 return e, ColumnType(t, v is None)
             case Now(t):
+                return e, ColumnType(t, False)
+            case RaiseError(code, _, t):
+                if not (isinstance(code, str) and len(code) == 5 and isinstance(t, ScalarType)):
+                    raise PlanTypeError(f"{self.show(e)}: needs a 5-character SQLSTATE and a type")
                 return e, ColumnType(t, False)
             case Interval():
                 raise PlanTypeError(

@@ -14,6 +14,7 @@ the replica reconciles and may defer responses), *Computation* (read-only until
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import pyarrow as pa
 
@@ -333,6 +334,12 @@ class Status:
 
     message: str
     id: GlobalId | None = None
+
+
+EVAL_ERROR_STATUS: Final = "evaluation error: "
+"""A :class:`Status` message starting so: collection ``id``'s error collection is not empty at
+its latest time (the rest says why); :data:`EVAL_ERRORS_CLEARED`: it is empty again."""
+EVAL_ERRORS_CLEARED: Final = "evaluation errors cleared"
 
 
 ComputeResponse = Frontiers | PeekResponse | SubscribeResponse | Status

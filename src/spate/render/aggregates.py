@@ -48,10 +48,11 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spate.errors import error_record
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import PlanTypeError
 from spate.plan.infer import typ
-from spate.render.scalar import compile_scalar
+from spate.render.scalar import Failure, compile_scalar
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import ScalarKind, ScalarType
@@ -69,23 +70,65 @@ def aggregate_column(
     *,
     diff: str = DIFF_COLUMN,
     names: Sequence[str] | None = None,
+    capture: bool = False,
 ) -> Column:
     """``agg`` over a group of consolidated rows, as a column for ``groupBy(...).agg(...)``.
 
     ``input_desc`` describes the data columns (named ``names``, by default ``c0, c1, …``);
     ``diff`` names the multiplicity column (positive; rows with 0 are ignored); ``out_type`` is
     the aggregate's result type (:func:`spate.plan.aggregate.aggregate_type`). The column has
-    Spark type ``spark_type(out_type)``.
+    Spark type ``spark_type(out_type)``. ``capture``: failures give NULL here and an error
+    record in :func:`aggregate_failure` instead of failing the Spark job.
     """
     m = F.col(diff)
     # Rows of multiplicity 0 contribute nothing (as in the reference), not even to min/max.
-    v = F.when(m != F.lit(0), compile_scalar(agg.expr, input_desc, names))
+    failures: list[Failure] | None = [] if capture else None
+    value = compile_scalar(agg.expr, input_desc, names, failures=failures)
+    v = F.when(m != F.lit(0), value)
     in_type = typ(agg.expr, input_desc.columns).type
-    return _aggregate(agg, v, m, in_type, out_type).cast(spark_type(out_type))
+    out = _aggregate(agg, v, m, in_type, out_type, capture=capture)
+    return out.try_cast(spark_type(out_type)) if capture else out.cast(spark_type(out_type))
+
+
+def aggregate_failure(
+    agg: AggregateExpr, input_desc: RelationDesc, *, diff: str = DIFF_COLUMN
+) -> Column | None:
+    """Capture mode: the group's error record for ``agg`` (NULL when it evaluates): a failing
+    input expression on one of the group's rows, or an int64 ``sum`` beyond 64 bits; ``None``
+    when neither can happen."""
+    from spate.plan.expr import show
+    from spate.render.errors import first_failure, row_text
+
+    m = F.col(diff)
+    failures: list[Failure] = []
+    compile_scalar(agg.expr, input_desc, failures=failures)
+    row = row_text(input_desc)
+    what = f"{agg.func.value}({show(agg.expr, input_desc.names)})"
+    per_row = first_failure(failures, row, show(agg.expr, input_desc.names))
+    found: list[Column] = []
+    if per_row is not None:
+        found.append(F.max(F.when(m != F.lit(0), per_row)))
+    in_type = typ(agg.expr, input_desc.columns).type
+    if agg.func is AggregateFunc.SUM and in_type.kind is K.INT64:
+        v = F.when(m != F.lit(0), compile_scalar(agg.expr, input_desc, failures=[]))
+        total = _sum(v, m, K.INT64, agg.distinct, for_avg=True)
+        too_big = (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
+        sample = F.max(F.when((m != F.lit(0)) & v.isNotNull(), row))
+        text = F.concat(F.lit(error_record("22003", "bigint out of range", what, "")), sample)
+        found.append(F.when(too_big, text))
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else F.coalesce(*found)
 
 
 def _aggregate(
-    agg: AggregateExpr, v: Column, m: Column, in_type: ScalarType, out: ScalarType
+    agg: AggregateExpr,
+    v: Column,
+    m: Column,
+    in_type: ScalarType,
+    out: ScalarType,
+    *,
+    capture: bool = False,
 ) -> Column:
     f, k, distinct = agg.func, in_type.kind, agg.distinct
     present_m = F.when(v.isNotNull(), m)
@@ -94,7 +137,7 @@ def _aggregate(
             return F.count_distinct(v)
         return F.coalesce(F.sum(present_m), F.lit(0).cast(T.LongType()))
     if f is AggregateFunc.SUM:
-        return _sum(v, m, k, distinct)
+        return _sum(v, m, k, distinct, capture=capture)
     if f is AggregateFunc.MIN:
         return F.min(v)
     if f is AggregateFunc.MAX:
@@ -126,11 +169,21 @@ def _aggregate(
     raise PlanTypeError(f"unknown aggregate function {f!r} (output {out})")
 
 
-def _sum(v: Column, m: Column, k: ScalarKind, distinct: bool, *, for_avg: bool = False) -> Column:
+def _sum(
+    v: Column,
+    m: Column,
+    k: ScalarKind,
+    distinct: bool,
+    *,
+    for_avg: bool = False,
+    capture: bool = False,
+) -> Column:
     if k is K.INT64:
         exact = v.cast(_INT_VALUE)
         total = F.sum_distinct(exact) if distinct else F.sum(exact * m.cast(_MULTIPLICITY))
-        return total.cast(_EXACT_INT) if for_avg else total.cast(T.LongType())
+        if for_avg:
+            return total.cast(_EXACT_INT)
+        return total.try_cast(T.LongType()) if capture else total.cast(T.LongType())
     if k is K.NUMERIC:
         return F.sum_distinct(v) if distinct else F.sum(v * m.cast(_MULTIPLICITY))
     total = F.sum_distinct(v) if distinct else F.sum(v * m.cast("double"))

@@ -14,6 +14,14 @@ Every export is exact at every time ``>= as_of`` (see :mod:`spate.render.operato
 exports are arrangements that :meth:`peek` reads at any time in ``[since, upper)``; sink exports
 (materialized views, subscribes) are returned by :meth:`step` as the updates of the interval.
 A step that fails (an evaluation error, Spark failing) changes no state and can be retried.
+
+**Errors as data.** Steps first run without looking for evaluation errors (a failing expression
+fails the Spark job). When a step fails, it is run again in capture mode, and the dataflow stays
+in it: Map, Filter and Reduce route each failing row (group) to the dataflow's
+:class:`~spate.render.errors.ErrorCollection`, with its time and multiplicity, and pass the
+rest on. A peek at a time where the error collection is not empty fails with the first record
+(:func:`spate.errors.describe_error`); retracting the input retracts the error. (An expression
+that fails elsewhere — a join predicate, a window function — still fails the step.)
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spate.errors import SpateError, UsageError
+from spate.errors import SpateError, UsageError, describe_error
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
@@ -37,6 +45,7 @@ from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import RowSetFinishing
 from spate.render.arrangement import Arrangement, ReadBeforeSince
 from spate.render.batch import Batch, Engine, EngineSettings
+from spate.render.errors import ErrorCollection
 from spate.render.input import ArrowInput, InputData, InputResolver
 from spate.render.layout import to_external, to_internal
 from spate.render.operators.build import Builder
@@ -60,6 +69,11 @@ __all__ = ["Dataflow", "DataflowError", "ReadBeforeSince", "StepReport"]
 
 class DataflowError(SpateError):
     """A step of a dataflow failed (evaluation error, Spark failure); nothing changed."""
+
+
+class CollectionInError(UsageError, RuntimeError):
+    """A read at a time where the dataflow's error collection is not empty (the message is
+    :func:`spate.errors.describe_error`'s)."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +161,9 @@ class Dataflow:
         self._upper: int | None = self._as_of
         self._hydrated = False
         self.steps = 0
+        self.errors = ErrorCollection()
+        """Evaluation errors (module docs)."""
+        self._capture = False
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -195,11 +212,21 @@ class Dataflow:
                 seconds=snap.seconds + rest.seconds,
                 actions=snap.actions + rest.actions,
             )
+        try:
+            return self._step_once(lo, hi, target)
+        except DataflowError as e:
+            if self._capture:
+                raise
+            _log.info("dataflow %s: step failed (%s); again, capturing errors", self.name, e)
+            self._capture = True
+            return self._step_once(lo, hi, target)
+
+    def _step_once(self, lo: int, hi: int, target: Frontier) -> StepReport:
         started = time.perf_counter()
         actions = self._engine.actions
         first = not self._hydrated
         start = self._as_of if first else lo
-        ctx = StepContext(self._engine, start, hi, first, collections={})
+        ctx = StepContext(self._engine, start, hi, first, collections={}, capture=self._capture)
         try:
             for on_id, (read_id, desc) in self._imports.items():
                 ctx.collections[on_id] = self._read_import(on_id, read_id, desc, start, hi, first)
@@ -220,6 +247,7 @@ class Dataflow:
             ) from e
         for commit in ctx.commits:
             commit()
+        self.errors.append(ctx.errors)
         self._engine.end_step()
         self._finish_step(hi, target)
         self._hydrated = True
@@ -348,6 +376,7 @@ class Dataflow:
             raise AssertionError
         arr = ix.arrangement
         arr.check_readable(timestamp)
+        self.check_errors(timestamp)
         updates = arr.updates()
         if literal_constraints is not None:
             updates = lookup(updates, ix.desc, ix.key, literal_constraints)
@@ -359,12 +388,31 @@ class Dataflow:
             result_desc = ix.desc
         return name_result(finished, result_desc)
 
+    def error_at(self, timestamp: int) -> str | None:
+        """What a read at ``timestamp`` fails with (:func:`spate.errors.describe_error`), or
+        ``None`` when the error collection is empty there."""
+        found = self.errors.at(timestamp)
+        if not found:
+            return None
+        return describe_error(self.name, found[0][0], sum(n for _, n in found))
+
+    def check_errors(self, timestamp: int) -> None:
+        """Raise :class:`CollectionInError` if the error collection is not empty at
+        ``timestamp``."""
+        message = self.error_at(timestamp)
+        if message is not None:
+            raise CollectionInError(message)
+
     # -- compaction and drop ------------------------------------------------------------------
 
     def allow_compaction(self, export: GlobalId, frontier: Frontier) -> None:
         """Reads of ``export`` below ``frontier`` may fail from now on; ``{}`` drops it."""
         if export in self._indexes:
             self._indexes[export].arrangement.allow_compaction(frontier)
+            sinces = [ix.arrangement.since.as_option() for ix in self._indexes.values()]
+            live = [t for t in sinces if t is not None]
+            if live and not self._sinks:  # a view's sink is read at its shard's since
+                self.errors.compact(min(live))
         elif export in self._sinks:
             if frontier.is_empty():
                 self._dropped_sinks.add(export)

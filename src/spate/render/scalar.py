@@ -68,6 +68,7 @@ from spate.plan.expr import (
     Extract,
     Literal,
     Now,
+    RaiseError,
     ScalarExpr,
     TimeUnit,
     UnaryFunc,
@@ -76,6 +77,7 @@ from spate.plan.expr import (
 )
 from spate.plan.infer import typ
 from spate.render.layout import col_name
+from spate.render.like import _like_regex_column, _substr, like_regex
 from spate.repr.desc import RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import Datum, ScalarKind, ScalarType
@@ -87,7 +89,6 @@ EXACT_DECIMAL_CONF: Final = {"spark.sql.decimalOperations.allowPrecisionLoss": "
 
 _NTZ: Final = T.TimestampNTZType()
 _LONG: Final = T.LongType()
-_INT_MAX: Final = 2_147_483_647
 _MIN_TS: Final = "0001-01-01 00:00:00"
 _MAX_TS: Final = "9999-12-31 23:59:59.999999"
 _MIN_MS: Final = -62_135_596_800_000
@@ -125,8 +126,16 @@ class ScalarNotCompilable(InvalidPlan):
     """An expression that has no Spark form here (``now()``: renderers bound time separately)."""
 
 
+Failure = tuple[Column, str, str]
+"""Where an expression fails, captured: ``(condition, sqlstate, message)``."""
+
+
 def compile_scalar(
-    expr: ScalarExpr, desc: RelationDesc, names: Sequence[str] | None = None
+    expr: ScalarExpr,
+    desc: RelationDesc,
+    names: Sequence[str] | None = None,
+    *,
+    failures: list[Failure] | None = None,
 ) -> Column:
     """``expr`` (resolved against ``desc``) as a Spark column over columns called ``names``.
 
@@ -134,12 +143,18 @@ def compile_scalar(
     internal layout's ``c0, c1, …``. Raises :class:`ScalarNotCompilable` for ``now()`` (turn
     temporal filters into bounds with :func:`spate.plan.temporal.temporal_bounds` first) and
     :class:`~spate.plan.errors.InvalidPlan` if ``expr`` does not type-check against ``desc``.
+
+    With ``failures`` (a list), errors are captured instead of raised: a :class:`RaiseError`
+    reached (lazily, through ``CASE``) and int64 or numeric ``+ - *`` out of range each append
+    ``(condition, sqlstate, message)`` and give NULL, so that the caller routes the rows where a
+    condition holds to the error collection (:func:`spate.render.errors.first_failure`).
+    Without, they raise a Spark error.
     """
     if names is None:
         names = [col_name(i) for i in range(desc.arity)]
     if len(names) != desc.arity:
         raise ValueError(f"{len(names)} column names for {desc.arity} columns of {desc}")
-    return _Compiler(desc, names).go(expr)
+    return _Compiler(desc, names, failures).go(expr)
 
 
 def typed_literal(value: Datum, t: ScalarType) -> Column:
@@ -205,61 +220,32 @@ def _py_strip(s: Column) -> Column:
     return F.regexp_replace(s, f"\\A{_PY_SPACE}+|{_PY_SPACE}+\\z", "")
 
 
-def java_regex_quote(ch: str) -> str:
-    """One character as a literal in a Java regular expression."""
-    if ch.isascii() and not ch.isalnum():
-        return "\\" + ch
-    return ch
-
-
-def like_regex(pattern: str) -> str:
-    """A SQL LIKE pattern (``%``, ``_``, ``\\`` escapes any next character) as a Java regex."""
-    out = ["(?s)\\A"]
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
-            out.append(java_regex_quote(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else java_regex_quote(ch))
-        i += 1
-    out.append("\\z")
-    return "".join(out)
-
-
-def _like_regex_column(pattern: Column) -> Column:
-    """:func:`like_regex` computed by Spark for a pattern that is not a literal."""
-    n = F.char_length(pattern)
-
-    def step(acc: Column, i: Column) -> Column:
-        ch = F.substring(pattern, i.cast("int"), F.lit(1))
-        quoted = F.concat(F.lit("\\Q"), ch, F.lit("\\E"))
-        out, esc = acc["out"], acc["esc"]
-        piece = (
-            F.when(esc, quoted)
-            .when((ch == F.lit("\\")) & (i < n), F.lit(""))
-            .when(ch == F.lit("%"), F.lit(".*"))
-            .when(ch == F.lit("_"), F.lit("."))
-            .otherwise(quoted)
-        )
-        starts_escape = ~esc & (ch == F.lit("\\")) & (i < n)
-        return F.struct(F.concat(out, piece).alias("out"), starts_escape.alias("esc"))
-
-    init = F.struct(F.lit("").alias("out"), F.lit(False).alias("esc"))
-    positions = F.when(n > 0, F.sequence(F.lit(1), n)).otherwise(F.array().cast("array<int>"))
-    body = F.aggregate(positions, init, step)["out"]
-    return F.when(pattern.isNotNull(), F.concat(F.lit("(?s)\\A"), body, F.lit("\\z")))
-
-
 # --- the compiler ------------------------------------------------------------------------------
 
 
+def _and(a: Column | None, b: Column | None) -> Column | None:
+    """``a AND b`` of guards, ``None`` standing for TRUE."""
+    if a is None:
+        return b
+    return a if b is None else (a & b)
+
+
 class _Compiler:
-    def __init__(self, desc: RelationDesc, names: Sequence[str]) -> None:
+    def __init__(
+        self, desc: RelationDesc, names: Sequence[str], failures: list[Failure] | None = None
+    ) -> None:
         self.desc = desc
         self.names = names
         self.types: dict[ScalarExpr, ScalarType] = {}
+        self.failures = failures
+        self.guard: Column | None = None
+        """In capture mode: where the expression being compiled is evaluated at all (inside
+        a CASE branch, where its condition holds); ``None``: everywhere."""
+
+    def fail(self, cond: Column, sqlstate: str, message: str) -> None:
+        assert self.failures is not None
+        where = cond if self.guard is None else (self.guard & cond)
+        self.failures.append((where, sqlstate, message))
 
     def type_of(self, e: ScalarExpr) -> ScalarType:
         found = self.types.get(e)
@@ -278,6 +264,12 @@ class _Compiler:
                 return F.col("`" + self.names[i].replace("`", "``") + "`")
             case Literal(v, t):
                 return typed_literal(v, t)
+            case RaiseError(code, message, t):
+                if self.failures is None:
+                    raised = F.raise_error(F.lit(f"{message} [SQLSTATE {code}]"))
+                    return raised.cast(spark_type(t))
+                self.fail(F.lit(True), code, message)
+                return F.lit(None).cast(spark_type(t))
             case Now():
                 raise ScalarNotCompilable(
                     f"{self.what(e)} cannot be compiled to a Spark column; split temporal "
@@ -290,16 +282,7 @@ class _Compiler:
             case CallVariadic(f, xs):
                 return self.variadic(e, f, xs)
             case Case(whens, otherwise):
-                out = spark_type(self.type_of(e))
-                result: Column | None = None
-                for c, r in whens:
-                    branch = self.go(r).cast(out)
-                    cond = self.go(c)
-                    result = F.when(cond, branch) if result is None else result.when(cond, branch)
-                assert result is not None
-                if otherwise is not None:
-                    result = result.otherwise(self.go(otherwise).cast(out))
-                return result
+                return self.case(e, whens, otherwise)
             case Cast(x, to):
                 return self.cast(self.go(x), self.type_of(x), to)
             case DateTrunc(unit, x):
@@ -307,6 +290,31 @@ class _Compiler:
             case Extract(unit, x):
                 return _extract(unit, self.go(x)).cast(_LONG)
         raise ScalarNotCompilable(f"not a compilable scalar expression: {e!r}")
+
+    def case(
+        self,
+        e: ScalarExpr,
+        whens: tuple[tuple[ScalarExpr, ScalarExpr], ...],
+        otherwise: ScalarExpr | None,
+    ) -> Column:
+        out = spark_type(self.type_of(e))
+        result: Column | None = None
+        outer = self.guard
+        not_yet: Column | None = None  # no earlier condition held
+        for c, r in whens:
+            self.guard = _and(outer, not_yet)
+            cond = self.go(c)
+            held = F.coalesce(cond, F.lit(False))
+            self.guard = _and(_and(outer, not_yet), held)
+            branch = self.go(r).cast(out)
+            result = F.when(cond, branch) if result is None else result.when(cond, branch)
+            not_yet = _and(not_yet, ~held)
+        assert result is not None
+        if otherwise is not None:
+            self.guard = _and(outer, not_yet)
+            result = result.otherwise(self.go(otherwise).cast(out))
+        self.guard = outer
+        return result
 
     # -- unary ----------------------------------------------------------------------------------
 
@@ -412,6 +420,14 @@ class _Compiler:
         self, e: ScalarExpr, f: BinaryFunc, k: ScalarKind, a: Column, b: Column
     ) -> Column:
         out: Column
+        checked = {BinaryFunc.ADD: F.try_add, BinaryFunc.SUB: F.try_subtract}
+        checked[BinaryFunc.MUL] = F.try_multiply
+        if self.failures is not None and k in (K.INT64, K.NUMERIC) and f in checked:
+            # out of range: NULL and a captured failure instead of Spark's ANSI error
+            out = checked[f](a, b).try_cast(spark_type(self.type_of(e)))
+            message = "bigint out of range" if k is K.INT64 else "numeric field overflow"
+            self.fail(out.isNull() & a.isNotNull() & b.isNotNull(), "22003", message)
+            return out
         if f is BinaryFunc.ADD:
             out = a + b
         elif f is BinaryFunc.SUB:
@@ -528,25 +544,6 @@ def _extract(unit: TimeUnit, v: Column) -> Column:
         case TimeUnit.SECOND:
             return F.second(v)
     raise ScalarNotCompilable(f"extract does not take unit {unit}")
-
-
-def _substr(text: Column, start: Column, count: Column | None = None) -> Column:
-    """PostgreSQL ``substr`` (1-based; a start before 1 consumes count; negative count: NULL)."""
-    dec = T.DecimalType(20, 0)
-    begin = start.cast(dec)
-    # Not greatest()/least(): they skip NULLs.
-    first = F.when(begin < F.lit(1), F.lit(1).cast(dec)).otherwise(begin)
-    limit = F.lit(_INT_MAX).cast(dec)
-    pos = F.when(first > limit, limit).otherwise(first).cast("int")
-    if count is None:
-        return F.when(begin.isNotNull(), text.substr(pos, F.lit(_INT_MAX)))
-    length = begin + count.cast(dec) - first
-    piece = text.substr(pos, F.when(length > limit, limit).otherwise(length).cast("int"))
-    return (
-        F.when(count < F.lit(0), F.lit(None).cast("string"))
-        .when(length <= F.lit(0), F.when(text.isNotNull(), F.lit("")))
-        .otherwise(piece)
-    )
 
 
 def _to_text(v: Column, source: ScalarType) -> Column:

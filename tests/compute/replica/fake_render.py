@@ -106,6 +106,9 @@ class FakeIndex:
         assert self.table is not None
         return accumulate_at(self.table, timestamp, sort=True)
 
+    def error_at(self, timestamp: int) -> str | None:
+        return None
+
     def allow_compaction(self, export: GlobalId, frontier: Frontier) -> None:
         if not frontier.is_empty():
             self._since = max(self._since, frontier.elements[0])

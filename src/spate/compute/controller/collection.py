@@ -66,6 +66,7 @@ class CollectionState:
         "as_of",
         "compute_dependencies",
         "dropped",
+        "eval_error",
         "id",
         "implied",
         "kind",
@@ -107,6 +108,8 @@ class CollectionState:
             ReadPolicy.valid_from(as_of) if kind is CollectionKind.INDEX else None
         )
         self.write_frontier: Frontier = as_of
+        self.eval_error: str | None = None
+        """A replica reported its error collection not empty at its latest time: why."""
         self.storage_dependencies = storage_dependencies
         self.compute_dependencies = compute_dependencies
         self.target_replica = target_replica

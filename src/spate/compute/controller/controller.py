@@ -359,6 +359,9 @@ class ComputeController:
                 return introspection.collection_frontiers(inst, id)
         raise CollectionMissing(id)
 
+    def collection_error(self, instance: InstanceId, id: GlobalId) -> str | None:
+        return introspection.collection_error(self._instance(instance), id)
+
     def collection_hydrated(self, instance: InstanceId, id: GlobalId) -> bool:
         return introspection.collection_hydrated(self._instance(instance), id)
 

@@ -62,6 +62,8 @@ from spate.plan.dataflow import DataflowDescription
 from spate.plan.finishing import RowSetFinishing
 from spate.protocol.common import PROTOCOL_VERSION, Hello
 from spate.protocol.compute import (
+    EVAL_ERROR_STATUS,
+    EVAL_ERRORS_CLEARED,
     AllowWrites,
     ComputeParameters,
     ComputeResponse,
@@ -262,8 +264,18 @@ class Instance(InstanceState):
                 self._on_subscribe_response(r, response)
             elif isinstance(response, Status):
                 _log.debug("status from replica=%s: %s", replica, response.message)
+                self._on_status(response)
         finally:
             self.end()
+
+    def _on_status(self, status: Status) -> None:
+        c = self.collections.get(status.id) if status.id is not None else None
+        if c is None:
+            return
+        if status.message.startswith(EVAL_ERROR_STATUS):
+            c.eval_error = status.message[len(EVAL_ERROR_STATUS) :]
+        elif status.message == EVAL_ERRORS_CLEARED:
+            c.eval_error = None
 
     def _on_frontiers(self, r: ReplicaState, f: Frontiers) -> None:
         # The hot path (every replica reports every collection several times a second): O(1).

@@ -90,6 +90,12 @@ def collection_frontiers(inst: Instance, id: GlobalId) -> CollectionFrontiers:
     return CollectionFrontiers(read_frontier=c.since(), write_frontier=c.write_frontier)
 
 
+def collection_error(inst: Instance, id: GlobalId) -> str | None:
+    """Why reads of ``id`` fail at its latest time (its error collection is not empty there,
+    as a replica last reported), or ``None``."""
+    return inst.collection(id).eval_error
+
+
 def collection_hydrated(inst: Instance, id: GlobalId) -> bool:
     """Hydrated on some replica; trivially true without replicas."""
     inst.collection(id)

@@ -147,6 +147,9 @@ class Stepped:
     key: int
     upper: Frontier
     subscribe_updates: Mapping[GlobalId, pa.Table] = field(default_factory=dict)
+    error: str | None = None
+    """The dataflow's error collection is not empty just before ``upper``: why reads of its
+    exports fail there (and its subscribes end)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class DataflowRecord:
     importers: dict[GlobalId, set[int]] = field(default_factory=dict)
     status: DataflowStatus = "building"
     error: str | None = None
+    eval_error: str | None = None
+    """Its error collection is not empty at its latest complete time: why (else ``None``)."""
     scheduled: bool = False
     dropped: bool = False
 

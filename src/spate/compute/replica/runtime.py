@@ -62,6 +62,7 @@ from spate.compute.replica.persist_peek import read_persist_peek
 from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_renderer
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
+from spate.errors import EvaluationFailed
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId
 from spate.persist.client import PersistClient
@@ -447,7 +448,8 @@ class ComputeRuntime:
             sink.add(table, upper=upper)
         self._flush(r)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
-        self._post(Stepped(r.key, upper, subs))
+        error = r.dataflow.error_at(last - 1) if (last := upper.as_option()) is not None else None
+        self._post(Stepped(r.key, upper, subs, error))
 
     def _flush(self, r: _Running) -> None:
         for id, sink in list(r.sinks.items()):
@@ -582,6 +584,9 @@ class ComputeRuntime:
                 f"peek of {target.id} on persist: this replica has no persist location"
             )
         await self._uppers.wait_past(target.shard, peek.timestamp)
+        writers = [r for r in self._running.values() if target.id in r.sinks]  # written here
+        if writers and (error := writers[0].dataflow.error_at(peek.timestamp)) is not None:
+            raise EvaluationFailed(error)
         started = time.perf_counter()
         rows = await asyncio.to_thread(read_persist_peek, persist, peek)
         self._metrics.peek_seconds("persist", time.perf_counter() - started)

@@ -82,6 +82,8 @@ from spate.ids import GlobalId, PeekId
 from spate.plan.dataflow import DataflowDescription
 from spate.protocol.common import Hello
 from spate.protocol.compute import (
+    EVAL_ERROR_STATUS,
+    EVAL_ERRORS_CLEARED,
     AllowCompaction,
     AllowWrites,
     CancelPeek,
@@ -550,7 +552,15 @@ class ReplicaState:
         df.upper = df.upper.join(event.upper)
         out: list[Action] = []
         limit = self._params.max_result_size
+        if event.error != df.eval_error:
+            df.eval_error = event.error
+            for e in df.live_exports():
+                text = EVAL_ERROR_STATUS + event.error if event.error else EVAL_ERRORS_CLEARED
+                out += self._send(Status(text, e.id))
         for e in df.live_exports():
+            if event.error is not None and e.subscribe is not None:
+                out += self._send(e.subscribe.fail(f"collection {e.id}: {event.error}"))
+                continue
             if e.kind == "index" and e.reports is not None:
                 out += self._send(e.reports.offer_all(df.upper))
             elif e.kind == "mv" and e.reports is not None:

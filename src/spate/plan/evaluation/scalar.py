@@ -49,6 +49,7 @@ from spate.plan.expr import (
     Extract,
     Literal,
     Now,
+    RaiseError,
     ScalarExpr,
     TimeUnit,
     UnaryFunc,
@@ -114,6 +115,12 @@ class _Compiler:
                 if t.kind is K.INT64:
                     return lambda row, now: now
                 return lambda row, now: EPOCH + dt.timedelta(milliseconds=now)
+            case RaiseError(code, message, _):
+
+                def fail(row: Row, now: int) -> Datum:
+                    raise EvalError(message, sqlstate=code)
+
+                return fail
             case CallUnary(f, x):
                 return self.unary(e, f, x)
             case CallBinary(f, left, right):

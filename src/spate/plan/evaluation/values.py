@@ -90,7 +90,7 @@ value_key = functools.cmp_to_key(compare_nulls_last)
 
 def check_int64(value: int, what: str) -> int:
     if not INT64_MIN <= value <= INT64_MAX:
-        raise EvalError(f"int64 overflow in {what}: {value}")
+        raise EvalError(f"int64 overflow in {what}: {value}", sqlstate="22003")
     return value
 
 
@@ -99,7 +99,9 @@ def fit_numeric(value: Decimal, type: ScalarType, what: str) -> Decimal:
     assert type.scale is not None
     q = value.quantize(Decimal(1).scaleb(-type.scale), context=_CTX)
     if type.problem(q) is not None:
-        raise EvalError(f"numeric overflow in {what}: {value} does not fit {type}")
+        raise EvalError(
+            f"numeric overflow in {what}: {value} does not fit {type}", sqlstate="22003"
+        )
     return q
 
 

@@ -40,6 +40,7 @@ from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.driver_reduce import supported as driver_supported
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.types import ScalarType
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -77,8 +78,27 @@ class KeyedNode:
     _columns: ColumnMemo = field(default_factory=ColumnMemo)
     _driver: bool | None = None
     """Whether steps may reduce on the driver (decided at the first)."""
+    _capturing: bool = False
+    """Capture mode (a reduce): each output row carries its group's error record last."""
 
     def step(self, ctx: StepContext) -> Lazy:
+        if ctx.capture and self.kind == "reduce" and not self._capturing and self._can_fail():
+            self._capturing, self._columns = True, ColumnMemo()  # columns rebuilt capturing
+        lazy = self._step(ctx)
+        if not self._capturing:
+            return lazy
+        return ctx.split_errors(lazy, self.desc)
+
+    def _can_fail(self) -> bool:
+        from spate.render.aggregates import aggregate_failure
+
+        return any(aggregate_failure(a, self.input.desc) is not None for a in self.aggregates)
+
+    @property
+    def _out_arity(self) -> int:
+        return self.desc.arity + (1 if self._capturing else 0)
+
+    def _step(self, ctx: StepContext) -> Lazy:
         if self.joined is not None:
             return self._step_over_join(ctx, self.joined)
         in_desc = self.input.desc
@@ -109,7 +129,11 @@ class KeyedNode:
             self._lookup(arr, delta, times_table, ctx.lo - 1, small_rows) if has_history else None
         )
         big = delta.rows > small_rows
-        if looked_up is not None and self._on_driver(in_desc, looked_up, small_rows):
+        if (
+            looked_up is not None
+            and not self._capturing
+            and self._on_driver(in_desc, looked_up, small_rows)
+        ):
             # Small enough for pyarrow, and aggregates it computes exactly: no Spark job
             out = self._reduce_on_driver(ctx, looked_up, times_table)
             if out is not None:
@@ -265,7 +289,7 @@ class KeyedNode:
         NULL: the data columns and ``inline`` of the (filtered) pair, one operator."""
         from pyspark.sql import functions as F
 
-        cols = data_names(self.desc.arity)
+        cols = data_names(self._out_arity)
         pair = F.array(
             F.struct(F.col(_FROM).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
             F.struct(F.col(_NEXT).alias(TIME_COLUMN), (-F.col(_M)).alias(DIFF_COLUMN)),
@@ -348,7 +372,7 @@ class KeyedNode:
                 .where(self._columns.get("nonzero", self._nonzero))
             )
             out = self._outputs(groups, stamped=stamped)
-        cols = data_names(self.desc.arity)
+        cols = data_names(self._out_arity)
         return Lazy(
             out.select(*cols, F.col(_AT).alias(TIME_COLUMN), F.col(_M).alias(DIFF_COLUMN)),
             big,
@@ -370,17 +394,9 @@ class KeyedNode:
             groups = groups.select("*", *stamped)
             stamped = None
         if self.kind == "reduce":
-            from spate.render.aggregates import aggregate_column
-
             keys = [col_name(k) for k in self.key]
             out_types = [c.type for c in self.desc.columns[len(self.key) :]]
-            aggs = self._columns.get(
-                "aggs",
-                lambda: [
-                    aggregate_column(a, in_desc, t, diff=DIFF_COLUMN).alias(f"_a{i}")
-                    for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
-                ],
-            )
+            aggs = self._columns.get("aggs", lambda: self._aggregate_columns(out_types))
             by = keys if stamped is not None else [*keys, _AT, *_CARRY]
             tag = "stamped" if stamped is not None else "timed"
 
@@ -424,6 +440,24 @@ class KeyedNode:
                 ],
             )
         return self._top_k(groups, [col_name(k) for k in self.key], data)
+
+    def _aggregate_columns(self, out_types: list[ScalarType]) -> list[Column]:
+        """The aggregates ``_a0…``; capturing, then the group's error record (NULL if none)."""
+        from pyspark.sql import functions as F
+
+        from spate.render.aggregates import aggregate_column, aggregate_failure
+
+        in_desc, capture = self.input.desc, self._capturing
+        out = [
+            aggregate_column(a, in_desc, t, diff=DIFF_COLUMN, capture=capture).alias(f"_a{i}")
+            for i, (a, t) in enumerate(zip(self.aggregates, out_types, strict=True))
+        ]
+        if capture:
+            found = [aggregate_failure(a, in_desc) for a in self.aggregates]
+            errors = [e for e in found if e is not None]
+            error = errors[0] if len(errors) == 1 else F.coalesce(*errors)
+            out.append(error.alias(f"_a{len(out)}"))
+        return out
 
     def _top_k(self, groups: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
         """Each row's multiplicity within the group's ``offset``/``limit`` window, by a running

@@ -81,6 +81,10 @@ class MapNode:
             return lazy
         arity = self.input.desc.arity
         memo = self._columns
+        if ctx.capture:
+            captured = memo.get("capture", self._captured)
+            if captured is not None:
+                return ctx.split_errors(_with_errors(lazy, arity, *captured), self.desc)
         df = memo.select(lazy.frame(), "in", lambda: _layout_columns(arity))
 
         def compiled() -> list[Column]:
@@ -93,8 +97,43 @@ class MapNode:
             df = df.withColumn(col_name(arity + i), c)
         return Lazy(memo.select(df, "out", lambda: _layout_columns(self.desc.arity)), lazy.big)
 
+    def _captured(self) -> tuple[list[Column], Column] | None:
+        """The scalars compiled in capture mode and the row's error record (``None``: no
+        scalar can fail)."""
+        from pyspark.sql import functions as F
+
+        from spate.plan.expr import show
+        from spate.render.errors import first_failure, row_text
+        from spate.render.scalar import Failure, compile_scalar
+
+        arity = self.input.desc.arity
+        values: list[Column] = []
+        errors: list[Column] = []
+        row = row_text(self.input.desc)
+        for i, s in enumerate(self.scalars):
+            desc = RelationDesc(self.desc.columns[: arity + i])
+            failures: list[Failure] = []
+            values.append(compile_scalar(s, desc, data_names(desc.arity), failures=failures))
+            err = first_failure(failures, row, show(s, desc.names))
+            if err is not None:
+                errors.append(err)
+        if not errors:
+            return None
+        return values, errors[0] if len(errors) == 1 else F.coalesce(*errors)
+
     def drop(self) -> None:
         self.input.drop()
+
+
+def _with_errors(lazy: Lazy, arity: int, values: list[Column], error: Column) -> Lazy:
+    """The input's columns, ``values`` after them, then the error record; ``_time``, ``_diff``."""
+
+    df = lazy.frame().select(*_layout_columns(arity))
+    for i, c in enumerate(values):
+        df = df.withColumn(col_name(arity + i), c)
+    n = arity + len(values)
+    df = df.withColumn(col_name(n), error)
+    return Lazy(df.select(*_layout_columns(n + 1)), lazy.big)
 
 
 @dataclass
@@ -108,8 +147,40 @@ class FilterNode:
         lazy = self.input.step(ctx)
         if lazy.is_empty or not self.predicates:
             return lazy
+        if ctx.capture:
+            captured = self._columns.get("capture", self._captured)
+            if captured is not None:
+                keep, error = captured
+                arity = self.desc.arity
+                df = lazy.frame().where(error.isNotNull() | keep).withColumn(col_name(arity), error)
+                out = Lazy(df.select(*_layout_columns(arity + 1)), lazy.big)
+                return ctx.split_errors(out, self.desc)
         cond = self._columns.get("cond", lambda: all_true(self.predicates, self.input.desc))
         return Lazy(lazy.frame().where(cond), lazy.big)
+
+    def _captured(self) -> tuple[Column, Column] | None:
+        """Capture mode: every predicate TRUE, and the row's error record (``None``: no
+        predicate can fail)."""
+        from pyspark.sql import functions as F
+
+        from spate.plan.expr import show
+        from spate.render.errors import first_failure, row_text
+        from spate.render.scalar import Failure, compile_scalar
+
+        desc = self.input.desc
+        row = row_text(desc)
+        keep: Column | None = None
+        errors: list[Column] = []
+        for p in self.predicates:
+            failures: list[Failure] = []
+            c = F.coalesce(compile_scalar(p, desc, failures=failures), F.lit(False))
+            keep = c if keep is None else (keep & c)
+            err = first_failure(failures, row, show(p, desc.names))
+            if err is not None:
+                errors.append(err)
+        if not errors or keep is None:
+            return None
+        return keep, errors[0] if len(errors) == 1 else F.coalesce(*errors)
 
     def drop(self) -> None:
         self.input.drop()

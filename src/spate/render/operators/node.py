@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
+import pyarrow as pa
+
 from spate.ids import GlobalId
 from spate.render.batch import Batch, Engine, Lazy
 from spate.repr.desc import RelationDesc
@@ -27,12 +29,29 @@ class StepContext:
     """The hydration step: ``lo`` is the as_of and every arrangement starts empty."""
     collections: dict[GlobalId, Batch]
     commits: list[Callable[[], None]] = field(default_factory=list)
+    capture: bool = False
+    """Capture mode: rows whose expressions fail go to ``errors`` instead of failing the step
+    (:mod:`spate.render.errors`)."""
+    errors: list[pa.Table] = field(default_factory=list)
+    """Error records of this step (:data:`spate.render.errors.ERROR_SCHEMA`)."""
 
     def on_commit(self, action: Callable[[], None]) -> None:
         self.commits.append(action)
 
     def materialize(self, lazy: Lazy, desc: RelationDesc, *, consolidated: bool = True) -> Batch:
         return self.engine.materialize(lazy, desc, consolidated=consolidated)
+
+    def split_errors(self, lazy: Lazy, desc: RelationDesc) -> Lazy:
+        """``lazy`` has one more data column than ``desc``, the error record (NULL for a good
+        row): computed once, its error rows kept in ``errors``, the others returned."""
+        from spate.render.errors import split_errors, with_error_column
+
+        if lazy.is_empty:
+            return lazy
+        batch = self.materialize(lazy, with_error_column(desc))
+        ok, errors = split_errors(batch.arrow(), desc.arity)
+        self.errors.append(errors)
+        return self.engine.lazy_of_batch(self.engine.batch_of_table(ok, desc))
 
 
 _T = TypeVar("_T")

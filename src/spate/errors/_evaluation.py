@@ -1,0 +1,59 @@
+"""Evaluation errors as data: the record a dataflow's error collection holds, and the error a
+read of a collection in error raises.
+
+A dataflow keeps, beside each collection it computes, an error collection: one record per input
+row (or group) whose evaluation failed, with that row's time and multiplicity, so that retracting
+the row retracts the error. A record is one text, :func:`error_record`'s fields joined by
+:data:`FIELD_SEP`; reads that find records at their time fail with :class:`EvaluationFailed`
+(a :class:`ReadFailed`) built from the first one, whose message names the collection, what went
+wrong (PostgreSQL's text and SQLSTATE), the expression and a sample offending row.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from spate.errors._environment import ReadFailed
+
+FIELD_SEP: Final = "\x1f"
+"""Between the fields of an error record (sqlstate, message, expression, row)."""
+
+_SQLSTATE: Final = re.compile(r"\[SQLSTATE ([0-9A-Z]{5})\]")
+
+
+def error_record(sqlstate: str, message: str, expression: str, row: str) -> str:
+    """One error of the error collection as its text (see the module docs)."""
+    return FIELD_SEP.join((sqlstate, message, expression, row))
+
+
+def describe_error(what: str, record: str, count: int = 1) -> str:
+    """The message a read of ``what`` fails with when its error collection holds ``record``
+    (``count`` records in all)."""
+    parts = record.split(FIELD_SEP)
+    if len(parts) != 4:
+        return f"{what}: evaluation error: {record}"
+    sqlstate, message, expression, row = parts
+    more = f" ({count} errors in all)" if count > 1 else ""
+    return f"{what}: {message} [SQLSTATE {sqlstate}] evaluating {expression} on row {row}{more}"
+
+
+class EvaluationFailed(ReadFailed):
+    """The collection read holds an evaluation error at the read's time (division by zero, an
+    out-of-range value, text that does not parse as the type cast to, a scalar subquery with
+    more than one row). The read succeeds again once the offending input is retracted.
+
+    ``sqlstate`` is PostgreSQL's code for the error (``22012``, ``22003``, ``22P02``,
+    ``21000``…)."""
+
+    def __init__(self, message: str, sqlstate: str = "22000") -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+    @staticmethod
+    def from_message(message: str) -> EvaluationFailed | None:
+        """The error a replica's read error text describes, if it is an evaluation error."""
+        found = _SQLSTATE.search(message)
+        if found is None:
+            return None
+        return EvaluationFailed(message, found.group(1))
