@@ -236,8 +236,15 @@ def _subscribes_in_flight(dsn: str) -> list[tuple[Any, ...]]:
         return c.execute("SELECT id, name, cluster FROM spate_catalog.subscribes").fetchall()
 
 
+def _until_none_in_flight(dsn: str, timeout: float = 60) -> list[tuple[Any, ...]]:
+    deadline = time.monotonic() + timeout
+    while (running := _subscribes_in_flight(dsn)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return running
+
+
 def test_disconnect_mid_subscribe_leaves_no_subscribe(env: Environment, dsn: str) -> None:
-    assert _subscribes_in_flight(dsn) == []
+    assert _until_none_in_flight(dsn) == []  # earlier tests' clients are gone too
     c = psycopg.connect(dsn)
     c.execute("DECLARE s CURSOR FOR SUBSCRIBE items_mv")
     assert c.execute("FETCH 1 s").fetchall()
@@ -246,10 +253,7 @@ def test_disconnect_mid_subscribe_leaves_no_subscribe(env: Environment, dsn: str
     assert [(name, cluster) for _id, name, cluster in running] == [("items_mv", "c")]
     assert running[0][0] in _transient_collections(env)
     c.pgconn.finish()  # the client goes away mid-subscribe
-    deadline = time.monotonic() + 60
-    while _subscribes_in_flight(dsn) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _subscribes_in_flight(dsn) == []
+    assert _until_none_in_flight(dsn) == []
     assert _transient_collections(env) == []
 
 

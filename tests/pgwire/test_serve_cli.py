@@ -96,3 +96,45 @@ def test_serve_with_a_password_from_the_environment(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_sqlalchemy_inspects_indexes_and_keys_and_dml_counts_rows(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    port = _free_port()
+    proc = _serve(str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}")
+    try:
+        dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
+        with _connect(dsn, proc) as conn:
+            conn.execute("CREATE CLUSTER c REPLICAS ()")
+            conn.execute("CREATE TABLE items (id bigint NOT NULL, name text)")
+            conn.execute("CREATE MATERIALIZED VIEW items_mv IN CLUSTER c AS SELECT * FROM items")
+            conn.execute("CREATE INDEX items_by_id IN CLUSTER c ON items_mv (id)")
+            cur = conn.execute("INSERT INTO items VALUES (1, 'a'), (2, 'b'), (3, 'c'), (4, 'd')")
+            assert cur.rowcount == 4
+            cur = conn.execute("UPDATE items SET name = 'x' WHERE id >= 2")
+            assert (cur.rowcount, cur.statusmessage) == (3, "UPDATE 3")
+            cur = conn.execute("DELETE FROM items WHERE id IN (1, 2)")
+            assert (cur.rowcount, cur.statusmessage) == (2, "DELETE 2")
+            assert conn.execute("UPDATE items SET name = 'y' WHERE id > 100").rowcount == 0
+            objects = conn.execute(
+                "SELECT name, type FROM spate_catalog.objects WHERE name = 'items_by_id'"
+            ).fetchall()
+            assert objects == [("items_by_id", "index")]
+        engine = sa.create_engine(f"postgresql+psycopg://me@127.0.0.1:{port}/spate?sslmode=disable")
+        try:
+            insp = sa.inspect(engine)
+            assert insp.get_indexes("items_mv") == [
+                {"name": "items_by_id", "unique": False, "column_names": ["id"]}
+            ]
+            assert insp.get_indexes("items") == []
+            assert insp.get_pk_constraint("items") == {"name": None, "constrained_columns": []}
+            with engine.begin() as c:
+                result = c.execute(sa.text("UPDATE items SET name = 'z' WHERE id = 3"))
+                assert result.rowcount == 1
+                assert c.execute(sa.text("SELECT name FROM items WHERE id = 3")).scalar() == "z"
+        finally:
+            engine.dispose()
+    finally:
+        proc.kill()
+        proc.wait()

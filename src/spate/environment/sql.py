@@ -141,6 +141,7 @@ def execute(
     env: EnvironmentOperations, stmt: st.Statement, session: Session, defs: Definitions
 ) -> Result:
     """Carry out one planned statement."""
+    session.rows_affected = None
     match stmt:
         case st.Select():
             return select(env, stmt, session)
@@ -159,11 +160,13 @@ def execute(
             rows = list(stmt.rows) if stmt.rows is not None else read_rows(env, stmt.plan, session)
             if rows:
                 env.insert(stmt.table, rows)
+            session.rows_affected = len(rows)
             return None
         case st.Delete():
             rows = dml_rows(env, stmt.plan, session)
             if rows:
                 env.delete(stmt.table, rows)
+            session.rows_affected = len(rows)
             return None
         case st.Update():
             changed_rows = dml_rows(env, stmt.plan, session)
@@ -171,6 +174,7 @@ def execute(
             changed = [(a, b) for a, b in pairs if a != b]
             if changed:
                 env.update(stmt.table, changed)
+            session.rows_affected = len(pairs)  # matched rows, as PostgreSQL counts them
             return None
         case st.CreateTable():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:

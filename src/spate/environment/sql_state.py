@@ -46,6 +46,9 @@ class Session:
     isolation: str = "strict serializable"
     real_time_recency: bool = False
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+    rows_affected: int | None = None
+    """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
+    CommandComplete tag of a wire client); ``None`` after any other statement."""
 
     def read_timeout(self) -> float:
         """Seconds a read waits (``SET statement_timeout`` in ms; 0, the default: 300 s)."""

@@ -4,8 +4,9 @@ psql joins ``pg_class`` twice through ``pg_index i``: one alias is the indexed r
 (``… = i.indrelid``), the other the index (``… = i.indexrelid``). Those queries are rewritten
 so each alias-qualified column reads its own object: ``c2.relname`` becomes ``c2__relname``,
 and every row carries the ``<alias>__<column>`` values of the object that alias stands for.
-Other clients' index queries (SQLAlchemy names ``pg_index`` in full) are left alone and see
-no index rows.
+SQLAlchemy's reflection query (``Inspector.get_indexes``: ``pg_index`` in full, each index's
+columns aggregated into ``idx_cols.elements``) is recognised as a whole and answered by
+:func:`sqlalchemy_indexes`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+import pyarrow as pa
+
+from spate.pgwire import types as pgt
 from spate.pgwire.engine import Relation
 
 _PSQL_INDEX: Final = re.compile(r"\bpg_index\s+i\b", re.I)
@@ -103,3 +107,61 @@ def with_tables(
                 row.update(index_columns(idx, class_rows[idx.on]["oid"]))
         out.append(row)
     return out
+
+
+_SQLALCHEMY_INDEXES: Final = re.compile(r"\bidx_cols\s*\.\s*elements\b", re.I)
+_INDRELID_IN: Final = re.compile(r"pg_index\s*\.\s*indrelid\s+IN\s*\(([^()]*)\)", re.I)
+
+
+def sqlalchemy_indexes(sql: str, relations: Sequence[Relation]) -> pa.Table | None:
+    """The answer to SQLAlchemy's index reflection query (``None`` for any other query): one
+    row per index of the relations whose oids it asks for (``pg_index.indrelid IN (…)``)."""
+    if not _SQLALCHEMY_INDEXES.search(sql):
+        return None
+    asked_in = _INDRELID_IN.findall(sql)
+    asked = {int(x) for x in re.findall(r"(?<![\w.])'?(\d+)'?", asked_in[-1])} if asked_in else None
+    by_name = {r.name: r for r in relations}
+    rows = []
+    for r in relations:
+        table = by_name.get(r.on or "")
+        if r.kind != "index" or table is None or (asked is not None and table.oid not in asked):
+            continue
+        n = len(r.key)
+        rows.append(
+            {
+                "indrelid": table.oid,
+                "relname": r.name,
+                "indisunique": False,
+                "indisvalid": True,
+                "has_constraint": False,
+                "indoption": " ".join(["0"] * n),  # an int2vector, in its text form
+                "reloptions": None,
+                "relam": None,
+                "filter_definition": None,
+                "indnkeyatts": n,
+                "indnullsnotdistinct": False,
+                "elements": list(r.key),
+                "elements_is_expr": [False] * n,
+                "elements_opclass": [0] * n,
+            }
+        )
+    rows.sort(key=lambda row: (row["indrelid"], row["relname"]))
+    schema = pa.schema(
+        [
+            pgt.field_with_type("indrelid", "oid", pa.int64()),
+            pa.field("relname", pa.string()),
+            pa.field("indisunique", pa.bool_()),
+            pa.field("indisvalid", pa.bool_()),
+            pa.field("has_constraint", pa.bool_()),
+            pa.field("indoption", pa.string()),
+            pa.field("reloptions", pa.list_(pa.string())),
+            pgt.field_with_type("relam", "oid", pa.int64()),
+            pa.field("filter_definition", pa.string()),
+            pa.field("indnkeyatts", pa.int64()),
+            pa.field("indnullsnotdistinct", pa.bool_()),
+            pa.field("elements", pa.list_(pa.string())),
+            pa.field("elements_is_expr", pa.list_(pa.bool_())),
+            pa.field("elements_opclass", pa.list_(pa.int64())),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)

@@ -403,6 +403,9 @@ def answer_known(
 ) -> pa.Table | None:
     """The answer to a catalog query (``None`` when it is not one this module can read)."""
     text = lexer.strip_comments(sql).strip().rstrip(";")
+    special = catalog_indexes.sqlalchemy_indexes(text, relations())
+    if special is not None:
+        return special
     aliases = catalog_indexes.roles(text)
     if aliases:
         text = catalog_indexes.rewrite(text, aliases)

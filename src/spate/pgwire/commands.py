@@ -10,22 +10,20 @@ the timeout), then returns up to ``n`` rows that are already there.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from spate.pgwire import codec, lexer, statements
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
+from spate.pgwire.host import SessionHost
 from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
 from spate.pgwire.portal import Portal
 
-if TYPE_CHECKING:
-    from spate.pgwire.session import Session
-
 
 async def run_session_statement(
-    s: Session, stmt: statements.SessionStatement, *, describe: bool, formats: tuple[int, ...]
+    s: SessionHost, stmt: statements.SessionStatement, *, describe: bool, formats: tuple[int, ...]
 ) -> None:
     if isinstance(stmt, statements.Begin):
         if s.status != "I":
@@ -91,17 +89,17 @@ async def run_session_statement(
         raise AssertionError(stmt)
 
 
-def _end_transaction(s: Session) -> None:
+def _end_transaction(s: SessionHost) -> None:
     s.status = "I"
     _close_cursors(s)
 
 
-def _close_cursors(s: Session) -> None:
+def _close_cursors(s: SessionHost) -> None:
     for name in [n for n, p in s.portals.items() if p.cursor]:
         s.portals.pop(name).close()
 
 
-def _show(s: Session, name: str, *, describe: bool, formats: tuple[int, ...]) -> None:
+def _show(s: SessionHost, name: str, *, describe: bool, formats: tuple[int, ...]) -> None:
     if name == "all":
         schema = pa.schema(
             [("name", pa.string()), ("setting", pa.string()), ("description", pa.string())]
@@ -129,7 +127,7 @@ def _fmts(formats: tuple[int, ...], n: int) -> list[int]:
     return list(formats)
 
 
-async def _declare(s: Session, stmt: statements.Declare) -> None:
+async def _declare(s: SessionHost, stmt: statements.Declare) -> None:
     if s.status == "I":
         raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
     if stmt.name in s.portals:
@@ -141,7 +139,7 @@ async def _declare(s: Session, stmt: statements.Declare) -> None:
 
 
 async def _fetch(
-    s: Session, stmt: statements.Fetch, *, describe: bool, formats: tuple[int, ...]
+    s: SessionHost, stmt: statements.Fetch, *, describe: bool, formats: tuple[int, ...]
 ) -> None:
     portal = s.portals.get(stmt.name)
     if portal is None or not portal.cursor:
@@ -166,7 +164,7 @@ async def _fetch(
 
 
 async def _fetch_stream(
-    s: Session, portal: Portal, limit: int | None, timeout: float | None
+    s: SessionHost, portal: Portal, limit: int | None, timeout: float | None
 ) -> list[Any]:
     assert portal.pump is not None
     loop = asyncio.get_running_loop()
@@ -198,7 +196,7 @@ async def _fetch_stream(
     return [portal.pending.popleft() for _ in range(n)]
 
 
-async def _copy(s: Session, stmt: statements.Copy) -> None:
+async def _copy(s: SessionHost, stmt: statements.Copy) -> None:
     portal = Portal(stmt.query, ())
     try:
         await s.start_portal(portal)

@@ -4,8 +4,8 @@ Statements run in the connection's own SQL session (``Environment.sql_session``:
 ``SET cluster``, its isolation), one statement per call (the session splits and binds). A row
 result becomes :class:`Rows` with its tag; SUBSCRIBE's iterator becomes a :class:`Stream` of
 tables with ``mz_timestamp`` (numeric: a number to machines), ``mz_diff`` and the data
-columns. The statement's tag is derived from its text (``CREATE TABLE``,
-``INSERT 0 n`` counting the rows of a VALUES list).
+columns. The statement's tag is derived from its text (``CREATE TABLE``); INSERT, UPDATE and
+DELETE tags carry the rows the session's statement wrote, matched or removed (``UPDATE 3``).
 
 :meth:`describe` finds a query's columns by planning it (parameters as typed NULLs), and a
 parameter's type from the column it is compared with or the type it is cast to.
@@ -123,7 +123,7 @@ class EnvironmentEngine:
             first = lexer.strip_comments(sql).lstrip()[:4].upper()
             return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")
         if result is None:
-            return Rows(None, command_tag(sql))
+            return Rows(None, command_tag(sql, self._session(ctx).session.rows_affected))
         if isinstance(result, Iterator):
             return self._stream(sql, result, ctx)
         raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
@@ -228,15 +228,16 @@ def subscribe_query(sql: str) -> str:
     return name.group(1)
 
 
-def command_tag(sql: str) -> str:
-    """PostgreSQL's CommandComplete tag for a statement that returns no rows."""
+def command_tag(sql: str, rows: int | None = None) -> str:
+    """PostgreSQL's CommandComplete tag for a statement that returns no rows; ``rows``: how
+    many an INSERT, UPDATE or DELETE wrote, matched or removed (if known)."""
     text = " ".join(lexer.strip_comments(sql).split()).upper()
     words = text.split(" ")
     head = words[0] if words else ""
     if head == "INSERT":
-        return f"INSERT 0 {_values_rows(lexer.strip_comments(sql))}"
+        return f"INSERT 0 {_values_rows(lexer.strip_comments(sql)) if rows is None else rows}"
     if head in ("UPDATE", "DELETE"):
-        return f"{head} 0"
+        return f"{head} {rows or 0}"
     if head in ("CREATE", "DROP", "ALTER"):
         rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
         if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:

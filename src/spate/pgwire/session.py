@@ -21,16 +21,15 @@ import secrets
 import ssl
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from spate.pgwire import codec, lexer, statements
-from spate.pgwire import types as pgt
-from spate.pgwire.auth import ScramVerifier
+from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
 from spate.pgwire.catalog import Catalog
 from spate.pgwire.commands import run_session_statement
 from spate.pgwire.engine import Context, Described, Engine, Rows, Stream
 from spate.pgwire.errors import PgError, sqlstate_of
+from spate.pgwire.host import SessionOptions as SessionOptions
 from spate.pgwire.output import RowEncoder, field_descs
 from spate.pgwire.portal import Portal, StreamPump, table_rows
 from spate.pgwire.startup import DISPLAY, default_vars, handshake
@@ -39,22 +38,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLUSH_BYTES: Final = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class SessionOptions:
-    max_message_bytes: int = 16 * 1024 * 1024
-    verifier: ScramVerifier | None = None
-    ssl_context: ssl.SSLContext | None = None
-    server_version: str = "9.5.0"
-    max_stream_stall: float = 300.0
-
-
-@dataclass(slots=True)
-class Prepared:
-    sql: str
-    param_oids: tuple[int, ...]
-    described: Described | None = None
 
 
 class Closed(Exception):
@@ -293,36 +276,9 @@ class Session:
     async def _bind(self, body: bytes) -> None:
         m = codec.parse_bind(body)
         stmt = self._statement(m.statement)
-        n = len(m.params)
-        if len(m.param_formats) not in (0, 1, n):
-            raise codec.MalformedMessage(f"Bind: {len(m.param_formats)} formats for {n} values")
-        declared = list(stmt.param_oids) + [0] * n
-        binary_untyped = any(
-            declared[i] == 0
-            and (m.param_formats[0 if len(m.param_formats) == 1 else i] if m.param_formats else 0)
-            for i in range(n)
-        )
-        if stmt.described is None and binary_untyped:
-            # An untyped value in binary needs the type the statement gives it; untyped text
-            # values are bound as untyped literals, as PostgreSQL treats them.
+        if needs_description(stmt, m):
             stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
-        oids = list(stmt.param_oids) + [0] * n
-        if stmt.described is not None:
-            oids = [
-                o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)
-            ]
-        literals = []
-        for i, raw in enumerate(m.params):
-            fmt = m.param_formats[0 if len(m.param_formats) == 1 else i] if m.param_formats else 0
-            value = pgt.decode_param(oids[i], fmt, raw, i + 1)
-            pg = pgt.BY_OID.get(oids[i])
-            literals.append(lexer.literal(value, _cast_name(pg)))
-        try:
-            sql = lexer.bind(stmt.sql, literals)
-        except IndexError as e:
-            raise PgError(
-                "08P01", f"bind message supplies {n} parameters, but ${e} is used"
-            ) from None
+        sql = bind_sql(stmt, m)
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
@@ -396,12 +352,12 @@ class Session:
                 schema = _show_schema(stmt.name)
             elif isinstance(stmt, statements.Fetch):
                 schema = self._portal(stmt.name).schema
-            return Described(_params(param_oids, nparams), schema)
+            return Described(param_types(param_oids, nparams), schema)
         if self._catalog.handles(sql):
             schema = await self._call(lambda: self._catalog.describe(sql, self._ctx))
-            return Described(_params(param_oids, nparams), schema)
+            return Described(param_types(param_oids, nparams), schema)
         d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
-        return Described(_params(d.param_oids or param_oids, nparams), d.schema)
+        return Described(param_types(d.param_oids or param_oids, nparams), d.schema)
 
     async def _prepare_portal(self, portal: Portal) -> None:
         """Find the portal's columns: run it now (finished results) or describe it (streams)."""
@@ -578,10 +534,6 @@ class Session:
             self.send(codec.parameter_status(DISPLAY.get(name, name), self.vars.get(name, "")))
 
 
-def _params(oids: tuple[int, ...], count: int) -> tuple[int, ...]:
-    return tuple(oids[:count]) + (0,) * max(0, count - len(oids))
-
-
 def _formats(formats: tuple[int, ...], n: int) -> list[int]:
     if not formats:
         return [0] * n
@@ -610,16 +562,3 @@ def _select_tag(tag: str, sent: int) -> str:
 
 def _is_subscribe(sql: str) -> bool:
     return lexer.strip_comments(sql).lstrip().upper().startswith("SUBSCRIBE")
-
-
-def _cast_name(pg: pgt.PgType | None) -> str | None:
-    if pg is None or pg.oid in (25, 1043, 19, 705):
-        return None
-    return {
-        "int8": "bigint",
-        "int4": "integer",
-        "int2": "smallint",
-        "float8": "double precision",
-        "float4": "real",
-        "bool": "boolean",
-    }.get(pg.name, pg.name)

@@ -8,14 +8,12 @@ without saying why, and logged without the password.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from spate.pgwire import codec, statements
 from spate.pgwire.auth import MECHANISM, AuthFailed, ScramExchange, is_loopback
 from spate.pgwire.errors import PgError
-
-if TYPE_CHECKING:
-    from spate.pgwire.session import Session
+from spate.pgwire.host import Connection
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +57,7 @@ DISPLAY: Final = {
 }
 
 
-async def handshake(s: Session) -> bool:
+async def handshake(s: Connection) -> bool:
     """SSL negotiation, the startup packet, authentication, the session's parameters.
 
     ``False`` when the connection was only a CancelRequest (or was refused).
@@ -110,7 +108,7 @@ async def handshake(s: Session) -> bool:
     return True
 
 
-async def _authenticate(s: Session, user: str) -> None:
+async def _authenticate(s: Connection, user: str) -> None:
     verifier = s.options.verifier
     if verifier is None:
         if not is_loopback(s.peer):

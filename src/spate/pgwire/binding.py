@@ -1,0 +1,73 @@
+"""Prepared statements and Bind: parameter values become literals in the statement's text.
+
+spate's SQL front end takes text, so a Bind's values (text or binary, typed by the statement's
+declared or described parameter types) are decoded and spliced into the statement as typed
+literals (``'42'::bigint``); an untyped text value stays an untyped literal, as PostgreSQL
+treats it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spate.pgwire import codec, lexer
+from spate.pgwire import types as pgt
+from spate.pgwire.engine import Described
+from spate.pgwire.errors import PgError
+
+
+@dataclass(slots=True)
+class Prepared:
+    sql: str
+    param_oids: tuple[int, ...]
+    described: Described | None = None
+
+
+def param_types(oids: tuple[int, ...], count: int) -> tuple[int, ...]:
+    """``count`` parameter type oids: the declared ones, ``0`` (unknown) for the rest."""
+    return tuple(oids[:count]) + (0,) * max(0, count - len(oids))
+
+
+def _format(m: codec.Bind, i: int) -> int:
+    if not m.param_formats:
+        return 0
+    return m.param_formats[0 if len(m.param_formats) == 1 else i]
+
+
+def needs_description(stmt: Prepared, m: codec.Bind) -> bool:
+    """A binary value of an undeclared type needs the type the statement gives it."""
+    n = len(m.params)
+    if len(m.param_formats) not in (0, 1, n):
+        raise codec.MalformedMessage(f"Bind: {len(m.param_formats)} formats for {n} values")
+    declared = list(stmt.param_oids) + [0] * n
+    return stmt.described is None and any(declared[i] == 0 and _format(m, i) for i in range(n))
+
+
+def bind_sql(stmt: Prepared, m: codec.Bind) -> str:
+    """The statement's text with the Bind's values in place of ``$1``, ``$2``…"""
+    n = len(m.params)
+    oids = list(stmt.param_oids) + [0] * n
+    if stmt.described is not None:
+        oids = [o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)]
+    literals = []
+    for i, raw in enumerate(m.params):
+        value = pgt.decode_param(oids[i], _format(m, i), raw, i + 1)
+        literals.append(lexer.literal(value, cast_name(pgt.BY_OID.get(oids[i]))))
+    try:
+        return lexer.bind(stmt.sql, literals)
+    except IndexError as e:
+        raise PgError("08P01", f"bind message supplies {n} parameters, but ${e} is used") from None
+
+
+def cast_name(pg: pgt.PgType | None) -> str | None:
+    """The type name to cast a bound literal to (``None``: leave it untyped text)."""
+    if pg is None or pg.oid in (25, 1043, 19, 705):
+        return None
+    return {
+        "int8": "bigint",
+        "int4": "integer",
+        "int2": "smallint",
+        "float8": "double precision",
+        "float4": "real",
+        "bool": "boolean",
+    }.get(pg.name, pg.name)

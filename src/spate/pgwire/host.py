@@ -1,0 +1,73 @@
+"""What the handshake and the session statements need of a session: two small protocols.
+
+:class:`~spate.pgwire.session.Session` implements both; :mod:`.startup` and :mod:`.commands`
+are written against these instead of the class, so that they do not import the session that
+calls them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from spate.pgwire.auth import ScramVerifier
+from spate.pgwire.portal import Portal
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    max_message_bytes: int = 16 * 1024 * 1024
+    verifier: ScramVerifier | None = None
+    ssl_context: ssl.SSLContext | None = None
+    server_version: str = "9.5.0"
+    max_stream_stall: float = 300.0
+
+
+class Connection(Protocol):
+    """A client connection before and during startup (:func:`.startup.handshake`)."""
+
+    options: SessionOptions
+    vars: dict[str, str]
+    pid: int
+    secret: int
+    peer: str
+    writer: asyncio.StreamWriter
+    cancel_other: Callable[[int, int], None]
+
+    def send(self, data: bytes) -> None: ...
+
+    async def flush(self) -> None: ...
+
+    async def read_exact(self, n: int) -> bytes: ...
+
+    async def read_message(self) -> tuple[bytes, bytes]: ...
+
+    async def fatal(self, sqlstate: str, message: str) -> None: ...
+
+
+class SessionHost(Connection, Protocol):
+    """A started session, as the statements it answers itself (:mod:`.commands`) use it."""
+
+    @property
+    def status(self) -> str: ...
+
+    @status.setter
+    def status(self, value: str) -> None: ...
+
+    @property
+    def portals(self) -> dict[str, Portal]: ...
+
+    async def engine_execute(self, sql: str) -> None: ...
+
+    async def start_portal(self, portal: Portal) -> None: ...
+
+    async def stream_rows(
+        self, portal: Portal, emit: Callable[[Any], None], max_rows: int
+    ) -> int: ...
+
+    async def wait_rows(self, portal: Portal, timeout: float | None) -> list[Any] | None: ...
+
+    def set_var(self, name: str, value: str | None) -> None: ...
