@@ -6,8 +6,13 @@ the replicas that run them. Every node is immutable, validated at construction, 
 
 * :mod:`spate.plan.expr` — scalar expression nodes; :mod:`spate.plan.infer` — name resolution
   and types; :mod:`spate.plan.aggregate` — aggregate functions.
-* :mod:`spate.plan.relation` — relational nodes; :mod:`spate.plan.builder` — the fluent API.
-* :mod:`spate.plan.window` — ``Window`` and its functions (row_number, rank, lag, …).
+* :mod:`spate.plan.relation` — relational nodes and their fluent methods;
+  :mod:`spate.plan.builder` — the functions a plan is written with (``col``, ``lit``, ``count``…);
+  below them :mod:`spate.plan.typing_rules` (each node's output schema),
+  :mod:`spate.plan.arguments` (user arguments normalised to the IR) and
+  :mod:`spate.plan.explain` (plan text).
+* :mod:`spate.plan.window` — ``Window`` and its functions (row_number, rank, lag, …; defined in
+  :mod:`spate.plan.window_func`).
 * :mod:`spate.plan.temporal` — validity intervals of temporal filters.
 * :mod:`spate.plan.evaluation` — what a plan means, evaluated in plain Python.
 * :mod:`spate.plan.dataflow` — ``DataflowDescription``; :mod:`spate.plan.validate` — its checks.

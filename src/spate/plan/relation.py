@@ -18,36 +18,29 @@ Column names exist for people and for schemas; the semantics is positional.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from spate.ids import GlobalId
-from spate.plan.aggregate import AggregateExpr, aggregate_type
-from spate.plan.builder import RelationBuilder
-from spate.plan.errors import InvalidPlan, PlanTypeError
-from spate.plan.expr import ScalarExpr, contains_now, show
+from spate.plan import arguments as spec
+from spate.plan import explain as text
+from spate.plan import typing_rules as rules
+from spate.plan.aggregate import AggregateExpr
+from spate.plan.arguments import ColumnSpec, SortSpec
+from spate.plan.errors import InvalidPlan
+from spate.plan.expr import ScalarExpr, contains_now, lift
 from spate.plan.finishing import ColumnOrder
-from spate.plan.infer import resolve
-from spate.plan.node_checks import (
-    bool_predicate,
-    fresh_name,
-    no_now,
-    node_errors,
-    output_names,
-    positions,
-    set_field,
-)
+from spate.plan.node_checks import node_errors, positions, set_field
 from spate.plan.table_func import TableFunc as TableFunc  # re-exported: FlatMap's field type
-from spate.plan.table_func import table_func_type
 from spate.plan.temporal import TemporalBounds, temporal_bounds
-from spate.repr.desc import Column, RelationDesc
-from spate.repr.types import Row, ScalarKind
+from spate.plan.window_func import WindowExpr
+from spate.repr.desc import RelationDesc
+from spate.repr.types import Row
 from spate.wire import wire
 
 
-class RelationExpr(RelationBuilder):
-    """Base of the relational IR nodes (the builder methods come from ``RelationBuilder``)."""
+class RelationExpr:
+    """Base of the relational IR nodes, with the fluent builder methods that make new ones."""
 
     __slots__ = ()
     _desc: RelationDesc
@@ -73,14 +66,122 @@ class RelationExpr(RelationBuilder):
             yield node
             stack.extend(reversed(node.inputs()))
 
+    def explain(self) -> str:
+        """The plan as indented text with column names (see :mod:`spate.plan.explain`)."""
+        return text.explain(self)
 
-# --- helpers ---------------------------------------------------------------------------------
+    def explain_line(self, names: Sequence[str]) -> str:
+        """This node's line of :meth:`explain` (``names``: see :mod:`spate.plan.explain`)."""
+        return type(self).__name__
+
+    # --- the fluent builder (see :mod:`spate.plan.builder`) -----------------------------------
+
+    def filter(self, *predicates: ScalarExpr) -> Filter:
+        """Keep rows where every predicate is TRUE."""
+        return Filter(self, tuple(predicates))
+
+    def map(self, **columns: object) -> Map:
+        """Append columns: ``.map(total=col("price") * col("qty"))`` (in argument order)."""
+        return Map(self, tuple(lift(v) for v in columns.values()), tuple(columns))
+
+    def project(self, *columns: ColumnSpec) -> Project:
+        """Keep these columns, in this order."""
+        return Project(self, spec.columns(self.desc, columns))
+
+    def select(self, *columns: ColumnSpec, **computed: object) -> RelationExpr:
+        """Keep ``columns``, then the ``computed`` ones: ``.select("id", total=col("a") + 1)``."""
+        kept = spec.columns(self.desc, columns)
+        if not computed:
+            return Project(self, kept)
+        mapped = Map(self, tuple(lift(v) for v in computed.values()), tuple(computed))
+        arity = self.desc.arity
+        return Project(mapped, (*kept, *range(arity, arity + len(computed))))
+
+    def rename(self, **names: str) -> Project:
+        """Rename columns: ``.rename(price="top_price")`` (old name = new name)."""
+        return Project(self, tuple(range(self.desc.arity)), spec.renamed(self.desc, names))
+
+    def flat_map(self, func: str, *args: object, name: str | None = None) -> FlatMap:
+        """``.flat_map("generate_series", 1, col("n"), name="i")``; also ``unnest``,
+        ``string_to_table``."""
+        f = TableFunc(func)
+        return FlatMap(self, f, tuple(lift(a) for a in args), () if name is None else (name,))
+
+    def join(
+        self,
+        other: RelationExpr,
+        on: Sequence[str | tuple[ColumnSpec, ColumnSpec]] = (),
+        *,
+        where: Sequence[ScalarExpr] = (),
+    ) -> Join:
+        """Inner join; ``on`` lists ``(left column, right column)`` pairs, or one name present on
+        both sides. ``where`` holds residual predicates over the output columns."""
+        return Join((self, other), spec.join_classes(self.desc, other.desc, on), tuple(where))
+
+    def cross_join(self, *others: RelationExpr) -> Join:
+        return Join((self, *others))
+
+    def reduce(self, group_key: Sequence[ColumnSpec] = (), **aggregates: AggregateExpr) -> Reduce:
+        """Group by ``group_key``; ``.reduce(["auction"], top=max_(col("price")))``."""
+        key = spec.columns(self.desc, group_key, "group key")
+        return Reduce(self, key, tuple(aggregates.values()), tuple(aggregates))
+
+    def top_k(
+        self,
+        group_key: Sequence[ColumnSpec] = (),
+        *,
+        order_by: Sequence[SortSpec] = (),
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> TopK:
+        key = spec.columns(self.desc, group_key, "group key")
+        return TopK(self, key, spec.ordering(self.desc, order_by), limit, offset)
+
+    def window(
+        self,
+        partition_by: Sequence[ColumnSpec] = (),
+        *,
+        order_by: Sequence[SortSpec] = (),
+        **funcs: WindowExpr | AggregateExpr,
+    ) -> Window:
+        """Window functions over one ``OVER (PARTITION BY … ORDER BY …)``, appended as columns:
+        ``.window(["auction"], order_by=[desc("price")], rn=row_number(), prev=lag(col("price")),
+        total=sum_(col("price")))`` (see :mod:`spate.plan.window`)."""
+        key = spec.columns(self.desc, partition_by, "partition by")
+        order = spec.ordering(self.desc, order_by)
+        return Window(self, key, order, tuple(funcs.values()), tuple(funcs))
+
+    def distinct(self) -> Distinct:
+        return Distinct(self)
+
+    def negate(self) -> Negate:
+        return Negate(self)
+
+    def threshold(self) -> Threshold:
+        return Threshold(self)
+
+    def union(self, *others: RelationExpr) -> Union:
+        """UNION ALL."""
+        return Union((self, *others))
+
+    def except_all(self, other: RelationExpr) -> Threshold:
+        """SQL ``EXCEPT ALL``: ``Threshold(self + Negate(other))``."""
+        return Threshold(Union((self, Negate(other))))
+
+    def arrange_by(self, *keys: Sequence[ColumnSpec]) -> ArrangeBy:
+        return ArrangeBy(self, tuple(spec.columns(self.desc, k, "key") for k in keys))
 
 
 def _check_input(value: object, what: str = "input") -> RelationExpr:
     if not isinstance(value, RelationExpr):
         raise InvalidPlan(f"{what} must be a relation expression, got {type(value).__name__}")
     return value
+
+
+def _settle(node: object, **fields: object) -> None:
+    """Store a node's settled fields (it is frozen)."""
+    for name, value in fields.items():
+        set_field(node, name, value)
 
 
 # --- leaves ----------------------------------------------------------------------------------
@@ -93,6 +194,7 @@ class Get(RelationExpr):
 
     id: GlobalId
     relation: RelationDesc
+    explain_line = text.get_line
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, GlobalId):
@@ -115,15 +217,11 @@ class Constant(RelationExpr):
 
     rows: tuple[tuple[Row, int], ...]
     relation: RelationDesc
+    explain_line = text.constant_line
 
     def __post_init__(self) -> None:
         with node_errors("Constant"):
-            rows = tuple((tuple(r), d) for r, d in self.rows)
-            for i, (row, diff) in enumerate(rows):
-                self.relation.validate_row(row, collection="Constant", row_index=i)
-                if isinstance(diff, bool) or not isinstance(diff, int) or diff == 0:
-                    raise InvalidPlan(f"row {i}: multiplicity must be a non-zero int, got {diff!r}")
-            set_field(self, "rows", rows)
+            _settle(self, rows=rules.constant_rows(self.rows, self.relation))
 
     @property
     def desc(self) -> RelationDesc:
@@ -145,26 +243,13 @@ class Map(RelationExpr):
     scalars: tuple[ScalarExpr, ...]
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.map_line
 
     def __post_init__(self) -> None:
         with node_errors("Map"):
-            inp = _check_input(self.input)
-            scalars = tuple(self.scalars)
-            arity = inp.desc.arity
-            taken = set(inp.desc.names)
-            names = output_names(
-                self.names, len(scalars), [f"col{arity + i}" for i in range(len(scalars))], taken
-            )
-            cols = list(inp.desc.columns)
-            resolved: list[ScalarExpr] = []
-            for name, s in zip(names, scalars, strict=True):
-                r, t = resolve(s, cols)
-                no_now(r, [c.name for c in cols])
-                resolved.append(r)
-                cols.append(Column(name, t.type, t.nullable))
-            set_field(self, "scalars", tuple(resolved))
-            set_field(self, "names", names)
-            set_field(self, "_desc", RelationDesc(cols))
+            inp = _check_input(self.input).desc
+            scalars, names, desc = rules.map_columns(inp, self.scalars, self.names)
+            _settle(self, scalars=scalars, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -182,20 +267,12 @@ class Filter(RelationExpr):
     input: RelationExpr
     predicates: tuple[ScalarExpr, ...]
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.filter_line
 
     def __post_init__(self) -> None:
         with node_errors("Filter"):
-            inp = _check_input(self.input)
-            cols = inp.desc.columns
-            names = inp.desc.names
-            resolved: list[ScalarExpr] = []
-            for p in self.predicates:
-                r, t = resolve(p, cols)
-                bool_predicate(r, t, names)
-                resolved.append(r)
-            temporal_bounds(resolved, names)  # rejects unsupported uses of now()
-            set_field(self, "predicates", tuple(resolved))
-            set_field(self, "_desc", inp.desc)
+            inp = _check_input(self.input).desc
+            _settle(self, predicates=rules.filter_predicates(inp, self.predicates), _desc=inp)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -217,25 +294,13 @@ class Project(RelationExpr):
     outputs: tuple[int, ...]
     names: tuple[str, ...] | None = None
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.project_line
 
     def __post_init__(self) -> None:
         with node_errors("Project"):
-            inp = _check_input(self.input)
-            outputs = positions(self.outputs, inp.desc.arity, "output", inp.desc)
-            cols = [inp.desc.columns[p] for p in outputs]
-            names = None if self.names is None else tuple(self.names)
-            if names is not None:
-                if len(names) != len(outputs):
-                    raise InvalidPlan(f"{len(outputs)} outputs but {len(names)} names")
-                cols = [dataclasses.replace(c, name=n) for c, n in zip(cols, names, strict=True)]
-            seen: set[str] = set()
-            for c in cols:
-                if c.name in seen:
-                    raise InvalidPlan(f"duplicate output column {c.name!r}; give names")
-                seen.add(c.name)
-            set_field(self, "outputs", outputs)
-            set_field(self, "names", names)
-            set_field(self, "_desc", RelationDesc(cols))
+            inp = _check_input(self.input).desc
+            outputs, names, desc = rules.project_columns(inp, self.outputs, self.names)
+            _settle(self, outputs=outputs, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -251,22 +316,13 @@ class FlatMap(RelationExpr):
     exprs: tuple[ScalarExpr, ...]
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.flat_map_line
 
     def __post_init__(self) -> None:
         with node_errors("FlatMap"):
-            inp = _check_input(self.input)
-            cols = inp.desc.columns
-            names_in = inp.desc.names
-            typed = [resolve(e, cols) for e in self.exprs]
-            for r, _ in typed:
-                no_now(r, names_in)
-            out = table_func_type(TableFunc(self.func), [t for _, t in typed])
-            names = output_names(self.names, 1, [self.func.value], set(names_in))
-            set_field(self, "exprs", tuple(r for r, _ in typed))
-            set_field(self, "names", names)
-            set_field(
-                self, "_desc", RelationDesc([*cols, Column(names[0], out.type, out.nullable)])
-            )
+            inp = _check_input(self.input).desc
+            exprs, names, desc = rules.flat_map_column(inp, self.func, self.exprs, self.names)
+            _settle(self, exprs=exprs, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -291,38 +347,14 @@ class Join(RelationExpr):
     equivalences: tuple[tuple[int, ...], ...] = ()
     predicates: tuple[ScalarExpr, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.join_line
 
     def __post_init__(self) -> None:
         with node_errors("Join"):
             inputs = tuple(_check_input(i, "join input") for i in self.operands)
-            if len(inputs) < 2:
-                raise InvalidPlan(f"a join needs at least 2 inputs, got {len(inputs)}")
-            taken: set[str] = set()
-            cols: list[Column] = []
-            for inp in inputs:
-                for c in inp.desc.columns:
-                    cols.append(dataclasses.replace(c, name=fresh_name(c.name, taken)))
-            desc = RelationDesc(cols)
-            classes: list[tuple[int, ...]] = []
-            for cls in self.equivalences:
-                members = positions(cls, len(cols), "equivalence", desc)
-                if len(members) < 2:
-                    raise InvalidPlan(f"an equivalence class needs 2 or more columns: {members}")
-                kinds = {cols[p].type.kind for p in members}
-                if len(kinds) != 1:
-                    shown = ", ".join(f"{cols[p].name} ({cols[p].type})" for p in members)
-                    raise PlanTypeError(f"equated columns have different types: {shown}")
-                classes.append(members)
-            resolved: list[ScalarExpr] = []
-            for p in self.predicates:
-                r, t = resolve(p, cols)
-                bool_predicate(r, t, desc.names)
-                no_now(r, desc.names)
-                resolved.append(r)
-            set_field(self, "operands", inputs)
-            set_field(self, "equivalences", tuple(classes))
-            set_field(self, "predicates", tuple(resolved))
-            set_field(self, "_desc", desc)
+            descs = [i.desc for i in inputs]
+            classes, preds, desc = rules.join_columns(descs, self.equivalences, self.predicates)
+            _settle(self, operands=inputs, equivalences=classes, predicates=preds, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return self.operands
@@ -349,31 +381,15 @@ class Reduce(RelationExpr):
     aggregates: tuple[AggregateExpr, ...] = ()
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.reduce_line
 
     def __post_init__(self) -> None:
         with node_errors("Reduce"):
-            inp = _check_input(self.input)
-            key = positions(self.group_key, inp.desc.arity, "group key", inp.desc)
-            cols = [inp.desc.columns[p] for p in key]
-            taken = {c.name for c in cols}
-            aggs = tuple(self.aggregates)
-            names = output_names(self.names, len(aggs), [a.func.value for a in aggs], taken)
-            resolved: list[AggregateExpr] = []
-            for name, agg in zip(names, aggs, strict=True):
-                if not isinstance(agg, AggregateExpr):
-                    raise InvalidPlan(f"not an aggregate: {agg!r}")
-                r, t = resolve(agg.expr, inp.desc.columns)
-                no_now(r, inp.desc.names)
-                try:
-                    out = aggregate_type(agg.func, t)
-                except PlanTypeError as e:
-                    raise PlanTypeError(f"{name}: {e}: {show(r, inp.desc.names)}") from None
-                resolved.append(dataclasses.replace(agg, expr=r))
-                cols.append(Column(name, out.type, out.nullable))
-            set_field(self, "group_key", key)
-            set_field(self, "aggregates", tuple(resolved))
-            set_field(self, "names", names)
-            set_field(self, "_desc", RelationDesc(cols))
+            inp = _check_input(self.input).desc
+            key, aggs, names, desc = rules.reduce_columns(
+                inp, self.group_key, self.aggregates, self.names
+            )
+            _settle(self, group_key=key, aggregates=aggs, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -395,28 +411,42 @@ class TopK(RelationExpr):
     limit: int | None = None
     offset: int = 0
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.top_k_line
 
     def __post_init__(self) -> None:
         with node_errors("TopK"):
-            inp = _check_input(self.input)
-            desc = inp.desc
-            key = positions(self.group_key, desc.arity, "group key", desc)
-            order = tuple(self.order_by)
-            for o in order:
-                if not isinstance(o, ColumnOrder):
-                    raise InvalidPlan(f"order_by takes ColumnOrder values, got {o!r}")
-                positions([o.column], desc.arity, "order by", desc)
-                if desc.columns[o.column].type.kind is ScalarKind.JSONB:
-                    raise PlanTypeError(f"cannot order by jsonb column {desc.names[o.column]!r}")
-            if self.limit is not None and (
-                isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0
-            ):
-                raise InvalidPlan(f"limit must be None or an int >= 0, got {self.limit!r}")
-            if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
-                raise InvalidPlan(f"offset must be an int >= 0, got {self.offset!r}")
-            set_field(self, "group_key", key)
-            set_field(self, "order_by", order)
-            set_field(self, "_desc", desc)
+            inp = _check_input(self.input).desc
+            key = positions(self.group_key, inp.arity, "group key", inp)
+            order = rules.sort_order(inp, self.order_by)
+            rules.top_k_bounds(self.limit, self.offset)
+            _settle(self, group_key=key, order_by=order, _desc=inp)
+
+    def inputs(self) -> tuple[RelationExpr, ...]:
+        return (self.input,)
+
+
+@wire("plan.window")
+@dataclass(frozen=True, slots=True)
+class Window(RelationExpr):
+    """The input with one column appended per function in ``funcs``, each computed over the
+    row's partition (``partition_by`` columns) in the order ``order_by`` (see
+    :mod:`spate.plan.window` for the semantics, the tie-break and the frame)."""
+
+    input: RelationExpr
+    partition_by: tuple[int, ...] = ()
+    order_by: tuple[ColumnOrder, ...] = ()
+    funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
+    names: tuple[str, ...] = ()
+    _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.window_line
+
+    def __post_init__(self) -> None:
+        with node_errors("Window"):
+            inp = _check_input(self.input).desc
+            key = positions(self.partition_by, inp.arity, "partition by", inp)
+            order = rules.sort_order(inp, self.order_by)
+            funcs, names, desc = rules.window_columns(inp, self.funcs, self.names)
+            _settle(self, partition_by=key, order_by=order, funcs=funcs, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
@@ -484,30 +514,7 @@ class Union(RelationExpr):
     def __post_init__(self) -> None:
         with node_errors("Union"):
             inputs = tuple(_check_input(i, "union input") for i in self.operands)
-            if not inputs:
-                raise InvalidPlan("a union needs at least one input")
-            first = inputs[0].desc
-            nullable = [c.nullable for c in first.columns]
-            for n, inp in enumerate(inputs[1:], start=1):
-                d = inp.desc
-                if d.arity != first.arity:
-                    raise PlanTypeError(
-                        f"input {n} has {d.arity} columns ({', '.join(d.names)}), input 0 has "
-                        f"{first.arity} ({', '.join(first.names)})"
-                    )
-                for i, (a, b) in enumerate(zip(first.columns, d.columns, strict=True)):
-                    if a.type != b.type:
-                        raise PlanTypeError(
-                            f"column {i} ({a.name!r}) is {a.type} in input 0 but {b.type} "
-                            f"in input {n}"
-                        )
-                    nullable[i] = nullable[i] or b.nullable
-            cols = [
-                dataclasses.replace(c, nullable=nl)
-                for c, nl in zip(first.columns, nullable, strict=True)
-            ]
-            set_field(self, "operands", inputs)
-            set_field(self, "_desc", RelationDesc(cols))
+            _settle(self, operands=inputs, _desc=rules.union_columns([i.desc for i in inputs]))
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return self.operands
@@ -521,13 +528,13 @@ class ArrangeBy(RelationExpr):
     input: RelationExpr
     keys: tuple[tuple[int, ...], ...]
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
+    explain_line = text.arrange_by_line
 
     def __post_init__(self) -> None:
         with node_errors("ArrangeBy"):
-            inp = _check_input(self.input)
-            keys = tuple(positions(k, inp.desc.arity, "key", inp.desc) for k in self.keys)
-            set_field(self, "keys", keys)
-            set_field(self, "_desc", inp.desc)
+            inp = _check_input(self.input).desc
+            keys = tuple(positions(k, inp.arity, "key", inp) for k in self.keys)
+            _settle(self, keys=keys, _desc=inp)
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)
