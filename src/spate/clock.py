@@ -7,8 +7,18 @@ told to.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
-from typing import Protocol
+from typing import Final, Protocol
+
+_EPOCH: Final = dt.datetime(1970, 1, 1)
+
+
+def format_ms(ms: int) -> str:
+    """A time (milliseconds since the Unix epoch, UTC) as people read it:
+    ``2026-11-24 13:37:16.181``. spate's timestamps are such numbers; this is only display."""
+    t = _EPOCH + dt.timedelta(milliseconds=ms)
+    return f"{t:%Y-%m-%d %H:%M:%S}.{ms % 1000:03d}"
 
 
 class Clock(Protocol):

@@ -2,7 +2,10 @@
 
 The shell reads statements over several lines until one ends with ``;``, keeps a history in
 ``~/.spate_sql_history`` (readline: arrows, Ctrl-R), prints rows as tables (rich) and
-SUBSCRIBE changes as they come (Ctrl-C stops them). ``\\q`` (or Ctrl-D) quits.
+SUBSCRIBE changes as they come (Ctrl-C stops them). ``\\q`` (or Ctrl-D) quits. spate's
+timestamps (a change's time, ``spate_catalog``'s since and upper…) are printed as times,
+``2026-11-24 13:37:16.181`` (UTC); what the API and pgwire return stays the number of
+milliseconds.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import pyarrow as pa
 import typer
@@ -18,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from spate.cli.app import app, settings
+from spate.clock import format_ms
 from spate.sql.parse import split
 
 HISTORY = Path.home() / ".spate_sql_history"
@@ -35,12 +39,24 @@ def complete(text: str, dialect: str = "postgres") -> bool:
     return True
 
 
+TIME_COLUMNS: Final = frozenset(
+    {"mz_timestamp", "since", "upper", "committed_frontier", "requested_at", "timestamp"}
+)
+"""Integer columns with these names hold spate timestamps (milliseconds since the epoch, as
+in ``spate_catalog``): the shell prints them as times; the value itself stays the number."""
+
+
 def render(table: pa.Table) -> Table:
-    """A rich table of ``table``'s rows (NULL shown as NULL)."""
+    """A rich table of ``table``'s rows (NULL shown as NULL, spate timestamps as times)."""
     out = Table(show_lines=False, header_style="bold")
     for name in table.column_names:
         out.add_column(name)
-    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    columns = [
+        _times(table.column(i).to_pylist())
+        if f.name in TIME_COLUMNS and pa.types.is_integer(f.type)
+        else table.column(i).to_pylist()
+        for i, f in enumerate(table.schema)
+    ]
     for i in range(table.num_rows):
         out.add_row(*("NULL" if c[i] is None else str(c[i]) for c in columns))
     out.caption = f"{table.num_rows} row{'s' if table.num_rows != 1 else ''}"
@@ -55,7 +71,8 @@ def show(console: Console, result: Any) -> None:
         try:
             for batch in result:
                 for time, row, diff in batch:
-                    console.print(f"{time}\t{diff:+d}\t" + "\t".join(map(_cell, row)))
+                    line = f"{format_ms(time)}\t{diff:+d}\t" + "\t".join(map(_cell, row))
+                    console.print(line, markup=False, highlight=False)
         except KeyboardInterrupt:
             console.print("(subscribe stopped)")
         finally:
@@ -63,6 +80,10 @@ def show(console: Console, result: Any) -> None:
                 result.close()  # type: ignore[attr-defined]
     else:
         console.print("OK", style="green")
+
+
+def _times(values: list[object]) -> list[object]:
+    return [format_ms(v) if isinstance(v, int) and v > 0 else v for v in values]
 
 
 def _cell(v: object) -> str:

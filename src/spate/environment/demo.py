@@ -44,6 +44,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from spate.clock import format_ms
 from spate.config import Settings
 from spate.environment.api import Environment
 from spate.environment.status import EnvironmentStatus
@@ -125,7 +126,8 @@ class DemoReport:
         t.add_row("killed replica rehydrated", rehydrated)
         t.add_row(f"{VIEW} rows", str(self.final_rows))
         check = {True: "yes", False: "NO", None: "not checked"}[self.matches_recomputation]
-        t.add_row(f"{VIEW} == recomputation at {self.check_ts}", check)
+        at = "-" if self.check_ts is None else format_ms(self.check_ts)
+        t.add_row(f"{VIEW} == recomputation at {at}", check)
         return t
 
 

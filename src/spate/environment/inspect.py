@@ -24,6 +24,7 @@ from spate.environment.catalog import CatalogState, kind_of
 from spate.environment.catalog_store import CatalogStore, CatalogUnreadable
 from spate.environment.clusters import service_name
 from spate.environment.services import layout_of
+from spate.environment.status import show_frontier
 from spate.errors import UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import SystemIdGen
@@ -75,15 +76,15 @@ class OfflineStatus:
         now = time.time_ns() // 1_000_000
         coll = Table(title=f"{self.data_dir} (last epoch {self.epoch})")
         for h in ("name", "kind", "id", "since", "upper", "behind wall clock"):
-            coll.add_column(h)
+            coll.add_column(h, no_wrap=h in ("since", "upper"))
         for c in self.collections:
             upper = c.upper.as_option()
             coll.add_row(
                 c.name,
                 c.kind,
                 c.id,
-                str(c.since),
-                str(c.upper),
+                show_frontier(c.since),
+                show_frontier(c.upper),
                 "-" if upper is None else f"{max(0, now - upper) / 1000:.1f} s",
             )
         reps = Table(title="replica processes")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
+from spate.clock import format_ms
 from spate.environment import introspection
 from spate.environment.catalog import IndexItem, MaterializedViewItem, SinkItem, SourceItem
 from spate.environment.runtime import Runtime
@@ -69,16 +70,16 @@ class EnvironmentStatus:
 
     def tables(self) -> list[Table]:
         """Rich tables for the console."""
-        coll = Table(title=f"collections (read ts {self.read_ts})")
+        coll = Table(title=f"collections (read ts {format_ms(self.read_ts)})")
         for h in ("name", "kind", "id", "since", "upper", "lag", "cluster", "hydrated", "status"):
-            coll.add_column(h)
+            coll.add_column(h, no_wrap=h in ("since", "upper"))
         for c in self.collections:
             coll.add_row(
                 c.name,
                 c.kind,
                 c.id,
-                str(c.since),
-                str(c.upper),
+                show_frontier(c.since),
+                show_frontier(c.upper),
                 "-" if c.lag_ms is None else f"{c.lag_ms} ms",
                 c.cluster or "-",
                 "-" if c.hydrated is None else ("yes" if c.hydrated else "no"),
@@ -100,7 +101,15 @@ class EnvironmentStatus:
         return [coll, reps]
 
 
-def render_tables(tables: list[Table], width: int = 120) -> str:
+def show_frontier(f: Frontier) -> str:
+    """A frontier as people read it: its time as a timestamp (``{}``: closed, no more times)."""
+    t = f.as_option()
+    if t is None:
+        return "{}"
+    return format_ms(t) if t > 0 else str(t)
+
+
+def render_tables(tables: list[Table], width: int = 160) -> str:
     """``tables`` as plain text, as a console of ``width`` columns prints them."""
     console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
     for table in tables:
