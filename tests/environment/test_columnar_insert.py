@@ -77,3 +77,19 @@ def test_floats_have_one_identity_and_a_dataframe_nan_is_a_value(env: Environmen
     # Rows given as Python values find them: the same identity on both paths.
     assert env.delete("readings", [(1, 0.0), (2, float("nan"))]).rows == 2
     assert sorted(r["id"] for r in env.select("readings").to_pylist()) == [3, 4]
+
+
+def test_rows_are_not_columnar_while_pandas_is_half_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another thread may be importing pandas (seen with the collection manager's thread):
+    the module is in sys.modules without DataFrame yet; a list of rows is still rows."""
+    import sys
+    import types
+
+    from spate.environment.tables import is_columnar
+
+    table = pa.table({"a": [1]})
+    monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))
+    assert not is_columnar([(1, "a")])
+    assert is_columnar(table)

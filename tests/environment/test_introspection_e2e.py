@@ -102,6 +102,7 @@ def test_a_killed_replica_changes_its_health_row_within_5_s(env: Environment) ->
             break
         time.sleep(0.1)
     took = time.monotonic() - killed
+    print(f"the replicas row changed {took:.2f} s after the kill: {before} -> {row}")
     assert row != before, f"no change within {took:.1f} s: {row}"
     assert took < 5
     # and it recovers: restarted by the orchestrator, hydrated again
@@ -137,3 +138,26 @@ def test_a_source_counts_exactly_the_rows_it_ingested(env: Environment, tmp_path
     # nothing more arrives: the count stays exact
     time.sleep(2)
     assert {r["name"]: r["rows"] for r in _sql(env, query)}["f_files"] == n
+
+
+def test_a_waiting_peek_is_in_flight_until_answered(env: Environment) -> None:
+    import threading
+
+    at = env.runtime.clock.now_millis() + 4_000  # the index will not be complete there yet
+    answered: list[int] = []
+    reader = threading.Thread(
+        target=lambda: answered.append(env.select("t_mv", as_of=at, timeout=120).num_rows)
+    )
+    reader.start()
+    seen: list[dict[str, Any]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline and reader.is_alive():
+            rows = _sql(env, "SELECT target, timestamp, cluster FROM spate_catalog.peeks")
+            seen = [r for r in rows if r["timestamp"] == at]
+    finally:
+        reader.join(120)
+    assert seen == [{"target": "t_by_k", "timestamp": at, "cluster": "c"}]
+    assert answered and answered[0] >= 5
+    rows = _sql(env, "SELECT timestamp FROM spate_catalog.peeks")
+    assert at not in [r["timestamp"] for r in rows]

@@ -12,11 +12,12 @@ reads the parts' state: introspection never changes what it describes.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Final
 
 from spate.environment import subscriptions
-from spate.environment.builtins import BUILTINS, IntrospectionItem, builtin_of
+from spate.environment.builtins import BUILTINS, IntrospectionItem, builtin_by_id, builtin_of
 from spate.environment.catalog import (
     IndexItem,
     Item,
@@ -30,9 +31,12 @@ from spate.environment.catalog import (
 )
 from spate.environment.clusters import service_name
 from spate.environment.runtime import Runtime
-from spate.frontier.antichain import Frontier
+from spate.errors import ReadTimeout
+from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_policy import ReadPolicy
 from spate.orchestrator.service import ServiceMissing
+from spate.plan.evaluation.relation import Multiset, evaluate
+from spate.plan.relation import RelationExpr
 from spate.repr.types import Row
 from spate.storage.controller.types import (
     CollectionDescription,
@@ -61,6 +65,31 @@ async def install(rt: Runtime) -> None:
 async def refresh(rt: Runtime) -> None:
     """Write every relation now, so that :func:`read` sees the present."""
     await rt.storage.write_introspection()
+
+
+def reads_only_system(plan: RelationExpr) -> bool:
+    """``plan`` (views inlined) reads ``spate_catalog`` relations and nothing else."""
+    ids = plan.depends_on()
+    return bool(ids) and all(builtin_by_id(i) is not None for i in ids)
+
+
+async def evaluate_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) -> Multiset:
+    """``plan`` over ``spate_catalog`` relations only, at ``ts``, evaluated in this process
+    from their shards: introspection needs no replica (it is read while replicas are down)."""
+    ids = sorted(plan.depends_on())
+    holds = rt.storage.acquire_read_holds(ids)
+    try:
+        for hold in holds:
+            hold.try_downgrade(Antichain.of(ts))
+        try:
+            await rt.controller.wait_for_uppers(ids, ts, timeout)
+        except TimeoutError as e:
+            raise ReadTimeout(f"read of spate_catalog at {ts}: {e}") from None
+        inputs = {id: Counter(dict(await rt.storage.snapshot(id, ts))) for id in ids}
+    finally:
+        for hold in holds:
+            hold.release()
+    return evaluate(plan, inputs, ts)
 
 
 async def read(rt: Runtime, kind: IntrospectionKind) -> list[Row]:

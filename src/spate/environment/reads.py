@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.compute.controller.responses import SubscribeResponse
-from spate.environment import lookup, subscriptions
+from spate.environment import introspection, lookup, subscriptions
 from spate.environment.builtins import IntrospectionItem, builtin_by_id
 from spate.environment.catalog import (
     IndexItem,
@@ -316,6 +316,12 @@ async def _select(
         await await_recency(rt, t.plan, timeout)
     if as_of is None and level == "strict serializable":
         as_of = await _introspection_time(rt, inline_views(t.plan, rt.catalog))
+    inlined = inline_views(t.plan, rt.catalog)
+    if introspection.reads_only_system(inlined):
+        inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
+        ts = _pick_timestamp(rt, inputs, as_of, level)
+        counts = await introspection.evaluate_here(rt, inlined, ts, timeout)
+        return _rows_table(desc, list(counts.items()), finishing)
     found = lookup.index_lookup(rt, t.plan, cluster)
     if found is not None:
         return await _select_lookup(rt, t.plan, found, as_of, finishing, timeout, level)

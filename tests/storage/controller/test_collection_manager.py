@@ -93,3 +93,82 @@ def test_append_only_rows_are_batched_and_uppers_bumped() -> None:
     assert client.fetch_state(shard).upper == Antichain.of(1_011)
     assert sum(contents(client, shard, STATUS).values()) == 2  # blind writes, each once
     m.close()
+
+
+def test_rows_stated_while_a_write_runs_are_written_by_the_next_one() -> None:
+    """The event loop states desired rows and appends status rows while a write runs in a
+    thread: the write records what it wrote, so the next one writes the rest (before, it took
+    the newer desired rows as written, and status rows appended meanwhile were cleared)."""
+    clock, client, ids = setup()
+    mapping, status = ShardId.new(ids), ShardId.new(ids)
+    m = CollectionManager(client, clock, ids, read_only=False)
+    m.register(GlobalId.system(1), MAPPING, mapping, INTROSPECTION_DESCS[MAPPING])
+    m.register(GlobalId.system(2), STATUS, status, INTROSPECTION_DESCS[STATUS])
+    m.set_desired(MAPPING, [("u1", "s-a")])
+    at = dt.datetime(2024, 1, 1)
+    m.append(STATUS, [(at, "u1", "starting", None, None, None)])
+    m.tick()  # opens the writers
+    real = {}
+    for c in m._collections.values():
+        writer = c.writer
+        assert writer is not None
+        real[c.kind] = writer.compare_and_append
+
+    def meanwhile(kind: IntrospectionKind):  # type: ignore[no-untyped-def]
+        def caa(*args, **kwargs):  # type: ignore[no-untyped-def]
+            if kind is MAPPING:
+                m.set_desired(MAPPING, [("u2", "s-b")])
+            else:
+                m.append(STATUS, [(at, "u1", "running", None, None, None)])
+            return real[kind](*args, **kwargs)
+
+        return caa
+
+    for c in m._collections.values():
+        assert c.writer is not None
+        c.writer.compare_and_append = meanwhile(c.kind)  # type: ignore[method-assign]
+    clock.advance(10)
+    m.set_desired(MAPPING, [("u1", "s-a"), ("u3", "s-c")])
+    m.append(STATUS, [(at, "u1", "paused", None, None, None)])
+    m.tick()
+    assert contents(client, mapping, MAPPING) == Counter({("u1", "s-a"): 1, ("u3", "s-c"): 1})
+    for c in m._collections.values():
+        assert c.writer is not None
+        c.writer.compare_and_append = real[c.kind]  # type: ignore[method-assign]
+    clock.advance(10)
+    m.tick()
+    assert contents(client, mapping, MAPPING) == Counter({("u2", "s-b"): 1})
+    statuses = sorted(r[2] for r in contents(client, status, STATUS))  # type: ignore[index]
+    assert statuses == ["paused", "running", "starting"]
+    m.close()
+
+
+def test_close_waits_for_a_write_in_progress() -> None:
+    import threading
+
+    clock, client, ids = setup()
+    m = CollectionManager(client, clock, ids, read_only=False)
+    m.register(GlobalId.system(1), MAPPING, ShardId.new(ids), INTROSPECTION_DESCS[MAPPING])
+    m.tick()
+    (c,) = m._collections.values()
+    assert c.writer is not None
+    real, entered, release = c.writer.compare_and_append, threading.Event(), threading.Event()
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        entered.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    c.writer.compare_and_append = slow  # type: ignore[method-assign]
+    writing = threading.Thread(target=m.tick)
+    writing.start()
+    assert entered.wait(10)
+    closing = threading.Thread(target=m.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # waits for the write instead of expiring its writer under it
+    release.set()
+    writing.join(10)
+    closing.join(10)
+    assert not closing.is_alive()
+    assert m.tick() == {}  # closed: writes nothing more
