@@ -121,9 +121,12 @@ def test_sqlalchemy_inspects_indexes_and_keys_and_dml_counts_rows(tmp_path: Path
                 "SELECT name, type FROM spate_catalog.objects WHERE name = 'items_by_id'"
             ).fetchall()
             assert objects == [("items_by_id", "index")]
+            schemas = conn.execute("SELECT nspname FROM pg_catalog.pg_namespace").fetchall()
+            assert ("spate_catalog",) in schemas
         engine = sa.create_engine(f"postgresql+psycopg://me@127.0.0.1:{port}/spate?sslmode=disable")
         try:
             insp = sa.inspect(engine)
+            assert "spate_catalog" in insp.get_schema_names()
             assert insp.get_indexes("items_mv") == [
                 {"name": "items_by_id", "unique": False, "column_names": ["id"]}
             ]

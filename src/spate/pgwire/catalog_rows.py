@@ -17,7 +17,12 @@ from spate.pgwire import types as pgt
 from spate.pgwire.engine import Relation
 from spate.pgwire.lexer import depths
 
-NAMESPACE_OIDS: Final = {"pg_catalog": 11, "public": 2200, "information_schema": 13000}
+NAMESPACE_OIDS: Final = {
+    "pg_catalog": 11,
+    "public": 2200,
+    "information_schema": 13000,
+    "spate_catalog": 13001,  # spate's introspection relations (read by name)
+}
 DATABASE_OID: Final = 16384
 ROLE_OID: Final = 10
 _RELKIND: Final = {
