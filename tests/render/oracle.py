@@ -24,9 +24,9 @@ from spate.testing.reference import accumulate, expected_contents
 Update = tuple[Row, int, int]
 
 
-EVERY_DELTA_LARGE = EngineSettings(small_rows=0)
+EVERY_DELTA_LARGE = EngineSettings(small_rows=0, driver_rows=0)
 """Every delta takes the large path: Parquet instead of Arrow, large snapshots (and what is
-projected from them) left unconsolidated."""
+projected from them) left unconsolidated, and Spark computes every step."""
 
 
 def canon(rows: Mapping[Row, int], desc: RelationDesc) -> Counter[Row]:

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from spate.plan.aggregate import AggregateExpr
 from spate.plan.builder import avg, col, count, max_, min_, sum_
 from spate.plan.relation import Get
+from spate.render.batch import EngineSettings
 from spate.render.operators import driver_join, driver_reduce, join, join_history, keyed
 from spate.testing.plan_strategies import single_plan_dataflow
 from spate.testing.update_strategies import input_streams
@@ -179,3 +180,12 @@ def test_a_join_step_and_the_reduce_above_it_run_no_spark_job(
     dataflow = single_plan_dataflow(plan, BOTH, as_of=1)
     run_and_check(spark, tmp_path_factory.mktemp("j"), dataflow, streams, BOTH, [2, 5, 6])
     assert driver_joins and driver_runs
+    # Deltas above small_rows (the large paths for Spark) are still the driver's up to
+    # driver_rows; with driver_rows=0 Spark computes every step, alike.
+    for driver_rows in (1_000_000, 0):
+        driver_joins.clear()
+        driver_runs.clear()
+        large = EngineSettings(small_rows=0, driver_rows=driver_rows)
+        scratch = tmp_path_factory.mktemp("large")
+        run_and_check(spark, scratch, dataflow, streams, BOTH, [2, 5, 6], settings=large)
+        assert bool(driver_joins and driver_runs) == (driver_rows > 0)

@@ -46,6 +46,11 @@ class EngineSettings:
     operators treat them as small (broadcast, one partition, driver-side lookups); larger ones
     travel as Parquet, which moves ~10× more rows per second on the machine measured. 0 sends
     every delta down the large paths (tests do, to cover them with small data)."""
+    driver_rows: int = 1_000_000
+    """Steps of joins and reduces whose rows (the delta and what it touches, looked up on the
+    driver) are at most this many are computed on the driver with pyarrow where the operator
+    allows it (:mod:`spate.render.operators.driver_reduce`, ``driver_join``): pyarrow groups
+    and joins a million rows here in about the time of Spark's smallest job. 0: never."""
 
 
 class Lazy:

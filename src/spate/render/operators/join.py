@@ -28,7 +28,7 @@ from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
-from spate.render.operators.driver_join import join_on_driver
+from spate.render.operators.driver_join import join_on_driver, key_columns
 from spate.render.operators.linear import all_true
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.touched import Touched
@@ -122,7 +122,9 @@ class JoinNode:
         tables in Spark instead of scanning the other side. ``None`` when a lookup is not
         possible (Spark reads the arrangements)."""
         small_rows = ctx.engine.settings.small_rows
-        if len(self.inputs) != 2 or any(d.rows > small_rows for d in deltas):
+        driver_rows = ctx.engine.settings.driver_rows
+        limit = max(small_rows, driver_rows) if key_columns(self) is not None else small_rows
+        if len(self.inputs) != 2 or any(d.rows > limit for d in deltas):
             return None
         pairs = self._key_pairs(0, 1)
         if not pairs:
@@ -152,7 +154,7 @@ class JoinNode:
             if other.num_rows == 0:
                 continue
             found.append((i, j, delta, other))
-        on_driver = self._on_driver(ctx, found, small_rows)
+        on_driver = self._on_driver(ctx, found, driver_rows)
         if on_driver is not None:
             return on_driver
         for i, j, delta, other in found:
@@ -165,10 +167,10 @@ class JoinNode:
         return _union_all(terms, big=big)
 
     def _on_driver(
-        self, ctx: StepContext, found: list[tuple[int, int, Batch, pa.Table]], small_rows: int
+        self, ctx: StepContext, found: list[tuple[int, int, Batch, pa.Table]], driver_rows: int
     ) -> Lazy | None:
         """The looked-up terms joined on the driver (:mod:`.driver_join`), or ``None``."""
-        if any(other.num_rows > small_rows for *_, other in found):
+        if any(d.rows + other.num_rows > driver_rows for _i, _j, d, other in found):
             return None
         tables = []
         for i, _j, delta, other in found:

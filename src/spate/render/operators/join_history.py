@@ -122,13 +122,13 @@ def _on_driver(
     rows of those keys are found there and few; else ``None``."""
     columns = join.history_columns
     assert columns is not None
-    small_rows = ctx.engine.settings.small_rows
-    if key_columns(join) is None or len(keys) > small_rows:
+    driver_rows = ctx.engine.settings.driver_rows
+    if key_columns(join) is None or len(keys) > driver_rows:
         return None
     tables = []
     for n, delta in enumerate(deltas):
-        table = _found_rows(join, n, columns[n], keys, delta, small_rows)
-        if table is None or table.num_rows > small_rows:
+        table = _found_rows(join, n, columns[n], keys, delta, driver_rows)
+        if table is None or table.num_rows > driver_rows:
             return None
         if table.num_rows == 0:
             return Lazy.empty()
@@ -142,12 +142,12 @@ def _on_driver(
 
 
 def _found_rows(
-    join: JoinNode, n: int, column: int, keys: pa.Array, delta: Batch, small_rows: int
+    join: JoinNode, n: int, column: int, keys: pa.Array, delta: Batch, driver_rows: int
 ) -> pa.Table | None:
     """Input ``n``'s rows whose class column is among ``keys`` (old and new) when its
     arrangement serves the lookup, else ``None``."""
     desc = join.inputs[n].desc
-    if not lookup_columns(desc, [column], null_safe=False) or delta.rows > small_rows:
+    if not lookup_columns(desc, [column], null_safe=False) or delta.rows > driver_rows:
         return None
     found = join.arrangements[n].lookup([column], pa.table({"k": keys}), null_safe=False)
     if found is None:

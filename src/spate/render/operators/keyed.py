@@ -125,14 +125,16 @@ class KeyedNode:
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if has_history else None)
         # 2. C, the touched keys' history and the delta: looked up on the driver when the
         # arrangement serves lookups (Spark gets the touched groups only), else read by Spark
+        driver_rows = ctx.engine.settings.driver_rows
+        limit = max(small_rows, driver_rows) if self._driver_ok(in_desc) else small_rows
         looked_up = (
-            self._lookup(arr, delta, times_table, ctx.lo - 1, small_rows) if has_history else None
+            self._lookup(arr, delta, times_table, ctx.lo - 1, limit) if has_history else None
         )
         big = delta.rows > small_rows
         if (
             looked_up is not None
             and not self._capturing
-            and self._on_driver(in_desc, looked_up, small_rows)
+            and self._on_driver(in_desc, looked_up, driver_rows)
         ):
             # Small enough for pyarrow, and aggregates it computes exactly: no Spark job
             out = self._reduce_on_driver(ctx, looked_up, times_table)
@@ -176,12 +178,17 @@ class KeyedNode:
             return Lazy.empty()
         return ctx.engine.lazy_of_batch(Batch(self.desc, table=out, rows=out.num_rows))
 
-    def _on_driver(self, in_desc: RelationDesc, looked_up: pa.Table, small_rows: int) -> bool:
-        """Whether this step's groups can be reduced on the driver (:mod:`.driver_reduce`)."""
-        if self.kind != "reduce" or looked_up.num_rows > small_rows:
-            return False
+    def _on_driver(self, in_desc: RelationDesc, rows: pa.Table, driver_rows: int) -> bool:
+        """Whether this step's groups (``rows``) can be reduced on the driver
+        (:mod:`.driver_reduce`)."""
+        return rows.num_rows <= driver_rows and self._driver_ok(in_desc)
+
+    def _driver_ok(self, in_desc: RelationDesc) -> bool:
+        """Whether this operator's steps may reduce on the driver."""
         if self._driver is None:
-            self._driver = driver_supported(self.key, self.aggregates, in_desc)
+            self._driver = self.kind == "reduce" and driver_supported(
+                self.key, self.aggregates, in_desc
+            )
         return self._driver
 
     def _t(self, ctx: StepContext, times_table: pa.Table) -> tuple[pa.Table, DataFrame]:
@@ -210,8 +217,12 @@ class KeyedNode:
         before = ctx.lo - 1 if touched.has_history else None
         times_table = key_times(pairs, self.key, before)
         found = lazy.batch.table if lazy.batch is not None else None
-        small_rows = ctx.engine.settings.small_rows
-        if found is not None and self._on_driver(self.input.desc, found, small_rows):
+        driver_rows = ctx.engine.settings.driver_rows
+        if (
+            found is not None
+            and not self._capturing
+            and self._on_driver(self.input.desc, found, driver_rows)
+        ):
             out = self._reduce_on_driver(ctx, found, times_table)
             if out is not None:
                 return out
