@@ -12,6 +12,7 @@ reads the parts' state: introspection never changes what it describes.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from typing import Final
@@ -31,7 +32,7 @@ from spate.environment.catalog import (
 )
 from spate.environment.clusters import service_name
 from spate.environment.runtime import Runtime
-from spate.errors import ReadTimeout
+from spate.errors import ReadTimeout, SpateError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_policy import ReadPolicy
 from spate.orchestrator.service import ServiceMissing
@@ -45,6 +46,7 @@ from spate.storage.controller.types import (
 )
 
 _K: Final = IntrospectionKind
+_log: Final = logging.getLogger("spate.environment.introspection")
 Rows = dict[IntrospectionKind, list[Row]]
 
 
@@ -137,7 +139,11 @@ def desired_rows(rt: Runtime) -> Rows:
         if desc is not None:
             for pos, col in enumerate(desc.columns, start=1):
                 out[_K.COLUMNS].append((str(item.id), col.name, pos, str(col.type), col.nullable))
-        frontiers = _frontiers(rt, item, now)
+        try:
+            frontiers = _frontiers(rt, item, now)
+        except SpateError:  # dropped meanwhile (its catalog row goes at the next write)
+            _log.debug("no frontiers for %s", item.name, exc_info=True)
+            frontiers = None
         if frontiers is not None:
             out[_K.COLLECTION_FRONTIERS].append(frontiers)
     out[_K.HYDRATION], out[_K.DATAFLOW_STATISTICS] = _dataflows(rt)
