@@ -194,7 +194,9 @@ class Get(RelationExpr):
 
     id: GlobalId
     relation: RelationDesc
-    explain_line = text.get_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.get_line(self.id, self.relation)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, GlobalId):
@@ -217,7 +219,9 @@ class Constant(RelationExpr):
 
     rows: tuple[tuple[Row, int], ...]
     relation: RelationDesc
-    explain_line = text.constant_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.constant_line(self.rows, self.relation)
 
     def __post_init__(self) -> None:
         with node_errors("Constant"):
@@ -243,7 +247,9 @@ class Map(RelationExpr):
     scalars: tuple[ScalarExpr, ...]
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.map_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.map_line(names, self.names, self.scalars)
 
     def __post_init__(self) -> None:
         with node_errors("Map"):
@@ -267,7 +273,9 @@ class Filter(RelationExpr):
     input: RelationExpr
     predicates: tuple[ScalarExpr, ...]
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.filter_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.filter_line(names, self.predicates)
 
     def __post_init__(self) -> None:
         with node_errors("Filter"):
@@ -294,7 +302,9 @@ class Project(RelationExpr):
     outputs: tuple[int, ...]
     names: tuple[str, ...] | None = None
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.project_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.project_line(names, self.outputs, self.desc)
 
     def __post_init__(self) -> None:
         with node_errors("Project"):
@@ -316,7 +326,9 @@ class FlatMap(RelationExpr):
     exprs: tuple[ScalarExpr, ...]
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.flat_map_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.flat_map_line(names, self.names, self.func, self.exprs)
 
     def __post_init__(self) -> None:
         with node_errors("FlatMap"):
@@ -347,7 +359,9 @@ class Join(RelationExpr):
     equivalences: tuple[tuple[int, ...], ...] = ()
     predicates: tuple[ScalarExpr, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.join_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.join_line(names, self.equivalences, self.predicates)
 
     def __post_init__(self) -> None:
         with node_errors("Join"):
@@ -381,7 +395,9 @@ class Reduce(RelationExpr):
     aggregates: tuple[AggregateExpr, ...] = ()
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.reduce_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.reduce_line(names, self.group_key, self.names, self.aggregates)
 
     def __post_init__(self) -> None:
         with node_errors("Reduce"):
@@ -411,7 +427,9 @@ class TopK(RelationExpr):
     limit: int | None = None
     offset: int = 0
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.top_k_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.top_k_line(names, self.group_key, self.order_by, self.limit, self.offset)
 
     def __post_init__(self) -> None:
         with node_errors("TopK"):
@@ -438,7 +456,9 @@ class Window(RelationExpr):
     funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
     names: tuple[str, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.window_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.window_line(names, self.partition_by, self.order_by, self.names, self.funcs)
 
     def __post_init__(self) -> None:
         with node_errors("Window"):
@@ -528,7 +548,9 @@ class ArrangeBy(RelationExpr):
     input: RelationExpr
     keys: tuple[tuple[int, ...], ...]
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
-    explain_line = text.arrange_by_line
+
+    def explain_line(self, names: Sequence[str]) -> str:
+        return text.arrange_by_line(names, self.keys)
 
     def __post_init__(self) -> None:
         with node_errors("ArrangeBy"):

@@ -83,7 +83,6 @@ method builds it), the functions in :mod:`spate.plan.window_func`; both are impo
 
 from __future__ import annotations
 
-from spate.plan.explain import window_line
 from spate.plan.relation import Window
 from spate.plan.window_func import (
     WINDOW_AGGREGATES,
@@ -128,4 +127,4 @@ __all__ = [
 
 def explain_line(node: Window) -> str:
     """The node's line in :func:`spate.plan.explain.explain`."""
-    return window_line(node, node.input.desc.names)
+    return node.explain_line(node.input.desc.names)
