@@ -18,8 +18,9 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
 * **Peeks.** Index peeks read the arrangement with pyarrow on a small peek pool, under the
   dataflow's lock (steps hold it while they commit), so a small peek never waits for Spark
   work on other dataflows. Persist peeks wait for the shard's upper, then read the shard.
-* **Materialized views** are written right after the step that computed them
-  (:mod:`spate.compute.replica.sinks`); their shard upper is reported as ``SinkProgress``.
+* **Materialized views** are written after the step that computed them
+  (:mod:`spate.compute.replica.sinks`), on a thread of their own while the next step runs
+  (:mod:`~spate.compute.replica.sink_writer`); their shard upper is reported as ``SinkProgress``.
 * A maintenance task renews reader leases and lets read-only views observe their shards.
 """
 
@@ -53,13 +54,13 @@ from spate.compute.replica.actions import (
     PeekFinished,
     RunPeek,
     ScheduleDataflow,
-    SinkProgress,
     Stepped,
 )
 from spate.compute.replica.inputs import InputUnavailable, ReplicaInputs
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.persist_peek import read_persist_peek
 from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_renderer
+from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
 from spate.errors import EvaluationFailed
@@ -132,6 +133,7 @@ class ComputeRuntime:
         self.name = name
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-spark")
         self._peeker = ThreadPoolExecutor(2, thread_name_prefix="spate-compute-peek")
+        self._sink_writer = SinkWriter(name, metrics, self._post)
         self._running: dict[int, _Running] = {}
         self._rr: list[int] = []
         self._uppers = ShardUppers(self._fetch_upper, on_change=self.wake)
@@ -168,6 +170,7 @@ class ComputeRuntime:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._worker, self._drop_all)
         self._worker.shutdown(wait=True)
+        self._sink_writer.shutdown()
         self._peeker.shutdown(wait=True)
 
     def _warm_up(self) -> None:
@@ -446,28 +449,14 @@ class ComputeRuntime:
             if table is None:
                 table = pa.table({})
             sink.add(table, upper=upper)
-        self._flush(r)
+        if r.sinks:  # written while the next step runs (module docs)
+            self._sink_writer.flush_later(r.key, r.sinks)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
         error = r.dataflow.error_at(last - 1) if (last := upper.as_option()) is not None else None
         self._post(Stepped(r.key, upper, subs, error))
 
     def _flush(self, r: _Running) -> None:
-        for id, sink in list(r.sinks.items()):
-            before = (sink.stats.appends, sink.stats.lost_races)
-            try:
-                shard_upper = sink.flush()
-            except Exception as e:
-                _log.warning(
-                    "replica=%s collection=%s: writing the materialized view failed (retried "
-                    "after the next step): %s",
-                    self.name,
-                    id,
-                    _short(e),
-                )
-                continue
-            self._metrics.sink_appends.inc(sink.stats.appends - before[0])
-            self._metrics.sink_lost_races.inc(sink.stats.lost_races - before[1])
-            self._post(SinkProgress(r.key, id, shard_upper))
+        self._sink_writer.flush(r.key, r.sinks)
 
     def _step_failed(self, r: _Running, e: Exception) -> None:
         r.failures += 1
