@@ -165,7 +165,8 @@ async def delete(
         deleted = sum(wanted.values())
         return [(r, -n) for r, n in wanted.items()]
 
-    ts = await rt.commits.write_derived(item.id, derive)
+    counted = list(given) if given is not None else None
+    ts = await rt.commits.write_derived(item.id, derive, rows=counted)
     return ts, deleted
 
 
@@ -191,7 +192,7 @@ async def update(
         _missing(item, contents, Counter(olds))
         return [(r, d) for r, d in diffs.items() if d != 0]
 
-    return await rt.commits.write_derived(item.id, derive)
+    return await rt.commits.write_derived(item.id, derive, rows=olds)
 
 
 async def advance_tables(rt: Runtime) -> int | None:

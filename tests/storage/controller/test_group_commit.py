@@ -232,3 +232,37 @@ async def test_kept_contents_are_dropped_when_the_table_moves_otherwise_or_an_ap
         assert commit.reads == 3
         assert await contents(c, U1) == Counter()
         await c.shutdown()
+
+
+async def test_a_first_update_looks_its_rows_up_in_the_snapshot() -> None:
+    """An update naming its rows is checked against the table's snapshot (the rows are built
+    meanwhile); later ones in the same group and the next see its changes."""
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        commit = GroupCommit(c, Oracle(c))
+        await commit.write(U1, changes(*[(i, "a") for i in range(100)]))
+
+        def replace(old: Row, new: Row):  # type: ignore[no-untyped-def]
+            def derive(now: TableContents) -> list[tuple[Row, int]]:
+                if now.count(old) < 1:
+                    raise KeyError(f"{old} not found")
+                return [(old, -1), (new, 1)]
+
+            return derive
+
+        results = await asyncio.gather(
+            commit.write_derived(U1, replace((1, "a"), (1, "b")), rows=[(1, "a")]),
+            commit.write_derived(U1, replace((1, "a"), (1, "c")), rows=[(1, "a")]),  # gone
+            commit.write_derived(U1, replace((1, "b"), (1, "d")), rows=[(1, "b")]),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], KeyError) and results[0] == results[2]
+        with pytest.raises(KeyError):
+            await commit.write_derived(U1, replace((1, "b"), (2, "x")), rows=[(1, "b")])
+        await commit.write_derived(U1, replace((1, "d"), (1, "e")), rows=[(1, "d")])
+        assert commit.reads == 1
+        want = Counter({(i, "a"): 1 for i in range(100) if i != 1}) + Counter({(1, "e"): 1})
+        assert await contents(c, U1) == want
+        await c.shutdown()

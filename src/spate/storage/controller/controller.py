@@ -43,6 +43,8 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+import pyarrow as pa
+
 from spate.clock import Clock, SystemClock
 from spate.frontier.antichain import Frontier
 from spate.frontier.mutable import ChangeBatch
@@ -474,19 +476,23 @@ class StorageController:
 
     async def snapshot(self, id: GlobalId, as_of: int) -> list[tuple[Row, int]]:
         """The consolidated contents of ``id`` at ``as_of`` (waits for the upper to pass it)."""
+        table = await self.snapshot_table(id, as_of)
+        return [(row, diff) for row, _t, diff in table_to_updates(table)]
+
+    async def snapshot_table(self, id: GlobalId, as_of: int) -> pa.Table:
+        """:meth:`snapshot` as Arrow (the updates schema, every ``_time`` the ``as_of``)."""
         state = self.state.live(id)
         if not state.since.less_equal(as_of):
             raise ReadBeforeSince(id, since=state.since, timestamp=as_of)
         (hold,) = self.state.acquire_read_holds([id])
         try:
 
-            def read() -> list[tuple[Row, int]]:
+            def read() -> pa.Table:
                 reader = self._persist.open_leased_reader(state.shard, state.description.desc)
                 try:
-                    table = reader.snapshot(as_of)
+                    return reader.snapshot(as_of)
                 finally:
                     reader.expire()
-                return [(row, diff) for row, _t, diff in table_to_updates(table)]
 
             try:
                 return await asyncio.to_thread(read)

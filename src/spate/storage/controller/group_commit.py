@@ -24,6 +24,10 @@ table's :class:`TableContents` — the contents as of every earlier write, inclu
 writes of the same group — and returns its changes, or raises to fail (alone). Nothing else
 writes in between, exactly as under a write lock.
 
+**The first read is an Arrow snapshot** (:mod:`.table_contents`): the rows a write names are
+looked up in it at once while every row becomes a Python object on a worker thread, so the
+first update of a large table costs a snapshot read and a join, not seconds of row objects.
+
 **The contents are kept, not re-read.** The committer is a table's only writer, so once it has
 read a table's contents (at the first read-then-write) it keeps them, as of the table's upper,
 and applies every change it commits to the table: later deletes and updates check their rows
@@ -42,8 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -56,6 +59,7 @@ from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
 from spate.storage.controller.errors import IdentifierMissing
+from spate.storage.controller.table_contents import TableContents as TableContents
 from spate.storage.controller.tables import (
     TableUpdates,
     ValidatedChanges,
@@ -77,30 +81,6 @@ class Timestamps(Protocol):
         ...
 
 
-class TableContents:
-    """A table's rows (row → count > 0) as of the writes before the one being derived."""
-
-    def __init__(self, rows: Iterable[tuple[Row, int]] = ()) -> None:
-        self._rows: Counter[Row] = Counter()
-        self.apply(rows)
-
-    def count(self, row: Row) -> int:
-        """How many times ``row`` is in the table."""
-        return self._rows[row]
-
-    def items(self) -> Iterator[tuple[Row, int]]:
-        """Every row with its count."""
-        return iter(self._rows.items())
-
-    def apply(self, changes: Iterable[tuple[Row, int]]) -> None:
-        for row, diff in changes:
-            n = self._rows[row] + diff
-            if n > 0:
-                self._rows[row] = n
-            else:
-                del self._rows[row]
-
-
 Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
 """Changes computed from the table's contents inside the commit (raise to fail the write)."""
 
@@ -111,6 +91,8 @@ class _Write:
     changes: ValidatedChanges | None
     derive: Derive | None
     done: asyncio.Future[int]
+    rows: Sequence[Row] | None = None
+    """The rows ``derive`` counts (looked up at once), ``None``: any."""
 
 
 class GroupCommit:
@@ -138,9 +120,12 @@ class GroupCommit:
         """Append ``changes`` to table ``id``; return the timestamp once acknowledged."""
         return await self._submit(_Write(id, changes, None, self._future()))
 
-    async def write_derived(self, id: GlobalId, derive: Derive) -> int:
-        """Append the changes ``derive`` computes from the table's contents (module docs)."""
-        return await self._submit(_Write(id, None, derive, self._future()))
+    async def write_derived(
+        self, id: GlobalId, derive: Derive, *, rows: Sequence[Row] | None = None
+    ) -> int:
+        """Append the changes ``derive`` computes from the table's contents (module docs);
+        ``rows``: the only rows ``derive`` counts, if known."""
+        return await self._submit(_Write(id, None, derive, self._future(), rows))
 
     async def advance(self) -> int:
         """Advance every table (and the read timestamp) to a fresh timestamp; return it."""
@@ -245,14 +230,29 @@ class GroupCommit:
             return None
         return kept[1]
 
-    async def _contents(self, id: GlobalId) -> TableContents:
-        """The table's contents now: every committed write (nothing else writes meanwhile)."""
+    async def _contents(self, id: GlobalId, desc: RelationDesc) -> TableContents:
+        """The table's contents now: every committed write (nothing else writes meanwhile),
+        as its snapshot; the rows are made Python objects in the background."""
         upper = self._upper(id)
         self.reads += 1
         if upper is None or upper == 0:
             return TableContents()
-        rows = await self._storage.snapshot(id, upper - 1)
-        return TableContents((row, diff) for row, diff in rows if diff > 0)
+        snapshot = await self._storage.snapshot_table(id, upper - 1)
+        contents = TableContents.of_snapshot(desc, snapshot)
+        if not contents.settled:
+            building = asyncio.get_running_loop().run_in_executor(None, contents.build)
+            building.add_done_callback(_log_failure)
+        return contents
+
+    @staticmethod
+    async def _ready_for(contents: TableContents, rows: Sequence[Row] | None) -> None:
+        """``contents`` able to count ``rows`` (every row when ``None``) without blocking."""
+        if contents.settle():
+            return
+        if rows is not None and await asyncio.to_thread(contents.prefetch, rows):
+            return
+        await asyncio.to_thread(contents.build)
+        contents.settle()
 
     async def _table_changes(
         self, id: GlobalId, writes: list[_Write]
@@ -266,9 +266,10 @@ class GroupCommit:
         for w in writes:
             if w.derive is not None:
                 if contents is None:  # read once, then catch up with this group's writes
-                    contents = await self._contents(id)
+                    contents = await self._contents(id, desc)
                     for p in parts:
                         contents.apply(_changes_of(desc, p))
+                await self._ready_for(contents, w.rows)
                 try:
                     changes = w.derive(contents)
                 except Exception as e:
@@ -290,6 +291,11 @@ def _changes_of(desc: RelationDesc, changes: ValidatedChanges) -> list[tuple[Row
     rows = table_to_rows(changes.table, [c.name for c in desc.columns])
     diffs = changes.table.column(DIFF_COLUMN).to_pylist()
     return list(zip(rows, diffs, strict=True))
+
+
+def _log_failure(f: asyncio.Future[None]) -> None:
+    if not f.cancelled() and f.exception() is not None:
+        _log.warning("building a table's rows failed: %r", f.exception())
 
 
 def _succeed(w: _Write, ts: int) -> None:
