@@ -7,12 +7,13 @@ the inputs' uppers.) A real compute replica process runs the views."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from spate.environment.api import Environment
-from spate.errors import EvaluationFailed, ReadFailed
+from spate.errors import EvaluationFailed, ReadFailed, SpateError
 from spate.plan.builder import col, count, sum_
 from spate.repr import INT64, RelationDesc
 
@@ -70,4 +71,98 @@ def test_view_with_overflow_fails_reads_then_recovers_on_retraction(tmp_path: Pa
         assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
             {"k": 1, "total": 5, "n": 1},
             {"k": 2, "total": 8, "n": 2},
+        ]
+
+
+def _pg_sqlstate(postgres_url: str, setup: list[str], query: str) -> str | None:
+    import psycopg
+
+    schema = f"err_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            conn.execute(f"SET search_path = {schema}")
+            for s in setup:
+                conn.execute(s)
+            try:
+                conn.execute(query).fetchall()
+            except psycopg.Error as e:
+                return e.sqlstate
+            return None
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+SETUP = [
+    "CREATE TABLE t (a bigint NOT NULL, b bigint NOT NULL, s text)",
+    "INSERT INTO t VALUES (6, 3, '12'), (8, 2, 'abc'), (9223372036854775807, 1, '1')",
+    "CREATE TABLE u (x bigint)",
+    "INSERT INTO u VALUES (1), (2)",
+]
+FAILING = [
+    "SELECT 1 / 0",
+    "SELECT 5 % 0",
+    "SELECT 'abc'::int",
+    "SELECT 9223372036854775807 + 1",
+    "SELECT (SELECT x FROM u)",
+    "SELECT a / (b - b) FROM t",
+    "SELECT s::int FROM t",
+    "SELECT a + b FROM t",
+    "SELECT a, (SELECT x FROM u) FROM t",
+]
+
+
+def test_failing_expressions_give_postgresql_sqlstates_in_selects_and_views(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("SET cluster = c")
+        for s in SETUP:
+            env.sql(s)
+        for n, query in enumerate(FAILING):
+            expected = _pg_sqlstate(postgres_url, SETUP, query)
+            assert expected is not None, query
+            with pytest.raises(SpateError) as caught:
+                env.sql(query)
+            assert getattr(caught.value, "sqlstate", None) == expected, (query, caught.value)
+            if "FROM t" not in query:
+                continue
+            env.sql(f"CREATE MATERIALIZED VIEW v{n} AS {query}")
+            env.sql(f"CREATE DEFAULT INDEX ON v{n}")
+            with pytest.raises(EvaluationFailed) as in_view:
+                env.sql(f"SELECT * FROM v{n}")
+            assert in_view.value.sqlstate == expected, (query, in_view.value)
+            assert f"v{n}" in str(in_view.value)
+
+
+def test_division_by_zero_in_a_sql_view_fails_reads_until_retracted(tmp_path: Path) -> None:
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("CREATE TABLE t (a bigint NOT NULL, b bigint NOT NULL)")
+        env.sql("INSERT INTO t VALUES (6, 3), (8, 2)")
+        env.sql("CREATE MATERIALIZED VIEW q IN CLUSTER c AS SELECT a, a / b AS r FROM t")
+        env.sql("CREATE DEFAULT INDEX IN CLUSTER c ON q")
+        env.sql("CREATE VIEW plain AS SELECT a % b AS m FROM t")
+        env.sql("SET cluster = c")
+        assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
+            {"a": 6, "r": 2},
+            {"a": 8, "r": 4},
+        ]
+        env.sql("INSERT INTO t VALUES (5, 0)")
+        for query in ("SELECT * FROM q", "SELECT * FROM plain", "SELECT a / b FROM t"):
+            with pytest.raises(EvaluationFailed, match="division by zero") as caught:
+                env.sql(query)
+            assert caught.value.sqlstate == "22012"
+            assert "b=0" in str(caught.value), str(caught.value)
+        with pytest.raises(EvaluationFailed, match="division by zero"):
+            env.select("q", cluster="c", timeout=120)
+        env.sql("DELETE FROM t WHERE b = 0")
+        assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
+            {"a": 6, "r": 2},
+            {"a": 8, "r": 4},
+        ]
+        assert sorted(env.sql("SELECT * FROM plain").to_pylist(), key=str) == [  # type: ignore[union-attr]
+            {"m": 0},
+            {"m": 0},
         ]

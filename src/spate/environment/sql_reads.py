@@ -19,6 +19,7 @@ from spate.environment.catalog import (
 from spate.environment.lookup import is_index_lookup
 from spate.environment.reads import check_isolation
 from spate.environment.sql_state import Session
+from spate.errors import EvalError, EvaluationFailed
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
@@ -54,7 +55,12 @@ def read(
         # map/filter/project over one object: read the object (an index or a collection,
         # no dataflow) and apply the rest here, in plain Python
         contents = Counter(table_rows(read(env, base, session, as_of)))
-        counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
+        try:
+            counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
+        except EvalError as e:
+            name = env.runtime.catalog.by_id(base.id).name
+            message = f"reading {name}: {e} [SQLSTATE {e.sqlstate}]"
+            raise EvaluationFailed(message, e.sqlstate) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
         names = plan.desc.names
         return pa.Table.from_pylist(

@@ -19,6 +19,7 @@ from spate.plan.expr import (
 )
 from spate.repr.types import BOOL, FLOAT64, INT64, TIMESTAMP, numeric
 from spate.sql.binding import BinderBase, Typed
+from spate.sql.checks import checked_division
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -268,15 +269,16 @@ class OperatorBinding(BinderBase):
         ):  # Spark's "/": fractional division
             a = Cast(left.expr, FLOAT64)
             b = Cast(right.expr, FLOAT64)
-            return Typed(CallBinary(op, a, b), FLOAT8)
+            return Typed(checked_division(op, CallBinary(op, a, b), b, FLOAT64, FLOAT64), FLOAT8)
         if op is BinaryFunc.DIV and target.name == "numeric":
             # numeric division: through float64, stored at scale 16 (PostgreSQL's scale varies)
             assert left.type.scalar is not None and right.type.scalar is not None
             scale = max(16, left.type.scalar.scale or 0, right.type.scalar.scale or 0)
             out_t = numeric(38, min(scale, 38))
-            a = Cast(left.expr, FLOAT8.scalar)  # type: ignore[arg-type]
-            b = Cast(right.expr, FLOAT8.scalar)  # type: ignore[arg-type]
-            return Typed(Cast(CallBinary(op, a, b), out_t), pg_numeric(out_t))
+            a = Cast(left.expr, FLOAT64)
+            b = Cast(right.expr, FLOAT64)
+            quotient = Cast(CallBinary(op, a, b), out_t)
+            return Typed(checked_division(op, quotient, b, FLOAT64, out_t), pg_numeric(out_t))
         out_type = target
         if target.name == "numeric":
             ls, rs = _scale(original[0]), _scale(original[1])
@@ -284,7 +286,10 @@ class OperatorBinding(BinderBase):
             out_type = pg_numeric(numeric(38, min(38, scale)))
         elif target.name in ("int2",):
             out_type = INT4
-        return Typed(CallBinary(op, left.expr, right.expr), out_type)
+        value: ScalarExpr = CallBinary(op, left.expr, right.expr)
+        if out_type.scalar is not None and right.type.scalar is not None:
+            value = checked_division(op, value, right.expr, right.type.scalar, out_type.scalar)
+        return Typed(value, out_type)
 
     def date_arith(self, node: exp.Expression, op: BinaryFunc, left: Typed, right: Typed) -> Typed:
         ln, rn = left.type.name, right.type.name

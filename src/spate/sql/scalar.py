@@ -28,6 +28,7 @@ from spate.plan.expr import (
 )
 from spate.repr.types import BOOL, INT64, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
+from spate.sql.checks import strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -135,7 +136,12 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
                 f"cannot cast type {display_name(t.type)} to {display_name(target)}",
                 node,
             )
-        return self.coerce(t, target, node, explicit=True)
+        out = self.coerce(t, target, node, explicit=True)
+        if isinstance(node, exp.TryCast) or t.type.scalar is None:
+            return out
+        # CAST fails where it cannot convert a value (TRY_CAST gives NULL)
+        name = display_name(target)
+        return Typed(strict_cast(out.expr, t.expr, t.type.scalar, target.scalar, name), target)
 
     def type_of(self, node: exp.Expression) -> PgType:
         return type_from_ast(node, self)

@@ -38,6 +38,7 @@ from spate.plan.expr import (
 )
 from spate.plan.relation import Distinct, Filter, Map, Reduce, RelationExpr
 from spate.repr.types import BOOL, ScalarKind
+from spate.sql.checks import at_most_one_row
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.relops import antijoin, key_join, lookup, semijoin, unit
@@ -143,7 +144,9 @@ class SubqueryPlanner:
             return self.attach(rel, keys, s, t)
         if t.scalar is None or t.scalar.kind is ScalarKind.JSONB:
             raise self.qp.err(FeatureNotSupported, "a jsonb scalar subquery", node)
-        s = Reduce(s, tuple(range(k)), (AggregateExpr(AggregateFunc.MAX, ColumnRef(k)),))
+        value = AggregateExpr(AggregateFunc.MAX, ColumnRef(k))
+        rows = AggregateExpr(AggregateFunc.COUNT, Literal(True, BOOL))
+        s = at_most_one_row(Reduce(s, tuple(range(k)), (value, rows)), k, t.scalar)
         v = lookup(d, s, [Literal(None, t.scalar)])
         return self.attach(rel, keys, v, t)
 

@@ -63,7 +63,7 @@ from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_r
 from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
-from spate.errors import EvaluationFailed
+from spate.compute.replica.view_errors import check_imports, check_view
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId
 from spate.persist.client import PersistClient
@@ -561,6 +561,7 @@ class ComputeRuntime:
                 literal_constraints=peek.literal_constraints,
                 result_desc=peek.result_desc,
             )
+        check_imports(self._running.values(), r, peek.timestamp)
         self._metrics.peek_seconds("index", time.perf_counter() - started)
         return rows
 
@@ -573,9 +574,7 @@ class ComputeRuntime:
                 f"peek of {target.id} on persist: this replica has no persist location"
             )
         await self._uppers.wait_past(target.shard, peek.timestamp)
-        writers = [r for r in self._running.values() if target.id in r.sinks]  # written here
-        if writers and (error := writers[0].dataflow.error_at(peek.timestamp)) is not None:
-            raise EvaluationFailed(error)
+        check_view(self._running.values(), target.id, peek.timestamp)
         started = time.perf_counter()
         rows = await asyncio.to_thread(read_persist_peek, persist, peek)
         self._metrics.peek_seconds("persist", time.perf_counter() - started)

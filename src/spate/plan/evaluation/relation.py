@@ -41,7 +41,7 @@ from spate.plan.evaluation.values import (
     fit_numeric,
     value_key,
 )
-from spate.plan.expr import ScalarExpr
+from spate.plan.expr import ScalarExpr, show
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import (
     ArrangeBy,
@@ -178,8 +178,17 @@ class _Evaluator:
         out: list[tuple[Row, int]] = []
         for row, m in self.go(inp).items():
             values = list(row)
-            for fn, t in compiled:
-                values.append(canonical(fn(tuple(values), self.now), t))
+            for s, (fn, t) in zip(plan.scalars, compiled, strict=True):
+                try:
+                    values.append(canonical(fn(tuple(values), self.now), t))
+                except EvalError as e:  # name the expression and the row, as dataflows do
+                    names = [c.name for c in columns[: len(values)]]
+                    cells = [
+                        f"{n}={'NULL' if v is None else v!s}"
+                        for n, v in zip(names, row, strict=False)
+                    ]
+                    where = f"evaluating {show(s, names)} on row ({', '.join(cells)})"
+                    raise EvalError(f"{e} {where}", sqlstate=e.sqlstate) from None
             out.append((tuple(values), m))
         return consolidated(out)
 
