@@ -25,7 +25,13 @@ from spate.environment.metrics import EnvironmentMetrics
 from spate.environment.runtime import Runtime
 from spate.environment.services import local_replica_metrics_ports
 from spate.environment.status import EnvironmentStatus, collect
-from spate.errors import CallTimeout, EnvironmentClosed
+from spate.errors import (
+    CallTimeout,
+    EnvironmentClosed,
+    InvalidArgument,
+    InvalidArgumentValue,
+    check_argument,
+)
 from spate.orchestrator.supervisor import Supervisor
 from spate.storage.controller.errors import ControllerFenced
 
@@ -77,6 +83,13 @@ class EnvironmentBase:
             finally:
                 env.close()
         """
+        if data_dir is not None:
+            check_argument(data_dir, (str, Path), "data_dir (a directory path)")
+        if settings is not None:
+            check_argument(settings, Settings, "settings (spate.config.Settings)")
+        if spark_master is not None:
+            check_argument(spark_master, str, "spark_master")
+        _check_timeout(timeout)
         if settings is None:
             settings = load_settings()
         if spark_master is not None:
@@ -133,6 +146,8 @@ class EnvironmentBase:
             env.close(stop_replicas=False)      # replicas keep their state warm
             env = spate.Environment.open("spate-data")   # and are adopted here
         """
+        check_argument(stop_replicas, bool, "stop_replicas")
+        _check_timeout(timeout)
         if self._rt is None:
             return
         rt, background = self._rt, self._background
@@ -228,6 +243,11 @@ class EnvironmentBase:
             env.create_materialized_view("best", plan, cluster="c")
             env.wait_hydrated(timeout=120)
         """
+        _check_timeout(timeout)
+        if progress is not None and not callable(progress):
+            raise InvalidArgument(
+                f"progress must be a function of the status, got {type(progress).__name__}"
+            )
         return hydration.wait_hydrated(self.status, timeout, progress)
 
     def names(self) -> list[str]:
@@ -238,6 +258,13 @@ class EnvironmentBase:
             env.names()         # ['best', 'best_by_auction', 'bids']
         """
         return self._run(call(lambda: sorted(i.name for i in self.runtime.catalog)))
+
+
+def _check_timeout(timeout: object) -> None:
+    check_argument(timeout, (int, float), "timeout (seconds)")
+    assert isinstance(timeout, (int, float))
+    if not timeout > 0:
+        raise InvalidArgumentValue(f"timeout must be more than 0 s, got {timeout}")
 
 
 async def call(fn: Callable[[], T]) -> T:

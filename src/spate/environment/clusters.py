@@ -22,13 +22,10 @@ from spate.environment.services import (
     placed_auth,
     storage_replica_service,
 )
-from spate.errors import UsageError, check_argument
+from spate.errors import InvalidArgumentValue as InvalidArgumentValue
+from spate.errors import check_argument
 from spate.protocol.secret import Secret
 from spate.storage.controller.replica_client import StorageReplicaLocation
-
-
-class InvalidArgumentValue(UsageError, ValueError):
-    """An argument of the right type with a value that is not allowed."""
 
 
 def service_name(cluster: str, replica: str) -> str:
@@ -115,6 +112,8 @@ async def _place(rt: Runtime, cluster: str, addresses: Mapping[str, str | None])
 async def add_replica(
     rt: Runtime, cluster_name: str, name: str, address: str | None = None
 ) -> ReplicaItem:
+    if address is not None:
+        check_argument(address, str, f"the address of replica {name!r} (HOST:PORT)")
     rt.catalog.add_replica(cluster_name, name)  # validate before anything is durable
     await _place(rt, cluster_name, {name: address})
     rt.commit(lambda s: s.add_replica(cluster_name, name)[0])

@@ -42,8 +42,8 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
+from spate.errors import InvalidArgumentValue, UsageError, check_argument
 from spate.errors import InvalidObject as InvalidObject
-from spate.errors import UsageError, check_argument
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
@@ -277,10 +277,35 @@ async def create_source(
     )
     if desc is not None:
         check_argument(desc, RelationDesc, f"the description of source {name!r}")
+        if not isinstance(connection, FileSource):
+            raise InvalidArgumentValue(
+                f"source {name!r}: desc= describes the files of a file source; "
+                f"a {type(connection).__name__} has its own columns"
+            )
+    if tables is not None:
+        check_argument(tables, (list, tuple), f"the tables of source {name!r}")
+        for t in tables:
+            check_argument(t, str, f"a table of source {name!r}")
+        if not isinstance(connection, PostgresSource):
+            raise InvalidArgumentValue(
+                f"source {name!r}: tables= picks tables of a PostgreSQL publication; "
+                f"a {type(connection).__name__} has none"
+            )
+    if names is not None:
+        check_argument(names, dict, f"the subsource names of source {name!r} (output: name)")
+        for output, sub in names.items():
+            check_argument(output, str, f"an output of source {name!r}")
+            check_argument(sub, str, f"the subsource name for output {output!r}")
     if isinstance(connection, LoadGeneratorSource) and connection.base_time_ms is None:
         connection = dataclasses.replace(connection, base_time_ms=rt.clock.now_millis())
     secrets = rt.layout.secrets()
     outputs = await asyncio.to_thread(_source_outputs, secrets.resolve(connection), tables, desc)
+    unknown = sorted(set(names or {}) - set(outputs))
+    if unknown:
+        raise InvalidArgumentValue(
+            f"source {name!r} has no output {', '.join(map(repr, unknown))} to name; its "
+            f"outputs: {', '.join(outputs)}"
+        )
     # From here on only a reference to the secret: the catalog and the storage controller's
     # metadata live in consensus (:mod:`spate.storage.secrets`).
     stored = secrets.externalize(connection)

@@ -9,7 +9,8 @@ objects, columns and frontiers. Each runs on the environment's event loop
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import inspect
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from spate.environment.catalog import item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.reads import Isolation
 from spate.environment.write_result import WriteResult
-from spate.errors import InvalidArgument, UsageError, check_argument
+from spate.errors import InvalidArgument, InvalidArgumentValue, UsageError, check_argument
 from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec
 from spate.plan.relation import Get, RelationExpr
@@ -337,6 +338,8 @@ class EnvironmentOperations(EnvironmentBase):
             env.select("best", isolation="serializable")           # no waiting
             env.select(env.get("bids").filter(col("price") > 20))  # a query plan
         """
+        check_argument(timeout, (int, float), "timeout (seconds)")
+        check_argument(real_time_recency, bool, "real_time_recency")
         with self._metrics.peek():
             return self._run(
                 reads.select(
@@ -360,6 +363,12 @@ class EnvironmentOperations(EnvironmentBase):
 
             env.select_pandas("best", order_by=["auction"]).head()
         """
+        unknown = sorted(set(kwargs) - _SELECT_KEYWORDS)
+        if unknown:
+            raise InvalidArgument(
+                f"select_pandas got an unexpected keyword argument {', '.join(map(repr, unknown))}"
+                f"; it takes those of select: {', '.join(sorted(_SELECT_KEYWORDS))}"
+            )
         frame: pd.DataFrame = self.select(target, **kwargs).to_pandas()
         return frame
 
@@ -388,6 +397,11 @@ class EnvironmentOperations(EnvironmentBase):
                     print(time, row.auction, diff)   # diff -1 retracts a row, +1 adds one
         """
         check_argument(progress, bool, "progress")
+        check_argument(with_snapshot, bool, "with_snapshot")
+        if timeout is not None:
+            check_argument(timeout, (int, float), "timeout (seconds)")
+            if not timeout > 0:
+                raise InvalidArgumentValue(f"timeout must be more than 0 s, got {timeout}")
         stream = reads.subscribe(
             self.runtime,
             target,
@@ -397,6 +411,11 @@ class EnvironmentOperations(EnvironmentBase):
             with_snapshot=with_snapshot,
             progress=progress,
         )
+        return self._changes(stream, timeout)
+
+    def _changes(
+        self, stream: AsyncGenerator[Changes, None], timeout: float | None
+    ) -> Iterator[Changes]:
         try:
             while True:
                 try:
@@ -415,3 +434,10 @@ def _as_list(values: Iterable[T], what: str) -> list[T]:
             f"{what} must be a list of rows, got {type(values).__name__} {values!r:.60}"
         )
     return list(values)
+
+
+_SELECT_KEYWORDS = frozenset(
+    p
+    for p in inspect.signature(EnvironmentOperations.select).parameters
+    if p not in ("self", "target")
+)

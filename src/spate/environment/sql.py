@@ -33,6 +33,7 @@ from spate.environment.catalog import (
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
+from spate.errors import check_argument
 from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
@@ -129,6 +130,7 @@ def run(
     env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
 ) -> Result:
     """Run every statement of ``text``; the last one's result."""
+    check_argument(text, str, "the SQL text")
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:

@@ -35,7 +35,7 @@ from spate.environment.runtime import Runtime
 from spate.errors import InvalidArgument, SchemaMismatch, UsageError, check_argument
 from spate.errors import RowsNotFound as RowsNotFound
 from spate.repr.arrow import updates_schema, validate_table
-from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import Datum, Row
 from spate.storage.controller.errors import InvalidUppers
 from spate.storage.controller.group_commit import TableContents
@@ -130,7 +130,24 @@ def _missing(item: TableItem, contents: TableContents, wanted: Counter[Row]) -> 
 
 
 def _matches(row: Row, where: Mapping[str, Datum], positions: Mapping[str, int]) -> bool:
-    return all(row[positions[c]] == v for c, v in where.items())
+    # Values are canonical on both sides: NaN is one object (equal to itself, as in
+    # PostgreSQL), -0.0 is 0.0.
+    return all((w := row[positions[c]]) is v or w == v for c, v in where.items())
+
+
+def _checked_where(item: TableItem, where: object) -> dict[str, Datum]:
+    """``where`` as ``{column: value}``, each value checked against its column's type and
+    made canonical, so that a value of another type is refused rather than matching nothing."""
+    check_argument(where, dict, "where (column: value)")
+    assert isinstance(where, dict)
+    for c in where:
+        check_argument(c, str, f"a where column of table {item.name}")
+    names = list(where)
+    sub = RelationDesc(item.desc.column(c) for c in names)
+    (values,) = sub.validate_rows(
+        [tuple(where.values())], collection=f"the where= values for table {_collection(item)}"
+    )
+    return dict(zip(names, values, strict=True))
 
 
 async def delete(
@@ -147,7 +164,7 @@ async def delete(
     """
     item = table(rt, name)
     if where is not None:
-        check_argument(where, dict, "where (column: value)")
+        where = _checked_where(item, where)
     if (rows is None) == (where is None):
         raise UsageError("delete takes either rows or where=, not both (and not neither)")
     positions = {c: item.desc.index_of(c) for c in (where or {})}

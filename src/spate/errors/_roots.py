@@ -122,6 +122,11 @@ class InvalidArgument(UsageError, TypeError):
     number of milliseconds does); refused before anything changed."""
 
 
+class InvalidArgumentValue(UsageError, ValueError):
+    """An argument of the right type with a value that is not allowed (a timeout of 0 s, an
+    option a source of that kind does not take); refused before anything changed."""
+
+
 def check_argument(value: object, expected: type | tuple[type, ...], what: str) -> None:
     """Raise :class:`InvalidArgument` unless ``value`` is an instance of ``expected`` (``bool``
     is never accepted for ``int``)."""
