@@ -56,6 +56,10 @@ def test_view_with_overflow_fails_reads_then_recovers_on_retraction(tmp_path: Pa
         problem = _status_error(env, "sums", present=True)
         assert problem is not None and "bigint out of range" in problem
         assert env.status().collection("sums").status == "error"
+        # a subscribe to it ends with the error
+        with pytest.raises(EvaluationFailed, match="bigint out of range"):
+            for _ in env.subscribe("sums", cluster="c", timeout=120):
+                pass
         # the other views of the cluster are fine
         env.create_materialized_view("count_all", env.get("t").reduce([], n=count()), cluster="c")
         assert env.select("count_all", cluster="c", timeout=120).to_pylist() == [{"n": 3}]

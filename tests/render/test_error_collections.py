@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from spate.errors import EvalError
 from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
 from spate.plan import col, count, lit, sum_
+from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import BinaryFunc, CallBinary, Case, ColumnRef, Literal, RaiseError
 from spate.plan.relation import Get, Map
 from spate.render.dataflow import CollectionInError, Dataflow
@@ -64,6 +66,10 @@ def test_view_with_overflow_fails_reads_then_recovers_on_retraction(
     text = str(caught.value)
     assert "sums" in text and "bigint out of range" in text and "22003" in text
     assert "sum(x)" in text and "x=" in text  # the expression and a sample row of the group
+    # the reference evaluator fails on the same contents with the same SQLSTATE
+    with pytest.raises(EvalError) as ref:
+        evaluate(view, {T: Counter({(1, 5, "a"): 1, (1, BIG, "c"): 1})}, 0)
+    assert ref.value.sqlstate == "22003"
     # retract the offending row: reads at later times succeed with the right answer
     inputs.append(T, updates_to_table(DESC, [((1, BIG, "c"), 4, -1)]), 5)
     df.step()
@@ -99,6 +105,10 @@ def test_a_failing_map_row_goes_to_the_errors_and_the_others_pass(
     with pytest.raises(CollectionInError, match=r"division by zero \[SQLSTATE 22012\]") as e:
         _peek(df, 1)
     assert "k=0, x=6, who=z" in str(e.value)
+    for row, code in (((0, 6, "z"), "22012"), ((2, 1, "y"), "22003")):
+        with pytest.raises(EvalError) as ref:  # the reference agrees, row by row
+            evaluate(plan, {T: Counter({row: 1})}, 0)
+        assert ref.value.sqlstate == code
     with pytest.raises(CollectionInError, match=r"bigint out of range.*x=1, who=y.*2 errors"):
         _peek(df, 2)
     # the subscribe sees the good rows only

@@ -299,16 +299,17 @@ class _Compiler:
     ) -> Column:
         out = spark_type(self.type_of(e))
         result: Column | None = None
+        track = self.failures is not None  # guards matter only when failures are captured
         outer = self.guard
         not_yet: Column | None = None  # no earlier condition held
         for c, r in whens:
             self.guard = _and(outer, not_yet)
             cond = self.go(c)
-            held = F.coalesce(cond, F.lit(False))
+            held = F.coalesce(cond, F.lit(False)) if track else None
             self.guard = _and(_and(outer, not_yet), held)
             branch = self.go(r).cast(out)
             result = F.when(cond, branch) if result is None else result.when(cond, branch)
-            not_yet = _and(not_yet, ~held)
+            not_yet = _and(not_yet, ~held) if held is not None else None
         assert result is not None
         if otherwise is not None:
             self.guard = _and(outer, not_yet)

@@ -63,7 +63,7 @@ from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_r
 from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
-from spate.compute.replica.view_errors import check_imports, check_view
+from spate.compute.replica.view_errors import check_imports, check_view, error_through
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId
 from spate.persist.client import PersistClient
@@ -452,7 +452,8 @@ class ComputeRuntime:
         if r.sinks:  # written while the next step runs (module docs)
             self._sink_writer.flush_later(r.key, r.sinks)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
-        error = r.dataflow.error_at(last - 1) if (last := upper.as_option()) is not None else None
+        last = upper.as_option()
+        error = None if last is None else error_through(self._running.values(), r, last - 1)
         self._post(Stepped(r.key, upper, subs, error))
 
     def _flush(self, r: _Running) -> None:

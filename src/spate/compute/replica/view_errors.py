@@ -51,6 +51,13 @@ def _imports_error(
     return None
 
 
+def error_through(running: Iterable[Running], reader: Running, timestamp: int) -> str | None:
+    """Why reads of ``reader``'s exports fail at ``timestamp``: its own errors, else those of a
+    view it imports (module docs); ``None`` if there are none."""
+    own = reader.dataflow.error_at(timestamp)
+    return own if own is not None else _imports_error(list(running), reader, timestamp, set())
+
+
 def check_view(running: Iterable[Running], view: GlobalId, timestamp: int) -> None:
     """Raise :class:`~spate.errors.EvaluationFailed` if a read of ``view``'s shard at
     ``timestamp`` meets errors (module docs)."""
