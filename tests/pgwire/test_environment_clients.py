@@ -317,3 +317,14 @@ def test_fifty_sessions_of_short_queries(env: Environment, dsn: str) -> None:
         f"50 sessions x 100 queries: {5000 / elapsed:.0f} q/s, "
         f"p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms"
     )
+
+
+def test_psycopg_real_time_recency_is_a_session_variable_the_engine_checks(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SHOW real_time_recency").fetchall() == [("off",)]
+        c.execute("SET real_time_recency = on")
+        assert c.execute("SHOW real_time_recency").fetchall() == [("on",)]
+        assert c.execute("SELECT count(*) FROM items").fetchall() == [(N,)]  # no source: no wait
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="requires a Boolean"):
+            c.execute("SET real_time_recency = 'maybe'")
+        assert c.execute("SHOW real_time_recency").fetchall() == [("on",)]
