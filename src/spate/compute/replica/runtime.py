@@ -65,7 +65,7 @@ from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
 from spate.compute.replica.view_errors import check_imports, check_view, error_through
 from spate.frontier.antichain import Antichain, Frontier
-from spate.ids import GlobalId, IdGen, PeekId
+from spate.ids import GlobalId, IdGen, PeekId, ShardId
 from spate.persist.client import PersistClient
 from spate.plan.dataflow import DataflowDescription
 from spate.protocol.compute import IndexTarget, Peek, PersistTarget
@@ -133,7 +133,7 @@ class ComputeRuntime:
         self.name = name
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-spark")
         self._peeker = ThreadPoolExecutor(2, thread_name_prefix="spate-compute-peek")
-        self._sink_writer = SinkWriter(name, metrics, self._post)
+        self._sink_writer = SinkWriter(name, metrics, self._post, self._written)
         self._running: dict[int, _Running] = {}
         self._rr: list[int] = []
         self._uppers = ShardUppers(self._fetch_upper, on_change=self.wake)
@@ -455,6 +455,12 @@ class ComputeRuntime:
         last = upper.as_option()
         error = None if last is None else error_through(self._running.values(), r, last - 1)
         self._post(Stepped(r.key, upper, subs, error))
+
+    def _written(self, shard: ShardId, upper: Frontier) -> None:
+        """A view's shard written up to ``upper`` by this replica (any thread)."""
+        loop = self._loop
+        if self._uppers.observe(shard, upper) and loop is not None and not self._closed:
+            loop.call_soon_threadsafe(self._uppers.notify)
 
     def _flush(self, r: _Running) -> None:
         self._sink_writer.flush(r.key, r.sinks)

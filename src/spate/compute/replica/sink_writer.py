@@ -5,7 +5,9 @@ MaterializedViewSink.add`) and asks for a write here; the writes run on one thre
 own, so the next step reads its inputs and computes while the previous step's compare-and-
 append is under way (pipelining). Order is kept: a sink's buffer holds the steps' updates in
 step order, and each write takes everything computed so far. The maintenance loop and
-``EnableWrites`` write synchronously (:meth:`SinkWriter.flush`).
+``EnableWrites`` write synchronously (:meth:`SinkWriter.flush`). Each shard upper written is
+also told to ``written`` (the replica's dataflows reading that shard step without waiting
+for the next poll of the uppers).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Final
 from spate.compute.replica.actions import Event, SinkProgress
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.sinks import MaterializedViewSink
-from spate.ids import GlobalId
+from spate.frontier.antichain import Frontier
+from spate.ids import GlobalId, ShardId
 
 _log: Final = logging.getLogger("spate.compute.replica")
 
@@ -26,10 +29,17 @@ _log: Final = logging.getLogger("spate.compute.replica")
 class SinkWriter:
     """The replica's sink writer thread (module docs)."""
 
-    def __init__(self, name: str, metrics: ReplicaMetrics, post: Callable[[Event], None]) -> None:
+    def __init__(
+        self,
+        name: str,
+        metrics: ReplicaMetrics,
+        post: Callable[[Event], None],
+        written: Callable[[ShardId, Frontier], None],
+    ) -> None:
         self.name = name
         self._metrics = metrics
         self._post = post
+        self._written = written
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-sink")
 
     def flush_later(self, key: int, sinks: Mapping[GlobalId, MaterializedViewSink]) -> None:
@@ -57,6 +67,7 @@ class SinkWriter:
                 continue
             self._metrics.sink_appends.inc(sink.stats.appends - before[0])
             self._metrics.sink_lost_races.inc(sink.stats.lost_races - before[1])
+            self._written(sink.shard_id, shard_upper)
             self._post(SinkProgress(key, id, shard_upper))
 
     def shutdown(self) -> None:

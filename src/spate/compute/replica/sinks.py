@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from spate.errors import Indeterminate, InvariantViolation
 from spate.frontier.antichain import Antichain, Frontier
-from spate.ids import GlobalId, IdGen
+from spate.ids import GlobalId, IdGen, ShardId
 from spate.persist.state import Appended
 from spate.persist.write import WriteHandle
 from spate.repr.desc import TIME_COLUMN
@@ -79,6 +79,10 @@ class MaterializedViewSink:
         self._closed = False
         self._last_refresh = 0.0
         self.stats = SinkStats()
+
+    @property
+    def shard_id(self) -> ShardId:
+        return self._writer.shard_id
 
     @property
     def shard_upper(self) -> Frontier:

@@ -82,6 +82,14 @@ class ShardUppers:
         with self._lock:
             return self._advance(shard, upper)
 
+    def notify(self) -> None:
+        """Wake the waiters and the change callback after :meth:`observe` advanced an upper
+        (event loop thread): a dataflow reading a shard this replica wrote steps at once,
+        without waiting for the next poll."""
+        self._wake_waiters()
+        if self._on_change is not None:
+            self._on_change()
+
     def _advance(self, shard: ShardId, upper: Frontier) -> bool:
         old = self._uppers.get(shard)
         if old is not None and not old.less_than(upper):
