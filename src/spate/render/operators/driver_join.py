@@ -18,24 +18,35 @@ path).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.plan.expr import ScalarExpr
 from spate.render.layout import col_name, internal_schema
+from spate.render.operators.node import Node
 from spate.repr.consolidate import consolidate
-from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import ScalarKind
 
-if TYPE_CHECKING:
-    from spate.render.operators.join import JoinNode
+
+class JoinShape(Protocol):
+    """What the driver reads of a join (:class:`~spate.render.operators.join.JoinNode`)."""
+
+    inputs: tuple[Node, ...]
+    equivalences: tuple[tuple[int, ...], ...]
+    predicates: tuple[ScalarExpr, ...]
+    desc: RelationDesc
+    offsets: tuple[int, ...]
+    owner: dict[int, int]
+
 
 K = ScalarKind
 _KEY_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
 
 
-def key_columns(join: JoinNode) -> tuple[list[int], list[int]] | None:
+def key_columns(join: JoinShape) -> tuple[list[int], list[int]] | None:
     """Each class's column of input 0 and of input 1 (input column positions), when
     :func:`join_on_driver` can compute ``join`` (module docs); else ``None``."""
     if len(join.inputs) != 2 or join.predicates or not join.equivalences:
@@ -57,7 +68,7 @@ def key_columns(join: JoinNode) -> tuple[list[int], list[int]] | None:
     return left, right
 
 
-def join_on_driver(join: JoinNode, left: pa.Table, right: pa.Table) -> pa.Table | None:
+def join_on_driver(join: JoinShape, left: pa.Table, right: pa.Table) -> pa.Table | None:
     """The join of input 0's updates ``left`` and input 1's ``right`` (internal layouts of
     the inputs), consolidated, in the join's internal layout; ``None`` when the Spark path
     must compute it (module docs)."""
