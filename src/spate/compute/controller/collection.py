@@ -66,7 +66,6 @@ class CollectionState:
         "as_of",
         "compute_dependencies",
         "dropped",
-        "eval_error",
         "id",
         "implied",
         "kind",
@@ -108,8 +107,6 @@ class CollectionState:
             ReadPolicy.valid_from(as_of) if kind is CollectionKind.INDEX else None
         )
         self.write_frontier: Frontier = as_of
-        self.eval_error: str | None = None
-        """A replica reported its error collection not empty at its latest time: why."""
         self.storage_dependencies = storage_dependencies
         self.compute_dependencies = compute_dependencies
         self.target_replica = target_replica
@@ -170,6 +167,7 @@ class ReplicaCollectionState:
     __slots__ = (
         "as_of",
         "collection",
+        "eval_error",
         "input_frontier",
         "input_reported",
         "last_subscribe_upper",
@@ -191,6 +189,8 @@ class ReplicaCollectionState:
         # How many times the replica reported an advanced write frontier (a step that
         # produced output), for introspection.
         self.steps = 0
+        # The replica reported its error collection not empty at its latest time: why.
+        self.eval_error: str | None = None
 
     def hydrated(self) -> bool:
         """``as_of == {}`` or the replica's output frontier passed the as_of."""

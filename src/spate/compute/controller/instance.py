@@ -264,12 +264,12 @@ class Instance(InstanceState):
                 self._on_subscribe_response(r, response)
             elif isinstance(response, Status):
                 _log.debug("status from replica=%s: %s", replica, response.message)
-                self._on_status(response)
+                self._on_status(r, response)
         finally:
             self.end()
 
-    def _on_status(self, status: Status) -> None:
-        c = self.collections.get(status.id) if status.id is not None else None
+    def _on_status(self, r: ReplicaState, status: Status) -> None:
+        c = r.collections.get(status.id) if status.id is not None else None
         if c is None:
             return
         if status.message.startswith(EVAL_ERROR_STATUS):

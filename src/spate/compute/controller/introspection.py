@@ -92,8 +92,13 @@ def collection_frontiers(inst: Instance, id: GlobalId) -> CollectionFrontiers:
 
 def collection_error(inst: Instance, id: GlobalId) -> str | None:
     """Why reads of ``id`` fail at its latest time (its error collection is not empty there,
-    as a replica last reported), or ``None``."""
-    return inst.collection(id).eval_error
+    as a live replica last reported), or ``None``."""
+    inst.collection(id)
+    for r in inst.replicas.values():
+        rc = r.collections.get(id)
+        if rc is not None and rc.eval_error is not None:
+            return rc.eval_error
+    return None
 
 
 def collection_hydrated(inst: Instance, id: GlobalId) -> bool:
