@@ -136,3 +136,36 @@ def test_a_failing_filter_predicate_fails_reads_until_retracted(
     assert _peek(df, 1) == Counter({(1, 2, "a"): 1})
     assert df.upper == Antichain.of(2)
     df.drop()
+
+
+def test_a_failing_aggregate_input_fails_its_group_until_retracted(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    x = ColumnRef(1)
+    inverse = Case(  # 100 / x, failing where x = 0
+        (
+            (
+                CallBinary(BinaryFunc.EQ, x, Literal(0, INT64)),
+                RaiseError("22012", "division by zero", INT64),
+            ),
+        ),
+        CallBinary(BinaryFunc.DIV, Literal(100, INT64), x),
+    )
+    view = SRC.reduce(["k"], s=sum_(inverse))
+    inputs = _inputs([((1, 5, "a"), 0, 1), ((2, 10, "b"), 0, 1)], 1)
+    df = Dataflow(
+        single_plan_dataflow(view, {T: DESC}, subscribe_id=None),
+        inputs,
+        spark=spark,
+        scratch=tmp_path,
+        name="inverses",
+    )
+    df.step()
+    inputs.append(T, updates_to_table(DESC, [((2, 0, "z"), 1, 1)]), 2)
+    df.step()
+    with pytest.raises(CollectionInError, match=r"division by zero.*k=2, x=0, who=z"):
+        _peek(df, 1)
+    inputs.append(T, updates_to_table(DESC, [((2, 0, "z"), 2, -1), ((1, 5, "a"), 2, 1)]), 3)
+    df.step()
+    assert _peek(df, 2) == Counter({(1, 40): 1, (2, 10): 1})
+    df.drop()
