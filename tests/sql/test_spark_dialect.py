@@ -339,11 +339,6 @@ CASES: list[tuple[str, str, str]] = [
 # Spark texts spate does not answer yet (strict xfails of the spate test; remove when fixed).
 GAPS = {
     "SELECT id, nvl2(x, x * 10, -1) FROM c": "nvl2 is not mapped",
-    "SELECT id, instr(a, 'o'), locate('l', a) FROM s": "instr/locate are not mapped",
-    "SELECT id, replace(a, 'l', 'L'), reverse(a) FROM s": "replace/reverse are not mapped",
-    "SELECT id, trim(a), ltrim(a), rtrim(a), btrim(a, ' p') FROM s": "trim with characters",
-    "SELECT id, left(a, 2), right(a, 2), substr(a, 1, length(a) - 1) FROM s": "substr with a negative length gives NULL, Spark gives ''",
-    "SELECT region, every(ok), some(ok) FROM sales GROUP BY region": "every/some crash the planner (AttributeError)",
     "SELECT region, count_if(ok), sum(if(product = 'apple', qty, NULL)) FROM sales GROUP BY region": "count_if is not mapped",
     "SELECT t.x FROM t LEFT SEMI JOIN s ON s.y = t.x": "LEFT SEMI JOIN is not supported",
     "SELECT t.x FROM t LEFT ANTI JOIN s ON s.y = t.x": "LEFT ANTI JOIN is not supported",

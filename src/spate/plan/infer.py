@@ -46,6 +46,7 @@ from spate.plan.expr import (
     VariadicFunc,
     show,
 )
+from spate.plan.funcs import CONSTANT_ARGS, SAME, SIGNATURES
 from spate.repr.desc import Column
 from spate.repr.types import (
     BOOL,
@@ -286,6 +287,8 @@ class _Resolver:
         self, e: ScalarExpr, f: VariadicFunc, xs: tuple[ScalarExpr, ...]
     ) -> tuple[ScalarExpr, ColumnType]:
         typed = [self.go(x) for x in xs]
+        if f in SIGNATURES:
+            return self.fixed(e, f, typed)
         if f is VariadicFunc.SUBSTR:
             kinds = [t.type.kind for _, t in typed]
             if (
@@ -309,6 +312,27 @@ class _Resolver:
                 raise PlanTypeError(f"{f.value} cannot order jsonb: {self.show(e)}")
             nullable = all(t.nullable for _, t in unified)
         return CallVariadic(f, tuple(x for x, _ in unified)), ColumnType(out_type, nullable)
+
+    def fixed(
+        self, e: ScalarExpr, f: VariadicFunc, typed: list[tuple[ScalarExpr, ColumnType]]
+    ) -> tuple[ScalarExpr, ColumnType]:
+        node = CallVariadic(f, tuple(x for x, _ in typed))
+        nullable = any(t.nullable for _, t in typed)
+        types = [t.type for _, t in typed]
+        kinds = tuple(t.kind for t in types)
+        shown = ", ".join(str(t) for t in types)
+        signatures, result = SIGNATURES[f]
+        if kinds not in signatures:
+            want = " or ".join(f"({', '.join(k.value for k in s)})" for s in signatures)
+            raise PlanTypeError(f"{f.value} expects {want}, got ({shown}): {self.show(node)}")
+        at = CONSTANT_ARGS.get(f)
+        if at is not None:
+            arg = typed[at][0]
+            if not isinstance(arg, Literal) or arg.value is None:
+                raise PlanTypeError(
+                    f"{f.value} needs a constant argument {at + 1}: {self.show(node)}"
+                )
+        return node, ColumnType(types[0] if result is SAME else result, nullable)
 
     def unify_all(
         self, typed: list[tuple[ScalarExpr, ColumnType]], what: str
@@ -406,7 +430,7 @@ def _convert_literal(value: Datum, to: ScalarType) -> Datum:
 
 # --- casts -----------------------------------------------------------------------------------
 
-_TO_TEXT = {K.BOOL, K.INT64, K.NUMERIC, K.TEXT, K.DATE, K.TIMESTAMP, K.JSONB}
+_TO_TEXT = {K.BOOL, K.INT64, K.FLOAT64, K.NUMERIC, K.TEXT, K.DATE, K.TIMESTAMP, K.JSONB}
 _FROM_TEXT = {K.BOOL, K.INT64, K.FLOAT64, K.NUMERIC, K.TEXT, K.DATE, K.TIMESTAMP, K.JSONB}
 
 

@@ -75,9 +75,11 @@ from spate.plan.expr import (
     VariadicFunc,
     show,
 )
+from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
 from spate.render.layout import col_name
 from spate.render.like import _like_regex_column, _substr, like_regex
+from spate.render.scalar_funcs import FixedNotCompilable, compile_fixed, float_text
 from spate.repr.desc import RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import Datum, ScalarKind, ScalarType
@@ -466,6 +468,12 @@ class _Compiler:
     def variadic(self, e: ScalarExpr, f: VariadicFunc, xs: tuple[ScalarExpr, ...]) -> Column:
         if f is VariadicFunc.SUBSTR:
             return _substr(*[self.go(x) for x in xs])
+        if f in SIGNATURES:
+            types = [self.type_of(x) for x in xs]
+            try:
+                return compile_fixed(f, [self.go(x) for x in xs], xs, types, self.what(e))
+            except FixedNotCompilable as err:
+                raise ScalarNotCompilable(str(err)) from None
         out = spark_type(self.type_of(e))
         args = [self.go(x).cast(out) for x in xs]
         if len(args) == 1:
@@ -549,6 +557,8 @@ def _extract(unit: TimeUnit, v: Column) -> Column:
 
 def _to_text(v: Column, source: ScalarType) -> Column:
     k = source.kind
+    if k is K.FLOAT64:
+        return float_text(v)
     if k is K.TIMESTAMP:
         # The reference prints with strftime("%Y"), which does not pad years below 1000.
         return F.regexp_replace(v.cast("string"), "^0+", "")

@@ -41,7 +41,10 @@ def is_aggregate(node: exp.Expression) -> bool:
         return is_aggregate(node.this)
     if isinstance(node, _AGGS):
         return True
-    return isinstance(node, exp.Anonymous) and node.name.lower() in ("every", "string_agg")
+    return isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_AGGREGATES
+
+
+_ANONYMOUS_AGGREGATES = ("every", "some", "string_agg")
 
 
 def find_aggregates(node: exp.Expression) -> list[exp.Expression]:
@@ -215,6 +218,8 @@ def _aggregate_call(
         node = node.this
     distinct = False
     arg = node.this
+    if isinstance(node, exp.Anonymous):  # every(x), some(x): the argument is in expressions
+        arg = node.expressions[0] if node.expressions else None
     if isinstance(arg, exp.Distinct):
         distinct = True
         if len(arg.expressions) != 1:
@@ -252,7 +257,7 @@ def _aggregate_call(
         t = b.coerce(t, PG_TEXT if name in ("min", "max") else pg_numeric(numeric(38, 10)), arg)
     x = guard(t.expr)
     null = Literal(None, t.type.scalar or INT64)
-    if name in ("bool_and", "bool_or", "every"):
+    if name in ("bool_and", "bool_or", "every", "some"):
         if t.type.name != "bool":
             raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
         f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR

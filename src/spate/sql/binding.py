@@ -8,6 +8,8 @@ build on it, which :class:`~spate.sql.scalar.ScalarBinder` combines.
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -17,12 +19,14 @@ from sqlglot import exp
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
+    CallVariadic,
     Case,
     Cast,
     Literal,
     ScalarExpr,
+    VariadicFunc,
 )
-from spate.repr.types import INT64, ScalarKind, numeric
+from spate.repr.types import FLOAT64, INT64, ScalarKind, numeric
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -53,9 +57,32 @@ class Typed:
     type: PgType
     raw: str | None = None
     interval_ms: int | None = None
+    interval_months: int = 0
+    """The months of an interval constant (added before its ``interval_ms``)."""
 
 
 Override = Callable[[exp.Expression], "Typed | None"]
+
+
+def _rint_to_int(x: ScalarExpr) -> ScalarExpr:
+    """A float64 rounded half to even (PostgreSQL's rint) as int64."""
+    one = Literal(1, INT64)
+    half = Literal(0.5, FLOAT64)
+    tr = Cast(x, INT64)
+    floor = Case(
+        ((CallBinary(BinaryFunc.GT, Cast(tr, FLOAT64), x), CallBinary(BinaryFunc.SUB, tr, one)),),
+        tr,
+    )
+    diff = CallBinary(BinaryFunc.SUB, x, Cast(floor, FLOAT64))
+    odd = CallBinary(
+        BinaryFunc.NE, CallBinary(BinaryFunc.MOD, floor, Literal(2, INT64)), Literal(0, INT64)
+    )
+    up = CallBinary(
+        BinaryFunc.OR,
+        CallBinary(BinaryFunc.GT, diff, half),
+        CallBinary(BinaryFunc.AND, CallBinary(BinaryFunc.EQ, diff, half), odd),
+    )
+    return Case(((up, CallBinary(BinaryFunc.ADD, floor, one)),), floor)
 
 
 class BinderBase:
@@ -110,6 +137,20 @@ class BinderBase:
     def coerce(
         self, t: Typed, target: PgType, node: exp.Expression, explicit: bool = False
     ) -> Typed:
+        out = self._coerce(t, target, node, explicit)
+        if target.name == "float4" and t.type.name != "float4":
+            # real: rounded to single precision
+            x = out.expr
+            if isinstance(x, Literal) and isinstance(x.value, float) and math.isfinite(x.value):
+                single = struct.unpack("f", struct.pack("f", x.value))[0]
+                if math.isinf(single) or (single == 0 and x.value != 0):
+                    raise self.err(NumericOutOfRange, '"real" value out of range', node)
+                return Typed(Literal(single, x.type), target)
+            if not isinstance(x, Literal):
+                return Typed(CallVariadic(VariadicFunc.FLOAT4, (x,)), target)
+        return out
+
+    def _coerce(self, t: Typed, target: PgType, node: exp.Expression, explicit: bool) -> Typed:
         if target.scalar is None:
             raise self.err(
                 FeatureNotSupported, f"type {display_name(target)} is not a column type", node
@@ -168,6 +209,14 @@ class BinderBase:
                 Cast(CallBinary(BinaryFunc.ADD, t.expr, half), INT64),
             )
             return Typed(rounded_expr, target)
+        if (
+            t.type.scalar is not None
+            and t.type.scalar.kind is ScalarKind.FLOAT64
+            and target.scalar.kind is ScalarKind.INT64
+            and not isinstance(t.expr, Literal)
+            and self.dialect != "spark"  # Spark truncates
+        ):
+            return Typed(_rint_to_int(t.expr), target)
         if (
             isinstance(t.expr, Literal)
             and target.scalar.kind is ScalarKind.NUMERIC

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -30,6 +29,7 @@ from spate.plan.expr import (
     VariadicFunc,
 )
 from spate.repr.types import BOOL, DATE, FLOAT64, INT64, TEXT, numeric
+from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction
 from spate.sql.types import (
     FLOAT8,
@@ -43,13 +43,10 @@ from spate.sql.types import (
     pg_numeric,
 )
 
-if TYPE_CHECKING:
-    from spate.sql.scalar import ScalarBinder, Typed
-
-Builtin = Callable[["ScalarBinder", exp.Expression], "Typed"]
+Builtin = Callable[[BinderBase, exp.Expression], Typed]
 
 
-def _number(b: ScalarBinder, node: exp.Expression, what: str) -> Typed:
+def _number(b: BinderBase, node: exp.Expression, what: str) -> Typed:
     t = b._bind(node)
     if t.type.name == "unknown":
         t = b.coerce(t, FLOAT8, node)
@@ -60,7 +57,7 @@ def _number(b: ScalarBinder, node: exp.Expression, what: str) -> Typed:
     return t
 
 
-def _constant_int(b: ScalarBinder, node: exp.Expression | None, what: str) -> int:
+def _constant_int(b: BinderBase, node: exp.Expression | None, what: str) -> int:
     if node is None:
         return 0
     t = b._bind(node)
@@ -73,9 +70,7 @@ def _float_trunc(x: ScalarExpr) -> ScalarExpr:
     return Cast(Cast(x, INT64), FLOAT64)
 
 
-def round_(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def round_(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "round")
     digits = _constant_int(b, node.args.get("decimals"), "round's precision")
     if t.type.is_integer and digits >= 0:
@@ -143,9 +138,7 @@ def _ceil(x: ScalarExpr) -> ScalarExpr:
     )
 
 
-def trunc(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def trunc(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "trunc")
     digits = _constant_int(b, node.args.get("decimals"), "trunc's precision")
     if t.type.is_integer:
@@ -165,9 +158,7 @@ def trunc(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(_float_trunc(t.expr), FLOAT8)
 
 
-def floor_ceil(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def floor_ceil(b: BinderBase, node: exp.Expression) -> Typed:
     is_floor = isinstance(node, exp.Floor)
     t = _number(b, node.this, "floor" if is_floor else "ceil")
     if node.args.get("decimals") is not None:
@@ -190,9 +181,7 @@ def floor_ceil(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(_floor(t.expr) if is_floor else _ceil(t.expr), FLOAT8)
 
 
-def sign(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def sign(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "sign")
     x = t.expr
     scalar = t.type.scalar
@@ -220,14 +209,12 @@ def sign(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(value, out)
 
 
-def _text_arg(b: ScalarBinder, node: exp.Expression) -> Typed:
+def _text_arg(b: BinderBase, node: exp.Expression) -> Typed:
     t = b._bind(node)
     return b.to_text(t, node)
 
 
-def left_right(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def left_right(b: BinderBase, node: exp.Expression) -> Typed:
     s = _text_arg(b, node.this).expr
     n = b.coerce(b._bind(node.expression), INT8, node.expression).expr
     length = CallUnary(UnaryFunc.LENGTH, s)
@@ -253,9 +240,7 @@ def left_right(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(CallVariadic(VariadicFunc.SUBSTR, (s, start)), PG_TEXT)
 
 
-def concat_ws(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def concat_ws(b: BinderBase, node: exp.Expression) -> Typed:
     args = node.expressions
     if len(args) < 2:
         raise b.err(UndefinedFunction, "concat_ws needs a separator and values", node)
@@ -274,9 +259,7 @@ def concat_ws(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(guarded, PG_TEXT)
 
 
-def starts_with(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def starts_with(b: BinderBase, node: exp.Expression) -> Typed:
     s = _text_arg(b, node.this).expr
     p = _text_arg(b, node.expression).expr
     prefix = CallVariadic(
@@ -300,7 +283,7 @@ _PARTS: dict[type, TimeUnit] = {
 }
 
 
-def _time_arg(b: ScalarBinder, node: exp.Expression) -> Typed:
+def _time_arg(b: BinderBase, node: exp.Expression) -> Typed:
     t = b._bind(node)
     if t.type.name == "unknown":
         t = b.coerce(t, PG_TIMESTAMP, node)
@@ -309,10 +292,8 @@ def _time_arg(b: ScalarBinder, node: exp.Expression) -> Typed:
     return t
 
 
-def date_part(b: ScalarBinder, node: exp.Expression) -> Typed:
+def date_part(b: BinderBase, node: exp.Expression) -> Typed:
     """``year(d)``, ``month(d)``…, ``dayofweek(d)`` (Spark: 1 = Sunday … 7): integers."""
-    from spate.sql.scalar import Typed
-
     t = _time_arg(b, node.this)
     unit = _PARTS[type(node)]
     value: ScalarExpr = Extract(unit, t.expr)
@@ -321,9 +302,7 @@ def date_part(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(value, INT4)
 
 
-def _as_date(b: ScalarBinder, node: exp.Expression) -> Typed:
-    from spate.sql.scalar import Typed
-
+def _as_date(b: BinderBase, node: exp.Expression) -> Typed:
     t = b._bind(node)
     if t.type.name == "date":
         return t
@@ -332,23 +311,19 @@ def _as_date(b: ScalarBinder, node: exp.Expression) -> Typed:
     return Typed(Cast(t.expr, DATE), PG_DATE)
 
 
-def to_date(b: ScalarBinder, node: exp.Expression) -> Typed:
+def to_date(b: BinderBase, node: exp.Expression) -> Typed:
     return _as_date(b, node.this)
 
 
-def date_diff(b: ScalarBinder, node: exp.Expression) -> Typed:
+def date_diff(b: BinderBase, node: exp.Expression) -> Typed:
     """Spark's ``datediff(end, start)``: whole days."""
-    from spate.sql.scalar import Typed
-
     end = _as_date(b, node.this)
     start = _as_date(b, node.expression)
     return Typed(CallBinary(BinaryFunc.DATE_DIFF_DAYS, end.expr, start.expr), INT4)
 
 
-def date_add(b: ScalarBinder, node: exp.Expression) -> Typed:
+def date_add(b: BinderBase, node: exp.Expression) -> Typed:
     """Spark's ``date_add(d, n)`` / ``date_sub(d, n)``: a date ``n`` days later."""
-    from spate.sql.scalar import Typed
-
     unit = node.args.get("unit")
     if unit is not None and unit.name.upper() not in ("DAY", "DAYS"):
         raise b.err(FeatureNotSupported, f"date_add by {unit.name}", node)

@@ -92,6 +92,10 @@ class OperatorBinding(BinderBase):
         return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
 
     def interval_ms(self, t: Typed, node: exp.Expression) -> ScalarExpr:
+        if t.interval_months:
+            raise self.err(
+                FeatureNotSupported, "comparing intervals of months is not supported", node
+            )
         """An interval operand as int64 milliseconds (a constant or ``timestamp - timestamp``)."""
         if t.interval_ms is not None:
             return Literal(t.interval_ms, INT64)
@@ -227,6 +231,12 @@ class OperatorBinding(BinderBase):
             )
             count = self.coerce(n, INT8, n_node)
             assert iv.interval_ms is not None
+            if iv.interval_months:
+                raise self.err(
+                    FeatureNotSupported,
+                    "a multiple of an interval of months is not supported",
+                    node,
+                )
             ms = CallBinary(BinaryFunc.MUL, Literal(iv.interval_ms, INT64), count.expr)
             return Typed(ms, PgType("interval", None))
         if (
@@ -345,7 +355,14 @@ class OperatorBinding(BinderBase):
             name = "timestamp"
         if name in ("timestamp", "timestamptz"):
             f = BinaryFunc.TIMESTAMP_ADD_MS if op is BinaryFunc.ADD else BinaryFunc.TIMESTAMP_SUB_MS
-            return Typed(CallBinary(f, left.expr, ms), left.type)
+            base = left.expr
+            if right.interval_months:
+                # months first, then the fixed part (PostgreSQL's order)
+                n = right.interval_months if op is BinaryFunc.ADD else -right.interval_months
+                base = CallVariadic(VariadicFunc.ADD_MONTHS, (base, Literal(n, INT64)))
+                if right.interval_ms == 0:
+                    return Typed(base, left.type)
+            return Typed(CallBinary(f, base, ms), left.type)
         raise self.err(
             UndefinedFunction,
             f"operator does not exist: {display_name(left.type)} {_SYMBOL[op]} interval",

@@ -20,6 +20,7 @@ from spate.plan.expr import (
     CallBinary,
     CallUnary,
     CallVariadic,
+    Case,
     ColumnRef,
     Literal,
     ScalarExpr,
@@ -35,9 +36,11 @@ from spate.sql.errors import (
     GroupingError,
     UndefinedFunction,
 )
+from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
+from spate.sql.functions import BUILTINS
 from spate.sql.operators import _ARITH, _COMPARISONS, _VARIADIC, OperatorBinding
 from spate.sql.parse import position
-from spate.sql.temporal import TemporalBinding, parse_interval
+from spate.sql.temporal import TemporalBinding, parse_interval, parse_interval_parts
 from spate.sql.types import (
     FLOAT8,
     INT4,
@@ -104,10 +107,9 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         if target.name == "interval":
             inner = node.this
             if isinstance(inner, exp.Literal) and inner.is_string:
+                months, ms = parse_interval_parts(str(inner.this), node, self)
                 return Typed(
-                    Literal(None, INT64),
-                    PG_INTERVAL,
-                    interval_ms=parse_interval(str(inner.this), node, self),
+                    Literal(None, INT64), PG_INTERVAL, interval_ms=ms, interval_months=months
                 )
             raise self.err(FeatureNotSupported, "interval values are only constants", node)
         t = self._bind(node.this)
@@ -170,7 +172,12 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
                 st = Typed(CallVariadic(VariadicFunc.GREATEST, (from_end, Literal(1, INT64))), INT8)
         args.append(st.expr)
         if length is not None:
-            args.append(self.coerce(self._bind(length), INT8, length).expr)
+            count = self.coerce(self._bind(length), INT8, length).expr
+            if self.dialect == "spark":
+                # Spark: a negative length is an empty string (PostgreSQL: an error)
+                negative = CallBinary(BinaryFunc.LT, count, Literal(0, INT64))
+                count = Case(((negative, Literal(0, INT64)),), count)
+            args.append(count)
         return Typed(CallVariadic(VariadicFunc.SUBSTR, tuple(args)), PG_TEXT)
 
     def unary_text(self, node: exp.Expression) -> Typed:
@@ -185,7 +192,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         if isinstance(node, exp.Trim) and (
             node.expression is not None or node.args.get("position")
         ):
-            raise self.err(FeatureNotSupported, "trim with characters or a side", node)
+            return FIXED_BUILTINS[exp.Trim](self, node)
         return Typed(CallUnary(f, t.expr), PG_TEXT)
 
     def abs_(self, node: exp.Expression) -> Typed:
@@ -223,8 +230,11 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
             )
         if isinstance(node, exp.Window):
             raise self.err(FeatureNotSupported, "window functions are not supported yet", node)
-        from spate.sql.functions import BUILTINS
-
+        fixed = FIXED_BUILTINS.get(type(node))
+        if fixed is None and isinstance(node, exp.Anonymous):
+            fixed = ANONYMOUS.get(name)
+        if fixed is not None:
+            return fixed(self, node)
         builtin = BUILTINS.get(type(node))
         if builtin is not None:
             return builtin(self, node)
@@ -232,7 +242,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
 
 
 _AGGREGATE_NAMES = frozenset(
-    {"count", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg"}
+    {"count", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg", "every", "some"}
 )
 
 

@@ -44,6 +44,7 @@ _UNIT_MS = {
     "day": _DAY_MS,
     "week": 7 * _DAY_MS,
 }
+_MONTHS = {"month": 1, "year": 12}
 _UNIT_ALIASES = {
     "us": "microsecond",
     "microseconds": "microsecond",
@@ -88,9 +89,8 @@ class TemporalBinding(BinderBase):
         text = str(raw.this)
         if unit is not None:
             text = f"{text} {unit.name}"
-        return Typed(
-            Literal(None, INT64), PG_INTERVAL, interval_ms=parse_interval(text, node, self)
-        )
+        months, ms = parse_interval_parts(text, node, self)
+        return Typed(Literal(None, INT64), PG_INTERVAL, interval_ms=ms, interval_months=months)
 
     def now(self, node: exp.Expression) -> Typed:
         if not self.allow_now:
@@ -158,6 +158,18 @@ def _time_unit(name: str, node: exp.Expression, binder: BinderBase) -> TimeUnit:
 
 def parse_interval(text: str, node: exp.Expression, binder: BinderBase) -> int:
     """Milliseconds of an interval constant (fixed-length units only)."""
+    months, ms = parse_interval_parts(text, node, binder)
+    if months:
+        raise binder.err(
+            FeatureNotSupported,
+            "intervals of months or years have no fixed length here; use days",
+            node,
+        )
+    return ms
+
+
+def parse_interval_parts(text: str, node: exp.Expression, binder: BinderBase) -> tuple[int, int]:
+    """The months and the milliseconds of an interval constant."""
     import re
 
     parts = re.findall(r"([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)", text.strip())
@@ -165,20 +177,23 @@ def parse_interval(text: str, node: exp.Expression, binder: BinderBase) -> int:
         hms = re.fullmatch(r"\s*(\d+):(\d+)(?::(\d+(?:\.\d+)?))?\s*", text)
         if hms:
             h, m, s = hms.group(1), hms.group(2), hms.group(3) or "0"
-            return int(h) * 3_600_000 + int(m) * 60_000 + int(float(s) * 1000)
+            return 0, int(h) * 3_600_000 + int(m) * 60_000 + int(float(s) * 1000)
         raise binder.err(SqlError, f'invalid input syntax for type interval: "{text}"', node)
     total = 0.0
+    months = 0
     for number, unit in parts:
         u = _UNIT_ALIASES.get(unit.lower(), unit.lower()) if unit else "second"
-        if u.endswith("s") and u[:-1] in _UNIT_MS:
+        if u.endswith("s") and u[:-1] in _UNIT_MS | _MONTHS:
             u = u[:-1]
-        if u in ("month", "year"):
-            raise binder.err(
-                FeatureNotSupported,
-                "intervals of months or years have no fixed length; use days",
-                node,
-            )
+        if u in _MONTHS:
+            count = float(number) * _MONTHS[u]
+            if not count.is_integer():
+                raise binder.err(
+                    FeatureNotSupported, "fractional months in an interval are not supported", node
+                )
+            months += int(count)
+            continue
         if u not in _UNIT_MS:
             raise binder.err(SqlError, f'invalid input syntax for type interval: "{text}"', node)
         total += float(number) * _UNIT_MS[u]
-    return round(total)
+    return months, round(total)

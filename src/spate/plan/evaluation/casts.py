@@ -80,11 +80,39 @@ def _to_text(source: ScalarType) -> _Fn1:
     if k is K.NUMERIC:
         scale = source.scale or 0
         return lambda v: format(v, f".{scale}f")
+    if k is K.FLOAT64:
+        return float_text
     if k is K.DATE:
         return lambda v: v.isoformat()
     if k is K.TIMESTAMP:
         return lambda v: format_timestamp(v)
     return lambda v: v if isinstance(v, str) else str(v)
+
+
+def float_text(v: Datum) -> str:
+    """A float as PostgreSQL prints it: the shortest digits that read back exactly, in fixed
+    notation for decimal exponents -4 … 14, else as ``d.ddde+XX``."""
+    assert isinstance(v, float)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if math.copysign(1.0, v) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(v)).as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).rstrip("0")
+    exponent += len(digits) - len(text)
+    e10 = exponent + len(text) - 1
+    minus = "-" if sign else ""
+    if -4 <= e10 < 15:
+        if e10 >= 0:
+            whole = text[: e10 + 1].ljust(e10 + 1, "0")
+            frac = text[e10 + 1 :]
+            return minus + whole + ("." + frac if frac else "")
+        return minus + "0." + "0" * (-e10 - 1) + text
+    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    return f"{minus}{mantissa}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
 
 
 def _from_text(to: ScalarType) -> _Fn1:

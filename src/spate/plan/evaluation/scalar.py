@@ -20,6 +20,7 @@ from typing import Any
 
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.casts import cast_function
+from spate.plan.evaluation.funcs import fixed_function
 from spate.plan.evaluation.values import (
     _CTX,
     EPOCH,
@@ -56,6 +57,7 @@ from spate.plan.expr import (
     VariadicFunc,
     show,
 )
+from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
 from spate.repr.desc import Column
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
@@ -272,6 +274,16 @@ class _Compiler:
 
     def variadic(self, f: VariadicFunc, xs: tuple[ScalarExpr, ...]) -> Evaluator:
         args = [self.go(x) for x in xs]
+        if f in SIGNATURES:
+            e = CallVariadic(f, xs)
+            types = [self.type_of(x) for x in xs]
+            fn = fixed_function(f, xs, types, self.type_of(e), show(e, self.names))
+
+            def fixed(row: Row, now: int) -> Datum:
+                values = [a(row, now) for a in args]
+                return None if any(v is None for v in values) else fn(values)
+
+            return fixed
         if f is VariadicFunc.COALESCE:
 
             def coalesce(row: Row, now: int) -> Datum:

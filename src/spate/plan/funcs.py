@@ -1,0 +1,177 @@
+"""The functions with fixed signatures among :class:`~spate.plan.expr.VariadicFunc`.
+
+Each takes the argument kinds of one of its signatures and returns the type given here; the
+result is NULL when an argument is NULL. The semantics are PostgreSQL's (the reference
+evaluator :mod:`spate.testing.reference_scalar` is their definition):
+
+* ``sqrt``, ``cbrt``, ``exp``, ``ln``, ``log10``, ``power`` on float64. A negative ``sqrt``, a
+  logarithm of zero or of a negative number, ``0 ^ negative``, ``negative ^ non-integer`` and
+  a finite result beyond float64 (overflow, or for ``power`` underflow to zero) are evaluation
+  errors. Results may differ from PostgreSQL's libm in the last bit. ``float4(x)`` rounds to
+  the nearest single-precision value (PostgreSQL's ``real``); beyond its range, or a nonzero
+  value that becomes zero, is an error.
+* Text: ``replace``, ``strpos`` (1-based, 0 when absent), ``lpad``/``rpad`` (to a length,
+  truncating a longer text; an empty fill pads nothing), ``split_part`` (a negative field counts
+  from the end; field 0 is an error), ``repeat`` (a count below 1 gives ''), ``reverse``,
+  ``initcap`` (words are runs of letters and digits), ``md5`` (hex of the UTF-8 bytes),
+  ``translate``, ``ascii`` (code point of the first character, 0 for ''), ``chr`` (0, negative
+  and beyond U+10FFFF or a surrogate are errors), ``btrim``/``ltrim``/``rtrim`` with a set of
+  characters, ``octet_length`` (UTF-8 bytes).
+* Regular expressions: ``regexp_like(text, pattern)`` (``~``: a match anywhere),
+  ``regexp_replace[_all](text, pattern, replacement)`` replacing the first (every) match; the
+  replacement must be a constant, with PostgreSQL's ``\\1`` … ``\\9`` and ``\\&``. Patterns are
+  evaluated by the host's engine (Python's ``re``, Java's ``Pattern``): the syntax they share
+  with PostgreSQL's (classes, quantifiers, groups, anchors, ``(?i)``) means the same.
+* ``make_date(y, m, d)`` (an invalid date is an error), ``add_months(date|timestamp, n)`` (the
+  day is clamped to the end of the month, as PostgreSQL's ``+ interval 'n months'``),
+  ``to_char(date|timestamp, format)`` with a constant format of the patterns in
+  :data:`TO_CHAR_PATTERNS` (other characters are copied; ``"…"`` quotes).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from spate.plan.expr import VariadicFunc
+from spate.repr.types import (
+    BOOL,
+    DATE,
+    FLOAT64,
+    INT64,
+    TEXT,
+    ScalarKind,
+    ScalarType,
+)
+
+K = ScalarKind
+V = VariadicFunc
+
+SAME: Final = ScalarType(K.JSONB)
+"""Marker result type: the type of the first argument."""
+
+_F, _I, _T = K.FLOAT64, K.INT64, K.TEXT
+
+SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], ScalarType]]] = {
+    V.SQRT: (((_F,),), FLOAT64),
+    V.CBRT: (((_F,),), FLOAT64),
+    V.EXP: (((_F,),), FLOAT64),
+    V.LN: (((_F,),), FLOAT64),
+    V.LOG10: (((_F,),), FLOAT64),
+    V.POWER: (((_F, _F),), FLOAT64),
+    V.FLOAT4: (((_F,),), FLOAT64),
+    V.REPLACE: (((_T, _T, _T),), TEXT),
+    V.STRPOS: (((_T, _T),), INT64),
+    V.LPAD: (((_T, _I, _T),), TEXT),
+    V.RPAD: (((_T, _I, _T),), TEXT),
+    V.SPLIT_PART: (((_T, _T, _I),), TEXT),
+    V.REPEAT: (((_T, _I),), TEXT),
+    V.REVERSE: (((_T,),), TEXT),
+    V.INITCAP: (((_T,),), TEXT),
+    V.MD5: (((_T,),), TEXT),
+    V.TRANSLATE: (((_T, _T, _T),), TEXT),
+    V.ASCII: (((_T,),), INT64),
+    V.CHR: (((_I,),), TEXT),
+    V.BTRIM: (((_T, _T),), TEXT),
+    V.LTRIM: (((_T, _T),), TEXT),
+    V.RTRIM: (((_T, _T),), TEXT),
+    V.OCTET_LENGTH: (((_T,),), INT64),
+    V.REGEXP_LIKE: (((_T, _T),), BOOL),
+    V.REGEXP_REPLACE: (((_T, _T, _T),), TEXT),
+    V.REGEXP_REPLACE_ALL: (((_T, _T, _T),), TEXT),
+    V.MAKE_DATE: (((_I, _I, _I),), DATE),
+    V.ADD_MONTHS: (((K.DATE, _I), (K.TIMESTAMP, _I)), SAME),
+    V.TO_CHAR: (((K.DATE, _T), (K.TIMESTAMP, _T)), TEXT),
+}
+"""Per function: the argument kinds of each signature, and the result type."""
+
+CONSTANT_ARGS: Final[dict[VariadicFunc, int]] = {
+    V.REGEXP_REPLACE: 2,
+    V.REGEXP_REPLACE_ALL: 2,
+    V.TO_CHAR: 1,
+}
+"""Functions whose argument at this position must be a non-NULL text literal."""
+
+REPEAT_LIMIT: Final = 1 << 28
+"""The longest text ``repeat``/``lpad``/``rpad`` build (characters); longer is an error."""
+
+
+# --- regexp_replace's replacement ------------------------------------------------------------
+
+Piece = str | int
+"""A piece of a parsed replacement: literal text, or the number of a group (0: the match)."""
+
+
+def parse_replacement(text: str) -> tuple[Piece, ...]:
+    """PostgreSQL's replacement text: ``\\1``…``\\9`` groups, ``\\&`` the match, ``\\\\`` one
+    backslash; any other backslash is kept with the character after it."""
+    out: list[Piece] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in "123456789&":
+                if buf:
+                    out.append("".join(buf))
+                    buf = []
+                out.append(0 if nxt == "&" else int(nxt))
+            elif nxt == "\\":
+                buf.append("\\")
+            else:
+                buf.append(ch + nxt)
+            i += 2
+            continue
+        buf.append(ch)
+        i += 1
+    if buf:
+        out.append("".join(buf))
+    return tuple(out)
+
+
+# --- to_char ---------------------------------------------------------------------------------
+
+TO_CHAR_PATTERNS: Final = (
+    "YYYY", "YY", "MM", "DD", "DDD", "D", "HH24", "HH12", "HH", "MI", "SS", "MS", "US",
+    "AM", "PM", "am", "pm", "Month", "MONTH", "month", "Mon", "MON", "mon",
+    "Day", "DAY", "day", "Dy", "DY", "dy", "Q",
+)  # fmt: skip
+_TOKEN_RE: Final = re.compile(
+    '"(?:[^"\\\\]|\\\\.)*"|FM|'
+    + "|".join(sorted((re.escape(p) for p in TO_CHAR_PATTERNS), key=len, reverse=True))
+)
+
+Token = tuple[str, str]
+"""``("lit", text)`` or ``(pattern, "")`` / ``(pattern, "FM")`` (FM: no padding)."""
+
+
+def parse_to_char(fmt: str) -> tuple[Token, ...]:
+    """A ``to_char`` format as literal pieces and field patterns."""
+    out: list[Token] = []
+    i = 0
+    fill_mode = False
+    while i < len(fmt):
+        m = _TOKEN_RE.match(fmt, i)
+        if m is None:
+            out.append(("lit", fmt[i]))
+            i += 1
+            continue
+        tok = m.group(0)
+        i = m.end()
+        if tok == "FM":
+            fill_mode = True
+            continue
+        if tok.startswith('"'):
+            out.append(("lit", re.sub(r"\\(.)", r"\1", tok[1:-1])))
+        else:
+            out.append((tok, "FM" if fill_mode else ""))
+        fill_mode = False
+    return tuple(out)
+
+
+MONTHS: Final = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
+DAYS: Final = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")

@@ -1,0 +1,423 @@
+"""The fixed-signature functions of :mod:`spate.plan.funcs` as Spark columns.
+
+Every function agrees with the reference evaluator, with these deviations:
+
+* ``exp``, ``ln``, ``log10``, ``power`` and ``cbrt`` use Java's ``StrictMath``/``Math``, which
+  may differ from the C library in the last bit of the result.
+* Regular expressions run on Java's engine (the reference uses Python's ``re``); both agree on
+  the syntax they share with PostgreSQL. ``regexp_replace`` of the first match finds it with
+  ``regexp_instr``/``regexp_extract`` and replaces it alone, so a pattern with look-around
+  that depends on the text outside the match may differ.
+* ``initcap`` decides letters and digits with Java's ``\\p{L}``/``\\p{N}`` classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.plan.expr import Literal, ScalarExpr, VariadicFunc
+from spate.plan.funcs import (
+    DAYS,
+    MONTHS,
+    REPEAT_LIMIT,
+    parse_replacement,
+    parse_to_char,
+)
+from spate.repr.types import ScalarKind, ScalarType
+
+V = VariadicFunc
+K = ScalarKind
+_LONG: Final = T.LongType()
+_INF: Final = float("inf")
+
+
+class FixedNotCompilable(ValueError):
+    """A fixed function this renderer has no Spark form for."""
+
+
+def _fail(msg: str) -> Column:
+    return F.raise_error(F.lit(msg))
+
+
+def _canon(c: Column) -> Column:
+    return F.when(c == F.lit(0.0), F.lit(0.0)).otherwise(c)
+
+
+def _finite(c: Column) -> Column:
+    return ~F.isnan(c) & (F.abs(c) < F.lit(_INF))
+
+
+def compile_fixed(
+    f: VariadicFunc,
+    args: Sequence[Column],
+    exprs: Sequence[ScalarExpr],
+    types: Sequence[ScalarType],
+    what: str,
+) -> Column:
+    """``f`` on Spark columns ``args`` (the compiled ``exprs``, of ``types``)."""
+    a = args
+    match f:
+        case V.SQRT:
+            msg = f"cannot take square root of a negative number in {what}"
+            return F.when(a[0] < F.lit(0.0), _fail(msg)).otherwise(_canon(F.sqrt(a[0])))
+        case V.FLOAT4:
+            x = a[0]
+            single = x.cast("float")
+            over = (F.abs(single) == F.lit(_INF)) & _finite(x)
+            under = (single == F.lit(0.0)) & (x != F.lit(0.0))
+            return (
+                F.when(over, _fail(f"value out of range: overflow in {what}"))
+                .when(under, _fail(f"value out of range: underflow in {what}"))
+                .otherwise(_canon(single.cast("double")))
+            )
+        case V.CBRT:
+            return _canon(F.cbrt(a[0]))
+        case V.EXP:
+            out = F.exp(a[0])
+            bad = (out == F.lit(_INF)) & _finite(a[0])
+            return F.when(bad, _fail(f"value out of range: overflow in {what}")).otherwise(out)
+        case V.LN | V.LOG10:
+            x = a[0]
+            value = F.ln(x) if f is V.LN else F.log10(x)
+            negative = f"cannot take logarithm of a negative number in {what}"
+            return (
+                F.when(x == F.lit(0.0), _fail(f"cannot take logarithm of zero in {what}"))
+                .when(x < F.lit(0.0), _fail(negative))
+                .otherwise(_canon(value))
+            )
+        case V.POWER:
+            return _power(a[0], a[1], what)
+        case V.REPLACE:
+            return F.when(a[1] == F.lit(""), a[0]).otherwise(F.replace(a[0], a[1], a[2]))
+        case V.STRPOS:
+            return F.call_function("locate", a[1], a[0]).cast(_LONG)
+        case V.LPAD | V.RPAD:
+            return _pad(f is V.LPAD, a[0], a[1], a[2], what)
+        case V.SPLIT_PART:
+            msg = f"field position must not be zero in {what}"
+            n = a[2]
+            ok = F.when(n == F.lit(0), _fail(msg)).otherwise(n)
+            small = F.when(F.abs(n) > F.lit(2**31 - 1), F.lit(2**31 - 1) * F.signum(n)).otherwise(n)
+            part = F.split_part(a[0], a[1], small.cast("int"))
+            return F.when(ok.isNotNull(), part)
+        case V.REPEAT:
+            n = a[1]
+            too_long = F.length(a[0]).cast(_LONG).cast("decimal(38,0)") * n.cast(
+                "decimal(38,0)"
+            ) > F.lit(REPEAT_LIMIT)
+            count = F.when(n < F.lit(0), F.lit(0)).otherwise(n)
+            return F.when(
+                too_long & (n > F.lit(0)), _fail(f"requested length too large in {what}")
+            ).otherwise(F.repeat(a[0], F.when(too_long, F.lit(0)).otherwise(count).cast("int")))
+        case V.REVERSE:
+            return F.reverse(a[0])
+        case V.INITCAP:
+            return _initcap(a[0])
+        case V.MD5:
+            return F.md5(a[0].cast("binary"))
+        case V.TRANSLATE:
+            return F.call_function("translate", a[0], a[1], a[2])
+        case V.ASCII:
+            return F.when(a[0] == F.lit(""), F.lit(0)).otherwise(F.ascii(a[0])).cast(_LONG)
+        case V.CHR:
+            return _chr(a[0], what)
+        case V.BTRIM:
+            return F.btrim(a[0], a[1])
+        case V.LTRIM:
+            return F.ltrim(a[0], a[1])
+        case V.RTRIM:
+            return F.rtrim(a[0], a[1])
+        case V.OCTET_LENGTH:
+            return F.octet_length(a[0]).cast(_LONG)
+        case V.REGEXP_LIKE:
+            return F.call_function("regexp_like", a[0], a[1])
+        case V.REGEXP_REPLACE | V.REGEXP_REPLACE_ALL:
+            rep = exprs[2]
+            assert isinstance(rep, Literal) and isinstance(rep.value, str)
+            java = _java_replacement(rep.value)
+            if f is V.REGEXP_REPLACE_ALL:
+                return F.regexp_replace(a[0], a[1], F.lit(java))
+            return _replace_first(a[0], a[1], java)
+        case V.MAKE_DATE:
+            y, m, d = a
+            bad_date = F.concat(
+                F.lit("date field value out of range: "),
+                y.cast("string"),
+                F.lit("-"),
+                m.cast("string"),
+                F.lit("-"),
+                d.cast("string"),
+                F.lit(f" in {what}"),
+            )
+            small = (y >= F.lit(1)) & (y <= F.lit(9999)) & (F.abs(m) < 100) & (F.abs(d) < 100)
+            return F.when(~small, F.raise_error(bad_date)).otherwise(
+                F.make_date(y.cast("int"), m.cast("int"), d.cast("int"))
+            )
+        case V.ADD_MONTHS:
+            return _add_months(a[0], a[1], types[0], what)
+        case V.TO_CHAR:
+            fmt = exprs[1]
+            assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
+            return _to_char(a[0], fmt.value)
+    raise FixedNotCompilable(f"no Spark form for {f.value}")
+
+
+# --- numbers ---------------------------------------------------------------------------------
+
+
+def _power(x: Column, y: Column, what: str) -> Column:
+    out = F.pow(x, y)
+    both_finite = _finite(x) & _finite(y)
+    non_integer = _finite(y) & ((y % F.lit(1.0)) != F.lit(0.0))
+    return (
+        F.when(x.isNull() | y.isNull(), F.lit(None).cast("double"))
+        .when(F.isnan(x), F.when(y == F.lit(0.0), F.lit(1.0)).otherwise(F.lit(float("nan"))))
+        .when(F.isnan(y), F.when(x == F.lit(1.0), F.lit(1.0)).otherwise(F.lit(float("nan"))))
+        .when(
+            (x == F.lit(0.0)) & (y < F.lit(0.0)),
+            _fail(f"zero raised to a negative power is undefined in {what}"),
+        )
+        .when(
+            (x < F.lit(0.0)) & non_integer,
+            _fail(
+                f"a negative number raised to a non-integer power yields a complex result in {what}"
+            ),
+        )
+        .when(
+            (F.abs(out) == F.lit(_INF)) & both_finite,
+            _fail(f"value out of range: overflow in {what}"),
+        )
+        .when(
+            (out == F.lit(0.0)) & (x != F.lit(0.0)) & both_finite,
+            _fail(f"value out of range: underflow in {what}"),
+        )
+        .otherwise(_canon(out))
+    )
+
+
+# --- text ------------------------------------------------------------------------------------
+
+
+def _pad(left: bool, s: Column, n: Column, fill: Column, what: str) -> Column:
+    too_long = n > F.lit(REPEAT_LIMIT)
+    width = F.when(too_long | (n < F.lit(0)), F.lit(0)).otherwise(n).cast("int")
+    cut = F.substring(s, F.lit(1), width)
+    padded = F.lpad(s, width, fill) if left else F.rpad(s, width, fill)
+    value = (
+        F.when(n <= F.lit(0), F.lit(""))
+        .when((F.length(s) >= width) | (fill == F.lit("")), cut)
+        .otherwise(padded)
+    )
+    return F.when(
+        too_long & fill.isNotNull() & s.isNotNull(), _fail(f"requested length too large in {what}")
+    ).when(s.isNotNull() & fill.isNotNull(), value)
+
+
+def _chars(s: Column) -> Column:
+    return F.split(s, "")
+
+
+def _chr(n: Column, what: str) -> Column:
+    """The character of code point ``n``, built from its UTF-8 bytes."""
+
+    def hx(v: Column) -> Column:
+        return F.lpad(F.hex(v), 2, "0")
+
+    def cont(shift: int) -> Column:
+        return hx(F.lit(0x80) + F.shiftright(n, shift).bitwiseAND(F.lit(0x3F)))
+
+    utf8 = (
+        F.when(n < F.lit(0x80), hx(n))
+        .when(n < F.lit(0x800), F.concat(hx(F.lit(0xC0) + F.shiftright(n, 6)), cont(0)))
+        .when(
+            n < F.lit(0x10000),
+            F.concat(hx(F.lit(0xE0) + F.shiftright(n, 12)), cont(6), cont(0)),
+        )
+        .otherwise(F.concat(hx(F.lit(0xF0) + F.shiftright(n, 18)), cont(12), cont(6), cont(0)))
+    )
+    text = F.decode(F.unhex(utf8), "UTF-8")
+    bad = (n < F.lit(0)) | (n > F.lit(0x10FFFF)) | ((n >= F.lit(0xD800)) & (n <= F.lit(0xDFFF)))
+    return (
+        F.when(n == F.lit(0), _fail(f"null character not permitted in {what}"))
+        .when(
+            bad,
+            F.raise_error(
+                F.concat(
+                    F.lit("requested character too large for encoding: "),
+                    n.cast("string"),
+                    F.lit(f" in {what}"),
+                )
+            ),
+        )
+        .otherwise(text)
+    )
+
+
+def _initcap(s: Column) -> Column:
+    chars = _chars(s)
+    alnum = "^[\\p{L}\\p{N}]$"
+
+    def one(c: Column, i: Column) -> Column:
+        prev = F.when(i > F.lit(0), F.element_at(chars, i)).otherwise(F.lit(""))
+        return F.when(prev.rlike(alnum), F.lower(c)).otherwise(F.upper(c))
+
+    return F.when(s.isNotNull(), F.array_join(F.transform(chars, one), ""))
+
+
+def _java_replacement(text: str) -> str:
+    out: list[str] = []
+    for piece in parse_replacement(text):
+        if isinstance(piece, int):
+            out.append(f"${piece}")
+        else:
+            out.append(piece.replace("\\", "\\\\").replace("$", "\\$"))
+    return "".join(out)
+
+
+def _replace_first(s: Column, pattern: Column, java: str) -> Column:
+    start = F.call_function("regexp_instr", s, pattern)
+    match = F.call_function("regexp_extract", s, pattern, F.lit(0))
+    anchored = F.concat(F.lit("\\A(?:"), pattern, F.lit(")\\z"))
+    replaced = F.regexp_replace(match, anchored, F.lit(java))
+    before = F.substring(s, F.lit(1), start - F.lit(1))
+    after = F.substring(s, start + F.length(match), F.lit(2**31 - 1))
+    found = F.call_function("regexp_like", s, pattern)
+    return F.when(found, F.concat(before, replaced, after)).otherwise(s)
+
+
+# --- time ------------------------------------------------------------------------------------
+
+
+def _add_months(v: Column, n: Column, t: ScalarType, what: str) -> Column:
+    day = v.cast("date") if t.kind is K.TIMESTAMP else v
+    months = F.year(day).cast(_LONG) * 12 + F.month(day) - 1 + n
+    ok = (months >= F.lit(12)) & (months < F.lit(10000 * 12))
+    moved = F.add_months(day, F.when(ok, n).otherwise(F.lit(0)).cast("int"))
+    if t.kind is K.TIMESTAMP:
+        micros = F.timestamp_diff("MICROSECOND", day.cast(T.TimestampNTZType()), v)
+        moved_ts = F.timestamp_add("MICROSECOND", micros, moved.cast(T.TimestampNTZType()))
+        return F.when(ok, moved_ts).when(
+            v.isNotNull() & n.isNotNull(), _fail(f"date out of range in {what}")
+        )
+    return F.when(ok, moved).when(
+        v.isNotNull() & n.isNotNull(), _fail(f"date out of range in {what}")
+    )
+
+
+def _to_char(v: Column, fmt: str) -> Column:
+    pieces = [
+        F.lit(mode) if pat == "lit" else _to_char_field(v, pat, mode == "FM")
+        for pat, mode in parse_to_char(fmt)
+    ]
+    if not pieces:
+        return F.when(v.isNotNull(), F.lit(""))
+    return F.when(v.isNotNull(), F.concat(*pieces))
+
+
+def _to_char_field(v: Column, pat: str, fill: bool) -> Column:
+    def num(n: Column, width: int) -> Column:
+        s = n.cast("string")
+        return s if fill else F.lpad(s, width, "0")
+
+    def word(names: Sequence[str], index: Column, width: int) -> Column:
+        cased = [n.upper() if pat.isupper() else n.lower() if pat.islower() else n for n in names]
+        w = F.element_at(F.array(*[F.lit(n) for n in cased]), index + F.lit(1))
+        return w if fill else F.rpad(w, width, " ")
+
+    ts = v.cast(T.TimestampNTZType())
+    hour = F.hour(ts)
+    dow = F.dayofweek(ts) - F.lit(1)
+    match pat:
+        case "YYYY":
+            return num(F.year(ts), 4)
+        case "YY":
+            return num(F.year(ts) % 100, 2)
+        case "MM":
+            return num(F.month(ts), 2)
+        case "DD":
+            return num(F.dayofmonth(ts), 2)
+        case "DDD":
+            return num(F.dayofyear(ts), 3)
+        case "D":
+            return (dow + F.lit(1)).cast("string")
+        case "HH24":
+            return num(hour, 2)
+        case "HH12" | "HH":
+            return num(F.when(hour % 12 == 0, F.lit(12)).otherwise(hour % 12), 2)
+        case "MI":
+            return num(F.minute(ts), 2)
+        case "SS":
+            return num(F.second(ts), 2)
+        case "MS" | "US":
+            epoch = F.lit("1970-01-01 00:00:00").cast(T.TimestampNTZType())
+            micros = F.pmod(F.timestamp_diff("MICROSECOND", epoch, ts), F.lit(1_000_000))
+            if pat == "MS":
+                return num(F.floor(micros / F.lit(1000)).cast(_LONG), 3)
+            return num(micros, 6)
+        case "AM" | "PM" | "am" | "pm":
+            mark = F.when(hour < F.lit(12), F.lit("AM")).otherwise(F.lit("PM"))
+            return mark if pat.isupper() else F.lower(mark)
+        case "Month" | "MONTH" | "month":
+            return word(MONTHS, F.month(ts) - F.lit(1), 9)
+        case "Mon" | "MON" | "mon":
+            return word([m[:3] for m in MONTHS], F.month(ts) - F.lit(1), 3)
+        case "Day" | "DAY" | "day":
+            return word(DAYS, dow, 9)
+        case "Dy" | "DY" | "dy":
+            return word([d[:3] for d in DAYS], dow, 3)
+        case "Q":
+            return F.quarter(ts).cast("string")
+    raise FixedNotCompilable(f"unknown to_char pattern {pat}")
+
+
+# --- float to text ---------------------------------------------------------------------------
+
+
+def float_text(v: Column) -> Column:
+    """A double as PostgreSQL prints it (see ``float_text`` of the reference), rebuilt from
+    the digits of Java's ``Double.toString`` (before JDK 19 these are sometimes longer than the
+    shortest that reads back, for values no SQL literal of 17 digits or fewer produces)."""
+    s = F.regexp_replace(v.cast("string"), "^-", "")
+    mantissa = F.regexp_extract(s, "^([0-9.]+)", 1)
+    java_exp = F.coalesce(F.regexp_extract(s, "E(-?[0-9]+)$", 1).try_cast("int"), F.lit(0))
+    whole = F.substring_index(mantissa, ".", 1)
+    all_digits = F.regexp_replace(mantissa, "\\.", "")
+    trimmed = F.ltrim(all_digits, F.lit("0"))
+    zeros = F.length(all_digits) - F.length(trimmed)
+    digits = F.rtrim(trimmed, F.lit("0"))
+    e10 = F.length(whole) - F.lit(1) - zeros + java_exp
+    ndig = F.length(digits)
+    fixed_pos = F.concat(
+        F.rpad(F.substring(digits, F.lit(1), e10 + 1), (e10 + 1).cast("int"), "0"),
+        F.when(
+            ndig > e10 + 1, F.concat(F.lit("."), F.substring(digits, e10 + 2, F.lit(400)))
+        ).otherwise(F.lit("")),
+    )
+    fixed_neg = F.concat(F.lit("0."), F.repeat(F.lit("0"), (-e10 - 1).cast("int")), digits)
+    sci = F.concat(
+        F.substring(digits, 1, 1),
+        F.when(ndig > 1, F.concat(F.lit("."), F.substring(digits, 2, 400))).otherwise(F.lit("")),
+        F.lit("e"),
+        F.when(e10 >= 0, F.lit("+")).otherwise(F.lit("-")),
+        F.when(F.abs(e10) < F.lit(10), F.lit("0")).otherwise(F.lit("")),
+        F.abs(e10).cast("string"),
+    )
+    body = (
+        F.when((e10 >= F.lit(0)) & (e10 < F.lit(15)), fixed_pos)
+        .when((e10 >= F.lit(-4)) & (e10 < F.lit(0)), fixed_neg)
+        .otherwise(sci)
+    )
+    sign = F.when(v < F.lit(0.0), F.lit("-")).otherwise(F.lit(""))
+    return (
+        F.when(v.isNull(), F.lit(None).cast("string"))
+        .when(F.isnan(v), F.lit("NaN"))
+        .when(v == F.lit(float("inf")), F.lit("Infinity"))
+        .when(v == F.lit(float("-inf")), F.lit("-Infinity"))
+        .when(v == F.lit(0.0), F.lit("0"))
+        .otherwise(F.concat(sign, body))
+    )
