@@ -63,6 +63,36 @@ def test_hydration_and_dataflow_statistics_per_replica(env: Environment) -> None
     assert stats["t_mv"]["steps"] >= 1 and stats["t_mv"]["replica"] == "r1"
 
 
+def _poll(env: Environment, query: str, ok: Any, seconds: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + seconds
+    while True:
+        (row,) = _sql(env, query)
+        if ok(row) or time.monotonic() > deadline:
+            return row
+        time.sleep(0.3)
+
+
+def test_dataflow_statistics_are_what_the_replica_counted(env: Environment) -> None:
+    query = (
+        "SELECT steps, spark_jobs, step_time_ms, rows_in, rows_out"
+        " FROM spate_catalog.dataflow_statistics WHERE name = 't_mv' AND replica = 'r1'"
+    )
+    # the replica reports about once a second: the row fills in (it hydrated from 5 rows)
+    before = _poll(env, query, lambda r: (r["rows_in"] or 0) >= 5)
+    assert before["rows_in"] >= 5 and before["rows_out"] >= 5, before
+    assert before["steps"] >= 1 and before["step_time_ms"] > 0, before
+    assert before["spark_jobs"] is not None and before["spark_jobs"] >= 0, before
+    n = 7
+    env.insert("t", [(1000 + i, f"n{i}") for i in range(n)])
+    after = _poll(env, query, lambda r: r["rows_in"] >= before["rows_in"] + n)
+    print(f"dataflow_statistics of t_mv: {before} -> {after}")
+    assert after["rows_in"] >= before["rows_in"] + n, (before, after)
+    assert after["rows_out"] >= before["rows_out"] + n, (before, after)
+    assert after["steps"] > before["steps"], (before, after)
+    assert after["step_time_ms"] >= before["step_time_ms"], (before, after)
+    assert after["spark_jobs"] >= before["spark_jobs"], (before, after)
+
+
 def test_lag_of_every_collection_streams_through_a_subscribe(env: Environment) -> None:
     names = {r["name"] for r in _sql(env, "SELECT name FROM spate_catalog.objects")}
     stream = env.subscribe("spate_catalog.frontiers", timeout=120)

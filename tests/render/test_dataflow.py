@@ -141,6 +141,24 @@ def test_until_stops_the_dataflow_and_idle_steps_run_no_job(
     df.drop()
 
 
+def test_a_step_reports_the_updates_it_read_and_produced(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    inputs = feed([((1, 10, "a"), 0, 1)], 2)
+    desc = single_plan_dataflow(VIEW, INPUTS)
+    df = Dataflow(desc, inputs, spark=spark, scratch=tmp_path)
+    first = df.step()
+    assert (first.rows_in, first.rows_out >= 1) == (1, True), first
+    inputs.append(BIDS, updates_to_table(DESC, []), 3)
+    quiet = df.step()
+    assert quiet.idle and (quiet.rows_in, quiet.rows_out) == (0, 0)
+    inputs.append(BIDS, updates_to_table(DESC, [((1, 30, "b"), 3, 1), ((2, 50, "c"), 3, 1)]), 4)
+    later = df.step()
+    out = sum(t.num_rows for t in later.sink_updates.values())
+    assert later.rows_in == 2 and later.rows_out >= out > 0, later
+    df.drop()
+
+
 def test_a_failing_step_reports_the_error_and_changes_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Final
 
+from spate.compute.controller.introspection import ReplicaFrontiers
 from spate.environment import subscriptions
 from spate.environment.builtins import BUILTINS, IntrospectionItem, builtin_by_id, builtin_of
 from spate.environment.catalog import (
@@ -187,11 +188,19 @@ def _dataflows(rt: Runtime) -> tuple[list[Row], list[Row]]:
                 hydrated = rf is not None and rf.hydrated
                 row = (str(item.id), item.name, cluster.name, r.name, str(r.id), hydrated)
                 hydration.append(row)
-                steps = 0 if rf is None else rf.steps
-                stats.append(
-                    (str(item.id), item.name, cluster.name, r.name, steps, None, None, None, None)
-                )
+                stats.append((str(item.id), item.name, cluster.name, r.name, *_step_stats(rf)))
     return hydration, stats
+
+
+def _step_stats(rf: ReplicaFrontiers | None) -> tuple[int | None, ...]:
+    """steps, spark_jobs, step_time_ms, rows_in, rows_out: as the replica last reported them;
+    before its first report, the steps the controller counted and NULLs."""
+    if rf is None:
+        return (0, None, None, None, None)
+    s = rf.statistics
+    if s is None:
+        return (rf.steps, None, None, None, None)
+    return (s.steps, s.spark_jobs, s.step_time_ms, s.rows_in, s.rows_out)
 
 
 def _clusters(rt: Runtime) -> tuple[list[Row], list[Row]]:

@@ -336,10 +336,38 @@ class Status:
     id: GlobalId | None = None
 
 
+@wire("compute.dataflow_statistics")
+@dataclass(frozen=True, slots=True)
+class DataflowStatistics:
+    """Cumulative counts of the dataflow that exports ``id``, since the replica built it.
+
+    ``steps``: steps run (idle ones included); ``spark_jobs``: Spark actions those steps ran
+    (an idle step, or one whose operators took the driver path, runs none); ``step_time_ms``:
+    wall time spent stepping; ``rows_in``: input updates the steps read; ``rows_out``: updates
+    they produced into the dataflow's exports. Each report is a full current value.
+    """
+
+    id: GlobalId
+    steps: int = 0
+    spark_jobs: int = 0
+    step_time_ms: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+
+
+@wire("compute.statistics_updates")
+@dataclass(frozen=True, slots=True)
+class StatisticsUpdates:
+    """Statistics of the dataflows that changed since the last report; sent at most once per
+    ``logging_interval_ms``. Informational: correctness MUST NOT depend on it."""
+
+    dataflows: tuple[DataflowStatistics, ...] = ()
+
+
 EVAL_ERROR_STATUS: Final = "evaluation error: "
 """A :class:`Status` message starting so: collection ``id``'s error collection is not empty at
 its latest time (the rest says why); :data:`EVAL_ERRORS_CLEARED`: it is empty again."""
 EVAL_ERRORS_CLEARED: Final = "evaluation errors cleared"
 
 
-ComputeResponse = Frontiers | PeekResponse | SubscribeResponse | Status
+ComputeResponse = Frontiers | PeekResponse | SubscribeResponse | Status | StatisticsUpdates

@@ -87,6 +87,10 @@ class StepReport:
     idle: bool = False
     actions: int = 0
     """Spark actions the step ran."""
+    rows_in: int = 0
+    """Input updates the step read (the imports' batches, as read)."""
+    rows_out: int = 0
+    """Updates the step produced into its exports (indexes' batches and sinks' updates)."""
 
 
 @dataclass
@@ -211,6 +215,8 @@ class Dataflow:
                 _concat(snap.sink_updates, rest.sink_updates),
                 seconds=snap.seconds + rest.seconds,
                 actions=snap.actions + rest.actions,
+                rows_in=snap.rows_in + rest.rows_in,
+                rows_out=snap.rows_out + rest.rows_out,
             )
         try:
             return self._step_once(lo, hi, target)
@@ -230,6 +236,7 @@ class Dataflow:
         try:
             for on_id, (read_id, desc) in self._imports.items():
                 ctx.collections[on_id] = self._read_import(on_id, read_id, desc, start, hi, first)
+            rows_in = sum(b.rows for b in ctx.collections.values())
             if not first and self._idle(ctx, hi):
                 self._advance_idle(hi)
                 self._finish_step(hi, target)
@@ -237,6 +244,8 @@ class Dataflow:
             for id, node in self._objects:
                 ctx.collections[id] = ctx.materialize(node.step(ctx), node.desc)
             sink_updates = self._exports(ctx, first)
+            rows_out = sum(ctx.collections[ix.on_id].rows for ix in self._indexes.values())
+            rows_out += sum(t.num_rows for t in sink_updates.values())
         except SpateError:
             self._engine.end_step()
             raise
@@ -258,6 +267,8 @@ class Dataflow:
             sink_updates,
             seconds=time.perf_counter() - started,
             actions=self._engine.actions - actions,
+            rows_in=rows_in,
+            rows_out=rows_out,
         )
 
     def _finish_step(self, hi: int, target: Frontier) -> None:

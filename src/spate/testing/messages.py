@@ -236,6 +236,13 @@ COMPUTE_STRATEGIES: dict[type, S[Any]] = {
     compute.PeekResponse: _peek_responses(),
     compute.SubscribeResponse: _subscribe_responses(),
     compute.Status: st.builds(compute.Status, names(), st.none() | global_ids()),
+    compute.StatisticsUpdates: st.builds(
+        compute.StatisticsUpdates,
+        st.lists(
+            st.builds(compute.DataflowStatistics, global_ids(), *[st.integers(0, 2**40)] * 5),
+            max_size=3,
+        ).map(tuple),
+    ),
 }
 
 # --- storage ---------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from spate.frontier.mutable import MutableAntichain
 from spate.frontier.read_hold import ReadHold
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId, ReplicaId
+from spate.protocol.compute import DataflowStatistics
 
 
 def frontier_le(a: Frontier, b: Frontier) -> bool:
@@ -172,6 +173,7 @@ class ReplicaCollectionState:
         "input_reported",
         "last_subscribe_upper",
         "output_frontier",
+        "statistics",
         "steps",
         "write_frontier",
     )
@@ -189,6 +191,9 @@ class ReplicaCollectionState:
         # How many times the replica reported an advanced write frontier (a step that
         # produced output), for introspection.
         self.steps = 0
+        # The replica's latest cumulative statistics of the dataflow exporting it (None: none
+        # reported yet), for introspection.
+        self.statistics: DataflowStatistics | None = None
         # The replica reported its error collection not empty at its latest time: why.
         self.eval_error: str | None = None
 

@@ -74,6 +74,7 @@ from spate.protocol.compute import (
     PeekCanceled,
     PeekResponse,
     PersistTarget,
+    StatisticsUpdates,
     Status,
     SubscribeBatch,
     SubscribeResponse,
@@ -265,8 +266,18 @@ class Instance(InstanceState):
             elif isinstance(response, Status):
                 _log.debug("status from replica=%s: %s", replica, response.message)
                 self._on_status(r, response)
+            elif isinstance(response, StatisticsUpdates):
+                self._on_statistics(r, response)
         finally:
             self.end()
+
+    def _on_statistics(self, r: ReplicaState, update: StatisticsUpdates) -> None:
+        # Each entry is the replica's full current value: the latest one replaces the previous.
+        # Collections the controller no longer knows (dropped meanwhile) are ignored.
+        for stats in update.dataflows:
+            rc = r.collections.get(stats.id)
+            if rc is not None:
+                rc.statistics = stats
 
     def _on_status(self, r: ReplicaState, status: Status) -> None:
         c = r.collections.get(status.id) if status.id is not None else None

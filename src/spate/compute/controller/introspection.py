@@ -14,6 +14,7 @@ from spate.compute.controller.errors import HydrationCheckBadTarget, ReplicaMiss
 from spate.frontier.antichain import Frontier
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId, PeekId, ReplicaId
+from spate.protocol.compute import DataflowStatistics
 
 if TYPE_CHECKING:
     from spate.compute.controller.instance import Instance
@@ -38,6 +39,9 @@ class ReplicaFrontiers:
     hydrated: bool
     steps: int = 0
     """How many times the replica reported an advanced write frontier."""
+    statistics: DataflowStatistics | None = None
+    """The replica's latest report of the dataflow's cumulative statistics (``None``: none
+    yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,7 @@ def _frontiers(rc: ReplicaCollectionState) -> ReplicaFrontiers:
         output_frontier=rc.output_frontier,
         hydrated=rc.hydrated(),
         steps=rc.steps,
+        statistics=rc.statistics,
     )
 
 

@@ -29,6 +29,7 @@ from spate.protocol.compute import (
     ComputeResponse,
     Frontiers,
     PeekResponse,
+    StatisticsUpdates,
     Status,
     SubscribeResponse,
 )
@@ -40,7 +41,7 @@ from spate.protocol.transport import TcpTransport, Transport
 
 BACKOFF_INITIAL_S: Final = 0.05
 BACKOFF_MAX_S: Final = 1.0
-_RESPONSE_TYPES: Final = (Frontiers, PeekResponse, SubscribeResponse, Status)
+_RESPONSE_TYPES: Final = (Frontiers, PeekResponse, SubscribeResponse, Status, StatisticsUpdates)
 
 
 class ReplicaConnection(Protocol):

@@ -150,6 +150,14 @@ class Stepped:
     error: str | None = None
     """The dataflow's error collection is not empty just before ``upper``: why reads of its
     exports fail there (and its subscribes end)."""
+    seconds: float = 0.0
+    """Wall time of the step."""
+    spark_jobs: int = 0
+    """Spark actions the step ran."""
+    rows_in: int = 0
+    """Input updates the step read."""
+    rows_out: int = 0
+    """Updates the step produced into the dataflow's exports."""
 
 
 @dataclass(frozen=True, slots=True)

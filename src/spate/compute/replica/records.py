@@ -13,6 +13,7 @@ from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
 from spate.plan.errors import InvalidDataflow
+from spate.protocol.compute import DataflowStatistics, StatisticsUpdates
 
 ExportKind = Literal["index", "mv", "subscribe"]
 DataflowStatus = Literal["building", "ready", "failed"]
@@ -46,6 +47,38 @@ class ExportRecord:
 
 
 @dataclass
+class StepCounts:
+    """Cumulative counts of a dataflow's steps (reported as ``DataflowStatistics``).
+
+    ``changed``: counted since the last report."""
+
+    steps: int = 0
+    spark_jobs: int = 0
+    seconds: float = 0.0
+    rows_in: int = 0
+    rows_out: int = 0
+    changed: bool = False
+
+    def add(self, seconds: float, spark_jobs: int, rows_in: int, rows_out: int) -> None:
+        self.steps += 1
+        self.spark_jobs += spark_jobs
+        self.seconds += seconds
+        self.rows_in += rows_in
+        self.rows_out += rows_out
+        self.changed = True
+
+    def report(self, id: GlobalId) -> DataflowStatistics:
+        return DataflowStatistics(
+            id,
+            steps=self.steps,
+            spark_jobs=self.spark_jobs,
+            step_time_ms=round(self.seconds * 1000),
+            rows_in=self.rows_in,
+            rows_out=self.rows_out,
+        )
+
+
+@dataclass
 class DataflowRecord:
     """A dataflow the replica runs (or failed to run), under process-unique ``key``.
 
@@ -66,6 +99,7 @@ class DataflowRecord:
     """Its error collection is not empty at its latest complete time: why (else ``None``)."""
     scheduled: bool = False
     dropped: bool = False
+    counts: StepCounts = field(default_factory=StepCounts)
 
     def live_exports(self) -> list[ExportRecord]:
         return [e for e in self.exports.values() if not e.dropped]
@@ -109,6 +143,19 @@ class DataflowTable:
 
     def keys(self) -> list[int]:
         return sorted(self.by_key)
+
+    def statistics(self, *, all: bool) -> StatisticsUpdates | None:
+        """The counts of the live dataflows that stepped since the last call (``all``: of every
+        live dataflow), one entry per live index or view export; ``None`` when there are none.
+        """
+        out: list[DataflowStatistics] = []
+        for key in self.keys():
+            df = self.by_key[key]
+            if df.dropped or not (all or df.counts.changed):
+                continue
+            df.counts.changed = False
+            out += [df.counts.report(e.id) for e in df.live_exports() if e.kind != "subscribe"]
+        return StatisticsUpdates(tuple(out)) if out else None
 
     def exporter(self, id: GlobalId) -> DataflowRecord | None:
         """The dataflow exporting live collection ``id``."""

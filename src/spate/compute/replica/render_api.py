@@ -33,6 +33,21 @@ class StepResult(Protocol):
     @property
     def sink_updates(self) -> Mapping[GlobalId, pa.Table]: ...
 
+    @property
+    def actions(self) -> int:
+        """Spark actions (jobs) the step ran."""
+        ...
+
+    @property
+    def rows_in(self) -> int:
+        """Input updates the step read."""
+        ...
+
+    @property
+    def rows_out(self) -> int:
+        """Updates the step produced into the exports."""
+        ...
+
 
 class RenderedDataflow(Protocol):
     """A running dataflow (``spate.render.dataflow.Dataflow``)."""

@@ -454,7 +454,18 @@ class ComputeRuntime:
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
         last = upper.as_option()
         error = None if last is None else error_through(self._running.values(), r, last - 1)
-        self._post(Stepped(r.key, upper, subs, error))
+        self._post(
+            Stepped(
+                r.key,
+                upper,
+                subs,
+                error,
+                seconds=seconds,
+                spark_jobs=report.actions,
+                rows_in=report.rows_in,
+                rows_out=report.rows_out,
+            )
+        )
 
     def _written(self, shard: ShardId, upper: Frontier) -> None:
         """A view's shard written up to ``upper`` by this replica (any thread)."""

@@ -144,6 +144,7 @@ class ComputeReplica:
         self._on_halt = on_halt
         self._outboxes: dict[int, _Outbox] = {}
         self._background: set[asyncio.Future[None]] = set()
+        self._reporter: asyncio.Future[None] | None = None
         self.halted: str | None = None
 
     @property
@@ -152,8 +153,20 @@ class ComputeReplica:
 
     async def start(self, *, warm_up: bool = True) -> None:
         await self.runtime.start(warm_up=warm_up)
+        self._reporter = asyncio.ensure_future(self._report_statistics())
+
+    async def _report_statistics(self) -> None:
+        """Every logging interval, the dataflows' statistics that changed (one response)."""
+        while self.halted is None:
+            await asyncio.sleep(self.state.logging_interval_s)
+            try:
+                self._perform(self.state.report_statistics())
+            except Exception as e:  # informational: never stops the replica
+                _log.error("replica=%s: reporting statistics: %r", self.name, e, exc_info=e)
 
     async def close(self) -> None:
+        if self._reporter is not None:
+            self._reporter.cancel()
         for box in list(self._outboxes.values()):
             await box.stop()
         await self.runtime.close()

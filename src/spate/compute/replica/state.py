@@ -135,6 +135,7 @@ class ReplicaState:
         self._params = ComputeParameters()
         self._peeks = PendingPeeks()
         self.stats = ReconciliationStats()
+        self._stats_epoch: int | None = None
 
     # -- inspection ---------------------------------------------------------------------------
 
@@ -167,6 +168,19 @@ class ReplicaState:
 
     def pending_peeks(self) -> list[PeekId]:
         return self._peeks.uuids()
+
+    @property
+    def logging_interval_s(self) -> float:
+        """How often to report statistics (the instance config's; 1 s before it is known)."""
+        return 1.0 if self._instance is None else self._instance.config.logging_interval_ms / 1e3
+
+    def report_statistics(self) -> list[Action]:
+        """Send the statistics of the dataflows that stepped since the last report (of all of
+        them, the first time on a connection). Called every :attr:`logging_interval_s`."""
+        if self._epoch is None or not self.initialized:
+            return []
+        fresh, self._stats_epoch = self._stats_epoch != self._epoch, self._epoch
+        return self._send(self._table.statistics(all=fresh))
 
     # -- connections --------------------------------------------------------------------------
 
@@ -550,6 +564,7 @@ class ReplicaState:
             f"dataflow {df.key}: upper regressed from {df.upper} to {event.upper}",
         )
         df.upper = df.upper.join(event.upper)
+        df.counts.add(event.seconds, event.spark_jobs, event.rows_in, event.rows_out)
         out: list[Action] = []
         limit = self._params.max_result_size
         if event.error != df.eval_error:
