@@ -130,6 +130,18 @@ def test_window_functions(db: ReferenceEngine) -> None:
     assert db.rows("SELECT count(*) OVER (PARTITION BY x) FROM t WHERE x IS NULL") == [(1,)]
 
 
+def test_unnamed_window_columns_are_named_as_postgres_names_them(db: ReferenceEngine) -> None:
+    r = db.sql(
+        "SELECT row_number() OVER (ORDER BY x), rank() OVER (ORDER BY x), "
+        "dense_rank() OVER (ORDER BY x), lag(x) OVER (ORDER BY x), lead(x) OVER (ORDER BY x), "
+        "sum(x) OVER (), count(*) OVER (), max(x) OVER () AS top FROM w"
+    )
+    assert r is not None
+    assert r.names == [
+        "row_number", "rank", "dense_rank", "lag", "lead", "sum", "count", "top",
+    ]  # fmt: skip
+
+
 def test_row_number_filter_becomes_top_k(db: ReferenceEngine) -> None:
     from spate.plan.relation import TopK
     from spate.sql import plan_statements

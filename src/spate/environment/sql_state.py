@@ -3,8 +3,10 @@ definitions kept beside the catalog (:class:`Definitions`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -88,14 +90,24 @@ class Definitions:
     def save(self) -> None:
         with self.lock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
             doc = {
                 "definitions": self.items,
                 "secrets": self.secrets,
                 "connections": self.connections,
             }
-            tmp.write_text(json.dumps(doc, indent=1, sort_keys=True))
-            os.replace(tmp, self.path)
+            # A temporary file of its own (two environments on one data directory each hold
+            # their own lock), then an atomic rename over the definitions.
+            fd, tmp = tempfile.mkstemp(
+                dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+            )
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps(doc, indent=1, sort_keys=True))
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+                raise
 
     def secret_value(self, name: str) -> str:
         return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()

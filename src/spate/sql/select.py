@@ -235,6 +235,8 @@ def output_name(node: exp.Expression) -> str:
         if isinstance(inner, exp.Column):
             return inner.name
         return _type_output_name(n.args["to"])
+    if isinstance(n, exp.Window):  # PostgreSQL names a window call after its function
+        n = n.this
     if isinstance(n, exp.Filter):
         n = n.this
     if isinstance(n, exp.Case):
