@@ -10,7 +10,7 @@ from typing import Final
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from spate.compute.replica.state import ReconciliationStats
+from spate.compute.replica.reconcile import ReconciliationStats
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId
 

@@ -10,11 +10,18 @@ shard, the since and the time); rows with a negative multiplicity are an error, 
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Iterable
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.compute.replica.inputs import InputUnavailable
+from spate.compute.replica.metrics import ReplicaMetrics
+from spate.compute.replica.uppers import ShardUppers
+from spate.compute.replica.view_errors import Running, check_view
 from spate.persist.client import PersistClient
 from spate.protocol.compute import Peek, PersistTarget
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
@@ -24,6 +31,29 @@ SNAPSHOT_TIMEOUT_S: Final = 30.0
 
 class PersistPeekError(Exception):
     """A persist peek that cannot be answered with rows (the message is the answer)."""
+
+
+async def serve_persist_peek(
+    persist: PersistClient | None,
+    uppers: ShardUppers,
+    running: Iterable[Running],
+    peek: Peek,
+    metrics: ReplicaMetrics,
+) -> pa.Table:
+    """Answer ``peek`` (a ``PersistTarget`` peek) once its shard's upper passes its timestamp,
+    unless the view's writer on this replica has errors at that time."""
+    target = peek.target
+    assert isinstance(target, PersistTarget)
+    if persist is None:
+        raise InputUnavailable(
+            f"peek of {target.id} on persist: this replica has no persist location"
+        )
+    await uppers.wait_past(target.shard, peek.timestamp)
+    check_view(running, target.id, peek.timestamp)
+    started = time.perf_counter()
+    rows = await asyncio.to_thread(read_persist_peek, persist, peek)
+    metrics.peek_seconds("persist", time.perf_counter() - started)
+    return rows
 
 
 def read_persist_peek(persist: PersistClient, peek: Peek) -> pa.Table:

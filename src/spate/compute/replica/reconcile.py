@@ -142,3 +142,15 @@ def _why_not(
         if provider.get(ix.id) != old.index_sources.get(ix.id):
             return f"its index import {ix.id} is not reused"
     return None
+
+
+class ReconciliationStats:
+    """Counts over all reconciliations (exported as metrics)."""
+
+    __slots__ = ("dropped", "reconciliations", "replaced", "reused")
+
+    def __init__(self) -> None:
+        self.reconciliations = 0
+        self.reused = 0
+        self.replaced = 0
+        self.dropped = 0

@@ -58,17 +58,17 @@ from spate.compute.replica.actions import (
 )
 from spate.compute.replica.inputs import InputUnavailable, ReplicaInputs
 from spate.compute.replica.metrics import ReplicaMetrics
-from spate.compute.replica.persist_peek import read_persist_peek
+from spate.compute.replica.persist_peek import serve_persist_peek
 from spate.compute.replica.render_api import RenderedDataflow, Renderer, spark_renderer
 from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
-from spate.compute.replica.view_errors import check_imports, check_view, error_through
+from spate.compute.replica.view_errors import check_imports, error_through
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId, ShardId
 from spate.persist.client import PersistClient
 from spate.plan.dataflow import DataflowDescription
-from spate.protocol.compute import IndexTarget, Peek, PersistTarget
+from spate.protocol.compute import IndexTarget, Peek
 from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
@@ -549,7 +549,11 @@ class ComputeRuntime:
             assert key is not None
             fut = loop.run_in_executor(self._peeker, self._index_peek, key, peek)
         else:
-            fut = asyncio.ensure_future(self._persist_peek(peek))
+            fut = asyncio.ensure_future(
+                serve_persist_peek(
+                    self._persist, self._uppers, self._running.values(), peek, self._metrics
+                )
+            )
         self._peeks[peek.uuid] = fut
         fut.add_done_callback(lambda f: self._peek_done(action, f))
 
@@ -581,21 +585,6 @@ class ComputeRuntime:
             )
         check_imports(self._running.values(), r, peek.timestamp)
         self._metrics.peek_seconds("index", time.perf_counter() - started)
-        return rows
-
-    async def _persist_peek(self, peek: Peek) -> pa.Table:
-        target = peek.target
-        assert isinstance(target, PersistTarget)
-        persist = self._persist
-        if persist is None:
-            raise InputUnavailable(
-                f"peek of {target.id} on persist: this replica has no persist location"
-            )
-        await self._uppers.wait_past(target.shard, peek.timestamp)
-        check_view(self._running.values(), target.id, peek.timestamp)
-        started = time.perf_counter()
-        rows = await asyncio.to_thread(read_persist_peek, persist, peek)
-        self._metrics.peek_seconds("persist", time.perf_counter() - started)
         return rows
 
 

@@ -74,7 +74,7 @@ from spate.compute.replica.peeks import (
     read_before_since,
     runnable,
 )
-from spate.compute.replica.reconcile import plan_reconciliation
+from spate.compute.replica.reconcile import ReconciliationStats, plan_reconciliation
 from spate.compute.replica.records import DataflowRecord, DataflowTable, ExportRecord
 from spate.errors import ProtocolError
 from spate.frontier.antichain import Antichain, Frontier
@@ -108,18 +108,6 @@ from spate.soft_assert import soft_assert
 __all__ = ["ReconciliationStats", "ReplicaState", "read_before_since"]
 
 _log: Final = logging.getLogger("spate.compute.replica")
-
-
-class ReconciliationStats:
-    """Counts over all reconciliations (exported as metrics)."""
-
-    __slots__ = ("dropped", "reconciliations", "replaced", "reused")
-
-    def __init__(self) -> None:
-        self.reconciliations = 0
-        self.reused = 0
-        self.replaced = 0
-        self.dropped = 0
 
 
 class ReplicaState:
