@@ -266,3 +266,18 @@ def test_more_date_and_numeric_functions(db: ReferenceEngine) -> None:
     ]  # fmt: skip
     got = db.rows("SELECT trunc(1.99, 1), trunc(-1.99, 1), trunc(1.9, 1), trunc(1.234, 2)")
     assert got == [(Decimal("1.9"), Decimal("-1.9"), Decimal("1.9"), Decimal("1.23"))]
+
+
+def test_varchar_length_is_enforced_on_insert_and_update() -> None:
+    e = ReferenceEngine()
+    e.sql("CREATE TABLE vc (id bigint, v varchar(3), t text)")
+    e.sql("INSERT INTO vc VALUES (1, 'abc', 'x'), (2, 'ab   ', 'y')")
+    assert sorted(e.rows("SELECT * FROM vc")) == [(1, "abc", "x"), (2, "ab ", "y")]
+    with pytest.raises(Exception, match=r"value too long for type character varying\(3\)"):
+        e.sql("INSERT INTO vc VALUES (3, 'abcd', 'z')")
+    with pytest.raises(Exception, match=r"value too long for type character varying\(3\)"):
+        e.sql("INSERT INTO vc SELECT 4, t || 'xxxx', t FROM vc")
+    with pytest.raises(Exception, match=r"value too long for type character varying\(3\)"):
+        e.sql("UPDATE vc SET v = 'toolong' WHERE id = 1")
+    assert sorted(e.rows("SELECT * FROM vc")) == [(1, "abc", "x"), (2, "ab ", "y")]
+    assert e.rows("SELECT CAST(t || 'long' AS varchar(2)) FROM vc WHERE id = 1") == [("xl",)]

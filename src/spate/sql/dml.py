@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
-from spate.plan.expr import ColumnRef, Literal, ScalarExpr
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Case,
+    ColumnRef,
+    Literal,
+    RaiseError,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
 from spate.plan.relation import Constant, Get, Map, RelationExpr
 from spate.repr.desc import Column
-from spate.repr.types import Datum
+from spate.repr.types import INT64, TEXT, Datum
 from spate.sql import statements as st
-from spate.sql.errors import DuplicateColumn, SqlError, UndefinedColumn
+from spate.sql.errors import (
+    DuplicateColumn,
+    SqlError,
+    StringDataRightTruncation,
+    UndefinedColumn,
+)
 from spate.sql.parse import parse_sql, position
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Scope, project
@@ -34,6 +54,7 @@ def plan_insert(p: _Planner) -> st.Insert:
     obj = p.table_object(target.name, target)
     assert obj.desc is not None
     desc = obj.desc
+    limits = varchar_limits(obj.create_sql)
     if columns is None:
         columns = list(desc.names)
     column_nodes = list(node.this.expressions) if isinstance(node.this, exp.Schema) else []
@@ -54,7 +75,7 @@ def plan_insert(p: _Planner) -> st.Insert:
             p, source, [desc.column(c) for c in columns], list(desc.names), columns
         )
         if rows is not None:
-            return st.Insert(p.src.sql, obj.name, tuple(rows))
+            return st.Insert(p.src.sql, obj.name, tuple(fit_rows(rows, limits, desc.names)))
     out = p.qp.relation(source)
     if len(out.names) > len(columns):
         raise SqlError(
@@ -97,7 +118,8 @@ def plan_insert(p: _Planner) -> st.Insert:
                 for s in scalars
             )
             constant_rows.extend([values] * diff)
-        return st.Insert(p.src.sql, obj.name, tuple(constant_rows))
+        return st.Insert(p.src.sql, obj.name, tuple(fit_rows(constant_rows, limits, desc.names)))
+    scalars = [fit_expr(x, limits.get(n)) for x, n in zip(scalars, desc.names, strict=True)]
     mapped = Map(expr, tuple(scalars))
     a = expr.desc.arity
     plan = project(mapped, range(a, a + len(scalars)))
@@ -180,7 +202,80 @@ def plan_update(p: _Planner) -> st.Update:
             )
         col = desc.column(name)
         t = binder.bind(assign.expression)
-        new[name] = binder.coerce(t, from_scalar(col.type), assign.expression, explicit=True).expr
+        value = binder.coerce(t, from_scalar(col.type), assign.expression, explicit=True).expr
+        new[name] = fit_expr(value, varchar_limits(obj.create_sql).get(name))
     scalars = [new.get(c.name, ColumnRef(i)) for i, c in enumerate(desc.columns)]
     mapped = Map(plan, tuple(scalars))
     return st.Update(p.src.sql, obj.name, mapped, desc.arity)
+
+
+# --- varchar(n) ----------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _limits(create_sql: str) -> tuple[tuple[str, int], ...]:
+    try:
+        node = sqlglot.parse_one(create_sql, read="postgres")
+    except SqlglotError:
+        return ()
+    schema = node.this
+    if not isinstance(schema, exp.Schema):
+        return ()
+    out: list[tuple[str, int]] = []
+    for c in schema.expressions:
+        kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
+        if (
+            isinstance(kind, exp.DataType)
+            and kind.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
+            and kind.expressions
+        ):
+            try:
+                out.append((c.name, int(kind.expressions[0].name)))
+            except ValueError:
+                continue
+    return tuple(out)
+
+
+def varchar_limits(create_sql: str | None) -> dict[str, int]:
+    """The declared lengths of the ``varchar(n)`` columns of a table created in SQL."""
+    return dict(_limits(create_sql)) if create_sql else {}
+
+
+def fit_varchar(value: Datum, n: int) -> Datum:
+    """PostgreSQL's assignment to ``varchar(n)``: trailing spaces beyond ``n`` are cut, any
+    other character beyond it is an error."""
+    if not isinstance(value, str) or len(value) <= n:
+        return value
+    if value[n:].strip(" ") == "":
+        return value[:n]
+    raise StringDataRightTruncation(f"value too long for type character varying({n})")
+
+
+def fit_rows(
+    rows: list[tuple[Datum, ...]], limits: dict[str, int], names: tuple[str, ...]
+) -> list[tuple[Datum, ...]]:
+    if not limits:
+        return rows
+    at = [(i, limits[n]) for i, n in enumerate(names) if n in limits]
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, n in at:
+            values[i] = fit_varchar(values[i], n)
+        out.append(tuple(values))
+    return out
+
+
+def fit_expr(x: ScalarExpr, n: int | None) -> ScalarExpr:
+    """``x`` assigned to a ``varchar(n)`` column, checked per row (see :func:`fit_varchar`)."""
+    if n is None:
+        return x
+    too_long = CallBinary(BinaryFunc.GT, CallUnary(UnaryFunc.LENGTH, x), Literal(n, INT64))
+    spaces_only = CallBinary(
+        BinaryFunc.LE,
+        CallUnary(UnaryFunc.LENGTH, CallVariadic(VariadicFunc.RTRIM, (x, Literal(" ", TEXT)))),
+        Literal(n, INT64),
+    )
+    cut = CallVariadic(VariadicFunc.SUBSTR, (x, Literal(1, INT64), Literal(n, INT64)))
+    error = RaiseError("22001", f"value too long for type character varying({n})", TEXT)
+    return Case(((too_long, Case(((spaces_only, cut),), error)),), x)

@@ -126,6 +126,10 @@ class NumericOutOfRange(SqlError):
     sqlstate = "22003"
 
 
+class StringDataRightTruncation(SqlError):
+    sqlstate = "22001"
+
+
 class FeatureNotSupported(SqlError):
     sqlstate = "0A000"
 
