@@ -18,12 +18,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 VIEW = """
     SELECT b.auction, max(b.price) AS top, a.seller, a.category
@@ -35,6 +38,20 @@ VIEW = """
 def _pct(samples: list[float], q: float) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
+
+
+def local_session(app: str) -> SparkSession:
+    """A plain ``local[2]`` Spark session for a baseline (no UI, 4 shuffle partitions)."""
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
 
 
 def structured_streaming(
@@ -49,21 +66,13 @@ def structured_streaming(
 ) -> dict[str, Any]:
     """Load ``initial``, then ``steps`` steps one at a time and ``steps`` back to back (the
     k-th file is ``step(k)``, whose marker bid is priced ``marker_price(k)``); the figures."""
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     src, static = work / "ss-bids", work / "ss-auctions.parquet"
     src.mkdir()
     pq.write_table(auctions, static)
     pq.write_table(initial, src / "part-00000.parquet")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("e2e-structured-streaming")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    spark = local_session("e2e-structured-streaming")
     table: dict[int, tuple[int, int, str]] = {}
     cond = threading.Condition()
     failure: list[BaseException] = []

@@ -61,7 +61,7 @@ import psutil
 
 from bench._pathway import pathway_peer
 from bench._results import write_result
-from bench._streaming import structured_streaming
+from bench._streaming import local_session, structured_streaming
 from spate import INT64, TEXT, Environment, RelationDesc, col, max_
 
 BIDS = RelationDesc.of(
@@ -220,18 +220,9 @@ def duckdb_view(bids: pa.Table, auctions: pa.Table) -> tuple[Counter[tuple[Any, 
 
 
 def spark_recompute(bids: pa.Table, auctions: pa.Table, work: Path) -> tuple[int, float]:
-    from pyspark.sql import SparkSession
-
     pq.write_table(bids, work / "bids.parquet")
     pq.write_table(auctions, work / "auctions.parquet")
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("e2e-baseline")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
+    spark = local_session("e2e-baseline")
     try:
         spark.read.parquet(str(work / "bids.parquet")).createOrReplaceTempView("bids")
         spark.read.parquet(str(work / "auctions.parquet")).createOrReplaceTempView("auctions")
