@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spate.plan.relation import Get, TopK
-from spate.repr.desc import RelationDesc
-from spate.repr.types import INT64, TEXT, TIMESTAMP, numeric
+from spate.repr.desc import Column, RelationDesc
+from spate.repr.types import FLOAT64, INT64, TEXT, TIMESTAMP, numeric
 from spate.sql import MemoryCatalog, SqlError, plan_statements
 from spate.sql import statements as st
 
@@ -197,3 +197,27 @@ def test_secrets_connections_sources_and_sinks(cat: MemoryCatalog) -> None:
     ):
         with pytest.raises(SqlError):
             plan_statements(bad, cat)
+
+
+def test_show_create_of_objects_made_from_python() -> None:
+    desc = RelationDesc(
+        (
+            Column("id", INT64, nullable=False),
+            Column("Price", numeric(10, 2)),
+            Column("f", FLOAT64),
+            Column("t", TEXT),
+        )
+    )
+    cat = MemoryCatalog()
+    cat.add("bids", desc)  # no create_sql: made through the Python API
+    cat.add("v", desc, kind="view")
+    (show,) = plan_statements("SHOW CREATE TABLE bids", cat)
+    sql = show.rows[0][1]  # type: ignore[attr-defined]
+    assert sql == (
+        'CREATE TABLE bids (id bigint NOT NULL, "Price" numeric(10,2), f double precision, t text)'
+    )
+    # the text is equivalent: planning it gives the same columns
+    (create,) = plan_statements(sql.replace("bids", "bids2"), MemoryCatalog())
+    assert create.desc == desc  # type: ignore[attr-defined]
+    (show_view,) = plan_statements("SHOW CREATE VIEW v", cat)
+    assert "created through the Python API" in show_view.rows[0][1]  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from spate.sql.errors import UndefinedTable
 from spate.sql.types import display_name, from_scalar
 
 if TYPE_CHECKING:
+    from spate.sql.catalog import CatalogObject
     from spate.sql.plan import _Planner
 
 _PLURAL = {
@@ -65,7 +66,7 @@ def plan_show(p: _Planner) -> st.Statement:
         obj = p.catalog.lookup(name)
         if obj is None:
             raise UndefinedTable(f'"{name}" does not exist', position=at + 1, text=p.src.text)
-        sql = obj.create_sql or f"-- {obj.kind} {name} was not created in SQL"
+        sql = obj.create_sql or _python_create_sql(obj)
         return st.Rows(p.src.sql, ("name", "create_sql"), ((name, sql),))
     if c.accept("ALL"):
         c.end()
@@ -75,6 +76,32 @@ def plan_show(p: _Planner) -> st.Statement:
         name = "transaction_isolation"
     c.end()
     return st.ShowVariable(p.src.sql, name)
+
+
+def _quote(name: str) -> str:
+    if name.isidentifier() and name == name.lower():
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _python_create_sql(obj: CatalogObject) -> str:
+    """An equivalent CREATE statement for an object made through the Python API: a table's
+    columns and types; for other kinds (whose definition is a Python plan) a comment saying so."""
+    if obj.kind == "table" and obj.desc is not None:
+        cols = ", ".join(
+            f"{_quote(c.name)} {display_name(from_scalar(c.type))}"
+            + ("" if c.nullable else " NOT NULL")
+            for c in obj.desc.columns
+        )
+        return f"CREATE TABLE {_quote(obj.name)} ({cols})"
+    if obj.kind == "index" and obj.on is not None:
+        key = ", ".join(_quote(k) for k in obj.key)
+        cluster = f" IN CLUSTER {_quote(obj.cluster)}" if obj.cluster else ""
+        return f"CREATE INDEX {_quote(obj.name)}{cluster} ON {_quote(obj.on)} ({key})"
+    return (
+        f"-- {obj.kind} {obj.name} was created through the Python API: its definition is a "
+        "plan, not SQL"
+    )
 
 
 def _objects(p: _Planner, kind: str) -> st.Statement:
