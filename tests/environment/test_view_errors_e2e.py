@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from spate.environment.api import Environment
+from spate.environment.inspect import inspect_environment
+from spate.environment.status import render_tables
 from spate.errors import EvaluationFailed, ReadFailed, SpateError
 from spate.plan.builder import col, count, sum_
 from spate.repr import INT64, RelationDesc
@@ -56,6 +58,17 @@ def test_view_with_overflow_fails_reads_then_recovers_on_retraction(tmp_path: Pa
         problem = _status_error(env, "sums", present=True)
         assert problem is not None and "bigint out of range" in problem
         assert env.status().collection("sums").status == "error"
+        # spate_catalog.errors has it, and so does `spate status` (read offline, as recorded)
+        recorded = env.sql("SELECT name, cluster, replica, message FROM spate_catalog.errors")
+        assert [(r["name"], r["cluster"]) for r in recorded.to_pylist()] == [("sums", "c")]  # type: ignore[union-attr]
+        assert "bigint out of range" in recorded.to_pylist()[0]["message"]  # type: ignore[union-attr]
+        offline = next(
+            c for c in inspect_environment(tmp_path / "data").collections if c.name == "sums"
+        )
+        assert offline.status == "error" and offline.error is not None, offline
+        assert "bigint out of range" in offline.error and "k=1" in offline.error
+        shown = render_tables(inspect_environment(tmp_path / "data").tables(), width=400)
+        assert "error: " in next(line for line in shown.splitlines() if " sums " in line)
         # a subscribe to it ends with the error
         with pytest.raises(EvaluationFailed, match="bigint out of range"):
             for _ in env.subscribe("sums", cluster="c", timeout=120):
@@ -70,6 +83,11 @@ def test_view_with_overflow_fails_reads_then_recovers_on_retraction(tmp_path: Pa
             {"k": 2, "total": 7, "n": 1},
         ]
         assert _status_error(env, "sums", present=False) is None
+        assert env.sql("SELECT * FROM spate_catalog.errors").num_rows == 0  # type: ignore[union-attr]
+        offline = next(
+            c for c in inspect_environment(tmp_path / "data").collections if c.name == "sums"
+        )
+        assert (offline.status, offline.error) == (None, None)
         # and the view goes on being maintained
         env.insert("t", [(2, 1)])
         assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [

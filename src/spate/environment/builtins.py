@@ -56,6 +56,7 @@ _RELATIONS: Final[tuple[tuple[str, IntrospectionKind], ...]] = (
     ("subscribes", _K.SUBSCRIBES),
     ("source_status_history", _K.SOURCE_STATUS_HISTORY),
     ("sink_status_history", _K.SINK_STATUS_HISTORY),
+    ("errors", _K.ERRORS),  # appended: the ids above stay what they were
 )
 
 BUILTINS: Final[tuple[IntrospectionItem, ...]] = tuple(

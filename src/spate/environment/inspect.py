@@ -3,7 +3,9 @@
 Opening an environment claims a new epoch and would fence one that is running, so status reads
 the durable state directly: the catalog, the storage controller's id → shard mapping, the
 ``spate_catalog.frontiers`` relation (each collection's since and upper as the environment
-last recorded them; a shard's own since and upper when it has no row there) and the replica
+last recorded them; a shard's own since and upper when it has no row there), the
+``spate_catalog.errors`` relation (a view or index whose reads failed with an evaluation error
+when the environment last recorded it shows status ``error`` and the message) and the replica
 services' process files. Indexes and hydration live
 in a running controller's memory; they are shown by ``Environment.status()``.
 """
@@ -44,6 +46,11 @@ class OfflineCollection:
     shard: str | None
     since: Frontier
     upper: Frontier
+    status: str | None = None
+    """``error`` for a view or index whose error collection was not empty at its latest time
+    when the environment last recorded ``spate_catalog.errors``."""
+    error: str | None = None
+    """Why reads of it failed then (the evaluation error, naming the expression and a row)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +82,7 @@ class OfflineStatus:
     def _tables(self) -> list[Table]:
         now = time.time_ns() // 1_000_000
         coll = Table(title=f"{self.data_dir} (last epoch {self.epoch})")
-        for h in ("name", "kind", "id", "since", "upper", "behind wall clock"):
+        for h in ("name", "kind", "id", "since", "upper", "behind wall clock", "status"):
             coll.add_column(h, no_wrap=h in ("since", "upper"))
         for c in self.collections:
             upper = c.upper.as_option()
@@ -86,6 +93,7 @@ class OfflineStatus:
                 show_frontier(c.since),
                 show_frontier(c.upper),
                 "-" if upper is None else f"{max(0, now - upper) / 1000:.1f} s",
+                (c.status or "-") + (f": {c.error}" if c.error else ""),
             )
         reps = Table(title="replica processes")
         for h in ("cluster", "replica", "pid", "running"):
@@ -115,7 +123,13 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
             catalog = CatalogState()
         epoch_raw = consensus.head("environment/epoch")
         meta = MetadataStore(consensus).load()
-        recorded = _recorded_frontiers(client, meta)
+        recorded = {
+            str(row[0]): (_frontier(row[4]), _frontier(row[5]))
+            for row in _recorded(client, meta, IntrospectionKind.COLLECTION_FRONTIERS)
+        }
+        errors: dict[str, str] = {}
+        for row in _recorded(client, meta, IntrospectionKind.ERRORS):
+            errors.setdefault(str(row[0]), str(row[4]))  # one replica's message is enough
         rows = []
         for item in catalog:
             durable = meta.collections.get(item.id)
@@ -127,8 +141,18 @@ def inspect_environment(data_dir: Path, settings: Settings | None = None) -> Off
             elif durable is not None:
                 state = client.fetch_state(durable.shard)
                 since, upper = state.since, state.upper
+            error = errors.get(str(item.id))
             rows.append(
-                OfflineCollection(item.name, kind_of(item), str(item.id), shard, since, upper)
+                OfflineCollection(
+                    item.name,
+                    kind_of(item),
+                    str(item.id),
+                    shard,
+                    since,
+                    upper,
+                    None if error is None else "error",
+                    error,
+                )
             )
         replicas = []
         placed = placement.load(consensus)
@@ -154,26 +178,24 @@ def _frontier(t: Datum) -> Frontier:
     return Antichain.of(t) if isinstance(t, int) else Antichain.empty()
 
 
-def _recorded_frontiers(
-    client: PersistClient, meta: ControllerMetadata
-) -> dict[str, tuple[Frontier, Frontier]]:
-    """Since and upper of every collection as the environment last recorded them in
-    ``spate_catalog.frontiers`` (empty if it never wrote the relation)."""
-    relation = builtin_of(IntrospectionKind.COLLECTION_FRONTIERS)
+def _recorded(
+    client: PersistClient, meta: ControllerMetadata, kind: IntrospectionKind
+) -> list[tuple[Datum, ...]]:
+    """The rows of the ``spate_catalog`` relation of ``kind`` as the environment last wrote
+    it (none if it never wrote the relation)."""
+    relation = builtin_of(kind)
     durable = meta.collections.get(relation.id)
     if durable is None:
-        return {}
+        return []
     upper = client.fetch_state(durable.shard).upper.as_option()
     if upper is None or upper == 0:
-        return {}
+        return []
     reader = client.open_leased_reader(durable.shard, relation.desc)
     try:
         updates = table_to_updates(reader.snapshot(upper - 1))
     finally:
         reader.expire()
-    return {
-        str(row[0]): (_frontier(row[4]), _frontier(row[5])) for row, _t, diff in updates if diff > 0
-    }
+    return [tuple(row) for row, _t, diff in updates if diff > 0]
 
 
 def _epoch(data: bytes, fallback: int) -> int:

@@ -133,6 +133,7 @@ def desired_rows(rt: Runtime) -> Rows:
         _K.SINK_SUMMARY: [],
         _K.PEEKS: [],
         _K.SUBSCRIBES: [],
+        _K.ERRORS: [],
     }
     for item in _items(rt):
         out[_K.OBJECTS].append((str(item.id), item.name, kind_of(item), _cluster_of(item)))
@@ -147,7 +148,7 @@ def desired_rows(rt: Runtime) -> Rows:
             frontiers = None
         if frontiers is not None:
             out[_K.COLLECTION_FRONTIERS].append(frontiers)
-    out[_K.HYDRATION], out[_K.DATAFLOW_STATISTICS] = _dataflows(rt)
+    out[_K.HYDRATION], out[_K.DATAFLOW_STATISTICS], out[_K.ERRORS] = _dataflows(rt)
     out[_K.CLUSTERS], out[_K.REPLICAS] = _clusters(rt)
     out[_K.SOURCE_SUMMARY], out[_K.SINK_SUMMARY] = _sources_and_sinks(rt)
     out[_K.PEEKS], out[_K.SUBSCRIBES] = _reads(rt)
@@ -173,9 +174,12 @@ def _frontiers(rt: Runtime, item: Item, now: int) -> Row | None:
     return (str(item.id), item.name, kind_of(item), _cluster_of(item), since, upper, lag)
 
 
-def _dataflows(rt: Runtime) -> tuple[list[Row], list[Row]]:
+def _dataflows(rt: Runtime) -> tuple[list[Row], list[Row], list[Row]]:
+    """Rows of ``hydration``, ``dataflow_statistics`` and ``errors`` (a view or index whose
+    error collection a replica last reported not empty at its latest time)."""
     hydration: list[Row] = []
     stats: list[Row] = []
+    errors: list[Row] = []
     for cluster in rt.catalog.clusters:
         on = rt.catalog.objects_on(cluster.name)
         for r in cluster.replicas:
@@ -189,7 +193,9 @@ def _dataflows(rt: Runtime) -> tuple[list[Row], list[Row]]:
                 row = (str(item.id), item.name, cluster.name, r.name, str(r.id), hydrated)
                 hydration.append(row)
                 stats.append((str(item.id), item.name, cluster.name, r.name, *_step_stats(rf)))
-    return hydration, stats
+                if rf is not None and rf.eval_error is not None:
+                    errors.append((str(item.id), item.name, cluster.name, r.name, rf.eval_error))
+    return hydration, stats, errors
 
 
 def _step_stats(rf: ReplicaFrontiers | None) -> tuple[int | None, ...]:

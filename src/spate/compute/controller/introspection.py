@@ -42,6 +42,9 @@ class ReplicaFrontiers:
     statistics: DataflowStatistics | None = None
     """The replica's latest report of the dataflow's cumulative statistics (``None``: none
     yet)."""
+    eval_error: str | None = None
+    """Why reads fail at the replica's latest time (its error collection is not empty
+    there), as the replica last reported; ``None``: no error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ def _frontiers(rc: ReplicaCollectionState) -> ReplicaFrontiers:
         hydrated=rc.hydrated(),
         steps=rc.steps,
         statistics=rc.statistics,
+        eval_error=rc.eval_error,
     )
 
 

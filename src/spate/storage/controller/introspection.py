@@ -139,6 +139,13 @@ INTROSPECTION_DESCS.update(
             ("cluster", TEXT, False),
             ("upper", INT64),
         ),
+        _K.ERRORS: RelationDesc.of(
+            ("id", TEXT, False),
+            ("name", TEXT, False),
+            ("cluster", TEXT, False),
+            ("replica", TEXT, False),
+            ("message", TEXT, False),
+        ),
     }
 )
 

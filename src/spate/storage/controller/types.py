@@ -85,6 +85,7 @@ class IntrospectionKind(enum.Enum):
     SINK_SUMMARY = "sink_summary"
     PEEKS = "peeks"
     SUBSCRIBES = "subscribes"
+    ERRORS = "errors"
 
 
 @wire("storage.controller.introspection_source")
