@@ -22,11 +22,13 @@ from spate.sql.errors import (
     SqlSyntaxError,
     UndefinedTable,
 )
+from spate.sql.from_clause import table_function
 from spate.sql.objects import plan_alter, plan_create, plan_drop
 from spate.sql.parse import Cursor, Source, find_top_level, parse_sql, position
 from spate.sql.query import QueryPlanner
 from spate.sql.scalar import ScalarBinder
 from spate.sql.scope import Col, Scope
+from spate.sql.select import plan_select
 from spate.sql.types import from_scalar
 
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
@@ -46,7 +48,9 @@ class _Planner:
         self.tokens = tokens
         self.catalog = catalog
         self.cur = Cursor(src, tokens)
-        self.qp = QueryPlanner(catalog, src.text, src.dialect)
+        self.qp = QueryPlanner(
+            catalog, src.text, src.dialect, select=plan_select, table_function=table_function
+        )
 
     # -- dispatch -----------------------------------------------------------------------------
 

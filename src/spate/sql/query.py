@@ -13,6 +13,7 @@ top of a SELECT it finishes the read (:class:`Output`).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -79,13 +80,30 @@ class Output:
     text here; a set operation gives them the other branches' type, as PostgreSQL does."""
 
 
+SelectLowering = Callable[["QueryPlanner", exp.Select, "Context | None"], "Output"]
+TableFunctionLowering = Callable[["QueryPlanner", exp.Expression, "str | None", list[str]], Rel]
+
+
 class QueryPlanner:
     """Lowers queries; one per statement."""
 
-    def __init__(self, catalog: Catalog, text: str, dialect: str = "postgres") -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        text: str,
+        dialect: str = "postgres",
+        *,
+        select: SelectLowering,
+        table_function: TableFunctionLowering,
+    ) -> None:
         self.catalog = catalog
         self.text = text
         self.dialect = dialect
+        # The lowering of a SELECT block and of a table function in FROM, which recurse into
+        # this planner for their subqueries: given by the statement planner, so that this
+        # module does not depend on the modules that depend on it.
+        self.select = select
+        self.table_function = table_function
         self.ctes: list[dict[str, tuple[exp.Expression, list[str] | None]]] = []
         self.allow_now = True
 
@@ -138,9 +156,7 @@ class QueryPlanner:
             finally:
                 self.ctes.pop()
         if isinstance(node, exp.Select):
-            from spate.sql.select import plan_select
-
-            return plan_select(self, node, ctx)
+            return self.select(self, node, ctx)
         if isinstance(node, exp.SetOperation):
             return self.set_operation(node, ctx)
         if isinstance(node, exp.Subquery):
@@ -273,11 +289,9 @@ class QueryPlanner:
             types = [from_scalar(c.type) for c in obj.desc.columns]
             return self.named(get, types, list(obj.desc.names), alias or name, col_aliases)
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
-            from spate.sql.select import table_function
-
             func = node.this
             assert isinstance(func, exp.Expression)
-            return table_function(self, func, alias, col_aliases)
+            return self.table_function(self, func, alias, col_aliases)
         if isinstance(node, exp.Subquery):
             if node.args.get("lateral"):
                 raise self.err(FeatureNotSupported, "LATERAL is not supported", node)

@@ -330,7 +330,7 @@ def _outermost_subqueries(node: exp.Expression) -> list[exp.Expression]:
 
 def _one_row_per_key(node: exp.Expression) -> bool:
     """A SELECT with aggregates and no GROUP BY returns exactly one row per context key."""
-    from spate.sql.select import find_aggregates
+    from spate.sql.aggregates import find_aggregates
 
     if not isinstance(node, exp.Select) or node.args.get("group") is not None:
         return False
