@@ -281,3 +281,21 @@ def test_varchar_length_is_enforced_on_insert_and_update() -> None:
         e.sql("UPDATE vc SET v = 'toolong' WHERE id = 1")
     assert sorted(e.rows("SELECT * FROM vc")) == [(1, "abc", "x"), (2, "ab ", "y")]
     assert e.rows("SELECT CAST(t || 'long' AS varchar(2)) FROM vc WHERE id = 1") == [("xl",)]
+
+
+def test_value_and_distribution_window_functions(db: ReferenceEngine) -> None:
+    r = db.sql(
+        "SELECT x, first_value(x) OVER (PARTITION BY y ORDER BY x DESC), "
+        "last_value(x) OVER (ORDER BY y), nth_value(x, 2) OVER (ORDER BY x), "
+        "ntile(2) OVER (ORDER BY x), percent_rank() OVER (ORDER BY x), "
+        "cume_dist() OVER (ORDER BY x) FROM w ORDER BY x"
+    )
+    assert r is not None
+    assert r.names == [
+        "x", "first_value", "last_value", "nth_value", "ntile", "percent_rank", "cume_dist",
+    ]  # fmt: skip
+    assert r.rows == [
+        (1, 2, 2, None, 1, 0.0, 1 / 3),
+        (2, 2, 2, 2, 1, 0.5, 2 / 3),
+        (3, 3, 3, 2, 2, 1.0, 1.0),
+    ]

@@ -24,11 +24,12 @@ from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Map, Project, RelationExpr, TopK
 from spate.plan.window import Window, WindowExpr, WindowFunc
 from spate.repr.types import BOOL, INT64, numeric
+from spate.sql.binding import BinderBase
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
 from spate.sql.query import QueryPlanner
 from spate.sql.scalar import Typed
 from spate.sql.scope import Col, Rel, unique_names
-from spate.sql.types import FLOAT8, INT8, PG_BOOL, PgType, common_type, pg_numeric
+from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PgType, common_type, pg_numeric
 
 Override = Callable[[exp.Expression], "Typed | None"]
 
@@ -143,6 +144,18 @@ def plan_windows(
     return rel, combined
 
 
+def _constant_count(
+    qp: QueryPlanner, binder: BinderBase, node: exp.Expression | None, what: str
+) -> int:
+    """A positive integer constant argument (1 when absent)."""
+    if node is None:
+        return 1
+    t = binder.bind(node)
+    if not isinstance(t.expr, Literal) or not isinstance(t.expr.value, int) or t.expr.value < 1:
+        raise qp.err(FeatureNotSupported, f"{what}: the argument must be a positive constant", node)
+    return t.expr.value
+
+
 def _text() -> PgType:
     from spate.sql.types import PG_TEXT
 
@@ -221,6 +234,24 @@ def _call(
             x = binder.coerce(x, _text(), fn.this)
             t = x.type
         return WindowExpr(f, x.expr, offset, default), t
+    if isinstance(fn, (exp.FirstValue, exp.LastValue, exp.NthValue)):
+        f = {
+            exp.FirstValue: WindowFunc.FIRST_VALUE,
+            exp.LastValue: WindowFunc.LAST_VALUE,
+            exp.NthValue: WindowFunc.NTH_VALUE,
+        }[type(fn)]
+        x = binder.bind(fn.this)
+        if x.type.name == "unknown":
+            x = binder.coerce(x, _text(), fn.this)
+        n = _constant_count(qp, binder, fn.args.get("offset"), f.value)
+        return WindowExpr(f, x.expr, n), x.type
+    if isinstance(fn, exp.Ntile):
+        return WindowExpr(
+            WindowFunc.NTILE, None, _constant_count(qp, binder, fn.this, "ntile")
+        ), INT4
+    if isinstance(fn, (exp.PercentRank, exp.CumeDist)):
+        f = WindowFunc.PERCENT_RANK if isinstance(fn, exp.PercentRank) else WindowFunc.CUME_DIST
+        return WindowExpr(f), FLOAT8
     agg_name = {
         exp.Count: "count",
         exp.Sum: "sum",
