@@ -34,10 +34,15 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from spate.plan.errors import PlanTypeError
+from spate.plan.func_names import ARITHMETIC as ARITHMETIC
+from spate.plan.func_names import COMPARISONS as COMPARISONS
+from spate.plan.func_names import BinaryFunc as BinaryFunc
+from spate.plan.func_names import TimeUnit as TimeUnit
+from spate.plan.func_names import UnaryFunc as UnaryFunc
+from spate.plan.func_names import VariadicFunc as VariadicFunc
 from spate.repr.types import (
     BOOL,
     BYTES,
@@ -70,115 +75,6 @@ class ColumnType:
 
     def __str__(self) -> str:
         return f"{self.type}{'' if self.nullable else ' not null'}"
-
-
-class UnaryFunc(StrEnum):
-    NOT = "not"
-    IS_NULL = "is_null"
-    NEG = "neg"
-    ABS = "abs"
-    LOWER = "lower"
-    UPPER = "upper"
-    LENGTH = "length"
-    """Characters of a text, bytes of a bytes value."""
-    TRIM = "trim"
-    """Remove leading and trailing spaces (``' '`` only)."""
-    EPOCH_MS = "epoch_ms"
-    """timestamp → int64 milliseconds since 1970-01-01, rounded down."""
-    EPOCH_MS_CEIL = "epoch_ms_ceil"
-    """timestamp → int64 milliseconds since 1970-01-01, rounded up (temporal upper bounds)."""
-    FROM_EPOCH_MS = "from_epoch_ms"
-    """int64 milliseconds since 1970-01-01 → timestamp (out of range: evaluation error)."""
-
-
-class BinaryFunc(StrEnum):
-    ADD = "add"
-    SUB = "sub"
-    MUL = "mul"
-    DIV = "div"
-    MOD = "mod"
-    EQ = "eq"
-    NE = "ne"
-    LT = "lt"
-    LE = "le"
-    GT = "gt"
-    GE = "ge"
-    AND = "and"
-    OR = "or"
-    CONCAT = "concat"
-    """text ``||`` text (NULL if either is NULL)."""
-    LIKE = "like"
-    """SQL LIKE: ``%`` any run, ``_`` one character, ``\\`` escapes; case-sensitive."""
-    ILIKE = "ilike"
-    TIMESTAMP_ADD_MS = "timestamp_add_ms"
-    TIMESTAMP_SUB_MS = "timestamp_sub_ms"
-    TIMESTAMP_DIFF_MS = "timestamp_diff_ms"
-    """timestamp − timestamp in int64 milliseconds, rounded down."""
-    DATE_ADD_DAYS = "date_add_days"
-    DATE_DIFF_DAYS = "date_diff_days"
-
-
-COMPARISONS: frozenset[BinaryFunc] = frozenset(
-    {BinaryFunc.EQ, BinaryFunc.NE, BinaryFunc.LT, BinaryFunc.LE, BinaryFunc.GT, BinaryFunc.GE}
-)
-ARITHMETIC: frozenset[BinaryFunc] = frozenset(
-    {BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD}
-)
-
-
-class VariadicFunc(StrEnum):
-    COALESCE = "coalesce"
-    GREATEST = "greatest"
-    """The largest non-NULL argument (NULL only if all are)."""
-    LEAST = "least"
-    SUBSTR = "substr"
-    """``substr(text, start[, count])``, 1-based, PostgreSQL rules (start < 1 eats count)."""
-    # Functions with fixed signatures, PostgreSQL's semantics (see spate.plan.funcs).
-    SQRT = "sqrt"
-    CBRT = "cbrt"
-    EXP = "exp"
-    LN = "ln"
-    LOG10 = "log10"
-    POWER = "power"
-    FLOAT4 = "float4"
-    REPLACE = "replace"
-    STRPOS = "strpos"
-    LPAD = "lpad"
-    RPAD = "rpad"
-    SPLIT_PART = "split_part"
-    REPEAT = "repeat"
-    REVERSE = "reverse"
-    INITCAP = "initcap"
-    MD5 = "md5"
-    TRANSLATE = "translate"
-    ASCII = "ascii"
-    CHR = "chr"
-    BTRIM = "btrim"
-    LTRIM = "ltrim"
-    RTRIM = "rtrim"
-    OCTET_LENGTH = "octet_length"
-    REGEXP_LIKE = "regexp_like"
-    REGEXP_REPLACE = "regexp_replace"
-    REGEXP_REPLACE_ALL = "regexp_replace_all"
-    MAKE_DATE = "make_date"
-    ADD_MONTHS = "add_months"
-    TO_CHAR = "to_char"
-
-
-class TimeUnit(StrEnum):
-    YEAR = "year"
-    QUARTER = "quarter"
-    MONTH = "month"
-    WEEK = "week"
-    """date_trunc: the Monday of the ISO week; extract: the ISO week number."""
-    DAY = "day"
-    HOUR = "hour"
-    MINUTE = "minute"
-    SECOND = "second"
-    DOW = "dow"
-    """extract only: day of week, 0 = Sunday … 6 = Saturday."""
-    DOY = "doy"
-    """extract only: day of year, 1 … 366."""
 
 
 class ScalarExpr:
