@@ -188,3 +188,52 @@ def test_division_by_zero_in_a_sql_view_fails_reads_until_retracted(tmp_path: Pa
             {"m": 0},
             {"m": 0},
         ]
+
+
+def test_a_failing_join_predicate_in_a_sql_view_fails_reads_until_retracted(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """``a.x / b.y > 1`` in a join's WHERE, with b.y = 0 on a joined row: reads of the view
+    fail as PostgreSQL's query does (22012), and once the row is gone the view's rows are
+    PostgreSQL's. (It used to fail the view's dataflow for good.)"""
+    import psycopg
+
+    setup = [
+        "CREATE TABLE a (k bigint NOT NULL, x bigint NOT NULL)",
+        "CREATE TABLE b (k bigint NOT NULL, y bigint NOT NULL)",
+        "INSERT INTO a VALUES (1, 10), (2, 3), (3, 8)",
+        "INSERT INTO b VALUES (1, 2), (2, 3)",
+    ]
+    query = "SELECT a.k, a.x, b.y FROM a JOIN b ON a.k = b.k WHERE a.x / b.y > 1"
+    failing = [*setup, "INSERT INTO b VALUES (3, 0)"]
+    assert _pg_sqlstate(postgres_url, failing, query) == "22012"
+    schema = f"err_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            conn.execute(f"SET search_path = {schema}")
+            for s in setup:
+                conn.execute(s)
+            want = sorted(conn.execute(query).fetchall())
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("SET cluster = c")
+        for s in setup:
+            env.sql(s)
+        env.sql(f"CREATE MATERIALIZED VIEW r AS {query}")
+        env.sql("CREATE DEFAULT INDEX ON r")
+
+        def rows() -> list[tuple[object, ...]]:
+            out = env.sql("SELECT * FROM r").to_pylist()  # type: ignore[union-attr]
+            return sorted(tuple(r.values()) for r in out)
+
+        assert rows() == want
+        env.sql("INSERT INTO b VALUES (3, 0)")
+        with pytest.raises(EvaluationFailed, match="division by zero") as caught:
+            env.sql("SELECT * FROM r")
+        assert caught.value.sqlstate == "22012"
+        assert "y=0" in str(caught.value), str(caught.value)
+        env.sql("DELETE FROM b WHERE y = 0")
+        assert rows() == want

@@ -16,7 +16,7 @@ from spate.ids import GlobalId
 from spate.plan import col, count, lit, sum_
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import BinaryFunc, CallBinary, Case, ColumnRef, Literal, RaiseError
-from spate.plan.relation import Get, Map
+from spate.plan.relation import Get, Join, Map
 from spate.render.dataflow import CollectionInError, Dataflow
 from spate.render.input import ArrowInputs
 from spate.repr import INT64, TEXT, RelationDesc
@@ -168,4 +168,98 @@ def test_a_failing_aggregate_input_fails_its_group_until_retracted(
     inputs.append(T, updates_to_table(DESC, [((2, 0, "z"), 2, -1), ((1, 5, "a"), 2, 1)]), 3)
     df.step()
     assert _peek(df, 2) == Counter({(1, 40): 1, (2, 10): 1})
+    df.drop()
+
+
+U = GlobalId.user(2)
+PAIR = RelationDesc.of(("k", INT64, False), ("x", INT64, False))
+OTHER = RelationDesc.of(("k", INT64, False), ("y", INT64, False))
+
+
+def _ratio_above_one() -> CallBinary:
+    """``x / y > 1`` over the join's ``(k, x, k_1, y)``, failing where y = 0 (as SQL lowers
+    it: the CASE guards the division)."""
+    x, y = ColumnRef(1), ColumnRef(3)
+    div = Case(
+        (
+            (
+                CallBinary(BinaryFunc.EQ, y, Literal(0, INT64)),
+                RaiseError("22012", "division by zero", INT64),
+            ),
+        ),
+        CallBinary(BinaryFunc.DIV, x, y),
+    )
+    return CallBinary(BinaryFunc.GT, div, Literal(1, INT64))
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_a_failing_join_predicate_fails_reads_until_retracted(
+    spark: SparkSession, tmp_path: Path, large: bool
+) -> None:
+    """A residual predicate of a join that fails on a joined row (``a.x / b.y > 1`` with
+    b.y = 0) sends that row to the errors, with its time and the product of its parts' diffs:
+    reads fail while it is there, and succeed with the reference evaluator's answer once
+    either part is retracted. (It used to fail the whole dataflow.)"""
+    plan = Join((Get(T, PAIR), Get(U, OTHER)), ((0, 2),), (_ratio_above_one(),))
+    a: Counter[tuple[object, ...]] = Counter({(1, 10): 1, (2, 3): 1, (3, 8): 1})
+    b: Counter[tuple[object, ...]] = Counter({(1, 2): 1, (2, 3): 1})
+    inputs = ArrowInputs.of(
+        {
+            T: updates_to_table(PAIR, [(r, 0, n) for r, n in a.items()]),
+            U: updates_to_table(OTHER, [(r, 0, n) for r, n in b.items()]),
+        },
+        upper=1,
+    )
+    df = Dataflow(
+        single_plan_dataflow(plan, {T: PAIR, U: OTHER}),
+        inputs,
+        spark=spark,
+        scratch=tmp_path,
+        name="ratios",
+        settings=EVERY_DELTA_LARGE if large else None,
+    )
+
+    def expected(t: int) -> Counter[tuple[object, ...]]:
+        return Counter(evaluate(plan, {T: a, U: b}, t))
+
+    df.step()
+    assert _peek(df, 0) == expected(0) == Counter({(1, 10, 1, 2): 1})
+    # b gains (3, 0): the joined row (3, 8, 3, 0) divides by zero at time 1
+    b[(3, 0)] += 1
+    inputs.append(U, updates_to_table(OTHER, [((3, 0), 1, 1)]), 2)
+    inputs.append(T, updates_to_table(PAIR, []), 2)
+    df.step()
+    with pytest.raises(CollectionInError, match=r"division by zero \[SQLSTATE 22012\]") as e:
+        _peek(df, 1)
+    assert "ratios" in str(e.value) and "k=3, x=8, k_1=3, y=0" in str(e.value), str(e.value)
+    with pytest.raises(EvalError) as ref:  # the reference fails on the same contents
+        evaluate(plan, {T: a, U: b}, 1)
+    assert ref.value.sqlstate == "22012"
+    assert _peek(df, 0) == Counter({(1, 10, 1, 2): 1})  # reads before the error are fine
+    # the other input changes while the error holds: still in error, and maintained
+    a[(4, 9)] += 1
+    b[(4, 3)] += 1
+    inputs.append(T, updates_to_table(PAIR, [((4, 9), 2, 1)]), 3)
+    inputs.append(U, updates_to_table(OTHER, [((4, 3), 2, 1)]), 3)
+    df.step()
+    with pytest.raises(CollectionInError, match="division by zero"):
+        _peek(df, 2)
+    # retracting a's side of the failing row clears the error; the answer is the reference's
+    del a[(3, 8)]
+    inputs.append(T, updates_to_table(PAIR, [((3, 8), 3, -1)]), 4)
+    inputs.append(U, updates_to_table(OTHER, []), 4)
+    df.step()
+    assert _peek(df, 3) == expected(3) == Counter({(1, 10, 1, 2): 1, (4, 9, 4, 3): 1})
+    # a new row meeting b's (3, 0) fails again; retracting b's side clears it
+    a[(3, 5)] += 1
+    inputs.append(T, updates_to_table(PAIR, [((3, 5), 4, 1)]), 5)
+    inputs.append(U, updates_to_table(OTHER, []), 5)
+    df.step()
+    with pytest.raises(CollectionInError, match="k=3, x=5, k_1=3, y=0"):
+        _peek(df, 4)
+    del b[(3, 0)]
+    inputs.append(U, updates_to_table(OTHER, [((3, 0), 5, -1)]), 6)
+    inputs.append(T, updates_to_table(PAIR, []), 6)
+    df.step()
+    assert _peek(df, 5) == expected(5)
     df.drop()

@@ -17,11 +17,12 @@ A step that fails (an evaluation error, Spark failing) changes no state and can 
 
 **Errors as data.** Steps first run without looking for evaluation errors (a failing expression
 fails the Spark job). When a step fails, it is run again in capture mode, and the dataflow stays
-in it: Map, Filter and Reduce route each failing row (group) to the dataflow's
-:class:`~spate.render.errors.ErrorCollection`, with its time and multiplicity, and pass the
-rest on. A peek at a time where the error collection is not empty fails with the first record
-(:func:`spate.errors.describe_error`); retracting the input retracts the error. (An expression
-that fails elsewhere — a join predicate, a window function — still fails the step.)
+in it: Map, Filter, Reduce and a join's residual predicates route each failing row (group,
+joined row) to the dataflow's :class:`~spate.render.errors.ErrorCollection`, with its time and
+multiplicity, and pass the rest on. A peek at a time where the error collection is not empty
+fails with the first record (:func:`spate.errors.describe_error`); retracting the input
+retracts the error. (An expression that fails elsewhere — a window function, top-k, the
+predicates of a join serving a reduce's history — still fails the step.)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
 from spate.render.operators.driver_join import join_on_driver, key_columns
-from spate.render.operators.linear import all_true
+from spate.render.operators.linear import all_true, captured_predicates, filter_capturing
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.touched import Touched
 from spate.repr.consolidate import consolidate
@@ -64,6 +64,9 @@ class JoinNode:
     with ``history_columns``)."""
     touched: Touched | None = None
     """What this step's deltas touched (with ``history_columns``; ``None``: nothing)."""
+    residual: bool = True
+    """The terms apply the residual predicates (off while a capture-mode step applies them
+    to the equi-join's rows, routing the rows where they fail to the errors)."""
 
     def __post_init__(self) -> None:
         self.owner = {
@@ -89,6 +92,19 @@ class JoinNode:
             return Lazy.empty()
         if self.history_step is not None:
             return self.history_step(self, ctx, deltas)
+        if ctx.capture and self.predicates:
+            captured = self._columns.get(
+                "capture", lambda: captured_predicates(self.predicates, self.desc)
+            )
+            if captured is not None:
+                # the equi-join's rows (each with its time and the product of its parts'
+                # diffs), then the predicates, a failing row to the errors as Filter does
+                self.residual = False
+                try:
+                    joined = self._delta_query(ctx, deltas)
+                finally:
+                    self.residual = True
+                return filter_capturing(ctx, joined, self.desc, *captured)
         return self._delta_query(ctx, deltas)
 
     def _delta_query(self, ctx: StepContext, deltas: list[Batch]) -> Lazy:
@@ -247,7 +263,7 @@ class JoinNode:
             else:
                 joined = joined.join(part, on=cond, how="inner")
         assert joined is not None
-        if predicate is not None:
+        if predicate is not None and self.residual:
             joined = joined.where(predicate)
         return self._columns.select(joined, f"final{i}", lambda: final)
 

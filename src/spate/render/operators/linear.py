@@ -148,42 +148,55 @@ class FilterNode:
         if lazy.is_empty or not self.predicates:
             return lazy
         if ctx.capture:
-            captured = self._columns.get("capture", self._captured)
+            captured = self._columns.get(
+                "capture", lambda: captured_predicates(self.predicates, self.input.desc)
+            )
             if captured is not None:
-                keep, error = captured
-                arity = self.desc.arity
-                df = lazy.frame().where(error.isNotNull() | keep).withColumn(col_name(arity), error)
-                out = Lazy(df.select(*_layout_columns(arity + 1)), lazy.big)
-                return ctx.split_errors(out, self.desc)
+                return filter_capturing(ctx, lazy, self.desc, *captured)
         cond = self._columns.get("cond", lambda: all_true(self.predicates, self.input.desc))
         return Lazy(lazy.frame().where(cond), lazy.big)
 
-    def _captured(self) -> tuple[Column, Column] | None:
-        """Capture mode: every predicate TRUE, and the row's error record (``None``: no
-        predicate can fail)."""
-        from pyspark.sql import functions as F
-
-        from spate.plan.expr import show
-        from spate.render.errors import first_failure, row_text
-        from spate.render.scalar import Failure, compile_scalar
-
-        desc = self.input.desc
-        row = row_text(desc)
-        keep: Column | None = None
-        errors: list[Column] = []
-        for p in self.predicates:
-            failures: list[Failure] = []
-            c = F.coalesce(compile_scalar(p, desc, failures=failures), F.lit(False))
-            keep = c if keep is None else (keep & c)
-            err = first_failure(failures, row, show(p, desc.names))
-            if err is not None:
-                errors.append(err)
-        if not errors or keep is None:
-            return None
-        return keep, errors[0] if len(errors) == 1 else F.coalesce(*errors)
-
     def drop(self) -> None:
         self.input.drop()
+
+
+def captured_predicates(
+    predicates: tuple[ScalarExpr, ...], desc: RelationDesc
+) -> tuple[Column, Column] | None:
+    """Capture mode: every predicate (over rows of ``desc``) TRUE, and the row's error record
+    (``None``: no predicate can fail)."""
+    from pyspark.sql import functions as F
+
+    from spate.plan.expr import show
+    from spate.render.errors import first_failure, row_text
+    from spate.render.scalar import Failure, compile_scalar
+
+    row = row_text(desc)
+    keep: Column | None = None
+    errors: list[Column] = []
+    for p in predicates:
+        failures: list[Failure] = []
+        c = F.coalesce(compile_scalar(p, desc, failures=failures), F.lit(False))
+        keep = c if keep is None else (keep & c)
+        err = first_failure(failures, row, show(p, desc.names))
+        if err is not None:
+            errors.append(err)
+    if not errors or keep is None:
+        return None
+    return keep, errors[0] if len(errors) == 1 else F.coalesce(*errors)
+
+
+def filter_capturing(
+    ctx: StepContext, lazy: Lazy, desc: RelationDesc, keep: Column, error: Column
+) -> Lazy:
+    """The rows of ``lazy`` (internal layout of ``desc``) where ``keep`` holds; those whose
+    ``error`` record is not NULL go to the step's errors instead (:func:`captured_predicates`)."""
+    if lazy.is_empty:
+        return lazy
+    arity = desc.arity
+    df = lazy.frame().where(error.isNotNull() | keep).withColumn(col_name(arity), error)
+    out = Lazy(df.select(*_layout_columns(arity + 1)), lazy.big)
+    return ctx.split_errors(out, desc)
 
 
 def all_true(predicates: tuple[ScalarExpr, ...], desc: RelationDesc) -> Column:
