@@ -79,7 +79,8 @@ from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
 from spate.render.layout import col_name
 from spate.render.like import _like_regex_column, _substr, like_regex
-from spate.render.scalar_funcs import FixedNotCompilable, compile_fixed, float_text
+from spate.render.scalar_funcs import FixedNotCompilable, compile_fixed
+from spate.render.text_casts import canon_float, from_text, to_text
 from spate.repr.desc import RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import Datum, ScalarKind, ScalarType
@@ -99,24 +100,6 @@ _MAX_MS: Final = 253_402_300_799_999
 """``9999-12-31 23:59:59.999`` in ms since 1970 (the reference's ``datetime.max``, in ms)."""
 _MAX_SPAN_MS: Final = _MAX_MS - _MIN_MS
 _MAX_SPAN_DAYS: Final = 3_652_059
-# Characters Python's str.strip() removes (str.isspace()), as a Java regex character class.
-_PY_SPACE: Final = (
-    "[\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680"
-    "\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
-)
-_DIGITS: Final = "[0-9]"
-_INT_RE: Final = f"\\A[+-]?{_DIGITS}+\\z"
-_DEC_BODY: Final = f"[+-]?({_DIGITS}+(\\.{_DIGITS}*)?|\\.{_DIGITS}+)"
-_DEC_RE: Final = f"\\A{_DEC_BODY}\\z"
-_FLOAT_RE: Final = f"\\A{_DEC_BODY}([eE][+-]?{_DIGITS}+)?\\z"
-_FLOAT_SPECIAL_RE: Final = "(?i)\\A[+-]?(inf|infinity|nan)\\z"
-_DATE_BODY: Final = f"{_DIGITS}{{4}}-{_DIGITS}{{2}}-{_DIGITS}{{2}}"
-_DATE_RE: Final = f"\\A{_DATE_BODY}\\z"
-_TS_RE: Final = (
-    f"\\A{_DATE_BODY}([ T]{_DIGITS}{{2}}:{_DIGITS}{{2}}:{_DIGITS}{{2}}(\\.{_DIGITS}{{1,6}})?)?\\z"
-)
-_TRUE_WORDS: Final = ("t", "true", "y", "yes", "on", "1")
-_FALSE_WORDS: Final = ("f", "false", "n", "no", "off", "0")
 _MICROS: Final = {
     TimeUnit.HOUR: 3_600_000_000,
     TimeUnit.MINUTE: 60_000_000,
@@ -186,11 +169,6 @@ def typed_literal(value: Datum, t: ScalarType) -> Column:
 # --- helpers over Spark columns ----------------------------------------------------------------
 
 
-def _canon_float(c: Column) -> Column:
-    """``-0.0`` as ``0.0`` (the reference's canonical floats); NaN and NULL unchanged."""
-    return F.when(c == F.lit(0.0), F.lit(0.0)).otherwise(c)
-
-
 def _epoch() -> Column:
     return F.lit("1970-01-01 00:00:00").cast(_NTZ)
 
@@ -215,11 +193,6 @@ def _in_range(ts: Column, what: str) -> Column:
     return F.when(
         (ts < low) | (ts > high), F.raise_error(F.lit(f"timestamp out of range in {what}"))
     ).otherwise(ts)
-
-
-def _py_strip(s: Column) -> Column:
-    """Python's ``str.strip()``: Unicode whitespace at both ends."""
-    return F.regexp_replace(s, f"\\A{_PY_SPACE}+|{_PY_SPACE}+\\z", "")
 
 
 # --- the compiler ------------------------------------------------------------------------------
@@ -338,7 +311,7 @@ class _Compiler:
                     out = negated if f is UnaryFunc.NEG else F.when(a < 0, negated).otherwise(a)
                     return out.cast(st)
                 out = -a if f is UnaryFunc.NEG else F.abs(a)
-                return _canon_float(out) if k is K.FLOAT64 else out
+                return canon_float(out) if k is K.FLOAT64 else out
             case UnaryFunc.LOWER:
                 return F.lower(a)
             case UnaryFunc.UPPER:
@@ -445,7 +418,7 @@ class _Compiler:
         else:
             out = F.when(b != F.lit(0), a % b)
         if k is K.FLOAT64:
-            return _canon_float(out)
+            return canon_float(out)
         return out.cast(spark_type(self.type_of(e)))
 
     def like(
@@ -494,17 +467,17 @@ class _Compiler:
         if a is b and a is not K.NUMERIC:
             return v
         if b is K.TEXT:
-            return _to_text(v, source)
+            return to_text(v, source)
         if a is K.TEXT:
-            return _from_text(v, to)
+            return from_text(v, to)
         if b is K.NUMERIC:
             return v.try_cast(st)
         if b is K.FLOAT64:
             if a is K.NUMERIC:
                 # Through text: Java's parseDouble rounds correctly; Spark's decimal → double
                 # divides by a power of ten in floating point for small decimals.
-                return _canon_float(v.cast("string").cast(st))
-            return _canon_float(v.cast(st))
+                return canon_float(v.cast("string").cast(st))
+            return canon_float(v.cast(st))
         if b is K.INT64:
             if a is K.FLOAT64:
                 fits = (v >= F.lit(-(2.0**63))) & (v < F.lit(2.0**63))
@@ -553,51 +526,3 @@ def _extract(unit: TimeUnit, v: Column) -> Column:
         case TimeUnit.SECOND:
             return F.second(v)
     raise ScalarNotCompilable(f"extract does not take unit {unit}")
-
-
-def _to_text(v: Column, source: ScalarType) -> Column:
-    k = source.kind
-    if k is K.FLOAT64:
-        return float_text(v)
-    if k is K.TIMESTAMP:
-        # The reference prints with strftime("%Y"), which does not pad years below 1000.
-        return F.regexp_replace(v.cast("string"), "^0+", "")
-    return v.cast("string")
-
-
-def _from_text(v: Column, to: ScalarType) -> Column:
-    k = to.kind
-    st = spark_type(to)
-    if k is K.JSONB:
-        # Spark's parser stops after the first complete value and ignores what follows
-        # ('{"a": 1}[1]', '1 2'). Inside '{"k": …}' and '[…]' the text must end where the value
-        # does (only ``, "key": value`` may follow in the first, only ``, value`` in the
-        # second, and no text passes both), so both must parse.
-        in_object = F.try_parse_json(F.concat(F.lit('{"k":'), v, F.lit("}")))
-        in_array = F.try_parse_json(F.concat(F.lit("["), v, F.lit("]")))
-        return F.when(in_object.isNotNull() & in_array.isNotNull(), v)
-    s = _py_strip(v)
-    if k is K.INT64:
-        return F.when(s.rlike(_INT_RE), s.try_cast(st))
-    if k is K.NUMERIC:
-        return F.when(s.rlike(_DEC_RE), s.try_cast(st))
-    if k is K.FLOAT64:
-        low = F.lower(s)
-        special = (
-            F.when(low.contains("nan"), F.lit(float("nan")))
-            .when(low.startswith("-"), F.lit(float("-inf")))
-            .otherwise(F.lit(float("inf")))
-        )
-        number = _canon_float(s.try_cast(st))
-        return F.when(s.rlike(_FLOAT_RE), number).when(s.rlike(_FLOAT_SPECIAL_RE), special)
-    if k is K.BOOL:
-        low = F.lower(s)
-        return F.when(low.isin(*_TRUE_WORDS), F.lit(True)).when(
-            low.isin(*_FALSE_WORDS), F.lit(False)
-        )
-    if k in (K.DATE, K.TIMESTAMP):
-        pattern = _DATE_RE if k is K.DATE else _TS_RE
-        # Python has no year 0; Spark would parse it.
-        ok = s.rlike(pattern) & ~s.startswith("0000")
-        return F.when(ok, s.try_cast(st))
-    return v
