@@ -14,17 +14,13 @@ source and Parquet sink)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlglot.tokenizer_core import TokenType
 
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
 from spate.sql.errors import DuplicateObject, FeatureNotSupported, SqlError, UndefinedObject
 from spate.sql.scalar import type_from_ast
-
-if TYPE_CHECKING:
-    from spate.sql.plan import _Planner
+from spate.sql.statement_planner import StatementPlanner
 
 GENERATORS = ("COUNTER", "AUCTION", "TPCH")
 _CONNECTION_OPTIONS = {"HOST", "PORT", "USER", "PASSWORD SECRET", "DATABASE", "SSLMODE"}
@@ -43,7 +39,7 @@ _PG_SINK_OPTIONS = {"TABLE", "MODE", "KEY", "PROGRESS TABLE"}
 Options = dict[str, tuple[str | int | bool, int]]
 
 
-def plan_create_external(p: _Planner) -> st.Statement:
+def plan_create_external(p: StatementPlanner) -> st.Statement:
     c = p.cur
     word = c.word()
     c.i += 1
@@ -67,7 +63,7 @@ def plan_create_external(p: _Planner) -> st.Statement:
     return _sink(p, name)
 
 
-def _check(p: _Planner, opts: Options, allowed: set[str], what: str) -> None:
+def _check(p: StatementPlanner, opts: Options, allowed: set[str], what: str) -> None:
     for key, (_, pos) in opts.items():
         if key not in allowed:
             known = ", ".join(sorted(allowed))
@@ -76,7 +72,7 @@ def _check(p: _Planner, opts: Options, allowed: set[str], what: str) -> None:
             )
 
 
-def _connection_object(p: _Planner, at: int) -> str:
+def _connection_object(p: StatementPlanner, at: int) -> str:
     name = p.cur.dotted_name("a connection name")
     obj = p.catalog.lookup(name)
     if obj is None or obj.kind != "connection":
@@ -86,7 +82,7 @@ def _connection_object(p: _Planner, at: int) -> str:
     return name
 
 
-def _connection(p: _Planner, name: str) -> st.CreateConnection:
+def _connection(p: StatementPlanner, name: str) -> st.CreateConnection:
     c = p.cur
     c.expect("TO")
     if not c.accept("POSTGRES"):
@@ -113,7 +109,7 @@ def _connection(p: _Planner, name: str) -> st.CreateConnection:
     return st.CreateConnection(p.src.sql, name, "postgres", options, secret)
 
 
-def _columns(p: _Planner) -> RelationDesc | None:
+def _columns(p: StatementPlanner) -> RelationDesc | None:
     """``(name type [NOT NULL], …)`` after a source's name, if there."""
     c = p.cur
     tok = c.peek()
@@ -142,7 +138,7 @@ def _columns(p: _Planner) -> RelationDesc | None:
     return RelationDesc(columns)
 
 
-def _source(p: _Planner, name: str) -> st.CreateSource:
+def _source(p: StatementPlanner, name: str) -> st.CreateSource:
     c = p.cur
     desc = _columns(p)
     if c.accept("IN", "CLUSTER"):
@@ -208,7 +204,7 @@ def _plain(opts: Options) -> tuple[tuple[str, str | int | bool], ...]:
     return tuple(sorted((k.lower(), v) for k, (v, _) in opts.items()))
 
 
-def _sink(p: _Planner, name: str) -> st.CreateSink:
+def _sink(p: StatementPlanner, name: str) -> st.CreateSink:
     c = p.cur
     if c.accept("IN", "CLUSTER"):
         c.name("a cluster name")

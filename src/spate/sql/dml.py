@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -35,13 +34,11 @@ from spate.sql.errors import (
 from spate.sql.parse import parse_sql, position
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Scope, project
+from spate.sql.statement_planner import StatementPlanner
 from spate.sql.types import from_scalar
 
-if TYPE_CHECKING:
-    from spate.sql.plan import _Planner
 
-
-def plan_insert(p: _Planner) -> st.Insert:
+def plan_insert(p: StatementPlanner) -> st.Insert:
     node = parse_sql(p.src, p.src.start)
     assert isinstance(node, exp.Insert)
     target = node.this
@@ -129,7 +126,7 @@ def plan_insert(p: _Planner) -> st.Insert:
 
 
 def _literal_rows(
-    p: _Planner,
+    p: StatementPlanner,
     source: exp.Values,
     targets: list[Column],
     names: list[str],
@@ -167,7 +164,7 @@ def _literal_rows(
     return out
 
 
-def plan_update(p: _Planner) -> st.Update:
+def plan_update(p: StatementPlanner) -> st.Update:
     node = parse_sql(p.src, p.src.start)
     assert isinstance(node, exp.Update)
     if node.args.get("from") or node.args.get("from_") or node.args.get("returning"):

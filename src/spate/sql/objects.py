@@ -3,8 +3,6 @@ connections are in :mod:`spate.sql.ddl`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
@@ -26,9 +24,7 @@ from spate.sql.parse import parse_sql, position
 from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
-
-if TYPE_CHECKING:
-    from spate.sql.plan import _Planner
+from spate.sql.statement_planner import StatementPlanner
 
 _KINDS = {
     "TABLE": "table",
@@ -50,7 +46,7 @@ _KINDS = {
 }
 
 
-def plan_create(p: _Planner) -> st.Statement:
+def plan_create(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("CREATE")
     replace = c.accept("OR", "REPLACE")
@@ -85,7 +81,7 @@ def plan_create(p: _Planner) -> st.Statement:
     )
 
 
-def _create_table(p: _Planner) -> st.CreateTable:
+def _create_table(p: StatementPlanner) -> st.CreateTable:
     node = parse_sql(p.src, p.src.start)
     assert isinstance(node, exp.Create)
     schema = node.this
@@ -147,7 +143,7 @@ def _create_table(p: _Planner) -> st.CreateTable:
     return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists)
 
 
-def _create_view(p: _Planner, replace: bool) -> st.CreateView:
+def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
     c = p.cur
     materialized = c.accept("MATERIALIZED")
     c.expect("VIEW")
@@ -185,7 +181,7 @@ def _create_view(p: _Planner, replace: bool) -> st.CreateView:
 
 
 def _view_plan(
-    p: _Planner, node: exp.Expression, col_names: list[str]
+    p: StatementPlanner, node: exp.Expression, col_names: list[str]
 ) -> tuple[RelationExpr, list[str]]:
     out = p.qp.relation(node)
     names = list(out.names)
@@ -207,7 +203,7 @@ def _view_plan(
     return rename(out.rel.expr, names), names
 
 
-def _create_index(p: _Planner) -> st.CreateIndex:
+def _create_index(p: StatementPlanner) -> st.CreateIndex:
     c = p.cur
     default = c.accept("DEFAULT")
     c.expect("INDEX")
@@ -254,7 +250,7 @@ def _create_index(p: _Planner) -> st.CreateIndex:
     return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists)
 
 
-def _create_cluster(p: _Planner) -> st.CreateCluster:
+def _create_cluster(p: StatementPlanner) -> st.CreateCluster:
     c = p.cur
     c.expect("CLUSTER")
     name = c.name("a cluster name")
@@ -287,7 +283,7 @@ def _create_cluster(p: _Planner) -> st.CreateCluster:
     return st.CreateCluster(p.src.sql, name, tuple(replicas) if replicas is not None else None)
 
 
-def plan_drop(p: _Planner) -> st.Statement:
+def plan_drop(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("DROP")
     if c.accept("CLUSTER", "REPLICA"):
@@ -359,7 +355,7 @@ def plan_drop(p: _Planner) -> st.Statement:
     return st.DropObjects(p.src.sql, kind, tuple(names), cascade)
 
 
-def plan_alter(p: _Planner) -> st.AlterRetainHistory:
+def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
     c = p.cur
     c.expect("ALTER")
     word = c.word()

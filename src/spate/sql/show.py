@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 from spate.sql import statements as st
 from spate.sql.errors import UndefinedTable
+from spate.sql.statement_planner import StatementPlanner
 from spate.sql.types import display_name, from_scalar
 
 if TYPE_CHECKING:
     from spate.sql.catalog import CatalogObject
-    from spate.sql.plan import _Planner
 
 _PLURAL = {
     "TABLES": "table",
@@ -25,7 +25,7 @@ _PLURAL = {
 }
 
 
-def plan_show(p: _Planner) -> st.Statement:
+def plan_show(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("SHOW")
     if c.accept("MATERIALIZED", "VIEWS"):
@@ -104,7 +104,7 @@ def _python_create_sql(obj: CatalogObject) -> str:
     )
 
 
-def _objects(p: _Planner, kind: str) -> st.Statement:
+def _objects(p: StatementPlanner, kind: str) -> st.Statement:
     c = p.cur
     on = None
     if c.accept("FROM") or c.accept("ON") or c.accept("IN"):
