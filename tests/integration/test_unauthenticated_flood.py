@@ -67,8 +67,12 @@ def test_unauthenticated_connections_cannot_exhaust_replica_memory(tmp_path: Pat
         env.create_source(
             "counter", LoadGeneratorSource(LoadGenerator.COUNTER, tick_interval_ms=100)
         )
+        # A source's upper starts at its creation time, before the replica has ingested
+        # anything: wait until the replica has moved it on for a while (its code and libraries
+        # loaded), so that the baseline is a working replica's.
         deadline = time.monotonic() + 60
-        while _upper(env) == 0:
+        first = _upper(env)
+        while _upper(env) < first + 2_000:
             assert time.monotonic() < deadline, "the counter source never advanced"
             time.sleep(0.2)
         pid, port = _storage_replica(data)
