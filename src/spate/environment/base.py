@@ -89,7 +89,7 @@ class EnvironmentBase:
             check_argument(settings, Settings, "settings (spate.config.Settings)")
         if spark_master is not None:
             check_argument(spark_master, str, "spark_master")
-        _check_timeout(timeout)
+        check_timeout(timeout)
         if settings is None:
             settings = load_settings()
         if spark_master is not None:
@@ -147,7 +147,7 @@ class EnvironmentBase:
             env = spate.Environment.open("spate-data")   # and are adopted here
         """
         check_argument(stop_replicas, bool, "stop_replicas")
-        _check_timeout(timeout)
+        check_timeout(timeout)
         if self._rt is None:
             return
         rt, background = self._rt, self._background
@@ -243,7 +243,7 @@ class EnvironmentBase:
             env.create_materialized_view("best", plan, cluster="c")
             env.wait_hydrated(timeout=120)
         """
-        _check_timeout(timeout)
+        check_timeout(timeout)
         if progress is not None and not callable(progress):
             raise InvalidArgument(
                 f"progress must be a function of the status, got {type(progress).__name__}"
@@ -260,7 +260,8 @@ class EnvironmentBase:
         return self._run(call(lambda: sorted(i.name for i in self.runtime.catalog)))
 
 
-def _check_timeout(timeout: object) -> None:
+def check_timeout(timeout: object) -> None:
+    """Refuse a timeout that is not a positive number of seconds."""
     check_argument(timeout, (int, float), "timeout (seconds)")
     assert isinstance(timeout, (int, float))
     if not timeout > 0:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from spate.environment import clusters, objects, reads, tables
-from spate.environment.base import EnvironmentBase, call, next_of
+from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.reads import Isolation
 from spate.environment.write_result import WriteResult
-from spate.errors import InvalidArgument, InvalidArgumentValue, UsageError, check_argument
+from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec
 from spate.plan.relation import Get, RelationExpr
@@ -399,9 +399,7 @@ class EnvironmentOperations(EnvironmentBase):
         check_argument(progress, bool, "progress")
         check_argument(with_snapshot, bool, "with_snapshot")
         if timeout is not None:
-            check_argument(timeout, (int, float), "timeout (seconds)")
-            if not timeout > 0:
-                raise InvalidArgumentValue(f"timeout must be more than 0 s, got {timeout}")
+            check_timeout(timeout)
         stream = reads.subscribe(
             self.runtime,
             target,
