@@ -24,7 +24,6 @@ from spate.environment.services import (
 )
 from spate.errors import InvalidArgumentValue as InvalidArgumentValue
 from spate.errors import check_argument
-from spate.protocol.secret import Secret
 from spate.storage.controller.replica_client import StorageReplicaLocation
 
 
@@ -59,11 +58,12 @@ async def ensure_storage_replica(rt: Runtime) -> None:
         "storage-r0", storage_replica_service(rt.layout, rt.settings, str(STORAGE_REPLICA))
     )
     host, port = service.address()
-    location = StorageReplicaLocation(host, port, rt.layout.secret())
     auth = None if rt.settings.replicas.storage is None else placed_auth(rt.layout, rt.settings)
-    if auth is not None:
-        secret = auth.secret if isinstance(auth.secret, Secret) else None
-        location = StorageReplicaLocation(host, port, secret, tls=auth.tls)
+    location = (
+        StorageReplicaLocation(host, port, rt.layout.secret())
+        if auth is None
+        else StorageReplicaLocation(host, port, auth.secret, tls=auth.tls)
+    )
     rt.storage.connect_replica(STORAGE_INSTANCE, STORAGE_REPLICA, location)
     rt.storage_replica_started = True
 

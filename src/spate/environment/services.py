@@ -19,7 +19,6 @@ from spate.environment.layout import Layout
 from spate.orchestrator.service import SERVICE_DIR_PLACEHOLDER, ServiceConfig
 from spate.orchestrator.supervisor import Supervisor
 from spate.persist.location import PersistLocation
-from spate.protocol.secret import Secret
 from spate.protocol.tls import PeerAuth, client_tls_context
 
 
@@ -45,8 +44,7 @@ def placed_auth(layout: Layout, settings: Settings) -> PeerAuth | None:
     if tls.ca_file is None or tls.cert_file is None or tls.key_file is None:
         return None
     context = client_tls_context(tls.ca_file, certfile=tls.cert_file, keyfile=tls.key_file)
-    secret: Secret | None = layout.secret() if tls.with_secret else None
-    return PeerAuth(secret=secret, tls=context)
+    return PeerAuth(secret=layout.secret() if tls.with_secret else None, tls=context)
 
 
 def _auth_args(layout: Layout, settings: Settings, placed: bool) -> list[str]:

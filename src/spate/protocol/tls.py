@@ -12,6 +12,8 @@ import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spate.protocol.secret import Secret
+
 
 def server_tls_context(
     certfile: Path | str,
@@ -53,5 +55,5 @@ class PeerAuth:
     and a client TLS context (``None``: plain TCP). Replaces the connector's defaults for a
     replica placed elsewhere."""
 
-    secret: object = field(default=None, repr=False)
+    secret: Secret | None = field(default=None, repr=False)
     tls: ssl.SSLContext | None = field(default=None, repr=False)
