@@ -289,6 +289,13 @@ def main() -> None:
         raise AssertionError("the Pathway view differs from the DuckDB recompute")
 
 
+def bids_table(rows: list[tuple[int, ...]]) -> pa.Table:
+    """Bid rows (tuples in ``BIDS`` order) as an int64 Arrow table."""
+    return pa.table(
+        {c: pa.array([r[i] for r in rows], pa.int64()) for i, c in enumerate(BIDS.names)}
+    )
+
+
 def pathway_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     """The same steps, retractions included, through Pathway (bench/_pathway.py)."""
     print("pathway...", flush=True)
@@ -297,9 +304,7 @@ def pathway_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     def step(k: int) -> tuple[pa.Table, pa.Table, pa.Table]:
         new, pairs = peer.step(k)
-        old = pa.table({c: [a[i] for a, _ in pairs] for i, c in enumerate(BIDS.names)})
-        repl = pa.table({c: [b[i] for _, b in pairs] for i, c in enumerate(BIDS.names)})
-        return new, old, repl
+        return new, bids_table([a for a, _ in pairs]), bids_table([b for _, b in pairs])
 
     def final() -> set[tuple[Any, ...]]:
         expected, _ = duckdb_view(peer.table(), peer.auctions)
@@ -318,10 +323,7 @@ def streaming_peer(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     def step(k: int) -> pa.Table:
         new, pairs = peer.step(k)
-        replaced = pa.table(
-            {c: [b[i] for _, b in pairs] for i, c in enumerate(BIDS.names)}, schema=new.schema
-        )
-        return pa.concat_tables([new, replaced])
+        return pa.concat_tables([new, bids_table([b for _, b in pairs])])
 
     return structured_streaming(
         initial,
