@@ -81,7 +81,7 @@ class OperatorBinding(BinderBase):
         return Typed(CallUnary(UnaryFunc.NEG, t.expr), t.type)
 
     def comparison(self, node: exp.Expression) -> Typed:
-        f = _COMPARISONS[type(node)]
+        f = COMPARISON_OPS[type(node)]
         left, right = self._bind(node.this), self._bind(node.expression)
         if left.type.name == "interval" or right.type.name == "interval":
             a, b = (
@@ -426,7 +426,7 @@ def _scale(t: PgType) -> int:
     return 0
 
 
-_COMPARISONS: dict[type, BinaryFunc] = {
+COMPARISON_OPS: dict[type, BinaryFunc] = {  # sqlglot comparison node -> IR function
     exp.EQ: BinaryFunc.EQ,
     exp.NEQ: BinaryFunc.NE,
     exp.LT: BinaryFunc.LT,

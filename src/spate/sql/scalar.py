@@ -38,7 +38,7 @@ from spate.sql.errors import (
 )
 from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
 from spate.sql.functions import BUILTINS
-from spate.sql.operators import _ARITH, _COMPARISONS, _VARIADIC, OperatorBinding
+from spate.sql.operators import _ARITH, _VARIADIC, COMPARISON_OPS, OperatorBinding
 from spate.sql.parse import position
 from spate.sql.temporal import TemporalBinding, parse_interval, parse_interval_parts
 from spate.sql.types import (
@@ -316,7 +316,7 @@ _DISPATCH: dict[type, Callable[[ScalarBinder, exp.Expression], Typed]] = {
     exp.Substring: ScalarBinder.substring,
     exp.Abs: ScalarBinder.abs_,
     exp.Concat: ScalarBinder.concat_fn,
-    **{k: ScalarBinder.comparison for k in _COMPARISONS},
+    **{k: ScalarBinder.comparison for k in COMPARISON_OPS},
     **{k: ScalarBinder.arith for k in _ARITH},
     **{k: ScalarBinder.variadic for k in _VARIADIC},
     **{k: ScalarBinder.unary_text for k in _UNARY_TEXT},

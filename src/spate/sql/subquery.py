@@ -40,6 +40,7 @@ from spate.plan.relation import Distinct, Filter, Map, Reduce, RelationExpr
 from spate.repr.types import BOOL, ScalarKind
 from spate.sql.checks import at_most_one_row
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
+from spate.sql.operators import COMPARISON_OPS
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.relops import antijoin, key_join, lookup, semijoin, unit
 from spate.sql.scalar import Typed
@@ -263,14 +264,6 @@ class SubqueryPlanner:
         return rel2, mkeys, matched, value, a
 
 
-_OPS: dict[type, BinaryFunc] = {
-    exp.EQ: BinaryFunc.EQ,
-    exp.NEQ: BinaryFunc.NE,
-    exp.LT: BinaryFunc.LT,
-    exp.LTE: BinaryFunc.LE,
-    exp.GT: BinaryFunc.GT,
-    exp.GTE: BinaryFunc.GE,
-}
 _NEGATED: dict[BinaryFunc, BinaryFunc] = {
     BinaryFunc.EQ: BinaryFunc.NE,
     BinaryFunc.NE: BinaryFunc.EQ,
@@ -290,7 +283,7 @@ def _quantified(
     if isinstance(node, exp.In) and node.args.get("query") is not None:
         q = node.args["query"]
         return node.this, q.this if isinstance(q, exp.Subquery) else q, BinaryFunc.EQ, False
-    op = _OPS.get(type(node))
+    op = COMPARISON_OPS.get(type(node))
     if op is not None and isinstance(node.expression, (exp.Any, exp.All)):
         quant = node.expression
         q = quant.this
