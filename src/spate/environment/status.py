@@ -111,11 +111,11 @@ def show_frontier(f: Frontier) -> str:
 
 def render_tables(tables: list[Table], width: int = 160) -> str:
     """``tables`` as plain text, as a console of ``width`` columns prints them."""
-    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+    text = io.StringIO()
+    console = Console(file=text, width=width, color_system=None, force_terminal=False)
     for table in tables:
         console.print(table)
-    out = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(out).rstrip("\n")
+    return text.getvalue().rstrip("\n")
 
 
 def _frontier(t: int | None) -> Frontier:
