@@ -75,7 +75,6 @@ def structured_streaming(
     spark = local_session("e2e-structured-streaming")
     table: dict[int, tuple[int, int, str]] = {}
     cond = threading.Condition()
-    failure: list[BaseException] = []
 
     def sink(df: Any, _batch_id: int) -> None:
         rows = df.collect()
@@ -88,8 +87,6 @@ def structured_streaming(
         deadline = time.monotonic() + timeout
         with cond:
             while table.get(marker_auction, (-1,))[0] < price:
-                if failure:
-                    raise failure[0]
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"Structured Streaming did not show price {price}")
