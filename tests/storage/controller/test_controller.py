@@ -35,7 +35,7 @@ from spate.storage.controller.errors import (
     SinkIdReused,
 )
 from spate.storage.controller.introspection import INTROSPECTION_DESCS
-from spate.storage.sinks.parquet_dir import ParquetDirSink
+from spate.storage.sinks.parquet_dir import read_committed
 from spate.storage.sources.open import progress_desc
 from tests.storage.controller._harness import (
     TABLE_DESC,
@@ -115,9 +115,9 @@ async def test_ingestion_sink_and_restarts(tmp_path: Path) -> None:
         frontier = c2.export(sink).write_frontier.as_option()
         assert frontier is not None
         written = table_to_updates(
-            ParquetDirSink(
+            read_committed(
                 tmp_path / "out", c2.collection(export).description.desc, sink=str(sink)
-            ).read_all()
+            ).updates
         )
         acc: dict[tuple[object, ...], int] = {}
         for row, _t, d in written:

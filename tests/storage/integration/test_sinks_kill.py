@@ -35,7 +35,7 @@ from spate.storage.controller import (
     IngestionSource,
     StorageController,
 )
-from spate.storage.sinks.parquet_dir import ParquetDirSink
+from spate.storage.sinks.parquet_dir import read_committed
 from spate.storage.sources.open import load_generator, progress_desc
 from tests.storage.integration._history import all_updates
 from tests.storage.integration._procs import ReplicaProcess, persist_client, pumped, wait_for
@@ -128,10 +128,10 @@ async def test_sinks_exactly_once_across_two_kill9(
 
         # The Parquet directory: its committed files accumulate to the collection at its
         # frontier, and past the snapshot they hold exactly the collection's updates.
-        sink = ParquetDirSink(out, desc, sink=str(parquet_sink))
+        sink = read_committed(out, desc, sink=str(parquet_sink))
         frontier = sink.upper.as_option()
         assert frontier is not None and frontier > mark
-        written = table_to_updates(sink.read_all())
+        written = table_to_updates(sink.updates)
         acc: Counter[Row] = Counter()
         for row, _t, d in written:
             acc[row] += d

@@ -14,7 +14,7 @@ from spate.repr.arrow import table_to_updates, updates_to_table
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64
 from spate.storage.sinks.interval import SinkError, SinkFenced
-from spate.storage.sinks.parquet_dir import ParquetDirSink
+from spate.storage.sinks.parquet_dir import ParquetDirSink, read_committed
 from tests.storage.sinks._collection import DESC, at, interval, random_updates
 
 
@@ -80,3 +80,22 @@ def test_closing_the_sink(tmp_path: Path) -> None:
     assert sink.write(last, lower=Antichain.of(0), upper=Antichain.empty())
     assert ParquetDirSink(tmp_path, DESC, sink="u9").upper == Antichain.empty()
     assert any(p.name.endswith("-inf.parquet") for p in tmp_path.iterdir())
+
+
+def test_reading_a_live_sink_leaves_its_directory_alone(tmp_path: Path) -> None:
+    """A reader must not delete the temp files of a writer that is still running."""
+    sink = ParquetDirSink(tmp_path, DESC, sink="u9")
+    first = updates_to_table(DESC, [((1, "a"), 3, 1), ((2, "b"), 4, 1)])
+    assert sink.write(first, lower=Antichain.of(0), upper=Antichain.of(5))
+    in_flight = [tmp_path / "._manifest.json.tmp", tmp_path / "part-x-y.parquet"]
+    for path in in_flight:
+        path.write_bytes(b"being written")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    contents = read_committed(tmp_path, DESC, sink="u9")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert contents.upper == Antichain.of(5)
+    assert Counter(table_to_updates(contents.updates)) == Counter(table_to_updates(first))
+    with pytest.raises(SinkError, match="belongs to sink u9"):
+        read_committed(tmp_path, DESC, sink="u10")
+    empty = read_committed(tmp_path / "none", DESC, sink="u9")
+    assert empty.upper == Antichain.of(0) and empty.updates.num_rows == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -124,9 +125,40 @@ class ParquetDirSink:
 
     def read_all(self) -> pa.Table:
         """Every committed update (for tests and tools)."""
-        from spate.repr.arrow import updates_schema
+        return _read_files(self._desc, self.committed_files())
 
-        tables = [pq.read_table(p) for p in self.committed_files()]
-        if not tables:
-            return updates_schema(self._desc).empty_table()
-        return pa.concat_tables(tables)
+
+@dataclass(frozen=True)
+class SinkContents:
+    """What a sink directory holds committed: its frontier and every update before it."""
+
+    upper: Frontier
+    updates: pa.Table
+
+
+def read_committed(directory: Path, desc: RelationDesc, *, sink: str) -> SinkContents:
+    """The committed contents of the sink in ``directory``, without changing the directory.
+
+    Opening a :class:`ParquetDirSink` makes the caller the writer (it deletes what the manifest
+    does not name, including a live writer's temp files); a reader of a sink that may be running
+    uses this instead. The manifest is replaced atomically and never names a file that is later
+    removed, so the files it names are all there to read.
+    """
+    path = Path(directory)
+    manifest_path = path / MANIFEST
+    if not manifest_path.exists():
+        return SinkContents(Antichain.of(0), _read_files(desc, []))
+    manifest: dict[str, Any] = json.loads(manifest_path.read_text())
+    if manifest.get("sink") != sink:
+        raise SinkError(f"sink {sink}: directory {path} belongs to sink {manifest.get('sink')}")
+    files = [path / f["name"] for f in manifest["files"]]
+    return SinkContents(Antichain(manifest["upper"]), _read_files(desc, files))
+
+
+def _read_files(desc: RelationDesc, files: list[Path]) -> pa.Table:
+    from spate.repr.arrow import updates_schema
+
+    tables = [pq.read_table(p) for p in files]
+    if not tables:
+        return updates_schema(desc).empty_table()
+    return pa.concat_tables(tables)
