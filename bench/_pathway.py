@@ -22,6 +22,9 @@ import pyarrow.parquet as pq
 
 PATHWAY = "pathway==0.33.0"
 PEER = Path(__file__).with_name("_pathway_peer.py")
+# The peer runs a few steps on a few hundred thousand rows: minutes at worst. A pipeline that
+# died inside Pathway would otherwise leave the bench waiting for ever.
+PEER_TIMEOUT_S = 1800
 
 
 def pathway_python() -> Path:
@@ -63,6 +66,7 @@ def pathway_peer(
         capture_output=True,
         text=True,
         check=False,
+        timeout=PEER_TIMEOUT_S,
     )
     if out.returncode != 0:
         raise RuntimeError(f"the Pathway peer failed:\n{out.stderr[-3000:]}")
