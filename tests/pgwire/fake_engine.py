@@ -35,6 +35,8 @@ class NoSuchTable(UsageError, KeyError):
         return str(self.args[0])
 
 
+REPLICAS = pa.schema([pa.field("replica", pa.string(), nullable=False), ("healthy", pa.bool_())])
+
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False),
@@ -80,6 +82,11 @@ class FakeEngine:
             Relation(20002, "v", "materialized view", pa.schema([("id", pa.int64())])),
             Relation(
                 20003, "v_by_id", "index", pa.schema([("id", pa.int64())]), on="v", key=("id",)
+            ),
+            # spate's own relations; one has a user relation's name, as a user may choose
+            Relation(15004, "replicas", "source", REPLICAS, namespace="spate_catalog"),
+            Relation(
+                15020, "t", "source", pa.schema([("x", pa.int64())]), namespace="spate_catalog"
             ),
         ]
 

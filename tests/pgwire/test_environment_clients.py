@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from spate.environment.api import Environment
+from spate.environment.builtins import BUILTINS
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
 from spate.repr.desc import RelationDesc
@@ -145,6 +146,12 @@ def test_sqlalchemy_reflects_and_queries(env: Environment, server: ServerThread)
         insp = sa.inspect(engine)
         assert "items" in insp.get_table_names()
         assert "items_mv" in insp.get_materialized_view_names()
+        # spate's introspection relations are in the catalog too, under their own schema.
+        system = sorted(b.name.split(".", 1)[1] for b in BUILTINS)
+        assert sorted(insp.get_table_names(schema="spate_catalog")) == system
+        assert "replicas" not in insp.get_table_names()
+        frontiers = [c["name"] for c in insp.get_columns("frontiers", schema="spate_catalog")]
+        assert frontiers == env.select("spate_catalog.frontiers").column_names
         cols = {c["name"]: c for c in insp.get_columns("items")}
         assert list(cols) == ["id", "name", "price", "qty", "ok", "day", "ts", "doc", "raw"]
         assert isinstance(cols["price"]["type"], sa.Numeric) and cols["price"]["type"].scale == 2

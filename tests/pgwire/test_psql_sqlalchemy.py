@@ -77,6 +77,17 @@ def test_psql_describe_commands(server: ServerThread) -> None:
     assert [c.strip() for c in di.stdout.splitlines()[3].split("|")] == [
         "public", "v_by_id", "index", "tester", "v",
     ]  # fmt: skip
+    # spate_catalog is off the search path, as pg_catalog's own tables are to \d: named, it lists
+    # and describes its relations, and "t" alone is still the user's table.
+    system = psql(server, r"\dt spate_catalog.*")
+    rows = [[c.strip() for c in line.split("|")] for line in system.stdout.splitlines()[3:-2]]
+    assert rows == [["spate_catalog", "replicas", "table", "tester"],
+                    ["spate_catalog", "t", "table", "tester"]], system.stdout  # fmt: skip
+    replicas = psql(server, r"\d spate_catalog.replicas")
+    assert 'Table "spate_catalog.replicas"' in replicas.stdout, replicas.stderr
+    assert " replica | text    |           | not null |" in replicas.stdout, replicas.stdout
+    assert " healthy | boolean |" in replicas.stdout
+    assert 'Table "spate_catalog.t"' in psql(server, r"\d spate_catalog.t").stdout
     for cmd in (r"\l", r"\dn", r"\du", r"\di", r"\dv", r"\d+ t", r"\df"):
         out = psql(server, cmd)
         assert out.returncode == 0 and "ERROR" not in out.stderr, (cmd, out.stderr)
@@ -114,6 +125,10 @@ def test_sqlalchemy_reflects_tables_and_queries(server: ServerThread) -> None:
     try:
         insp = sa.inspect(engine)
         assert insp.get_table_names() == ["t"]
+        assert insp.get_table_names(schema="spate_catalog") == ["replicas", "t"]
+        assert "spate_catalog" in insp.get_schema_names()
+        system = {c["name"]: c for c in insp.get_columns("replicas", schema="spate_catalog")}
+        assert list(system) == ["replica", "healthy"] and not system["replica"]["nullable"]
         assert insp.get_materialized_view_names() == ["v"]
         cols = {c["name"]: c for c in insp.get_columns("t")}
         assert list(cols) == ["id", "name", "price", "amount", "flag", "day", "ts", "data", "doc"]

@@ -95,7 +95,7 @@ def with_tables(
     aliases: dict[str, str],
 ) -> list[dict[str, Any]]:
     """pg_class rows (``\\di``) with the alias of the indexed relation filled in for indexes."""
-    by_name = {r.name: r for r in relations}
+    by_name = {r.name: r for r in relations if r.namespace == "public"}
     out = []
     for row in rows:
         row = dict(row)

@@ -162,9 +162,12 @@ def _clean(text: str) -> str:
 
 
 def _regclass_oid(name: str, relations: Sequence[Relation]) -> int | None:
-    name = name.split(".")[-1].strip('"')
+    """The oid of ``name``, qualified (``spate_catalog.replicas``) or found on the search path
+    (``public``)."""
+    schema, _, rel = name.rpartition(".")
+    schema = schema.strip('"') or "public"
     for r in relations:
-        if r.name == name:
+        if r.name == rel.strip('"') and r.namespace == schema:
             return r.oid
     return None
 
@@ -238,6 +241,9 @@ def _test(
     m = re.fullmatch(rf"{_COL}\s*=\s*ANY\s*\((.*)\)", cond, re.I | re.S)
     if m and m.group(1) in row and _LIT.search(m.group(2)):
         return str(row[m.group(1)]) in _lits(m.group(2))
+    m = re.fullmatch(r"(?:pg_catalog\s*\.\s*)?pg_table_is_visible\s*\(\s*[\w.]+\s*\)", cond, re.I)
+    if m and "nspname" in row:  # visible: on the search path, which is public
+        return row["nspname"] in ("public", "pg_catalog")
     m = re.fullmatch(rf"(NOT\s+)?{_COL}", cond, re.I)
     if m and m.group(2) in row and isinstance(row[m.group(2)], bool):
         return bool(row[m.group(2)]) != bool(m.group(1))

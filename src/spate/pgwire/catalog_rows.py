@@ -21,7 +21,7 @@ NAMESPACE_OIDS: Final = {
     "pg_catalog": 11,
     "public": 2200,
     "information_schema": 13000,
-    "spate_catalog": 13001,  # spate's introspection relations (read by name)
+    "spate_catalog": 13001,  # spate's introspection relations
 }
 DATABASE_OID: Final = 16384
 ROLE_OID: Final = 10
@@ -124,8 +124,8 @@ def _class_row(r: Relation, user: str) -> dict[str, Any]:
     return {
         "oid": r.oid,
         "relname": r.name,
-        "relnamespace": NAMESPACE_OIDS["public"],
-        "nspname": "public",
+        "relnamespace": NAMESPACE_OIDS[r.namespace],
+        "nspname": r.namespace,
         "relkind": kind,
         "relowner": ROLE_OID,
         "rolname": user,
@@ -155,10 +155,10 @@ def _class_row(r: Relation, user: str) -> dict[str, Any]:
         "reltype": 0,
         "spckind": r.kind,
         "table_catalog": "spate",
-        "table_schema": "public",
+        "table_schema": r.namespace,
         "table_name": r.name,
         "table_type": {"v": "VIEW", "m": "MATERIALIZED VIEW"}.get(kind, "BASE TABLE"),
-        "schemaname": "public",
+        "schemaname": r.namespace,
         "tablename": r.name,
         "viewname": r.name,
         "matviewname": r.name,
@@ -336,7 +336,7 @@ def row_set(
     names = [t for t, _ in tables]
     user = vars.get("user", "")
     if index_aliases and "pg_index" in names:
-        rels = relations()
+        rels = [r for r in relations() if r.namespace == "public"]  # spate_catalog: no indexes
         class_rows = {r.name: _class_row(r, user) for r in rels}
         if ("pg_index", True) in tables:
             return catalog_indexes.index_rows(rels, class_rows, index_aliases)

@@ -85,6 +85,7 @@ class Relation:
     schema: pa.Schema
     on: str | None = None  # an index's relation
     key: tuple[str, ...] = ()  # an index's key columns
+    namespace: str = "public"  # or spate_catalog, for spate's introspection relations
 
 
 ENGINE_VARS: Final = frozenset({"cluster", "transaction_isolation", "real_time_recency"})
@@ -105,5 +106,6 @@ class Engine(Protocol):
         ...
 
     def relations(self) -> Sequence[Relation]:
-        """Every relation the catalog emulation shows, in a stable order."""
+        """Every relation the catalog emulation shows, in a stable order: the user's (in
+        ``public``) first, then spate's own (``spate_catalog``)."""
         ...

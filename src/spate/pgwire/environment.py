@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
+from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession
 from spate.errors import UsageError
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from spate.environment.api import Environment
 
 USER_OID_BASE: Final = 20000
+SYSTEM_OID_BASE: Final = 15000
+"""spate_catalog relations (system ids s1, s2…) get oids below PostgreSQL's first user oid."""
 _ROWS_FIRST: Final = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
 _COMPARE: Final = re.compile(r"([A-Za-z_][\w$]*)\s*(?:=|<>|!=|<=|>=|<|>)\s*\$(\d+)\b")
 _COMPARE_REV: Final = re.compile(
@@ -91,6 +94,10 @@ class EnvironmentEngine:
             if desc is None:
                 continue
             out.append(Relation(relation_oid(item.id.value), item.name, kind, data_schema(desc)))
+        for b in BUILTINS:
+            schema, _, name = b.name.partition(".")
+            oid = SYSTEM_OID_BASE + b.id.value
+            out.append(Relation(oid, name, "source", data_schema(b.desc), namespace=schema))
         return out
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
