@@ -336,7 +336,7 @@ def row_set(
     names = [t for t, _ in tables]
     user = vars.get("user", "")
     if index_aliases and "pg_index" in names:
-        rels = [r for r in relations() if r.namespace == "public"]  # spate_catalog: no indexes
+        rels: Sequence[Relation] = [r for r in relations() if r.namespace == "public"]
         class_rows = {r.name: _class_row(r, user) for r in rels}
         if ("pg_index", True) in tables:
             return catalog_indexes.index_rows(rels, class_rows, index_aliases)
