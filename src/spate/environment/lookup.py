@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from spate.environment.catalog import IndexItem
 from spate.environment.runtime import Runtime
+from spate.errors import EvalError, EvaluationFailed
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import (
     BinaryFunc,
@@ -95,11 +96,15 @@ def is_index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> boo
     return index_lookup(rt, plan, cluster) is not None
 
 
-def apply_plan(plan: RelationExpr, base: Get, rows: pa.Table, now: int) -> list[Row]:
-    """``plan`` on the ``rows`` (one per unit of multiplicity) read for ``base``."""
+def apply_plan(plan: RelationExpr, base: Get, rows: pa.Table, now: int, *, name: str) -> list[Row]:
+    """``plan`` on the ``rows`` (one per unit of multiplicity) read for ``base`` (called
+    ``name``); an evaluation error is :class:`~spate.errors.EvaluationFailed` naming it."""
     columns = [rows.column(i).to_pylist() for i in range(rows.num_columns)]
     contents = Counter(tuple(c[i] for c in columns) for i in range(rows.num_rows))
-    counts = evaluate(plan, {base.id: contents}, now)
+    try:
+        counts = evaluate(plan, {base.id: contents}, now)
+    except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
+        raise EvaluationFailed.of(f"reading {name}", e) from None
     return [r for r, n in counts.items() for _ in range(n)]
 
 

@@ -390,7 +390,8 @@ async def _select_lookup(
         timeout,
         literal_constraints=found.constraints,
     )
-    result = lookup.apply_plan(plan, base, rows, rt.oracle.read_ts())
+    name = rt.catalog.by_id(base.id).name
+    result = lookup.apply_plan(plan, base, rows, rt.oracle.read_ts(), name=name)
     return _rows_table(plan.desc, [(r, 1) for r in result], finishing)
 
 

@@ -40,7 +40,10 @@ def read(
     (a dataflow without inputs would never see its frontier advance)."""
     if not plan.depends_on():
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
-        counts = evaluate(plan, {}, now)
+        try:
+            counts = evaluate(plan, {}, now)
+        except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
+            raise EvaluationFailed.of("query", e) from None
         rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
         names = plan.desc.names
         return pa.Table.from_pylist(
@@ -59,8 +62,7 @@ def read(
             counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
         except EvalError as e:
             name = env.runtime.catalog.by_id(base.id).name
-            message = f"reading {name}: {e} [SQLSTATE {e.sqlstate}]"
-            raise EvaluationFailed(message, e.sqlstate) from None
+            raise EvaluationFailed.of(f"reading {name}", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
         names = plan.desc.names
         return pa.Table.from_pylist(
@@ -105,7 +107,10 @@ def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -
         item = env.runtime.catalog.by_id(id)
         if isinstance(item, TableItem):
             contents = Counter(table_rows(read(env, Get(id, item.desc), session)))
-            counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
+            try:
+                counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
+            except EvalError as e:
+                raise EvaluationFailed.of(f"reading {item.name}", e) from None
             return [r for r, n in counts.items() for _ in range(n)]
     return read_rows(env, plan, session)
 

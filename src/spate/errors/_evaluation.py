@@ -51,6 +51,16 @@ class EvaluationFailed(ReadFailed):
         self.sqlstate = sqlstate
 
     @staticmethod
+    def of(what: str, error: BaseException) -> EvaluationFailed:
+        """The error a read of ``what`` evaluated in this process (no dataflow: a constant
+        ``SELECT``, a map/filter over one collection's rows) fails with, for the evaluation
+        error ``error`` (an ``EvalError``): the message a dataflow's read gives, the same
+        SQLSTATE."""
+        sqlstate = getattr(error, "sqlstate", None)
+        code = sqlstate if isinstance(sqlstate, str) and len(sqlstate) == 5 else "22000"
+        return EvaluationFailed(f"{what}: {error} [SQLSTATE {code}]", code)
+
+    @staticmethod
     def from_message(message: str) -> EvaluationFailed | None:
         """The error a replica's read error text describes, if it is an evaluation error."""
         found = _SQLSTATE.search(message)
