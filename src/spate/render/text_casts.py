@@ -79,7 +79,9 @@ def from_text(v: Column, to: ScalarType) -> Column:
             .when(low.startswith("-"), F.lit(float("-inf")))
             .otherwise(F.lit(float("inf")))
         )
-        number = canon_float(s.try_cast(st))
+        parsed = s.try_cast(st)
+        # a finite number beyond the type's range ('1e400') does not convert (22003)
+        number = canon_float(F.when(F.abs(parsed) != F.lit(float("inf")), parsed))
         return F.when(s.rlike(_FLOAT_RE), number).when(s.rlike(_FLOAT_SPECIAL_RE), special)
     if k is K.BOOL:
         low = F.lower(s)

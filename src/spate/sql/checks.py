@@ -14,16 +14,18 @@ from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
     CallUnary,
+    CallVariadic,
     Case,
     ColumnRef,
     Literal,
     RaiseError,
     ScalarExpr,
     UnaryFunc,
+    VariadicFunc,
 )
 from spate.plan.infer import cast_can_fail
 from spate.plan.relation import Map, RelationExpr
-from spate.repr.types import INT64, ScalarKind, ScalarType
+from spate.repr.types import INT64, TEXT, ScalarKind, ScalarType
 from spate.sql.scope import project
 from spate.sql.values import zero_of
 
@@ -50,25 +52,63 @@ def checked_division(
     return Case(((zero, RaiseError(DIVISION_BY_ZERO, "division by zero", out)),), value)
 
 
+_SPACE: Final = "[ \\t\\n\\r\\f]*"
+_NUMBER: Final = "[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
+NUMBER_SYNTAX: Final = {
+    ScalarKind.INT64: f"^{_SPACE}[+-]?[0-9]+{_SPACE}$",
+    ScalarKind.NUMERIC: f"^{_SPACE}{_NUMBER}{_SPACE}$",
+    ScalarKind.FLOAT64: f"^{_SPACE}{_NUMBER}([eE][+-]?[0-9]+)?{_SPACE}$",
+}
+"""Text that spells a number of the kind: where its cast gives NULL, the value is out of the
+type's range (22003), not invalid input (22P02)."""
+INT_LIMITS: Final = {"smallint": 2**15, "integer": 2**31}
+"""The integer types narrower than the IR's int64, by display name: a text cast checks their
+range (``'99999'::smallint`` fails with 22003, as in PostgreSQL)."""
+
+
 def strict_cast(
     value: ScalarExpr, source: ScalarExpr, source_type: ScalarType, out: ScalarType, name: str
 ) -> ScalarExpr:
     """``value`` (``source`` cast to ``out``, the type called ``name``), failing where the
-    cast gives NULL for a value: 22P02 for text that does not parse, else 22003."""
+    cast gives NULL for a value: from text, 22003 when the text spells a number out of the
+    type's range (:data:`NUMBER_SYNTAX`, :data:`INT_LIMITS`) and 22P02 when it does not
+    parse; from another type, 22003."""
     if not cast_can_fail(source_type, out):
         return value
-    if source_type.kind is ScalarKind.TEXT:
-        code, message = INVALID_TEXT, f"invalid input syntax for type {name}"
-    elif out.kind is ScalarKind.NUMERIC:
-        code, message = OUT_OF_RANGE, "numeric field overflow"
-    else:
-        code, message = OUT_OF_RANGE, f"{name} out of range"
     failed = CallBinary(
         BinaryFunc.AND,
         CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, source)),
         CallUnary(UnaryFunc.IS_NULL, value),
     )
-    return Case(((failed, RaiseError(code, message, out)),), value)
+    if source_type.kind is not ScalarKind.TEXT:
+        if out.kind is ScalarKind.NUMERIC:
+            code, message = OUT_OF_RANGE, "numeric field overflow"
+        else:
+            code, message = OUT_OF_RANGE, f"{name} out of range"
+        return Case(((failed, RaiseError(code, message, out)),), value)
+    cases: list[tuple[ScalarExpr, ScalarExpr]] = []
+    range_error = RaiseError(
+        OUT_OF_RANGE,
+        "numeric field overflow"
+        if out.kind is ScalarKind.NUMERIC
+        else f"value is out of range for type {name}",
+        out,
+    )
+    syntax = NUMBER_SYNTAX.get(out.kind)
+    if syntax is not None:
+        spelled = CallVariadic(VariadicFunc.REGEXP_LIKE, (source, Literal(syntax, TEXT)))
+        cases.append((CallBinary(BinaryFunc.AND, failed, spelled), range_error))
+    invalid = RaiseError(INVALID_TEXT, f"invalid input syntax for type {name}", out)
+    cases.append((failed, invalid))
+    limit = INT_LIMITS.get(name) if out.kind is ScalarKind.INT64 else None
+    if limit is not None:
+        outside = CallBinary(
+            BinaryFunc.OR,
+            CallBinary(BinaryFunc.LT, value, Literal(-limit, INT64)),
+            CallBinary(BinaryFunc.GE, value, Literal(limit, INT64)),
+        )
+        cases.append((outside, range_error))
+    return Case(tuple(cases), value)
 
 
 def at_most_one_row(reduced: RelationExpr, keys: int, type: ScalarType) -> RelationExpr:

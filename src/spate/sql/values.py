@@ -86,9 +86,12 @@ def convert_text(text: str, target: PgType) -> Datum:
         if low in ("-infinity", "-inf"):
             return -math.inf
         try:
-            return float(s)
+            f = float(s)
         except ValueError:
             raise bad from None
+        if math.isinf(f):  # a finite number beyond the type's range ('1e400')
+            raise NumericOutOfRange(f'"{text}" is out of range for type {display_name(target)}')
+        return f
     if k is ScalarKind.NUMERIC:
         try:
             d = Decimal(s)
@@ -135,8 +138,11 @@ def convert_text(text: str, target: PgType) -> Datum:
 def fit_numeric(d: Decimal, scalar: ScalarType) -> Decimal:
     """``d`` rounded (half away from zero) to ``scalar``'s scale; 22003 if it does not fit."""
     assert scalar.scale is not None and scalar.precision is not None
-    q = d.quantize(Decimal(1).scaleb(-scalar.scale), rounding="ROUND_HALF_UP")
-    if scalar.problem(q) is not None:
+    try:
+        q = d.quantize(Decimal(1).scaleb(-scalar.scale), rounding="ROUND_HALF_UP")
+    except InvalidOperation:  # more digits than the context holds ('1e400')
+        q = None
+    if q is None or scalar.problem(q) is not None:
         raise NumericOutOfRange(
             f"numeric field overflow: {d} does not fit numeric({scalar.precision},{scalar.scale})"
         )

@@ -124,7 +124,12 @@ def _from_text(to: ScalarType) -> _Fn1:
         if k is K.INT64:
             return _to_int(int(s)) if _INT_RE.fullmatch(s) else None
         if k is K.FLOAT64:
-            return canonical(float(s), to) if _FLOAT_RE.fullmatch(s) else None
+            if not _FLOAT_RE.fullmatch(s):
+                return None
+            f = float(s)
+            if math.isinf(f) and not s.lstrip("+-").lower().startswith("inf"):
+                return None  # a finite number beyond the type's range ('1e400')
+            return canonical(f, to)
         if k is K.NUMERIC:
             return _to_numeric(Decimal(s), to) if _DEC_RE.fullmatch(s) else None
         if k is K.BOOL:
