@@ -333,6 +333,26 @@ CASES: list[tuple[str, str, str]] = [
         "SELECT id, mod(i, 3), i % 3, mod(d, 1) FROM m",
         "SELECT id, mod(i, 3), i % 3, mod(d, 1) FROM m",
     ),
+    (
+        "grouping_sets.slt",
+        "SELECT region, product, count(*) FROM gs GROUP BY GROUPING SETS ((region), (product), ())",
+        "SELECT region, product, count(*) FROM gs GROUP BY GROUPING SETS ((region), (product), ())",
+    ),
+    (
+        "grouping_sets.slt",
+        "SELECT region, product, grouping(region), grouping(product), grouping(region, product), count(*) FROM gs GROUP BY ROLLUP (region, product)",
+        "SELECT region, product, grouping(region), grouping(product), grouping_id(region, product), count(*) FROM gs GROUP BY region, product WITH ROLLUP",
+    ),
+    (
+        "grouping_sets.slt",
+        "SELECT region, product, sum(qty) FROM gs GROUP BY CUBE (region, product)",
+        "SELECT region, product, sum(qty) FROM gs GROUP BY region, product WITH CUBE",
+    ),
+    (
+        "grouping_sets.slt",
+        "SELECT region, yr, product, sum(qty) FROM gs GROUP BY region, ROLLUP (yr, product)",
+        "SELECT region, yr, product, sum(qty) FROM gs GROUP BY region, ROLLUP (yr, product)",
+    ),
 ]
 
 

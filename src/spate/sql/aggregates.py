@@ -18,11 +18,12 @@ from spate.sql.errors import (
     SqlError,
     UndefinedFunction,
 )
+from spate.sql.grouping_sets import GROUPING_CALLS, expand, has_grouping_sets, union_of_reduces
 from spate.sql.query import Context, QueryPlanner
 from spate.sql.relops import global_defaults
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, Scope, project, unique_names
-from spate.sql.types import FLOAT8, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
+from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
 
 _AGGS = (
     exp.Count,
@@ -37,9 +38,10 @@ _AGGS = (
 
 
 def is_aggregate(node: exp.Expression) -> bool:
+    """An aggregate call, or a ``grouping(…)`` call (which, like one, is evaluated per group)."""
     if isinstance(node, exp.Filter):
         return is_aggregate(node.this)
-    if isinstance(node, _AGGS):
+    if isinstance(node, (*_AGGS, *GROUPING_CALLS)):
         return True
     return isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_AGGREGATES
 
@@ -86,34 +88,45 @@ def aggregate(
     aggregate calls and group keys onto its output for the clauses after it."""
     scope = rel.scope
     b = qp.binder(scope, "GROUP BY")
-    key_nodes: list[exp.Expression] = []
-    for g in group.expressions if group is not None else []:
-        if isinstance(g, exp.Tuple) and not g.expressions:
-            continue
-        if isinstance(g, (exp.Rollup, exp.Cube, exp.GroupingSets)):
-            raise qp.err(FeatureNotSupported, "GROUPING SETS, ROLLUP and CUBE", g)
+
+    def resolve(g: exp.Expression) -> exp.Expression:
+        """A grouping element as written → the expression it groups by."""
+        out: exp.Expression = g
         if isinstance(g, exp.Literal) and not g.is_string:
             n = int(str(g.this))
             if not 1 <= n <= len(selects):
                 raise qp.err(
                     InvalidColumnReference, f"GROUP BY position {n} is not in select list", g
                 )
-            key_nodes.append(strip_alias(selects[n - 1]))
+            out = strip_alias(selects[n - 1])
         elif isinstance(g, exp.Column) and not g.table:
             try:
                 scope.resolve(None, g.name, g)
-                key_nodes.append(g)
             except SqlError:
                 alias = next(
                     (s for s in selects if isinstance(s, exp.Alias) and s.alias == g.name), None
                 )
                 if alias is None:
                     raise
-                key_nodes.append(alias.this)
-        else:
-            key_nodes.append(g)
-        if find_aggregates(key_nodes[-1]):
+                out = alias.this
+        if find_aggregates(out):
             raise qp.err(GroupingError, "aggregate functions are not allowed in GROUP BY", g)
+        return out
+
+    key_nodes: list[exp.Expression] = []
+    sets: list[list[int]] | None = None
+    if has_grouping_sets(group):
+        assert group is not None
+        key_nodes, sets = expand(group, resolve)
+    else:
+        for g in group.expressions if group is not None else []:
+            if isinstance(g, exp.Tuple) and not g.expressions:
+                continue
+            key_nodes.append(resolve(g))
+    grouping_nodes = [n for n in agg_nodes if isinstance(n, GROUPING_CALLS)]
+    agg_nodes = [n for n in agg_nodes if not isinstance(n, GROUPING_CALLS)]
+    if grouping_nodes and sets is None:
+        sets = [list(range(len(key_nodes)))]
     keys = [b.bind(n) for n in key_nodes]
     for key_node, key_t in zip(key_nodes, keys, strict=True):
         if key_t.type.name == "unknown":
@@ -155,18 +168,43 @@ def aggregate(
     names = unique_names(
         [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)]
     )
-    reduced: RelationExpr = Reduce(
-        mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
-    )
-    if not key_nodes:
-        reduced = global_defaults(reduced, ctx.relation if ctx is not None else None, defaults)
+    context = ctx.relation if ctx is not None else None
+    grouping_args = [_grouping_args(qp, b, n, keys) for n in grouping_nodes]
+    reduced: RelationExpr
+    if sets is not None:
+        reduced = union_of_reduces(
+            mapped,
+            prefix=k,
+            key_positions=key_positions[k:],
+            key_types=[t.type.scalar or INT64 for t in keys],
+            sets=sets,
+            aggregates=aggs,
+            names=names,
+            defaults=defaults,
+            grouping_args=grouping_args,
+            context=context,
+        )
+    else:
+        reduced = Reduce(
+            mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
+        )
+        if not key_nodes:
+            reduced = global_defaults(reduced, context, defaults)
     # finishing scalars (avg of numerics, casts back)
     nkeys = len(key_positions)
     post = [f(ColumnRef(nkeys + i)) for i, f in enumerate(finals)]
     if any(p != ColumnRef(nkeys + i) for i, p in enumerate(post)):
         width = reduced.desc.arity
         reduced = Map(reduced, tuple(post))
-        reduced = project(reduced, [*range(nkeys), *range(width, width + len(post))])
+        bits_at = nkeys + len(aggs)
+        reduced = project(
+            reduced,
+            [
+                *range(nkeys),
+                *range(width, width + len(post)),
+                *range(bits_at, bits_at + len(grouping_nodes)),
+            ],
+        )
     cols: list[Col] = list(scope.cols[:k])
     for key_node, key_t in zip(key_nodes, keys, strict=True):
         name = key_node.name if isinstance(key_node, exp.Column) else None
@@ -176,12 +214,17 @@ def aggregate(
             name, table = c.name, c.table
         cols.append(Col(name, table, key_t.type, hidden=True))
     cols += [Col(None, None, t, hidden=True) for t in agg_types]
+    cols += [Col(None, None, _grouping_type(n), hidden=True) for n in grouping_nodes]
     out = Rel(reduced, Scope(cols, scope.parent, qp.text))
+    grouping_index = {id(n): i for i, n in enumerate(grouping_nodes)}
 
     def override(node: exp.Expression) -> Typed | None:
         if id(node) in agg_index:
             i = agg_index[id(node)]
             return Typed(ColumnRef(nkeys + i), agg_types[i])
+        if id(node) in grouping_index:
+            i = grouping_index[id(node)]
+            return Typed(ColumnRef(nkeys + len(aggs) + i), _grouping_type(node))
         for i, kn in enumerate(key_nodes):
             if not isinstance(kn, exp.Column) and node == kn:
                 return Typed(ColumnRef(k + i), keys[i].type)
@@ -205,6 +248,33 @@ def aggregate(
         return None
 
     return out, override
+
+
+def _grouping_type(node: exp.Expression) -> PgType:
+    return INT8 if isinstance(node, exp.GroupingId) else INT4
+
+
+def _grouping_args(
+    qp: QueryPlanner, b: ScalarBinder, node: exp.Expression, keys: list[Typed]
+) -> list[int]:
+    """The positions among the grouping keys of a ``grouping(…)`` call's arguments (Spark's
+    ``grouping_id()`` without arguments: every key)."""
+    if isinstance(node, exp.GroupingId) and not node.expressions:
+        return list(range(len(keys)))
+    if len(node.expressions) > 31:
+        raise qp.err(SqlError, "GROUPING must have fewer than 32 arguments", node)
+    out = []
+    for arg in node.expressions:
+        bound = b.bind(arg).expr if not find_aggregates(arg) else None
+        hit = next((i for i, t in enumerate(keys) if t.expr == bound), None)
+        if hit is None:
+            raise qp.err(
+                GroupingError,
+                "arguments to GROUPING must be grouping expressions of the associated query level",
+                arg,
+            )
+        out.append(hit)
+    return out
 
 
 def _aggregate_call(

@@ -20,6 +20,7 @@ from spate.sql.errors import (
     SqlError,
 )
 from spate.sql.from_clause import from_clause, joined, split_and, table_function
+from spate.sql.grouping_sets import is_grouping
 from spate.sql.parse import position
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.scalar import Typed
@@ -44,7 +45,8 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         conds.extend(split_and(where.this))
         aggs = [a for c in conds for a in find_aggregates(c)]
         if aggs:
-            raise qp.err(GroupingError, "aggregate functions are not allowed in WHERE", aggs[0])
+            what = "grouping operations" if is_grouping(aggs[0]) else "aggregate functions"
+            raise qp.err(GroupingError, f"{what} are not allowed in WHERE", aggs[0])
     for c in conds:
         reject_windows(qp, c, "WHERE")
     plain = [c for c in conds if not has_subquery(c)]
