@@ -23,7 +23,14 @@ from spate.plan.aggregate import AggregateExpr
 from spate.plan.builder import avg, col, count, max_, min_, sum_
 from spate.plan.relation import Get
 from spate.render.batch import EngineSettings
-from spate.render.operators import driver_join, driver_reduce, join, join_history, keyed
+from spate.render.operators import (
+    driver_join,
+    driver_reduce,
+    join,
+    join_history,
+    keyed,
+    reduce_state,
+)
 from spate.testing.plan_strategies import single_plan_dataflow
 from spate.testing.update_strategies import input_streams
 from tests.plan.fixtures import AUCTIONS_DESC, AUCTIONS_ID, BIDS_DESC, BIDS_ID
@@ -56,6 +63,7 @@ def driver_runs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return out
 
     monkeypatch.setattr(keyed, "reduce_on_driver", counting)
+    monkeypatch.setattr(reduce_state, "reduce_on_driver", counting)  # keys read from history
     return runs
 
 

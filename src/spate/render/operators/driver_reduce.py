@@ -147,7 +147,7 @@ def reduce_on_driver(
             values.append(pc.fill_null(total, 0))
         else:
             values.append(total)
-    return _signed(out, keys, values, out_desc)
+    return signed_changes(out, keys, values, out_desc)
 
 
 def specs_of(specs: list[tuple[str, str]], name: str) -> str:
@@ -167,7 +167,7 @@ def _average(total: pa.ChunkedArray, n: pa.ChunkedArray) -> pa.Array:
     return pa.array(out, pa.float64())
 
 
-def _signed(
+def signed_changes(
     out: pa.Table,
     keys: list[str],
     values: list[pa.Array | pa.ChunkedArray],

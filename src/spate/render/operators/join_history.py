@@ -101,7 +101,7 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
     keys = touched.keys(internal_schema(join.inputs[0].desc).field(columns[0]).type)
     if len(keys) == 0:
         return Lazy.empty()
-    found = _on_driver(join, ctx, keys, deltas)
+    found = on_driver(join, ctx, keys, deltas)
     if found is not None:
         return found
     parts = []
@@ -115,9 +115,7 @@ def touched_groups(join: JoinNode, ctx: StepContext, deltas: list[Batch]) -> Laz
     return Lazy(join.term(0, parts, small=small, local=small), big=not small)
 
 
-def _on_driver(
-    join: JoinNode, ctx: StepContext, keys: pa.Array, deltas: list[Batch]
-) -> Lazy | None:
+def on_driver(join: JoinNode, ctx: StepContext, keys: pa.Array, deltas: list[Batch]) -> Lazy | None:
     """The touched keys' join computed on the driver (:mod:`.driver_join`) when every input's
     rows of those keys are found there and few; else ``None``."""
     columns = join.history_columns

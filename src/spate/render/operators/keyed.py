@@ -23,10 +23,10 @@ materialized. A group with a negative multiplicity is an evaluation error (Spark
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,10 +35,14 @@ from spate.plan.finishing import ColumnOrder
 from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names, internal_schema
-from spate.render.lookup import concat_like, in_list, lookup_columns
+from spate.render.lookup import concat_like, in_list, lookup_columns, semi_join
+from spate.render.operators import accumulators
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.driver_reduce import supported as driver_supported
+from spate.render.operators.key_times import key_times, with_from
 from spate.render.operators.node import ColumnMemo, Node, StepContext
+from spate.render.operators.reduce_over_join import folded_over_join
+from spate.render.operators.reduce_state import ReduceState, folded_step
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import ScalarType
 
@@ -80,6 +84,8 @@ class KeyedNode:
     """Whether steps may reduce on the driver (decided at the first)."""
     _capturing: bool = False
     """Capture mode (a reduce): each output row carries its group's error record last."""
+    _state: ReduceState | None = None
+    """A reduce's per-key accumulators (:mod:`.reduce_state`), when its aggregates have them."""
 
     def step(self, ctx: StepContext) -> Lazy:
         if ctx.capture and self.kind == "reduce" and not self._capturing and self._can_fail():
@@ -120,6 +126,9 @@ class KeyedNode:
                 delta.rows > small_rows,
                 unsigned=low is not None and low >= 0,
             )
+        folded = self._fold(ctx, delta, functools.partial(self._old_rows, arr))
+        if folded is not None:
+            return folded
         has_history = arr.rows > 0
         # 1. T and each key's next time: bookkeeping on the delta's keys, done on the driver
         times_table = key_times(delta.arrow(), self.key, ctx.lo - 1 if has_history else None)
@@ -157,20 +166,48 @@ class KeyedNode:
             rows = rows.withColumn("_g", F.lit(0))
         return self._changes(rows, times, times_table, big, small_rows)
 
+    def _fold(
+        self,
+        ctx: StepContext,
+        delta: Batch | pa.Table,
+        history: Callable[[pa.Table], pa.Table | None],
+    ) -> Lazy | None:
+        """The step from the reduce's accumulators (:mod:`.reduce_state`; ``history``: the
+        old rows of given keys), or ``None``: the caller computes it (and the accumulators
+        are forgotten when it commits)."""
+        if self._state is None:
+            if self.kind != "reduce" or not accumulators.supported(
+                self.key, self.aggregates, self.input.desc, self.desc
+            ):
+                return None
+            layout = accumulators.Layout(self.key, self.aggregates, self.input.desc, self.desc)
+            self._state = ReduceState(layout, capacity=ctx.engine.settings.driver_rows)
+        if isinstance(delta, Batch):
+            if delta.rows > ctx.engine.settings.driver_rows:
+                ctx.on_commit(self._state.clear)
+                return None
+            delta = delta.arrow()
+        return folded_step(self._state, ctx, delta, history, capturing=self._capturing)
+
+    def _old_rows(self, arr: Arrangement, keys: pa.Table) -> pa.Table | None:
+        """The rows of ``keys`` (a superset) in the input arrangement, if it serves lookups."""
+        usable = lookup_columns(self.input.desc, self.key, null_safe=True)
+        if not usable:
+            return None
+        wanted = keys.select([keys.column_names[i] for i in usable])
+        return arr.lookup([self.key[i] for i in usable], wanted, null_safe=True)
+
     def _reduce_on_driver(
         self, ctx: StepContext, rows: pa.Table, times_table: pa.Table
     ) -> Lazy | None:
         """Steps 3 and 4 on the driver (:mod:`.driver_reduce`), ``None`` if Spark must."""
-        times_table = times_table.append_column(
-            _FROM,
-            pc.if_else(
-                pc.greater_equal(times_table.column(TIME_COLUMN), ctx.lo),
-                times_table.column(TIME_COLUMN),
-                pa.scalar(None, pa.int64()),
-            ),
-        )
         out = reduce_on_driver(
-            rows, times_table, self.key, self.aggregates, self.input.desc, self.desc
+            rows,
+            with_from(times_table, ctx.lo),
+            self.key,
+            self.aggregates,
+            self.input.desc,
+            self.desc,
         )
         if out is None:
             return None
@@ -194,16 +231,17 @@ class KeyedNode:
     def _t(self, ctx: StepContext, times_table: pa.Table) -> tuple[pa.Table, DataFrame]:
         """``T`` (:func:`key_times`) with ``_from``, and as a DataFrame."""
         keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
-        at = times_table.column(TIME_COLUMN)
-        times_table = times_table.append_column(
-            _FROM, pc.if_else(pc.greater_equal(at, ctx.lo), at, pa.scalar(None, pa.int64()))
-        )
+        times_table = with_from(times_table, ctx.lo)
         return times_table, ctx.engine.spark_of_arrow(_t_named(times_table, keys))
 
     def _step_over_join(self, ctx: StepContext, join: JoinNode) -> Lazy:
         """The step when the join under the input serves the history: the input's rows are
         the touched keys' old join and the delta, in one Spark plan (module docs of
         :mod:`spate.render.operators.join_history`)."""
+        if self._state is not None:  # its delta alone, when the accumulators serve
+            folded = folded_over_join(self.input, ctx, join, self._state, capturing=self._capturing)
+            if folded is not None:
+                return folded
         lazy = self.input.step(ctx)
         touched = join.touched
         if lazy.is_empty or touched is None:
@@ -217,6 +255,17 @@ class KeyedNode:
         before = ctx.lo - 1 if touched.has_history else None
         times_table = key_times(pairs, self.key, before)
         found = lazy.batch.table if lazy.batch is not None else None
+        if found is not None:
+            is_new = pc.greater_equal(found.column(TIME_COLUMN), ctx.lo)
+            old = found.filter(pc.invert(is_new))
+            keys = [col_name(k) for k in self.key]
+            folded = self._fold(
+                ctx, found.filter(is_new), lambda k: semi_join(old, keys, k, null_safe=False)
+            )
+            if folded is not None:
+                return folded
+        elif self._state is not None:
+            ctx.on_commit(self._state.clear)
         driver_rows = ctx.engine.settings.driver_rows
         if (
             found is not None
@@ -533,52 +582,3 @@ def _t_named(times: pa.Table, keys: list[str]) -> pa.Table:
     (renamed on the driver: a Spark select would be one more operator to analyse)."""
     names = [*(f"_tk{i}" for i in range(len(keys))), _AT, _NEXT, _FROM]
     return times.select([*keys, TIME_COLUMN, _NEXT, _FROM]).rename_columns(names)
-
-
-def key_times(delta: pa.Table, key: tuple[int, ...], before: int | None) -> pa.Table:
-    """The distinct ``(key, _time)`` pairs of ``delta`` (plus ``(key, before)`` for every key
-    when given), each with ``_next``: the key's next time among them (NULL for its last).
-
-    Key columns keep their internal names (``_g``, all zeros, for a global group). Float keys
-    are normalised (``-0.0`` → ``0.0``, one NaN) so that pairs are distinct as Spark compares
-    them.
-    """
-    names = [col_name(k) for k in key]
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    for n in names:
-        c = delta.column(n)
-        if pa.types.is_floating(c.type):
-            c = pc.if_else(pc.equal(c, 0.0), pa.scalar(0.0, c.type), c)
-            c = pc.if_else(pc.is_nan(c), pa.scalar(float("nan"), c.type), c)
-        columns[n] = c
-    if not names:
-        names = ["_g"]
-        columns["_g"] = pa.array(np.zeros(delta.num_rows, dtype=np.int32))
-    columns[TIME_COLUMN] = delta.column(TIME_COLUMN)
-    pairs = pa.table(columns).group_by([*names, TIME_COLUMN], use_threads=False).aggregate([])
-    if before is not None:
-        keys_only = pairs.select(names).group_by(names, use_threads=False).aggregate([])
-        stamp = pa.array(np.full(keys_only.num_rows, before, dtype=np.int64))
-        pairs = pa.concat_tables([pairs, keys_only.append_column(TIME_COLUMN, stamp)])
-    order = [(n, "ascending") for n in [*names, TIME_COLUMN]]
-    pairs = pairs.sort_by(order)
-    n = pairs.num_rows
-    times = pairs.column(TIME_COLUMN).to_numpy()
-    same = np.ones(max(n - 1, 0), dtype=bool)
-    for name in names:
-        c = pairs.column(name).combine_chunks()
-        a, b = c.slice(0, n - 1), c.slice(1)
-        eq = pc.fill_null(pc.equal(a, b), False)
-        both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-        eq = pc.or_(eq, both_null)
-        if pa.types.is_floating(c.type):
-            eq = pc.or_(
-                eq, pc.and_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))
-            )
-        same &= eq.to_numpy(zero_copy_only=False)
-    nxt = np.zeros(n, dtype=np.int64)
-    valid = np.zeros(n, dtype=bool)
-    if n > 1:
-        nxt[:-1] = times[1:]
-        valid[:-1] = same
-    return pairs.append_column(_NEXT, pa.array(nxt, pa.int64(), mask=~valid))
