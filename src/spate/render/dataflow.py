@@ -21,8 +21,9 @@ in it: Map, Filter, Reduce and a join's residual predicates route each failing r
 joined row) to the dataflow's :class:`~spate.render.errors.ErrorCollection`, with its time and
 multiplicity, and pass the rest on. A peek at a time where the error collection is not empty
 fails with the first record (:func:`spate.errors.describe_error`); retracting the input
-retracts the error. (An expression that fails elsewhere — a window function, top-k, the
-predicates of a join serving a reduce's history — still fails the step.)
+retracts the error. FlatMap, Window and temporal filters have their failing input rows split
+off first (:mod:`spate.render.operators.capture`). (An aggregate of a window frame beyond its
+type still fails the step.)
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from spate.plan.relation import (
     Union,
 )
 from spate.plan.window import Window
+from spate.render.operators.capture import capturing, window_arguments
 from spate.render.operators.join import JoinNode
 from spate.render.operators.join_history import attach
 from spate.render.operators.keyed import KeyedNode
@@ -76,14 +77,16 @@ class Builder:
                 return MapNode(self.build(inp), scalars, plan.desc)
             case Filter(inp, predicates):
                 if plan.is_temporal():
-                    node = TemporalFilterNode(self.build(inp), plan.temporal_bounds(), plan.desc)
+                    bounds = plan.temporal_bounds()
+                    exprs = (*bounds.predicates, *bounds.lower, *bounds.upper)
+                    node = TemporalFilterNode(capturing(self.build(inp), exprs), bounds, plan.desc)
                     self.temporal.append(node)
                     return node
                 return FilterNode(self.build(inp), predicates, plan.desc)
             case Project(inp, outputs, _):
                 return ProjectNode(self.build(inp), outputs, plan.desc)
             case FlatMap(inp, func, exprs, _):
-                return FlatMapNode(self.build(inp), func, exprs, plan.desc)
+                return FlatMapNode(capturing(self.build(inp), exprs), func, exprs, plan.desc)
             case Join(operands, equivalences, predicates):
                 return JoinNode(
                     tuple(self.build(o) for o in operands),
@@ -120,7 +123,7 @@ class Builder:
             case Window(inp, partition_by, order_by, funcs, _):
                 built = self.build(inp)
                 return WindowNode(
-                    built,
+                    capturing(built, window_arguments(funcs)),
                     "window",
                     partition_by,
                     plan.desc,

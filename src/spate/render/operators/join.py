@@ -90,8 +90,6 @@ class JoinNode:
         self.touched = None
         if all(d.is_empty for d in deltas):
             return Lazy.empty()
-        if self.history_step is not None:
-            return self.history_step(self, ctx, deltas)
         if ctx.capture and self.predicates:
             captured = self._columns.get(
                 "capture", lambda: captured_predicates(self.predicates, self.desc)
@@ -99,12 +97,19 @@ class JoinNode:
             if captured is not None:
                 # the equi-join's rows (each with its time and the product of its parts'
                 # diffs), then the predicates, a failing row to the errors as Filter does
+                # (serving a keyed operator's history, the old rows' errors are not new:
+                # StepContext.split_errors keeps the step's own)
                 self.residual = False
                 try:
-                    joined = self._delta_query(ctx, deltas)
+                    joined = self._rows(ctx, deltas)
                 finally:
                     self.residual = True
                 return filter_capturing(ctx, joined, self.desc, *captured)
+        return self._rows(ctx, deltas)
+
+    def _rows(self, ctx: StepContext, deltas: list[Batch]) -> Lazy:
+        if self.history_step is not None:
+            return self.history_step(self, ctx, deltas)
         return self._delta_query(ctx, deltas)
 
     def _delta_query(self, ctx: StepContext, deltas: list[Batch]) -> Lazy:

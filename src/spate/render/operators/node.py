@@ -43,14 +43,20 @@ class StepContext:
 
     def split_errors(self, lazy: Lazy, desc: RelationDesc) -> Lazy:
         """``lazy`` has one more data column than ``desc``, the error record (NULL for a good
-        row): computed once, its error rows kept in ``errors``, the others returned."""
+        row): computed once, its error rows kept in ``errors``, the others returned.
+
+        Error rows at times before ``lo`` are dropped: they are history a keyed operator reads
+        again (the old join of its touched groups), whose errors earlier steps recorded."""
+        import pyarrow.compute as pc
+
         from spate.render.errors import split_errors, with_error_column
+        from spate.repr.desc import TIME_COLUMN
 
         if lazy.is_empty:
             return lazy
         batch = self.materialize(lazy, with_error_column(desc))
         ok, errors = split_errors(batch.arrow(), desc.arity)
-        self.errors.append(errors)
+        self.errors.append(errors.filter(pc.greater_equal(errors.column(TIME_COLUMN), self.lo)))
         return self.engine.lazy_of_batch(self.engine.batch_of_table(ok, desc))
 
 
