@@ -13,6 +13,7 @@ the replicas that run them. Every node is immutable, validated at construction, 
   :mod:`spate.plan.explain` (plan text).
 * :mod:`spate.plan.window` — ``Window`` and its functions (row_number, rank, lag, …; defined in
   :mod:`spate.plan.window_func`).
+* :mod:`spate.plan.recursive` — ``Recursive`` (``WITH RECURSIVE``) and its working table.
 * :mod:`spate.plan.temporal` — validity intervals of temporal filters.
 * :mod:`spate.plan.evaluation` — what a plan means, evaluated in plain Python.
 * :mod:`spate.plan.dataflow` — ``DataflowDescription``; :mod:`spate.plan.validate` — its checks.
@@ -70,6 +71,7 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
+from spate.plan.recursive import Recursive, RecursiveRef
 from spate.plan.relation import (
     ArrangeBy,
     Constant,
@@ -137,6 +139,8 @@ __all__ = [
     "PlanTypeError",
     "Project",
     "RaiseError",
+    "Recursive",
+    "RecursiveRef",
     "Reduce",
     "RelationExpr",
     "ScalarExpr",

@@ -12,14 +12,17 @@ top of a SELECT it finishes the read (:class:`Output`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from spate.plan.expr import ColumnRef, Literal, ScalarExpr
 from spate.plan.finishing import ColumnOrder
+from spate.plan.recursive import RecursiveRef
 from spate.plan.relation import (
     Constant,
     Distinct,
@@ -43,6 +46,7 @@ from spate.sql.errors import (
     UndefinedTable,
 )
 from spate.sql.parse import position
+from spate.sql.recursive import is_recursive, plan_recursive
 from spate.sql.relops import build_join
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Correlation, Rel, Scope, hide, project, unique_names
@@ -106,6 +110,28 @@ class QueryPlanner:
         self.table_function = table_function
         self.ctes: list[dict[str, tuple[exp.Expression, list[str] | None]]] = []
         self.allow_now = True
+        self.recursive_ctes: set[int] = set()
+        """The bodies (by ``id``) of the CTEs that read themselves under WITH RECURSIVE."""
+        self.working: dict[int, tuple[RecursiveRef, list[PgType], list[str]]] = {}
+        """Markers standing for a recursive CTE's working table in its recursive term."""
+        self._bindings = itertools.count()
+
+    def next_binding(self) -> int:
+        return next(self._bindings)
+
+    @contextlib.contextmanager
+    def working_table(
+        self, name: str, ref: RecursiveRef, types: list[PgType], names: list[str]
+    ) -> Iterator[None]:
+        """Inside, ``name`` reads the working table ``ref`` (a recursive term)."""
+        marker = exp.Anonymous(this=f"working table {name}")
+        self.working[id(marker)] = (ref, types, names)
+        self.ctes.append({name: (marker, None)})
+        try:
+            yield
+        finally:
+            self.ctes.pop()
+            del self.working[id(marker)]
 
     def err(self, cls: type[SqlError], message: str, node: exp.Expression | None) -> SqlError:
         return cls(message, position=position(node) if node is not None else None, text=self.text)
@@ -141,14 +167,15 @@ class QueryPlanner:
     def query(self, node: exp.Expression, ctx: Context | None) -> Output:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise self.err(FeatureNotSupported, "WITH RECURSIVE is not supported", node)
+            recursive = bool(with_.args.get("recursive"))
             frame: dict[str, tuple[exp.Expression, list[str] | None]] = {}
             self.ctes.append(frame)
             try:
                 for cte in with_.expressions:
                     cols = [c.name for c in cte.args["alias"].columns] or None
                     frame[cte.alias_or_name] = (cte.this, cols)
+                    if recursive and is_recursive(cte.this, cte.alias_or_name):
+                        self.recursive_ctes.add(id(cte.this))
                 body = node.copy()
                 body.set("with_", None)
                 body.set("with", None)
@@ -268,11 +295,17 @@ class QueryPlanner:
             cte = self.find_cte(name)
             if cte is not None and not node.args.get("db"):
                 body, cols = cte
+                if id(body) in self.working:
+                    ref, types, names = self.working[id(body)]
+                    return self.named(ref, types, names, alias or name, col_aliases)
                 # a CTE may not see itself or later CTEs: plan it with the frames outside it
                 saved = self.ctes
                 depth = next(i for i in range(len(saved) - 1, -1, -1) if name in saved[i])
                 self.ctes = [*saved[:depth], {k: v for k, v in saved[depth].items() if k != name}]
                 try:
+                    if id(body) in self.recursive_ctes:
+                        rec, types, names = plan_recursive(self, name, body, cols)
+                        return self.named(rec, types, names, alias or name, col_aliases)
                     out = self.relation(body)
                 finally:
                     self.ctes = saved

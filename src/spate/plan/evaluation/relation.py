@@ -29,6 +29,7 @@ from typing import Any
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.recursive import fixpoint, free_subplans
 from spate.plan.evaluation.scalar import compile_scalar
 from spate.plan.evaluation.values import (
     canonical,
@@ -43,6 +44,7 @@ from spate.plan.evaluation.values import (
 )
 from spate.plan.expr import ScalarExpr, show
 from spate.plan.finishing import ColumnOrder
+from spate.plan.recursive import Recursive, RecursiveRef
 from spate.plan.relation import (
     ArrangeBy,
     Constant,
@@ -78,6 +80,7 @@ _EXACT = Context(prec=200)
 """Wide enough that sums and quotients of numeric(38,s) values are exact before rounding."""
 
 Multiset = Counter[Row]
+_identity = id  # ``go`` binds ``id`` in its match
 
 
 def consolidated(pairs: Iterable[tuple[Row, int]]) -> Multiset:
@@ -102,8 +105,14 @@ class _Evaluator:
     def __init__(self, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int) -> None:
         self.inputs = inputs
         self.now = now
+        self.bindings: dict[int, Multiset] = {}
+        """The working tables of the ``Recursive`` nodes being evaluated, by binding."""
+        self.fixed: dict[int, Multiset] = {}
+        """Contents of sub-plans that do not change between a fixpoint's rounds, by ``id``."""
 
     def go(self, plan: RelationExpr) -> Multiset:
+        if self.fixed and _identity(plan) in self.fixed:
+            return self.fixed[_identity(plan)]
         match plan:
             case Get(id, desc):
                 if id not in self.inputs:
@@ -143,7 +152,34 @@ class _Evaluator:
                 return self.go(inp)
             case Window():
                 return self.window(plan)
+            case Recursive():
+                return self.recursive(plan)
+            case RecursiveRef(binding, _):
+                if binding not in self.bindings:
+                    raise EvalError(f"RecursiveRef #{binding} outside its Recursive")
+                return self.bindings[binding]
         raise EvalError(f"cannot evaluate {type(plan).__name__}")
+
+    def recursive(self, plan: Recursive) -> Multiset:
+        base = self.go(plan.base)
+        free = [p for p in free_subplans(plan.step, plan.binding) if id(p) not in self.fixed]
+        for p in free:
+            self.fixed[id(p)] = self.go(p)
+
+        def step(working: Multiset) -> Multiset:
+            self.bindings[plan.binding] = working
+            return self.go(plan.step)
+
+        outer = self.bindings.get(plan.binding)  # a nested Recursive may reuse the binding
+        try:
+            return fixpoint(plan, base, step)
+        finally:
+            if outer is None:
+                self.bindings.pop(plan.binding, None)
+            else:
+                self.bindings[plan.binding] = outer
+            for p in free:
+                self.fixed.pop(id(p), None)
 
     @staticmethod
     def rows_of(pairs: Iterable[tuple[Row, int]], desc: RelationDesc, what: str) -> Multiset:

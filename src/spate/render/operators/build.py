@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from spate.ids import GlobalId
+from spate.plan.recursive import Recursive
 from spate.plan.relation import (
     ArrangeBy,
     Constant,
@@ -39,6 +40,8 @@ from spate.render.operators.linear import (
     UnionNode,
 )
 from spate.render.operators.node import Node
+from spate.render.operators.recursive import RecursiveNode
+from spate.render.operators.recursive import reads as recursive_reads
 from spate.render.operators.temporal import TemporalFilterNode
 from spate.render.operators.window import WindowNode
 
@@ -146,4 +149,9 @@ class Builder:
                 return UnionNode(tuple(self.build(o) for o in operands), plan.desc)
             case ArrangeBy(inp, _):
                 return PassNode(self.build(inp), plan.desc)
+            case Recursive():
+                collections = recursive_reads(plan)
+                for id in collections:
+                    self._demand(id, None)
+                return RecursiveNode(plan, plan.desc, collections)
         raise TypeError(f"cannot render {type(plan).__name__}")

@@ -1,0 +1,105 @@
+"""Recursive (WITH RECURSIVE) on Spark against the reference at every time: a transitive
+closure under edges added and removed (removals retract paths that had other derivations
+only through them), a counter up to limits that change, a tree walk while nodes move, an
+aggregate over the closure, and the iteration limit as an error at the times it is hit."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spate.errors import SpateError
+from spate.ids import GlobalId
+from spate.render.batch import EngineSettings
+from spate.render.dataflow import Dataflow
+from spate.render.input import ArrowInputs
+from spate.repr.arrow import updates_to_table
+from spate.testing.plan_strategies import single_plan_dataflow
+from tests.plan.recursive_plans import (
+    EDGES_DESC,
+    EDGES_ID,
+    INPUTS,
+    LIMITS_ID,
+    PLANS,
+    TREE_ID,
+    closure,
+)
+from tests.render.oracle import EVERY_DELTA_LARGE, Update, run_and_check
+
+
+def _stream(rng: random.Random, make: object, times: int = 9) -> list[Update]:
+    """Inserts and deletes of rows drawn by ``make`` over ``0..times``, never below zero."""
+    assert callable(make)
+    held: dict[tuple[object, ...], int] = {}
+    out: list[Update] = []
+    for t in range(times):
+        for _ in range(rng.randint(0, 3)):
+            live = [r for r, m in held.items() if m > 0]
+            if live and rng.random() < 0.4:
+                row = rng.choice(live)
+                diff = -1
+            else:
+                row = make()
+                diff = 1
+            held[row] = held.get(row, 0) + diff
+            out.append((row, t, diff))
+    return out
+
+
+def _streams(rng: random.Random) -> dict[GlobalId, list[Update]]:
+    small = [None, 0, 1, 2, 3, 4]
+    return {
+        EDGES_ID: _stream(rng, lambda: (rng.choice(small), rng.choice(small))),
+        LIMITS_ID: _stream(rng, lambda: (rng.choice([None, 0, 2, 3, 5]),)),
+        TREE_ID: _stream(rng, lambda: (rng.randint(0, 5), rng.choice([None, 0, 1, 2, 3]))),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+def test_recursive_plans_match_reference(
+    spark: SparkSession, tmp_path: Path, seed: int, name: str
+) -> None:
+    rng = random.Random(seed)
+    for n in range(2):
+        streams = _streams(rng)
+        as_of = rng.randint(0, 2)
+        cuts = sorted({rng.randint(as_of + 1, 9) for _ in range(2)} | {as_of + 6})
+        dataflow = single_plan_dataflow(PLANS[name], INPUTS, as_of=as_of)
+        settings = EVERY_DELTA_LARGE if n else None
+        checked = run_and_check(
+            spark, tmp_path / f"{name}{n}", dataflow, streams, INPUTS, cuts, settings
+        )
+        assert checked >= 1, seed
+
+
+def test_iteration_limit_is_an_error_at_the_times_it_is_hit(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """UNION ALL over a cycle: reads fail while the cycle is there, and succeed again once an
+    edge of it is removed; the dataflow keeps running."""
+    plan = closure(distinct=False, max_iterations=20)
+    edges = [((1, 2), 0, 1), ((2, 1), 2, 1), ((2, 1), 4, -1)]
+    dataflow = single_plan_dataflow(plan, {EDGES_ID: EDGES_DESC}, as_of=0, subscribe_id=None)
+    inputs = ArrowInputs.of({EDGES_ID: updates_to_table(EDGES_DESC, [])}, upper=0)
+    inputs.append(EDGES_ID, updates_to_table(EDGES_DESC, edges), 6)
+    df = Dataflow(
+        dataflow,
+        inputs,
+        spark=spark,
+        scratch=tmp_path / "s",
+        name="limit",
+        settings=EngineSettings(),
+    )
+    try:
+        df.step()
+        (ix,) = dataflow.index_exports
+        assert df.peek(ix.id, timestamp=1).num_rows == 1
+        for t in (2, 3):
+            with pytest.raises(SpateError, match="still produced rows after 20 iterations"):
+                df.peek(ix.id, timestamp=t)
+        assert df.peek(ix.id, timestamp=4).num_rows == 1
+    finally:
+        df.drop()
