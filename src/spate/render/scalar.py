@@ -6,8 +6,10 @@ column at position ``i`` is called ``names[i]`` (by default ``c0, c1, …``, see
 :mod:`spate.render.layout`). The reference evaluator :mod:`spate.plan.evaluation.scalar` defines
 what the result must be; for every row on which the reference returns a value, the column holds
 the same value, and where the reference raises :class:`~spate.plan.errors.EvalError` (int64
-overflow, numeric beyond 38 digits, a time outside years 1..9999) evaluating the column raises a
-Spark error (ANSI arithmetic or ``raise_error``).
+overflow, numeric beyond 38 digits, a time outside years 1..9999, a function's own error such as
+``sqrt`` of a negative number) evaluating the column raises a Spark error (ANSI arithmetic or
+``raise_error``, whose message carries PostgreSQL's SQLSTATE) — or, compiled with
+``failures``, gives NULL and a captured failure with that SQLSTATE.
 
 Spark runs with ANSI mode on, so every function whose reference result is NULL where Spark would
 raise is guarded (``/`` and ``%`` by zero, failed casts through ``try_cast`` behind the same
@@ -79,7 +81,7 @@ from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
 from spate.render.layout import col_name
 from spate.render.like import _like_regex_column, _substr, like_regex
-from spate.render.scalar_funcs import FixedNotCompilable, compile_fixed
+from spate.render.scalar_funcs import Failing, FixedNotCompilable, compile_fixed, raising
 from spate.render.text_casts import canon_float, from_text, to_text
 from spate.repr.desc import RelationDesc
 from spate.repr.spark import spark_type
@@ -187,12 +189,10 @@ def _floor_div(x: Column, k: int) -> Column:
     return F.call_function("div", x - F.pmod(x, F.lit(k)), F.lit(k))
 
 
-def _in_range(ts: Column, what: str) -> Column:
-    """``ts``, or a Spark error when it lies outside years 1..9999 (the reference's range)."""
+def _in_range(ts: Column) -> Column:
+    """Whether ``ts`` lies in years 1..9999 (the reference's range)."""
     low, high = F.lit(_MIN_TS).cast(_NTZ), F.lit(_MAX_TS).cast(_NTZ)
-    return F.when(
-        (ts < low) | (ts > high), F.raise_error(F.lit(f"timestamp out of range in {what}"))
-    ).otherwise(ts)
+    return (ts >= low) & (ts <= high)
 
 
 # --- the compiler ------------------------------------------------------------------------------
@@ -221,6 +221,17 @@ class _Compiler:
         assert self.failures is not None
         where = cond if self.guard is None else (self.guard & cond)
         self.failures.append((where, sqlstate, message))
+
+    def check(self, value: Column, *failing: Failing) -> Column:
+        """``value``, failing where a condition holds (:class:`~.scalar_funcs.Check`): a
+        Spark error, or in capture mode NULL and a captured failure."""
+        if self.failures is None:
+            return raising(value, *failing)
+        out: Column | None = None
+        for cond, sqlstate, message in failing:
+            self.fail(cond, sqlstate, message)
+            out = F.when(cond, F.lit(None)) if out is None else out.when(cond, F.lit(None))
+        return value if out is None else out.otherwise(value)
 
     def type_of(self, e: ScalarExpr) -> ScalarType:
         found = self.types.get(e)
@@ -327,13 +338,9 @@ class _Compiler:
                 return F.call_function("div", m + F.pmod(-m, F.lit(1000)), F.lit(1000))
             case UnaryFunc.FROM_EPOCH_MS:
                 ok = (a >= F.lit(_MIN_MS)) & (a <= F.lit(_MAX_MS))
-                msg = F.lit(f"timestamp out of range in {self.what(e)}")
-                ts = F.timestamp_add("MILLISECOND", a, _epoch())
-                return (
-                    F.when(a.isNull(), F.lit(None).cast(_NTZ))
-                    .when(ok, ts)
-                    .otherwise(F.raise_error(msg))
-                )
+                msg = f"timestamp out of range in {self.what(e)}"
+                ts = F.timestamp_add("MILLISECOND", F.when(ok, a), _epoch())
+                return self.check(ts, (~ok, "22008", msg))
         raise ScalarNotCompilable(f"unknown unary function {f}")
 
     # -- binary ---------------------------------------------------------------------------------
@@ -365,29 +372,24 @@ class _Compiler:
             case BinaryFunc.LIKE | BinaryFunc.ILIKE:
                 return self.like(f is BinaryFunc.ILIKE, a, right, b)
             case BinaryFunc.TIMESTAMP_ADD_MS | BinaryFunc.TIMESTAMP_SUB_MS:
-                ms = b if f is BinaryFunc.TIMESTAMP_ADD_MS else -b
-                what = self.what(e)
-                shifted = _in_range(F.timestamp_add("MILLISECOND", ms, a), what)
                 too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_MS)
-                msg = F.lit(f"timestamp out of range in {what}")
-                return (
-                    F.when(a.isNull() | b.isNull(), F.lit(None).cast(_NTZ))
-                    .when(too_far, F.raise_error(msg))
-                    .otherwise(shifted)
+                ms = F.when(~too_far, b if f is BinaryFunc.TIMESTAMP_ADD_MS else -b)
+                shifted = F.timestamp_add("MILLISECOND", ms, a)
+                msg = f"timestamp out of range in {self.what(e)}"
+                return self.check(
+                    F.when(_in_range(shifted), shifted),
+                    (too_far, "22008", msg),
+                    (~_in_range(shifted), "22008", msg),
                 )
             case BinaryFunc.TIMESTAMP_DIFF_MS:
                 return _floor_div(F.timestamp_diff("MICROSECOND", b, a), 1000)
             case BinaryFunc.DATE_ADD_DAYS:
-                msg = F.lit(f"date out of range in {self.what(e)}")
+                msg = f"date out of range in {self.what(e)}"
                 too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_DAYS)
                 moved = F.date_add(a, F.when(too_far, F.lit(0)).otherwise(b).cast("int"))
                 low, high = F.lit("0001-01-01").cast("date"), F.lit("9999-12-31").cast("date")
                 bad = too_far | (moved < low) | (moved > high)
-                return (
-                    F.when(a.isNull() | b.isNull(), F.lit(None).cast("date"))
-                    .when(bad, F.raise_error(msg))
-                    .otherwise(moved)
-                )
+                return self.check(F.when(~bad, moved), (bad, "22008", msg))
             case BinaryFunc.DATE_DIFF_DAYS:
                 return F.datediff(a, b).cast(_LONG)
         raise ScalarNotCompilable(f"unknown binary function {f}")
@@ -444,7 +446,8 @@ class _Compiler:
         if f in SIGNATURES:
             types = [self.type_of(x) for x in xs]
             try:
-                return compile_fixed(f, [self.go(x) for x in xs], xs, types, self.what(e))
+                args = [self.go(x) for x in xs]
+                return compile_fixed(f, args, xs, types, self.what(e), self.check)
             except FixedNotCompilable as err:
                 raise ScalarNotCompilable(str(err)) from None
         out = spark_type(self.type_of(e))

@@ -14,7 +14,7 @@ Every function agrees with the reference evaluator, with these deviations:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -40,8 +40,25 @@ class FixedNotCompilable(ValueError):
     """A fixed function this renderer has no Spark form for."""
 
 
-def _fail(msg: str) -> Column:
-    return F.raise_error(F.lit(msg))
+Failing = tuple[Column, str, str]
+"""Where a function fails: ``(condition, sqlstate, message)`` (PostgreSQL's SQLSTATE)."""
+
+
+class Check(Protocol):
+    """``value``, except where a condition of ``failing`` holds (the first that does): there
+    the function fails (:func:`raising`), or in capture mode gives NULL and the failure is
+    recorded for the row's error record (:mod:`spate.render.errors`)."""
+
+    def __call__(self, value: Column, *failing: Failing) -> Column: ...
+
+
+def raising(value: Column, *failing: Failing) -> Column:
+    """:class:`Check` outside capture mode: a Spark error where a condition holds."""
+    out: Column | None = None
+    for cond, sqlstate, message in failing:
+        err = F.raise_error(F.lit(f"{message} [SQLSTATE {sqlstate}]"))
+        out = F.when(cond, err) if out is None else out.when(cond, err)
+    return value if out is None else out.otherwise(value)
 
 
 def _canon(c: Column) -> Column:
@@ -58,62 +75,63 @@ def compile_fixed(
     exprs: Sequence[ScalarExpr],
     types: Sequence[ScalarType],
     what: str,
+    check: Check = raising,
 ) -> Column:
-    """``f`` on Spark columns ``args`` (the compiled ``exprs``, of ``types``)."""
+    """``f`` on Spark columns ``args`` (the compiled ``exprs``, of ``types``); where it fails,
+    ``check`` decides what happens (:class:`Check`)."""
     a = args
     match f:
         case V.SQRT:
             msg = f"cannot take square root of a negative number in {what}"
-            return F.when(a[0] < F.lit(0.0), _fail(msg)).otherwise(_canon(F.sqrt(a[0])))
+            return check(_canon(F.sqrt(a[0])), (a[0] < F.lit(0.0), "2201F", msg))
         case V.FLOAT4:
             x = a[0]
             single = x.cast("float")
             over = (F.abs(single) == F.lit(_INF)) & _finite(x)
             under = (single == F.lit(0.0)) & (x != F.lit(0.0))
-            return (
-                F.when(over, _fail(f"value out of range: overflow in {what}"))
-                .when(under, _fail(f"value out of range: underflow in {what}"))
-                .otherwise(_canon(single.cast("double")))
+            return check(
+                _canon(single.cast("double")),
+                (over, "22003", f"value out of range: overflow in {what}"),
+                (under, "22003", f"value out of range: underflow in {what}"),
             )
         case V.CBRT:
             return _canon(F.cbrt(a[0]))
         case V.EXP:
             out = F.exp(a[0])
             bad = (out == F.lit(_INF)) & _finite(a[0])
-            return F.when(bad, _fail(f"value out of range: overflow in {what}")).otherwise(out)
+            return check(out, (bad, "22003", f"value out of range: overflow in {what}"))
         case V.LN | V.LOG10:
             x = a[0]
             value = F.ln(x) if f is V.LN else F.log10(x)
             negative = f"cannot take logarithm of a negative number in {what}"
-            return (
-                F.when(x == F.lit(0.0), _fail(f"cannot take logarithm of zero in {what}"))
-                .when(x < F.lit(0.0), _fail(negative))
-                .otherwise(_canon(value))
+            return check(
+                _canon(value),
+                (x == F.lit(0.0), "2201E", f"cannot take logarithm of zero in {what}"),
+                (x < F.lit(0.0), "2201E", negative),
             )
         case V.POWER:
-            return _power(a[0], a[1], what)
+            return _power(a[0], a[1], what, check)
         case V.REPLACE:
             return F.when(a[1] == F.lit(""), a[0]).otherwise(F.replace(a[0], a[1], a[2]))
         case V.STRPOS:
             return F.call_function("locate", a[1], a[0]).cast(_LONG)
         case V.LPAD | V.RPAD:
-            return _pad(f is V.LPAD, a[0], a[1], a[2], what)
+            return _pad(f is V.LPAD, a[0], a[1], a[2], what, check)
         case V.SPLIT_PART:
             msg = f"field position must not be zero in {what}"
             n = a[2]
-            ok = F.when(n == F.lit(0), _fail(msg)).otherwise(n)
             small = F.when(F.abs(n) > F.lit(2**31 - 1), F.lit(2**31 - 1) * F.signum(n)).otherwise(n)
-            part = F.split_part(a[0], a[1], small.cast("int"))
-            return F.when(ok.isNotNull(), part)
+            part = F.split_part(a[0], a[1], F.when(n != F.lit(0), small).cast("int"))
+            return check(F.when(n.isNotNull(), part), (n == F.lit(0), "22023", msg))
         case V.REPEAT:
             n = a[1]
             too_long = F.length(a[0]).cast(_LONG).cast("decimal(38,0)") * n.cast(
                 "decimal(38,0)"
             ) > F.lit(REPEAT_LIMIT)
             count = F.when(n < F.lit(0), F.lit(0)).otherwise(n)
-            return F.when(
-                too_long & (n > F.lit(0)), _fail(f"requested length too large in {what}")
-            ).otherwise(F.repeat(a[0], F.when(too_long, F.lit(0)).otherwise(count).cast("int")))
+            value = F.repeat(a[0], F.when(too_long, F.lit(0)).otherwise(count).cast("int"))
+            msg = f"requested length too large in {what}"
+            return check(value, (too_long & (n > F.lit(0)), "54000", msg))
         case V.REVERSE:
             return F.reverse(a[0])
         case V.INITCAP:
@@ -125,7 +143,7 @@ def compile_fixed(
         case V.ASCII:
             return F.when(a[0] == F.lit(""), F.lit(0)).otherwise(F.ascii(a[0])).cast(_LONG)
         case V.CHR:
-            return _chr(a[0], what)
+            return _chr(a[0], what, check)
         case V.BTRIM:
             return F.btrim(a[0], a[1])
         case V.LTRIM:
@@ -134,32 +152,19 @@ def compile_fixed(
             return F.rtrim(a[0], a[1])
         case V.OCTET_LENGTH:
             return F.octet_length(a[0]).cast(_LONG)
-        case V.REGEXP_LIKE:
-            return F.call_function("regexp_like", a[0], a[1])
-        case V.REGEXP_REPLACE | V.REGEXP_REPLACE_ALL:
-            rep = exprs[2]
-            assert isinstance(rep, Literal) and isinstance(rep.value, str)
-            java = _java_replacement(rep.value)
-            if f is V.REGEXP_REPLACE_ALL:
-                return F.regexp_replace(a[0], a[1], F.lit(java))
-            return _replace_first(a[0], a[1], java)
+        case V.REGEXP_LIKE | V.REGEXP_REPLACE | V.REGEXP_REPLACE_ALL:
+            return _regex(f, a, exprs, what, check)
         case V.MAKE_DATE:
             y, m, d = a
-            bad_date = F.concat(
-                F.lit("date field value out of range: "),
-                y.cast("string"),
-                F.lit("-"),
-                m.cast("string"),
-                F.lit("-"),
-                d.cast("string"),
-                F.lit(f" in {what}"),
-            )
             small = (y >= F.lit(1)) & (y <= F.lit(9999)) & (F.abs(m) < 100) & (F.abs(d) < 100)
-            return F.when(~small, F.raise_error(bad_date)).otherwise(
-                F.make_date(y.cast("int"), m.cast("int"), d.cast("int"))
-            )
+            # (Spark's make_date raises on a day or month out of range; this gives NULL)
+            zero = F.lit(0)
+            yy, mm, dd = (F.when(small, c).cast("int") for c in (y, m, d))
+            made = F.try_make_timestamp_ntz(yy, mm, dd, zero, zero, zero).cast("date")
+            bad = (~small | made.isNull()) & y.isNotNull() & m.isNotNull() & d.isNotNull()
+            return check(made, (bad, "22008", f"date field value out of range in {what}"))
         case V.ADD_MONTHS:
-            return _add_months(a[0], a[1], types[0], what)
+            return _add_months(a[0], a[1], types[0], what, check)
         case V.TO_CHAR:
             fmt = exprs[1]
             assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
@@ -170,40 +175,43 @@ def compile_fixed(
 # --- numbers ---------------------------------------------------------------------------------
 
 
-def _power(x: Column, y: Column, what: str) -> Column:
+def _power(x: Column, y: Column, what: str, check: Check) -> Column:
     out = F.pow(x, y)
     both_finite = _finite(x) & _finite(y)
     non_integer = _finite(y) & ((y % F.lit(1.0)) != F.lit(0.0))
-    return (
+    value = (
         F.when(x.isNull() | y.isNull(), F.lit(None).cast("double"))
         .when(F.isnan(x), F.when(y == F.lit(0.0), F.lit(1.0)).otherwise(F.lit(float("nan"))))
         .when(F.isnan(y), F.when(x == F.lit(1.0), F.lit(1.0)).otherwise(F.lit(float("nan"))))
-        .when(
-            (x == F.lit(0.0)) & (y < F.lit(0.0)),
-            _fail(f"zero raised to a negative power is undefined in {what}"),
-        )
-        .when(
-            (x < F.lit(0.0)) & non_integer,
-            _fail(
-                f"a negative number raised to a non-integer power yields a complex result in {what}"
-            ),
-        )
-        .when(
-            (F.abs(out) == F.lit(_INF)) & both_finite,
-            _fail(f"value out of range: overflow in {what}"),
-        )
-        .when(
-            (out == F.lit(0.0)) & (x != F.lit(0.0)) & both_finite,
-            _fail(f"value out of range: underflow in {what}"),
-        )
         .otherwise(_canon(out))
+    )
+    complex_result = "a negative number raised to a non-integer power yields a complex result"
+    # (each condition is false where x or y is NaN: those give a value above)
+    return check(
+        value,
+        (
+            (x == F.lit(0.0)) & (y < F.lit(0.0)),
+            "2201F",
+            f"zero raised to a negative power is undefined in {what}",
+        ),
+        ((x < F.lit(0.0)) & non_integer, "2201F", f"{complex_result} in {what}"),
+        (
+            (F.abs(out) == F.lit(_INF)) & both_finite,
+            "22003",
+            f"value out of range: overflow in {what}",
+        ),
+        (
+            (out == F.lit(0.0)) & (x != F.lit(0.0)) & both_finite,
+            "22003",
+            f"value out of range: underflow in {what}",
+        ),
     )
 
 
 # --- text ------------------------------------------------------------------------------------
 
 
-def _pad(left: bool, s: Column, n: Column, fill: Column, what: str) -> Column:
+def _pad(left: bool, s: Column, n: Column, fill: Column, what: str, check: Check) -> Column:
     too_long = n > F.lit(REPEAT_LIMIT)
     width = F.when(too_long | (n < F.lit(0)), F.lit(0)).otherwise(n).cast("int")
     cut = F.substring(s, F.lit(1), width)
@@ -213,16 +221,18 @@ def _pad(left: bool, s: Column, n: Column, fill: Column, what: str) -> Column:
         .when((F.length(s) >= width) | (fill == F.lit("")), cut)
         .otherwise(padded)
     )
-    return F.when(
-        too_long & fill.isNotNull() & s.isNotNull(), _fail(f"requested length too large in {what}")
-    ).when(s.isNotNull() & fill.isNotNull(), value)
+    msg = f"requested length too large in {what}"
+    return check(
+        F.when(s.isNotNull() & fill.isNotNull(), value),
+        (too_long & fill.isNotNull() & s.isNotNull(), "54000", msg),
+    )
 
 
 def _chars(s: Column) -> Column:
     return F.split(s, "")
 
 
-def _chr(n: Column, what: str) -> Column:
+def _chr(n: Column, what: str, check: Check) -> Column:
     """The character of code point ``n``, built from its UTF-8 bytes."""
 
     def hx(v: Column) -> Column:
@@ -242,19 +252,12 @@ def _chr(n: Column, what: str) -> Column:
     )
     text = F.decode(F.unhex(utf8), "UTF-8")
     bad = (n < F.lit(0)) | (n > F.lit(0x10FFFF)) | ((n >= F.lit(0xD800)) & (n <= F.lit(0xDFFF)))
-    return (
-        F.when(n == F.lit(0), _fail(f"null character not permitted in {what}"))
-        .when(
-            bad,
-            F.raise_error(
-                F.concat(
-                    F.lit("requested character too large for encoding: "),
-                    n.cast("string"),
-                    F.lit(f" in {what}"),
-                )
-            ),
-        )
-        .otherwise(text)
+    return check(
+        F.when(~bad & (n != F.lit(0)), text),
+        (n == F.lit(0), "54000", f"null character not permitted in {what}"),
+        (n < F.lit(0), "22023", f"character number must be positive in {what}"),
+        (n > F.lit(0x10FFFF), "54000", f"requested character too large for encoding in {what}"),
+        (bad, "54000", f"requested character not valid for encoding in {what}"),
     )
 
 
@@ -267,6 +270,53 @@ def _initcap(s: Column) -> Column:
         return F.when(prev.rlike(alnum), F.lower(c)).otherwise(F.upper(c))
 
     return F.when(s.isNotNull(), F.array_join(F.transform(chars, one), ""))
+
+
+def _regex(
+    f: VariadicFunc, a: Sequence[Column], exprs: Sequence[ScalarExpr], what: str, check: Check
+) -> Column:
+    """A regular expression function, failing (2201B) where the pattern does not compile on
+    Java's engine: decided here for a literal pattern (Spark compiles one before any row, even
+    where a guard would skip it), per row otherwise."""
+    pattern = exprs[1]
+    if isinstance(pattern, Literal):
+        if isinstance(pattern.value, str) and not _compiles(pattern.value):
+            msg = f"invalid regular expression in {what}"
+            out = "boolean" if f is V.REGEXP_LIKE else "string"
+            return check(F.lit(None).cast(out), (a[0].isNotNull(), "2201B", msg))
+        valid: Column | None = None
+    else:
+        compiled = F.try_reflect(F.lit("java.util.regex.Pattern"), F.lit("compile"), a[1])
+        valid = compiled.isNotNull() | a[1].isNull()
+    if f is V.REGEXP_LIKE:
+        value = F.call_function("regexp_like", a[0], a[1])
+    else:
+        rep = exprs[2]
+        assert isinstance(rep, Literal) and isinstance(rep.value, str)
+        java = _java_replacement(rep.value)
+        if f is V.REGEXP_REPLACE_ALL:
+            value = F.regexp_replace(a[0], a[1], F.lit(java))
+        else:
+            value = _replace_first(a[0], a[1], java)
+    if valid is None:
+        return value
+    msg = f"invalid regular expression in {what}"
+    return check(F.when(valid, value), (~valid & a[0].isNotNull(), "2201B", msg))
+
+
+def _compiles(pattern: str) -> bool:
+    """Whether Java's engine compiles ``pattern`` (asked of the running JVM)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return True  # no JVM to ask: Spark will say so when it runs
+    try:
+        sc._jvm.java.util.regex.Pattern.compile(pattern)
+    except Py4JJavaError:
+        return False
+    return True
 
 
 def _java_replacement(text: str) -> str:
@@ -293,7 +343,7 @@ def _replace_first(s: Column, pattern: Column, java: str) -> Column:
 # --- time ------------------------------------------------------------------------------------
 
 
-def _add_months(v: Column, n: Column, t: ScalarType, what: str) -> Column:
+def _add_months(v: Column, n: Column, t: ScalarType, what: str, check: Check) -> Column:
     day = v.cast("date") if t.kind is K.TIMESTAMP else v
     months = F.year(day).cast(_LONG) * 12 + F.month(day) - 1 + n
     ok = (months >= F.lit(12)) & (months < F.lit(10000 * 12))
@@ -301,12 +351,9 @@ def _add_months(v: Column, n: Column, t: ScalarType, what: str) -> Column:
     if t.kind is K.TIMESTAMP:
         micros = F.timestamp_diff("MICROSECOND", day.cast(T.TimestampNTZType()), v)
         moved_ts = F.timestamp_add("MICROSECOND", micros, moved.cast(T.TimestampNTZType()))
-        return F.when(ok, moved_ts).when(
-            v.isNotNull() & n.isNotNull(), _fail(f"date out of range in {what}")
-        )
-    return F.when(ok, moved).when(
-        v.isNotNull() & n.isNotNull(), _fail(f"date out of range in {what}")
-    )
+        moved = moved_ts
+    bad = ~ok & v.isNotNull() & n.isNotNull()
+    return check(F.when(ok, moved), (bad, "22008", f"date out of range in {what}"))
 
 
 def _to_char(v: Column, fmt: str) -> Column:

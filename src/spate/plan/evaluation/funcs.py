@@ -60,21 +60,21 @@ def _float(x: float) -> float:
 
 def _checked(x: float, args: Sequence[float], what: str) -> float:
     if math.isinf(x) and all(math.isfinite(a) for a in args):
-        raise EvalError(f"value out of range: overflow in {what}")
+        raise EvalError(f"value out of range: overflow in {what}", sqlstate="22003")
     return _float(x)
 
 
 def _sqrt(x: float, what: str) -> float:
     if x < 0:
-        raise EvalError(f"cannot take square root of a negative number in {what}")
+        raise EvalError(f"cannot take square root of a negative number in {what}", sqlstate="2201F")
     return _float(math.sqrt(x))
 
 
 def _log(x: float, fn: Callable[[float], float], what: str) -> float:
     if x == 0:
-        raise EvalError(f"cannot take logarithm of zero in {what}")
+        raise EvalError(f"cannot take logarithm of zero in {what}", sqlstate="2201E")
     if x < 0:
-        raise EvalError(f"cannot take logarithm of a negative number in {what}")
+        raise EvalError(f"cannot take logarithm of a negative number in {what}", sqlstate="2201E")
     return _float(fn(x))
 
 
@@ -82,7 +82,7 @@ def _exp(x: float, what: str) -> float:
     try:
         return _float(math.exp(x))
     except OverflowError:
-        raise EvalError(f"value out of range: overflow in {what}") from None
+        raise EvalError(f"value out of range: overflow in {what}", sqlstate="22003") from None
 
 
 def _power(x: float, y: float, what: str) -> float:
@@ -91,17 +91,18 @@ def _power(x: float, y: float, what: str) -> float:
     if math.isnan(y):
         return 1.0 if x == 1 else NAN
     if x == 0 and y < 0:
-        raise EvalError(f"zero raised to a negative power is undefined in {what}")
+        raise EvalError(f"zero raised to a negative power is undefined in {what}", sqlstate="2201F")
     if x < 0 and math.isfinite(y) and not y.is_integer():
         raise EvalError(
-            f"a negative number raised to a non-integer power yields a complex result in {what}"
+            f"a negative number raised to a non-integer power yields a complex result in {what}",
+            sqlstate="2201F",
         )
     try:
         out = math.pow(x, y)
     except OverflowError:
-        raise EvalError(f"value out of range: overflow in {what}") from None
+        raise EvalError(f"value out of range: overflow in {what}", sqlstate="22003") from None
     if out == 0 and x != 0 and math.isfinite(x) and math.isfinite(y):
-        raise EvalError(f"value out of range: underflow in {what}")
+        raise EvalError(f"value out of range: underflow in {what}", sqlstate="22003")
     return _checked(out, (x, y), what)
 
 
@@ -113,9 +114,9 @@ def _float4(x: float, what: str) -> float:
     except OverflowError:
         out = math.inf
     if math.isinf(out):
-        raise EvalError(f"value out of range: overflow in {what}")
+        raise EvalError(f"value out of range: overflow in {what}", sqlstate="22003")
     if out == 0 and x != 0:
-        raise EvalError(f"value out of range: underflow in {what}")
+        raise EvalError(f"value out of range: underflow in {what}", sqlstate="22003")
     return _float(out)
 
 
@@ -134,7 +135,7 @@ def _pad(s: str, n: int, fill: str, left: bool, what: str) -> str:
     if n <= 0:
         return ""
     if n > REPEAT_LIMIT:
-        raise EvalError(f"requested length too large in {what}")
+        raise EvalError(f"requested length too large in {what}", sqlstate="54000")
     if len(s) >= n or fill == "":
         return s[:n]
     need = n - len(s)
@@ -144,7 +145,7 @@ def _pad(s: str, n: int, fill: str, left: bool, what: str) -> str:
 
 def _split_part(s: str, delim: str, n: int, what: str) -> str:
     if n == 0:
-        raise EvalError(f"field position must not be zero in {what}")
+        raise EvalError(f"field position must not be zero in {what}", sqlstate="22023")
     if delim == "":
         return s if n in (1, -1) else ""
     parts = s.split(delim)
@@ -157,7 +158,7 @@ def _repeat(s: str, n: int, what: str) -> str:
     if n <= 0 or s == "":
         return ""
     if len(s) * n > REPEAT_LIMIT:
-        raise EvalError(f"requested length too large in {what}")
+        raise EvalError(f"requested length too large in {what}", sqlstate="54000")
     return s * n
 
 
@@ -184,9 +185,17 @@ def _translate(s: str, src: str, dst: str) -> str:
 
 def _chr(n: int, what: str) -> str:
     if n == 0:
-        raise EvalError(f"null character not permitted in {what}")
-    if n < 0 or n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
-        raise EvalError(f"requested character too large for encoding: {n} in {what}")
+        raise EvalError(f"null character not permitted in {what}", sqlstate="54000")
+    if n < 0:
+        raise EvalError(f"character number must be positive in {what}", sqlstate="22023")
+    if n > 0x10FFFF:
+        raise EvalError(
+            f"requested character too large for encoding: {n} in {what}", sqlstate="54000"
+        )
+    if 0xD800 <= n <= 0xDFFF:
+        raise EvalError(
+            f"requested character not valid for encoding: {n} in {what}", sqlstate="54000"
+        )
     return chr(n)
 
 
@@ -195,7 +204,7 @@ def _regex(pattern: str, what: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise EvalError(f"invalid regular expression: {e} in {what}") from None
+        raise EvalError(f"invalid regular expression: {e} in {what}", sqlstate="2201B") from None
 
 
 def regexp_replace(s: str, pattern: str, pieces: tuple[Piece, ...], count: int, what: str) -> str:
@@ -218,14 +227,16 @@ def _make_date(y: int, m: int, d: int, what: str) -> dt.date:
     try:
         return dt.date(y, m, d)
     except (ValueError, OverflowError):
-        raise EvalError(f"date field value out of range: {y}-{m:02}-{d:02} in {what}") from None
+        raise EvalError(
+            f"date field value out of range: {y}-{m:02}-{d:02} in {what}", sqlstate="22008"
+        ) from None
 
 
 def add_months(v: dt.date, n: int, what: str) -> dt.date:
     total = v.year * 12 + (v.month - 1) + n
     y, m = divmod(total, 12)
     if not 1 <= y <= 9999:
-        raise EvalError(f"date out of range in {what}")
+        raise EvalError(f"date out of range in {what}", sqlstate="22008")
     day = min(v.day, calendar.monthrange(y, m + 1)[1])
     return v.replace(year=y, month=m + 1, day=day)
 

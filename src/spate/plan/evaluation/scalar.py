@@ -363,21 +363,21 @@ def _from_epoch_ms(v: Any, what: str) -> Datum:
     try:
         return EPOCH + dt.timedelta(milliseconds=v)
     except OverflowError:
-        raise EvalError(f"timestamp out of range in {what}: {v} ms") from None
+        raise EvalError(f"timestamp out of range in {what}: {v} ms", sqlstate="22008") from None
 
 
 def _shift(ts: dt.datetime, ms: int, what: str) -> dt.datetime:
     try:
         return ts + dt.timedelta(milliseconds=ms)
     except OverflowError:
-        raise EvalError(f"timestamp out of range in {what}") from None
+        raise EvalError(f"timestamp out of range in {what}", sqlstate="22008") from None
 
 
 def _add_days(d: dt.date, days: int, what: str) -> dt.date:
     try:
         return d + dt.timedelta(days=days)
     except OverflowError:
-        raise EvalError(f"date out of range in {what}") from None
+        raise EvalError(f"date out of range in {what}", sqlstate="22008") from None
 
 
 @functools.lru_cache(maxsize=1024)
