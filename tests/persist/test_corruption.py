@@ -26,6 +26,7 @@ def _fill(client: PersistClient, shard: ShardId, rng: random.Random, n: int) -> 
         w.compare_and_append(
             updates(rows), expected_upper=A(t), new_upper=A(t + 1), idempotency_token=tok()
         )
+    client.wait_for_maintenance()  # the parts listed below stay in the state
 
 
 def _parts(client: PersistClient, shard: ShardId) -> list[BatchPart]:
@@ -82,6 +83,7 @@ def test_a_corrupt_file_on_disk_fails_every_read_path(
     w.compare_and_append(
         updates([((2, "b"), 1, 1)]), expected_upper=A(1), new_upper=A(2), idempotency_token=tok()
     )
+    client.wait_for_maintenance()  # compaction done: the part corrupted below stays live
     r = client.open_leased_reader(shard, DESC)
     part = _parts(client, shard)[-1]
     path = Path(str(client.blob.local_path(part.key)))

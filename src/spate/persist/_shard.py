@@ -48,6 +48,8 @@ class ShardContext:
     ids: IdGen
     sleep: Sleep
     pool: ThreadPoolExecutor
+    maintenance_pool: ThreadPoolExecutor | None = None
+    """Where writers run their maintenance (``None``: inline, after each append)."""
     gc_cache: GcCache = field(default_factory=GcCache)
 
     @property

@@ -104,6 +104,11 @@ class PersistClient:
         self._pool = ThreadPoolExecutor(
             max_workers=self.config.fetch_threads, thread_name_prefix="spate-persist-fetch"
         )
+        self._maintenance_pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="spate-persist-maintenance")
+            if self.config.maintenance and self.config.background_maintenance
+            else None
+        )
 
     def _ctx(self, shard_id: ShardId) -> ShardContext:
         if not isinstance(shard_id, ShardId):
@@ -129,6 +134,7 @@ class PersistClient:
                     ids=self._ids,
                     sleep=self._sleep,
                     pool=self._pool,
+                    maintenance_pool=self._maintenance_pool,
                 )
                 self._shards[shard_id] = ctx
             return ctx
@@ -203,7 +209,15 @@ class PersistClient:
                 continue
         return out
 
+    def wait_for_maintenance(self) -> None:
+        """Return once every background maintenance pass queued so far has run (tests and
+        tools that inspect a shard's batches directly call it; reads never need to)."""
+        if self._maintenance_pool is not None:
+            self._maintenance_pool.submit(lambda: None).result()
+
     def close(self) -> None:
+        if self._maintenance_pool is not None:
+            self._maintenance_pool.shutdown(wait=True, cancel_futures=True)
         self._pool.shutdown(wait=True)
         self.consensus.close()
         self.blob.close()

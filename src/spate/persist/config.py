@@ -15,7 +15,10 @@ class PersistConfig:
     * ``reader_lease_ms`` / ``writer_lease_ms``: a handle that neither heartbeats nor writes for
       this long is expired by the next state change of anyone on the shard.
     * ``maintenance``: run compaction and GC automatically after writes and since downgrades
-      (inline, after the CaS committed; a maintenance failure never fails the write).
+      (after the CaS committed; a maintenance failure never fails the write).
+    * ``background_maintenance``: a writer's maintenance runs on a background thread of the
+      client after its append returns, instead of inline before (the append's caller does not
+      wait for compaction; several appends in a row share one pass).
     * ``compaction_factor``: size-tiered merging — a batch is merged with the newer batches after
       it when its size is at most ``factor ×`` theirs together.
     * ``gc_every``: run GC after this many state changes made through one client on a shard
@@ -32,6 +35,7 @@ class PersistConfig:
     reader_lease_ms: int = 15 * MINUTE_MS
     writer_lease_ms: int = 15 * MINUTE_MS
     maintenance: bool = True
+    background_maintenance: bool = True
     compaction_factor: float = 2.0
     gc_every: int = 16
     location_retries: int = 8

@@ -6,6 +6,7 @@ into an error (the next maintenance retries whatever was left).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Final
 
@@ -28,8 +29,13 @@ def run_maintenance(
     *,
     writer: str | None,
     schema: pa.Schema | None,
+    gc_guard: contextlib.AbstractContextManager[object] | None = None,
 ) -> GcReport | None:
-    """Compact (if ``writer`` and ``schema`` are given) and collect garbage when worthwhile."""
+    """Compact (if ``writer`` and ``schema`` are given) and collect garbage when worthwhile.
+
+    GC as ``writer`` deletes the blobs of ``writer`` that no state references, so no append of
+    ``writer`` may be in flight while it runs: ``gc_guard`` (held around GC only) excludes them
+    when the caller does not."""
     try:
         if writer is not None and schema is not None:
             for _ in range(MAX_MERGES_PER_CALL):
@@ -38,7 +44,8 @@ def run_maintenance(
                     break
         after = ctx.machine.cached()
         if should_gc(before, after, ctx.machine.changes_since_gc, ctx.config.gc_every):
-            return collect_garbage(ctx, me=writer)
+            with gc_guard or contextlib.nullcontext():
+                return collect_garbage(ctx, me=writer)
     except (SpateError, OSError, pa.ArrowException) as e:
         _log.warning("shard=%s maintenance failed (will retry later): %s", ctx.shard_id, e)
     return None

@@ -18,6 +18,14 @@ someone else advanced the upper, the retry returns ``UpperMismatch``.
 The batch blob is durable before the CaS that references it; a CaS that loses deletes it.
 
 A handle is not meant to be shared by concurrent callers; calls are serialised by a lock.
+
+**Maintenance** (compaction and GC) follows a committed append. With
+``PersistConfig.background_maintenance`` it runs on the client's maintenance thread after the
+append has returned: appends in a row that find a pass still queued share it (it starts from
+the oldest state they saw). It runs only while the writer is registered, because GC keeps the
+unreferenced blobs of registered writers only: :meth:`WriteHandle.expire` waits for a running
+pass and drops a queued one before unregistering the writer. Its GC, which deletes this
+writer's own unreferenced blobs, holds the handle's lock, so no append of it is in flight.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from spate.persist.state import (
     Appended,
     BatchPart,
     HollowBatch,
+    ShardState,
     UpperMismatch,
     compare_and_append,
     expire_writer,
@@ -82,6 +91,12 @@ class WriteHandle:
         self.schema = updates_schema(desc)
         self._upper = upper
         self._lock = threading.Lock()
+        self._maintaining = threading.Lock()
+        self._maintaining_queue = threading.Lock()
+        """Held while a maintenance pass runs."""
+        self._queued: ShardState | None = None
+        """The state before the oldest append a queued background pass covers."""
+        self._expired = False
 
     @property
     def shard_id(self) -> ShardId:
@@ -184,8 +199,38 @@ class WriteHandle:
         crash_point("persist.after_cas_before_ack")
         self._upper = self._upper.join(result.upper)
         if applied.changed and ctx.config.maintenance:
-            run_maintenance(ctx, applied.before, writer=str(writer_id), schema=self.schema)
+            self._after_append(applied.before)
         return result
+
+    def _after_append(self, before: ShardState) -> None:
+        """Maintenance after an append from ``before`` (module docs)."""
+        pool = self._ctx.maintenance_pool
+        if pool is None:  # inline, under the handle's lock as the append
+            run_maintenance(self._ctx, before, writer=str(self.writer_id), schema=self.schema)
+            return
+        with self._maintaining_queue:
+            if self._queued is not None:
+                return  # the queued pass starts from an older state: it covers this append
+            self._queued = before
+        try:
+            pool.submit(self._maintain_queued)
+        except RuntimeError:  # the client is closing: the next writer's maintenance retries
+            with self._maintaining_queue:
+                self._queued = None
+
+    def _maintain_queued(self) -> None:
+        with self._maintaining:
+            with self._maintaining_queue:
+                before, self._queued = self._queued, None
+            if before is None or self._expired:
+                return
+            run_maintenance(
+                self._ctx,
+                before,
+                writer=str(self.writer_id),
+                schema=self.schema,
+                gc_guard=self._lock,  # GC as this writer: none of its appends in flight
+            )
 
     def append(self, updates: pa.Table | None, *, lower: Frontier, upper: Frontier) -> Appended:
         """Append data that several replicated writers may write identically.
@@ -236,13 +281,17 @@ class WriteHandle:
             ctx.machine.apply(lambda s: heartbeat_writer(s, self.writer_id, now_ms=ctx.now_ms()))
 
     def expire(self) -> None:
-        """Unregister this writer. The handle must not be used afterwards."""
+        """Unregister this writer (after its maintenance: module docs). The handle must not
+        be used afterwards."""
+        self._expired = True  # a pass that has not started yet does nothing
+        with self._maintaining:  # wait for a running one (lock order: before _lock)
+            pass
         with self._lock:
             self._ctx.machine.apply(lambda s: expire_writer(s, self.writer_id))
 
     def maintenance(self) -> GcReport | None:
         """Compact and collect garbage now (normally automatic after writes)."""
-        with self._lock:
+        with self._maintaining, self._lock:
             before = self._ctx.machine.cached()
             self._ctx.machine.changes_since_gc = self._ctx.config.gc_every
             return run_maintenance(
