@@ -184,7 +184,13 @@ class EnvironmentBase:
                 f"the call did not finish within {timeout} s (it was canceled)"
             ) from None
 
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
+    def _start(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coro`` on the event loop without waiting for it (as :meth:`_run` checks).
+        Calls started from one thread start on the loop in the order they were made."""
+        self._check_open(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def _check_open(self, coro: Coroutine[Any, Any, object]) -> None:
         if self._rt is None:
             coro.close()
             raise EnvironmentClosed("the environment is closed")
@@ -196,6 +202,9 @@ class EnvironmentBase:
                     # a newer environment opened the data directory: say so, not "closed"
                     raise failure.with_traceback(None)
                 raise EnvironmentClosed(f"the environment stopped working: {failure}") from failure
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
+        self._check_open(coro)
         operation = getattr(coro, "__name__", "call")
         try:
             return self._submit(coro, timeout)

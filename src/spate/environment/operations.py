@@ -10,7 +10,7 @@ objects, columns and frontiers. Each runs on the environment's event loop
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.changes import Changes
+from spate.environment.pipeline import WritePipeline
 from spate.environment.reads import Isolation
 from spate.environment.write_result import WriteResult
 from spate.errors import InvalidArgument, UsageError, check_argument
@@ -156,7 +157,7 @@ class EnvironmentOperations(EnvironmentBase):
         if tables.is_columnar(rows):
             count = len(rows)
         else:
-            rows = _as_list(rows, f"the rows to insert into {name}")
+            rows = tables.as_list(rows, f"the rows to insert into {name}")
             count = len(rows)
         timestamp = self._run(tables.insert(self.runtime, name, rows))
         return WriteResult(timestamp=timestamp, rows=count)
@@ -191,9 +192,24 @@ class EnvironmentOperations(EnvironmentBase):
 
             env.update("bids", [((1, 10, "ann"), (1, 12, "ann"))]).rows    # 1
         """
-        changes = _as_list(changes, f"the (old, new) pairs to update in {name}")
+        changes = tables.as_list(changes, f"the (old, new) pairs to update in {name}")
         timestamp = self._run(tables.update(self.runtime, name, changes))
         return WriteResult(timestamp=timestamp, rows=len(changes))
+
+    def pipeline(self) -> WritePipeline:
+        """Table writes that do not wait for each other: each ``insert``, ``update`` or
+        ``delete`` of the pipeline returns a :class:`~spate.environment.pipeline.PendingWrite`
+        at once, and successive writes share group commits. They take effect in the order they
+        were submitted; each is acknowledged only once durable and visible; leaving the
+        ``with`` block waits for all of them (:mod:`spate.environment.pipeline`).
+
+        Example::
+
+            with env.pipeline() as p:
+                p.insert("bids", [(3, 40, "bo")])
+                p.update("bids", [((3, 40, "bo"), (3, 45, "bo"))])   # sees the insert
+        """
+        return WritePipeline(self.runtime, self._start)
 
     def create_source(
         self,
@@ -423,15 +439,6 @@ class EnvironmentOperations(EnvironmentBase):
         finally:
             if self._rt is not None:
                 self._run(stream.aclose(), 60)
-
-
-def _as_list(values: Iterable[T], what: str) -> list[T]:
-    """``values`` as a list; a string or a non-iterable is refused (``InvalidArgument``)."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise InvalidArgument(
-            f"{what} must be a list of rows, got {type(values).__name__} {values!r:.60}"
-        )
-    return list(values)
 
 
 _SELECT_KEYWORDS = frozenset(

@@ -24,8 +24,8 @@ import asyncio
 import logging
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 _log: Final = logging.getLogger("spate.environment")
+T = TypeVar("T")
 
 
 def table(rt: Runtime, name: str) -> TableItem:
@@ -107,6 +108,15 @@ def _from_pandas(item: TableItem, df: pd.DataFrame) -> pa.Table:
             expected = str(column.type) if column is not None else "a column of the table"
             raise SchemaMismatch(_collection(item), None, c, expected, str(e)[:120]) from None
     return pa.Table.from_arrays(arrays, names=list(df.columns))
+
+
+def as_list(values: Iterable[T], what: str) -> list[T]:
+    """``values`` as a list; a string or a non-iterable is refused (``InvalidArgument``)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise InvalidArgument(
+            f"{what} must be a list of rows, got {type(values).__name__} {values!r:.60}"
+        )
+    return list(values)
 
 
 def _names(item: TableItem) -> list[str]:
