@@ -9,7 +9,7 @@ from collections import Counter
 
 from spate.repr.arrow import updates_to_table
 from spate.repr.desc import RelationDesc
-from spate.repr.types import FLOAT64, INT64, TEXT, Row
+from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, Row
 from spate.storage.controller.table_contents import TableContents
 
 DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT, True))
@@ -51,3 +51,29 @@ def test_rows_with_nulls_or_float_tables_take_the_rows_form() -> None:
     floats = RelationDesc.of(("x", FLOAT64, False))
     eager = snapshot(floats, Counter({(0.5,): 1}))
     assert eager.settled and eager.count((0.5,)) == 1
+
+
+def test_an_integer_table_is_indexed_and_counts_like_the_rows_form() -> None:
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    ints = RelationDesc.of(("a", INT64, False), ("b", INT64, True), ("c", BOOL, True))
+
+    def row() -> Row:
+        return (rng.randrange(-5, 40), rng.choice([rng.randrange(-(2**63), 2**63), 0, 1]), True)
+
+    base: Counter[Row] = Counter({row(): rng.randrange(1, 3) for _ in range(300)})
+    base.update({(1, None, True): 2, (2, 3, None): 1})  # rows with NULLs are never looked up
+    lazy, eager = snapshot(ints, base), TableContents(base.items())
+    assert lazy.indexed and not lazy.settled
+    for _step in range(30):
+        present = [r for r, n in eager.items() if n > 0 and None not in r]
+        asked = [rng.choice(present) for _ in range(5)] + [row() for _ in range(5)]
+        asked += [(a, b, not c) for a, b, c in asked[:3]]  # differ in one column only
+        assert lazy.prefetch(asked)
+        assert [lazy.count(r) for r in asked] == [eager.count(r) for r in asked], seed
+        changes = [(rng.choice(present), -1), (row(), 1)]
+        lazy.apply(changes)
+        eager.apply(changes)
+    assert lazy.indexed  # no row of the snapshot became a Python object
+    assert Counter(dict(lazy.items())) == Counter(dict(eager.items())), seed

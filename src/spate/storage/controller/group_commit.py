@@ -26,7 +26,9 @@ writes in between, exactly as under a write lock.
 
 **The first read is an Arrow snapshot** (:mod:`.table_contents`): the rows a write names are
 looked up in it at once while every row becomes a Python object on a worker thread, so the
-first update of a large table costs a snapshot read and a join, not seconds of row objects.
+first update of a large table costs a snapshot read and a join, not seconds of row objects. A
+table of integer columns stays in that form, indexed by row hash: its rows never become
+Python objects at all.
 
 **The contents are kept, not re-read.** The committer is a table's only writer, so once it has
 read a table's contents (at the first read-then-write) it keeps them, as of the table's upper,
@@ -232,14 +234,15 @@ class GroupCommit:
 
     async def _contents(self, id: GlobalId, desc: RelationDesc) -> TableContents:
         """The table's contents now: every committed write (nothing else writes meanwhile),
-        as its snapshot; the rows are made Python objects in the background."""
+        as its snapshot; the rows are made Python objects in the background (not those of an
+        indexed one: module docs)."""
         upper = self._upper(id)
         self.reads += 1
         if upper is None or upper == 0:
             return TableContents()
         snapshot = await self._storage.snapshot_table(id, upper - 1)
         contents = TableContents.of_snapshot(desc, snapshot)
-        if not contents.settled:
+        if not contents.settled and not contents.indexed:
             building = asyncio.get_running_loop().run_in_executor(None, contents.build)
             building.add_done_callback(_log_failure)
         return contents

@@ -16,6 +16,11 @@ Two forms, one interface (:meth:`TableContents.count`, :meth:`~TableContents.ite
 Only tables whose columns compare alike in Arrow and in Python (bool, int64, text, date,
 timestamp) take the snapshot form, and only rows without NULLs are looked up in it: anything
 else builds the ``Counter`` first (:meth:`~TableContents.materialize`).
+
+**Integer tables keep the snapshot form.** When every column is int64 or bool, the snapshot is
+indexed instead (:class:`_RowIndex`: a 64-bit hash of each row, sorted, built with numpy once):
+a lookup is a binary search and a comparison of the candidates' columns, so no row of the
+snapshot ever becomes a Python object and no ``Counter`` of the whole table is built.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from spate.repr.types import Row, ScalarKind
 
 K = ScalarKind
 _LOOKUP_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
+_INDEX_KINDS: Final = frozenset({K.BOOL, K.INT64})
 _INDEX: Final = "__i"
 
 
@@ -49,6 +55,7 @@ class TableContents:
         self._known: dict[Row, int] = {}
         """Snapshot counts of the rows looked up so far."""
         self._built: Counter[Row] | None = None
+        self._index: _RowIndex | None = None
         self.apply(rows)
 
     @classmethod
@@ -70,6 +77,12 @@ class TableContents:
         """Every row is a Python object already (the rows form)."""
         return self._rows is not None
 
+    @property
+    def indexed(self) -> bool:
+        """The snapshot form is kept (an integer table: module docs); :meth:`build` is needed
+        only for :meth:`items`."""
+        return self._rows is None and self._desc is not None and _indexable(self._desc)
+
     def build(self) -> None:
         """Make every row of the snapshot a Python object (blocking; any thread)."""
         snapshot, desc = self._snapshot, self._desc
@@ -84,6 +97,7 @@ class TableContents:
             for row, diff in self._changes.items():
                 _add(rows, row, diff)
             self._rows, self._snapshot, self._changes, self._known = rows, None, Counter(), {}
+            self._index = None
         return self._rows is not None
 
     def materialize(self) -> None:
@@ -103,6 +117,12 @@ class TableContents:
             return False
         names = [c.name for c in self._desc.columns]
         keys = rows_to_table(self._desc, wanted)
+        if _indexable(self._desc):
+            if self._index is None:
+                self._index = _RowIndex(self._snapshot, names)
+            for row, n in zip(wanted, self._index.counts(keys), strict=True):
+                self._known[row] = n
+            return True
         keys = keys.append_column(_INDEX, pa.array(np.arange(len(wanted), dtype=np.int64)))
         found = self._snapshot.join(keys, keys=names, join_type="inner", use_threads=False)
         counts = dict.fromkeys(range(len(wanted)), 0)
@@ -149,3 +169,62 @@ def _counter(snapshot: pa.Table, names: list[str]) -> Counter[Row]:
     positive = snapshot.filter(pc.greater(snapshot.column(DIFF_COLUMN), 0))
     rows = table_to_rows(positive, names)
     return Counter(dict(zip(rows, positive.column(DIFF_COLUMN).to_pylist(), strict=True)))
+
+
+def _indexable(desc: RelationDesc) -> bool:
+    return all(c.type.kind in _INDEX_KINDS for c in desc.columns)
+
+
+_MIX: Final = np.uint64(0x9E3779B97F4A7C15)
+
+
+class _RowIndex:
+    """Counts of rows of an integer snapshot, found by a sorted 64-bit hash of each row.
+
+    Rows with a NULL are left out: a looked-up row has none (``prefetch`` refuses them)."""
+
+    def __init__(self, snapshot: pa.Table, names: list[str]) -> None:
+        self._cols = _int_columns(snapshot, names)
+        self._diffs = np.asarray(snapshot.column(DIFF_COLUMN).fill_null(0), dtype=np.int64)
+        if any(snapshot.column(n).null_count for n in names):
+            valid = np.ones(snapshot.num_rows, dtype=bool)
+            for n in names:
+                valid &= np.asarray(snapshot.column(n).is_valid())
+            self._cols = [c[valid] for c in self._cols]
+            self._diffs = self._diffs[valid]
+        hashes = _hash(self._cols)
+        self._order = np.argsort(hashes)
+        self._sorted = hashes[self._order]
+
+    def counts(self, keys: pa.Table) -> list[int]:
+        """The count of each row of ``keys`` (same columns, no NULL) in the snapshot."""
+        names = keys.column_names
+        wanted = _int_columns(keys, names)
+        hashes = _hash(wanted)
+        lo = np.searchsorted(self._sorted, hashes, side="left")
+        hi = np.searchsorted(self._sorted, hashes, side="right")
+        out: list[int] = []
+        for i in range(keys.num_rows):
+            n = 0
+            for j in self._order[lo[i] : hi[i]]:
+                if all(c[j] == w[i] for c, w in zip(self._cols, wanted, strict=True)):
+                    n += int(self._diffs[j])
+            out.append(n)
+        return out
+
+
+def _int_columns(table: pa.Table, names: list[str]) -> list[np.ndarray]:
+    return [
+        np.asarray(table.column(n).cast(pa.int64()).fill_null(0), dtype=np.int64) for n in names
+    ]
+
+
+def _hash(columns: list[np.ndarray]) -> np.ndarray:
+    n = len(columns[0]) if columns else 0
+    h = np.full(n, 0xCBF29CE484222325, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for c in columns:
+            h ^= c.view(np.uint64)
+            h *= _MIX
+            h ^= h >> np.uint64(29)
+    return h
