@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -102,12 +103,11 @@ class Supervisor(ABC):
         """Stop the current run of ``sup`` (if any) for good."""
 
     def _forget(self, sup: Supervised, *, remove_files: bool) -> None:
-        """Remove a dropped service's directory (secret, ports, logs) unless told to keep it."""
+        """Remove a dropped service's directory (secret, ports, logs, a replica's scratch
+        directory) unless told to keep it."""
         if not remove_files:
             return
-        for child in sup.dir.iterdir():
-            child.unlink()
-        sup.dir.rmdir()
+        shutil.rmtree(sup.dir, ignore_errors=True)
 
     # -- public API ---------------------------------------------------------------------------
 
