@@ -58,11 +58,13 @@ from spate.errors import (
     ReadTimeout,
     UsageError,
     check_argument,
+    describe_error,
 )
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
+from spate.persist.error_shard import errors_at
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
@@ -356,6 +358,8 @@ async def _select(
                     except TimeoutError as e:
                         raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
                     rows = await rt.storage.snapshot(item.id, ts)
+                    if isinstance(item, MaterializedViewItem):
+                        await _check_errors_shard(rt, item, ts)
                 finally:
                     hold.release()
                 return _rows_table(desc, rows, finishing)
@@ -365,6 +369,17 @@ async def _select(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
             )
     return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout, level)
+
+
+async def _check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
+    """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
+    shard, :mod:`spate.persist.error_shard`, is not empty there)."""
+    shard = rt.storage.collection_metadata(item.id).shard
+    found = await asyncio.to_thread(errors_at, rt.persist, shard, timestamp)
+    if found:
+        count = sum(n for _, n in found)
+        text = describe_error(f"materialized view {item.name}", found[0][0], count)
+        raise EvaluationFailed.from_message(text) or EvaluationFailed(text)
 
 
 async def _select_lookup(

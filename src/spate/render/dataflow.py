@@ -47,8 +47,8 @@ from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import RowSetFinishing
 from spate.render.arrangement import Arrangement, ReadBeforeSince
 from spate.render.batch import Batch, Engine, EngineSettings
-from spate.render.errors import ErrorCollection
-from spate.render.input import ArrowInput, InputData, InputResolver
+from spate.render.errors import ERROR_SCHEMA, ErrorCollection, consolidate_errors
+from spate.render.input import ArrowInput, ImportedErrors, InputData, InputResolver
 from spate.render.layout import to_external, to_internal
 from spate.render.operators.build import Builder
 from spate.render.operators.node import Node, StepContext
@@ -93,6 +93,9 @@ class StepReport:
     """Input updates the step read (the imports' batches, as read)."""
     rows_out: int = 0
     """Updates the step produced into its exports (indexes' batches and sinks' updates)."""
+    errors: pa.Table = field(default_factory=ERROR_SCHEMA.empty_table)
+    """The step's updates of the error collection (:data:`~spate.render.errors.ERROR_SCHEMA`,
+    consolidated): what a materialized view's errors shard gets for ``[lower, upper)``."""
 
 
 @dataclass
@@ -219,6 +222,7 @@ class Dataflow:
                 actions=snap.actions + rest.actions,
                 rows_in=snap.rows_in + rest.rows_in,
                 rows_out=snap.rows_out + rest.rows_out,
+                errors=consolidate_errors(pa.concat_tables([snap.errors, rest.errors])),
             )
         try:
             return self._step_once(lo, hi, target)
@@ -238,8 +242,14 @@ class Dataflow:
         try:
             for on_id, (read_id, desc) in self._imports.items():
                 ctx.collections[on_id] = self._read_import(on_id, read_id, desc, start, hi, first)
+                if isinstance(self._resolver, ImportedErrors):  # a view in error: ours too
+                    found = self._resolver.imported_errors(
+                        read_id, lower=start, upper=hi, first=first
+                    )
+                    if found is not None and found.num_rows:
+                        ctx.errors.append(found)
             rows_in = sum(b.rows for b in ctx.collections.values())
-            if not first and self._idle(ctx, hi):
+            if not first and not ctx.errors and self._idle(ctx, hi):
                 self._advance_idle(hi)
                 self._finish_step(hi, target)
                 return StepReport(Antichain.of(lo), self.upper, idle=True)
@@ -258,9 +268,14 @@ class Dataflow:
             ) from e
         for commit in ctx.commits:
             commit()
-        self.errors.append(ctx.errors)
+        step_errors = [t.cast(ERROR_SCHEMA) for t in ctx.errors if t.num_rows]
+        errors = consolidate_errors(pa.concat_tables(step_errors)) if step_errors else None
+        if errors is not None:
+            self.errors.append([errors])
         self._engine.end_step()
         self._finish_step(hi, target)
+        if errors is not None or self._sinks:
+            self._compact_errors()
         self._hydrated = True
         self.steps += 1
         return StepReport(
@@ -271,6 +286,7 @@ class Dataflow:
             actions=self._engine.actions - actions,
             rows_in=rows_in,
             rows_out=rows_out,
+            errors=ERROR_SCHEMA.empty_table() if errors is None else errors,
         )
 
     def _finish_step(self, hi: int, target: Frontier) -> None:
@@ -422,15 +438,23 @@ class Dataflow:
         """Reads of ``export`` below ``frontier`` may fail from now on; ``{}`` drops it."""
         if export in self._indexes:
             self._indexes[export].arrangement.allow_compaction(frontier)
-            sinces = [ix.arrangement.since.as_option() for ix in self._indexes.values()]
-            live = [t for t in sinces if t is not None]
-            if live and not self._sinks:  # a view's sink is read at its shard's since
-                self.errors.compact(min(live))
+            self._compact_errors()
         elif export in self._sinks:
             if frontier.is_empty():
                 self._dropped_sinks.add(export)
         else:
             raise UsageError(f"dataflow {self.name}: no export {export}")
+
+    def _compact_errors(self) -> None:
+        """Error history is kept as far back as reads of the exports go: an index's since; a
+        sink's updates are handed on at each step (a view's errors go to its errors shard,
+        where they are compacted with the view), so for sinks only the present is kept."""
+        sinces = [ix.arrangement.since.as_option() for ix in self._indexes.values()]
+        live = [t for t in sinces if t is not None]
+        if self._sinks and self._upper is not None and self._upper > self._as_of:
+            live.append(self._upper - 1)
+        if live:
+            self.errors.compact(min(live))
 
     def drop(self) -> None:
         for _, node in self._objects:

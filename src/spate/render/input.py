@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,6 +80,20 @@ class InputResolver(Protocol):
 
     def updates(self, id: GlobalId, *, lower: int, upper: int) -> InputData:
         """The updates with ``lower <= _time < upper``."""
+        ...
+
+
+@runtime_checkable
+class ImportedErrors(Protocol):
+    """A resolver whose source imports may carry errors (a materialized view in error): the
+    importing dataflow's error collection takes them on."""
+
+    def imported_errors(
+        self, id: GlobalId, *, lower: int, upper: int, first: bool
+    ) -> pa.Table | None:
+        """The error updates (:data:`~spate.render.errors.ERROR_SCHEMA`) of import ``id`` with
+        ``lower <= _time < upper``; with ``first``, those at ``lower`` are its errors as of
+        ``lower`` (times advanced to it). ``None``: the import carries no errors."""
         ...
 
 

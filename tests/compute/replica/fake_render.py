@@ -32,6 +32,7 @@ _SCHEMA = updates_schema(RelationDesc.of(("k", INT64, False), ("v", INT64, False
 @dataclass
 class FakeReport:
     sink_updates: dict[GlobalId, pa.Table] = field(default_factory=dict)
+    errors: pa.Table | None = None
     actions: int = 0
     rows_in: int = 0
     rows_out: int = 0

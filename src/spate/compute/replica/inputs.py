@@ -36,10 +36,11 @@ from spate.compute.replica.uppers import ShardUppers
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.persist.client import PersistClient
+from spate.persist.error_shard import ERRORS_DESC, errors_shard, has_errors_shard
 from spate.persist.read import ListenUpdates, LiveBatches, ReadHandle
 from spate.plan.dataflow import DataflowDescription, IndexImport, SourceImport
 from spate.repr.arrow import updates_schema
-from spate.repr.desc import TIME_COLUMN
+from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 
 if TYPE_CHECKING:
     from spate.persist.read import Listener
@@ -92,10 +93,19 @@ class ReplicaInputs:
         self._arrangements = arrangements
         self._indexes: dict[GlobalId, IndexImport] = {i.id: i for i in description.index_imports}
         self._sources: dict[GlobalId, _Source] = {}
+        self._errors: dict[GlobalId, _Source] = {}
+        """The errors shards of the source imports that have one (views' errors)."""
         self._staged: list[LiveBatches] = []
         try:
             for imp in description.source_imports:
                 self._sources[imp.id] = self._open(imp, persist)
+                if (
+                    persist is not None
+                    and imp.shard is not None
+                    and has_errors_shard(persist, imp.shard)
+                ):
+                    eimp = SourceImport(imp.id, ERRORS_DESC, errors_shard(imp.shard))
+                    self._errors[imp.id] = self._open(eimp, persist)
         except BaseException:
             self.close()
             raise
@@ -130,7 +140,10 @@ class ReplicaInputs:
 
     def upper(self, id: GlobalId) -> Frontier:
         if id in self._sources:
-            return self._uppers.upper(self._sources[id].reader.shard_id)
+            found = self._uppers.upper(self._sources[id].reader.shard_id)
+            if id in self._errors:  # complete only where its errors are too
+                found = found.meet(self._uppers.upper(self._errors[id].reader.shard_id))
+            return found
         upper: Frontier = self._arrangement(id).upper
         return upper
 
@@ -152,6 +165,26 @@ class ReplicaInputs:
         if id not in self._sources:
             return ArrowInput(self._index_updates(id, lower, upper))
         return ArrowInput(self._source_updates(self._sources[id], lower, upper))
+
+    def imported_errors(
+        self, id: GlobalId, *, lower: int, upper: int, first: bool
+    ) -> pa.Table | None:
+        """The errors of source import ``id`` (its errors shard), as the dataflow's error
+        collection holds them (see :class:`spate.render.input.ImportedErrors`)."""
+        from spate.render.errors import ERROR_COLUMN  # type: ignore[import-not-found,unused-ignore]
+
+        src = self._errors.get(id)
+        if src is None:
+            return None
+        parts: list[pa.Table] = []
+        if first:
+            parts.append(src.reader.snapshot(lower, timeout=SNAPSHOT_TIMEOUT_S))
+            if upper > lower + 1:
+                parts.append(self._source_updates(src, lower + 1, upper))
+        else:
+            parts.append(self._source_updates(src, lower, upper))
+        table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        return table.rename_columns([ERROR_COLUMN, TIME_COLUMN, DIFF_COLUMN])
 
     # -- sources ------------------------------------------------------------------------------
 
@@ -208,7 +241,7 @@ class ReplicaInputs:
         for live in self._staged:
             live.cleanup()
         self._staged = []
-        for src in self._sources.values():
+        for src in [*self._sources.values(), *self._errors.values()]:
             if src.served > src.committed:
                 src.committed = src.served
                 kept = [
@@ -223,17 +256,18 @@ class ReplicaInputs:
 
     def renew_leases(self) -> None:
         """Keep the readers alive while the dataflow is idle (any thread: lease only)."""
-        for src in self._sources.values():
+        for src in [*self._sources.values(), *self._errors.values()]:
             src.reader.renew_lease()
 
     def close(self) -> None:
         for live in self._staged:
             live.cleanup()
         self._staged = []
-        for src in self._sources.values():
+        for src in [*self._sources.values(), *self._errors.values()]:
             self._uppers.unregister(src.reader.shard_id)
             try:
                 src.reader.expire()
             except Exception as e:
                 _log.info("shard=%s: expiring the reader failed: %s", src.reader.shard_id, e)
         self._sources.clear()
+        self._errors.clear()

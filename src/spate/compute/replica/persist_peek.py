@@ -4,7 +4,9 @@
 timestamp (the contents at that time, consolidated), expires the reader, and applies the
 finishing (order by, offset, limit, projection — the same code as index peeks,
 :func:`spate.render.peek.finish`). The caller has already waited for the shard's upper to pass
-the timestamp. A timestamp below the shard's since is ``AsOfBeforeSince`` (its message names the
+the timestamp. A view in error at the timestamp (its errors shard,
+:mod:`spate.persist.error_shard`, is not empty there) fails the peek with the first error. A
+timestamp below the shard's since is ``AsOfBeforeSince`` (its message names the
 shard, the since and the time); rows with a negative multiplicity are an error, never an answer.
 """
 
@@ -22,7 +24,9 @@ from spate.compute.replica.inputs import InputUnavailable
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.uppers import ShardUppers
 from spate.compute.replica.view_errors import Running, check_view
+from spate.errors import EvaluationFailed, describe_error
 from spate.persist.client import PersistClient
+from spate.persist.error_shard import errors_at
 from spate.protocol.compute import Peek, PersistTarget
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 
@@ -50,6 +54,11 @@ async def serve_persist_peek(
         )
     await uppers.wait_past(target.shard, peek.timestamp)
     check_view(running, target.id, peek.timestamp)
+    # the errors shard's answer (a view written on any cluster, before any restart)
+    found = await asyncio.to_thread(errors_at, persist, target.shard, peek.timestamp)
+    if found:
+        what = f"materialized view {target.id}"
+        raise EvaluationFailed(describe_error(what, found[0][0], sum(n for _, n in found)))
     started = time.perf_counter()
     rows = await asyncio.to_thread(read_persist_peek, persist, peek)
     metrics.peek_seconds("persist", time.perf_counter() - started)

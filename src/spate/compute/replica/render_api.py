@@ -48,6 +48,11 @@ class StepResult(Protocol):
         """Updates the step produced into the exports."""
         ...
 
+    @property
+    def errors(self) -> pa.Table | None:
+        """The step's updates of the dataflow's error collection (record, time, diff)."""
+        ...
+
 
 class RenderedDataflow(Protocol):
     """A running dataflow (``spate.render.dataflow.Dataflow``)."""

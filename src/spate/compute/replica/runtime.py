@@ -67,6 +67,7 @@ from spate.compute.replica.view_errors import check_imports, error_through
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId, ShardId
 from spate.persist.client import PersistClient
+from spate.persist.error_shard import ERRORS_DESC, errors_shard
 from spate.plan.dataflow import DataflowDescription
 from spate.protocol.compute import IndexTarget, Peek
 from spate.repr.desc import RelationDesc
@@ -312,8 +313,11 @@ class ComputeRuntime:
         if self._persist is None:
             raise InputUnavailable(f"materialized view {id}: this replica has no persist location")
         assert desc.as_of is not None
+        as_of = desc.as_of.elements[0]
+        errors = self._persist.open_writer(errors_shard(shard), ERRORS_DESC)
+        errors_sink = MaterializedViewSink(id, errors, as_of=as_of, ids=self._ids)
         writer = self._persist.open_writer(shard, from_desc)
-        return MaterializedViewSink(id, writer, as_of=desc.as_of.elements[0], ids=self._ids)
+        return MaterializedViewSink(id, writer, as_of=as_of, ids=self._ids, errors=errors_sink)
 
     def _arrangement(self, sources: Mapping[GlobalId, int], id: GlobalId) -> Arrangement:
         r = self._running.get(sources.get(id, -1))
@@ -446,9 +450,7 @@ class ComputeRuntime:
         updates = report.sink_updates
         for id, sink in r.sinks.items():
             table = updates.get(id)
-            if table is None:
-                table = pa.table({})
-            sink.add(table, upper=upper)
+            sink.add(pa.table({}) if table is None else table, upper=upper, errors=report.errors)
         if r.sinks:  # written while the next step runs (module docs)
             self._sink_writer.flush_later(r.key, r.sinks)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}

@@ -21,6 +21,11 @@ it can write at once when writes are allowed. The first write of a new view whos
 is below the view's ``as_of`` covers ``[shard upper, computed upper)`` (the view holds nothing
 before its ``as_of``).
 
+**Errors.** A view's sink has a second sink, for the view's errors shard
+(:mod:`spate.persist.error_shard`), fed the dataflow's error updates of each step. A flush
+writes the errors first, and the rows only up to the errors shard's upper, so that the rows'
+upper is never ahead of the errors': a reader that sees the rows at ``t`` sees the errors there.
+
 Methods are blocking (persist I/O) and serialised by a lock; the replica calls them on its
 Spark worker thread right after a step.
 """
@@ -39,6 +44,7 @@ import pyarrow.compute as pc
 from spate.errors import Indeterminate, InvariantViolation
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, ShardId
+from spate.persist.error_shard import error_updates
 from spate.persist.state import Appended
 from spate.persist.write import WriteHandle
 from spate.repr.desc import TIME_COLUMN
@@ -67,8 +73,11 @@ class MaterializedViewSink:
         *,
         as_of: int,
         ids: IdGen,
+        errors: MaterializedViewSink | None = None,
     ) -> None:
         self.id = id
+        self.errors = errors
+        """The sink of the view's errors shard (module docs)."""
         self._writer = writer
         self._ids = ids
         self._lock = threading.Lock()
@@ -98,10 +107,16 @@ class MaterializedViewSink:
         return self._writes
 
     def allow_writes(self) -> None:
+        if self.errors is not None:
+            self.errors.allow_writes()
         self._writes = True
 
-    def add(self, updates: pa.Table, *, upper: Frontier) -> None:
-        """The view's updates up to ``upper`` (times from the previous upper on)."""
+    def add(self, updates: pa.Table, *, upper: Frontier, errors: pa.Table | None = None) -> None:
+        """The view's updates up to ``upper`` (times from the previous upper on), and the
+        dataflow's error updates of the same interval (record, time, diff)."""
+        if self.errors is not None:
+            table = pa.table({}) if errors is None else error_updates(*errors.columns)
+            self.errors.add(table, upper=upper)
         with self._lock:
             if not self._computed.less_equal(upper):
                 raise ValueError(
@@ -112,7 +127,11 @@ class MaterializedViewSink:
             self._computed = upper
 
     def flush(self) -> Frontier:
-        """Write what is computed (or, read-only, observe the shard); return the shard upper."""
+        """Write what is computed (or, read-only, observe the shard); return the shard upper.
+        The errors first: the rows are written only up to the errors shard's upper."""
+        limit: Frontier | None = None
+        if self.errors is not None:
+            limit = self.errors.flush()
         with self._lock:
             if self._closed:
                 return self._shard_upper
@@ -122,8 +141,9 @@ class MaterializedViewSink:
                     self._last_refresh = now
                     self._observe(self._writer.fetch_recent_upper())
                 return self._shard_upper
-            while self._shard_upper.less_than(self._computed) and not self._shard_upper.is_empty():
-                self._append_once()
+            target = self._computed if limit is None else self._computed.meet(limit)
+            while self._shard_upper.less_than(target) and not self._shard_upper.is_empty():
+                self._append_once(target)
             return self._shard_upper
 
     def _observe(self, upper: Frontier) -> None:
@@ -138,15 +158,18 @@ class MaterializedViewSink:
         kept = [b.filter(pc.greater_equal(b.column(TIME_COLUMN), t)) for b in self._buffer]
         self._buffer = [b for b in kept if b.num_rows]
 
-    def _append_once(self) -> None:
+    def _append_once(self, new_upper: Frontier) -> None:
         expected = self._shard_upper
-        new_upper = self._computed
         table = pa.concat_tables(self._buffer) if self._buffer else None
         (lower,) = expected.elements
         if table is not None:
             # Updates the shard already holds (another writer got there first) are not ours to
-            # write again.
-            table = table.filter(pc.greater_equal(table.column(TIME_COLUMN), lower))
+            # write again, and those from the new upper on are written next time.
+            times = table.column(TIME_COLUMN)
+            keep = pc.greater_equal(times, lower)
+            if not new_upper.is_empty():
+                keep = pc.and_(keep, pc.less(times, new_upper.elements[0]))
+            table = table.filter(keep)
             if table.num_rows == 0:
                 table = None
         token = self._ids.uuid()
@@ -163,8 +186,8 @@ class MaterializedViewSink:
         if isinstance(result, Appended):
             self.stats.appends += 1
             self.stats.rows_written += 0 if table is None else table.num_rows
-            self._buffer = []
             self._shard_upper = result.upper
+            self._observe_written(result.upper)
             return
         if not expected.less_than(result.current):
             raise InvariantViolation(
@@ -180,14 +203,27 @@ class MaterializedViewSink:
         )
         self._observe(result.current)
 
+    def _observe_written(self, upper: Frontier) -> None:
+        """The shard holds what we computed below ``upper``: keep only the updates after it."""
+        t = upper.as_option()
+        if t is None:
+            self._buffer = []
+            return
+        kept = [b.filter(pc.greater_equal(b.column(TIME_COLUMN), t)) for b in self._buffer]
+        self._buffer = [b for b in kept if b.num_rows]
+
     def renew_lease(self) -> None:
         """Keep the writer registered while the view has nothing to write (a heartbeat)."""
+        if self.errors is not None:
+            self.errors.renew_lease()
         with self._lock:
             if not self._closed:
                 self._writer.heartbeat()
 
     def close(self) -> None:
         """Stop writing and unregister the writer."""
+        if self.errors is not None:
+            self.errors.close()
         with self._lock:
             if self._closed:
                 return

@@ -35,6 +35,7 @@ from spate.clock import Clock
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId, ShardId
 from spate.persist.client import PersistClient
+from spate.persist.error_shard import errors_shard
 from spate.persist.errors import Fenced
 from spate.persist.since import SinceHandle
 from spate.repr.desc import RelationDesc
@@ -107,6 +108,9 @@ class Driver:
         self._interval_s = interval_s
         self._clients: dict[tuple[InstanceId, ReplicaId], StorageReplicaClient] = {}
         self.since_handles: dict[GlobalId, SinceHandle] = {}
+        self.errors_since_handles: dict[GlobalId, SinceHandle] = {}
+        """The critical since of each materialized view's errors shard, downgraded with the
+        view's (:mod:`spate.persist.error_shard`)."""
         self._inbox: deque[ReplicaEvent] = deque()
         self._io: deque[Action] = deque()
         self._wakeup = asyncio.Event()
@@ -269,6 +273,13 @@ class Driver:
         except Fenced as e:
             raise ControllerFenced(epoch, e.current_epoch, f"opening shard {shard}") from None
         shard_state = await asyncio.to_thread(self._persist.fetch_state, shard)
+        if isinstance(description.data_source, OtherSource):  # a view: its errors shard too
+            try:
+                self.errors_since_handles[id] = await asyncio.to_thread(
+                    self._persist.open_critical_since, errors_shard(shard), epoch=epoch
+                )
+            except Fenced as e:
+                raise ControllerFenced(epoch, e.current_epoch, f"opening shard {shard}") from None
         self.since_handles[id] = handle
         self._state.install(
             id,
@@ -284,7 +295,10 @@ class Driver:
             handle = self.since_handles.get(d.id)
             if handle is None:
                 continue
+            errors = self.errors_since_handles.get(d.id)
             try:
+                if errors is not None:  # the view's error history is compacted with it
+                    errors.downgrade_since(d.since)
                 handle.downgrade_since(d.since)
             except Fenced as e:
                 raise ControllerFenced(
@@ -306,6 +320,7 @@ class Driver:
         await asyncio.to_thread(self._meta.update, forget)
         for id in shards:
             self.since_handles.pop(id, None)
+            self.errors_since_handles.pop(id, None)
             await self._tables.forget(id)
 
     async def _forget_exports(self, ids: Sequence[GlobalId]) -> None:

@@ -23,6 +23,7 @@ from typing import Final
 from spate.frontier.antichain import Antichain
 from spate.ids import IdGen, ShardId
 from spate.persist.client import PersistClient
+from spate.persist.error_shard import errors_shard
 from spate.persist.errors import Fenced, NotFinalizable
 from spate.persist.state import UpperMismatch
 from spate.repr.desc import RelationDesc
@@ -32,11 +33,19 @@ _log: Final = logging.getLogger("spate.storage.finalization")
 
 
 def finalize_shard(persist: PersistClient, shard: ShardId, *, epoch: int, ids: IdGen) -> bool:
-    """Finalize ``shard`` (see the module docs); ``True`` once it is a tombstone.
+    """Finalize ``shard`` (see the module docs), and its errors shard if it has one
+    (:mod:`spate.persist.error_shard`); ``True`` once both are tombstones.
 
     ``False`` when it cannot be finalized yet (another reader still holds its since). Raises
     ``ControllerFenced`` when a newer controller owns the critical since.
     """
+    eshard = errors_shard(shard)
+    if persist.fetch_state(eshard).seqno > 0 and not _finalize(persist, eshard, epoch, ids):
+        return False
+    return _finalize(persist, shard, epoch, ids)
+
+
+def _finalize(persist: PersistClient, shard: ShardId, epoch: int, ids: IdGen) -> bool:
     state = persist.fetch_state(shard)
     if state.tombstone:
         return True
