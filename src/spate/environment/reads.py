@@ -52,6 +52,7 @@ from spate.environment.planning import (
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
 from spate.environment.tables import advance_tables
+from spate.environment.view_failures import await_answer
 from spate.errors import (
     EvaluationFailed,
     InvalidReadArgument,
@@ -246,7 +247,15 @@ async def _peek(
     finishing: RowSetFinishing,
     timeout: float,
     literal_constraints: tuple[Row, ...] | None = None,
+    reads: Sequence[GlobalId] = (),
 ) -> pa.Table:
+    """``target`` at ``timestamp``; fails at once if a materialized view it reads (``reads``,
+    or the target's own collection) is computed by no replica any more."""
+    watched = list(reads)
+    if isinstance(target, PersistTarget):
+        watched.append(target.id)
+    elif isinstance(index := rt.catalog.find_id(target.id), IndexItem):
+        watched.append(index.on)
     instance = rt.instance_of(cluster)
     uuid = PeekId.new(rt.ids)
     future = rt.compute.peek(
@@ -259,7 +268,7 @@ async def _peek(
         literal_constraints=literal_constraints,
     )
     try:
-        result = await asyncio.wait_for(future, timeout)
+        result = await await_answer(rt, future, timeout, watched)
     except TimeoutError:
         raise ReadTimeout(
             f"read at {timestamp} was not answered within {timeout:.0f} s: the inputs' uppers "
@@ -446,7 +455,9 @@ async def _select_dataflow(
     df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
     rt.compute.create_dataflow(instance, df)
     try:
-        return await _peek(rt, name, IndexTarget(index), ts, inlined.desc, finishing, timeout)
+        reads = sorted(inlined.depends_on())
+        target = IndexTarget(index)
+        return await _peek(rt, name, target, ts, inlined.desc, finishing, timeout, reads=reads)
     finally:
         rt.compute.drop_collections(instance, [index])
 

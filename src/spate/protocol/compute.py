@@ -370,4 +370,16 @@ its latest time (the rest says why); :data:`EVAL_ERRORS_CLEARED`: it is empty ag
 EVAL_ERRORS_CLEARED: Final = "evaluation errors cleared"
 
 
+def failed_status(id: GlobalId, message: str) -> Status:
+    """The :class:`Status` a replica sends when the dataflow computing ``id`` failed for good
+    there (not an evaluation error: Spark failing, an input it cannot read): the replica
+    computes ``id`` no more until it is rehydrated."""
+    return Status(f"collection {id} failed: {message}", id)
+
+
+def is_failed_status(status: Status) -> bool:
+    """Whether ``status`` is a :func:`failed_status`."""
+    return status.id is not None and status.message.startswith(f"collection {status.id} failed: ")
+
+
 ComputeResponse = Frontiers | PeekResponse | SubscribeResponse | Status | StatisticsUpdates

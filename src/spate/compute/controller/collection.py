@@ -169,6 +169,7 @@ class ReplicaCollectionState:
         "as_of",
         "collection",
         "eval_error",
+        "failure",
         "input_frontier",
         "input_reported",
         "last_subscribe_upper",
@@ -196,6 +197,8 @@ class ReplicaCollectionState:
         self.statistics: DataflowStatistics | None = None
         # The replica reported its error collection not empty at its latest time: why.
         self.eval_error: str | None = None
+        # The replica reported the dataflow computing the collection failed for good: why.
+        self.failure: str | None = None
 
     def hydrated(self) -> bool:
         """``as_of == {}`` or the replica's output frontier passed the as_of."""

@@ -362,6 +362,12 @@ class ComputeController:
     def collection_error(self, instance: InstanceId, id: GlobalId) -> str | None:
         return introspection.collection_error(self._instance(instance), id)
 
+    def collection_failure(self, instance: InstanceId, id: GlobalId) -> str | None:
+        """Why no replica of ``instance`` computes ``id`` any more: each reported that the
+        dataflow computing it failed for good (``None``: some replica still computes it).
+        Reads waiting for ``id``'s upper can fail with it at once."""
+        return introspection.collection_failure(self._instance(instance), id)
+
     def collection_hydrated(self, instance: InstanceId, id: GlobalId) -> bool:
         return introspection.collection_hydrated(self._instance(instance), id)
 

@@ -79,6 +79,7 @@ from spate.protocol.compute import (
     SubscribeBatch,
     SubscribeResponse,
     UpdateConfiguration,
+    is_failed_status,
 )
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
@@ -283,7 +284,9 @@ class Instance(InstanceState):
         c = r.collections.get(status.id) if status.id is not None else None
         if c is None:
             return
-        if status.message.startswith(EVAL_ERROR_STATUS):
+        if is_failed_status(status):
+            c.failure = status.message
+        elif status.message.startswith(EVAL_ERROR_STATUS):
             c.eval_error = status.message[len(EVAL_ERROR_STATUS) :]
         elif status.message == EVAL_ERRORS_CLEARED:
             c.eval_error = None

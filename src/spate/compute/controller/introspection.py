@@ -110,6 +110,16 @@ def collection_error(inst: Instance, id: GlobalId) -> str | None:
     return None
 
 
+def collection_failure(inst: Instance, id: GlobalId) -> str | None:
+    """Why ``id`` is computed by none of the instance's replicas any more (each reported its
+    dataflow failed for good; a rehydrated replica tries again), or ``None``."""
+    inst.collection(id)
+    found = [rc.failure for r in inst.replicas.values() if (rc := r.collections.get(id))]
+    if not inst.replicas or len(found) < len(inst.replicas) or None in found:
+        return None
+    return found[0]
+
+
 def collection_hydrated(inst: Instance, id: GlobalId) -> bool:
     """Hydrated on some replica; trivially true without replicas."""
     inst.collection(id)

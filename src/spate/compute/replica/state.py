@@ -100,6 +100,7 @@ from spate.protocol.compute import (
     Schedule,
     Status,
     UpdateConfiguration,
+    failed_status,
 )
 from spate.protocol.stages import ReplicaStages, Stage
 from spate.repr.arrow import updates_schema
@@ -378,8 +379,9 @@ class ReplicaState:
         )
         out: list[Action] = [DropDataflow(df.key)]
         for e in df.live_exports():
-            text = f"collection {e.id} failed: {message}"
-            out += self._send(Status(text, e.id))
+            status = failed_status(e.id, message)
+            text = status.message
+            out += self._send(status)
             if e.subscribe is not None:
                 out += self._send(e.subscribe.fail(text))
         for p in self._peeks.take_waiting(lambda p: p.key == df.key):
