@@ -127,7 +127,10 @@ def folded_step(
     :meth:`ReduceState.step` declines)."""
     result = None
     if not capturing and delta.num_rows <= ctx.engine.settings.driver_rows:
-        result = state.step(delta, lo=ctx.lo, history=history)
+        try:
+            result = state.step(delta, lo=ctx.lo, history=history)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            result = None  # columns pyarrow cannot join or compare: the other paths can
     if result is None:
         ctx.on_commit(state.clear)
         return None
