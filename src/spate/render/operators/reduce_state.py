@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -62,15 +63,17 @@ class ReduceState:
         layout, keys = self.layout, self.layout.keys
         if any(delta.column(k).null_count for k in keys):
             return None
-        known = self.table.select(keys)
-        known = known.append_column(_KNOWN, pa.array([True] * known.num_rows, pa.bool_()))
+        # Every join here hashes the step's side (its keys), never the whole state
+        touched = _distinct(delta, keys)
+        old = self.table.join(touched, keys=keys, join_type="left semi", use_threads=False)
+        known = old.select(keys).append_column(_KNOWN, pa.array(np.ones(old.num_rows, bool)))
         marked = delta.join(known, keys=keys, join_type="left outer", use_threads=False)
         is_known = pc.is_valid(marked.column(_KNOWN))
         marked = marked.drop_columns([_KNOWN]).select(delta.column_names)
         fast_rows = marked.filter(is_known)
         unknown = marked.filter(pc.invert(is_known))
         try:
-            folded = fold(layout, fast_rows, self.table, lo=lo) if fast_rows.num_rows else None
+            folded = fold(layout, fast_rows, old, lo=lo) if fast_rows.num_rows else None
             slow_keys = _distinct(unknown, keys)
             if folded is not None:
                 slow_keys = pa.concat_tables([slow_keys, folded.slow.cast(slow_keys.schema)])
@@ -78,10 +81,10 @@ class ReduceState:
             learned = None
             if slow_keys.num_rows:
                 slow_delta = _semi_join(marked, slow_keys, keys)
-                old = history(slow_keys)
-                if old is None:
+                before = history(slow_keys)
+                if before is None:
                     return None
-                rows = concat_like(old, slow_delta)
+                rows = concat_like(before, slow_delta)
                 times = with_from(key_times(slow_delta, layout.key, lo - 1), lo)
                 out = reduce_on_driver(
                     rows, times, layout.key, layout.aggregates, layout.in_desc, layout.out_desc
@@ -92,7 +95,6 @@ class ReduceState:
                 learned = _semi_join(state_of(layout, rows), slow_keys, keys)
         except Unfoldable:
             return None
-        touched = _distinct(delta, keys)
         fresh = [t for t in (None if folded is None else folded.state, learned) if t is not None]
         fast = 0 if folded is None else folded.fast
 
