@@ -599,7 +599,8 @@ def test_edge_cases_match_reference_and_expected_values(exact_spark: SparkSessio
         (lit("-0").cast(FLOAT64), 0.0),
         (lit("1.005").cast(numeric(10, 2)), Decimal("1.01")),
         (lit("-1.005").cast(numeric(10, 2)), Decimal("-1.01")),
-        (lit("1e3").cast(numeric(10, 2)), None),
+        (lit("1e3").cast(numeric(10, 2)), Decimal("1000.00")),
+        (lit("1e8").cast(numeric(10, 2)), None),
         (lit("123456789012").cast(numeric(10, 2)), None),
         (lit("on").cast(BOOL), True),
         (lit(" No ").cast(BOOL), False),
@@ -666,6 +667,39 @@ def test_edge_cases_match_reference_and_expected_values(exact_spark: SparkSessio
         ref = reference_values(DESC, [row], e)
         assert not isinstance(ref, EvalError) and same(ref[0], want), (show(e, DESC.names), ref)
     check(exact_spark, DESC, [row, one_row()], exprs)
+
+
+NUMERIC_TEXTS: list[tuple[str, Decimal | None]] = [
+    ("1e2", Decimal("100.00")),
+    ("1.5E-3", Decimal("0.00")),
+    ("5e-3", Decimal("0.01")),
+    ("-5E-3", Decimal("-0.01")),
+    (" 12 ", Decimal("12.00")),
+    ("+.5", Decimal("0.50")),
+    ("1.e+2", Decimal("100.00")),
+    ("1e-1000", Decimal("0.00")),
+    ("1e1001", None),  # PostgreSQL: value overflows numeric format
+    ("1e8", None),
+    ("1e", None),
+    ("NaN", None),
+    ("inf", None),
+    ("1_0", None),
+    ("9" * 200, None),
+]
+
+
+def test_text_column_cast_to_numeric_takes_exponents(exact_spark: SparkSession) -> None:
+    """A text column cast to numeric reads PostgreSQL's exponent syntax ('1e2' is 100) and
+    rounds half away from zero to the scale, on Spark as in the reference (it gave NULL)."""
+    from spate.plan import col
+
+    rows = [one_row(s=text) for text, _ in NUMERIC_TEXTS]
+    e = R(col("s").cast(N10))
+    ref = reference_values(DESC, rows, e)
+    assert not isinstance(ref, EvalError)
+    assert [(t, v) for (t, _), v in zip(NUMERIC_TEXTS, ref, strict=True)] == NUMERIC_TEXTS
+    got = [r[0] for r in spark_eval(exact_spark, DESC, rows, [e])]
+    assert [(t, v) for (t, _), v in zip(NUMERIC_TEXTS, got, strict=True)] == NUMERIC_TEXTS
 
 
 @pytest.mark.parametrize(

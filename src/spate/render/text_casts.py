@@ -24,8 +24,10 @@ _PY_SPACE: Final = (
 _DIGITS: Final = "[0-9]"
 _INT_RE: Final = f"\\A[+-]?{_DIGITS}+\\z"
 _DEC_BODY: Final = f"[+-]?({_DIGITS}+(\\.{_DIGITS}*)?|\\.{_DIGITS}+)"
-_DEC_RE: Final = f"\\A{_DEC_BODY}\\z"
-_FLOAT_RE: Final = f"\\A{_DEC_BODY}([eE][+-]?{_DIGITS}+)?\\z"
+_EXP: Final = f"[eE][+-]?{_DIGITS}+"
+_FLOAT_RE: Final = f"\\A{_DEC_BODY}({_EXP})?\\z"
+_NUMERIC_EXP_MAX: Final = 1000
+"""PostgreSQL's numeric input takes exponents up to this size; beyond, it overflows (22003)."""
 _FLOAT_SPECIAL_RE: Final = "(?i)\\A[+-]?(inf|infinity|nan)\\z"
 _DATE_BODY: Final = f"{_DIGITS}{{4}}-{_DIGITS}{{2}}-{_DIGITS}{{2}}"
 _DATE_RE: Final = f"\\A{_DATE_BODY}\\z"
@@ -71,7 +73,13 @@ def from_text(v: Column, to: ScalarType) -> Column:
     if k is K.INT64:
         return F.when(s.rlike(_INT_RE), s.try_cast(st))
     if k is K.NUMERIC:
-        return F.when(s.rlike(_DEC_RE), s.try_cast(st))
+        # As PostgreSQL: '1e2', '1.5E-3'; Spark's decimal parse takes the exponent and rounds
+        # half away from zero to the scale. NaN and Infinity have no numeric value here.
+        exp = F.regexp_extract(s, f"{_EXP}\\z", 0)
+        exp_ok = (exp == F.lit("")) | (
+            F.abs(F.substring(exp, 2, 12).try_cast("bigint")) <= F.lit(_NUMERIC_EXP_MAX)
+        )
+        return F.when(s.rlike(_FLOAT_RE) & exp_ok, s.try_cast(st))
     if k is K.FLOAT64:
         low = F.lower(s)
         special = (

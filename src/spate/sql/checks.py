@@ -56,7 +56,7 @@ _SPACE: Final = "[ \\t\\n\\r\\f]*"
 _NUMBER: Final = "[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)"
 NUMBER_SYNTAX: Final = {
     ScalarKind.INT64: f"^{_SPACE}[+-]?[0-9]+{_SPACE}$",
-    ScalarKind.NUMERIC: f"^{_SPACE}{_NUMBER}{_SPACE}$",
+    ScalarKind.NUMERIC: f"^{_SPACE}{_NUMBER}([eE][+-]?[0-9]+)?{_SPACE}$",
     ScalarKind.FLOAT64: f"^{_SPACE}{_NUMBER}([eE][+-]?[0-9]+)?{_SPACE}$",
 }
 """Text that spells a number of the kind: where its cast gives NULL, the value is out of the

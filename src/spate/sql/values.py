@@ -28,6 +28,8 @@ from spate.sql.types import (
 
 _TRUE = frozenset({"t", "true", "y", "yes", "on", "1"})
 _FALSE = frozenset({"f", "false", "n", "no", "off", "0"})
+_NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE]([+-]?[0-9]+))?"
+"""A number's syntax in PostgreSQL's input of numeric and double precision (ASCII digits)."""
 
 
 def number_literal(text: str) -> tuple[Literal, PgType]:
@@ -85,21 +87,21 @@ def convert_text(text: str, target: PgType) -> Datum:
             return math.inf
         if low in ("-infinity", "-inf"):
             return -math.inf
-        try:
-            f = float(s)
-        except ValueError:
-            raise bad from None
+        if re.fullmatch(_NUMBER, s) is None:  # Python's float also takes '1_0'
+            raise bad
+        f = float(s)
         if math.isinf(f):  # a finite number beyond the type's range ('1e400')
             raise NumericOutOfRange(f'"{text}" is out of range for type {display_name(target)}')
         return f
     if k is ScalarKind.NUMERIC:
-        try:
-            d = Decimal(s)
-        except InvalidOperation:
-            raise bad from None
-        if not d.is_finite():
+        # PostgreSQL's syntax (Python's Decimal also takes '1_0'); NaN and Infinity have no
+        # numeric value here.
+        m = re.fullmatch(_NUMBER, s)
+        if m is None:
             raise bad
-        return fit_numeric(d, scalar)
+        if m[4] is not None and abs(int(m[4])) > 1000:  # as PostgreSQL: overflow
+            raise NumericOutOfRange(f'value "{text}" overflows numeric format')
+        return fit_numeric(Decimal(s), scalar)
     if k is ScalarKind.BOOL:
         low = s.lower()
         if low in _TRUE:

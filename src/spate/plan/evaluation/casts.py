@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import math
 import re
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from spate.plan.errors import EvalError
@@ -19,7 +19,8 @@ K = ScalarKind
 # --- casts -----------------------------------------------------------------------------------
 
 _INT_RE = re.compile(r"[+-]?\d+")
-_DEC_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+_NUMERIC_RE = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE]([+-]?[0-9]+))?")
+_NUMERIC_EXP_MAX = 1000  # PostgreSQL's numeric input: a larger exponent overflows (22003)
 _FLOAT_RE = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.I)
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?)?")
@@ -69,7 +70,7 @@ def _to_numeric(v: Any, to: ScalarType) -> Decimal | None:
         d = Decimal(v)
     try:
         return fit_numeric(d, to, "cast")
-    except EvalError:
+    except (EvalError, InvalidOperation):  # InvalidOperation: more digits than rounding keeps
         return None
 
 
@@ -131,7 +132,10 @@ def _from_text(to: ScalarType) -> _Fn1:
                 return None  # a finite number beyond the type's range ('1e400')
             return canonical(f, to)
         if k is K.NUMERIC:
-            return _to_numeric(Decimal(s), to) if _DEC_RE.fullmatch(s) else None
+            m = _NUMERIC_RE.fullmatch(s)
+            if m is None or (m[4] is not None and abs(int(m[4])) > _NUMERIC_EXP_MAX):
+                return None
+            return _to_numeric(Decimal(s), to)
         if k is K.BOOL:
             low = s.lower()
             return True if low in _TRUE else False if low in _FALSE else None
