@@ -1,10 +1,9 @@
 """Where SQL fails as PostgreSQL does: division by zero, casts that cannot convert a value, a
-scalar subquery with more than one row. Each lowers to the IR's error value
-(:class:`~spate.plan.expr.RaiseError`, lazily inside ``CASE``), so that a one-off SELECT fails
-with PostgreSQL's SQLSTATE and a maintained view keeps the failing rows in its error collection
-(its reads fail until they are retracted). int64 overflow needs nothing here: it is an error
-of the IR's arithmetic itself.
-"""
+scalar subquery with more than one row, ``generate_series`` with step 0. Each lowers to the
+IR's error value (:class:`~spate.plan.expr.RaiseError`, lazily inside ``CASE``), so that a
+one-off SELECT fails with PostgreSQL's SQLSTATE and a maintained view keeps the failing rows in
+its error collection (its reads fail until they are retracted). int64 overflow needs nothing
+here: it is an error of the IR's arithmetic itself."""
 
 from __future__ import annotations
 
@@ -33,6 +32,7 @@ DIVISION_BY_ZERO: Final = "22012"
 INVALID_TEXT: Final = "22P02"
 OUT_OF_RANGE: Final = "22003"
 CARDINALITY: Final = "21000"
+INVALID_PARAMETER: Final = "22023"
 MORE_THAN_ONE_ROW: Final = "more than one row returned by a subquery used as an expression"
 
 
@@ -109,6 +109,18 @@ def strict_cast(
         )
         cases.append((outside, range_error))
     return Case(tuple(cases), value)
+
+
+def nonzero_step(start: ScalarExpr, stop: ScalarExpr, step: ScalarExpr) -> ScalarExpr:
+    """``generate_series``'s ``step``, failing with 22023 where it is zero and the other
+    arguments are not NULL (PostgreSQL's function is strict: a NULL argument gives no rows)."""
+    zero = CallBinary(BinaryFunc.EQ, step, Literal(0, INT64))
+    for x in (start, stop):
+        present = CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, x))
+        zero = CallBinary(BinaryFunc.AND, zero, present)
+    return Case(
+        ((zero, RaiseError(INVALID_PARAMETER, "step size cannot equal zero", INT64)),), step
+    )
 
 
 def at_most_one_row(reduced: RelationExpr, keys: int, type: ScalarType) -> RelationExpr:

@@ -8,6 +8,7 @@ from sqlglot import exp
 from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, ScalarExpr
 from spate.plan.relation import FlatMap, RelationExpr
 from spate.plan.table_func import TableFunc
+from spate.sql.checks import nonzero_step
 from spate.sql.errors import (
     FeatureNotSupported,
     SqlError,
@@ -151,6 +152,8 @@ def table_function(
         if node.args.get("step") is not None:
             args.append(node.args["step"])
         exprs = tuple(b.bind_as(a, INT8).expr for a in args if a is not None)
+        if len(exprs) == 3:  # step 0 fails as in PostgreSQL (the IR's gives no rows)
+            exprs = (*exprs[:2], nonzero_step(*exprs))
         base = over.expr if over is not None else unit()
         out_name = unique_names([*base.desc.names, col_aliases[0] if col_aliases else "g"])[-1]
         fm = FlatMap(base, TableFunc.GENERATE_SERIES, exprs, (out_name,))
