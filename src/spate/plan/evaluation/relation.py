@@ -238,7 +238,9 @@ class _Evaluator:
 
     def join(self, plan: Join) -> Multiset:
         """Cross product of the inputs, filtered by each equivalence class as soon as all of its
-        columns are present, then by the residual predicates."""
+        columns are present, then by the residual predicates. (The pairs a class links are
+        found through a hash of the operand on its columns: canonical datums that compare
+        equal hash alike, as ``Reduce``'s grouping relies on; NULL keys match nothing.)"""
         offsets = plan.input_offsets()
         ends = [o + i.desc.arity for o, i in zip(offsets, plan.operands, strict=True)]
         partial: list[tuple[Row, int]] = [((), 1)]
@@ -247,9 +249,26 @@ class _Evaluator:
             checks = [
                 cls for cls in plan.equivalences if max(cls) < ends[k] and max(cls) >= offsets[k]
             ]
+            linked = [cls for cls in checks if min(cls) < offsets[k]]
+            pairs: Iterable[tuple[tuple[Row, int], tuple[Row, int]]]
+            if linked:
+                left_cols = [min(cls) for cls in linked]
+                right_cols = [min(p for p in cls if p >= offsets[k]) - offsets[k] for cls in linked]
+                index: dict[Row, list[tuple[Row, int]]] = {}
+                for right, m in contents.items():
+                    key = tuple(right[c] for c in right_cols)
+                    if None not in key:
+                        index.setdefault(key, []).append((right, m))
+                pairs = (
+                    (lm, rm)
+                    for lm in partial
+                    for rm in index.get(tuple(lm[0][c] for c in left_cols), ())
+                )
+            else:
+                pairs = itertools.product(partial, contents.items())
             partial = [
                 (left + right, m1 * m2)
-                for (left, m1), (right, m2) in itertools.product(partial, contents.items())
+                for (left, m1), (right, m2) in pairs
                 if all(_all_equal([(left + right)[p] for p in cls]) for cls in checks)
             ]
         keep = self.predicate(plan.predicates, plan.desc.columns)
