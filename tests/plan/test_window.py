@@ -38,11 +38,14 @@ from spate.plan import (
     nth_value,
     ntile,
     percent_rank,
+    range_between,
     rank,
     row_number,
+    rows_between,
     string_agg,
     sum_,
 )
+from spate.plan.explain import explain
 from spate.plan.expr import NAN
 from spate.plan.finishing import ColumnOrder
 from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
@@ -128,8 +131,41 @@ def test_validation_errors_name_the_node_and_the_function() -> None:
         Window(BIDS, (0,), (), ())
     with pytest.raises(PlanTypeError, match=r"Window: s: sum expects int64, float64 or numeric"):
         BIDS.window(s=sum_(col("channel")))
-    with pytest.raises(PlanTypeError, match="Window: s: string_agg is not a window aggregate"):
-        BIDS.window(s=string_agg(col("channel"), ","))
+    with pytest.raises(PlanTypeError, match="Window: s: min expects an orderable type"):
+        BIDS.map(j=lit("{}").cast(JSONB)).window(s=min_(col("j")))
+    with pytest.raises(
+        PlanTypeError, match="frame starting from current row cannot have preceding rows"
+    ):
+        rows_between(0, -1)
+    with pytest.raises(
+        PlanTypeError, match="frame starting from following row cannot have preceding rows"
+    ):
+        rows_between(1, 0)
+    with pytest.raises(PlanTypeError, match="RANGE frame bound must be UNBOUNDED or CURRENT"):
+        range_between(-1, 0)
+    with pytest.raises(InvalidPlan, match="Window: frame must be a WindowFrame"):
+        Window(BIDS, (0,), (), (row_number(),), frame="rows")  # type: ignore[arg-type]
+
+
+def test_a_frame_that_may_be_empty_makes_its_functions_nullable() -> None:
+    by_price = BIDS.window(
+        ["auction"],
+        order_by=["price"],
+        frame=rows_between(1, 2),
+        n=count(),
+        s=sum_(col("price")),
+        first=first_value(col("auction")),
+        rn=row_number(),
+        names=string_agg(col("channel"), ";"),
+    )
+    nullable = {c.name: c.nullable for c in by_price.desc.columns[BIDS.desc.arity :]}
+    assert nullable == {"n": False, "s": True, "first": True, "rn": False, "names": True}
+    assert "frame=[ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING]" in explain(by_price)
+    around = BIDS.window(
+        ["auction"], frame=rows_between(-1, None), first=first_value(col("auction"))
+    )
+    assert not around.desc.columns[-1].nullable
+    assert "frame" not in explain(BIDS.window(["auction"], rn=row_number()))
     with pytest.raises(PlanTypeError, match=r"Window: c: count\(DISTINCT …\) is not supported"):
         BIDS.window(c=count(col("price"), distinct=True))
     with pytest.raises(PlanTypeError, match="Window: p: lag: the value price is int64 but the"):

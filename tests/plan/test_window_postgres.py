@@ -32,12 +32,17 @@ from spate.plan import (
     nth_value,
     ntile,
     percent_rank,
+    range_between,
     rank,
     row_number,
+    rows_between,
+    string_agg,
 )
 from spate.plan import sum_ as sum_agg
 from spate.plan.builder import SortKey
-from spate.repr import INT64, RelationDesc
+from spate.plan.errors import PlanTypeError
+from spate.plan.window import WindowFrame
+from spate.repr import INT64, TEXT, RelationDesc
 from spate.testing.reference import evaluate
 
 T_ID = GlobalId.user(9)
@@ -133,3 +138,75 @@ def _check_case(conn: psycopg.Connection, table: str, rng: random.Random) -> Non
         {(*r[:-1], None if r[-1] is None else round(r[-1], 9)): m for r, m in want.items()}
     )
     assert got == rounded, f"{sql}\nrows={rows}"
+
+
+_FRAME_BOUNDS = [None, -2, -1, 0, 1, 2]
+
+
+def _draw_frame(rng: random.Random, rows: bool) -> WindowFrame:
+    while True:
+        if not rows:
+            return range_between(rng.choice([None, 0]), rng.choice([None, 0]))
+        try:
+            return rows_between(rng.choice(_FRAME_BOUNDS), rng.choice(_FRAME_BOUNDS))
+        except PlanTypeError:  # PostgreSQL refuses it too
+            continue
+
+
+def test_reference_frames_match_postgresql(postgres_url: str, seed: int) -> None:
+    """ROWS frames over the total order (so that PostgreSQL's answer is determined) with every
+    frame-reading function, and RANGE frames over the window's own ORDER BY with the aggregates
+    that do not depend on the peers' order."""
+    rng = random.Random(seed)
+    schema = f"window_frame_{seed}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            for case in range(CASES):
+                _check_frame_case(conn, f"{schema}.t{case}", rng)
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _check_frame_case(conn: psycopg.Connection, table: str, rng: random.Random) -> None:
+    rows = [(_value(rng, 3), _value(rng, 4), _value(rng, 6)) for _ in range(rng.randrange(0, 12))]
+    rows += rng.sample(rows, k=min(len(rows), rng.randrange(0, 3)))
+    partition = rng.sample(["p", "o"], k=rng.randrange(0, 2))
+    order = [
+        SortKey(c, rng.random() < 0.5, rng.choice([None, True, False]))
+        for c in rng.sample(COLUMNS, k=rng.randrange(0, 3))
+    ]
+    by_rows = rng.random() < 0.6
+    frame = _draw_frame(rng, by_rows)
+    nth = rng.randrange(1, 3)
+    x = col("x")
+    funcs = {"n": count(), "nx": count(x), "s": sum_agg(x), "lo": min_(x), "hi": max_(x)}
+    calls = ["count(*)", "count(x)", "sum(x)", "min(x)", "max(x)"]
+    if by_rows:
+        funcs |= {
+            "fv": first_value(x),
+            "lv": last_value(x),
+            "nv": nth_value(x, nth),
+            "sa": string_agg(x.cast(TEXT), ","),
+        }
+        calls += [
+            "first_value(x)",
+            "last_value(x)",
+            f"nth_value(x, {nth})",
+            "string_agg(x::text, ',')",
+        ]
+    plan = Get(T_ID, DESC).window(partition, order_by=order, frame=frame, **funcs)
+    want = evaluate(plan, {T_ID: Counter(rows)}, 0)
+    conn.execute(f"CREATE TABLE {table} (p int, o int, x int)")
+    with conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO {table} VALUES (%s, %s, %s)", rows)
+    over = f"PARTITION BY {', '.join(partition)}" if partition else ""
+    keys = [*order, *(SortKey(c) for c in COLUMNS)] if by_rows else order
+    window = f"{over} ORDER BY {_order_sql(keys)}" if keys else over
+    sql = (
+        f"SELECT p, o, x, {', '.join(f'{c} OVER w' for c in calls)} FROM {table}"
+        f" WINDOW w AS ({window} {frame.sql()})"
+    )
+    got = Counter(tuple(r) for r in conn.execute(sql).fetchall())
+    assert got == Counter(dict(want.items())), f"{sql}\nrows={rows}"

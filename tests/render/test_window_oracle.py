@@ -36,8 +36,11 @@ from spate.plan import (
     nth_value,
     ntile,
     percent_rank,
+    range_between,
     rank,
     row_number,
+    rows_between,
+    string_agg,
     sum_,
 )
 from spate.plan.builder import asc
@@ -117,6 +120,42 @@ PLANS: dict[str, RelationExpr] = {
         pr=percent_rank(),
         cd=cume_dist(),
         third=nth_value(col("date_time"), 3),
+    ),
+    "rows_frames": BIDS.window(  # stacked: a frame that may be empty under one that may not
+        ["auction"],
+        order_by=[desc("price")],
+        frame=rows_between(1, 2),
+        n=count(),
+        a=avg(col("price")),
+        lo=min_(col("channel")),
+        after=last_value(col("bidder")),
+    ).window(
+        ["auction"],
+        order_by=["price"],
+        frame=rows_between(-1, 1),
+        s=sum_(col("price")),
+        first=first_value(col("bidder")),
+        last=last_value(col("channel")),
+        second=nth_value(col("bidder"), 2),
+        names=string_agg(col("channel"), ","),
+    ),
+    "range_frames": Project(BIDS, (0, 2, 3))
+    .window(
+        order_by=[desc("price")],
+        frame=range_between(0, 0),
+        peers=sum_(col("price")),
+        first_peer=first_value(col("channel")),
+        peer_names=string_agg(col("channel"), ","),
+    )
+    .window(
+        ["auction"],
+        order_by=["price"],
+        frame=range_between(0, None),
+        n=count(),
+        first=first_value(col("price")),
+        last=last_value(col("channel")),
+        second=nth_value(col("channel"), 2),
+        names=string_agg(col("channel"), "|"),
     ),
     "over_join": Join((BIDS, AUCTIONS), ((0, 5),)).window(
         ["auction"], order_by=[desc("price")], rn=row_number(), top=max_(col("reserve"))

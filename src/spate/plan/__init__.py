@@ -94,6 +94,7 @@ from spate.plan.temporal import TemporalBounds, temporal_bounds
 from spate.plan.window import (
     Window,
     WindowExpr,
+    WindowFrame,
     WindowFunc,
     cume_dist,
     dense_rank,
@@ -104,8 +105,10 @@ from spate.plan.window import (
     nth_value,
     ntile,
     percent_rank,
+    range_between,
     rank,
     row_number,
+    rows_between,
 )
 
 __all__ = [
@@ -154,6 +157,7 @@ __all__ = [
     "VariadicFunc",
     "Window",
     "WindowExpr",
+    "WindowFrame",
     "WindowFunc",
     "asc",
     "avg",
@@ -182,8 +186,10 @@ __all__ = [
     "nth_value",
     "ntile",
     "percent_rank",
+    "range_between",
     "rank",
     "row_number",
+    "rows_between",
     "string_agg",
     "sum_",
     "temporal_bounds",

@@ -33,7 +33,7 @@ from spate.plan.finishing import ColumnOrder
 from spate.plan.node_checks import node_errors, positions, set_field
 from spate.plan.table_func import TableFunc as TableFunc  # re-exported: FlatMap's field type
 from spate.plan.temporal import TemporalBounds, temporal_bounds
-from spate.plan.window_func import WindowExpr
+from spate.plan.window_func import DEFAULT_FRAME, WindowExpr, WindowFrame
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
 from spate.wire import wire
@@ -142,14 +142,15 @@ class RelationExpr:
         partition_by: Sequence[ColumnSpec] = (),
         *,
         order_by: Sequence[SortSpec] = (),
+        frame: WindowFrame = DEFAULT_FRAME,
         **funcs: WindowExpr | AggregateExpr,
     ) -> Window:
-        """Window functions over one ``OVER (PARTITION BY … ORDER BY …)``, appended as columns:
-        ``.window(["auction"], order_by=[desc("price")], rn=row_number(), prev=lag(col("price")),
-        total=sum_(col("price")))`` (see :mod:`spate.plan.window`)."""
+        """Window functions over one ``OVER (PARTITION BY … ORDER BY … frame)``, appended as
+        columns: ``.window(["auction"], order_by=[desc("price")], rn=row_number(),
+        prev=lag(col("price")), total=sum_(col("price")))`` (see :mod:`spate.plan.window`)."""
         key = spec.columns(self.desc, partition_by, "partition by")
         order = spec.ordering(self.desc, order_by)
-        return Window(self, key, order, tuple(funcs.values()), tuple(funcs))
+        return Window(self, key, order, tuple(funcs.values()), tuple(funcs), frame)
 
     def distinct(self) -> Distinct:
         return Distinct(self)
@@ -443,29 +444,34 @@ class TopK(RelationExpr):
         return (self.input,)
 
 
-@wire("plan.window")
+@wire("plan.window", 2)
 @dataclass(frozen=True, slots=True)
 class Window(RelationExpr):
     """The input with one column appended per function in ``funcs``, each computed over the
-    row's partition (``partition_by`` columns) in the order ``order_by`` (see
-    :mod:`spate.plan.window` for the semantics, the tie-break and the frame)."""
+    row's partition (``partition_by`` columns) in the order ``order_by``, the aggregates and
+    ``first_value``/``last_value``/``nth_value`` over ``frame`` (see :mod:`spate.plan.window`
+    for the semantics, the tie-break and the frame)."""
 
     input: RelationExpr
     partition_by: tuple[int, ...] = ()
     order_by: tuple[ColumnOrder, ...] = ()
     funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
     names: tuple[str, ...] = ()
+    frame: WindowFrame = DEFAULT_FRAME
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def explain_line(self, names: Sequence[str]) -> str:
-        return text.window_line(names, self.partition_by, self.order_by, self.names, self.funcs)
+        line = text.window_line(names, self.partition_by, self.order_by, self.names, self.funcs)
+        return line if self.frame == DEFAULT_FRAME else f"{line} frame=[{self.frame.sql()}]"
 
     def __post_init__(self) -> None:
         with node_errors("Window"):
             inp = _check_input(self.input).desc
             key = positions(self.partition_by, inp.arity, "partition by", inp)
             order = rules.sort_order(inp, self.order_by)
-            funcs, names, desc = rules.window_columns(inp, self.funcs, self.names)
+            if not isinstance(self.frame, WindowFrame):
+                raise InvalidPlan(f"frame must be a WindowFrame, got {self.frame!r}")
+            funcs, names, desc = rules.window_columns(inp, self.funcs, self.names, self.frame)
             _settle(self, partition_by=key, order_by=order, funcs=funcs, names=names, _desc=desc)
 
     def inputs(self) -> tuple[RelationExpr, ...]:

@@ -19,7 +19,7 @@ from spate.plan.infer import resolve
 from spate.plan.node_checks import bool_predicate, fresh_name, no_now, output_names, positions
 from spate.plan.table_func import TableFunc, table_func_type
 from spate.plan.temporal import temporal_bounds
-from spate.plan.window_func import WindowCall, func_name, resolve_call
+from spate.plan.window_func import WindowCall, WindowFrame, func_name, resolve_call
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Row, ScalarKind
 
@@ -209,7 +209,7 @@ def union_columns(inputs: Sequence[RelationDesc]) -> RelationDesc:
 
 
 def window_columns(
-    inp: RelationDesc, funcs: Sequence[WindowCall], names: Sequence[str]
+    inp: RelationDesc, funcs: Sequence[WindowCall], names: Sequence[str], frame: WindowFrame
 ) -> tuple[tuple[WindowCall, ...], Names, RelationDesc]:
     """``Window``: the input's columns, then one per function (typed by
     :func:`spate.plan.window_func.resolve_call`); output names must be distinct."""
@@ -222,7 +222,7 @@ def window_columns(
     resolved: list[WindowCall] = []
     for name, f in zip(settled, funcs, strict=True):
         try:
-            r, t = resolve_call(f, inp.columns)
+            r, t = resolve_call(f, inp.columns, frame)
         except InvalidPlan as e:
             raise type(e)(f"{name}: {e}") from None
         resolved.append(r)

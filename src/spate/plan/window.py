@@ -44,10 +44,10 @@ function            type                          value for the row at position 
                     ``d``                         partition; ``d`` (evaluated on the current
                                                   row; default NULL) when there is none
 ``lead(x, n, d)``   the same                      ``x`` of the row at ``i + n``; else ``d``
-``first_value(x)``  ``x``'s                       ``x`` of the frame's first row (the
-                                                  partition's first)
-``last_value(x)``   ``x``'s                       ``x`` of the frame's last row (the row's last
-                                                  peer, in the tie-broken order)
+``first_value(x)``  ``x``'s                       ``x`` of the frame's first row (default
+                                                  frame: the partition's first)
+``last_value(x)``   ``x``'s                       ``x`` of the frame's last row (default: the
+                                                  row's last peer, in the tie-broken order)
 ``nth_value(x, n)`` ``x``'s, nullable             ``x`` of the frame's ``n``-th row; NULL when
                                                   the frame has fewer rows
 ``ntile(b)``        int64 not null                the row's bucket 1…b: ``N`` rows in ``b``
@@ -62,15 +62,23 @@ aggregate           as in ``Reduce``              the aggregate over the row's *
 constant int: ``lag(x, -n)`` is ``lead(x, n)`` and ``n = 0`` the row's own ``x``; ``nth_value``
 and ``ntile`` need ``n, b >= 1``.
 Aggregates are ``count`` (``count(*)`` is ``count(TRUE)``), ``sum``, ``avg``, ``min``, ``max``,
-``bool_and`` and ``bool_or`` without ``distinct`` (PostgreSQL has no DISTINCT in window
-aggregates), typed as in ``Reduce`` (:mod:`spate.plan.aggregate`: ``sum(int64)`` is int64 and
-``avg(int64)`` float64, where PostgreSQL answers numeric; a SQL front end wanting PostgreSQL's
-types casts the argument to numeric first, or computes ``sum(x::numeric) / count(x)`` in a
-``Map`` above the node). The frame is PostgreSQL's default: with ``order_by``, ``RANGE BETWEEN
-UNBOUNDED PRECEDING AND CURRENT ROW`` — the partition's rows up to the row's **last peer**, so
-``sum(x) OVER (ORDER BY y)`` over ``(x, y) = (1, 1), (2, 1), (3, 2)`` is 3, 3, 6; without
-``order_by``, the whole partition. The frame always holds the row itself, so an aggregate is
-NULL only when every value in it is.
+``bool_and``, ``bool_or`` and ``string_agg`` without ``distinct`` (PostgreSQL has no DISTINCT in
+window aggregates), typed as in ``Reduce`` (:mod:`spate.plan.aggregate`: ``sum(int64)`` is int64
+and ``avg(int64)`` float64, where PostgreSQL answers numeric; a SQL front end wanting
+PostgreSQL's types casts the argument to numeric first), except that ``string_agg`` joins the
+frame's values **in the frame's order** (``Reduce`` sorts them).
+
+**Frames.** The aggregates and ``first_value``/``last_value``/``nth_value`` read the row's
+*frame*, the node's ``frame`` (:class:`WindowFrame`, one per node: SQL's ``ROWS``/``RANGE
+BETWEEN … AND …``). ``ROWS`` counts positions in the total order (``ROWS BETWEEN 1 PRECEDING
+AND 1 FOLLOWING``: the row and its neighbours); ``RANGE`` bounds are UNBOUNDED or CURRENT ROW,
+which is the row's first peer as a start and its last peer as an end. The default is
+PostgreSQL's: with ``order_by``, ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`` — the
+partition's rows up to the row's **last peer**, so ``sum(x) OVER (ORDER BY y)`` over ``(x, y) =
+(1, 1), (2, 1), (3, 2)`` is 3, 3, 6; without ``order_by``, the whole partition (every row is a
+peer). A frame that need not hold the row itself (``ROWS BETWEEN 1 FOLLOWING AND 2
+FOLLOWING``) may be empty: ``count`` is then 0 and the other functions NULL, and their columns
+are nullable. The other functions ignore the frame.
 
 **Maintenance.** A renderer recomputes every partition a change touches (the keyed operators'
 approach), so the cost of a change follows its partition's size; without ``partition_by`` every
@@ -85,9 +93,12 @@ from __future__ import annotations
 
 from spate.plan.relation import Window
 from spate.plan.window_func import (
+    DEFAULT_FRAME,
     WINDOW_AGGREGATES,
+    FrameMode,
     WindowCall,
     WindowExpr,
+    WindowFrame,
     WindowFunc,
     cume_dist,
     dense_rank,
@@ -98,16 +109,21 @@ from spate.plan.window_func import (
     nth_value,
     ntile,
     percent_rank,
+    range_between,
     rank,
     row_number,
+    rows_between,
     show_call,
 )
 
 __all__ = [
+    "DEFAULT_FRAME",
     "WINDOW_AGGREGATES",
+    "FrameMode",
     "Window",
     "WindowCall",
     "WindowExpr",
+    "WindowFrame",
     "WindowFunc",
     "cume_dist",
     "dense_rank",
@@ -119,8 +135,10 @@ __all__ = [
     "nth_value",
     "ntile",
     "percent_rank",
+    "range_between",
     "rank",
     "row_number",
+    "rows_between",
     "show_call",
 ]
 

@@ -59,10 +59,93 @@ WINDOW_AGGREGATES = frozenset(
         AggregateFunc.MAX,
         AggregateFunc.BOOL_AND,
         AggregateFunc.BOOL_OR,
+        AggregateFunc.STRING_AGG,
     }
 )
-"""The aggregates a ``Window`` computes over a frame (``string_agg`` sorts its values, which is
-not PostgreSQL's frame order, so it is not one of them)."""
+"""The aggregates a ``Window`` computes over a frame (``string_agg`` concatenates in the frame's
+order, not sorted as in ``Reduce``)."""
+
+_FRAMED = frozenset({WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE})
+"""The functions that read the frame (with the aggregates); the others read the partition."""
+
+
+class FrameMode(StrEnum):
+    """How a frame's bounds count: ``ROWS`` by positions, ``RANGE`` by peer groups."""
+
+    ROWS = "rows"
+    RANGE = "range"
+
+
+@wire("plan.window_frame")
+@dataclass(frozen=True, slots=True)
+class WindowFrame:
+    """SQL's ``{ROWS | RANGE} BETWEEN start AND end``: which rows of the partition, around the
+    current row in the window order, a frame-reading function sees.
+
+    A bound is ``None`` for UNBOUNDED (``start``: PRECEDING, ``end``: FOLLOWING), ``0`` for
+    CURRENT ROW, ``-n`` for ``n PRECEDING`` and ``n`` for ``n FOLLOWING``. In ``ROWS`` mode the
+    frame of the row at position ``i`` is positions ``[i + start, i + end]`` clipped to the
+    partition; in ``RANGE`` mode a bound is ``None`` or ``0`` (offsets in value units are not
+    supported), and CURRENT ROW is the row's first peer as a start and its last peer as an end.
+    A frame may be empty (``ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING`` at the partition's end):
+    then ``count`` is 0 and every other function NULL. The default, ``RANGE BETWEEN UNBOUNDED
+    PRECEDING AND CURRENT ROW``, is PostgreSQL's (the whole partition without ORDER BY, where
+    every row is a peer).
+    """
+
+    mode: FrameMode = FrameMode.RANGE
+    start: int | None = None
+    end: int | None = 0
+
+    def __post_init__(self) -> None:
+        mode = FrameMode(self.mode)
+        for what, b in (("start", self.start), ("end", self.end)):
+            if b is not None and (isinstance(b, bool) or not isinstance(b, int)):
+                raise PlanTypeError(f"window frame {what} must be an int or None, got {b!r}")
+            if mode is FrameMode.RANGE and b not in (None, 0):
+                raise PlanTypeError(
+                    "a RANGE frame bound must be UNBOUNDED or CURRENT ROW (None or 0),"
+                    f" got {what}={b}"
+                )
+        s, e = self.start, self.end
+        # PostgreSQL's rule: a frame starting at the current row or after it looks no back
+        if s is not None and e is not None and s >= 0 and e < (1 if s > 0 else 0):
+            start = "current row" if s == 0 else "following row"
+            raise PlanTypeError(f"frame starting from {start} cannot have preceding rows")
+
+    def may_be_empty(self) -> bool:
+        """Whether some row's frame can hold no row (it need not hold the row itself)."""
+        return (self.start is not None and self.start > 0) or (
+            self.end is not None and self.end < 0
+        )
+
+    def sql(self) -> str:
+        """``ROWS BETWEEN 1 PRECEDING AND CURRENT ROW``…"""
+        start, end = _bound(self.start, "PRECEDING"), _bound(self.end, "FOLLOWING")
+        return f"{self.mode.value.upper()} BETWEEN {start} AND {end}"
+
+
+DEFAULT_FRAME: WindowFrame = WindowFrame()
+"""``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``."""
+
+
+def _bound(b: int | None, unbounded: str) -> str:
+    if b is None:
+        return f"UNBOUNDED {unbounded}"
+    if b == 0:
+        return "CURRENT ROW"
+    return f"{abs(b)} {'PRECEDING' if b < 0 else 'FOLLOWING'}"
+
+
+def rows_between(start: int | None, end: int | None) -> WindowFrame:
+    """``ROWS BETWEEN …``: ``None`` unbounded, ``-n`` n PRECEDING, 0 CURRENT ROW, ``n``
+    FOLLOWING."""
+    return WindowFrame(FrameMode.ROWS, start, end)
+
+
+def range_between(start: int | None, end: int | None) -> WindowFrame:
+    """``RANGE BETWEEN …`` with bounds ``None`` (unbounded) or 0 (CURRENT ROW: the peers)."""
+    return WindowFrame(FrameMode.RANGE, start, end)
 
 
 @wire("plan.window_expr")
@@ -116,9 +199,21 @@ def func_name(f: object) -> str:
 
 
 def resolve_call(
+    f: WindowExpr | AggregateExpr, columns: Sequence[Column], frame: WindowFrame = DEFAULT_FRAME
+) -> tuple[WindowExpr | AggregateExpr, ColumnType]:
+    """The call with its scalars resolved against ``columns``, and its output type (nullable
+    where ``frame`` may be empty)."""
+    call, t = _resolve(f, columns)
+    reads_frame = isinstance(call, AggregateExpr) or call.func in _FRAMED
+    is_count = isinstance(call, AggregateExpr) and call.func is AggregateFunc.COUNT
+    if reads_frame and not is_count and frame.may_be_empty():
+        t = ColumnType(t.type, True)
+    return call, t
+
+
+def _resolve(
     f: WindowExpr | AggregateExpr, columns: Sequence[Column]
 ) -> tuple[WindowExpr | AggregateExpr, ColumnType]:
-    """The call with its scalars resolved against ``columns``, and its output type."""
     names = [c.name for c in columns]
     if isinstance(f, AggregateExpr):
         if f.func not in WINDOW_AGGREGATES:
@@ -233,6 +328,8 @@ def cume_dist() -> WindowExpr:
 def show_call(f: WindowExpr | AggregateExpr, names: Sequence[str]) -> str:
     """``row_number()``, ``lag(price, 1, 0)``, ``sum(price)``… with column names."""
     if isinstance(f, AggregateExpr):
+        if f.delimiter is not None:
+            return f"{f.func.value}({show(f.expr, names)}, {f.delimiter!r})"
         return "count(*)" if f.is_count_star() else f"{f.func.value}({show(f.expr, names)})"
     if f.func is WindowFunc.NTILE:
         return f"ntile({f.offset})"

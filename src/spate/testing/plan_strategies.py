@@ -62,7 +62,14 @@ from spate.plan.relation import (
     Union,
 )
 from spate.plan.table_func import TableFunc
-from spate.plan.window import Window, WindowExpr, WindowFunc
+from spate.plan.window import (
+    DEFAULT_FRAME,
+    Window,
+    WindowExpr,
+    WindowFunc,
+    range_between,
+    rows_between,
+)
 from spate.repr.desc import RelationDesc
 from spate.repr.types import (
     BOOL,
@@ -115,6 +122,21 @@ SCALAR_FAMILIES: Final = frozenset(
 
 
 # --- relational plans ------------------------------------------------------------------------
+
+_FRAMES = (
+    DEFAULT_FRAME,
+    DEFAULT_FRAME,
+    rows_between(None, 0),
+    rows_between(-1, 1),
+    rows_between(0, None),
+    rows_between(1, 2),
+    rows_between(-2, -1),
+    rows_between(None, None),
+    range_between(0, None),
+    range_between(0, 0),
+    range_between(None, None),
+)
+"""Window frames drawn (the default twice as often): every kind of bound, empty frames."""
 
 
 class _Plans:
@@ -343,8 +365,11 @@ class _Plans:
             if k is K.BOOL:
                 options.append(AggregateExpr(AggregateFunc.BOOL_AND, ref))
                 options.append(AggregateExpr(AggregateFunc.BOOL_OR, ref))
+            if k is K.TEXT:
+                options.append(AggregateExpr(AggregateFunc.STRING_AGG, ref, delimiter=","))
         funcs = draw(st.lists(st.sampled_from(options), min_size=1, max_size=3))
-        return Window(c, tuple(key), tuple(order), tuple(funcs))
+        frame = draw(st.sampled_from(_FRAMES))
+        return Window(c, tuple(key), tuple(order), tuple(funcs), frame=frame)
 
     def _distinct(self, draw: st.DrawFn, child: _Child) -> RelationExpr:
         return Distinct(draw(child))

@@ -64,6 +64,7 @@ from spate.plan.relation import (
 )
 from spate.plan.table_func import TableFunc
 from spate.plan.window import Window, WindowExpr, WindowFunc
+from spate.plan.window_func import FrameMode, WindowFrame
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
@@ -350,15 +351,15 @@ class _Evaluator:
             for i in range(n - 2, -1, -1):
                 new = _starts_peer_group(order_by, rows[i], rows[i + 1])
                 last[i] = i if new else last[i + 1]
+            bounds = _frame_bounds(plan.frame, first, last)
             columns_out: list[list[Datum]] = []
             for f, t, fn, default in compiled:
                 values = [None if fn is None else fn(r, self.now) for r in rows]
                 if isinstance(f, AggregateExpr):
-                    # one value per frame: the rows up to each peer group's last row
-                    by_end = {
-                        e: aggregate(f, [(v, 1) for v in values[: e + 1]], t) for e in set(last)
-                    }
-                    col = [by_end[e] for e in last]
+                    by_frame: dict[tuple[int, int], Datum] = {}  # one value per distinct frame
+                    for lo, hi in set(bounds):
+                        by_frame[(lo, hi)] = _frame_aggregate(f, values[lo : hi + 1], t)
+                    col = [by_frame[b] for b in bounds]
                 elif f.func is WindowFunc.ROW_NUMBER:
                     col = list(range(1, n + 1))
                 elif f.func is WindowFunc.RANK:
@@ -371,13 +372,14 @@ class _Evaluator:
                     col = [(e + 1) / n for e in last]
                 elif f.func is WindowFunc.NTILE:
                     col = [_ntile(i, n, f.offset) for i in range(n)]
-                elif f.func is WindowFunc.FIRST_VALUE:
-                    col = [canonical(values[0], t)] * n
-                elif f.func is WindowFunc.LAST_VALUE:
-                    col = [canonical(values[e], t) for e in last]
+                elif f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE):
+                    pick = 0 if f.func is WindowFunc.FIRST_VALUE else 1
+                    col = [canonical(values[b[pick]], t) if b[0] <= b[1] else None for b in bounds]
                 elif f.func is WindowFunc.NTH_VALUE:
                     k = f.offset - 1
-                    col = [canonical(values[k], t) if e >= k else None for e in last]
+                    col = [
+                        canonical(values[lo + k], t) if lo + k <= hi else None for lo, hi in bounds
+                    ]
                 else:
                     step = -f.offset if f.func is WindowFunc.LAG else f.offset
                     col = [
@@ -389,6 +391,32 @@ class _Evaluator:
                 columns_out.append(col)
             out.extend(((*row, *(c[i] for c in columns_out)), 1) for i, row in enumerate(rows))
         return consolidated(out)
+
+
+def _frame_bounds(frame: WindowFrame, first: list[int], last: list[int]) -> list[tuple[int, int]]:
+    """Each position's frame ``[lo, hi]`` (inclusive; empty when ``lo > hi``), given each
+    position's first and last peer."""
+    n = len(first)
+    out: list[tuple[int, int]] = []
+    for i in range(n):
+        if frame.mode is FrameMode.ROWS:
+            lo = 0 if frame.start is None else max(0, i + frame.start)
+            hi = n - 1 if frame.end is None else min(n - 1, i + frame.end)
+        else:
+            lo = 0 if frame.start is None else first[i]
+            hi = n - 1 if frame.end is None else last[i]
+        out.append((lo, hi) if lo <= hi else (0, -1))
+    return out
+
+
+def _frame_aggregate(agg: AggregateExpr, values: Sequence[Datum], out: ScalarType) -> Datum:
+    """``agg`` over a frame's values in the frame's order (``string_agg`` concatenates them in
+    that order, where ``Reduce`` sorts them)."""
+    if agg.func is AggregateFunc.STRING_AGG:
+        assert agg.delimiter is not None
+        present = [v for v in values if v is not None]
+        return agg.delimiter.join(str(v) for v in present) if present else None
+    return aggregate(agg, [(v, 1) for v in values], out)
 
 
 def _ntile(i: int, n: int, buckets: int) -> int:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.infer import typ
-from spate.plan.window import WindowExpr, WindowFunc
+from spate.plan.window import DEFAULT_FRAME, FrameMode, WindowExpr, WindowFrame, WindowFunc
 from spate.render.layout import col_name, data_names
 from spate.render.operators.keyed import _AT, _CARRY, _M, KeyedNode
 from spate.render.operators.node import scalar
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 K = ScalarKind
 _COPY = "_copy"
+_POS = "_pos"
 
 
 @dataclass
@@ -55,6 +56,7 @@ class WindowNode(KeyedNode):
     """A ``Window`` plan node: ``kind = "window"``, ``key`` its partition columns."""
 
     funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
+    frame: WindowFrame = DEFAULT_FRAME
 
     def _outputs(self, groups: DataFrame, stamped: list[Column] | None = None) -> DataFrame:
         """Every ``(partition, _at)`` group's output rows: data columns (the input's, then the
@@ -82,6 +84,8 @@ class WindowNode(KeyedNode):
             return [*[F.col(c) for c in (*data, *carried)], *funcs]
 
         rows = memo.select(groups, "window-copies", expanded)
+        if self._needs_position():
+            rows = memo.select(rows, "window-position", self._with_position)
         rows = memo.select(rows, "window-funcs", annotated)
         out = data_names(self.desc.arity)
         return memo.group_agg(
@@ -124,15 +128,70 @@ class WindowNode(KeyedNode):
         return [F.col(c).asc_nulls_last() for c in data_names(self.input.desc.arity)]
 
     def _frame(self) -> WindowSpec:
-        """The default frame: up to the row's last peer, or the whole partition."""
+        """The node's frame: ``ROWS`` over the total order, ``RANGE`` over the ORDER BY (the
+        whole partition without one: every row is a peer)."""
         from pyspark.sql.window import Window
 
+        frame = self.frame
+        start = Window.unboundedPreceding if frame.start is None else frame.start
+        end = Window.unboundedFollowing if frame.end is None else frame.end
+        if frame.mode is FrameMode.ROWS:
+            return self._total().rowsBetween(start, end)
         spec = Window.partitionBy(*self._partition())
         if not self.order_by:
             return spec.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-        return spec.orderBy(*self._order()).rangeBetween(
-            Window.unboundedPreceding, Window.currentRow
-        )
+        return spec.orderBy(*self._order()).rangeBetween(start, end)
+
+    def _needs_position(self) -> bool:
+        """Whether a function reads the rows' positions in the total order (``_pos``): those
+        that need the frame's rows in order where a ``RANGE`` frame's Spark order is not it."""
+        ranged = self.frame.mode is FrameMode.RANGE and self.frame.start == 0
+        for f in self.funcs:
+            if isinstance(f, AggregateExpr) and f.func is AggregateFunc.STRING_AGG:
+                return True
+            if ranged and isinstance(f, WindowExpr) and f.func is WindowFunc.NTH_VALUE:
+                return True
+        return False
+
+    def _with_position(self) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        return [F.col("*"), F.row_number().over(self._total()).alias(_POS)]
+
+    def _in_order(self, value: Column) -> Column:
+        """The frame's values as an array in the total order."""
+        from pyspark.sql import functions as F
+
+        held = F.collect_list(F.struct(F.col(_POS).alias("p"), value.alias("v")))
+        return F.transform(F.array_sort(held.over(self._frame())), lambda e: e["v"])
+
+    def _framed(self, f: WindowExpr, value: Column) -> Column:
+        """``first_value``, ``last_value`` or ``nth_value`` over the frame."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.window import Window
+
+        whole = (Window.unboundedPreceding, Window.unboundedFollowing)
+        frame = self.frame
+        if frame.mode is FrameMode.ROWS:
+            if f.func is WindowFunc.FIRST_VALUE:
+                return F.first(value).over(self._frame())
+            if f.func is WindowFunc.LAST_VALUE:
+                return F.last(value).over(self._frame())
+            return F.nth_value(value, f.offset).over(self._frame())
+        # RANGE: a bound is the partition's edge (None) or the row's peer group's (0)
+        peers = [*self._partition(), *(col_name(o.column) for o in self.order_by)]
+        by_peer = Window.partitionBy(*peers).orderBy(*(self._tie() or [F.lit(0)]))
+        if f.func is WindowFunc.FIRST_VALUE:
+            spec = self._total() if frame.start is None else by_peer
+            return F.first(value).over(spec.rowsBetween(*whole))
+        if f.func is WindowFunc.LAST_VALUE:
+            spec = self._total() if frame.end is None else by_peer
+            return F.last(value).over(spec.rowsBetween(*whole))
+        if frame.start is None:
+            nth = F.nth_value(value, f.offset).over(self._total().rowsBetween(*whole))
+            return F.when(F.count(F.lit(1)).over(self._frame()) >= F.lit(f.offset), nth)
+        values = self._in_order(value)
+        return F.when(F.size(values) >= F.lit(f.offset), F.element_at(values, f.offset))
 
     def _function(self, f: WindowExpr | AggregateExpr, out: ScalarType) -> Column:
         from pyspark.sql import functions as F
@@ -161,16 +220,8 @@ class WindowNode(KeyedNode):
         assert f.expr is not None
         in_desc = self.input.desc
         value = scalar(f.expr, in_desc)
-        whole = (Window.unboundedPreceding, Window.unboundedFollowing)
-        if f.func is WindowFunc.FIRST_VALUE:
-            return F.first(value).over(self._total().rowsBetween(*whole))
-        if f.func is WindowFunc.LAST_VALUE:  # the last of the row's peers in the total order
-            peers = [*self._partition(), *(col_name(o.column) for o in self.order_by)]
-            by_peer = Window.partitionBy(*peers).orderBy(*(self._tie() or [F.lit(0)]))
-            return F.last(value).over(by_peer.rowsBetween(*whole))
-        if f.func is WindowFunc.NTH_VALUE:
-            nth = F.nth_value(value, f.offset).over(self._total().rowsBetween(*whole))
-            return F.when(F.count(F.lit(1)).over(self._frame()) >= F.lit(f.offset), nth)
+        if f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
+            return self._framed(f, value)
         back = f.offset if f.func is WindowFunc.LAG else -f.offset
         if back == 0:
             return value.cast(spark_type(out))
@@ -205,6 +256,11 @@ class WindowNode(KeyedNode):
             result = F.bool_and(v).over(w)
         elif f is AggregateFunc.BOOL_OR:
             result = F.bool_or(v).over(w)
+        elif f is AggregateFunc.STRING_AGG:  # in the frame's order, NULLs skipped
+            assert agg.delimiter is not None
+            present = F.filter(self._in_order(v), lambda e: e.isNotNull())
+            joined = F.array_join(present, agg.delimiter)
+            result = F.when(F.size(present) > F.lit(0), joined)
         elif f is AggregateFunc.SUM:
             if k is K.INT64:
                 result = F.sum(v.cast(exact_int)).over(w)
