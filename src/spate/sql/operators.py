@@ -23,6 +23,7 @@ from spate.sql.checks import checked_division
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
+    SqlSyntaxError,
     UndefinedFunction,
 )
 from spate.sql.temporal import parse_interval
@@ -82,6 +83,8 @@ class OperatorBinding(BinderBase):
 
     def comparison(self, node: exp.Expression) -> Typed:
         f = COMPARISON_OPS[type(node)]
+        if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
+            return self._bind(self._row_comparison(node))
         left, right = self._bind(node.this), self._bind(node.expression)
         if left.type.name == "interval" or right.type.name == "interval":
             a, b = (
@@ -90,6 +93,37 @@ class OperatorBinding(BinderBase):
             return Typed(CallBinary(f, a, b), PG_BOOL)
         (left, right), _ = self.operands(left, right, node, "=")
         return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
+
+    def _row_comparison(self, node: exp.Expression) -> exp.Expression:
+        """``(a, b) op (c, d)`` as PostgreSQL compares rows, spelled with scalar comparisons:
+        ``=`` every pair equal, ``<>`` some pair unequal, an ordering comparison decided by the
+        first pair that is not equal (NULL where that pair holds a NULL)."""
+        a, b = node.this, node.expression
+        if not (isinstance(a, exp.Tuple) and isinstance(b, exp.Tuple)):
+            raise self.err(FeatureNotSupported, "comparing a row with a non-row value", node)
+        left, right = [x.copy() for x in a.expressions], [x.copy() for x in b.expressions]
+        if len(left) != len(right):
+            raise self.err(SqlSyntaxError, "unequal number of entries in row expressions", node)
+        pairs = list(zip(left, right, strict=True))
+
+        def both(x: exp.Expression, y: exp.Expression, op: type[exp.Binary]) -> exp.Expression:
+            joined: object = op(this=exp.Paren(this=x), expression=exp.Paren(this=y))
+            assert isinstance(joined, exp.Expression)
+            return joined
+
+        if isinstance(node, (exp.EQ, exp.NEQ)):
+            joiner = exp.And if isinstance(node, exp.EQ) else exp.Or
+            out: exp.Expression = type(node)(this=pairs[0][0], expression=pairs[0][1])
+            for x, y in pairs[1:]:
+                out = both(out, type(node)(this=x, expression=y), joiner)
+            return out
+        strict = exp.LT if isinstance(node, (exp.LT, exp.LTE)) else exp.GT
+        x, y = pairs[-1]
+        out = type(node)(this=x, expression=y)
+        for x, y in reversed(pairs[:-1]):
+            equal = exp.EQ(this=x.copy(), expression=y.copy())
+            out = both(strict(this=x, expression=y), both(equal, out, exp.And), exp.Or)
+        return out
 
     def interval_ms(self, t: Typed, node: exp.Expression) -> ScalarExpr:
         if t.interval_months:

@@ -3,9 +3,12 @@
 Windows are computed after GROUP BY/HAVING and before the SELECT list, DISTINCT and ORDER BY:
 the partition keys, order keys and arguments are mapped as columns, and the functions that share
 one ``OVER`` (same partitioning and order) become one ``Window`` node; different ``OVER``
-clauses stack nodes. Supported: ``row_number``, ``rank``, ``dense_rank``, ``lag``, ``lead`` and
-``count``/``sum``/``avg``/``min``/``max``/``bool_and``/``bool_or`` over PostgreSQL's default
-frame (``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``); other frames are refused.
+clauses (or frames) stack nodes. Supported: ``row_number``, ``rank``, ``dense_rank``,
+``percent_rank``, ``cume_dist``, ``ntile``, ``lag``, ``lead``, ``first_value``, ``last_value``,
+``nth_value`` and ``count``/``sum``/``avg``/``min``/``max``/``bool_and``/``bool_or``/
+``string_agg`` over ``ROWS BETWEEN`` any bounds or ``RANGE BETWEEN`` UNBOUNDED/CURRENT ROW
+bounds (PostgreSQL's default when none is given); ``RANGE`` with offsets, ``GROUPS`` and
+``EXCLUDE`` are refused.
 
 :func:`top_k_rewrite` turns ``… WHERE rn <= k`` over ``row_number() OVER (PARTITION BY p ORDER
 BY o) AS rn`` into a ``TopK`` (the same rows: both break ties by the whole row) with the
@@ -19,15 +22,23 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.errors import PlanTypeError
 from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Map, Project, RelationExpr, TopK
-from spate.plan.window import Window, WindowExpr, WindowFunc
+from spate.plan.window import (
+    DEFAULT_FRAME,
+    FrameMode,
+    Window,
+    WindowExpr,
+    WindowFrame,
+    WindowFunc,
+)
 from spate.repr.types import BOOL, INT64, numeric
 from spate.sql.binding import BinderBase
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
 from spate.sql.query import QueryPlanner
-from spate.sql.scalar import Typed
+from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, unique_names
 from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PgType, common_type, pg_numeric
 
@@ -71,7 +82,8 @@ def plan_windows(
     its column."""
     found: dict[int, Typed] = {}
     groups: dict[
-        tuple[tuple[int, ...], tuple[ColumnOrder, ...]], list[tuple[exp.Window, object, PgType]]
+        tuple[tuple[int, ...], tuple[ColumnOrder, ...], WindowFrame],
+        list[tuple[exp.Window, object, PgType]],
     ] = {}
     binder = qp.binder(rel.scope, "window", override)
     extra: list[ScalarExpr] = []
@@ -96,26 +108,22 @@ def plan_windows(
             qp.column_order(column_of(o.this), o)
             for o in (order_node.expressions if order_node else [])
         )
-        frame = spec.args.get("spec")
-        if frame is not None and not _default_frame(frame, bool(orders)):
-            raise qp.err(
-                FeatureNotSupported,
-                "only the default window frame (RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT "
-                "ROW) is supported",
-                w,
-            )
+        frame = _frame(qp, binder, spec.args.get("spec"), w)
         call, t = _call(qp, binder, w.this, column_of)
-        groups.setdefault((partition, orders), []).append((w, call, t))
+        if not reads_frame(call):
+            frame = DEFAULT_FRAME  # so that it shares a node with the others of its OVER
+        groups.setdefault((partition, orders, frame), []).append((w, call, t))
     if extra:
         names = unique_names([*rel.expr.desc.names, *(f"w{i}" for i in range(len(extra)))])
         expr: RelationExpr = Map(rel.expr, tuple(extra), tuple(names[base:]))
         rel = rel.with_cols(
             expr, rel.scope.cols + [Col(None, None, t, hidden=True) for t in extra_types]
         )
-    for (partition, orders), calls in groups.items():
+    for (partition, orders, frame), calls in groups.items():
         at = rel.arity
         names = unique_names([*rel.expr.desc.names, *(f"win{i}" for i in range(len(calls)))])[at:]
-        window = Window(rel.expr, partition, orders, tuple(c for _, c, _ in calls), tuple(names))  # type: ignore[misc]
+        funcs = tuple(c for _, c, _ in calls)
+        window = Window(rel.expr, partition, orders, funcs, tuple(names), frame)  # type: ignore[arg-type]
         cols = list(rel.scope.cols)
         for i, (w, _, t) in enumerate(calls):
             value: ScalarExpr = ColumnRef(at + i)
@@ -176,15 +184,59 @@ def _resolve_named(qp: QueryPlanner, w: exp.Window, named: dict[str, exp.Window]
     return merged
 
 
-def _default_frame(frame: exp.Expression, ordered: bool) -> bool:
-    kind = str(frame.args.get("kind") or "").upper()
-    start = str(frame.args.get("start") or "").upper()
-    side = str(frame.args.get("start_side") or "").upper()
-    end = str(frame.args.get("end") or "CURRENT ROW").upper()
-    if start == "UNBOUNDED" and side == "PRECEDING" and end == "CURRENT ROW":
-        return kind == "RANGE" or not ordered
-    end_side = str(frame.args.get("end_side") or "").upper()
-    return not ordered and start == "UNBOUNDED" and end == "UNBOUNDED" and end_side == "FOLLOWING"
+def _frame(
+    qp: QueryPlanner, binder: BinderBase, spec: exp.Expression | None, w: exp.Window
+) -> WindowFrame:
+    """The frame clause as a :class:`WindowFrame` (none: PostgreSQL's default)."""
+    if spec is None:
+        return DEFAULT_FRAME
+    kind = str(spec.args.get("kind") or "RANGE").upper()
+    if kind not in ("ROWS", "RANGE"):
+        raise qp.err(FeatureNotSupported, f"{kind} window frames are not supported", spec)
+    exclude = spec.args.get("exclude")
+    if exclude is not None and " ".join(str(exclude.name).upper().split()) != "NO OTHERS":
+        raise qp.err(FeatureNotSupported, "EXCLUDE in a window frame is not supported", spec)
+
+    def bound(node: object, side: object, end: bool) -> int | None:
+        side_text = str(side or "").upper()
+        if node is None:  # ROWS n PRECEDING: the end is the current row
+            return 0
+        if isinstance(node, str):
+            text = node.upper()
+            if text == "CURRENT ROW":
+                return 0
+            if text == "UNBOUNDED":
+                if side_text == ("PRECEDING" if end else "FOLLOWING"):
+                    which = "end" if end else "start"
+                    raise qp.err(
+                        WindowingError, f"frame {which} cannot be UNBOUNDED {side_text}", spec
+                    )
+                return None
+        assert isinstance(node, exp.Expression)
+        if kind == "RANGE":
+            raise qp.err(
+                FeatureNotSupported,
+                "RANGE with offset PRECEDING/FOLLOWING is not supported (use ROWS)",
+                node,
+            )
+        t = binder.bind(node)
+        value = t.expr.value if isinstance(t.expr, Literal) else None
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise qp.err(
+                FeatureNotSupported, "a window frame offset must be an integer constant", node
+            )
+        if value < 0:
+            which = "ending" if end else "starting"
+            raise qp.err(WindowingError, f"frame {which} offset must not be negative", node)
+        return -value if side_text == "PRECEDING" else value
+
+    start = bound(spec.args.get("start"), spec.args.get("start_side"), False)
+    end = bound(spec.args.get("end"), spec.args.get("end_side"), True)
+    mode = FrameMode.ROWS if kind == "ROWS" else FrameMode.RANGE
+    try:
+        return WindowFrame(mode, start, end)
+    except PlanTypeError as e:
+        raise qp.err(WindowingError, str(e), spec) from None
 
 
 def _call(
@@ -252,6 +304,8 @@ def _call(
     if isinstance(fn, (exp.PercentRank, exp.CumeDist)):
         f = WindowFunc.PERCENT_RANK if isinstance(fn, exp.PercentRank) else WindowFunc.CUME_DIST
         return WindowExpr(f), FLOAT8
+    if isinstance(fn, exp.GroupConcat) or name == "string_agg":
+        return _string_agg(qp, binder, fn, filter_cond), _text()
     agg_name = {
         exp.Count: "count",
         exp.Sum: "sum",
@@ -311,6 +365,37 @@ def _call(
     )
 
 
+def _string_agg(
+    qp: QueryPlanner, binder: ScalarBinder, fn: exp.Expression, filter_cond: ScalarExpr | None
+) -> AggregateExpr:
+    """``string_agg(value, 'delimiter')`` over the frame, in the frame's order."""
+    if isinstance(fn, exp.Anonymous):
+        args = list(fn.expressions)
+        arg, sep = args[0] if args else None, args[1] if len(args) > 1 else None
+    else:
+        arg, sep = fn.this, fn.args.get("separator")
+    if isinstance(arg, exp.Order):
+        raise qp.err(
+            FeatureNotSupported, "aggregate ORDER BY is not implemented for window functions", fn
+        )
+    if isinstance(arg, exp.Distinct):
+        raise qp.err(FeatureNotSupported, "DISTINCT is not implemented for window functions", fn)
+    if arg is None or not isinstance(sep, exp.Literal) or not sep.is_string:
+        raise qp.err(FeatureNotSupported, "string_agg needs a constant text delimiter", fn)
+    t = binder.bind(arg)
+    t = binder.coerce(t, _text(), arg, explicit=t.type.name != "unknown")
+    value = t.expr if filter_cond is None else Case(((filter_cond, t.expr),), None)
+    return AggregateExpr(AggregateFunc.STRING_AGG, value, delimiter=str(sep.this))
+
+
+def reads_frame(call: object) -> bool:
+    """Whether a window call's value depends on the frame."""
+    if isinstance(call, AggregateExpr):
+        return True
+    assert isinstance(call, WindowExpr)
+    return call.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE)
+
+
 # --- WHERE rn <= k -------------------------------------------------------------------------------
 
 
@@ -350,7 +435,9 @@ def top_k_rewrite(expr: RelationExpr) -> RelationExpr:
     if limit is None:
         return expr
     topk = TopK(node.input, node.partition_by, node.order_by, limit, 0)
-    rebuilt: RelationExpr = Window(topk, node.partition_by, node.order_by, node.funcs, node.names)
+    rebuilt: RelationExpr = Window(
+        topk, node.partition_by, node.order_by, node.funcs, node.names, node.frame
+    )
     for proj in reversed(chain):
         rebuilt = Project(rebuilt, proj.outputs, proj.names)
     return Filter(rebuilt, expr.predicates)
