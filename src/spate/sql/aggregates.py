@@ -9,7 +9,9 @@ from sqlglot import exp
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.expr import Case, Cast, ColumnRef, Literal, ScalarExpr
+from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Map, Reduce, RelationExpr
+from spate.plan.window import DEFAULT_FRAME, WindowExpr, WindowFunc, rows_between
 from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -18,6 +20,7 @@ from spate.sql.errors import (
     SqlError,
     UndefinedFunction,
 )
+from spate.sql.group_windows import GroupWindow, with_group_windows
 from spate.sql.grouping_sets import GROUPING_CALLS, expand, has_grouping_sets, union_of_reduces
 from spate.sql.query import Context, QueryPlanner
 from spate.sql.relops import global_defaults
@@ -131,7 +134,7 @@ def aggregate(
     for key_node, key_t in zip(key_nodes, keys, strict=True):
         if key_t.type.name == "unknown":
             raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
-    aggs: list[AggregateExpr] = []
+    aggs: list[AggregateExpr | GroupWindow] = []
     agg_types: list[PgType] = []
     agg_index: dict[int, int] = {}
     finals: list[Callable[[ScalarExpr], ScalarExpr]] = []
@@ -165,8 +168,19 @@ def aggregate(
             extra.append(t.expr)
     if extra:
         mapped = Map(mapped, tuple(extra))
+    if sets is not None:
+        windowed = [n for n in agg_nodes if isinstance(aggs[agg_index[id(n)]], GroupWindow)]
+        ordered = windowed[0] if windowed else None
+        if ordered is not None:
+            raise qp.err(
+                FeatureNotSupported,
+                "string_agg ordered other than by its value, or count(DISTINCT (…)), with "
+                "GROUPING SETS, ROLLUP or CUBE",
+                ordered,
+            )
+    mapped, reduce_aggs = with_group_windows(mapped, key_positions, aggs)
     names = unique_names(
-        [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in aggs)]
+        [*(mapped.desc.names[p] for p in key_positions), *(a.func.value for a in reduce_aggs)]
     )
     context = ctx.relation if ctx is not None else None
     grouping_args = [_grouping_args(qp, b, n, keys) for n in grouping_nodes]
@@ -178,7 +192,7 @@ def aggregate(
             key_positions=key_positions[k:],
             key_types=[t.type.scalar or INT64 for t in keys],
             sets=sets,
-            aggregates=aggs,
+            aggregates=reduce_aggs,
             names=names,
             defaults=defaults,
             grouping_args=grouping_args,
@@ -186,7 +200,7 @@ def aggregate(
         )
     else:
         reduced = Reduce(
-            mapped, tuple(key_positions), tuple(aggs), tuple(names[len(key_positions) :])
+            mapped, tuple(key_positions), reduce_aggs, tuple(names[len(key_positions) :])
         )
         if not key_nodes:
             reduced = global_defaults(reduced, context, defaults)
@@ -279,7 +293,7 @@ def _grouping_args(
 
 def _aggregate_call(
     qp: QueryPlanner, b: ScalarBinder, node: exp.Expression
-) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
+) -> tuple[AggregateExpr | GroupWindow, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
     """The IR aggregate of ``node``, its SQL type, a finishing scalar and the empty default."""
     filter_cond: ScalarExpr | None = None
     if isinstance(node, exp.Filter):
@@ -307,6 +321,8 @@ def _aggregate_call(
         return Case(((filter_cond, x),), None)
 
     name = _agg_name(node)
+    if name == "count" and isinstance(arg, exp.Tuple):
+        return _count_rows(qp, b, node, arg, distinct, filter_cond)
     if name == "count":
         if isinstance(arg, exp.Star) or arg is None:
             value: ScalarExpr = guard(Literal(True, BOOL))
@@ -396,13 +412,41 @@ def _agg_name(node: exp.Expression) -> str:
     }.get(type(node), type(node).__name__.lower())  # type: ignore[arg-type]
 
 
+def _count_rows(
+    qp: QueryPlanner,
+    b: ScalarBinder,
+    node: exp.Expression,
+    row: exp.Tuple,
+    distinct: bool,
+    filter_cond: ScalarExpr | None,
+) -> tuple[AggregateExpr | GroupWindow, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
+    """``count((a, b))`` (a row value is never NULL: every row counts) and ``count(DISTINCT
+    (a, b))`` (the distinct rows of values, NULLs equal: :mod:`spate.sql.group_windows`)."""
+    fields = [b.bind(x) for x in row.expressions]
+    zero = Literal(0, INT64)
+    if not distinct:
+        value: ScalarExpr = Literal(True, BOOL)
+        if filter_cond is not None:
+            value = Case(((filter_cond, value),), None)
+        return AggregateExpr(AggregateFunc.COUNT, value), INT8, lambda x: x, zero
+    if filter_cond is not None:
+        raise qp.err(FeatureNotSupported, "count(DISTINCT (…)) with FILTER", node)
+    order = tuple((t.expr, ColumnOrder(0)) for t in fields)
+    return (
+        GroupWindow(WindowExpr(WindowFunc.DENSE_RANK), order, DEFAULT_FRAME),
+        INT8,
+        lambda x: x,
+        zero,
+    )
+
+
 def _string_agg(
     qp: QueryPlanner,
     b: ScalarBinder,
     node: exp.Expression,
     guard: Callable[[ScalarExpr], ScalarExpr],
     distinct: bool,
-) -> tuple[AggregateExpr, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
+) -> tuple[AggregateExpr | GroupWindow, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
     arg = node.this
     if isinstance(arg, exp.Distinct):
         arg = arg.expressions[0]
@@ -410,28 +454,50 @@ def _string_agg(
     if isinstance(arg, exp.Order):
         order = arg
         arg = arg.this
+        if isinstance(arg, exp.Distinct):  # string_agg(DISTINCT v, d ORDER BY v)
+            distinct, arg = True, arg.expressions[0]
     sep = node.args.get("separator")
     if isinstance(node, exp.Anonymous):
         arg, sep = node.expressions[0], node.expressions[1] if len(node.expressions) > 1 else None
     if sep is None or not isinstance(sep, exp.Literal) or not sep.is_string:
         raise qp.err(FeatureNotSupported, "string_agg needs a constant text delimiter", node)
-    if order is not None:
-        items = order.expressions
-        if len(items) != 1 or items[0].this != arg or items[0].args.get("desc"):
-            raise qp.err(
-                FeatureNotSupported,
-                "string_agg orders its values ascending; ORDER BY other than the value "
-                "itself ascending is not supported",
-                order,
-            )
+    sorted_by_value = order is None or (
+        len(order.expressions) == 1
+        and order.expressions[0].this == arg
+        and not order.expressions[0].args.get("desc")
+    )
+    if order is not None and not sorted_by_value and distinct:
+        raise qp.err(
+            FeatureNotSupported,
+            "string_agg(DISTINCT …) orders its values ascending; ORDER BY other than the value "
+            "itself ascending is not supported",
+            order,
+        )
     t = b.bind(arg)
     t = b.coerce(t, PG_TEXT, arg, explicit=t.type.name != "unknown")
+    call = AggregateExpr(AggregateFunc.STRING_AGG, guard(t.expr), distinct, str(sep.this))
+    if order is not None and not sorted_by_value:
+        keys = tuple((_order_key(b, o.this), qp.column_order(0, o)) for o in order.expressions)
+        whole = rows_between(None, None)
+        return (
+            GroupWindow(call, keys, whole),
+            PG_TEXT,
+            lambda x: x,
+            Literal(None, PG_TEXT.scalar),  # type: ignore[arg-type]
+        )
     return (
-        AggregateExpr(AggregateFunc.STRING_AGG, guard(t.expr), distinct, str(sep.this)),
+        call,
         PG_TEXT,
         lambda x: x,
         Literal(None, PG_TEXT.scalar),  # type: ignore[arg-type]
     )
+
+
+def _order_key(b: ScalarBinder, node: exp.Expression) -> ScalarExpr:
+    t = b.bind(node)
+    if t.type.name == "unknown":
+        t = b.coerce(t, PG_TEXT, node)
+    return t.expr
 
 
 def strip_alias(node: exp.Expression) -> exp.Expression:
