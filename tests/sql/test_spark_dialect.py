@@ -357,12 +357,7 @@ CASES: list[tuple[str, str, str]] = [
 
 
 # Spark texts spate does not answer yet (strict xfails of the spate test; remove when fixed).
-GAPS = {
-    "SELECT id, nvl2(x, x * 10, -1) FROM c": "nvl2 is not mapped",
-    "SELECT region, count_if(ok), sum(if(product = 'apple', qty, NULL)) FROM sales GROUP BY region": "count_if is not mapped",
-    "SELECT t.x FROM t LEFT SEMI JOIN s ON s.y = t.x": "LEFT SEMI JOIN is not supported",
-    "SELECT t.x FROM t LEFT ANTI JOIN s ON s.y = t.x": "LEFT ANTI JOIN is not supported",
-}
+GAPS: dict[str, str] = {}
 
 
 @dataclass

@@ -22,6 +22,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
+from spate.sql.spark import spark_to_postgres
 
 DIALECTS = {"postgres": "postgres", "materialize": "postgres", "spark": "spark"}
 
@@ -137,6 +138,8 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
         )
     normalized = normalize_identifiers(stmt, dialect=sqlglot_dialect(src.dialect))
     assert isinstance(normalized, exp.Expression)
+    if src.dialect == "spark":
+        normalized = spark_to_postgres(normalized)
     _shift(normalized, start)
     return normalized
 
