@@ -28,6 +28,7 @@ from spate.plan.expr import (
     VariadicFunc,
 )
 from spate.repr.types import FLOAT64, INT64, TEXT, numeric
+from spate.sql.age import age
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedFunction
 from spate.sql.types import (
@@ -319,6 +320,7 @@ FIXED_BUILTINS: Final[dict[type, Builtin]] = {
 """sqlglot node types bound here."""
 
 ANONYMOUS: Final[dict[str, Builtin]] = {
+    "age": age,
     "make_date": make_date,
     "octet_length": octet_length,
     "btrim": btrim,
