@@ -11,6 +11,7 @@ from decimal import Decimal
 
 import pytest
 
+from spate.sql.errors import FeatureNotSupported
 from tests.sql._plan_engine import ReferenceEngine
 
 
@@ -299,3 +300,12 @@ def test_value_and_distribution_window_functions(db: ReferenceEngine) -> None:
         (2, 2, 2, 2, 1, 0.5, 2 / 3),
         (3, 3, 3, 2, 2, 1.0, 1.0),
     ]
+
+
+def test_order_dependent_aggregates_with_grouping_sets_are_refused(db: ReferenceEngine) -> None:
+    # they are computed by a window over the whole group, not over one grouping set's group
+    for call in ("string_agg(name, ',' ORDER BY id DESC)", "count(DISTINCT (id, name))"):
+        with pytest.raises(FeatureNotSupported, match="with GROUPING SETS, ROLLUP or CUBE"):
+            db.sql(f"SELECT id, {call} FROM c GROUP BY ROLLUP (id)")
+    assert db.rows("SELECT string_agg(name, ',' ORDER BY id DESC) FROM c") == [("cy,bob,ann",)]
+    assert db.rows("SELECT count(DISTINCT (id % 2, name < 'b')) FROM c") == [(3,)]
