@@ -1,8 +1,8 @@
 """A read that needs a materialized view whose dataflow failed for good (here: its input's
 batch is corrupt, so Spark cannot read it — not an evaluation error) fails at once, naming the
 view and why, instead of waiting out its whole timeout for an upper that no longer moves. (A
-SELECT over such a view used to time out, blaming the inputs' uppers.) A real compute replica
-process runs the view."""
+SELECT over such a view used to time out, blaming the inputs' uppers.) A SUBSCRIBE to it ends
+likewise (it used to wait forever). A real compute replica process runs the view."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from spate.environment.api import Environment
+from spate.environment.view_failures import ViewFailed
 from spate.errors import ReadFailed, ReadTimeout
 from spate.plan.builder import col, count, sum_
 from spate.repr import INT64, RelationDesc
@@ -54,3 +55,22 @@ def test_a_read_over_a_failed_view_fails_promptly_naming_it(tmp_path: Path) -> N
         assert not isinstance(caught.value, ReadTimeout)
         assert "sums" in str(caught.value) and "failed" in str(caught.value), caught.value
         assert took < TIMEOUT / 4, f"the read took {took:.0f} s"
+
+        # A subscribe to it (or to a query over it), through the API and in SQL, ends the
+        # same way instead of waiting for an upper that no longer moves.
+        env.sql("SET cluster = c")
+        subscribes = {
+            "api": lambda: env.subscribe("sums", cluster="c", timeout=TIMEOUT),
+            "api, query over it": lambda: env.subscribe(
+                env.get("sums").reduce([], n=count()), cluster="c", timeout=TIMEOUT
+            ),
+            "sql": lambda: env.sql("SUBSCRIBE sums"),
+        }
+        for how, start in subscribes.items():
+            started = time.monotonic()
+            with pytest.raises(ViewFailed) as ended:
+                for _ in start():
+                    pass
+            took = time.monotonic() - started
+            assert "sums" in str(ended.value) and "failed" in str(ended.value), (how, ended.value)
+            assert took < TIMEOUT / 4, f"the {how} subscribe took {took:.0f} s"

@@ -22,7 +22,8 @@ explicit ``as_of`` below an input's since is an error naming both.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
+import math
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -505,7 +506,7 @@ async def subscribe(
     named = row_type(inlined.desc)
     try:
         while not done:
-            batch: SubscribeResponse = await queue.get()
+            batch = await _next_batch(rt, t.name, queue, reads_ids)
             if batch.error is not None:
                 message = f"subscribe to {t.name} failed: {batch.error}"
                 raise EvaluationFailed.from_message(message) or ReadFailed(message)
@@ -521,3 +522,15 @@ async def subscribe(
         rt.controller.forget_subscribe(sink)
         if not done:
             rt.compute.drop_collections(instance, [sink])
+
+
+async def _next_batch(
+    rt: Runtime, name: str, queue: asyncio.Queue[SubscribeResponse], reads: Iterable[GlobalId]
+) -> SubscribeResponse:
+    """The subscribe's next batch; :class:`ViewFailed` as soon as a materialized view it reads
+    is computed by no replica any more (its upper would never move again)."""
+    batch = asyncio.ensure_future(queue.get())
+    try:
+        return await await_answer(rt, batch, math.inf, reads, what=f"subscribe to {name}")
+    finally:
+        batch.cancel()  # when the wait is cancelled (the caller's timeout); else a no-op

@@ -64,10 +64,16 @@ def _failure(rt: Runtime, item: MaterializedViewItem) -> str | None:
 
 
 async def await_answer(
-    rt: Runtime, future: asyncio.Future[T], timeout: float, reads: Iterable[GlobalId]
+    rt: Runtime,
+    future: asyncio.Future[T],
+    timeout: float,
+    reads: Iterable[GlobalId],
+    *,
+    what: str = "read",
 ) -> T:
     """``future``'s result within ``timeout`` (else ``TimeoutError``); :class:`ViewFailed`
-    (and ``future`` cancelled) as soon as a view ``reads`` depends on failed (module docs)."""
+    (and ``future`` cancelled) as soon as a view ``reads`` depends on failed (module docs),
+    its message starting with ``what``. A subscribe waits for each batch this way."""
     watched = list(reads)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -82,4 +88,4 @@ async def await_answer(
         failure = failed_view(rt, watched)
         if failure is not None:
             future.cancel()
-            raise ViewFailed(f"read failed: {failure}")
+            raise ViewFailed(f"{what} failed: {failure}")
