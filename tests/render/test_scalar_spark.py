@@ -551,6 +551,11 @@ def test_edge_cases_match_reference_and_expected_values(exact_spark: SparkSessio
         (col("n") * col("m"), Decimal("-0.006175")),
         (col("n") + col("m"), Decimal("12.3495")),
         (col("n") % lit(Decimal("5.1")), Decimal("2.15")),
+        # numeric division: PostgreSQL's result scale per quotient, by zero NULL
+        (col("n") / col("m"), Decimal("-24700")),
+        (col("n") / lit(Decimal(3)), Decimal("4.1166666666666667")),
+        (lit(Decimal(1)) / lit(Decimal(3)), Decimal("0.33333333333333333333")),
+        (col("n") / lit(Decimal("0.00")), None),
         (col("n").cast(numeric(5, 1)), Decimal("12.4")),
         (col("m").cast(numeric(5, 3)), Decimal("-0.001")),
         (col("n").cast(INT64), 12),

@@ -15,8 +15,10 @@ Semantics (the reference evaluator :mod:`spate.plan.evaluation.scalar` is their 
 * **Arithmetic** is on equal types. ``int64`` ``+ - *`` overflowing 64 bits is an evaluation
   error; ``/`` on ``int64`` truncates toward zero; ``/`` and ``%`` by zero give NULL (so their
   result is nullable); ``%`` takes the sign of the dividend. ``numeric(p1,s1) ± numeric(p2,s2)``
-  is ``numeric(38, max(s1,s2))``, ``*`` is ``numeric(38, min(38, s1+s2))``; a result with more
-  than 38 digits is an evaluation error.
+  is ``numeric(38, max(s1,s2))``, ``*`` is ``numeric(38, min(38, s1+s2))``, ``/`` is
+  ``numeric(38, S)`` rounded as PostgreSQL rounds each quotient
+  (:mod:`spate.plan.numeric_division`); a result with more than 38 digits is an evaluation
+  error.
 * **Comparison** of floats follows PostgreSQL and Spark: ``NaN = NaN`` and NaN is larger than
   every other number; ``-0.0 = 0.0``. Text compares by code point, bytes bytewise.
 * **Casts** that cannot succeed for a value (unparseable text, out of range) give NULL.

@@ -47,6 +47,7 @@ from spate.plan.expr import (
     show,
 )
 from spate.plan.funcs import CONSTANT_ARGS, SAME, SIGNATURES
+from spate.plan.numeric_division import division_scale
 from spate.repr.desc import Column
 from spate.repr.types import (
     BOOL,
@@ -239,9 +240,8 @@ class _Resolver:
             return ColumnType(numeric(38, max(a.scale, b.scale)), nullable or f is BinaryFunc.MOD)
         if f is BinaryFunc.MUL:
             return ColumnType(numeric(38, min(38, a.scale + b.scale)), nullable)
-        raise PlanTypeError(
-            f"division of {a} by {b} is not supported; cast the operands to float64"
-        )
+        # division: PostgreSQL's rounding (spate.plan.numeric_division); NULL for a zero divisor
+        return ColumnType(numeric(38, division_scale(a, b)), True)
 
     def unify(
         self,

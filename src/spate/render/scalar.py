@@ -81,6 +81,7 @@ from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
 from spate.render.layout import col_name
 from spate.render.like import _like_regex_column, _substr, like_regex
+from spate.render.numeric_division import numeric_divide
 from spate.render.scalar_funcs import Failing, FixedNotCompilable, compile_fixed, raising
 from spate.render.text_casts import canon_float, from_text, to_text
 from spate.repr.desc import RelationDesc
@@ -415,6 +416,11 @@ class _Compiler:
         elif f is BinaryFunc.DIV:
             if k is K.INT64:
                 out = F.when(b != F.lit(0), F.call_function("div", a, b))
+            elif k is K.NUMERIC:
+                assert isinstance(e, CallBinary)
+                sa, sb, so = (self.type_of(x).scale for x in (e.left, e.right, e))
+                assert sa is not None and sb is not None and so is not None
+                return numeric_divide(a, b, sa, sb, so)
             else:
                 out = F.when(b != F.lit(0), a / b)
         else:

@@ -17,7 +17,8 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
-from spate.repr.types import BOOL, FLOAT64, INT64, TIMESTAMP, numeric
+from spate.plan.numeric_division import division_scale
+from spate.repr.types import BOOL, FLOAT64, INT64, TIMESTAMP, ScalarType, numeric
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.checks import checked_division
 from spate.sql.errors import (
@@ -289,9 +290,9 @@ class OperatorBinding(BinderBase):
         before = (left, right)
         (left, right), target = self.operands(left, right, node, _SYMBOL[op])
         if target.name == "numeric":
-            # keep each operand's own scale: the IR widens int64 to numeric(38,0) itself
+            # keep each operand's own type: an integer becomes the numeric holding its values
             left, right = (
-                self.coerce(b, pg_numeric(numeric(38, 0)), n, explicit=True)
+                self.coerce(b, pg_numeric(_integer_numeric(b)), n, explicit=True)
                 if b.type.is_integer
                 else b
                 if b.type.name == "numeric"
@@ -315,14 +316,14 @@ class OperatorBinding(BinderBase):
             b = Cast(right.expr, FLOAT64)
             return Typed(checked_division(op, CallBinary(op, a, b), b, FLOAT64, FLOAT64), FLOAT8)
         if op is BinaryFunc.DIV and target.name == "numeric":
-            # numeric division: through float64, stored at scale 16 (PostgreSQL's scale varies)
+            # numeric division: exact, each quotient rounded as PostgreSQL rounds it
             assert left.type.scalar is not None and right.type.scalar is not None
-            scale = max(16, left.type.scalar.scale or 0, right.type.scalar.scale or 0)
-            out_t = numeric(38, min(scale, 38))
-            a = Cast(left.expr, FLOAT64)
-            b = Cast(right.expr, FLOAT64)
-            quotient = Cast(CallBinary(op, a, b), out_t)
-            return Typed(checked_division(op, quotient, b, FLOAT64, out_t), pg_numeric(out_t))
+            out_t = numeric(38, division_scale(left.type.scalar, right.type.scalar))
+            quotient = CallBinary(op, left.expr, right.expr)
+            return Typed(
+                checked_division(op, quotient, right.expr, right.type.scalar, out_t),
+                pg_numeric(out_t),
+            )
         out_type = target
         if target.name == "numeric":
             ls, rs = _scale(original[0]), _scale(original[1])
@@ -452,6 +453,14 @@ class OperatorBinding(BinderBase):
             Case(((CallBinary(BinaryFunc.EQ, a2.expr, b2.expr), null),), a2.expr),
             a2.type,
         )
+
+
+def _integer_numeric(t: Typed) -> ScalarType:
+    """The numeric type an integer operand converts to: as many digits as its values have
+    (a constant: its own digits), so that quotients keep room for fraction digits."""
+    if isinstance(t.expr, Literal) and isinstance(t.expr.value, int):
+        return numeric(max(1, len(str(abs(t.expr.value)))), 0)
+    return numeric(19, 0)
 
 
 def _scale(t: PgType) -> int:

@@ -12,6 +12,7 @@ dispatches on the node's type.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 
 from sqlglot import exp
 
@@ -26,6 +27,7 @@ from spate.plan.expr import (
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
+    lift,
 )
 from spate.repr.types import BOOL, INT64, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
@@ -52,6 +54,7 @@ from spate.sql.types import (
     PgType,
     display_name,
     named_type,
+    pg_numeric,
 )
 from spate.sql.values import number_literal
 
@@ -141,6 +144,28 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         out = self.coerce(t, target, node, explicit=True)
         if isinstance(node, exp.TryCast) or t.type.scalar is None:
             return out
+        if (
+            target.name == "numeric"
+            and not to.expressions
+            and isinstance(out.expr, Literal)
+            and isinstance(t.expr, Literal)
+            and isinstance(t.expr.value, (int, Decimal))
+            and not isinstance(t.expr.value, bool)
+            and self.dialect != "spark"
+        ):
+            # a constant cast to unconstrained numeric keeps its own digits (1::numeric is 1,
+            # not 1.0000000000), as PostgreSQL's value does
+            value = Decimal(t.expr.value)
+            sign_digits_exponent = value.as_tuple()
+            exponent = sign_digits_exponent.exponent
+            if (
+                isinstance(exponent, int)
+                and -38 <= exponent <= 0
+                and len(sign_digits_exponent.digits) <= 38
+            ):
+                tight = lift(value)
+                assert isinstance(tight, Literal)
+                return Typed(tight, pg_numeric(tight.type))
         # CAST fails where it cannot convert a value (TRY_CAST gives NULL)
         name = display_name(target)
         return Typed(strict_cast(out.expr, t.expr, t.type.scalar, target.scalar, name), target)

@@ -16,6 +16,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from spate.plan.errors import EvalError
@@ -59,6 +60,7 @@ from spate.plan.expr import (
 )
 from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
+from spate.plan.numeric_division import divide
 from spate.repr.desc import Column
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
@@ -206,7 +208,9 @@ class _Compiler:
                 return None if x is None or y is None else False
 
             return or_
-        fn = self.binary_function(f, self.type_of(left), self.type_of(e), what)
+        fn = self.binary_function(
+            f, self.type_of(left), self.type_of(e), what, divisor=self.type_of(right)
+        )
 
         def strict(row: Row, now: int) -> Datum:
             x, y = a(row, now), b(row, now)
@@ -217,7 +221,13 @@ class _Compiler:
         return strict
 
     def binary_function(
-        self, f: BinaryFunc, operand: ScalarType, result: ScalarType, what: str
+        self,
+        f: BinaryFunc,
+        operand: ScalarType,
+        result: ScalarType,
+        what: str,
+        *,
+        divisor: ScalarType,
     ) -> _Fn2:
         k = operand.kind
         cmp_ops: dict[BinaryFunc, Callable[[int], bool]] = {
@@ -251,6 +261,8 @@ class _Compiler:
         if f is BinaryFunc.DIV:
             if k is K.INT64:
                 return lambda x, y: _int_div(x, y, what)
+            if k is K.NUMERIC:
+                return _numeric_div(operand, divisor, result, what)
             return lambda x, y: None if y == 0 else canonical(x / y, result)
         if f is BinaryFunc.MOD:
             if k is K.INT64:
@@ -334,6 +346,21 @@ def _abs(v: Any, what: str) -> Datum:
 
 
 _FLOAT = ScalarType(K.FLOAT64)
+
+
+def _numeric_div(a: ScalarType, b: ScalarType, result: ScalarType, what: str) -> _Fn2:
+    """PostgreSQL's rounding of each quotient (:mod:`spate.plan.numeric_division`), the
+    operands' type scales standing for their display scales."""
+    assert a.scale is not None and b.scale is not None and result.scale is not None
+    a_scale, b_scale, out = a.scale, b.scale, result.scale
+
+    def div(x: Datum, y: Datum) -> Datum:
+        assert isinstance(x, (Decimal, int)) and isinstance(y, (Decimal, int))
+        if y == 0:
+            return None
+        return fit_numeric(divide(Decimal(x), Decimal(y), a_scale, b_scale, out), result, what)
+
+    return div
 
 
 def _int_div(x: int, y: int, what: str) -> int | None:
