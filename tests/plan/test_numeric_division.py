@@ -11,7 +11,7 @@ import pytest
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.scalar import eval_scalar
 from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef
-from spate.plan.numeric_division import division_scale, divide
+from spate.plan.numeric_division import divide, division_scale
 from spate.repr.desc import Column
 from spate.repr.types import numeric
 

@@ -13,9 +13,11 @@ function        input → result                  value
                 float64, numeric(p,s) →
                 numeric(38,s)
 ``min/max``     any orderable type              smallest/largest value; NULL if none
-``avg``         int64/float64 → float64,        sum / count; NULL if none; numeric rounds half
-                numeric(p,s) →                  away from zero to the result scale
-                numeric(38,min(38,s+4))
+``avg``         int64/float64 → float64,        sum / count; NULL if none; numeric is the
+                numeric(p,s) →                  quotient of numeric(38,s) by the count, rounded
+                numeric(38,max(s,16))           as PostgreSQL rounds it (its result scale
+                                                from the values, capped at the type's scale;
+                                                :mod:`spate.plan.numeric_division`)
 ``bool_and``    bool → bool                     all values TRUE; NULL if none
 ``bool_or``     bool → bool                     any value TRUE; NULL if none
 ``string_agg``  text → text                     the values **sorted ascending**, each repeated
@@ -35,6 +37,7 @@ from enum import StrEnum
 
 from spate.plan.errors import PlanTypeError
 from spate.plan.expr import ColumnType, Literal, ScalarExpr
+from spate.plan.numeric_division import division_scale
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, ScalarKind, numeric
 from spate.wire import wire
 
@@ -77,6 +80,12 @@ class AggregateExpr:
         return self.func is AggregateFunc.COUNT and self.expr == Literal(True, BOOL)
 
 
+def avg_scale(scale: int) -> int:
+    """The type scale of ``avg`` over ``numeric(p, scale)``: that of the sum's quotient by a
+    count."""
+    return division_scale(numeric(38, scale), numeric(20, 0))
+
+
 def aggregate_type(func: AggregateFunc, input_type: ColumnType) -> ColumnType:
     """The result type of ``func`` over values of ``input_type`` (raises ``PlanTypeError``)."""
     t = input_type.type
@@ -106,7 +115,7 @@ def aggregate_type(func: AggregateFunc, input_type: ColumnType) -> ColumnType:
             return ColumnType(FLOAT64, nullable)
         if k is K.NUMERIC:
             assert t.scale is not None
-            return ColumnType(numeric(38, min(38, t.scale + 4)), nullable)
+            return ColumnType(numeric(38, avg_scale(t.scale)), nullable)
         raise bad("int64, float64 or numeric")
     if func in (AggregateFunc.BOOL_AND, AggregateFunc.BOOL_OR):
         if k is not K.BOOL:

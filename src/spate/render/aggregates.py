@@ -52,6 +52,7 @@ from spate.errors import error_record
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import PlanTypeError
 from spate.plan.infer import typ
+from spate.render.numeric_division import numeric_divide
 from spate.render.scalar import Failure, compile_scalar
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.spark import spark_type
@@ -270,35 +271,7 @@ def _int_ratio(total: Column, n: Column) -> Column:
 
 
 def _numeric_ratio(total: Column, n: Column, scale: int, out_scale: int) -> Column:
-    """``total / n`` (numeric sum of scale ``scale``) rounded half away from zero."""
-    extra = out_scale - scale
-
-    def body(sign: Column, q: Column, r: Column, divisor: Column) -> Column:
-        digits = F.call_function("div", (r * _dec(10 ** (extra + 1))).cast(_EXACT_INT), divisor)
-        up = F.when(digits % F.lit(10) >= F.lit(5), _dec(1)).otherwise(_dec(0))
-        kept = F.call_function("div", digits, F.lit(10)).cast(_EXACT_INT)
-        # More than 38 digits raises here (ANSI), like the reference's numeric overflow.
-        unscaled = (q * _dec(10**extra) + kept + up).cast(_EXACT_INT)
-        return _let(unscaled.cast("string"), lambda text: _point(sign, text, out_scale))
-
-    unscaled_total = F.regexp_replace(total.cast("string"), "[.]", "")
-    return _ratio(unscaled_total, n, body)
-
-
-def _point(sign: Column, unscaled: Column, scale: int) -> Column:
-    """The decimal(38, scale) whose unscaled digits are ``unscaled`` (a non-negative integer)."""
-    # lpad also truncates, so only pad short values: "5" at scale 2 is "0.05".
-    padded = F.when(F.length(unscaled) <= F.lit(scale), F.lpad(unscaled, scale + 1, "0")).otherwise(
-        unscaled
-    )
-
-    def insert(text: Column) -> Column:
-        width = F.length(text)
-        return F.concat(
-            sign,
-            F.substring(text, F.lit(1), width - F.lit(scale)),
-            F.lit("."),
-            F.substring(text, width - F.lit(scale - 1), F.lit(scale)),
-        ).cast(T.DecimalType(38, scale))
-
-    return _let(padded, insert)
+    """``total / n`` (numeric sum of scale ``scale``, a count) rounded as PostgreSQL rounds the
+    quotient (:mod:`spate.render.numeric_division`)."""
+    exact_total = total.cast(T.DecimalType(38, scale))
+    return numeric_divide(exact_total, n.cast(T.DecimalType(20, 0)), scale, 0, out_scale)

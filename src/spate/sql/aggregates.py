@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.aggregate import AggregateExpr, AggregateFunc, avg_scale
 from spate.plan.expr import Case, Cast, ColumnRef, Literal, ScalarExpr
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Map, Reduce, RelationExpr
@@ -357,13 +357,13 @@ def _aggregate_call(
         raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
     if name == "sum":
         if t.type.name == "int8":
-            # PostgreSQL's sum(bigint) is numeric: summed in int64, then cast (so that it
-            # divides as a numeric); an int64 overflow stays an error
+            # PostgreSQL's sum(bigint) is numeric: summed as numeric, so a total beyond int64
+            # is a value, not an overflow
             return (
-                AggregateExpr(AggregateFunc.SUM, x, distinct),
+                AggregateExpr(AggregateFunc.SUM, guard(Cast(t.expr, numeric(19, 0))), distinct),
                 pg_numeric(numeric(38, 0)),
-                lambda v: Cast(v, numeric(38, 0)),
-                Literal(None, INT64),
+                ident,
+                Literal(None, numeric(38, 0)),
             )
         if t.type.is_integer:
             out_t = INT8
@@ -382,14 +382,12 @@ def _aggregate_call(
                 ident,
                 Literal(None, FLOAT64),
             )
-        scale = (
-            12 if t.type.is_integer else max(12, (t.type.scalar.scale or 0) if t.type.scalar else 0)
-        )
-        scale = min(scale, 34)
-        wide = numeric(38, scale)
-        out = pg_numeric(numeric(38, scale + 4))
+        # PostgreSQL's avg of integers and numerics: the numeric sum divided by the count
+        arg = x if t.type.name == "numeric" else guard(Cast(t.expr, numeric(19, 0)))
+        scale = (t.type.scalar.scale or 0) if t.type.name == "numeric" and t.type.scalar else 0
+        out = pg_numeric(numeric(38, avg_scale(scale)))
         return (
-            AggregateExpr(AggregateFunc.AVG, Cast(x, wide), distinct),
+            AggregateExpr(AggregateFunc.AVG, arg, distinct),
             out,
             ident,
             Literal(None, out.scalar),  # type: ignore[arg-type]

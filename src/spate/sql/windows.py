@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.aggregate import AggregateExpr, AggregateFunc, avg_scale
 from spate.plan.errors import PlanTypeError
 from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
 from spate.plan.finishing import ColumnOrder
@@ -342,8 +342,10 @@ def _call(
         raise qp.err(UndefinedFunction, f"function {agg_name}({t_arg.type}) does not exist", fn)
     if agg_name == "sum":
         if t_arg.type.name == "int8":
-            out = pg_numeric(numeric(38, 0))  # PostgreSQL's sum(bigint); cast when read
-        elif t_arg.type.is_integer:
+            # PostgreSQL's sum(bigint) is numeric: summed as numeric (no overflow at 2**63)
+            summed = guard(Cast(t_arg.expr, numeric(19, 0)))
+            return AggregateExpr(AggregateFunc.SUM, summed), pg_numeric(numeric(38, 0))
+        if t_arg.type.is_integer:
             out = INT8
         elif t_arg.type.name == "numeric":
             assert t_arg.type.scalar is not None
@@ -353,15 +355,13 @@ def _call(
         return AggregateExpr(AggregateFunc.SUM, guard(t_arg.expr)), out
     if t_arg.type.name in ("float4", "float8"):
         return AggregateExpr(AggregateFunc.AVG, guard(t_arg.expr)), FLOAT8
-    scale = (
-        12
-        if t_arg.type.is_integer
-        else max(12, (t_arg.type.scalar.scale or 0) if t_arg.type.scalar else 0)
-    )
-    scale = min(scale, 34)
+    # PostgreSQL's avg of integers and numerics: the numeric sum divided by the count
+    numeric_arg = t_arg.type.name == "numeric" and t_arg.type.scalar is not None
+    arg = t_arg.expr if numeric_arg else Cast(t_arg.expr, numeric(19, 0))
+    scale = (t_arg.type.scalar.scale or 0) if numeric_arg and t_arg.type.scalar else 0
     return (
-        AggregateExpr(AggregateFunc.AVG, guard(Cast(t_arg.expr, numeric(38, scale)))),
-        pg_numeric(numeric(38, scale + 4)),
+        AggregateExpr(AggregateFunc.AVG, guard(arg)),
+        pg_numeric(numeric(38, avg_scale(scale))),
     )
 
 

@@ -44,6 +44,8 @@ from spate.plan.evaluation.values import (
 )
 from spate.plan.expr import ScalarExpr, show
 from spate.plan.finishing import ColumnOrder
+from spate.plan.infer import typ
+from spate.plan.numeric_division import divide
 from spate.plan.recursive import Recursive, RecursiveRef
 from spate.plan.relation import (
     ArrangeBy,
@@ -283,12 +285,13 @@ class _Evaluator:
             groups.setdefault(tuple(r[i] for i in key), []).append((r, m))
         out_types = [c.type for c in plan.desc.columns[len(key) :]]
         compiled = [compile_scalar(a.expr, inp.desc.columns) for a in aggregates]
+        scales = [_scale(a.expr, inp.desc.columns) for a in aggregates]
         out: Multiset = Counter()
         for k, members in groups.items():
             values = []
-            for agg, fn, t in zip(aggregates, compiled, out_types, strict=True):
+            for agg, fn, t, s in zip(aggregates, compiled, out_types, scales, strict=True):
                 pairs = [(fn(r, self.now), m) for r, m in members]
-                values.append(aggregate(agg, pairs, t))
+                values.append(aggregate(agg, pairs, t, in_scale=s))
             out[(*k, *values)] = 1
         return out
 
@@ -357,8 +360,9 @@ class _Evaluator:
                 values = [None if fn is None else fn(r, self.now) for r in rows]
                 if isinstance(f, AggregateExpr):
                     by_frame: dict[tuple[int, int], Datum] = {}  # one value per distinct frame
+                    s = _scale(f.expr, columns)
                     for lo, hi in set(bounds):
-                        by_frame[(lo, hi)] = _frame_aggregate(f, values[lo : hi + 1], t)
+                        by_frame[(lo, hi)] = _frame_aggregate(f, values[lo : hi + 1], t, s)
                     col = [by_frame[b] for b in bounds]
                 elif f.func is WindowFunc.ROW_NUMBER:
                     col = list(range(1, n + 1))
@@ -409,14 +413,16 @@ def _frame_bounds(frame: WindowFrame, first: list[int], last: list[int]) -> list
     return out
 
 
-def _frame_aggregate(agg: AggregateExpr, values: Sequence[Datum], out: ScalarType) -> Datum:
+def _frame_aggregate(
+    agg: AggregateExpr, values: Sequence[Datum], out: ScalarType, in_scale: int
+) -> Datum:
     """``agg`` over a frame's values in the frame's order (``string_agg`` concatenates them in
     that order, where ``Reduce`` sorts them)."""
     if agg.func is AggregateFunc.STRING_AGG:
         assert agg.delimiter is not None
         present = [v for v in values if v is not None]
         return agg.delimiter.join(str(v) for v in present) if present else None
-    return aggregate(agg, [(v, 1) for v in values], out)
+    return aggregate(agg, [(v, 1) for v in values], out, in_scale=in_scale)
 
 
 def _ntile(i: int, n: int, buckets: int) -> int:
@@ -467,8 +473,20 @@ def table_function(func: TableFunc, args: Sequence[Datum]) -> list[Datum]:
     raise EvalError(f"unknown table function {func}")
 
 
-def aggregate(agg: AggregateExpr, pairs: Sequence[tuple[Datum, int]], out: ScalarType) -> Datum:
-    """``agg`` over values with multiplicities (NULLs among them are skipped)."""
+def _scale(expr: ScalarExpr, columns: Sequence[Column]) -> int:
+    """The scale of a numeric expression's type (0 for other types)."""
+    return typ(expr, columns).type.scale or 0
+
+
+def aggregate(
+    agg: AggregateExpr,
+    pairs: Sequence[tuple[Datum, int]],
+    out: ScalarType,
+    *,
+    in_scale: int = 0,
+) -> Datum:
+    """``agg`` over values with multiplicities (NULLs among them are skipped); ``in_scale``:
+    the scale of a numeric input (the display scale of its sum, for ``avg``)."""
     values: list[tuple[Any, int]] = [(v, m) for v, m in pairs if v is not None and m != 0]
     if agg.distinct:
         distinct: list[Any] = []
@@ -491,7 +509,9 @@ def aggregate(agg: AggregateExpr, pairs: Sequence[tuple[Datum, int]], out: Scala
     if f is AggregateFunc.AVG:
         n = sum(m for _, m in values)
         if out.kind is ScalarKind.NUMERIC:
-            return fit_numeric(_EXACT.divide(_decimal_sum(values), Decimal(n)), out, what)
+            assert out.scale is not None
+            quotient = divide(_decimal_sum(values), Decimal(n), in_scale, 0, out.scale)
+            return fit_numeric(quotient, out, what)
         if all(isinstance(v, int) for v, _ in values):
             return canonical(sum(v * m for v, m in values) / n, out)
         return canonical(math.fsum(v * m for v, m in values) / n, out)
