@@ -18,8 +18,9 @@ How each is computed (``v`` the input value, ``m`` its multiplicity):
 * ``min``/``max`` — Spark's (NaN largest, text by code point, bytes unsigned bytewise).
 * ``avg`` — int64: the exact decimal Σ v·m divided by Σ m by long division, printed with 36
   fraction digits and a sticky digit and parsed as a double (Java's ``parseDouble`` rounds
-  correctly). float64: Σ v·m / Σ m in doubles. numeric: the same long division, rounded half away
-  from zero to the result scale ``s + 4``. Neither depends on Spark's decimal division rules.
+  correctly). float64: Σ v·m / Σ m in doubles. numeric: the exact numeric division of
+  :mod:`spate.render.numeric_division` (PostgreSQL's result scale per average, capped at the
+  type's). Neither depends on Spark's decimal division rules.
 * ``bool_and``/``bool_or`` — Spark's ``bool_and``/``bool_or`` (multiplicity does not matter).
 * ``string_agg`` — every value repeated ``m`` times (``collect_set`` for distinct), sorted by
   code point (Spark sorts strings by UTF-8 bytes, the same order), joined by the delimiter.
