@@ -161,6 +161,8 @@ EXACT: list[ScalarExpr] = [
     call(V.TO_CHAR, c("d"), t("YYYY/MM MONTH month MS YY D")),
     call(V.SQRT, c("f")),
     call(V.FLOAT4, c("f")),
+    call(V.FLOAT4_TEXT, c("f")),
+    call(V.FLOAT4_TEXT, c("g")),
     Cast(c("f"), TEXT),
     Cast(c("g"), TEXT),
     call(V.LN, c("f")),

@@ -78,6 +78,7 @@ class VariadicFunc(StrEnum):
     LOG10 = "log10"
     POWER = "power"
     FLOAT4 = "float4"
+    FLOAT4_TEXT = "float4_text"
     REPLACE = "replace"
     STRPOS = "strpos"
     LPAD = "lpad"

@@ -9,7 +9,8 @@ evaluator :mod:`spate.testing.reference_scalar` is their definition):
   a finite result beyond float64 (overflow, or for ``power`` underflow to zero) are evaluation
   errors. Results may differ from PostgreSQL's libm in the last bit. ``float4(x)`` rounds to
   the nearest single-precision value (PostgreSQL's ``real``); beyond its range, or a nonzero
-  value that becomes zero, is an error.
+  value that becomes zero, is an error. ``float4_text(x)`` prints ``x``'s single-precision
+  value as PostgreSQL prints a ``real`` (shortest digits, exponent form from ``1e+06``).
 * Text: ``replace``, ``strpos`` (1-based, 0 when absent), ``lpad``/``rpad`` (to a length,
   truncating a longer text; an empty fill pads nothing), ``split_part`` (a negative field counts
   from the end; field 0 is an error), ``repeat`` (a count below 1 gives ''), ``reverse``,
@@ -60,6 +61,7 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.LOG10: (((_F,),), FLOAT64),
     V.POWER: (((_F, _F),), FLOAT64),
     V.FLOAT4: (((_F,),), FLOAT64),
+    V.FLOAT4_TEXT: (((_F,),), TEXT),
     V.REPLACE: (((_T, _T, _T),), TEXT),
     V.STRPOS: (((_T, _T),), INT64),
     V.LPAD: (((_T, _I, _T),), TEXT),

@@ -94,6 +94,8 @@ def compile_fixed(
                 (over, "22003", f"value out of range: overflow in {what}"),
                 (under, "22003", f"value out of range: underflow in {what}"),
             )
+        case V.FLOAT4_TEXT:
+            return float_text(a[0], single=True)
         case V.CBRT:
             return _canon(F.cbrt(a[0]))
         case V.EXP:
@@ -425,11 +427,18 @@ def _to_char_field(v: Column, pat: str, fill: bool) -> Column:
 # --- float to text ---------------------------------------------------------------------------
 
 
-def float_text(v: Column) -> Column:
+def float_text(v: Column, *, single: bool = False) -> Column:
     """A double as PostgreSQL prints it (see ``float_text`` of the reference), rebuilt from
     the digits of Java's ``Double.toString`` (before JDK 19 these are sometimes longer than the
-    shortest that reads back, for values no SQL literal of 17 digits or fewer produces)."""
-    s = F.regexp_replace(v.cast("string"), "^-", "")
+    shortest that reads back, for values no SQL literal of 17 digits or fewer produces).
+    ``single``: its single-precision value as PostgreSQL prints a ``real``, from Java's
+    ``Float.toString`` (the same caveat)."""
+    if single:
+        java = v.cast("float").cast("string")
+        v = v.cast("float").cast("double")
+    else:
+        java = v.cast("string")
+    s = F.regexp_replace(java, "^-", "")
     mantissa = F.regexp_extract(s, "^([0-9.]+)", 1)
     java_exp = F.coalesce(F.regexp_extract(s, "E(-?[0-9]+)$", 1).try_cast("int"), F.lit(0))
     whole = F.substring_index(mantissa, ".", 1)
@@ -455,7 +464,7 @@ def float_text(v: Column) -> Column:
         F.abs(e10).cast("string"),
     )
     body = (
-        F.when((e10 >= F.lit(0)) & (e10 < F.lit(15)), fixed_pos)
+        F.when((e10 >= F.lit(0)) & (e10 < F.lit(6 if single else 15)), fixed_pos)
         .when((e10 >= F.lit(-4)) & (e10 < F.lit(0)), fixed_neg)
         .otherwise(sci)
     )

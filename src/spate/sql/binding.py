@@ -16,6 +16,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
+from spate.plan.evaluation.casts import float_text
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -26,7 +27,7 @@ from spate.plan.expr import (
     ScalarExpr,
     VariadicFunc,
 )
-from spate.repr.types import FLOAT64, INT64, ScalarKind, numeric
+from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, numeric
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -137,6 +138,12 @@ class BinderBase:
     def coerce(
         self, t: Typed, target: PgType, node: exp.Expression, explicit: bool = False
     ) -> Typed:
+        if target.name == "text" and t.type.name == "float4":
+            # real prints its single-precision value's shortest digits (0.1, not 0.100000001…)
+            x = t.expr
+            if isinstance(x, Literal) and isinstance(x.value, float):
+                return Typed(Literal(float_text(x.value, single=True), TEXT), target)
+            return Typed(CallVariadic(VariadicFunc.FLOAT4_TEXT, (x,)), target)
         out = self._coerce(t, target, node, explicit)
         if target.name == "float4" and t.type.name != "float4":
             # real: rounded to single precision

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import math
 import re
+import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -90,23 +91,27 @@ def _to_text(source: ScalarType) -> _Fn1:
     return lambda v: v if isinstance(v, str) else str(v)
 
 
-def float_text(v: Datum) -> str:
+def float_text(v: Datum, *, single: bool = False) -> str:
     """A float as PostgreSQL prints it: the shortest digits that read back exactly, in fixed
-    notation for decimal exponents -4 … 14, else as ``d.ddde+XX``."""
+    notation for decimal exponents -4 … 14, else as ``d.ddde+XX``. ``single``: a ``real``
+    (float4) value, printed as PostgreSQL prints float4: the shortest digits that read back as
+    the same single-precision value, fixed notation for exponents -4 … 5."""
     assert isinstance(v, float)
+    if single:
+        v = _to_single(v)
     if math.isnan(v):
         return "NaN"
     if math.isinf(v):
         return "Infinity" if v > 0 else "-Infinity"
     if v == 0:
         return "-0" if math.copysign(1.0, v) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(v)).as_tuple()
+    sign, digits, exponent = Decimal(_shortest_single(v) if single else repr(v)).as_tuple()
     assert isinstance(exponent, int)
     text = "".join(map(str, digits)).rstrip("0")
     exponent += len(digits) - len(text)
     e10 = exponent + len(text) - 1
     minus = "-" if sign else ""
-    if -4 <= e10 < 15:
+    if -4 <= e10 < (6 if single else 15):
         if e10 >= 0:
             whole = text[: e10 + 1].ljust(e10 + 1, "0")
             frac = text[e10 + 1 :]
@@ -114,6 +119,25 @@ def float_text(v: Datum) -> str:
         return minus + "0." + "0" * (-e10 - 1) + text
     mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
     return f"{minus}{mantissa}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
+
+
+def _to_single(v: float) -> float:
+    """``v`` rounded to single precision (beyond its range: an infinity)."""
+    try:
+        single: float = struct.unpack("f", struct.pack("f", v))[0]
+    except OverflowError:
+        return math.copysign(math.inf, v)
+    return single
+
+
+def _shortest_single(v: float) -> str:
+    """The fewest significant digits that read back as ``v``'s single-precision value."""
+    target = _to_single(v)
+    for n in range(1, 10):
+        text = f"{target:.{n - 1}e}"
+        if _to_single(float(text)) == target:
+            return text
+    return repr(target)
 
 
 def _from_text(to: ScalarType) -> _Fn1:

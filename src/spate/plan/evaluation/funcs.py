@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.casts import float_text
 from spate.plan.evaluation.values import check_int64
 from spate.plan.expr import NAN, Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
@@ -310,6 +311,7 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.SQRT: lambda a, w: _sqrt(a[0], w),
     V.CBRT: lambda a, w: _cbrt(a[0]),
     V.FLOAT4: lambda a, w: _float4(a[0], w),
+    V.FLOAT4_TEXT: lambda a, w: float_text(a[0], single=True),
     V.EXP: lambda a, w: _exp(a[0], w),
     V.LN: lambda a, w: _log(a[0], math.log, w),
     V.LOG10: lambda a, w: _log(a[0], math.log10, w),
