@@ -69,58 +69,77 @@ def _weight_and_digit(sig: Column, scale: int) -> tuple[Column, Column]:
     )
 
 
-def _long_division(padded: Column, divisor: Column, chunks: int) -> tuple[Column, Column]:
-    """``(q, r)`` of the digit string ``padded`` (``13 * chunks`` digits) divided by
-    ``divisor`` (decimal(38,0), ``1 <= divisor < 10**25``), one base 10**13 digit at a time
-    (unrolled: Spark's common subexpression elimination evaluates each remainder once); ``q``
-    must stay below 10**38."""
+def _long_division(padded: Column, divisor: Column, chunks: int) -> Column:
+    """``struct(q, r)`` of the digit string ``padded`` (``13 * chunks`` digits) divided by
+    ``divisor`` (decimal(38,0), ``1 <= divisor < 10**25``), one base 10**13 digit at a time,
+    each partial remainder bound once; ``q`` must stay below 10**38."""
     base = _dec(10**_CHUNK)
-    q: Column = _dec(0)
-    r: Column = _dec(0)
-    for i in range(chunks):
+
+    def step(i: int, acc: Column) -> Column:
+        if i == chunks:
+            return acc
         digit = F.substring(padded, i * _CHUNK + 1, _CHUNK).cast(_EXACT)
-        current = (r * base + digit).cast(_EXACT)
-        q = (q * base + F.call_function("div", current, divisor)).cast(_EXACT)
-        r = (current % divisor).cast(_EXACT)
-    return q, r
+
+        def divide(current: Column) -> Column:
+            q = (acc["q"] * base + F.call_function("div", current, divisor)).cast(_EXACT)
+            r = (current % divisor).cast(_EXACT)
+            return _let(F.struct(q.alias("q"), r.alias("r")), lambda bound: step(i + 1, bound))
+
+        return _let((acc["r"] * base + digit).cast(_EXACT), divide)
+
+    return step(0, F.struct(_dec(0).alias("q"), _dec(0).alias("r")))
 
 
 def numeric_divide(a: Column, b: Column, a_scale: int, b_scale: int, out_scale: int) -> Column:
     """``a / b`` (decimal columns of scales ``a_scale``, ``b_scale``) as ``decimal(38,
     out_scale)``: NULL when either is NULL or ``b`` is zero (module docs)."""
     out = T.DecimalType(38, out_scale)
-    sig_a, sig_b = _digits(a), _digits(b)
-    wa, da = _weight_and_digit(sig_a, a_scale)
-    wb, db = _weight_and_digit(sig_b, b_scale)
-    qweight = wa - wb - F.when(da <= db, F.lit(1)).otherwise(F.lit(0))
-    scale = F.greatest(
-        F.lit(MIN_SIGNIFICANT_DIGITS) - qweight * F.lit(4), F.lit(max(a_scale, b_scale))
-    )
-    digits = F.least(scale, F.lit(out_scale))
-    k = digits + F.lit(b_scale - a_scale)
-    trailing = F.length(sig_b) - F.length(F.regexp_replace(sig_b, "0+$", ""))
-    cancel = F.least(trailing, k)
     # the dividend's digits: at most a's precision, then at most k zeros
     width = NUMERIC_MAX_PRECISION + out_scale + max(0, b_scale - a_scale)
     chunks = -(-width // _CHUNK)
-    dividend = F.concat(sig_a, F.repeat(F.lit("0"), k - cancel))
-    bound = F.struct(
-        F.lpad(dividend, chunks * _CHUNK, "0").alias("dividend"),
-        F.substring(sig_b, F.lit(1), F.length(sig_b) - cancel).alias("divisor"),
-        digits.alias("digits"),
-        ((a < F.lit(0)) != (b < F.lit(0))).alias("neg"),
-    )
 
-    def divided(o: Column) -> Column:
+    def with_digits(d: Column) -> Column:
+        sig_a, sig_b = d["a"], d["b"]
+        wa, da = _weight_and_digit(sig_a, a_scale)
+        wb, db = _weight_and_digit(sig_b, b_scale)
+        qweight = wa - wb - F.when(da <= db, F.lit(1)).otherwise(F.lit(0))
+        scale = F.greatest(
+            F.lit(MIN_SIGNIFICANT_DIGITS) - qweight * F.lit(4), F.lit(max(a_scale, b_scale))
+        )
+        return _let(F.least(scale, F.lit(out_scale)), lambda digits: with_scale(d, digits))
+
+    def with_scale(d: Column, digits: Column) -> Column:
+        sig_b = d["b"]
+        k = digits + F.lit(b_scale - a_scale)
+        trailing = F.length(sig_b) - F.length(F.regexp_replace(sig_b, "0+$", ""))
+        cancel = F.least(trailing, k)
+        dividend = F.concat(d["a"], F.repeat(F.lit("0"), k - cancel))
+        operands = F.struct(
+            F.lpad(dividend, chunks * _CHUNK, "0").alias("dividend"),
+            F.substring(sig_b, F.lit(1), F.length(sig_b) - cancel).alias("divisor"),
+        )
+        return _let(operands, lambda o: divided(d, digits, o))
+
+    def divided(d: Column, digits: Column, o: Column) -> Column:
         divisor = o["divisor"].cast(_EXACT)
-        q, r = _long_division(o["dividend"], divisor, chunks)
-        up = (r * _dec(2)).cast(_EXACT) >= divisor
-        n = (q + F.when(up, _dec(1)).otherwise(_dec(0))).cast(_EXACT)
-        exact = _point(o["neg"], n.cast("string"), o["digits"]).cast(out)
-        fits = F.length(o["divisor"]) <= F.lit(_MAX_DIVISOR_DIGITS)
-        return F.when(fits, exact).otherwise((a / b).cast(out))
 
-    return F.when(a.isNotNull() & b.isNotNull() & (b != F.lit(0)), _let(bound, divided))
+        def rounded(qr: Column) -> Column:
+            up = (qr["r"] * _dec(2)).cast(_EXACT) >= divisor
+            n = (qr["q"] + F.when(up, _dec(1)).otherwise(_dec(0))).cast(_EXACT)
+            return _let(n.cast("string"), lambda text: _point(d["neg"], text, digits))
+
+        exact = _let(_long_division(o["dividend"], divisor, chunks), rounded).cast(out)
+        fits = F.length(o["divisor"]) <= F.lit(_MAX_DIVISOR_DIGITS)
+        return F.when(fits, exact).otherwise((d["x"] / d["y"]).cast(out))
+
+    bound = F.struct(
+        _digits(a).alias("a"),
+        _digits(b).alias("b"),
+        ((a < F.lit(0)) != (b < F.lit(0))).alias("neg"),
+        a.alias("x"),
+        b.alias("y"),
+    )
+    return F.when(a.isNotNull() & b.isNotNull() & (b != F.lit(0)), _let(bound, with_digits))
 
 
 def _point(negative: Column, unscaled: Column, scale: Column) -> Column:
