@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from spate.errors import ReadBeforeSince
 from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
-from spate.plan import col, count, from_epoch_ms, lit, max_, sum_
+from spate.plan import col, count, lit, max_, sum_
 from spate.plan.dataflow import (
     BuildDesc,
     DataflowDescription,
@@ -26,7 +26,7 @@ from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.render.dataflow import Dataflow, DataflowError
-from spate.render.input import ArrowInput, ArrowInputs, ParquetInput
+from spate.render.input import ArrowInput, ArrowInputs, InputData, ParquetInput
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.repr.arrow import updates_schema, updates_to_table
 from spate.testing.plan_strategies import single_plan_dataflow
@@ -159,26 +159,45 @@ def test_a_step_reports_the_updates_it_read_and_produced(
     df.drop()
 
 
+class BrokenInputs(ArrowInputs):
+    """Inputs whose updates cannot be read while ``broken`` (a lost or unreadable batch)."""
+
+    broken = False
+
+    def updates(self, id: GlobalId, *, lower: int, upper: int) -> InputData:
+        if self.broken:
+            raise OSError(f"batch of {id} in [{lower}, {upper}) is unreadable")
+        return super().updates(id, lower=lower, upper=upper)
+
+
 def test_a_failing_step_reports_the_error_and_changes_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    # a timestamp out of range is not captured as data: it fails the step
-    plan = SRC.map(big=from_epoch_ms(col("price") * lit(2**47)))
-    inputs = feed([((1, 1, "a"), 0, 1)], 1)
+    # A failure that is not the data's (evaluation errors are captured as data instead) fails
+    # the step, leaves the dataflow where it was, and the step succeeds once the cause is gone.
+    inputs = BrokenInputs.of({BIDS: updates_to_table(DESC, [])}, upper=0)
+    inputs.append(BIDS, updates_to_table(DESC, [((1, 1, "a"), 0, 1)]), 1)
     df = Dataflow(
-        single_plan_dataflow(plan, INPUTS),
+        single_plan_dataflow(SRC.map(double=col("price") * lit(2)), INPUTS),
         inputs,
         spark=spark,
         scratch=tmp_path,
-        name="overflowing",
+        name="unreadable",
     )
     df.step()
     inputs.append(BIDS, updates_to_table(DESC, [((2, 3, "x"), 1, 1)]), 2)
-    with pytest.raises(DataflowError, match=r"dataflow overflowing: step \[1, 2\) failed"):
+    inputs.broken = True
+    with pytest.raises(
+        DataflowError, match=r"dataflow unreadable: step \[1, 2\) failed.*unreadable"
+    ):
         df.step()
     assert df.upper == Antichain.of(1)
     with pytest.raises(DataflowError):  # the same input fails the same way: nothing was lost
         df.step()
+    assert df.upper == Antichain.of(1)
+    inputs.broken = False
+    df.step()
+    assert df.upper == Antichain.of(2)
     df.drop()
 
 
