@@ -125,3 +125,18 @@ def test_numeric_nan_and_infinity_text_are_refused_alike(env: Environment) -> No
             with pytest.raises(SpateError) as info:
                 env.sql(query)
             assert getattr(info.value, "sqlstate", None) == "22P02", query
+
+
+def test_text_cast_to_numeric_keeps_all_38_digits(env: Environment, postgres_url: str) -> None:
+    """A 28-digit integer text fits numeric(38,10) (and so spate's numeric), as a constant and
+    on a column; the constant failed with 22003, rounding with 28 digits of precision."""
+    import psycopg
+
+    text = "1234567890123456789012345678.25"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        (want,) = conn.execute("SELECT %s::text::numeric(38,10)", (text,)).fetchone()  # type: ignore[misc]
+    table = f"wide_{uuid.uuid4().hex[:8]}"
+    env.sql(f"CREATE TABLE {table} (s text)")
+    env.sql(f"INSERT INTO {table} VALUES ('{text}')")
+    for query in [f"SELECT '{text}'::numeric AS v", f"SELECT s::numeric AS v FROM {table}"]:
+        assert env.sql(query).to_pylist() == [{"v": want}], query

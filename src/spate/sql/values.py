@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 
 from spate.plan.expr import NAN, Literal, literal_type
 from spate.repr.types import FLOAT64, INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
@@ -26,6 +26,8 @@ from spate.sql.types import (
     pg_numeric,
 )
 
+_WIDE = Context(prec=120, rounding=ROUND_HALF_UP)
+"""Rounding to a scale keeps every digit of a numeric(38) (the default context keeps 28)."""
 _TRUE = frozenset({"t", "true", "y", "yes", "on", "1"})
 _FALSE = frozenset({"f", "false", "n", "no", "off", "0"})
 _NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE]([+-]?[0-9]+))?"
@@ -141,7 +143,7 @@ def fit_numeric(d: Decimal, scalar: ScalarType) -> Decimal:
     """``d`` rounded (half away from zero) to ``scalar``'s scale; 22003 if it does not fit."""
     assert scalar.scale is not None and scalar.precision is not None
     try:
-        q = d.quantize(Decimal(1).scaleb(-scalar.scale), rounding="ROUND_HALF_UP")
+        q = d.quantize(Decimal(1).scaleb(-scalar.scale), context=_WIDE)
     except InvalidOperation:  # more digits than the context holds ('1e400')
         q = None
     if q is None or scalar.problem(q) is not None:
