@@ -96,6 +96,10 @@ NOTE = (
 )
 
 
+SETTINGS: list[EngineSettings | None] = [None]
+"""The engine settings of every measured dataflow (``--driver-rows`` sets them)."""
+
+
 def view_plan() -> RelationExpr:
     bids = Get(BIDS_ID, BIDS).project("auction", "price")
     auctions = Get(AUCTIONS_ID, AUCTIONS).project("id")
@@ -495,7 +499,14 @@ class Run:
         desc = single_plan_dataflow(
             view_plan(), {BIDS_ID: BIDS, AUCTIONS_ID: AUCTIONS}, index_id=INDEX_ID
         )
-        return Dataflow(desc, self.inputs, spark=self.spark, scratch=self.dir / name, name=name)
+        return Dataflow(
+            desc,
+            self.inputs,
+            spark=self.spark,
+            scratch=self.dir / name,
+            name=name,
+            settings=SETTINGS[0],
+        )
 
     def hydrate(self, dataflow: Dataflow | None = None) -> float:
         """Hydrate the run's dataflow (or ``dataflow``); the seconds."""
@@ -628,7 +639,15 @@ def main() -> None:
         action="store_true",
         help="only the main size's step and hydration (no scaling runs; for iterating)",
     )
+    ap.add_argument(
+        "--driver-rows",
+        type=int,
+        default=None,
+        help="EngineSettings.driver_rows (0: every step's joins and reduces run in Spark)",
+    )
     args = ap.parse_args()
+    if args.driver_rows is not None:
+        SETTINGS[0] = EngineSettings(driver_rows=args.driver_rows)
     sizes = QUICK if args.quick else FULL
     if args.main_only:
         sizes = dataclasses.replace(sizes, deltas=(sizes.small,), states=(sizes.bids,))
@@ -778,6 +797,7 @@ def main() -> None:
     info["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     info["wall_s"] = round(time.perf_counter() - started, 1)
     figures["quick"] = args.quick
+    figures["driver_rows"] = (SETTINGS[0] or EngineSettings()).driver_rows
     record = {
         "benchmark": "render",
         "date": time.strftime("%Y-%m-%d"),

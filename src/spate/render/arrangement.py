@@ -13,7 +13,10 @@ While an arrangement holds at most ``LOOKUP_MAX_ROWS`` updates, its files' conte
 kept in driver memory as Arrow, and it serves key lookups (:mod:`spate.render.lookup`): a step
 asks for the touched keys' rows instead of having Spark scan every file. Large batches answer
 one-column lookups through a sorted index (:mod:`spate.render.key_index`), so that a lookup
-costs the keys asked, not the rows held.
+costs the keys asked, not the rows held. A larger arrangement keeps its large batches as sorted
+runs (:mod:`spate.render.sorted_run`): sorted by the column its operator looks keys up by, so
+that a lookup reads only the row groups that can hold the touched keys, and such an arrangement
+serves lookups too (while the touched keys are few enough).
 
 ``since`` is the compaction frontier: reads at times ``>= since`` are exact; below it they fail
 with an error naming both. An arrangement that only feeds operators (``internal``) needs no
@@ -39,6 +42,7 @@ from spate.render.batch import Batch, Engine, write_parquet
 from spate.render.key_index import INDEX_MIN_ROWS, KeyIndex
 from spate.render.layout import col_name, internal_schema
 from spate.render.lookup import LOOKUP_MAX_ROWS, semi_join
+from spate.render.sorted_run import SortedRun
 from spate.repr.consolidate import advance_times, consolidate
 from spate.repr.desc import RelationDesc
 
@@ -78,6 +82,11 @@ class Arrangement:
         self._indexes: dict[tuple[_Part, str], KeyIndex | None] = {}
         """Key indexes of large batches by column, built at their first lookup
         (:mod:`spate.render.key_index`; ``None``: the column cannot be indexed)."""
+        self._runs: dict[_Part, SortedRun] = {}
+        """The batches kept as sorted runs (:mod:`spate.render.sorted_run`)."""
+        self._run_column: str | None = None
+        """The column lookups of a large arrangement come by (set at the first): merges write
+        large batches sorted by it."""
         self._dropped = False
 
     # -- frontiers ----------------------------------------------------------------------------
@@ -150,19 +159,33 @@ class Arrangement:
             table = consolidate(advance_times(table, self._since))
             if table.num_rows:
                 path = self._next_path()
-                write_parquet(table, path)
+                run = self._sorted(table, path)
+                if run is None:
+                    write_parquet(table, path)
                 merged = _Part((path,), int(table.num_rows))
                 files.append(merged)
                 self._tables[merged] = table
+                if run is not None:
+                    self._runs[merged] = run
             for f in (a, b):
                 for p in f.paths:
                     p.unlink(missing_ok=True)
                 self._tables.pop(f, None)
+                self._runs.pop(f, None)
                 self._forget_indexes(f)
             self._cache = None
         if self.rows > LOOKUP_MAX_ROWS:
             self._tables.clear()
             self._indexes.clear()
+
+    def _sorted(self, table: pa.Table, path: Path) -> SortedRun | None:
+        """``table`` written to ``path`` as a sorted run when the arrangement is too large to
+        be resident and lookups come by one column (else ``None``, nothing written)."""
+        column = self._run_column
+        large = self.rows + table.num_rows > LOOKUP_MAX_ROWS  # (the merged batches are out)
+        if column is None or table.num_rows < INDEX_MIN_ROWS or not large:
+            return None
+        return SortedRun.write(table, path, column)
 
     def _forget_indexes(self, part: _Part) -> None:
         for key in [k for k in self._indexes if k[0] == part]:
@@ -197,9 +220,9 @@ class Arrangement:
         when :func:`~spate.render.lookup.lookup_columns` dropped some), or ``None`` when the
         arrangement is too large to serve lookups (Spark reads it instead)."""
         resident = self.resident()
-        if resident is None:
-            return None
         names = [col_name(c) for c in columns]
+        if resident is None:
+            return self._run_lookup(names, keys, null_safe=null_safe)
         if len(names) != 1 or not any(f.rows >= INDEX_MIN_ROWS for f in self._files):
             return semi_join(resident, names, keys, null_safe=null_safe)
         # Batch by batch: the large ones through their index (the scan would follow the state)
@@ -219,6 +242,47 @@ class Arrangement:
                     return None  # keys pyarrow cannot compare: Spark does the lookup
             found.append(piece)
         return pa.concat_tables(found)
+
+    def _run_lookup(self, names: list[str], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:
+        """:meth:`lookup` of an arrangement too large to be resident: its large batches
+        through their sorted runs (sorted at the first lookup), the small ones scanned;
+        ``None`` when the column cannot be laid out so or the keys are spread too widely."""
+        if len(names) != 1 or self._run_column not in (None, names[0]):
+            return None
+        (name,) = names
+        self._run_column = name
+        found: list[pa.Table] = []
+        for i, part in enumerate(self._files):
+            if part.rows < INDEX_MIN_ROWS:
+                piece = semi_join(self._table(part), names, keys, null_safe=null_safe)
+            else:
+                run = self._runs.get(part) or self._resort(i, part)
+                if run is None:
+                    return None
+                try:
+                    piece = run.lookup(keys.column(0), self._schema)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    return None  # keys pyarrow cannot compare: Spark does the lookup
+            if piece is None:
+                return None
+            found.append(piece)
+        return pa.concat_tables(found) if found else self._schema.empty_table()
+
+    def _resort(self, i: int, part: _Part) -> SortedRun | None:
+        """Rewrite batch ``i`` (``part``) as a sorted run by the lookup column, in place."""
+        assert self._run_column is not None
+        path = self._next_path()
+        run = SortedRun.write(self._table(part), path, self._run_column)
+        if run is None:
+            return None
+        sorted_part = _Part((path,), part.rows)
+        self._files[i] = sorted_part
+        self._runs[sorted_part] = run
+        for p in part.paths:
+            p.unlink(missing_ok=True)
+        self._tables.pop(part, None)
+        self._forget_indexes(part)
+        return run
 
     def _index(self, part: _Part, table: pa.Table, name: str) -> KeyIndex | None:
         key = (part, name)
@@ -251,4 +315,5 @@ class Arrangement:
         self._cache = None
         self._tables.clear()
         self._indexes.clear()
+        self._runs.clear()
         shutil.rmtree(self._dir, ignore_errors=True)

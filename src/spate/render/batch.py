@@ -116,9 +116,9 @@ ROW_GROUP_ROWS: Final = 1 << 17
 at row-group boundaries, so a file of one big row group is read by one core."""
 
 
-def write_parquet(table: pa.Table, path: Path) -> None:
+def write_parquet(table: pa.Table, path: Path, *, row_group_size: int = ROW_GROUP_ROWS) -> None:
     """Write ``table`` uncompressed (local scratch: CPU is dearer than disk), in row groups
-    Spark can read in parallel.
+    Spark can read in parallel (``row_group_size`` rows each).
 
     Dictionary encoding only where it pays: ``_time`` and ``_diff`` (few distinct values, a
     few bytes a row instead of eight) and variable-width columns. Fixed-width data columns are
@@ -137,7 +137,7 @@ def write_parquet(table: pa.Table, path: Path) -> None:
         table,
         path,
         compression="none",
-        row_group_size=ROW_GROUP_ROWS,
+        row_group_size=row_group_size,
         use_dictionary=dictionary,
     )
 
