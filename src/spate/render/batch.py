@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from spate.render.ingest import ArrowIngest, arrow_ingest
 from spate.render.layout import data_names, internal_schema, internal_struct
+from spate.render.templates import PlanTemplates
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -201,6 +202,8 @@ class Engine:
         self.actions = 0
         """Spark actions run so far (materializations)."""
         self._temporary: list[Path] = []
+        self.templates = PlanTemplates(spark, scratch / "slots", write_parquet)
+        """Step plans built once and reused (:mod:`spate.render.templates`)."""
         self._spilled: dict[int, tuple[pa.Table, Path]] = {}
         """Large tables of this step written to a temporary file for Spark (by ``id``; the
         table is kept so that the id stays its own)."""
@@ -258,6 +261,19 @@ class Engine:
             return self.spark.createDataFrame(table)
         return self.spark.createDataFrame(table, schema=schema)
 
+    def slot_of_table(self, name: str, table: pa.Table, desc: RelationDesc | None) -> DataFrame:
+        """The DataFrame of an internal-layout table of ``desc`` (``None``: the table is in no
+        relation's layout, read with its own schema) through the slot ``name``
+        (:mod:`spate.render.templates`), so that plans over it can be reused; a plain
+        DataFrame of the table when slots are not available."""
+        schema = None if desc is None else internal_struct(desc)
+        if desc is not None and not table.schema.equals(internal_schema(desc)):
+            table = _conform(table, desc)
+        df = self.templates.slot(name, table, schema)
+        if df is not None:
+            return df
+        return self.spark_of_arrow(table, schema)
+
     def df_of_files(self, paths: tuple[Path, ...], desc: RelationDesc) -> DataFrame:
         if not paths:
             return self.spark.createDataFrame([], schema=internal_struct(desc))
@@ -291,13 +307,13 @@ class Engine:
             return self.batch_of_table(batch.table, desc)
         self.actions += 1
         if not lazy.big:
-            table = lazy.frame().toArrow()
+            table = self.templates.runnable(lazy.frame()).toArrow()
             table = consolidate(_conform(table, desc))
             return Batch(desc, table=table, rows=int(table.num_rows))
         from pyspark.sql import functions as F
 
         keys = [*data_names(desc.arity), TIME_COLUMN]
-        result = lazy.frame()
+        result = self.templates.runnable(lazy.frame())
         if consolidated and not lazy.consolidated:
             result = (
                 result.groupBy(*keys)

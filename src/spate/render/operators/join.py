@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from spate.plan.expr import ScalarExpr
 from spate.render.arrangement import Arrangement
-from spate.render.batch import Batch, Lazy
+from spate.render.batch import Batch, Engine, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.lookup import concat_like, lookup_columns, semi_join
 from spate.render.operators.driver_join import join_on_driver, key_columns
@@ -67,6 +67,8 @@ class JoinNode:
     residual: bool = True
     """The terms apply the residual predicates (off while a capture-mode step applies them
     to the equi-join's rows, routing the rows where they fail to the errors)."""
+    engine: Engine | None = None
+    """Set at the first step: its plan templates serve :meth:`renamed` and :meth:`term`."""
 
     def __post_init__(self) -> None:
         self.owner = {
@@ -76,6 +78,7 @@ class JoinNode:
         }
 
     def ensure_arranged(self, ctx: StepContext) -> None:
+        self.engine = ctx.engine
         if not self.arrangements:
             self.arrangements = [
                 Arrangement(ctx.engine, i.desc, f"{self.name}-in{n}", as_of=ctx.lo, internal=True)
@@ -178,14 +181,23 @@ class JoinNode:
         on_driver = self._on_driver(ctx, found, driver_rows)
         if on_driver is not None:
             return on_driver
+        engine = ctx.engine
         for i, j, delta, other in found:
             parts: list[DataFrame] = [None, None]  # type: ignore[list-item]
-            parts[i] = self.renamed(ctx.engine.df_of_batch(delta), i)
-            parts[j] = self.renamed(ctx.engine.df_of_table(other, self.inputs[j].desc), j)
+            # through slots, so that the terms' plans are built once (spate.render.templates)
+            ours = delta.arrow() if delta.table is not None else None
+            parts[i] = self.renamed(
+                engine.df_of_batch(delta)
+                if ours is None
+                else engine.slot_of_table(f"{self.name}-d{i}", ours, self.inputs[i].desc),
+                i,
+            )
+            slot = engine.slot_of_table(f"{self.name}-o{j}", other, self.inputs[j].desc)
+            parts[j] = self.renamed(slot, j)
             big = big or other.num_rows > small_rows
             local = other.num_rows <= small_rows
             terms.append(self.term(i, parts, small=delta.rows <= small_rows, local=local))
-        return _union_all(terms, big=big)
+        return _union_all(terms, big=big, engine=engine, key=(self.name, "looked-up"))
 
     def _on_driver(
         self, ctx: StepContext, found: list[tuple[int, int, Batch, pa.Table]], driver_rows: int
@@ -219,10 +231,17 @@ class JoinNode:
         return pairs
 
     def renamed(self, df: DataFrame, n: int) -> DataFrame:
-        """``df`` (input ``n``'s layout) with the column names of the join's terms."""
-        out = self._renamed(df, n, self.offsets[n])
-        assert out is not None
-        return out
+        """``df`` (input ``n``'s layout) with the column names of the join's terms (a plan
+        template, :mod:`spate.render.templates`)."""
+
+        def build() -> DataFrame:
+            out = self._renamed(df, n, self.offsets[n])
+            assert out is not None
+            return out
+
+        if self.engine is None:
+            return build()
+        return self.engine.templates.template((self.name, "renamed", n), [df], build)
 
     def _renamed(self, df: DataFrame | None, n: int, offset: int) -> DataFrame | None:
         if df is None:
@@ -245,7 +264,16 @@ class JoinNode:
         """Term ``i`` of the delta query over ``parts`` (renamed, :meth:`renamed`): part
         ``i`` first, then the others in an order that follows the equivalence classes.
         ``small``: part ``i`` is small (broadcast). ``local``: every part is small, so all of
-        it runs in one partition, with no broadcast or shuffle (one Spark stage)."""
+        it runs in one partition, with no broadcast or shuffle (one Spark stage). A plan
+        template (:mod:`spate.render.templates`) when the parts are."""
+        if self.engine is None:
+            return self._term(i, parts, small=small, local=local)
+        key = (self.name, "term", i, small, local, self.residual)
+        return self.engine.templates.template(
+            key, parts, lambda: self._term(i, parts, small=small, local=local)
+        )
+
+    def _term(self, i: int, parts: list[DataFrame], *, small: bool, local: bool) -> DataFrame:
         from pyspark.sql import functions as F
 
         if local:
@@ -347,14 +375,27 @@ class JoinNode:
             i.drop()
 
 
-def _union_all(terms: list[DataFrame], *, big: bool) -> Lazy:
-    """The sum of the delta query's terms (empty when there are none)."""
+def _union_all(
+    terms: list[DataFrame],
+    *,
+    big: bool,
+    engine: Engine | None = None,
+    key: tuple[object, ...] = (),
+) -> Lazy:
+    """The sum of the delta query's terms (empty when there are none); a plan template under
+    ``key`` when ``engine`` is given and the terms are templates."""
     if not terms:
         return Lazy.empty()
-    out = terms[0]
-    for t in terms[1:]:
-        out = out.unionByName(t)
-    return Lazy(out, big=big)
+
+    def build() -> DataFrame:
+        out = terms[0]
+        for t in terms[1:]:
+            out = out.unionByName(t)
+        return out
+
+    if engine is None or len(terms) == 1:
+        return Lazy(build(), big=big)
+    return Lazy(engine.templates.template((*key, len(terms)), terms, build), big=big)
 
 
 def _union(a: DataFrame | None, b: DataFrame | None) -> DataFrame | None:

@@ -170,7 +170,8 @@ def _new_rows(
         if found is not None:
             if not delta.is_empty:
                 found = concat_like(found, delta.arrow())
-            return ctx.engine.df_of_table(found, desc), int(found.num_rows)
+            slot = ctx.engine.slot_of_table(f"{join.name}-found{n}", found, desc)
+            return slot, int(found.num_rows)
     old = arr.df()
     name = col_name(column)
     if old is not None:

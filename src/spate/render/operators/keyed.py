@@ -151,7 +151,7 @@ class KeyedNode:
                 return out
         times_table, times = self._t(ctx, times_table)
         if looked_up is not None:
-            rows = ctx.engine.df_of_table(looked_up, in_desc)
+            rows = ctx.engine.slot_of_table(f"{self.name}-rows", looked_up, in_desc)
             big = looked_up.num_rows > small_rows
         else:
             rows = ctx.engine.df_of_batch(delta)
@@ -160,11 +160,7 @@ class KeyedNode:
                 rows = self._history(
                     history, times, times_table, ctx.lo - 1, small=not big
                 ).unionByName(rows)
-        if not self.key:
-            from pyspark.sql import functions as F
-
-            rows = rows.withColumn("_g", F.lit(0))
-        return self._changes(rows, times, times_table, big, small_rows)
+        return self._changes(ctx, rows, times, times_table, big, small_rows)
 
     def _fold(
         self,
@@ -232,7 +228,9 @@ class KeyedNode:
         """``T`` (:func:`key_times`) with ``_from``, and as a DataFrame."""
         keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
         times_table = with_from(times_table, ctx.lo)
-        return times_table, ctx.engine.spark_of_arrow(_t_named(times_table, keys))
+        # through a slot: a step's plan over it is built once (spate.render.templates)
+        named = _t_named(times_table, keys)
+        return times_table, ctx.engine.slot_of_table(f"{self.name}-T", named, None)
 
     def _step_over_join(self, ctx: StepContext, join: JoinNode) -> Lazy:
         """The step when the join under the input serves the history: the input's rows are
@@ -277,11 +275,12 @@ class KeyedNode:
                 return out
         times_table, times = self._t(ctx, times_table)
         return self._changes(
-            lazy.frame(), times, times_table, lazy.big, ctx.engine.settings.small_rows
+            ctx, lazy.frame(), times, times_table, lazy.big, ctx.engine.settings.small_rows
         )
 
     def _changes(
         self,
+        ctx: StepContext,
         rows: DataFrame,
         times: DataFrame,
         times_table: pa.Table,
@@ -289,10 +288,23 @@ class KeyedNode:
         small_rows: int,
     ) -> Lazy:
         """Steps 3 and 4 (module docs) over ``rows`` (history and delta of the touched
-        groups) and ``T``."""
+        groups) and ``T``: a plan built once per shape when its inputs are slots or
+        templates (:mod:`spate.render.templates`)."""
+        broadcast = big and times_table.num_rows <= small_rows
+        key = ("changes", self.name, self._capturing, big, broadcast)
+        df = ctx.engine.templates.template(
+            key, [rows, times], lambda: self._changes_plan(rows, times, big, broadcast)
+        )
+        return Lazy(df, big=big)
+
+    def _changes_plan(
+        self, rows: DataFrame, times: DataFrame, big: bool, broadcast: bool
+    ) -> DataFrame:
         from pyspark.sql import functions as F
 
         keys = [col_name(k) for k in self.key] or ["_g"]
+        if not self.key:
+            rows = rows.withColumn("_g", F.lit(0))
         in_desc = self.input.desc
         # 3. every touched group, accumulated at every time of T
         t = times
@@ -301,7 +313,7 @@ class KeyedNode:
             # shuffle or a broadcast (each a Spark job or stage of its own): one stage in all.
             rows, t = rows.coalesce(1), t.coalesce(1).hint("shuffle_hash")
         else:
-            if times_table.num_rows <= small_rows:
+            if broadcast:
                 t = F.broadcast(t)
             if self.key:
                 # One shuffle by key, before the join with T, serves both groupings below
@@ -320,7 +332,7 @@ class KeyedNode:
         # 4. differences between consecutive times of each key (`_next` rode along), both
         # signs in one pass over the outputs (a union would compute the plan twice)
         joined = self._outputs(groups)
-        return Lazy(memo.select(joined, "signed", self._signed_columns), big=big)
+        return memo.select(joined, "signed", self._signed_columns)
 
     def _nonzero(self) -> Column:
         """A group's rows with a non-zero multiplicity, failing on a negative one (an

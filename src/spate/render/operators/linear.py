@@ -154,7 +154,7 @@ class FilterNode:
             if captured is not None:
                 return filter_capturing(ctx, lazy, self.desc, *captured)
         cond = self._columns.get("cond", lambda: all_true(self.predicates, self.input.desc))
-        return Lazy(lazy.frame().where(cond), lazy.big)
+        return Lazy(self._columns.frame(lazy.frame(), "where", lambda df: df.where(cond)), lazy.big)
 
     def drop(self) -> None:
         self.input.drop()

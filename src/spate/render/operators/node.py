@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from spate.ids import GlobalId
 from spate.render.batch import Batch, Engine, Lazy
+from spate.render.templates import templates_of
 from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
@@ -68,7 +69,9 @@ class ColumnMemo:
 
     Building a Column costs py4j round trips (a 1k-update step spent ~0.2 s on them); an
     unresolved expression (``F.col`` by name, no DataFrame attached) serves any step's
-    DataFrames, so only the DataFrames are built anew.
+    DataFrames, so only the DataFrames are built anew — and not even those when the input is
+    a slot or a plan template (:mod:`spate.render.templates`): the DataFrame a ``select``,
+    ``group_agg`` or ``frame`` builds over it is then a template too, built once.
     """
 
     def __init__(self) -> None:
@@ -92,8 +95,18 @@ class ColumnMemo:
 
         return self.get(f"seq:{name}", make)
 
+    def frame(self, df: DataFrame, name: str, build: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """``build(df)``, a plan template over ``df`` when ``df`` is one (class docs)."""
+        templates = templates_of(df)
+        if templates is None:
+            return build(df)
+        return templates.template((self, name), [df], lambda: build(df))
+
     def select(self, df: DataFrame, name: str, build: Callable[[], Sequence[Column]]) -> DataFrame:
         """``df.select(*build())``, the columns built (and sent to the JVM) once."""
+        return self.frame(df, f"select:{name}", lambda d: self._select(d, name, build))
+
+    def _select(self, df: DataFrame, name: str, build: Callable[[], Sequence[Column]]) -> DataFrame:
         jdf = getattr(df, "_jdf", None)
         if jdf is None:  # not a classic (py4j) DataFrame
             return df.select(*self.get(name, lambda: list(build())))
@@ -107,6 +120,15 @@ class ColumnMemo:
         aggs: Callable[[], Sequence[Column]],
     ) -> DataFrame:
         """``df.groupBy(*keys()).agg(*aggs())`` (at least one aggregate), built once."""
+        return self.frame(df, f"agg:{name}", lambda d: self._group_agg(d, name, keys, aggs))
+
+    def _group_agg(
+        self,
+        df: DataFrame,
+        name: str,
+        keys: Callable[[], Sequence[Column]],
+        aggs: Callable[[], Sequence[Column]],
+    ) -> DataFrame:
         built = self.get(f"{name}:aggs", lambda: list(aggs()))
         jdf = getattr(df, "_jdf", None)
         if jdf is None:
