@@ -151,12 +151,7 @@ class MaterializedViewSink:
         if not self._shard_upper.less_than(upper):
             return
         self._shard_upper = upper
-        t = upper.as_option()
-        if t is None:
-            self._buffer = []
-            return
-        kept = [b.filter(pc.greater_equal(b.column(TIME_COLUMN), t)) for b in self._buffer]
-        self._buffer = [b for b in kept if b.num_rows]
+        self._observe_written(upper)
 
     def _append_once(self, new_upper: Frontier) -> None:
         expected = self._shard_upper
