@@ -158,17 +158,25 @@ def _check_lookups(
         assert len(arr.updates()) == arr.rows
 
 
-def test_large_arrangements_do_not_serve_lookups(
+def test_large_arrangements_serve_one_column_lookups_from_their_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import spate.render.arrangement as arrangement
 
     monkeypatch.setattr(arrangement, "LOOKUP_MAX_ROWS", 10)
     arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=True)  # type: ignore[arg-type]
-    rows = [(int(k), 0, 0, 1) for k in np.arange(20)]
+    rows = [(int(k), int(k) * 10, 0, 1) for k in np.arange(20)]
     table = _updates(rows)
     arr.append(Batch(DESC, table=table, rows=table.num_rows), 1)
-    assert arr.lookup([0], pa.table({"k": [1]}), null_safe=True) is None
+    assert arr.resident() is None  # beyond the limit: not kept in driver memory
+    found = arr.lookup([0], pa.table({"k": [1, 7, 99]}), null_safe=True)
+    assert found is not None
+    assert sorted(zip(found["c0"].to_pylist(), found["c1"].to_pylist(), strict=True)) == [
+        (1, 10),
+        (7, 70),
+    ]
+    # several key columns: Spark reads the arrangement instead
+    assert arr.lookup([0, 1], pa.table({"k": [1], "v": [10]}), null_safe=True) is None
 
 
 @settings(max_examples=60, deadline=None)
