@@ -53,7 +53,8 @@ def test_serve_answers_sql_and_stops_on_sigterm(tmp_path: Path) -> None:
             assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
             conn.execute("CREATE TABLE made_over_the_wire (a bigint NOT NULL)")
             names = conn.execute(
-                "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relkind = 'r'"
+                "SELECT c.relname FROM pg_catalog.pg_class c "
+                "WHERE c.relkind = 'r' AND pg_catalog.pg_table_is_visible(c.oid)"
             ).fetchall()
             assert names == [("made_over_the_wire",)]
         proc.send_signal(signal.SIGTERM)

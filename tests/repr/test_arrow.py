@@ -42,10 +42,17 @@ def test_rows_round_trip_through_arrow_and_parquet(tmp_path_factory, data: st.Da
 
 
 def test_generated_text_values_are_valid_text() -> None:
-    """The row strategy draws only values a table accepts: text without NUL (a drawn NUL
-    made the round trip above fail validation now and then)."""
+    """The row strategy draws only values a table accepts: text without NUL and without lone
+    surrogates, which are not UTF-8 (either, drawn, made the round trip above fail validation
+    now and then)."""
     with pytest.raises(NoSuchExample):
         find(datums(TEXT), lambda s: "\x00" in s, settings=settings(max_examples=2_000))
+    with pytest.raises(NoSuchExample):
+        find(
+            datums(TEXT),
+            lambda s: any("\ud800" <= c <= "\udfff" for c in s),
+            settings=settings(max_examples=2_000),
+        )
 
 
 def test_validate_table_checks_names_types_and_nulls() -> None:
