@@ -154,11 +154,7 @@ class EnvironmentOperations(EnvironmentBase):
             env.select("bids", as_of=result.timestamp)
             env.insert("bids", pd.DataFrame({"auction": [2], "price": [7], "who": ["cy"]}))
         """
-        if tables.is_columnar(rows):
-            count = len(rows)
-        else:
-            rows = tables.as_list(rows, f"the rows to insert into {name}")
-            count = len(rows)
+        rows, count = tables.insertable(name, rows)
         timestamp = self._run(tables.insert(self.runtime, name, rows))
         return WriteResult(timestamp=timestamp, rows=count)
 

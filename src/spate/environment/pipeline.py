@@ -86,11 +86,7 @@ class WritePipeline:
         self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
     ) -> PendingWrite:
         """Submit ``env.insert(name, rows)``."""
-        if tables.is_columnar(rows):
-            count = len(rows)
-        else:
-            rows = tables.as_list(rows, f"the rows to insert into {name}")
-            count = len(rows)
+        rows, count = tables.insertable(name, rows)
         return self._submit(_result(tables.insert(self._rt, name, rows), count))
 
     def update(

@@ -119,6 +119,15 @@ def as_list(values: Iterable[T], what: str) -> list[T]:
     return list(values)
 
 
+def insertable(name: str, rows: object) -> tuple[Insertable, int]:
+    """The rows of an insert into ``name`` as :func:`insert` takes them (columnar data as it
+    is, rows as a list, anything else refused) and how many there are."""
+    if is_columnar(rows):
+        return rows, len(rows)
+    listed = as_list(cast("Iterable[Sequence[Datum]]", rows), f"the rows to insert into {name}")
+    return listed, len(listed)
+
+
 def _names(item: TableItem) -> list[str]:
     return [c.name for c in item.desc.columns]
 
