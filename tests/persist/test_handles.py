@@ -235,6 +235,9 @@ def test_live_batches_are_explicit_verified_files(client: PersistClient, shard: 
             new_upper=A(i + 1),
             idempotency_token=tok(),
         )
+    # Background maintenance may merge the three batches; let it finish so the state compared
+    # below is the one the read is served from.
+    client.wait_for_maintenance()
     r = client.open_leased_reader(shard, DESC)
     live = r.live_batches(2)
     state = client.fetch_state(shard)
