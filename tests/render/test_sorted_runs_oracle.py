@@ -47,7 +47,6 @@ def run_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(arrangement, "LOOKUP_MAX_ROWS", 12)
     monkeypatch.setattr(arrangement, "INDEX_MIN_ROWS", 4)
     monkeypatch.setattr(sorted_run, "RUN_GROUP_ROWS", 2)
-    monkeypatch.setattr(sorted_run, "RUN_READ_MAX_FRACTION", 1.0)  # never declined
     reads: list[int] = []
     real = SortedRun.lookup
 

@@ -168,15 +168,22 @@ class Arrangement:
                 if run is not None:
                     self._runs[merged] = run
             for f in (a, b):
-                for p in f.paths:
-                    p.unlink(missing_ok=True)
-                self._tables.pop(f, None)
-                self._runs.pop(f, None)
-                self._forget_indexes(f)
+                self._forget(f)
             self._cache = None
-        if self.rows > LOOKUP_MAX_ROWS:
-            self._tables.clear()
+        if self.rows > LOOKUP_MAX_ROWS:  # small batches stay: a lookup scans them
+            for part in [p for p in self._tables if p.rows >= INDEX_MIN_ROWS]:
+                del self._tables[part]
             self._indexes.clear()
+
+    def _forget(self, part: _Part) -> None:
+        """Delete a batch merged away or rewritten: its files and what is kept of it."""
+        for p in part.paths:
+            p.unlink(missing_ok=True)
+        self._tables.pop(part, None)
+        run = self._runs.pop(part, None)
+        if run is not None:
+            run.unlink()
+        self._forget_indexes(part)
 
     def _sorted(self, table: pa.Table, path: Path) -> SortedRun | None:
         """``table`` written to ``path`` as a sorted run when the arrangement is too large to
@@ -209,9 +216,13 @@ class Arrangement:
     def _table(self, part: _Part) -> pa.Table:
         table = self._tables.get(part)
         if table is None:
+            run = self._runs.get(part)
+            if run is not None:  # memory-mapped, not decoded
+                table = run.table()
+                return table if table.schema.equals(self._schema) else table.cast(self._schema)
             tables = [pq.read_table(p, schema=self._schema) for p in part.paths]
             table = pa.concat_tables(tables)
-            if self.rows <= LOOKUP_MAX_ROWS:
+            if self.rows <= LOOKUP_MAX_ROWS or part.rows < INDEX_MIN_ROWS:
                 self._tables[part] = table
         return table
 
@@ -246,7 +257,7 @@ class Arrangement:
     def _run_lookup(self, names: list[str], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:
         """:meth:`lookup` of an arrangement too large to be resident: its large batches
         through their sorted runs (sorted at the first lookup), the small ones scanned;
-        ``None`` when the column cannot be laid out so or the keys are spread too widely."""
+        ``None`` when the column cannot be laid out so."""
         if len(names) != 1 or self._run_column not in (None, names[0]):
             return None
         (name,) = names
@@ -278,10 +289,7 @@ class Arrangement:
         sorted_part = _Part((path,), part.rows)
         self._files[i] = sorted_part
         self._runs[sorted_part] = run
-        for p in part.paths:
-            p.unlink(missing_ok=True)
-        self._tables.pop(part, None)
-        self._forget_indexes(part)
+        self._forget(part)
         return run
 
     def _index(self, part: _Part, table: pa.Table, name: str) -> KeyIndex | None:
