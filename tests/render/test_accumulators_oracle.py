@@ -163,3 +163,34 @@ def test_accumulators_match_the_reference_at_every_time(
     later = single_plan_dataflow(plan, inputs, as_of=6)
     run_and_check(spark, tmp_path_factory.mktemp("again"), later, streams, inputs, cuts[3:])
     assert sum(folds) > 0, "after the restart, learned keys were folded again"
+
+
+@pytest.mark.parametrize("key", ["k", "s"], ids=["int-key", "text-key"])
+def test_accumulator_state_compacted_or_beyond_capacity_stays_exact(
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    folds: list[int],
+    key: str,
+) -> None:
+    """An integer key's accumulators are found through their sorted keys (reduce_state's
+    positions), compacted here at every commit; a text key's by joins. With a capacity below
+    the number of keys, keys beyond it are forgotten and computed from history again."""
+    from spate.render.batch import EngineSettings
+
+    print(f"seed {SEED}: SPATE_TEST_SEED={SEED} pytest {__file__}")
+    rng = random.Random(f"{SEED}-state-{key}")
+    monkeypatch.setattr(reduce_state, "_MAX_CHUNKS", 1)
+    capacity = rng.choice([6, 1_000_000])
+    print(f"capacity (driver_rows) {capacity}")
+    streams = {FACTS_ID: random_streams(rng, keys=12, times=14, per_time=4)[FACTS_ID]}
+    inputs = {FACTS_ID: FACTS}
+    plan = Get(FACTS_ID, FACTS).reduce([key], **LAYOUTS["mixed"])
+    dataflow = single_plan_dataflow(plan, inputs, as_of=1)
+    settings = EngineSettings(driver_rows=capacity)
+    cuts = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    run_and_check(
+        spark, tmp_path_factory.mktemp("acc"), dataflow, streams, inputs, cuts, settings=settings
+    )
+    if capacity > 12:
+        assert sum(folds) > 0, "some keys were folded from their deltas alone"

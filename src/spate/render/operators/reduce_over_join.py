@@ -52,7 +52,7 @@ def folded_over_join(
 ) -> Lazy | None:
     """The reduce's step from its accumulators over the join's delta (module docs), or
     ``None`` with ``ctx`` as it was: the caller steps as before."""
-    if capturing or ctx.first or state.table.num_rows == 0 or key_columns(join) is None:
+    if capturing or ctx.first or state.keys == 0 or key_columns(join) is None:
         return None
     columns = join_columns(node, join)
     if columns is None:
