@@ -57,11 +57,13 @@ def _run(
     spark: SparkSession,
     scratch: Path,
     later: tuple[GlobalId, Row] | None = None,
+    descs: dict[GlobalId, RelationDesc] | None = None,
+    message: str | None = None,
 ) -> None:
     """Hydrate over ``contents``; insert ``bad`` at 1 (reads fail, as the reference does), a
     good row ``later`` at 2 (still failing, still stepping), retract ``bad`` at 3 (reads
     equal the reference's)."""
-    descs = {T: DESC, U: OTHER}
+    descs = descs or {T: DESC, U: OTHER}
     data = {id: Counter(rows) for id, rows in contents.items()}
     inputs = ArrowInputs.of(
         {
@@ -102,6 +104,7 @@ def _run(
         df.peek(ix, timestamp=1)
     text = str(caught.value)
     assert name in text and f"[SQLSTATE {sqlstate}]" in text, text
+    assert message is None or message in text, text
     with pytest.raises(EvalError) as ref:  # the reference fails on the same contents
         expected(1)
     assert ref.value.sqlstate == sqlstate

@@ -83,12 +83,12 @@ class KeyedNode:
     _driver: bool | None = None
     """Whether steps may reduce on the driver (decided at the first)."""
     _capturing: bool = False
-    """Capture mode (a reduce): each output row carries its group's error record last."""
+    """Capture mode (a reduce, a window): each output row carries its error record last."""
     _state: ReduceState | None = None
     """A reduce's per-key accumulators (:mod:`.reduce_state`), when its aggregates have them."""
 
     def step(self, ctx: StepContext) -> Lazy:
-        if ctx.capture and self.kind == "reduce" and not self._capturing and self._can_fail():
+        if ctx.capture and not self._capturing and self._can_fail():
             self._capturing, self._columns = True, ColumnMemo()  # columns rebuilt capturing
         lazy = self._step(ctx)
         if not self._capturing:
@@ -96,9 +96,13 @@ class KeyedNode:
         return ctx.split_errors(lazy, self.desc)
 
     def _can_fail(self) -> bool:
+        """Whether an output row can carry an error record (a reduce's aggregates; a window
+        says for itself)."""
         from spate.render.aggregates import aggregate_failure
 
-        return any(aggregate_failure(a, self.input.desc) is not None for a in self.aggregates)
+        return self.kind == "reduce" and any(
+            aggregate_failure(a, self.input.desc) is not None for a in self.aggregates
+        )
 
     @property
     def _out_arity(self) -> int:

@@ -81,19 +81,73 @@ class WindowNode(KeyedNode):
                     zip(self.funcs, [c.type for c in self.desc.columns[arity:]], strict=True)
                 )
             ]
+            if self._capturing:
+                funcs.append(self._error_record().alias(col_name(self.desc.arity)))
             return [*[F.col(c) for c in (*data, *carried)], *funcs]
 
         rows = memo.select(groups, "window-copies", expanded)
         if self._needs_position():
             rows = memo.select(rows, "window-position", self._with_position)
         rows = memo.select(rows, "window-funcs", annotated)
-        out = data_names(self.desc.arity)
+        out = data_names(self._out_arity)
         return memo.group_agg(
             rows,
             "window-count",
             lambda: [F.col(c) for c in (*out, *carried)],
             lambda: [F.count(F.lit(1)).alias(_M)],
         )
+
+    # -- errors as data ----------------------------------------------------------------------------
+
+    def _can_fail(self) -> bool:
+        return any(self._overflow(f) is not None for f in self.funcs)
+
+    def _overflow(self, f: WindowExpr | AggregateExpr) -> tuple[str, Column] | None:
+        """An aggregate's value over the frame that can leave its type: the message and the
+        frame's exact total, whose out-of-range values fail (``None``: it cannot fail).
+
+        An int64 ``sum`` is summed exactly in ``decimal(30,0)`` and fails beyond 64 bits; a
+        numeric ``sum`` of a type with 38 digits fails where Spark's sum leaves them (its
+        ``try_sum`` is NULL there)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        if not isinstance(f, AggregateExpr) or f.func is not AggregateFunc.SUM:
+            return None
+        in_type = typ(f.expr, self.input.desc.columns).type
+        v = scalar(f.expr, self.input.desc)
+        if in_type.kind is K.INT64:
+            total = F.sum(v.cast(T.DecimalType(20, 0))).over(self._frame())
+            too_big = (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
+            return "bigint out of range", too_big
+        if in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38:
+            w = self._frame()
+            lost = F.try_sum(v).over(w).isNull() & (F.count(v).over(w) > F.lit(0))
+            return "numeric field overflow", lost
+        return None
+
+    def _error_record(self) -> Column:
+        """The row's error record: the first of its aggregates whose value over the frame
+        fails, with the row (NULL when none does)."""
+        from pyspark.sql import functions as F
+
+        from spate.errors import error_record
+        from spate.plan.expr import show
+        from spate.render.errors import row_text
+
+        row = row_text(self.input.desc)
+        out: Column | None = None
+        for f in self.funcs:
+            found = self._overflow(f)
+            if found is None:
+                continue
+            assert isinstance(f, AggregateExpr)
+            message, fails = found
+            what = f"{f.func.value}({show(f.expr, self.input.desc.names)})"
+            text = F.concat(F.lit(error_record("22003", message, what, "")), row)
+            out = F.when(fails, text) if out is None else out.when(fails, text)
+        assert out is not None
+        return out
 
     # -- window specifications and functions ------------------------------------------------------
 
@@ -264,6 +318,8 @@ class WindowNode(KeyedNode):
         elif f is AggregateFunc.SUM:
             if k is K.INT64:
                 result = F.sum(v.cast(exact_int)).over(w)
+            elif self._capturing and k is K.NUMERIC:  # NULL beyond 38 digits: an error row
+                result = F.try_sum(v).over(w)
             else:
                 result = F.sum(v).over(w)
                 if k is K.FLOAT64:
@@ -282,4 +338,5 @@ class WindowNode(KeyedNode):
                 result = F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
         else:
             raise TypeError(f"{f.value} is not a window aggregate")
-        return result.cast(spark_type(out))
+        # capturing, a value beyond the type is NULL here and an error record (_error_record)
+        return result.try_cast(spark_type(out)) if self._capturing else result.cast(spark_type(out))
