@@ -19,6 +19,13 @@ the operands' digits, every step exact in ``decimal(38,0)``:
 Intermediate values are bound once (a one-element ``transform``) so that the expression stays
 linear in its operands; no Python runs per row.
 
+A quotient that does not fit ``decimal(38, out_scale)`` is PostgreSQL's numeric overflow (SQLSTATE
+22003, "value overflows numeric format"): the long division is computed with Spark's ``try_``
+arithmetic, so such a quotient is NULL there instead of an ANSI error, and the caller's
+:class:`~spate.render.scalar_funcs.Check` fails where it is NULL (a Spark error, or in capture
+mode an error record). The check looks at the quotient only where a double estimate of
+``|a / b|`` is not clearly inside the type, so rows that fit compute it once.
+
 **Deviation**: a divisor with more than 25 significant digits (after its trailing zeros cancel)
 goes through Spark's decimal division, rounded half up to the type scale from Spark's own
 result scale (which may keep fewer digits than the reference).
@@ -34,11 +41,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.plan.numeric_division import MIN_SIGNIFICANT_DIGITS
+from spate.render.scalar_funcs import Check, raising
 from spate.repr.types import NUMERIC_MAX_PRECISION
 
 _EXACT: Final = T.DecimalType(38, 0)
 _CHUNK: Final = 13
 _MAX_DIVISOR_DIGITS: Final = 25
+OVERFLOW: Final = "value overflows numeric format"
+"""PostgreSQL's message for a numeric result beyond the numeric format (SQLSTATE 22003)."""
 
 
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
@@ -81,7 +91,9 @@ def _long_division(padded: Column, divisor: Column, chunks: int) -> Column:
         digit = F.substring(padded, i * _CHUNK + 1, _CHUNK).cast(_EXACT)
 
         def divide(current: Column) -> Column:
-            q = (acc["q"] * base + F.call_function("div", current, divisor)).cast(_EXACT)
+            # try_: a quotient beyond 38 digits (an overflow, the caller's check) is NULL
+            shifted = F.try_multiply(acc["q"], base)
+            q = F.try_add(shifted, F.call_function("div", current, divisor)).cast(_EXACT)
             r = (current % divisor).cast(_EXACT)
             return _let(F.struct(q.alias("q"), r.alias("r")), lambda bound: step(i + 1, bound))
 
@@ -90,9 +102,29 @@ def _long_division(padded: Column, divisor: Column, chunks: int) -> Column:
     return step(0, F.struct(_dec(0).alias("q"), _dec(0).alias("r")))
 
 
-def numeric_divide(a: Column, b: Column, a_scale: int, b_scale: int, out_scale: int) -> Column:
+def numeric_divide(
+    a: Column,
+    b: Column,
+    a_scale: int,
+    b_scale: int,
+    out_scale: int,
+    check: Check = raising,
+) -> Column:
     """``a / b`` (decimal columns of scales ``a_scale``, ``b_scale``) as ``decimal(38,
-    out_scale)``: NULL when either is NULL or ``b`` is zero (module docs)."""
+    out_scale)``: NULL when either is NULL or ``b`` is zero; a quotient beyond the type fails
+    through ``check`` (module docs)."""
+    present = a.isNotNull() & b.isNotNull() & (b != F.lit(0))
+    quotient = F.when(present, _quotient(a, b, a_scale, b_scale, out_scale))
+    # |a / b| below half the type's bound (in doubles, a margin far beyond their error) fits
+    # once rounded; elsewhere the quotient says (NULL: beyond the type)
+    half_bound = F.lit(0.5 * 10.0 ** (NUMERIC_MAX_PRECISION - out_scale))
+    inside = F.abs(a.cast("double")) < F.abs(b.cast("double")) * half_bound
+    overflow = present & ~inside & quotient.isNull()
+    return check(quotient, (overflow, "22003", OVERFLOW))
+
+
+def _quotient(a: Column, b: Column, a_scale: int, b_scale: int, out_scale: int) -> Column:
+    """``a / b`` for non-zero ``b`` (module docs); NULL beyond ``decimal(38, out_scale)``."""
     out = T.DecimalType(38, out_scale)
     # the dividend's digits: at most a's precision, then at most k zeros
     width = NUMERIC_MAX_PRECISION + out_scale + max(0, b_scale - a_scale)
@@ -125,12 +157,12 @@ def numeric_divide(a: Column, b: Column, a_scale: int, b_scale: int, out_scale: 
 
         def rounded(qr: Column) -> Column:
             up = (qr["r"] * _dec(2)).cast(_EXACT) >= divisor
-            n = (qr["q"] + F.when(up, _dec(1)).otherwise(_dec(0))).cast(_EXACT)
+            n = F.try_add(qr["q"], F.when(up, _dec(1)).otherwise(_dec(0))).cast(_EXACT)
             return _let(n.cast("string"), lambda text: _point(d["neg"], text, digits))
 
-        exact = _let(_long_division(o["dividend"], divisor, chunks), rounded).cast(out)
+        exact = _let(_long_division(o["dividend"], divisor, chunks), rounded).try_cast(out)
         fits = F.length(o["divisor"]) <= F.lit(_MAX_DIVISOR_DIGITS)
-        return F.when(fits, exact).otherwise((d["x"] / d["y"]).cast(out))
+        return F.when(fits, exact).otherwise(F.try_divide(d["x"], d["y"]).try_cast(out))
 
     bound = F.struct(
         _digits(a).alias("a"),
@@ -139,7 +171,7 @@ def numeric_divide(a: Column, b: Column, a_scale: int, b_scale: int, out_scale: 
         a.alias("x"),
         b.alias("y"),
     )
-    return F.when(a.isNotNull() & b.isNotNull() & (b != F.lit(0)), _let(bound, with_digits))
+    return _let(bound, with_digits)
 
 
 def _point(negative: Column, unscaled: Column, scale: Column) -> Column:

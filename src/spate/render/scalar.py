@@ -420,7 +420,7 @@ class _Compiler:
                 assert isinstance(e, CallBinary)
                 sa, sb, so = (self.type_of(x).scale for x in (e.left, e.right, e))
                 assert sa is not None and sb is not None and so is not None
-                return numeric_divide(a, b, sa, sb, so)
+                return numeric_divide(a, b, sa, sb, so, self.check)
             else:
                 out = F.when(b != F.lit(0), a / b)
         else:

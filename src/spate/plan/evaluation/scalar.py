@@ -358,7 +358,10 @@ def _numeric_div(a: ScalarType, b: ScalarType, result: ScalarType, what: str) ->
         assert isinstance(x, (Decimal, int)) and isinstance(y, (Decimal, int))
         if y == 0:
             return None
-        return fit_numeric(divide(Decimal(x), Decimal(y), a_scale, b_scale, out), result, what)
+        try:
+            return fit_numeric(divide(Decimal(x), Decimal(y), a_scale, b_scale, out), result, what)
+        except EvalError:  # beyond the 38 digits: PostgreSQL's message, as the renderer's
+            raise EvalError(f"value overflows numeric format in {what}", sqlstate="22003") from None
 
     return div
 
