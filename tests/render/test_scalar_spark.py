@@ -763,3 +763,29 @@ def test_column_names_are_configurable(exact_spark: SparkSession) -> None:
     df = exact_spark.createDataFrame([(3, 4)], "`a.b` long, `we``ird` long")
     e = CallBinary(BinaryFunc.MUL, ColumnRef(0), ColumnRef(1))
     assert df.select(compile_scalar(e, desc, ["a.b", "we`ird"])).collect()[0][0] == 12
+
+
+def test_numeric_comparisons_across_types_keep_every_digit(exact_spark: SparkSession) -> None:
+    """Two numerics whose exact common type needs more than 38 digits compare exactly: Spark
+    widened ``numeric(8,3)`` against ``numeric(38,0)`` to ``decimal(38,0)``, so ``0.125 > 0``
+    was false (ceil/floor of a numeric column were wrong on Spark)."""
+    desc = RelationDesc.of(
+        ("w", numeric(38, 0)), ("d", numeric(8, 3)), ("x", numeric(38, 10)), ("y", numeric(38, 38))
+    )
+    big, minus_big = Decimal("9" * 38), Decimal("-" + "9" * 38)
+    rows: list[Row] = [
+        (Decimal(0), Decimal("0.125"), Decimal("-0.0000000001"), Decimal("0." + "0" * 37 + "1")),
+        (Decimal(-1), Decimal("-0.001"), Decimal("-1"), Decimal("-0." + "9" * 38)),
+        (big, Decimal("-99999.999"), Decimal("9" * 28 + "." + "9" * 10), Decimal(0)),
+        (minus_big, Decimal("99999.999"), Decimal("-0.5"), Decimal("-0.5")),
+        (Decimal(3), Decimal("3.000"), Decimal("3"), None),
+    ]
+    ops = [BinaryFunc.EQ, BinaryFunc.NE, BinaryFunc.LT, BinaryFunc.LE, BinaryFunc.GT, BinaryFunc.GE]
+    pairs = [(0, 1), (1, 0), (0, 2), (2, 3), (3, 0), (1, 2), (0, 3)]
+    exprs: list[ScalarExpr] = [
+        CallBinary(f, ColumnRef(i), ColumnRef(j)) for f in ops for i, j in pairs
+    ]
+    want = [[reference_compile(e, desc.columns)(r, 0) for e in exprs] for r in rows]
+    got = [list(r) for r in spark_eval(exact_spark, desc, rows, exprs)]
+    assert got == want
+    assert want[0][ops.index(BinaryFunc.GT) * len(pairs) + 1] is True  # 0.125 > 0

@@ -39,9 +39,8 @@ digits instead of the IR's 8.
 * ``float64`` → ``numeric`` rounds Java's ``Double.toString`` digits, which before JDK 19 are
   sometimes longer than Python's shortest ``repr`` (differs only when a digit beyond the 17th
   significant one decides the rounding).
-* Comparing two ``numeric`` operands whose common Spark type needs more than 38 digits (e.g.
-  ``numeric(38,0)`` with ``numeric(38,38)``) raises instead of comparing; ``coalesce``/``greatest``
-  /``least``/``CASE`` over numerics of different types cast each argument to the result type,
+* ``coalesce``/``greatest``/``least``/``CASE`` over numerics of different types cast each
+  argument to the result type,
   which raises where the reference would return a value that does not fit its own result type.
 * A ``float64`` result may carry ``-0.0`` where the reference has ``0.0`` only for values read
   unchanged from input columns (every computed float is normalised); they compare equal.
@@ -50,7 +49,7 @@ digits instead of the IR's 8.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from pyspark.sql import Column
@@ -188,6 +187,42 @@ def _from_micros(micros: Column) -> Column:
 def _floor_div(x: Column, k: int) -> Column:
     """``floor(x / k)`` for a long ``x`` and a positive ``k`` (exact, no overflow here)."""
     return F.call_function("div", x - F.pmod(x, F.lit(k)), F.lit(k))
+
+
+_COMPARE: Final[dict[BinaryFunc, Callable[[Column, Column], Column]]] = {
+    BinaryFunc.EQ: lambda x, y: x == y,
+    BinaryFunc.NE: lambda x, y: x != y,
+    BinaryFunc.LT: lambda x, y: x < y,
+    BinaryFunc.LE: lambda x, y: x <= y,
+    BinaryFunc.GT: lambda x, y: x > y,
+    BinaryFunc.GE: lambda x, y: x >= y,
+}
+
+
+def _numeric_compare(f: BinaryFunc, a: Column, ta: ScalarType, b: Column, tb: ScalarType) -> Column:
+    """``a <f> b`` for decimals of different types, exactly.
+
+    Spark widens the two to one decimal of at most 38 digits and drops fraction digits to make
+    room (``decimal(8,3)`` against ``decimal(38,0)`` compares as ``decimal(38,0)``: ``0.125 >
+    0`` is false). When the exact common type fits in 38 digits both sides are cast to it;
+    otherwise the integer parts (``floor``) are compared first and the fractions (in [0, 1))
+    break ties."""
+    pa, sa, pb, sb = ta.precision, ta.scale, tb.precision, tb.scale
+    assert pa is not None and sa is not None and pb is not None and sb is not None
+    op = _COMPARE[f]
+    whole, scale = max(pa - sa, pb - sb), max(sa, sb)
+    if whole + scale <= 38:
+        common = T.DecimalType(whole + scale, scale)
+        return op(a.cast(common), b.cast(common))
+    ia, ib = F.floor(a), F.floor(b)
+    frac = T.DecimalType(min(38, scale + 1), scale)
+    fa, fb = (a - ia).cast(frac), (b - ib).cast(frac)
+    if f is BinaryFunc.EQ:
+        return (ia == ib) & (fa == fb)
+    if f is BinaryFunc.NE:
+        return (ia != ib) | (fa != fb)
+    strict = _COMPARE[{BinaryFunc.LE: BinaryFunc.LT, BinaryFunc.GE: BinaryFunc.GT}.get(f, f)]
+    return strict(ia, ib) | ((ia == ib) & op(fa, fb))
 
 
 def _in_range(ts: Column) -> Column:
@@ -354,6 +389,15 @@ class _Compiler:
                 return a & b
             case BinaryFunc.OR:
                 return a | b
+            case (
+                BinaryFunc.EQ
+                | BinaryFunc.NE
+                | BinaryFunc.LT
+                | BinaryFunc.LE
+                | BinaryFunc.GT
+                | (BinaryFunc.GE)
+            ) if k is K.NUMERIC and self.type_of(left) != self.type_of(right):
+                return _numeric_compare(f, a, self.type_of(left), b, self.type_of(right))
             case BinaryFunc.EQ:
                 return a == b
             case BinaryFunc.NE:
