@@ -62,7 +62,8 @@ def race(args: argparse.Namespace) -> None:
 
 
 def crash(args: argparse.Namespace) -> None:
-    client = _client(args.blob, args.consensus, gc_every=2)
+    # Eager compaction and GC, so that the crash points in them are reached.
+    client = _client(args.blob, args.consensus, gc_every=2, compaction_min_inputs=2)
     shard = ShardId.parse(args.shard)
     w = client.open_writer(shard, DESC)
     r = client.open_leased_reader(shard, DESC)

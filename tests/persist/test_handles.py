@@ -415,9 +415,10 @@ def test_listen_refuses_batches_compacted_past_its_frontier(
             idempotency_token=tok(),
         )
     # Misuse: the reader lets its since pass the listen's frontier ({1}), then a compaction
-    # advances times: updates can no longer be reported at their own times.
+    # advances times: updates can no longer be reported at their own times. (Eight batches:
+    # a run of small batches is merged once it has ``compaction_min_inputs`` of them.)
     r.downgrade_since(A(3))
-    for t in range(4, 6):
+    for t in range(4, 8):
         w.compare_and_append(
             updates([((t, "x"), t, 1)]),
             expected_upper=A(t),

@@ -2,8 +2,12 @@
 
 **Policy** (pure, :func:`pick_compaction`): walk the batches from the newest; a batch joins the
 run of newer batches when its size is at most ``factor ×`` their combined size. A run of two or
-more is merged. Sizes then grow geometrically from newest to oldest, so a shard holds
-``O(log n)`` batches and each update is rewritten ``O(log n)`` times.
+more is merged once it is worth a merge: it has at least ``min_inputs`` batches, or at least
+``min_bytes`` of them. Sizes then grow geometrically from newest to oldest, so a shard holds
+``O(min_inputs + log n)`` batches and each update is rewritten ``O(log n)`` times. The floor
+exists because a merge has a fixed cost whatever its size (its output blob and a state change,
+each made durable, then a GC of its inputs): without it a shard taking small appends would merge
+about every other append; with ``min_inputs = 8`` it merges about every seventh.
 
 **Merge** (:func:`compact`): read the run's parts (verified), advance every time below the since
 ``s`` to ``s`` and consolidate (skipped when no time is below ``s`` and no diff is negative:
@@ -43,8 +47,10 @@ class CompactionReq:
     since: Frontier
 
 
-def pick_compaction(state: ShardState, *, factor: float) -> CompactionReq | None:
-    """The run of newest batches to merge now, or ``None``."""
+def pick_compaction(
+    state: ShardState, *, factor: float, min_inputs: int = 2, min_bytes: int = 0
+) -> CompactionReq | None:
+    """The run of newest batches to merge now, or ``None`` (module docs)."""
     if state.tombstone:
         return None
     bs = state.batches
@@ -59,6 +65,8 @@ def pick_compaction(state: ShardState, *, factor: float) -> CompactionReq | None
         i -= 1
     if i == len(bs) - 1:
         return None
+    if len(bs) - i < min_inputs and acc < min_bytes:
+        return None  # not worth a merge yet: later appends join the run
     return CompactionReq(inputs=tuple(bs[i:]), since=state.since)
 
 

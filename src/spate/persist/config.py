@@ -37,6 +37,8 @@ class PersistConfig:
     maintenance: bool = True
     background_maintenance: bool = True
     compaction_factor: float = 2.0
+    compaction_min_inputs: int = 8
+    compaction_min_bytes: int = 8 * 2**20
     gc_every: int = 16
     location_retries: int = 8
     backoff_base_s: float = 0.005
@@ -61,6 +63,15 @@ class PersistConfig:
         if self.location_retries < 0:
             raise ValueError(
                 f"PersistConfig.location_retries must be >= 0, got {self.location_retries}"
+            )
+        if self.compaction_min_inputs < 2:
+            raise ValueError(
+                "PersistConfig.compaction_min_inputs must be >= 2, "
+                f"got {self.compaction_min_inputs}"
+            )
+        if self.compaction_min_bytes < 0:
+            raise ValueError(
+                f"PersistConfig.compaction_min_bytes must be >= 0, got {self.compaction_min_bytes}"
             )
         if self.compaction_factor <= 0:
             raise ValueError(

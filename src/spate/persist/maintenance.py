@@ -39,7 +39,13 @@ def run_maintenance(
     try:
         if writer is not None and schema is not None:
             for _ in range(MAX_MERGES_PER_CALL):
-                req = pick_compaction(ctx.machine.cached(), factor=ctx.config.compaction_factor)
+                config = ctx.config
+                req = pick_compaction(
+                    ctx.machine.cached(),
+                    factor=config.compaction_factor,
+                    min_inputs=config.compaction_min_inputs,
+                    min_bytes=config.compaction_min_bytes,
+                )
                 if req is None or not compact(ctx, req, actor=writer, schema=schema):
                     break
         after = ctx.machine.cached()
