@@ -75,6 +75,22 @@ def folds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.fixture
+def hydrated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The keys each hydration computed the accumulators of (spate.render.operators.
+    hydrate_state; -1: it declined)."""
+    out: list[int] = []
+    real = keyed.hydrate_with_state
+
+    def counting(state: Any, *args: Any, **kwargs: Any) -> Any:
+        lazy = real(state, *args, **kwargs)
+        out.append(-1 if lazy is None else (0 if lazy.batch is None else lazy.batch.rows))
+        return lazy
+
+    monkeypatch.setattr(keyed, "hydrate_with_state", counting)
+    return out
+
+
+@pytest.fixture
 def join_deltas(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Steps of a reduce over a join computed from the join's delta (not its history)."""
     out: list[bool] = []
@@ -143,6 +159,7 @@ def test_accumulators_match_the_reference_at_every_time(
     tmp_path_factory: pytest.TempPathFactory,
     folds: list[int],
     join_deltas: list[bool],
+    hydrated: list[int],
     layout: str,
     over_join: bool,
 ) -> None:
@@ -157,6 +174,7 @@ def test_accumulators_match_the_reference_at_every_time(
     run_and_check(spark, tmp_path_factory.mktemp("acc"), dataflow, streams, inputs, cuts)
     assert sum(folds) > 0, "some keys were folded from their deltas alone"
     assert any(join_deltas) == over_join, "over a join, steps read the join's delta alone"
+    assert hydrated and hydrated[0] > 0, "the hydration computed the keys' accumulators"
     # A replica that restarts hydrates a new dataflow at a later as_of: its accumulators start
     # empty, are learned from history at each key's first step, and the output stays exact.
     folds.clear()
@@ -194,3 +212,22 @@ def test_accumulator_state_compacted_or_beyond_capacity_stays_exact(
     )
     if capacity > 12:
         assert sum(folds) > 0, "some keys were folded from their deltas alone"
+
+
+def test_a_hydration_with_sums_beyond_the_accumulators_range_declines_and_stays_exact(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, hydrated: list[int]
+) -> None:
+    big = 2**61
+    facts = [((k, big, None, EPOCH), 0, 1) for k in (1, 1, 2)]  # key 1: sum 2**62
+    facts = [
+        ((k, v, s, at + dt.timedelta(microseconds=i)), t, d)
+        for i, ((k, v, s, at), t, d) in enumerate(facts)
+    ]
+    facts += [((1, 5, None, EPOCH), 2, 1), ((2, 7, None, EPOCH), 3, 1)]
+    inputs = {FACTS_ID: FACTS}
+    plan = Get(FACTS_ID, FACTS).reduce(["k"], total=sum_(col("v")), n=count())
+    dataflow = single_plan_dataflow(plan, inputs, as_of=1)
+    run_and_check(
+        spark, tmp_path_factory.mktemp("acc"), dataflow, {FACTS_ID: facts}, inputs, [2, 3, 4]
+    )
+    assert hydrated == [-1], "the hydration declined: a sum is 2**62"

@@ -276,7 +276,7 @@ def fold(layout: Layout, delta: pa.Table, old: pa.Table, *, lo: int) -> Folded:
     ).filter(pa.array(start & fast))
     outputs = pa.concat_tables([new, before_step.cast(new.schema)])
     outputs = outputs.filter(pc.greater(outputs.column(ROWS), 0))
-    changes = signed_changes(outputs, keys, _values(layout, outputs), layout.out_desc)
+    changes = signed_changes(outputs, keys, values_of(layout, outputs), layout.out_desc)
     final = new.filter(pc.is_null(new.column(_NEXT)))
     final = final.filter(pc.greater(final.column(ROWS), 0))
     schema = layout.schema()
@@ -307,7 +307,7 @@ def _running_extreme(
     return pa.array(values, inserted.type)
 
 
-def _values(layout: Layout, acc: pa.Table) -> list[pa.Array | pa.ChunkedArray]:
+def values_of(layout: Layout, acc: pa.Table) -> list[pa.Array | pa.ChunkedArray]:
     """The aggregates' output values of accumulator rows (module docs)."""
     out: list[pa.Array | pa.ChunkedArray] = []
     for i, agg in enumerate(layout.aggregates):

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.render.layout import col_name
 from spate.repr.desc import TIME_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 _NEXT = "_next"
 _FROM = "_from"
@@ -70,3 +75,22 @@ def key_times(delta: pa.Table, key: tuple[int, ...], before: int | None) -> pa.T
         nxt[:-1] = times[1:]
         valid[:-1] = same
     return pairs.append_column(_NEXT, pa.array(nxt, pa.int64(), mask=~valid))
+
+
+def null_safe(
+    left: DataFrame, right: DataFrame, left_keys: list[str], right_keys: list[str]
+) -> Column:
+    """Every ``left_keys[i]`` equals ``right_keys[i]``, NULL equal to NULL."""
+    cond = None
+    for lk, rk in zip(left_keys, right_keys, strict=True):
+        c = left[lk].eqNullSafe(right[rk])
+        cond = c if cond is None else cond & c
+    assert cond is not None
+    return cond
+
+
+def t_named(times: pa.Table, keys: list[str]) -> pa.Table:
+    """``T`` with the names the plan joins on: keys ``_tk0…``, ``_at``, ``_next``, ``_from``
+    (renamed on the driver: a Spark select would be one more operator to analyse)."""
+    names = [*(f"_tk{i}" for i in range(len(keys))), "_at", _NEXT, _FROM]
+    return times.select([*keys, TIME_COLUMN, _NEXT, _FROM]).rename_columns(names)

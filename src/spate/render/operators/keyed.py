@@ -39,7 +39,8 @@ from spate.render.lookup import concat_like, in_list, lookup_columns, semi_join
 from spate.render.operators import accumulators
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.driver_reduce import supported as driver_supported
-from spate.render.operators.key_times import key_times, with_from
+from spate.render.operators.hydrate_state import hydrate_with_state
+from spate.render.operators.key_times import key_times, null_safe, t_named, with_from
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.reduce_over_join import folded_over_join
 from spate.render.operators.reduce_state import ReduceState, folded_step
@@ -125,8 +126,8 @@ class KeyedNode:
         if ctx.first and ctx.hi == ctx.lo + 1:
             low = delta.min_diff()
             return self._hydrate(
+                ctx,
                 ctx.engine.df_of_batch(delta),
-                ctx.lo,
                 delta.rows > small_rows,
                 unsigned=low is not None and low >= 0,
             )
@@ -175,6 +176,16 @@ class KeyedNode:
         """The step from the reduce's accumulators (:mod:`.reduce_state`; ``history``: the
         old rows of given keys), or ``None``: the caller computes it (and the accumulators
         are forgotten when it commits)."""
+        state = self._accumulators(ctx)
+        if state is None or (isinstance(delta, Batch) and delta.rows > state.capacity):
+            if state is not None:
+                ctx.on_commit(state.clear)
+            return None
+        delta = delta.arrow() if isinstance(delta, Batch) else delta
+        return folded_step(state, ctx, delta, history, capturing=self._capturing)
+
+    def _accumulators(self, ctx: StepContext) -> ReduceState | None:
+        """The reduce's accumulators (made at the first call), ``None`` when it has none."""
         if self._state is None:
             if self.kind != "reduce" or not accumulators.supported(
                 self.key, self.aggregates, self.input.desc, self.desc
@@ -182,12 +193,7 @@ class KeyedNode:
                 return None
             layout = accumulators.Layout(self.key, self.aggregates, self.input.desc, self.desc)
             self._state = ReduceState(layout, capacity=ctx.engine.settings.driver_rows)
-        if isinstance(delta, Batch):
-            if delta.rows > ctx.engine.settings.driver_rows:
-                ctx.on_commit(self._state.clear)
-                return None
-            delta = delta.arrow()
-        return folded_step(self._state, ctx, delta, history, capturing=self._capturing)
+        return self._state
 
     def _old_rows(self, arr: Arrangement, keys: pa.Table) -> pa.Table | None:
         """The rows of ``keys`` (a superset) in the input arrangement, if it serves lookups."""
@@ -233,7 +239,7 @@ class KeyedNode:
         keys = [col_name(k) for k in self.key] or ["_g"]  # a global group: one constant key
         times_table = with_from(times_table, ctx.lo)
         # through a slot: a step's plan over it is built once (spate.render.templates)
-        named = _t_named(times_table, keys)
+        named = t_named(times_table, keys)
         return times_table, ctx.engine.slot_of_table(f"{self.name}-T", named, None)
 
     def _step_over_join(self, ctx: StepContext, join: JoinNode) -> Lazy:
@@ -249,7 +255,7 @@ class KeyedNode:
         if lazy.is_empty or touched is None:
             return Lazy.empty()
         if ctx.first and ctx.hi == ctx.lo + 1:
-            return self._hydrate(lazy.frame(), ctx.lo, lazy.big, unsigned=touched.unsigned())
+            return self._hydrate(ctx, lazy.frame(), lazy.big, unsigned=touched.unsigned())
         name = col_name(self.key[0])
         pairs = touched.pairs(name, internal_schema(self.input.desc).field(self.key[0]).type)
         if pairs.num_rows == 0:
@@ -417,18 +423,27 @@ class KeyedNode:
         )
         if small:
             touched = F.broadcast(touched)
-        return history.join(touched, on=_null_safe(history, touched, keys, keys), how="left_semi")
+        return history.join(touched, on=null_safe(history, touched, keys, keys), how="left_semi")
 
-    def _hydrate(self, d: DataFrame, at: int, big: bool, *, unsigned: bool) -> Lazy:
+    def _hydrate(self, ctx: StepContext, d: DataFrame, big: bool, *, unsigned: bool) -> Lazy:
         """The first step when every update is at the as_of: one group per key, no history.
 
         ``unsigned``: no update has a negative diff. A reduce then aggregates the rows as they
         are: every aggregate is a function of the multiset of values, which spreading a value's
         multiplicity over several rows leaves unchanged (:mod:`spate.render.aggregates`), and
         no group can be negative. One aggregation by key, which Spark pre-aggregates before its
-        shuffle, instead of consolidating every row first (a shuffle of the whole input).
+        shuffle, instead of consolidating every row first (a shuffle of the whole input); a
+        reduce with accumulators aggregates those (:mod:`.hydrate_state`).
         """
         from pyspark.sql import functions as F
+
+        at = ctx.lo
+        if unsigned and self.key and not self._capturing:
+            state = self._accumulators(ctx)
+            if state is not None:
+                hydrated = hydrate_with_state(state, ctx, d, at, big)
+                if hydrated is not None:
+                    return hydrated
 
         stamped = [
             F.lit(at).cast("long").alias(_AT),
@@ -579,22 +594,3 @@ class KeyedNode:
         if self.arrangement is not None:
             self.arrangement.drop()
         self.input.drop()
-
-
-def _null_safe(
-    left: DataFrame, right: DataFrame, left_keys: list[str], right_keys: list[str]
-) -> Column:
-    """Every ``left_keys[i]`` equals ``right_keys[i]``, NULL equal to NULL."""
-    cond = None
-    for lk, rk in zip(left_keys, right_keys, strict=True):
-        c = left[lk].eqNullSafe(right[rk])
-        cond = c if cond is None else cond & c
-    assert cond is not None
-    return cond
-
-
-def _t_named(times: pa.Table, keys: list[str]) -> pa.Table:
-    """``T`` with the names the plan joins on: keys ``_tk0…``, ``_at``, ``_next``, ``_from``
-    (renamed on the driver: a Spark select would be one more operator to analyse)."""
-    names = [*(f"_tk{i}" for i in range(len(keys))), _AT, _NEXT, _FROM]
-    return times.select([*keys, TIME_COLUMN, _NEXT, _FROM]).rename_columns(names)

@@ -101,6 +101,24 @@ class ReduceState:
         self.table = self.layout.schema().empty_table()
         self._positions = None
 
+    def load(self, table: pa.Table) -> None:
+        """Replace every accumulator by ``table`` (:meth:`Layout.schema`, one row per key;
+        NULL keys, which no step folds, left out; nothing kept beyond the capacity)."""
+        self.clear()
+        for k in self.layout.keys:
+            table = table.filter(pc.is_valid(table.column(k)))
+        if table.num_rows > self.capacity:
+            return
+        if not self._positioned:
+            self.table = table
+            return
+        keys = _as_int64(table.column(self.layout.keys[0]))
+        order = np.argsort(keys, kind="stable")
+        self.table = table.take(pa.array(order)).combine_chunks()
+        self._positions = _Positions()
+        self._positions.keys = keys[order]
+        self._positions.rows = np.arange(len(order), dtype=np.int64)
+
     def _old(self, touched: pa.Table) -> tuple[pa.Table, np.ndarray | None]:
         """The accumulators of ``touched`` (distinct keys) and, positioned, their entries."""
         keys = self.layout.keys
