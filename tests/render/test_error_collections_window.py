@@ -85,3 +85,23 @@ def test_an_overflowing_numeric_running_sum_fails_reads_until_retracted(
         later=(T, (2, Decimal(10))),
         descs={T: NUM},
     )
+
+
+@LARGE
+def test_a_numeric_window_average_beyond_its_type_fails_reads_until_retracted(
+    spark: SparkSession, tmp_path: Path, large: bool
+) -> None:
+    """avg(x) over (partition by k) of numeric(38,0) is numeric(38,16): 22 integer digits."""
+    plan = Get(T, NUM).window(["k"], mean=avg(col("x")))
+    _run(
+        plan,
+        {T: Counter({(1, Decimal(4)): 1, (1, Decimal(2)): 1, (2, Decimal(1)): 1})},
+        (T, (1, Decimal(10**25))),
+        name="means",
+        sqlstate="22003",
+        large=large,
+        spark=spark,
+        scratch=tmp_path,
+        later=(T, (2, Decimal(10))),
+        descs={T: NUM},
+    )

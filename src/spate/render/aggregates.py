@@ -50,11 +50,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.errors import error_record
-from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.aggregate import AggregateExpr, AggregateFunc, aggregate_type
 from spate.plan.errors import PlanTypeError
 from spate.plan.infer import typ
 from spate.render.numeric_division import numeric_divide
 from spate.render.scalar import Failure, compile_scalar
+from spate.render.scalar_funcs import Check, Failing, raising
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import ScalarKind, ScalarType
@@ -118,6 +119,17 @@ def aggregate_failure(
         sample = F.max(F.when((m != F.lit(0)) & v.isNotNull(), row))
         text = F.concat(F.lit(error_record("22003", "bigint out of range", what, "")), sample)
         found.append(F.when(too_big, text))
+    if in_type.kind is K.NUMERIC and agg.func in (AggregateFunc.SUM, AggregateFunc.AVG):
+        # a sum beyond 38 digits (Spark's decimal), an average beyond its type: NULL in
+        # aggregate_column (capture), failing here
+        out_type = aggregate_type(agg.func, typ(agg.expr, input_desc.columns)).type
+        v = F.when(m != F.lit(0), compile_scalar(agg.expr, input_desc, failures=[]))
+        value = _aggregate(agg, v, m, in_type, out_type, capture=True)
+        present = F.when(v.isNotNull(), m)
+        lost = value.isNull() & (F.count(present) > F.lit(0))
+        sample = F.max(F.when(present.isNotNull(), row))
+        text = F.concat(F.lit(error_record("22003", "numeric field overflow", what, "")), sample)
+        found.append(F.when(lost, text))
     if not found:
         return None
     return found[0] if len(found) == 1 else F.coalesce(*found)
@@ -145,11 +157,12 @@ def _aggregate(
     if f is AggregateFunc.MAX:
         return F.max(v)
     if f is AggregateFunc.AVG:
-        total = _sum(v, m, k, distinct, for_avg=True)
+        total = _sum(v, m, k, distinct, for_avg=True, capture=capture)
         n = F.count_distinct(v) if distinct else F.sum(present_m)
         if k is K.NUMERIC:
             assert in_type.scale is not None and out.scale is not None
-            return _numeric_ratio(total, n, in_type.scale, out.scale)
+            check = _unchecked if capture else raising  # capture: aggregate_failure fails
+            return _numeric_ratio(total, n, in_type.scale, out.scale, check)
         if k is K.INT64:
             return _int_ratio(total, n)
         average = total / n.cast("double")
@@ -187,6 +200,9 @@ def _sum(
             return total.cast(_EXACT_INT)
         return total.try_cast(T.LongType()) if capture else total.cast(T.LongType())
     if k is K.NUMERIC:
+        if capture and not distinct:  # beyond 38 digits: NULL (aggregate_failure fails)
+            product = F.try_multiply(v, m.cast(_MULTIPLICITY))
+            return F.when(F.count(product) == F.count(v), F.try_sum(product))
         return F.sum_distinct(v) if distinct else F.sum(v * m.cast(_MULTIPLICITY))
     total = F.sum_distinct(v) if distinct else F.sum(v * m.cast("double"))
     return total if for_avg else F.when(total == F.lit(0.0), F.lit(0.0)).otherwise(total)
@@ -271,8 +287,17 @@ def _int_ratio(total: Column, n: Column) -> Column:
     return _ratio(total, n, body)
 
 
-def _numeric_ratio(total: Column, n: Column, scale: int, out_scale: int) -> Column:
+def _numeric_ratio(
+    total: Column, n: Column, scale: int, out_scale: int, check: Check = raising
+) -> Column:
     """``total / n`` (numeric sum of scale ``scale``, a count) rounded as PostgreSQL rounds the
-    quotient (:mod:`spate.render.numeric_division`)."""
+    quotient (:mod:`spate.render.numeric_division`); a quotient beyond the type fails through
+    ``check``."""
     exact_total = total.cast(T.DecimalType(38, scale))
-    return numeric_divide(exact_total, n.cast(T.DecimalType(20, 0)), scale, 0, out_scale)
+    return numeric_divide(exact_total, n.cast(T.DecimalType(20, 0)), scale, 0, out_scale, check)
+
+
+def _unchecked(value: Column, *failing: Failing) -> Column:
+    """A :class:`~spate.render.scalar_funcs.Check` that leaves ``value`` (NULL where it
+    fails): the caller records the failure itself."""
+    return value

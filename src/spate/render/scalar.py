@@ -92,6 +92,7 @@ K = ScalarKind
 EXACT_DECIMAL_CONF: Final = {"spark.sql.decimalOperations.allowPrecisionLoss": "false"}
 """Session configuration under which numeric arithmetic matches the IR's result types."""
 
+_BIGINT: Final = "bigint out of range"
 _NTZ: Final = T.TimestampNTZType()
 _LONG: Final = T.LongType()
 _MIN_TS: Final = "0001-01-01 00:00:00"
@@ -358,6 +359,9 @@ class _Compiler:
                     out = negated if f is UnaryFunc.NEG else F.when(a < 0, negated).otherwise(a)
                     return out.cast(st)
                 out = -a if f is UnaryFunc.NEG else F.abs(a)
+                if k is K.INT64:  # -(-2**63) does not fit: PostgreSQL's 22003
+                    smallest = a == F.lit(-(2**63))
+                    return self.check(F.when(~smallest, out), (smallest, "22003", _BIGINT))
                 return canon_float(out) if k is K.FLOAT64 else out
             case UnaryFunc.LOWER:
                 return F.lower(a)
@@ -448,7 +452,7 @@ class _Compiler:
         if self.failures is not None and k in (K.INT64, K.NUMERIC) and f in checked:
             # out of range: NULL and a captured failure instead of Spark's ANSI error
             out = checked[f](a, b).try_cast(spark_type(self.type_of(e)))
-            message = "bigint out of range" if k is K.INT64 else "numeric field overflow"
+            message = _BIGINT if k is K.INT64 else "numeric field overflow"
             self.fail(out.isNull() & a.isNotNull() & b.isNotNull(), "22003", message)
             return out
         if f is BinaryFunc.ADD:
@@ -458,8 +462,10 @@ class _Compiler:
         elif f is BinaryFunc.MUL:
             out = a * b
         elif f is BinaryFunc.DIV:
-            if k is K.INT64:
-                out = F.when(b != F.lit(0), F.call_function("div", a, b))
+            if k is K.INT64:  # -2**63 / -1 does not fit: PostgreSQL's 22003
+                smallest = (a == F.lit(-(2**63))) & (b == F.lit(-1))
+                out = F.when((b != F.lit(0)) & ~smallest, F.call_function("div", a, b))
+                out = self.check(out, (smallest, "22003", _BIGINT))
             elif k is K.NUMERIC:
                 assert isinstance(e, CallBinary)
                 sa, sb, so = (self.type_of(x).scale for x in (e.left, e.right, e))

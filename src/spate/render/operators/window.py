@@ -108,14 +108,28 @@ class WindowNode(KeyedNode):
 
         An int64 ``sum`` is summed exactly in ``decimal(30,0)`` and fails beyond 64 bits; a
         numeric ``sum`` of a type with 38 digits fails where Spark's sum leaves them (its
-        ``try_sum`` is NULL there)."""
+        ``try_sum`` is NULL there), a numeric ``avg`` also where the average does not fit its
+        type."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        if not isinstance(f, AggregateExpr) or f.func is not AggregateFunc.SUM:
+        from spate.plan.aggregate import aggregate_type
+        from spate.render.aggregates import _numeric_ratio, _unchecked
+
+        if not isinstance(f, AggregateExpr) or f.func not in (AggregateFunc.SUM, AggregateFunc.AVG):
             return None
-        in_type = typ(f.expr, self.input.desc.columns).type
+        in_col = typ(f.expr, self.input.desc.columns)
+        in_type = in_col.type
         v = scalar(f.expr, self.input.desc)
+        if f.func is AggregateFunc.AVG:
+            if in_type.kind is not K.NUMERIC:
+                return None
+            w = self._frame()
+            n = F.count(v).over(w)
+            out = aggregate_type(f.func, in_col).type
+            assert in_type.scale is not None and out.scale is not None
+            mean = _numeric_ratio(F.try_sum(v).over(w), n, in_type.scale, out.scale, _unchecked)
+            return "numeric field overflow", mean.isNull() & (n > F.lit(0))
         if in_type.kind is K.INT64:
             total = F.sum(v.cast(T.DecimalType(20, 0))).over(self._frame())
             too_big = (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
@@ -290,7 +304,7 @@ class WindowNode(KeyedNode):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from spate.render.aggregates import _int_ratio, _numeric_ratio
+        from spate.render.aggregates import _int_ratio, _numeric_ratio, _unchecked
         from spate.repr.spark import spark_type
 
         w = self._frame()
@@ -332,7 +346,11 @@ class WindowNode(KeyedNode):
             elif k is K.NUMERIC:
                 in_type = typ(agg.expr, in_desc.columns).type
                 assert in_type.scale is not None and out.scale is not None
-                result = _numeric_ratio(F.sum(v).over(w), n, in_type.scale, out.scale)
+                if self._capturing:  # NULL beyond the type: an error row (_error_record)
+                    total = F.try_sum(v).over(w)
+                    result = _numeric_ratio(total, n, in_type.scale, out.scale, _unchecked)
+                else:
+                    result = _numeric_ratio(F.sum(v).over(w), n, in_type.scale, out.scale)
             else:
                 average = F.sum(v).over(w) / n.cast("double")
                 result = F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
