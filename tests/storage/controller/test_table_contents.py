@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
+
+import numpy as np
 
 from spate.repr.arrow import updates_to_table
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, Row
+from spate.storage.controller import table_contents
 from spate.storage.controller.table_contents import TableContents
 
 DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT, True))
@@ -77,3 +81,26 @@ def test_an_integer_table_is_indexed_and_counts_like_the_rows_form() -> None:
         eager.apply(changes)
     assert lazy.indexed  # no row of the snapshot became a Python object
     assert Counter(dict(lazy.items())) == Counter(dict(eager.items())), seed
+
+
+def test_rows_sharing_a_hash_and_an_empty_snapshot_count_exactly(monkeypatch: Any) -> None:
+    """The index compares every candidate of a hash shared by several rows (forced here with a
+    weak hash), and an empty integer table counts nothing."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    monkeypatch.setattr(
+        table_contents, "_hash", lambda cols: (cols[0] % 3).astype(np.uint64) if cols else cols
+    )
+    ints = RelationDesc.of(("a", INT64, False), ("b", INT64, False))
+    base: Counter[Row] = Counter(
+        {(rng.randrange(12), rng.randrange(4)): rng.randrange(1, 3) for _ in range(30)}
+    )
+    lazy, eager = snapshot(ints, base), TableContents(base.items())
+    asked = [(a, b) for a in range(-1, 13) for b in range(5)]
+    assert lazy.indexed and not lazy.quick_lookup(len(asked))
+    assert lazy.prefetch(asked)
+    assert lazy.quick_lookup(len(asked))  # the index is built now
+    assert [lazy.count(r) for r in asked] == [eager.count(r) for r in asked], seed
+    empty = snapshot(ints, Counter())
+    assert empty.prefetch(asked) and [empty.count(r) for r in asked] == [0] * len(asked)

@@ -252,6 +252,8 @@ class GroupCommit:
         """``contents`` able to count ``rows`` (every row when ``None``) without blocking."""
         if contents.settle():
             return
+        if rows is not None and contents.quick_lookup(len(rows)) and contents.prefetch(rows):
+            return  # a few binary searches: not worth a thread hop
         if rows is not None and await asyncio.to_thread(contents.prefetch, rows):
             return
         await asyncio.to_thread(contents.build)

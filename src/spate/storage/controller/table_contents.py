@@ -41,6 +41,7 @@ K = ScalarKind
 _LOOKUP_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
 _INDEX_KINDS: Final = frozenset({K.BOOL, K.INT64})
 _INDEX: Final = "__i"
+_QUICK_ROWS: Final = 5_000
 
 
 class TableContents:
@@ -133,6 +134,11 @@ class TableContents:
             self._known[row] = counts[i]
         return True
 
+    def quick_lookup(self, rows: int) -> bool:
+        """Whether :meth:`prefetch` of ``rows`` rows takes about a millisecond (the index of
+        an integer table is built and they are few), so it may run on the event loop."""
+        return self._index is not None and rows <= _QUICK_ROWS
+
     def count(self, row: Row) -> int:
         """How many times ``row`` is in the table."""
         if self._rows is not None:
@@ -203,13 +209,22 @@ class _RowIndex:
         hashes = _hash(wanted)
         lo = np.searchsorted(self._sorted, hashes, side="left")
         hi = np.searchsorted(self._sorted, hashes, side="right")
-        out: list[int] = []
-        for i in range(keys.num_rows):
+        # The usual case, one candidate (or none) per row, compared column by column at once;
+        # rows whose hash several snapshot rows share, one by one.
+        single = hi - lo == 1
+        candidate = self._order[np.where(single, lo, 0)] if len(self._order) else lo
+        same = single.copy()
+        for c, w in zip(self._cols, wanted, strict=True):
+            if len(c):
+                same &= c[candidate] == w
+        counts = np.where(same, self._diffs[candidate] if len(self._diffs) else 0, 0)
+        out: list[int] = counts.tolist()
+        for i in np.flatnonzero(hi - lo > 1).tolist():
             n = 0
             for j in self._order[lo[i] : hi[i]]:
                 if all(c[j] == w[i] for c, w in zip(self._cols, wanted, strict=True)):
                     n += int(self._diffs[j])
-            out.append(n)
+            out[i] = n
         return out
 
 
