@@ -69,13 +69,23 @@ class _Positions:
         return np.asarray(i[hit], np.int64)
 
     def replace(self, gone: np.ndarray, keys: np.ndarray, rows: np.ndarray) -> None:
-        """Drop the entries ``gone``; add ``keys`` (not present) at table rows ``rows``."""
-        kept_keys = np.delete(self.keys, gone)
-        kept_rows = np.delete(self.rows, gone)
-        order = np.argsort(keys, kind="stable")
-        at = np.searchsorted(kept_keys, keys[order])
-        self.keys = np.insert(kept_keys, at, keys[order])
-        self.rows = np.insert(kept_rows, at, rows[order])
+        """Drop the entries ``gone``, then add ``keys`` (distinct, none present but those of
+        ``gone``) at table rows ``rows``. A key of ``gone`` added again is updated in place;
+        only keys that come or go move the arrays (each move a copy of them)."""
+        again = self.find(keys)  # entries of keys present: all among ``gone``
+        if len(again):
+            hit = np.isin(keys, self.keys[again])
+            self.rows[again] = rows[hit]  # (find keeps the order of what it is asked)
+            gone = np.setdiff1d(gone, again, assume_unique=True)
+            keys, rows = keys[~hit], rows[~hit]
+        if len(gone):
+            self.keys = np.delete(self.keys, gone)
+            self.rows = np.delete(self.rows, gone)
+        if len(keys):
+            order = np.argsort(keys, kind="stable")
+            at = np.searchsorted(self.keys, keys[order])
+            self.keys = np.insert(self.keys, at, keys[order])
+            self.rows = np.insert(self.rows, at, rows[order])
 
 
 class ReduceState:
