@@ -132,6 +132,9 @@ FAILING = [
     "SELECT (s || '0000000000')::int FROM t WHERE s <> 'abc'",
     "SELECT a + b FROM t",
     "SELECT a, (SELECT x FROM u) FROM t",
+    "SELECT -(-a - 1) FROM t",
+    "SELECT abs(-a - 1) FROM t",
+    "SELECT (-a - 1) / -1 FROM t",
 ]
 
 
