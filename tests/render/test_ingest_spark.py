@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from spate.render.ingest import ArrowIngest, arrow_ingest
+from spate.render.batch import Engine, EngineSettings
+from spate.render.ingest import ArrowIngest, arrow_ingest, without_empty_batches
 from spate.render.layout import internal_struct, to_internal
 from spate.repr import BOOL, BYTES, DATE, FLOAT64, INT64, JSONB, TEXT, TIMESTAMP, RelationDesc
 from spate.repr.arrow import updates_to_table
@@ -86,3 +88,23 @@ def test_ingest_without_a_schema_types_as_create_data_frame(spark: SparkSession)
     assert _rows(got) == _rows(want)
     # the frame is usable in plans like any other
     assert got.where("c1 > 0").count() == want.where("c1 > 0").count() > 0
+
+
+def test_tables_with_empty_batches_lose_no_rows(spark: SparkSession, tmp_path: Path) -> None:
+    """Spark's Arrow stream readers stop at an empty record batch: a table whose columns are
+    chunked differently (a consolidation's output) splits into batches some of them empty, and
+    the rows after them were dropped."""
+    schema = pa.schema([("c0", pa.int64()), ("c1", pa.int64())])
+
+    def chunked(*parts: list[int]) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array(p, pa.int64()) for p in parts], pa.int64())
+
+    table = pa.Table.from_arrays(
+        [chunked([], [], [1, 2]), chunked([], [3], [], [4])], schema=schema
+    )
+    assert [b.num_rows for b in table.to_batches()] == [0, 0, 1, 0, 1]
+    want = [{"c0": 1, "c1": 3}, {"c0": 2, "c1": 4}]
+    assert without_empty_batches(table).to_pylist() == want
+    assert _ingest(spark).frame(table).toArrow().to_pylist() == want
+    engine = Engine(spark, tmp_path / "engine", EngineSettings())
+    assert engine.spark_of_arrow(table).toArrow().to_pylist() == want

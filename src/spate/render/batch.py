@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from spate.render.ingest import ArrowIngest, arrow_ingest
+from spate.render.ingest import ArrowIngest, arrow_ingest, without_empty_batches
 from spate.render.layout import data_names, internal_schema, internal_struct
 from spate.render.templates import PlanTemplates
 from spate.repr.consolidate import consolidate
@@ -255,6 +255,7 @@ class Engine:
                 self._spilled[id(table)] = (table, path)
             reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             return reader.parquet(str(path))
+        table = without_empty_batches(table)
         if self._ingest is not None:
             return self._ingest.frame(table, schema)
         if schema is None:

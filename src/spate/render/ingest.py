@@ -88,13 +88,25 @@ class ArrowIngest:
         try:
             with os.fdopen(fd, "wb") as sink, pa.ipc.new_stream(sink, arrow_schema) as writer:
                 for batch in table.to_batches(max_chunksize=self._chunk):
-                    writer.write_batch(batch)
+                    if batch.num_rows:  # Spark stops reading at an empty batch
+                        writer.write_batch(batch)
             jiter = self._read(path)  # read eagerly: the file may go right after
         finally:
             os.unlink(path)
         df: Any = DataFrame(self._to_df(jiter, schema_json, self._jsession), self._spark)
         df._schema = schema  # as createDataFrame does
         return cast("DataFrame", df)
+
+
+def without_empty_batches(table: pa.Table) -> pa.Table:
+    """``table`` without its empty record batches. Spark's readers of an Arrow stream (this
+    module's and ``createDataFrame``'s) stop at the first empty batch and silently drop the
+    rows after it; a table whose columns are chunked differently (a concatenation, a
+    consolidation) splits into batches that can be empty."""
+    batches = table.to_batches()
+    if all(b.num_rows for b in batches):
+        return table
+    return pa.Table.from_batches([b for b in batches if b.num_rows], table.schema)
 
 
 def arrow_ingest(spark: SparkSession) -> ArrowIngest | None:
