@@ -309,3 +309,30 @@ def test_order_dependent_aggregates_with_grouping_sets_are_refused(db: Reference
             db.sql(f"SELECT id, {call} FROM c GROUP BY ROLLUP (id)")
     assert db.rows("SELECT string_agg(name, ',' ORDER BY id DESC) FROM c") == [("cy,bob,ann",)]
     assert db.rows("SELECT count(DISTINCT (id % 2, name < 'b')) FROM c") == [(3,)]
+
+
+def test_age_of_one_timestamp_reads_todays_date_in_one_off_queries_only(
+    db: ReferenceEngine,
+) -> None:
+    import datetime as dt
+
+    today = dt.datetime.now(dt.UTC).date()
+    db.sql("CREATE TABLE ts (id bigint NOT NULL, t timestamp)")
+    db.sql(
+        f"INSERT INTO ts VALUES (1, '{today - dt.timedelta(days=3)} 06:00'), "
+        f"(2, '{today} 00:00'), (3, '{today + dt.timedelta(days=1)} 00:00'), (4, NULL)"
+    )
+    # from today's midnight: 2 days 18 hours, 0, -1 day; as age(<today>, t)
+    got = db.bag(
+        "SELECT id, age(t) > interval '2 days 17 hours', age(t) < interval '2 days 19 hours', "
+        f"age(t) = age(timestamp '{today}', t), age(t) = interval '-1 day' FROM ts"
+    )
+    assert got == bag(
+        (1, True, True, True, False),
+        (2, False, True, True, False),
+        (3, False, True, True, True),
+        (4, None, None, None, None),
+    )
+    for create in ("VIEW", "MATERIALIZED VIEW"):
+        with pytest.raises(FeatureNotSupported, match=r"cannot materialize call to age\(timestamp"):
+            db.sql(f"CREATE {create} aged AS SELECT id FROM ts WHERE age(t) > interval '1 day'")

@@ -5,12 +5,17 @@ a day from the time and days of the month of the earlier timestamp from the mont
 the sign of ``a - b``: ``age('2024-03-01', '2023-01-31 10:00')`` is ``1 year 1 mon 14:00:00``.
 Computed intervals in spate are int64 milliseconds, the value PostgreSQL orders intervals by
 (a month is 30 days): that is what this gives, ``((years * 12 + months) * 30 + days) * 1 day +
-time``, so that ``age(…)`` compares with intervals as in PostgreSQL. ``age(timestamp)`` (from
-today's midnight) reads the wall clock, which a maintained result cannot, and is refused like
-``now()``.
+time``, so that ``age(…)`` compares with intervals as in PostgreSQL.
+
+``age(timestamp)`` is ``age(current_date, timestamp)``, from today's midnight (UTC, spate's
+clock). A one-off query reads the date when it is planned, as PostgreSQL reads it at the start
+of the transaction; a view cannot read it (its result would change with the clock, not its
+inputs), and refuses it as Materialize refuses unmaterializable functions.
 """
 
 from __future__ import annotations
+
+import datetime as dt
 
 from sqlglot import exp
 
@@ -26,7 +31,7 @@ from spate.plan.expr import (
     TimeUnit,
     UnaryFunc,
 )
-from spate.repr.types import BOOL, INT64
+from spate.repr.types import BOOL, INT64, TIMESTAMP
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction
 from spate.sql.types import PG_TIMESTAMP, PgType, display_name
@@ -39,15 +44,20 @@ _DAY_MS = 86_400_000
 def age(b: BinderBase, node: exp.Expression) -> Typed:
     args = list(node.expressions)
     if len(args) == 1:
-        raise b.err(
-            FeatureNotSupported,
-            "age(timestamp) reads the current date, which a result kept up to date at every "
-            "time cannot; write age(<timestamp>, <timestamp>)",
-            node,
-        )
-    if len(args) != 2:
+        if b.today is None:
+            raise b.err(
+                FeatureNotSupported,
+                "cannot materialize call to age(timestamp): it reads the current date, which "
+                "a view kept up to date at every time cannot; write age(<timestamp>, "
+                "<timestamp>)",
+                node,
+            )
+        midnight = dt.datetime.combine(b.today, dt.time())
+        later, earlier = Literal(midnight, TIMESTAMP), _timestamp(b, args[0])
+    elif len(args) == 2:
+        later, earlier = (_timestamp(b, a) for a in args)
+    else:
         raise b.err(UndefinedFunction, "function age takes one or two timestamps", node)
-    later, earlier = (_timestamp(b, a) for a in args)
     forward = _age_ms(later, earlier)
     backward = CallUnary(UnaryFunc.NEG, _age_ms(earlier, later))
     value = Case(((CallBinary(BinaryFunc.GE, later, earlier), forward),), backward)

@@ -8,6 +8,7 @@ build on it, which :class:`~spate.sql.scalar.ScalarBinder` combines.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import struct
 from collections.abc import Callable
@@ -96,6 +97,7 @@ class BinderBase:
         override: Override | None = None,
         allow_now: bool = False,
         clause: str = "",
+        today: dt.date | None = None,
     ) -> None:
         self.scope = scope
         self.text = text
@@ -103,6 +105,9 @@ class BinderBase:
         self.override = override
         self.allow_now = allow_now
         self.clause = clause
+        self.today = today
+        """The current date of a one-off query (``age(timestamp)`` reads it); ``None`` where
+        the result is kept up to date (a view), which cannot read the clock."""
 
     # -- entry points -------------------------------------------------------------------------
 

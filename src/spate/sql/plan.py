@@ -9,6 +9,8 @@ connections in :mod:`spate.sql.ddl`.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from sqlglot import exp
 from sqlglot.tokenizer_core import Token, TokenType
 
@@ -113,6 +115,7 @@ class _Planner:
     def select(self) -> st.Select:
         end, as_of = self.trailing_as_of(0)
         node = parse_sql(self.src, self.src.start, end)
+        self.qp.today = dt.datetime.now(dt.UTC).date()  # a one-off read: age(ts) reads it
         out = self.qp.query(node, None)
         return st.Select(
             self.src.sql,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -110,6 +111,9 @@ class QueryPlanner:
         self.table_function = table_function
         self.ctes: list[dict[str, tuple[exp.Expression, list[str] | None]]] = []
         self.allow_now = True
+        self.today: dt.date | None = None
+        """The current date when planning a one-off query (module docs of
+        :mod:`spate.sql.age`), else ``None``."""
         self.recursive_ctes: set[int] = set()
         """The bodies (by ``id``) of the CTEs that read themselves under WITH RECURSIVE."""
         self.working: dict[int, tuple[RecursiveRef, list[PgType], list[str]]] = {}
@@ -144,6 +148,7 @@ class QueryPlanner:
             override=override,
             allow_now=clause in ("WHERE", "HAVING") and self.allow_now,
             clause=clause,
+            today=self.today,
         )
 
     # -- entry points -------------------------------------------------------------------------
