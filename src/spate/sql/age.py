@@ -53,7 +53,8 @@ def age(b: BinderBase, node: exp.Expression) -> Typed:
                 node,
             )
         midnight = dt.datetime.combine(b.today, dt.time())
-        later, earlier = Literal(midnight, TIMESTAMP), _timestamp(b, args[0])
+        later: ScalarExpr = Literal(midnight, TIMESTAMP)
+        earlier = _timestamp(b, args[0])
     elif len(args) == 2:
         later, earlier = (_timestamp(b, a) for a in args)
     else:
