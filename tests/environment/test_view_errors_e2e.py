@@ -2,12 +2,15 @@
 error fail naming the view, the expression and a sample row, status() shows the error, and
 retracting the offending input makes reads succeed again with the right answer. (An int64
 overflow in a materialized view's sum used to stop the view for good: reads timed out blaming
-the inputs' uppers.) A real compute replica process runs the views."""
+the inputs' uppers.) A real compute replica process runs the views: one Environment and one
+cluster for the module (a replica's start is most of a test's time); each test drops what it
+created."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,33 @@ DESC = RelationDesc.of(("k", INT64, False), ("x", INT64, False))
 BIG = 2**63 - 1
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Environment, Path]]:
+    """One Environment (its data directory) with cluster ``c`` of one replica, for the module."""
+    data = tmp_path_factory.mktemp("view_errors") / "data"
+    with Environment.open(data) as env:
+        env.create_cluster("c", replicas=1)
+        yield env, data
+
+
+@pytest.fixture
+def env(shared: tuple[Environment, Path]) -> Iterator[Environment]:
+    """The module's Environment; what the test creates is dropped after it (views first)."""
+    e, _ = shared
+    before = set(e.names())
+    yield e
+    for _ in range(3):
+        fresh = sorted(set(e.names()) - before)
+        if not fresh:
+            break
+        for name in fresh:
+            try:
+                e.drop(name, cascade=True)
+            except SpateError:  # already dropped by a cascade; the next pass retries
+                continue
+    assert set(e.names()) <= before, f"left behind: {sorted(set(e.names()) - before)}"
+
+
 def _status_error(env: Environment, name: str, *, present: bool, timeout: float = 60) -> str | None:
     deadline = time.monotonic() + timeout
     while True:
@@ -36,64 +66,61 @@ def _status_error(env: Environment, name: str, *, present: bool, timeout: float 
         time.sleep(0.5)
 
 
-def test_view_with_overflow_fails_reads_then_recovers_on_retraction(tmp_path: Path) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.create_table("t", DESC)
-        env.insert("t", [(1, 5), (2, 7)])
-        sums = env.get("t").reduce(["k"], total=sum_(col("x")), n=count())
-        env.create_materialized_view("sums", sums, cluster="c")
-        assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
-            {"k": 1, "total": 5, "n": 1},
-            {"k": 2, "total": 7, "n": 1},
-        ]
-        env.insert("t", [(1, BIG)])  # key 1's sum no longer fits 64 bits
-        with pytest.raises(EvaluationFailed) as caught:
-            env.select("sums", cluster="c", timeout=120)
-        text = str(caught.value)
-        assert "sums" in text and "bigint out of range" in text, text
-        assert "sum(x)" in text and "k=1" in text, text  # the expression and a sample row
-        assert caught.value.sqlstate == "22003"
-        assert isinstance(caught.value, ReadFailed)
-        problem = _status_error(env, "sums", present=True)
-        assert problem is not None and "bigint out of range" in problem
-        assert env.status().collection("sums").status == "error"
-        # spate_catalog.errors has it, and so does `spate status` (read offline, as recorded)
-        recorded = env.sql("SELECT name, cluster, replica, message FROM spate_catalog.errors")
-        assert [(r["name"], r["cluster"]) for r in recorded.to_pylist()] == [("sums", "c")]  # type: ignore[union-attr]
-        assert "bigint out of range" in recorded.to_pylist()[0]["message"]  # type: ignore[union-attr]
-        offline = next(
-            c for c in inspect_environment(tmp_path / "data").collections if c.name == "sums"
-        )
-        assert offline.status == "error" and offline.error is not None, offline
-        assert "bigint out of range" in offline.error and "k=1" in offline.error
-        shown = render_tables(inspect_environment(tmp_path / "data").tables(), width=400)
-        assert "error: " in next(line for line in shown.splitlines() if " sums " in line)
-        # a subscribe to it ends with the error
-        with pytest.raises(EvaluationFailed, match="bigint out of range"):
-            for _ in env.subscribe("sums", cluster="c", timeout=120):
-                pass
-        # the other views of the cluster are fine
-        env.create_materialized_view("count_all", env.get("t").reduce([], n=count()), cluster="c")
-        assert env.select("count_all", cluster="c", timeout=120).to_pylist() == [{"n": 3}]
+def test_view_with_overflow_fails_reads_then_recovers_on_retraction(
+    env: Environment, shared: tuple[Environment, Path]
+) -> None:
+    data = shared[1]
+    env.create_table("t", DESC)
+    env.insert("t", [(1, 5), (2, 7)])
+    sums = env.get("t").reduce(["k"], total=sum_(col("x")), n=count())
+    env.create_materialized_view("sums", sums, cluster="c")
+    assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
+        {"k": 1, "total": 5, "n": 1},
+        {"k": 2, "total": 7, "n": 1},
+    ]
+    env.insert("t", [(1, BIG)])  # key 1's sum no longer fits 64 bits
+    with pytest.raises(EvaluationFailed) as caught:
+        env.select("sums", cluster="c", timeout=120)
+    text = str(caught.value)
+    assert "sums" in text and "bigint out of range" in text, text
+    assert "sum(x)" in text and "k=1" in text, text  # the expression and a sample row
+    assert caught.value.sqlstate == "22003"
+    assert isinstance(caught.value, ReadFailed)
+    problem = _status_error(env, "sums", present=True)
+    assert problem is not None and "bigint out of range" in problem
+    assert env.status().collection("sums").status == "error"
+    # spate_catalog.errors has it, and so does `spate status` (read offline, as recorded)
+    recorded = env.sql("SELECT name, cluster, replica, message FROM spate_catalog.errors")
+    assert [(r["name"], r["cluster"]) for r in recorded.to_pylist()] == [("sums", "c")]  # type: ignore[union-attr]
+    assert "bigint out of range" in recorded.to_pylist()[0]["message"]  # type: ignore[union-attr]
+    offline = next(c for c in inspect_environment(data).collections if c.name == "sums")
+    assert offline.status == "error" and offline.error is not None, offline
+    assert "bigint out of range" in offline.error and "k=1" in offline.error
+    shown = render_tables(inspect_environment(data).tables(), width=400)
+    assert "error: " in next(line for line in shown.splitlines() if " sums " in line)
+    # a subscribe to it ends with the error
+    with pytest.raises(EvaluationFailed, match="bigint out of range"):
+        for _ in env.subscribe("sums", cluster="c", timeout=120):
+            pass
+    # the other views of the cluster are fine
+    env.create_materialized_view("count_all", env.get("t").reduce([], n=count()), cluster="c")
+    assert env.select("count_all", cluster="c", timeout=120).to_pylist() == [{"n": 3}]
 
-        env.delete("t", [(1, BIG)])
-        assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
-            {"k": 1, "total": 5, "n": 1},
-            {"k": 2, "total": 7, "n": 1},
-        ]
-        assert _status_error(env, "sums", present=False) is None
-        assert env.sql("SELECT * FROM spate_catalog.errors").num_rows == 0  # type: ignore[union-attr]
-        offline = next(
-            c for c in inspect_environment(tmp_path / "data").collections if c.name == "sums"
-        )
-        assert (offline.status, offline.error) == (None, None)
-        # and the view goes on being maintained
-        env.insert("t", [(2, 1)])
-        assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
-            {"k": 1, "total": 5, "n": 1},
-            {"k": 2, "total": 8, "n": 2},
-        ]
+    env.delete("t", [(1, BIG)])
+    assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
+        {"k": 1, "total": 5, "n": 1},
+        {"k": 2, "total": 7, "n": 1},
+    ]
+    assert _status_error(env, "sums", present=False) is None
+    assert env.sql("SELECT * FROM spate_catalog.errors").num_rows == 0  # type: ignore[union-attr]
+    offline = next(c for c in inspect_environment(data).collections if c.name == "sums")
+    assert (offline.status, offline.error) == (None, None)
+    # and the view goes on being maintained
+    env.insert("t", [(2, 1)])
+    assert sorted(env.select("sums", cluster="c", timeout=120).to_pylist(), key=str) == [
+        {"k": 1, "total": 5, "n": 1},
+        {"k": 2, "total": 8, "n": 2},
+    ]
 
 
 def _pg_sqlstate(postgres_url: str, setup: list[str], query: str) -> str | None:
@@ -139,63 +166,59 @@ FAILING = [
 
 
 def test_failing_expressions_give_postgresql_sqlstates_in_selects_and_views(
-    tmp_path: Path, postgres_url: str
+    env: Environment, postgres_url: str
 ) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.sql("SET cluster = c")
-        for s in SETUP:
-            env.sql(s)
-        for n, query in enumerate(FAILING):
-            expected = _pg_sqlstate(postgres_url, SETUP, query)
-            assert expected is not None, query
-            with pytest.raises(SpateError) as caught:
-                env.sql(query)
-            assert getattr(caught.value, "sqlstate", None) == expected, (query, caught.value)
-            if "FROM t" not in query:
-                continue
-            env.sql(f"CREATE MATERIALIZED VIEW v{n} AS {query}")
-            env.sql(f"CREATE DEFAULT INDEX ON v{n}")
-            with pytest.raises(EvaluationFailed) as in_view:
-                env.sql(f"SELECT * FROM v{n}")
-            assert in_view.value.sqlstate == expected, (query, in_view.value)
-            assert f"v{n}" in str(in_view.value)
+    env.sql("SET cluster = c")
+    for s in SETUP:
+        env.sql(s)
+    for n, query in enumerate(FAILING):
+        expected = _pg_sqlstate(postgres_url, SETUP, query)
+        assert expected is not None, query
+        with pytest.raises(SpateError) as caught:
+            env.sql(query)
+        assert getattr(caught.value, "sqlstate", None) == expected, (query, caught.value)
+        if "FROM t" not in query:
+            continue
+        env.sql(f"CREATE MATERIALIZED VIEW v{n} AS {query}")
+        env.sql(f"CREATE DEFAULT INDEX ON v{n}")
+        with pytest.raises(EvaluationFailed) as in_view:
+            env.sql(f"SELECT * FROM v{n}")
+        assert in_view.value.sqlstate == expected, (query, in_view.value)
+        assert f"v{n}" in str(in_view.value)
 
 
-def test_division_by_zero_in_a_sql_view_fails_reads_until_retracted(tmp_path: Path) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.sql("CREATE TABLE t (a bigint NOT NULL, b bigint NOT NULL)")
-        env.sql("INSERT INTO t VALUES (6, 3), (8, 2)")
-        env.sql("CREATE MATERIALIZED VIEW q IN CLUSTER c AS SELECT a, a / b AS r FROM t")
-        env.sql("CREATE DEFAULT INDEX IN CLUSTER c ON q")
-        env.sql("CREATE VIEW plain AS SELECT a % b AS m FROM t")
-        env.sql("SET cluster = c")
-        assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
-            {"a": 6, "r": 2},
-            {"a": 8, "r": 4},
-        ]
-        env.sql("INSERT INTO t VALUES (5, 0)")
-        for query in ("SELECT * FROM q", "SELECT * FROM plain", "SELECT a / b FROM t"):
-            with pytest.raises(EvaluationFailed, match="division by zero") as caught:
-                env.sql(query)
-            assert caught.value.sqlstate == "22012"
-            assert "b=0" in str(caught.value), str(caught.value)
-        with pytest.raises(EvaluationFailed, match="division by zero"):
-            env.select("q", cluster="c", timeout=120)
-        env.sql("DELETE FROM t WHERE b = 0")
-        assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
-            {"a": 6, "r": 2},
-            {"a": 8, "r": 4},
-        ]
-        assert sorted(env.sql("SELECT * FROM plain").to_pylist(), key=str) == [  # type: ignore[union-attr]
-            {"m": 0},
-            {"m": 0},
-        ]
+def test_division_by_zero_in_a_sql_view_fails_reads_until_retracted(env: Environment) -> None:
+    env.sql("CREATE TABLE t (a bigint NOT NULL, b bigint NOT NULL)")
+    env.sql("INSERT INTO t VALUES (6, 3), (8, 2)")
+    env.sql("CREATE MATERIALIZED VIEW q IN CLUSTER c AS SELECT a, a / b AS r FROM t")
+    env.sql("CREATE DEFAULT INDEX IN CLUSTER c ON q")
+    env.sql("CREATE VIEW plain AS SELECT a % b AS m FROM t")
+    env.sql("SET cluster = c")
+    assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
+        {"a": 6, "r": 2},
+        {"a": 8, "r": 4},
+    ]
+    env.sql("INSERT INTO t VALUES (5, 0)")
+    for query in ("SELECT * FROM q", "SELECT * FROM plain", "SELECT a / b FROM t"):
+        with pytest.raises(EvaluationFailed, match="division by zero") as caught:
+            env.sql(query)
+        assert caught.value.sqlstate == "22012"
+        assert "b=0" in str(caught.value), str(caught.value)
+    with pytest.raises(EvaluationFailed, match="division by zero"):
+        env.select("q", cluster="c", timeout=120)
+    env.sql("DELETE FROM t WHERE b = 0")
+    assert sorted(env.sql("SELECT * FROM q").to_pylist(), key=str) == [  # type: ignore[union-attr]
+        {"a": 6, "r": 2},
+        {"a": 8, "r": 4},
+    ]
+    assert sorted(env.sql("SELECT * FROM plain").to_pylist(), key=str) == [  # type: ignore[union-attr]
+        {"m": 0},
+        {"m": 0},
+    ]
 
 
 def test_a_failing_join_predicate_in_a_sql_view_fails_reads_until_retracted(
-    tmp_path: Path, postgres_url: str
+    env: Environment, postgres_url: str
 ) -> None:
     """``a.x / b.y > 1`` in a join's WHERE, with b.y = 0 on a joined row: reads of the view
     fail as PostgreSQL's query does (22012), and once the row is gone the view's rows are
@@ -221,23 +244,21 @@ def test_a_failing_join_predicate_in_a_sql_view_fails_reads_until_retracted(
             want = sorted(conn.execute(query).fetchall())
         finally:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.sql("SET cluster = c")
-        for s in setup:
-            env.sql(s)
-        env.sql(f"CREATE MATERIALIZED VIEW r AS {query}")
-        env.sql("CREATE DEFAULT INDEX ON r")
+    env.sql("SET cluster = c")
+    for s in setup:
+        env.sql(s)
+    env.sql(f"CREATE MATERIALIZED VIEW r AS {query}")
+    env.sql("CREATE DEFAULT INDEX ON r")
 
-        def rows() -> list[tuple[object, ...]]:
-            out = env.sql("SELECT * FROM r").to_pylist()  # type: ignore[union-attr]
-            return sorted(tuple(r.values()) for r in out)
+    def rows() -> list[tuple[object, ...]]:
+        out = env.sql("SELECT * FROM r").to_pylist()  # type: ignore[union-attr]
+        return sorted(tuple(r.values()) for r in out)
 
-        assert rows() == want
-        env.sql("INSERT INTO b VALUES (3, 0)")
-        with pytest.raises(EvaluationFailed, match="division by zero") as caught:
-            env.sql("SELECT * FROM r")
-        assert caught.value.sqlstate == "22012"
-        assert "y=0" in str(caught.value), str(caught.value)
-        env.sql("DELETE FROM b WHERE y = 0")
-        assert rows() == want
+    assert rows() == want
+    env.sql("INSERT INTO b VALUES (3, 0)")
+    with pytest.raises(EvaluationFailed, match="division by zero") as caught:
+        env.sql("SELECT * FROM r")
+    assert caught.value.sqlstate == "22012"
+    assert "y=0" in str(caught.value), str(caught.value)
+    env.sql("DELETE FROM b WHERE y = 0")
+    assert rows() == want
