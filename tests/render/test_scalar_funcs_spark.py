@@ -20,6 +20,8 @@ from spate.plan.errors import EvalError
 from spate.plan.evaluation.scalar import canonical_row
 from spate.plan.evaluation.scalar import compile_scalar as reference_compile
 from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
     CallVariadic,
     Cast,
     ColumnRef,
@@ -163,6 +165,9 @@ EXACT: list[ScalarExpr] = [
     call(V.FLOAT4, c("f")),
     call(V.FLOAT4_TEXT, c("f")),
     call(V.FLOAT4_TEXT, c("g")),
+    call(V.INT4_RANGE, c("i")),
+    call(V.INT4_RANGE, CallBinary(BinaryFunc.MUL, c("j"), Literal(1 << 29, INT64))),
+    call(V.INT2_RANGE, c("j")),
     Cast(c("f"), TEXT),
     Cast(c("g"), TEXT),
     call(V.LN, c("f")),

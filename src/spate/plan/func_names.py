@@ -79,6 +79,8 @@ class VariadicFunc(StrEnum):
     POWER = "power"
     FLOAT4 = "float4"
     FLOAT4_TEXT = "float4_text"
+    INT4_RANGE = "int4_range"
+    INT2_RANGE = "int2_range"
     REPLACE = "replace"
     STRPOS = "strpos"
     LPAD = "lpad"

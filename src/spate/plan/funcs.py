@@ -11,6 +11,9 @@ evaluator :mod:`spate.testing.reference_scalar` is their definition):
   the nearest single-precision value (PostgreSQL's ``real``); beyond its range, or a nonzero
   value that becomes zero, is an error. ``float4_text(x)`` prints ``x``'s single-precision
   value as PostgreSQL prints a ``real`` (shortest digits, exponent form from ``1e+06``).
+  ``int4_range(x)`` / ``int2_range(x)`` are ``x`` where it fits PostgreSQL's ``integer``
+  (``smallint``), else the error ``integer out of range`` (``smallint out of range``, 22003):
+  the arithmetic of the narrower integer types, done in int64 and checked.
 * Text: ``replace``, ``strpos`` (1-based, 0 when absent), ``lpad``/``rpad`` (to a length,
   truncating a longer text; an empty fill pads nothing), ``split_part`` (a negative field counts
   from the end; field 0 is an error), ``repeat`` (a count below 1 gives ''), ``reverse``,
@@ -62,6 +65,8 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.POWER: (((_F, _F),), FLOAT64),
     V.FLOAT4: (((_F,),), FLOAT64),
     V.FLOAT4_TEXT: (((_F,),), TEXT),
+    V.INT4_RANGE: (((_I,),), INT64),
+    V.INT2_RANGE: (((_I,),), INT64),
     V.REPLACE: (((_T, _T, _T),), TEXT),
     V.STRPOS: (((_T, _T),), INT64),
     V.LPAD: (((_T, _I, _T),), TEXT),

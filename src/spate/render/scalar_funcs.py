@@ -96,6 +96,11 @@ def compile_fixed(
             )
         case V.FLOAT4_TEXT:
             return float_text(a[0], single=True)
+        case V.INT4_RANGE | V.INT2_RANGE:
+            bits, name = (32, "integer") if f is V.INT4_RANGE else (16, "smallint")
+            x = a[0]
+            outside = (x < F.lit(-(1 << (bits - 1)))) | (x >= F.lit(1 << (bits - 1)))
+            return check(x, (outside, "22003", f"{name} out of range"))
         case V.CBRT:
             return _canon(F.cbrt(a[0]))
         case V.EXP:

@@ -3,7 +3,8 @@ scalar subquery with more than one row, ``generate_series`` with step 0. Each lo
 IR's error value (:class:`~spate.plan.expr.RaiseError`, lazily inside ``CASE``), so that a
 one-off SELECT fails with PostgreSQL's SQLSTATE and a maintained view keeps the failing rows in
 its error collection (its reads fail until they are retracted). int64 overflow needs nothing
-here: it is an error of the IR's arithmetic itself."""
+here: it is an error of the IR's arithmetic itself; ``integer`` and ``smallint`` results are
+checked by :func:`int_range`."""
 
 from __future__ import annotations
 
@@ -109,6 +110,24 @@ def strict_cast(
         )
         cases.append((outside, range_error))
     return Case(tuple(cases), value)
+
+
+_INT_RANGE: Final = {"int4": VariadicFunc.INT4_RANGE, "int2": VariadicFunc.INT2_RANGE}
+
+
+def int_range(value: ScalarExpr, type_name: str) -> ScalarExpr:
+    """``value`` (int64) computed for the PostgreSQL type ``type_name``: for ``integer`` and
+    ``smallint``, failing with 22003 outside the type's range (PostgreSQL's 32- and 16-bit
+    arithmetic and casts); other types unchanged."""
+    f = _INT_RANGE.get(type_name)
+    if f is None:
+        return value
+    if isinstance(value, Literal):
+        bits = 32 if type_name == "int4" else 16
+        v = value.value
+        if v is None or (isinstance(v, int) and -(1 << (bits - 1)) <= v < 1 << (bits - 1)):
+            return value
+    return CallVariadic(f, (value,))
 
 
 def nonzero_step(start: ScalarExpr, stop: ScalarExpr, step: ScalarExpr) -> ScalarExpr:

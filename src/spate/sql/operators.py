@@ -20,7 +20,7 @@ from spate.plan.expr import (
 from spate.plan.numeric_division import division_scale
 from spate.repr.types import BOOL, FLOAT64, INT64, TIMESTAMP, ScalarType, numeric
 from spate.sql.binding import BinderBase, Typed
-from spate.sql.checks import checked_division
+from spate.sql.checks import checked_division, int_range
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -80,7 +80,7 @@ class OperatorBinding(BinderBase):
             raise self.err(
                 UndefinedFunction, f"operator does not exist: - {display_name(t.type)}", node
             )
-        return Typed(CallUnary(UnaryFunc.NEG, t.expr), t.type)
+        return Typed(int_range(CallUnary(UnaryFunc.NEG, t.expr), t.type.name), t.type)
 
     def comparison(self, node: exp.Expression) -> Typed:
         f = COMPARISON_OPS[type(node)]
@@ -329,11 +329,11 @@ class OperatorBinding(BinderBase):
             ls, rs = _scale(original[0]), _scale(original[1])
             scale = ls + rs if op is BinaryFunc.MUL else max(ls, rs)
             out_type = pg_numeric(numeric(38, min(38, scale)))
-        elif target.name in ("int2",):
-            out_type = INT4
         value: ScalarExpr = CallBinary(op, left.expr, right.expr)
         if out_type.scalar is not None and right.type.scalar is not None:
             value = checked_division(op, value, right.expr, right.type.scalar, out_type.scalar)
+        if op is not BinaryFunc.MOD:
+            value = int_range(value, out_type.name)
         return Typed(value, out_type)
 
     def date_arith(self, node: exp.Expression, op: BinaryFunc, left: Typed, right: Typed) -> Typed:

@@ -31,7 +31,7 @@ from spate.plan.expr import (
 )
 from spate.repr.types import BOOL, INT64, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
-from spate.sql.checks import strict_cast
+from spate.sql.checks import int_range, strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -168,7 +168,10 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
                 return Typed(tight, pg_numeric(tight.type))
         # CAST fails where it cannot convert a value (TRY_CAST gives NULL)
         name = display_name(target)
-        return Typed(strict_cast(out.expr, t.expr, t.type.scalar, target.scalar, name), target)
+        checked = strict_cast(out.expr, t.expr, t.type.scalar, target.scalar, name)
+        if t.type.category == "N" and not (t.type.name == "int2" and target.name == "int4"):
+            checked = int_range(checked, target.name)  # bigint, numeric, float: 32/16 bits
+        return Typed(checked, target)
 
     def type_of(self, node: exp.Expression) -> PgType:
         return type_from_ast(node, self)
@@ -228,7 +231,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
             raise self.err(
                 UndefinedFunction, f"function abs({display_name(t.type)}) does not exist", node
             )
-        return Typed(CallUnary(UnaryFunc.ABS, t.expr), t.type)
+        return Typed(int_range(CallUnary(UnaryFunc.ABS, t.expr), t.type.name), t.type)
 
     def concat_fn(self, node: exp.Expression) -> Typed:
         parts = []

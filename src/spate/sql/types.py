@@ -7,8 +7,8 @@ result types, implicit conversions and errors, and maps it onto a spate
 =========================================  ==========================  ==========================
 PostgreSQL                                 spate                       note
 =========================================  ==========================  ==========================
-smallint, integer, bigint                  int64                       64-bit arithmetic (no int4
-                                                                       overflow errors)
+smallint, integer, bigint                  int64                       int2/int4 results checked
+                                                                       (checks.int_range)
 numeric(p,s)                               numeric(p,s)                p <= 38
 numeric                                    numeric(38,10)              fixed column scale
 real, double precision                     float64

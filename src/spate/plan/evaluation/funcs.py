@@ -121,6 +121,12 @@ def _float4(x: float, what: str) -> float:
     return _float(out)
 
 
+def _int_range(x: int, bits: int, name: str) -> int:
+    if not -(1 << (bits - 1)) <= x < 1 << (bits - 1):
+        raise EvalError(f"{name} out of range", sqlstate="22003")
+    return x
+
+
 def _cbrt(x: float) -> float:
     return _float(math.cbrt(x))
 
@@ -312,6 +318,8 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.CBRT: lambda a, w: _cbrt(a[0]),
     V.FLOAT4: lambda a, w: _float4(a[0], w),
     V.FLOAT4_TEXT: lambda a, w: float_text(a[0], single=True),
+    V.INT4_RANGE: lambda a, w: _int_range(a[0], 32, "integer"),
+    V.INT2_RANGE: lambda a, w: _int_range(a[0], 16, "smallint"),
     V.EXP: lambda a, w: _exp(a[0], w),
     V.LN: lambda a, w: _log(a[0], math.log, w),
     V.LOG10: lambda a, w: _log(a[0], math.log10, w),
