@@ -326,6 +326,21 @@ def test_fifty_sessions_of_short_queries(env: Environment, dsn: str) -> None:
     )
 
 
+def test_psycopg_recursion_limit_bounds_with_recursive_in_its_session(dsn: str) -> None:
+    count = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 10) "
+    count += "SELECT count(*) FROM r CROSS JOIN (SELECT count(*) FROM items) AS i"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SHOW recursion_limit").fetchall() == [("10000",)]
+        c.execute("SET recursion_limit = 3")
+        assert c.execute("SHOW recursion_limit").fetchall() == [("3",)]
+        with pytest.raises(psycopg.errors.StatementTooComplex, match="after 3 iterations"):
+            c.execute(count)
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="positive integer"):
+            c.execute("SET recursion_limit = 0")
+        c.execute("RESET recursion_limit")
+        assert c.execute(count).fetchall() == [(10,)]
+
+
 def test_psycopg_real_time_recency_is_a_session_variable_the_engine_checks(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SHOW real_time_recency").fetchall() == [("off",)]

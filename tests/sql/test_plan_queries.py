@@ -336,3 +336,22 @@ def test_age_of_one_timestamp_reads_todays_date_in_one_off_queries_only(
     for create in ("VIEW", "MATERIALIZED VIEW"):
         with pytest.raises(FeatureNotSupported, match=r"cannot materialize call to age\(timestamp"):
             db.sql(f"CREATE {create} aged AS SELECT id FROM ts WHERE age(t) > interval '1 day'")
+
+
+def test_recursion_limit_bounds_the_rounds_of_with_recursive(db: ReferenceEngine) -> None:
+    from spate.plan.errors import EvalError
+    from spate.sql import parse, plan_statement
+    from spate.sql import statements as st
+
+    count = "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 6) "
+    count += "SELECT n FROM r"
+    for limit, fails in [(5, True), (6, False), (None, False)]:
+        [parsed] = parse(count)
+        stmt = plan_statement(parsed, db.catalog, recursion_limit=limit)
+        assert isinstance(stmt, st.Select)
+        if fails:
+            with pytest.raises(EvalError, match="after 5 iterations") as e:
+                db.evaluate(stmt.plan)
+            assert e.value.sqlstate == "54001"
+        else:
+            assert db.evaluate(stmt.plan) == Counter((n,) for n in range(1, 7))

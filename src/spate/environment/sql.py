@@ -34,6 +34,7 @@ from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.errors import check_argument
+from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
@@ -134,7 +135,8 @@ def run(
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
-        stmt = plan_statement(parsed, EnvironmentCatalog(env, defs))
+        catalog = EnvironmentCatalog(env, defs)
+        stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
         result = execute(env, stmt, session, defs)
     return result
 
@@ -293,6 +295,9 @@ def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> 
     if name == "real_time_recency":
         session.real_time_recency = _boolean(name, stmt.value, default=False)
         return
+    if name == "recursion_limit":
+        session.recursion_limit = _positive(name, stmt.value, default=DEFAULT_MAX_ITERATIONS)
+        return
     if name in ACCEPTED_SETTINGS:
         session.settings[name] = stmt.value or ACCEPTED_SETTINGS[name]
         return
@@ -317,12 +322,29 @@ def _boolean(name: str, value: str | None, *, default: bool) -> bool:
     raise SqlError(f'parameter "{name}" requires a Boolean value', sqlstate="22023")
 
 
+def _positive(name: str, value: str | None, *, default: int) -> int:
+    """A positive integer setting; ``None`` is the default."""
+    if value is None:
+        return default
+    try:
+        n = int(value.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise SqlError(
+            f'invalid value for parameter "{name}": "{value}"; expected a positive integer',
+            sqlstate="22023",
+        )
+    return n
+
+
 def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -> pa.Table:
     name = stmt.name.lower()
     values = {
         "cluster": session.cluster or _default_cluster(env),
         "transaction_isolation": session.isolation,
         "real_time_recency": "on" if session.real_time_recency else "off",
+        "recursion_limit": str(session.recursion_limit),
         **session.settings,
     }
     if name == "all":

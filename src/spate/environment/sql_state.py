@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
+from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
 from spate.storage.secrets import SecretsDir
@@ -47,6 +48,9 @@ class Session:
     cluster: str | None = None
     isolation: str = "strict serializable"
     real_time_recency: bool = False
+    recursion_limit: int = DEFAULT_MAX_ITERATIONS
+    """The rounds a WITH RECURSIVE planned in this session may take (``SET recursion_limit``);
+    a view keeps the limit it was created with."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the

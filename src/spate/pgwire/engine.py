@@ -88,7 +88,9 @@ class Relation:
     namespace: str = "public"  # or spate_catalog, for spate's introspection relations
 
 
-ENGINE_VARS: Final = frozenset({"cluster", "transaction_isolation", "real_time_recency"})
+ENGINE_VARS: Final = frozenset(
+    {"cluster", "transaction_isolation", "real_time_recency", "recursion_limit"}
+)
 """Variables a SET also sends to the engine (as ``SET name = 'value'``), which may refuse."""
 
 

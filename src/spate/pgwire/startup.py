@@ -14,6 +14,7 @@ from spate.pgwire import codec, statements
 from spate.pgwire.auth import MECHANISM, AuthFailed, ScramExchange, is_loopback
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import Connection
+from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ def default_vars(user: str, database: str, application: str, version: str) -> di
         "transaction_isolation": "strict serializable",
         "default_transaction_isolation": "strict serializable",
         "real_time_recency": "off",
+        "recursion_limit": str(DEFAULT_MAX_ITERATIONS),
         "search_path": "public",
         "cluster": "default",
         "database": database,

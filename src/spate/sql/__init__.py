@@ -49,11 +49,16 @@ def parse(text: str, *, dialect: str = "postgres") -> list[Parsed]:
     return [Parsed(src, tuple(tokens)) for src, tokens in split(text, dialect)]
 
 
-def plan_statement(parsed: Parsed, catalog: Catalog) -> Statement:
-    """Plan one parsed statement against ``catalog``."""
+def plan_statement(
+    parsed: Parsed, catalog: Catalog, *, recursion_limit: int | None = None
+) -> Statement:
+    """Plan one parsed statement against ``catalog``; ``recursion_limit``: the rounds a WITH
+    RECURSIVE may take before it fails (SQLSTATE 54001; default 10,000)."""
+    from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
     from spate.sql.plan import plan_one
 
-    return plan_one(parsed.source, list(parsed.tokens), catalog)
+    limit = DEFAULT_MAX_ITERATIONS if recursion_limit is None else recursion_limit
+    return plan_one(parsed.source, list(parsed.tokens), catalog, limit)
 
 
 def plan_statements(text: str, catalog: Catalog, *, dialect: str = "postgres") -> list[Statement]:

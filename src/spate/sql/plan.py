@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.plan.expr import ColumnRef, Literal, ScalarExpr
+from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.plan.relation import Filter, Get, Map, RelationExpr
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog, CatalogObject
@@ -36,23 +37,37 @@ from spate.sql.types import from_scalar
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
 
 
-def plan_one(src: Source, tokens: list[Token], catalog: Catalog) -> st.Statement:
-    """Plan one statement (``src``) against ``catalog``."""
+def plan_one(
+    src: Source,
+    tokens: list[Token],
+    catalog: Catalog,
+    recursion_limit: int = DEFAULT_MAX_ITERATIONS,
+) -> st.Statement:
+    """Plan one statement (``src``) against ``catalog``; ``recursion_limit`` bounds the rounds
+    of each WITH RECURSIVE it plans (the session's ``SET recursion_limit``)."""
     try:
-        return _Planner(src, tokens, catalog).plan()
+        return _Planner(src, tokens, catalog, recursion_limit).plan()
     except SqlError as e:
         raise e.located(None, src.text) from None
 
 
 class _Planner:
-    def __init__(self, src: Source, tokens: list[Token], catalog: Catalog) -> None:
+    def __init__(
+        self,
+        src: Source,
+        tokens: list[Token],
+        catalog: Catalog,
+        recursion_limit: int = DEFAULT_MAX_ITERATIONS,
+    ) -> None:
         self.src = src
         self.tokens = tokens
         self.catalog = catalog
+        self.recursion_limit = recursion_limit
         self.cur = Cursor(src, tokens)
         self.qp = QueryPlanner(
             catalog, src.text, src.dialect, select=plan_select, table_function=table_function
         )
+        self.qp.recursion_limit = recursion_limit
 
     # -- dispatch -----------------------------------------------------------------------------
 
@@ -308,6 +323,7 @@ class _Planner:
                 Source(self.src.text, c.here(), self.src.end, self.src.dialect),
                 self.tokens[c.i :],
                 self.catalog,
+                self.recursion_limit,
             )
             stmt = sub.plan()
             if isinstance(stmt, st.CreateView):
@@ -325,6 +341,7 @@ class _Planner:
                 Source(self.src.text, c.here(), self.src.end, self.src.dialect),
                 self.tokens[c.i :],
                 self.catalog,
+                self.recursion_limit,
             )
             stmt = sub.plan()
             if not isinstance(stmt, st.Select):

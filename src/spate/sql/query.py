@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from spate.plan.expr import ColumnRef, Literal, ScalarExpr
 from spate.plan.finishing import ColumnOrder
-from spate.plan.recursive import RecursiveRef
+from spate.plan.recursive import DEFAULT_MAX_ITERATIONS, RecursiveRef
 from spate.plan.relation import (
     Constant,
     Distinct,
@@ -114,6 +114,8 @@ class QueryPlanner:
         self.today: dt.date | None = None
         """The current date when planning a one-off query (module docs of
         :mod:`spate.sql.age`), else ``None``."""
+        self.recursion_limit = DEFAULT_MAX_ITERATIONS
+        """The bound on each WITH RECURSIVE's rounds (``SET recursion_limit``)."""
         self.recursive_ctes: set[int] = set()
         """The bodies (by ``id``) of the CTEs that read themselves under WITH RECURSIVE."""
         self.working: dict[int, tuple[RecursiveRef, list[PgType], list[str]]] = {}

@@ -117,7 +117,7 @@ def plan_recursive(
     base_expr = _renamed(base.rel.expr, names)
     step_expr = _renamed(step_expr, names)
     distinct = body.args.get("distinct", True) is not False
-    node = Recursive(base_expr, step_expr, binding, distinct)
+    node = Recursive(base_expr, step_expr, binding, distinct, qp.recursion_limit)
     return node, types, names
 
 
