@@ -210,7 +210,7 @@ def test_accumulator_state_compacted_or_beyond_capacity_stays_exact(
     run_and_check(
         spark, tmp_path_factory.mktemp("acc"), dataflow, streams, inputs, cuts, settings=settings
     )
-    if capacity > 12:
+    if capacity > 12 and key == "k":  # (a step whose delta has a NULL key folds nothing)
         assert sum(folds) > 0, "some keys were folded from their deltas alone"
 
 
