@@ -102,3 +102,22 @@ def test_a_numeric_average_beyond_its_type_fails_reads_until_retracted(
         later=(T, (2, Decimal(10))),
         descs={T: NUM},
     )
+
+
+@LARGE
+def test_a_distinct_numeric_sum_beyond_38_digits_fails_reads_until_retracted(
+    spark: SparkSession, tmp_path: Path, large: bool
+) -> None:
+    plan = Get(T, NUM).reduce(["k"], total=sum_(col("x"), distinct=True), n=count())
+    _run(
+        plan,
+        {T: Counter({(1, HUGE): 2, (1, Decimal(2)): 1, (2, Decimal(1)): 1})},
+        (T, (1, Decimal(9 * 10**37 - 1))),
+        name="distinctsums",
+        sqlstate="22003",
+        large=large,
+        spark=spark,
+        scratch=tmp_path,
+        later=(T, (2, Decimal(10))),
+        descs={T: NUM},
+    )

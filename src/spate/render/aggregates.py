@@ -14,7 +14,9 @@ How each is computed (``v`` the input value, ``m`` its multiplicity):
 * ``sum`` — int64: Σ v·m in ``decimal(38,0)``, then cast to int64 (ANSI: an out-of-range total
   raises, like the reference; intermediate sums never overflow). numeric: Σ v·m in Spark decimals
   (needs :data:`spate.render.scalar.EXACT_DECIMAL_CONF`, else ``v·m`` loses scale digits), more
-  than 38 digits raises. float64: Σ v·m in doubles.
+  than 38 digits raises (in capture mode: NULL, and :func:`aggregate_failure` gives the group's
+  error record, as it does for an int64 sum beyond 64 bits and a numeric ``avg`` beyond its
+  type). float64: Σ v·m in doubles.
 * ``min``/``max`` — Spark's (NaN largest, text by code point, bytes unsigned bytewise).
 * ``avg`` — int64: the exact decimal Σ v·m divided by Σ m by long division, printed with 36
   fraction digits and a sticky digit and parsed as a double (Java's ``parseDouble`` rounds
@@ -151,13 +153,13 @@ def _aggregate(
             return F.count_distinct(v)
         return F.coalesce(F.sum(present_m), F.lit(0).cast(T.LongType()))
     if f is AggregateFunc.SUM:
-        return _sum(v, m, k, distinct, capture=capture)
+        return _sum(v, m, k, distinct, capture=capture, scale=in_type.scale or 0)
     if f is AggregateFunc.MIN:
         return F.min(v)
     if f is AggregateFunc.MAX:
         return F.max(v)
     if f is AggregateFunc.AVG:
-        total = _sum(v, m, k, distinct, for_avg=True, capture=capture)
+        total = _sum(v, m, k, distinct, for_avg=True, capture=capture, scale=in_type.scale or 0)
         n = F.count_distinct(v) if distinct else F.sum(present_m)
         if k is K.NUMERIC:
             assert in_type.scale is not None and out.scale is not None
@@ -192,7 +194,9 @@ def _sum(
     *,
     for_avg: bool = False,
     capture: bool = False,
+    scale: int = 0,
 ) -> Column:
+    """The sum of ``v`` times ``m`` (of each distinct ``v`` once); ``scale``: a numeric's."""
     if k is K.INT64:
         exact = v.cast(_INT_VALUE)
         total = F.sum_distinct(exact) if distinct else F.sum(exact * m.cast(_MULTIPLICITY))
@@ -200,7 +204,13 @@ def _sum(
             return total.cast(_EXACT_INT)
         return total.try_cast(T.LongType()) if capture else total.cast(T.LongType())
     if k is K.NUMERIC:
-        if capture and not distinct:  # beyond 38 digits: NULL (aggregate_failure fails)
+        if capture and distinct:  # beyond 38 digits: NULL (aggregate_failure fails)
+            wide = T.DecimalType(38, scale)
+            values = F.collect_set(v)
+            zero = F.lit(0).cast(wide)  # try_add keeps a NULL (an overflow) to the end
+            total = F.aggregate(values, zero, lambda acc, x: F.try_add(acc, x).cast(wide))
+            return F.when(F.size(values) > F.lit(0), total)
+        if capture:
             product = F.try_multiply(v, m.cast(_MULTIPLICITY))
             return F.when(F.count(product) == F.count(v), F.try_sum(product))
         return F.sum_distinct(v) if distinct else F.sum(v * m.cast(_MULTIPLICITY))
