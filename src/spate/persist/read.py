@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Final
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -53,8 +54,9 @@ from spate.persist.state import (
     heartbeat_leased_reader,
 )
 from spate.repr.arrow import updates_schema
-from spate.repr.consolidate import accumulate_at
+from spate.repr.consolidate import accumulate_at, data_columns
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
+from spate.repr.identity import normalize_table
 
 _MAX_TIME: Final = 2**63 - 1
 
@@ -111,13 +113,40 @@ def snapshot_of(tables: list[pa.Table], as_of: int, schema: pa.Schema) -> pa.Tab
     if not tables:
         return schema.empty_table()
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    acc = accumulate_at(table, as_of)
-    times = (
-        pa.array([as_of] * acc.num_rows, pa.int64()) if acc.num_rows else pa.array([], pa.int64())
-    )
+    acc = _distinct_at(table, as_of)
+    if acc is None:
+        acc = accumulate_at(table, as_of)
+    times = pa.array(np.full(acc.num_rows, as_of, dtype=np.int64))
     idx = acc.schema.get_field_index(DIFF_COLUMN)
     out = acc.add_column(idx, pa.field(TIME_COLUMN, pa.int64(), nullable=False), times)
     return out.cast(schema)
+
+
+_DISTINCT_KINDS: Final = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string)
+
+
+def _distinct_at(table: pa.Table, as_of: int) -> pa.Table | None:
+    """``accumulate_at(table, as_of)`` without its group-by when no two updates visible at
+    ``as_of`` are of the same row — known when the first data column (an integer or text one)
+    has no value twice: then each row's multiplicity is its one diff. That is the case of a
+    table only inserted into (a load) and of a compacted one, keyed by its first column; a
+    group-by over every column of a million distinct rows takes seconds. ``None``: not known
+    (a repeated value, a NULL twice, another type), so consolidate."""
+    data = data_columns(table)
+    if not data or not any(
+        is_kind(table.schema.field(data[0]).type) for is_kind in _DISTINCT_KINDS
+    ):
+        return None
+    times = table.column(TIME_COLUMN)
+    visible = (
+        table
+        if table.num_rows == 0 or pc.max(times).as_py() <= as_of
+        else (table.filter(pc.less_equal(times, as_of)))
+    )
+    if pc.count_distinct(visible.column(data[0]), mode="all").as_py() != visible.num_rows:
+        return None
+    visible = visible.filter(pc.not_equal(visible.column(DIFF_COLUMN), 0))
+    return normalize_table(visible.select([*data, DIFF_COLUMN]))
 
 
 def batches_for(state: ShardState, as_of: int) -> list[HollowBatch]:
