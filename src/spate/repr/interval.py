@@ -1,0 +1,66 @@
+"""PostgreSQL's ``interval`` as a value: months, days and microseconds, kept apart.
+
+PostgreSQL stores an interval as three fields and never converts between them on its own:
+``interval '1 mon'``, ``'30 days'`` and ``'720:00:00'`` are three different values (printed
+differently, and ``ts + interval`` adds each field by its own calendar rule), though they
+compare equal: comparisons, ``DISTINCT`` and grouping use the span with a month of 30 days and
+a day of 24 hours (``interval_cmp_value``). :class:`Interval` is that triple, the datum the
+interval type will carry (Arrow's ``month_day_nano_interval`` at the user-facing boundary, a
+struct of the three fields in Parquet and Spark, which have no such type); :meth:`Interval.text`
+prints it as PostgreSQL does with its default ``IntervalStyle`` (``postgres``).
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+USECS_PER_DAY: Final = 86_400_000_000
+DAYS_PER_MONTH: Final = 30
+"""The month of an interval's span (PostgreSQL's ``DAYS_PER_MONTH``)."""
+
+
+class Interval(NamedTuple):
+    """``months`` (years are 12 of them), ``days`` and ``micros`` (the time), each with its own
+    sign, as in PostgreSQL."""
+
+    months: int
+    days: int
+    micros: int
+
+    def span(self) -> int:
+        """The value intervals are compared, grouped and ordered by: microseconds with a month
+        of 30 days and a day of 24 hours (so ``'1 mon' = '30 days' = '720:00:00'``)."""
+        return (self.months * DAYS_PER_MONTH + self.days) * USECS_PER_DAY + self.micros
+
+    def text(self) -> str:
+        """PostgreSQL's output (``IntervalStyle = postgres``): ``1 year 2 mons``,
+        ``-1 days +02:03:00``, ``-00:00:01``, ``3 days 04:05:06.789``, ``00:00:00``."""
+        years, months = _div(self.months, 12)
+        parts: list[str] = []
+        before = False  # the previous part was negative: a positive one gets a "+"
+        for value, unit in ((years, "year"), (months, "mon"), (self.days, "day")):
+            if value == 0:
+                continue
+            sign = "+" if before and value > 0 else ""
+            parts.append(f"{sign}{value} {unit}{'' if value == 1 else 's'}")
+            before = value < 0
+        if not parts or self.micros != 0:
+            seconds, fraction = _div(abs(self.micros), 1_000_000)
+            minutes, seconds = divmod(seconds, 60)
+            hours, minutes = divmod(minutes, 60)
+            sign = "-" if self.micros < 0 else ("+" if before else "")
+            clock = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}"
+            if fraction:
+                clock += "." + f"{fraction:06d}".rstrip("0")
+            parts.append(clock)
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _div(a: int, b: int) -> tuple[int, int]:
+    """C's division: the quotient truncated toward zero, the remainder with ``a``'s sign."""
+    q = abs(a) // b
+    q = q if a >= 0 else -q
+    return q, a - q * b
