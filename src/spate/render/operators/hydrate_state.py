@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.aggregate import AggregateFunc
+from spate.plan.expr import ColumnRef
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import internal_schema
 from spate.render.operators.accumulators import ROWS, Layout, values_of
@@ -42,6 +43,14 @@ _EXACT: Final = numeric(38, 0)
 _SAFE: Final = 2**62
 
 
+def _nullable(layout: Layout, i: int) -> bool:
+    """Whether aggregate ``i`` reads a nullable column (else its ``_n`` is ``_rows``, not
+    aggregated)."""
+    agg = layout.aggregates[i]
+    assert isinstance(agg.expr, ColumnRef)
+    return layout.in_desc.columns[agg.expr.index].nullable
+
+
 def _state_desc(layout: Layout) -> tuple[RelationDesc, list[str]]:
     """The accumulators as a relation (exact sums: ``numeric(38, 0)``), and each column's
     name in :meth:`Layout.schema`."""
@@ -56,8 +65,9 @@ def _state_desc(layout: Layout) -> tuple[RelationDesc, list[str]]:
         v = layout.value(i)
         if v is None:
             continue
-        columns.append(Column(f"n{i}", INT64))
-        names.append(f"_n{i}")
+        if _nullable(layout, i):
+            columns.append(Column(f"n{i}", INT64))
+            names.append(f"_n{i}")
         if agg.func in (F_.SUM, F_.AVG):
             columns.append(Column(f"s{i}", _EXACT))
             names.append(f"_s{i}")
@@ -80,13 +90,14 @@ def _plan(layout: Layout, d: DataFrame, at: int) -> DataFrame:
         if v is None:
             continue
         c = F.col(v)
-        aggs.append(F.sum(F.when(c.isNull(), F.lit(0)).otherwise(diff)))
+        if _nullable(layout, i):
+            aggs.append(F.sum(F.when(c.isNull(), F.lit(0)).otherwise(diff)))
         if agg.func in (F_.SUM, F_.AVG):
             aggs.append(F.sum(c.cast("decimal(38,0)") * diff.cast("decimal(20,0)")))
-        elif agg.func is F_.MIN:
-            aggs.append(F.min(F.when(diff > 0, c)))
+        elif agg.func is F_.MIN:  # (every multiplicity is positive: KeyedNode._hydrate)
+            aggs.append(F.min(c))
         elif agg.func is F_.MAX:
-            aggs.append(F.max(F.when(diff > 0, c)))
+            aggs.append(F.max(c))
     grouped = d.groupBy(*layout.keys).agg(*[a.alias(f"_a{j}") for j, a in enumerate(aggs)])
     n = len(layout.keys)
     cols = [F.col(k).alias(f"c{j}") for j, k in enumerate(layout.keys)]
@@ -112,7 +123,8 @@ def hydrate_with_state(
     schema = layout.schema()
     columns = []
     for field in schema:
-        column = acc.column(field.name)
+        # a count of a column without NULLs is the group's
+        column = acc.column(field.name if field.name in names else ROWS)
         exact = field.name.startswith("_s") and len(column) > 0
         if exact and pc.max(pc.abs(column)).as_py() >= _SAFE:
             return None
