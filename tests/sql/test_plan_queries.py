@@ -333,6 +333,11 @@ def test_age_of_one_timestamp_reads_todays_date_in_one_off_queries_only(
         (3, False, True, True, True),
         (4, None, None, None, None),
     )
+    # a write reads once too, as in PostgreSQL
+    db.sql("DELETE FROM ts WHERE age(t) > interval '1 day'")
+    db.sql("INSERT INTO ts SELECT id + 10, t FROM ts WHERE age(t) < interval '0'")
+    db.sql("UPDATE ts SET id = id + 100 WHERE age(t) = interval '0'")
+    assert db.bag("SELECT id FROM ts") == bag((102,), (3,), (13,), (4,))
     for create in ("VIEW", "MATERIALIZED VIEW"):
         with pytest.raises(FeatureNotSupported, match=r"cannot materialize call to age\(timestamp"):
             db.sql(f"CREATE {create} aged AS SELECT id FROM ts WHERE age(t) > interval '1 day'")

@@ -88,7 +88,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
             text=p.src.text,
             sqlstate="42601",
         )
-    binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect)
+    binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect, today=p.qp.today)
     scalars: list[ScalarExpr] = []
     for name in desc.names:
         col = desc.column(name)
@@ -134,7 +134,9 @@ def _literal_rows(
 ) -> list[tuple[Datum, ...]] | None:
     """The rows of ``INSERT … VALUES`` when every value is a constant (converted to its
     column's type as PostgreSQL's assignment does), else ``None``."""
-    binder = ScalarBinder(Scope([]), text=p.src.text, dialect=p.src.dialect, clause="VALUES")
+    binder = ScalarBinder(
+        Scope([]), text=p.src.text, dialect=p.src.dialect, clause="VALUES", today=p.qp.today
+    )
     out: list[tuple[Datum, ...]] = []
     for row in source.expressions:
         items = row.expressions if isinstance(row, exp.Tuple) else [row]
@@ -179,7 +181,9 @@ def plan_update(p: StatementPlanner) -> st.Update:
     where = node.args.get("where")
     if where is not None:
         plan = p.filter_where(plan, scope, where.this)
-    binder = ScalarBinder(scope, text=p.src.text, dialect=p.src.dialect, clause="SET")
+    binder = ScalarBinder(
+        scope, text=p.src.text, dialect=p.src.dialect, clause="SET", today=p.qp.today
+    )
     new: dict[str, ScalarExpr] = {}
     for assign in node.expressions:
         if not isinstance(assign, exp.EQ) or not isinstance(assign.this, exp.Column):

@@ -37,6 +37,12 @@ from spate.sql.types import from_scalar
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
 
 
+def _today() -> dt.date:
+    """The current date (UTC) a one-off statement reads (``age(timestamp)``), once, when it
+    is planned, as PostgreSQL reads it at the start of the transaction."""
+    return dt.datetime.now(dt.UTC).date()
+
+
 def plan_one(
     src: Source,
     tokens: list[Token],
@@ -130,7 +136,7 @@ class _Planner:
     def select(self) -> st.Select:
         end, as_of = self.trailing_as_of(0)
         node = parse_sql(self.src, self.src.start, end)
-        self.qp.today = dt.datetime.now(dt.UTC).date()  # a one-off read: age(ts) reads it
+        self.qp.today = _today()
         out = self.qp.query(node, None)
         return st.Select(
             self.src.sql,
@@ -174,14 +180,17 @@ class _Planner:
     def insert(self) -> st.Insert:
         from spate.sql.dml import plan_insert
 
+        self.qp.today = _today()
         return plan_insert(self)
 
     def update(self) -> st.Update:
         from spate.sql.dml import plan_update
 
+        self.qp.today = _today()
         return plan_update(self)
 
     def delete(self) -> st.Delete:
+        self.qp.today = _today()
         node = parse_sql(self.src, self.src.start)
         assert isinstance(node, exp.Delete)
         if node.args.get("using"):
@@ -209,7 +218,9 @@ class _Planner:
         if has_subquery(cond):
             rel = SubqueryPlanner(self.qp).where(Rel(plan, scope), cond)
             return rel.expr
-        b = ScalarBinder(scope, text=self.src.text, dialect=self.src.dialect, clause="WHERE")
+        b = ScalarBinder(
+            scope, text=self.src.text, dialect=self.src.dialect, clause="WHERE", today=self.qp.today
+        )
         return Filter(plan, (b.predicate(cond),))
 
     # -- SUBSCRIBE ------------------------------------------------------------------------------
