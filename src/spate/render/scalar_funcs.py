@@ -127,7 +127,10 @@ def compile_fixed(
         case V.SPLIT_PART:
             msg = f"field position must not be zero in {what}"
             n = a[2]
-            small = F.when(F.abs(n) > F.lit(2**31 - 1), F.lit(2**31 - 1) * F.signum(n)).otherwise(n)
+            # not abs(n): it overflows (an ANSI error) at -2**63
+            top = 2**31 - 1
+            small = F.when(n > F.lit(top), F.lit(top)).when(n < F.lit(-top), F.lit(-top))
+            small = small.otherwise(n)
             part = F.split_part(a[0], a[1], F.when(n != F.lit(0), small).cast("int"))
             return check(F.when(n.isNotNull(), part), (n == F.lit(0), "22023", msg))
         case V.REPEAT:
@@ -163,7 +166,7 @@ def compile_fixed(
             return _regex(f, a, exprs, what, check)
         case V.MAKE_DATE:
             y, m, d = a
-            small = (y >= F.lit(1)) & (y <= F.lit(9999)) & (F.abs(m) < 100) & (F.abs(d) < 100)
+            small = (y >= F.lit(1)) & (y <= F.lit(9999)) & _within(m, 100) & _within(d, 100)
             # (Spark's make_date raises on a day or month out of range; this gives NULL)
             zero = F.lit(0)
             yy, mm, dd = (F.when(small, c).cast("int") for c in (y, m, d))
@@ -347,12 +350,18 @@ def _replace_first(s: Column, pattern: Column, java: str) -> Column:
     return F.when(found, F.concat(before, replaced, after)).otherwise(s)
 
 
+def _within(n: Column, bound: int) -> Column:
+    """``|n| < bound`` for an int64 ``n`` (``abs`` overflows, an ANSI error, at -2**63)."""
+    return (n > F.lit(-bound)) & (n < F.lit(bound))
+
+
 # --- time ------------------------------------------------------------------------------------
 
 
 def _add_months(v: Column, n: Column, t: ScalarType, what: str, check: Check) -> Column:
     day = v.cast("date") if t.kind is K.TIMESTAMP else v
-    months = F.year(day).cast(_LONG) * 12 + F.month(day) - 1 + n
+    wide = T.DecimalType(20, 0)  # n near the int64 range: no ANSI overflow
+    months = (F.year(day).cast(_LONG) * 12 + F.month(day) - 1).cast(wide) + n.cast(wide)
     ok = (months >= F.lit(12)) & (months < F.lit(10000 * 12))
     moved = F.add_months(day, F.when(ok, n).otherwise(F.lit(0)).cast("int"))
     if t.kind is K.TIMESTAMP:
