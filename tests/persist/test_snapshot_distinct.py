@@ -60,15 +60,27 @@ def test_distinct_rows_skip_the_group_by(monkeypatch: pytest.MonkeyPatch) -> Non
         raise AssertionError("consolidated")
 
     monkeypatch.setattr(read, "accumulate_at", refused)
-    rows = [((k, f"v{k}"), k % 3, 1) for k in range(1_000)] + [((None, "x"), 0, 2)]
-    got = read.snapshot_of([updates_to_table(DESC, rows)], 1, updates_schema(DESC))
-    assert collection(got) == Counter(
-        {(k, f"v{k}"): 1 for k in range(1_000) if k % 3 <= 1} | {(None, "x"): 2}
-    )
-    # A float first column, or a repeated key, is consolidated.
+    keys = list(range(1_000))
+    random.Random(1).shuffle(keys)  # ascending or not
+    rows = [((k, f"v{k}"), k % 3, 1 + k % 2) for k in keys]
+    for ordered in (sorted(rows), rows):
+        got = read.snapshot_of([updates_to_table(DESC, ordered)], 1, updates_schema(DESC))
+        assert collection(got) == Counter(
+            {(k, f"v{k}"): 1 + k % 2 for k in range(1_000) if k % 3 <= 1}
+        )
+    # A float or text first column, a NULL key or a repeated key is consolidated.
     floats = RelationDesc.of(("x", FLOAT64, False))
     with pytest.raises(AssertionError, match="consolidated"):
         read.snapshot_of([updates_to_table(floats, [((1.0,), 0, 1)])], 0, updates_schema(floats))
+    texts = RelationDesc.of(("v", TEXT, False))
+    with pytest.raises(AssertionError, match="consolidated"):
+        read.snapshot_of([updates_to_table(texts, [(("a",), 0, 1)])], 0, updates_schema(texts))
+    with pytest.raises(AssertionError, match="consolidated"):
+        read.snapshot_of(
+            [updates_to_table(DESC, [((None, "a"), 0, 1), ((2, "a"), 0, 1)])],
+            1,
+            updates_schema(DESC),
+        )
     with pytest.raises(AssertionError, match="consolidated"):
         read.snapshot_of(
             [updates_to_table(DESC, [((1, "a"), 0, 1), ((1, "a"), 1, -1)])],
