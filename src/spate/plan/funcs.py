@@ -14,6 +14,9 @@ evaluator :mod:`spate.testing.reference_scalar` is their definition):
   ``int4_range(x)`` / ``int2_range(x)`` are ``x`` where it fits PostgreSQL's ``integer``
   (``smallint``), else the error ``integer out of range`` (``smallint out of range``, 22003):
   the arithmetic of the narrower integer types, done in int64 and checked.
+* ``numeric_sqrt``, ``numeric_exp``, ``numeric_ln``, ``numeric_log(base, x)`` and
+  ``numeric_power`` on numerics: PostgreSQL's numeric functions, each result rounded to
+  PostgreSQL's scale for the value and stored at a static scale (:mod:`spate.plan.numeric_math`).
 * Text: ``replace``, ``strpos`` (1-based, 0 when absent), ``lpad``/``rpad`` (to a length,
   truncating a longer text; an empty fill pads nothing), ``split_part`` (a negative field counts
   from the end; field 0 is an error), ``repeat`` (a count below 1 gives ''), ``reverse``,
@@ -53,8 +56,10 @@ V = VariadicFunc
 
 SAME: Final = ScalarType(K.JSONB)
 """Marker result type: the type of the first argument."""
+NUMERIC_MATH: Final = ScalarType(K.BYTES)
+"""Marker result type: :func:`spate.plan.numeric_math.result_type` of the argument types."""
 
-_F, _I, _T = K.FLOAT64, K.INT64, K.TEXT
+_F, _I, _T, _N = K.FLOAT64, K.INT64, K.TEXT, K.NUMERIC
 
 SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], ScalarType]]] = {
     V.SQRT: (((_F,),), FLOAT64),
@@ -67,6 +72,11 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.FLOAT4_TEXT: (((_F,),), TEXT),
     V.INT4_RANGE: (((_I,),), INT64),
     V.INT2_RANGE: (((_I,),), INT64),
+    V.NUMERIC_SQRT: (((_N,),), NUMERIC_MATH),
+    V.NUMERIC_EXP: (((_N,),), NUMERIC_MATH),
+    V.NUMERIC_LN: (((_N,),), NUMERIC_MATH),
+    V.NUMERIC_LOG: (((_N, _N),), NUMERIC_MATH),
+    V.NUMERIC_POWER: (((_N, _N),), NUMERIC_MATH),
     V.REPLACE: (((_T, _T, _T),), TEXT),
     V.STRPOS: (((_T, _T),), INT64),
     V.LPAD: (((_T, _I, _T),), TEXT),

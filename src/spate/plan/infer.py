@@ -21,6 +21,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 
+from spate.plan import numeric_math
 from spate.plan.errors import PlanColumnMissing, PlanTypeError
 from spate.plan.expr import (
     ARITHMETIC,
@@ -46,7 +47,7 @@ from spate.plan.expr import (
     VariadicFunc,
     show,
 )
-from spate.plan.funcs import CONSTANT_ARGS, SAME, SIGNATURES
+from spate.plan.funcs import CONSTANT_ARGS, NUMERIC_MATH, SAME, SIGNATURES
 from spate.plan.numeric_division import division_scale
 from spate.repr.desc import Column
 from spate.repr.types import (
@@ -332,6 +333,8 @@ class _Resolver:
                 raise PlanTypeError(
                     f"{f.value} needs a constant argument {at + 1}: {self.show(node)}"
                 )
+        if result is NUMERIC_MATH:
+            result = numeric_math.result_type(f.value.removeprefix("numeric_"), types)
         return node, ColumnType(types[0] if result is SAME else result, nullable)
 
     def unify_all(

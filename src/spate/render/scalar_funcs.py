@@ -14,12 +14,17 @@ Every function agrees with the reference evaluator, with these deviations:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Final, Protocol
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spate.plan import numeric_math
+from spate.plan.errors import EvalError
+from spate.plan.evaluation.funcs import NUMERIC_MATH_FUNCTIONS
+from spate.plan.evaluation.values import fit_numeric
 from spate.plan.expr import Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
     DAYS,
@@ -96,6 +101,8 @@ def compile_fixed(
             )
         case V.FLOAT4_TEXT:
             return float_text(a[0], single=True)
+        case V.NUMERIC_SQRT | V.NUMERIC_EXP | V.NUMERIC_LN | V.NUMERIC_LOG | V.NUMERIC_POWER:
+            return _numeric_math(f, a, types, what, check)
         case V.INT4_RANGE | V.INT2_RANGE:
             bits, name = (32, "integer") if f is V.INT4_RANGE else (16, "smallint")
             x = a[0]
@@ -491,3 +498,49 @@ def float_text(v: Column, *, single: bool = False) -> Column:
         .when(v == F.lit(0.0), F.lit("0"))
         .otherwise(F.concat(sign, body))
     )
+
+
+def _numeric_math(
+    f: VariadicFunc, a: Sequence[Column], types: Sequence[ScalarType], what: str, check: Check
+) -> Column:
+    """PostgreSQL's numeric ``sqrt``/``exp``/``ln``/``log``/``power``: Spark has no exact
+    decimal forms, so the reference's own code (:mod:`spate.plan.numeric_math`) runs in a
+    Python UDF, giving NULL where it fails; the failures are recognised on the arguments."""
+    name = f.value.removeprefix("numeric_")
+    out = numeric_math.result_type(name, list(types))
+    scales = [t.scale or 0 for t in types]
+    zero = F.lit(0)
+
+    def run(*xs: Decimal | None) -> Decimal | None:
+        if any(x is None for x in xs):
+            return None
+        try:
+            return fit_numeric(NUMERIC_MATH_FUNCTIONS[f](xs, scales, what), out, what)
+        except EvalError:
+            return None
+
+    assert out.precision is not None and out.scale is not None
+    value = F.udf(run, T.DecimalType(out.precision, out.scale))(*a)
+    present = a[0].isNotNull()
+    for x in a[1:]:
+        present = present & x.isNotNull()
+    failing: list[Failing] = []
+    if f is V.NUMERIC_SQRT:
+        msg = f"cannot take square root of a negative number in {what}"
+        failing.append((a[0] < zero, "2201F", msg))
+    if f in (V.NUMERIC_LN, V.NUMERIC_LOG):
+        for x in a:
+            failing.append((x == zero, "2201E", f"cannot take logarithm of zero in {what}"))
+            negative = f"cannot take logarithm of a negative number in {what}"
+            failing.append((x < zero, "2201E", negative))
+        if f is V.NUMERIC_LOG:
+            failing.append((a[0] == F.lit(1), "22012", f"division by zero in {what}"))
+    if f is V.NUMERIC_POWER:
+        undefined = f"zero raised to a negative power is undefined in {what}"
+        failing.append(((a[0] == zero) & (a[1] < zero), "2201F", undefined))
+        complex_ = (
+            f"a negative number raised to a non-integer power yields a complex result in {what}"
+        )
+        failing.append(((a[0] < zero) & (a[1] != F.floor(a[1])), "2201F", complex_))
+    failing.append((value.isNull(), "22003", f"value overflows numeric format in {what}"))
+    return check(value, *[(present & cond, code, msg) for cond, code, msg in failing])

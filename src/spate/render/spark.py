@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -74,6 +75,10 @@ def create_session(
     """Start (or return the running) SparkSession of this process, tuned for spate."""
     from pyspark.sql import SparkSession
 
+    if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
+        # Python UDFs (numeric sqrt, exp, ln, log, power: spate.render.scalar_funcs) run in
+        # this interpreter, which has spate and its dependencies (PySpark reads the variable)
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = SparkSession.builder
     conf = spark_conf(
         master,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Final
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.time import format_time
 
+from spate.plan import numeric_math
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -55,7 +57,10 @@ def _call(f: VariadicFunc, *args: ScalarExpr) -> ScalarExpr:
 
 def _float_arg(b: BinderBase, node: exp.Expression, what: str) -> tuple[Typed, bool]:
     """The argument as float8, and whether it was a (non-integer) numeric."""
-    t = b._bind(node)
+    return _as_float(b, b._bind(node), node, what)
+
+
+def _as_float(b: BinderBase, t: Typed, node: exp.Expression, what: str) -> tuple[Typed, bool]:
     if t.type.name == "unknown":
         return b.coerce(t, FLOAT8, node), False
     if not t.type.is_numeric:
@@ -74,12 +79,46 @@ def _int(b: BinderBase, node: exp.Expression) -> ScalarExpr:
     return b.coerce(b._bind(node), INT8, node).expr
 
 
+_NUMERIC_FN: Final = {
+    V.SQRT: V.NUMERIC_SQRT,
+    V.EXP: V.NUMERIC_EXP,
+    V.LN: V.NUMERIC_LN,
+    V.POWER: V.NUMERIC_POWER,
+    V.LOG10: V.NUMERIC_LOG,
+}
+
+
+def _numeric_call(
+    b: BinderBase, f: VariadicFunc, args: list[tuple[Typed, exp.Expression]]
+) -> Typed | None:
+    """PostgreSQL's numeric function ``f`` when it picks it (an argument is numeric, the others
+    integers: exact numeric arithmetic, spate.plan.numeric_math), else None."""
+    if not any(t.type.name == "numeric" for t, _ in args):
+        return None
+    if not all(t.type.name == "numeric" or t.type.is_integer for t, _ in args):
+        return None
+    exprs = [
+        t if t.type.name == "numeric" else b.coerce(t, pg_numeric(numeric(19, 0)), n, True)
+        for t, n in args
+    ]
+    g = _NUMERIC_FN[f]
+    scalars = [t.type.scalar for t in exprs]
+    assert all(s is not None for s in scalars)
+    out = numeric_math.result_type(g.value.removeprefix("numeric_"), scalars)  # type: ignore[arg-type]
+    return Typed(_call(g, *(t.expr for t in exprs)), pg_numeric(out))
+
+
 def _math(f: VariadicFunc, what: str) -> Builtin:
     def bind(b: BinderBase, node: exp.Expression) -> Typed:
         nodes = [node.this] + ([node.expression] if f is V.POWER else [])
-        args = [_float_arg(b, n, what) for n in nodes]
+        bound = [(b._bind(n), n) for n in nodes]
+        if f is not V.CBRT:  # cbrt has no numeric form: float8, as in PostgreSQL
+            exact = _numeric_call(b, f, bound)
+            if exact is not None:
+                return exact
+        args = [_as_float(b, t, n, what) for t, n in bound]
         value = _call(f, *(t.expr for t, _ in args))
-        if any(was for _, was in args):
+        if f is not V.CBRT and any(was for _, was in args):
             return Typed(Cast(value, _NUMERIC_RESULT), pg_numeric(_NUMERIC_RESULT))
         return Typed(value, FLOAT8)
 
@@ -89,13 +128,22 @@ def _math(f: VariadicFunc, what: str) -> Builtin:
 def log_(b: BinderBase, node: exp.Expression) -> Typed:
     """``log(x)`` is the base-10 logarithm; ``log(b, x)`` is ``ln(x) / ln(b)``."""
     if node.expression is None:
-        t, was = _float_arg(b, node.this, "log")
+        x_t = b._bind(node.this)
+        ten = Typed(Literal(Decimal(10), numeric(2, 0)), pg_numeric(numeric(2, 0)))
+        exact = _numeric_call(b, V.LOG10, [(ten, node), (x_t, node.this)])
+        if exact is not None:
+            return exact
+        t, was = _as_float(b, x_t, node.this, "log")
         one: ScalarExpr = _call(V.LOG10, t.expr)
         if was:
             return Typed(Cast(one, _NUMERIC_RESULT), pg_numeric(_NUMERIC_RESULT))
         return Typed(one, FLOAT8)
-    base, was_b = _float_arg(b, node.this, "log")
-    x, was_x = _float_arg(b, node.expression, "log")
+    base_t, x_t = b._bind(node.this), b._bind(node.expression)
+    exact = _numeric_call(b, V.LOG10, [(base_t, node.this), (x_t, node.expression)])
+    if exact is not None:
+        return exact
+    base, was_b = _as_float(b, base_t, node.this, "log")
+    x, was_x = _as_float(b, x_t, node.expression, "log")
     if isinstance(base.expr, Literal) and base.expr.value == 10.0:
         value: ScalarExpr = _call(V.LOG10, x.expr)
     else:

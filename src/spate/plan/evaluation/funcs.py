@@ -10,11 +10,13 @@ import math
 import re
 import struct
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
+from spate.plan import numeric_math
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.casts import float_text
-from spate.plan.evaluation.values import check_int64
+from spate.plan.evaluation.values import check_int64, fit_numeric
 from spate.plan.expr import NAN, Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
     DAYS,
@@ -46,6 +48,10 @@ def fixed_function(
         assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
         tokens = parse_to_char(fmt.value)
         return lambda a: to_char(a[0], tokens)
+    if f in NUMERIC_MATH_FUNCTIONS:
+        fn = NUMERIC_MATH_FUNCTIONS[f]
+        scales = [t.scale or 0 for t in types]
+        return lambda a: fit_numeric(fn(a, scales, what), result, what)
     simple = _SIMPLE.get(f)
     if simple is None:
         raise EvalError(f"unknown function {f}")
@@ -312,6 +318,14 @@ def to_char_field(ts: dt.datetime, pat: str, *, fill: bool) -> str:
             return str((ts.month - 1) // 3 + 1)
     raise EvalError(f"unknown to_char pattern {pat}")
 
+
+NUMERIC_MATH_FUNCTIONS: dict[VariadicFunc, Callable[[Sequence[Any], list[int], str], Decimal]] = {
+    V.NUMERIC_SQRT: lambda a, s, w: numeric_math.sqrt(a[0], s[0], w),
+    V.NUMERIC_EXP: lambda a, s, w: numeric_math.exp(a[0], s[0], w),
+    V.NUMERIC_LN: lambda a, s, w: numeric_math.ln(a[0], s[0], w),
+    V.NUMERIC_LOG: lambda a, s, w: numeric_math.log(a[0], a[1], s[0], s[1], w),
+    V.NUMERIC_POWER: lambda a, s, w: numeric_math.power(a[0], a[1], s[0], s[1], w),
+}
 
 _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.SQRT: lambda a, w: _sqrt(a[0], w),
