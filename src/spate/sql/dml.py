@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import sqlglot
 from sqlglot import exp
@@ -23,8 +24,9 @@ from spate.plan.expr import (
 )
 from spate.plan.relation import Constant, Get, Map, RelationExpr
 from spate.repr.desc import Column
-from spate.repr.types import INT64, TEXT, Datum
+from spate.repr.types import INT64, TEXT, Datum, ScalarKind
 from spate.sql import statements as st
+from spate.sql.checks import strict_cast
 from spate.sql.errors import (
     DuplicateColumn,
     SqlError,
@@ -35,7 +37,7 @@ from spate.sql.parse import parse_sql, position
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Scope, project
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import from_scalar
+from spate.sql.types import PgType, display_name, from_scalar
 
 
 def plan_insert(p: StatementPlanner) -> st.Insert:
@@ -98,8 +100,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
             have = Typed(ColumnRef(i), out.types[i])
             if out.types[i].name == "unknown":
                 have = Typed(Literal(None, col.type), want)
-            t = binder.coerce(have, want, source, explicit=True)
-            scalars.append(t.expr)
+            scalars.append(assigned(binder, have, want, source, name))
         else:
             scalars.append(Literal(None, col.type))
     expr = out.rel.expr
@@ -203,7 +204,7 @@ def plan_update(p: StatementPlanner) -> st.Update:
             )
         col = desc.column(name)
         t = binder.bind(assign.expression)
-        value = binder.coerce(t, from_scalar(col.type), assign.expression, explicit=True).expr
+        value = assigned(binder, t, from_scalar(col.type), assign.expression, name)
         new[name] = fit_expr(value, varchar_limits(obj.create_sql).get(name))
     scalars = [new.get(c.name, ColumnRef(i)) for i, c in enumerate(desc.columns)]
     mapped = Map(plan, tuple(scalars))
@@ -265,6 +266,37 @@ def fit_rows(
             values[i] = fit_varchar(values[i], n)
         out.append(tuple(values))
     return out
+
+
+def assigned(
+    binder: ScalarBinder, have: Typed, want: PgType, node: exp.Expression, column: str
+) -> ScalarExpr:
+    """``have`` converted to column ``column``'s type ``want`` by an assignment (INSERT …
+    SELECT, UPDATE): a value the conversion cannot represent fails as a CAST does, instead of
+    becoming NULL; a float NaN or infinity into a numeric column fails naming the column
+    (spate's numeric has no such values; PostgreSQL keeps NaN)."""
+    t = binder.coerce(have, want, node, explicit=True)
+    src, out = have.type.scalar, want.scalar
+    if src is None or out is None or t.expr is have.expr or have.type.name == "unknown":
+        return t.expr
+    value = strict_cast(t.expr, have.expr, src, out, display_name(want))
+    if out.kind is ScalarKind.NUMERIC and src.kind is ScalarKind.FLOAT64:
+        nan = CallBinary(BinaryFunc.EQ, have.expr, Literal(math.nan, src))
+        infinite = CallBinary(
+            BinaryFunc.OR,
+            CallBinary(BinaryFunc.EQ, have.expr, Literal(math.inf, src)),
+            CallBinary(BinaryFunc.EQ, have.expr, Literal(-math.inf, src)),
+        )
+        no_nan = f'column "{column}" is numeric, which cannot hold NaN in spate'
+        no_inf = f'column "{column}" is numeric, which cannot hold an infinite value'
+        value = Case(
+            (
+                (nan, RaiseError("0A000", no_nan, out)),
+                (infinite, RaiseError("22003", no_inf, out)),
+            ),
+            value,
+        )
+    return value
 
 
 def fit_expr(x: ScalarExpr, n: int | None) -> ScalarExpr:
