@@ -3,10 +3,11 @@
 1. Against PostgreSQL alone: every file runs in a scratch schema of its own; every query's rows
    and column types must be exactly the ones written in the file. Regenerate a file's expected
    rows with ``python -m tests.sql._slt_pg --rewrite tests/sql/slt/<file>.slt``.
-2. spate beside PostgreSQL (one Environment and one cluster for the module): each record's
-   answer through ``Environment.sql`` equals PostgreSQL's; each query that can define a view is
-   maintained as a materialized view through seeded random changes and equals PostgreSQL's
-   answer after every round (see ``tests/sql/_slt_spate.py`` for the knobs and the replay).
+2. spate beside PostgreSQL (one Environment and one cluster, ``corpus_env``, shared with the
+   package's other corpus tests): each record's answer through ``Environment.sql`` equals
+   PostgreSQL's; each query that can define a view is maintained as a materialized view through
+   seeded random changes and equals PostgreSQL's answer after every round (see
+   ``tests/sql/_slt_spate.py`` for the knobs and the replay).
    What spate does not support yet is listed in ``tests/sql/slt/KNOWN_GAPS`` (strict xfail).
 """
 
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,8 +25,11 @@ from tests.sql._slt import corpus_files, parse_file
 from tests.sql._slt_dml import apply_to_postgres, load, random_round
 from tests.sql._slt_gaps import read_gaps
 from tests.sql._slt_pg import PgScratch, run_file
-from tests.sql._slt_spate import CLUSTER, FileResult, Knobs, format_result, warm_up
+from tests.sql._slt_spate import CLUSTER, FileResult, Knobs, format_result
 from tests.sql._slt_spate import run_file as run_on_spate
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
 
 FILES = corpus_files()
 
@@ -87,33 +91,22 @@ def _params(check: str) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def spate_run(
-    postgres_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[[Path], FileResult]]:
-    """Runs a corpus file through one Environment (one cluster) for the whole module, once per
-    file, and remembers the result for the file's tests."""
-    from spate.environment.api import Environment
-
-    if not hasattr(Environment, "sql"):
-        pytest.skip("Environment.sql is not available yet: spate side of the corpus skipped")
+def spate_run(postgres_url: str, corpus_env: Environment) -> Callable[[Path], FileResult]:
+    """Runs a corpus file through the package's Environment (one cluster, see ``corpus_env``),
+    once per file, and remembers the result for the file's tests."""
     knobs = Knobs.from_env()
     print(f"SQL corpus rounds: {knobs.replay()} (set these to replay)")
     results: dict[Path, FileResult] = {}
-    env = Environment.open(tmp_path_factory.mktemp("slt") / "data")
-    try:
-        env.create_cluster(CLUSTER, replicas=1)
-        warm_up(env)
+    corpus_env.sql(f"SET cluster = {CLUSTER}")
 
-        def run(path: Path) -> FileResult:
-            if path not in results:
-                f = parse_file(path)
-                results[path] = run_on_spate(f, env, postgres_url, knobs)
-                print(format_result(f, results[path]))
-            return results[path]
+    def run(path: Path) -> FileResult:
+        if path not in results:
+            f = parse_file(path)
+            results[path] = run_on_spate(f, corpus_env, postgres_url, knobs)
+            print(format_result(f, results[path]))
+        return results[path]
 
-        yield run
-    finally:
-        env.close()
+    return run
 
 
 # The first test of each file runs the whole file (and the first of all starts the replica).

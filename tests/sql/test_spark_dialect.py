@@ -15,7 +15,7 @@ give it to the Spark text (``dialect="spark"``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from tests.sql._slt import SLT_DIR, parse_file
 from tests.sql._slt_compare import compare
 from tests.sql._slt_dml import load
 from tests.sql._slt_pg import PgScratch
-from tests.sql._slt_spate import CLUSTER, warm_up
+from tests.sql._slt_spate import CLUSTER
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -477,18 +477,10 @@ def test_spark_itself_answers_the_spark_text_like_postgresql(
 
 
 @pytest.fixture(scope="module")
-def spate_env(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
-    from spate.environment.api import Environment
-
-    if not hasattr(Environment, "sql"):
-        pytest.skip("Environment.sql is not available yet")
-    env = Environment.open(tmp_path_factory.mktemp("spark_dialect") / "data")
-    try:
-        env.create_cluster(CLUSTER, replicas=1)
-        warm_up(env)
-        yield env
-    finally:
-        env.close()
+def spate_env(postgres_url: str, corpus_env: Environment) -> Environment:
+    """The package's Environment with the corpus cluster (``corpus_env``)."""
+    corpus_env.sql(f"SET cluster = {CLUSTER}")
+    return corpus_env
 
 
 @pytest.mark.timeout(900)  # the first one waits for the replica to start

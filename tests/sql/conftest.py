@@ -1,0 +1,32 @@
+"""Fixtures of the SQL tests: one Environment with the corpus cluster for the package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.sql._slt_spate import CLUSTER, warm_up
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+
+@pytest.fixture(scope="package")
+def corpus_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    """An Environment with cluster ``slt`` (one replica, warmed up, the session's cluster),
+    shared by the corpus tests of this package (the SQL corpus against PostgreSQL, the Spark
+    dialect): a replica's start and its first Spark job take a minute on a small machine. Its
+    users drop what they create."""
+    from spate.environment.api import Environment
+
+    if not hasattr(Environment, "sql"):
+        pytest.skip("Environment.sql is not available yet: spate side of the corpus skipped")
+    env = Environment.open(tmp_path_factory.mktemp("corpus") / "data")
+    try:
+        env.create_cluster(CLUSTER, replicas=1)
+        warm_up(env)
+        yield env
+    finally:
+        env.close()
