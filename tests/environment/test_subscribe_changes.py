@@ -4,7 +4,6 @@ intervals unless progress is asked for (then each empty batch's ``upper`` moves 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -33,31 +32,30 @@ def test_changes_are_named_sorted_by_time_and_compare_as_plain_tuples() -> None:
 
 @pytest.mark.integration
 @pytest.mark.timeout(600)
-def test_quiet_intervals_are_skipped_unless_progress_is_asked_for(tmp_path: Path) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.create_table("t", DESC)
-        env.insert("t", [(1, "a")])
+def test_quiet_intervals_are_skipped_unless_progress_is_asked_for(cluster_env: Environment) -> None:
+    env = cluster_env
+    env.create_table("t", DESC)
+    env.insert("t", [(1, "a")])
 
-        quiet = env.subscribe("t", cluster="c", timeout=120)
-        (snapshot,) = next(quiet)
-        assert snapshot.row.k == 1 and snapshot.row.v == "a" and snapshot.diff == 1
-        time.sleep(3.0)  # the table's upper advances every second: quiet intervals close
-        env.insert("t", [(2, "b")])
-        nxt = next(quiet)
-        assert [(c.row.k, c.row.v, c.diff) for c in nxt] == [(2, "b", 1)]
-        quiet.close()
+    quiet = env.subscribe("t", cluster="c", timeout=120)
+    (snapshot,) = next(quiet)
+    assert snapshot.row.k == 1 and snapshot.row.v == "a" and snapshot.diff == 1
+    time.sleep(3.0)  # the table's upper advances every second: quiet intervals close
+    env.insert("t", [(2, "b")])
+    nxt = next(quiet)
+    assert [(c.row.k, c.row.v, c.diff) for c in nxt] == [(2, "b", 1)]
+    quiet.close()
 
-        ticking = env.subscribe("t", cluster="c", timeout=120, progress=True)
-        assert len(next(ticking)) == 2
-        uppers = []
-        while len(uppers) < 3:
-            batch = next(ticking)
-            assert batch == []  # nothing was written
-            uppers.append(batch.upper)
-        assert all(u is not None for u in uppers)
-        assert uppers == sorted(uppers) and len(set(uppers)) == 3
-        ticking.close()
+    ticking = env.subscribe("t", cluster="c", timeout=120, progress=True)
+    assert len(next(ticking)) == 2
+    uppers = []
+    while len(uppers) < 3:
+        batch = next(ticking)
+        assert batch == []  # nothing was written
+        uppers.append(batch.upper)
+    assert all(u is not None for u in uppers)
+    assert uppers == sorted(uppers) and len(set(uppers)) == 3
+    ticking.close()
 
-        with pytest.raises(TypeError, match="progress"):
-            next(env.subscribe("t", cluster="c", progress="yes"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="progress"):
+        next(env.subscribe("t", cluster="c", progress="yes"))  # type: ignore[arg-type]

@@ -77,32 +77,31 @@ def _upper(env: Environment, name: str) -> int:
     return upper
 
 
-def test_view_error_history_is_compacted_with_the_view(tmp_path: Path) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.create_table("t", DESC)
-        env.insert("t", [(1, 5)])
-        env.create_materialized_view(
-            "sums", env.get("t").reduce(["k"], total=sum_(col("x"))), cluster="c"
-        )
-        env.select("sums", cluster="c", timeout=120)
-        env.insert("t", [(1, BIG)])
-        _fails(env, "sums", "c")
-        env.delete("t", [(1, BIG)])
-        assert env.select("sums", cluster="c", timeout=120).to_pylist() == [{"k": 1, "total": 5}]
-        after = env.runtime.oracle.read_ts()
-        rt = env.runtime
-        found = rt.catalog.find("sums")
-        assert found is not None
-        view = found.id
-        shard = rt.storage.collection_metadata(view).shard
+def test_view_error_history_is_compacted_with_the_view(cluster_env: Environment) -> None:
+    env = cluster_env
+    env.create_table("t", DESC)
+    env.insert("t", [(1, 5)])
+    env.create_materialized_view(
+        "sums", env.get("t").reduce(["k"], total=sum_(col("x"))), cluster="c"
+    )
+    env.select("sums", cluster="c", timeout=120)
+    env.insert("t", [(1, BIG)])
+    _fails(env, "sums", "c")
+    env.delete("t", [(1, BIG)])
+    assert env.select("sums", cluster="c", timeout=120).to_pylist() == [{"k": 1, "total": 5}]
+    after = env.runtime.oracle.read_ts()
+    rt = env.runtime
+    found = rt.catalog.find("sums")
+    assert found is not None
+    view = found.id
+    shard = rt.storage.collection_metadata(view).shard
 
-        def compacted() -> bool:
-            env.insert("t", [(2, 1)])  # time moves on; the read policy follows it
-            env.delete("t", [(2, 1)])
-            rows = rt.persist.fetch_state(shard).since
-            errors = rt.persist.fetch_state(errors_shard(shard)).since
-            return rows.less_equal(errors) and not errors.less_equal(after)
+    def compacted() -> bool:
+        env.insert("t", [(2, 1)])  # time moves on; the read policy follows it
+        env.delete("t", [(2, 1)])
+        rows = rt.persist.fetch_state(shard).since
+        errors = rt.persist.fetch_state(errors_shard(shard)).since
+        return rows.less_equal(errors) and not errors.less_equal(after)
 
-        # the errors shard's since follows the view's past the time the error went away
-        _until(compacted, "the errors shard's since to pass the retraction")
+    # the errors shard's since follows the view's past the time the error went away
+    _until(compacted, "the errors shard's since to pass the retraction")

@@ -2,15 +2,13 @@
 error fail naming the view, the expression and a sample row, status() shows the error, and
 retracting the offending input makes reads succeed again with the right answer. (An int64
 overflow in a materialized view's sum used to stop the view for good: reads timed out blaming
-the inputs' uppers.) A real compute replica process runs the views: one Environment and one
-cluster for the module (a replica's start is most of a test's time); each test drops what it
-created."""
+the inputs' uppers.) A real compute replica process runs the views: the package's shared
+Environment and cluster (``cluster_env``; a replica's start is most of a test's time)."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,31 +26,10 @@ DESC = RelationDesc.of(("k", INT64, False), ("x", INT64, False))
 BIG = 2**63 - 1
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Environment, Path]]:
-    """One Environment (its data directory) with cluster ``c`` of one replica, for the module."""
-    data = tmp_path_factory.mktemp("view_errors") / "data"
-    with Environment.open(data) as env:
-        env.create_cluster("c", replicas=1)
-        yield env, data
-
-
 @pytest.fixture
-def env(shared: tuple[Environment, Path]) -> Iterator[Environment]:
-    """The module's Environment; what the test creates is dropped after it (views first)."""
-    e, _ = shared
-    before = set(e.names())
-    yield e
-    for _ in range(3):
-        fresh = sorted(set(e.names()) - before)
-        if not fresh:
-            break
-        for name in fresh:
-            try:
-                e.drop(name, cascade=True)
-            except SpateError:  # already dropped by a cascade; the next pass retries
-                continue
-    assert set(e.names()) <= before, f"left behind: {sorted(set(e.names()) - before)}"
+def env(cluster_env: Environment) -> Environment:
+    """The package's shared Environment with cluster ``c`` (``cluster_env``)."""
+    return cluster_env
 
 
 def _status_error(env: Environment, name: str, *, present: bool, timeout: float = 60) -> str | None:
@@ -67,9 +44,9 @@ def _status_error(env: Environment, name: str, *, present: bool, timeout: float 
 
 
 def test_view_with_overflow_fails_reads_then_recovers_on_retraction(
-    env: Environment, shared: tuple[Environment, Path]
+    env: Environment, shared_cluster_env: tuple[Environment, Path]
 ) -> None:
-    data = shared[1]
+    data = shared_cluster_env[1]
     env.create_table("t", DESC)
     env.insert("t", [(1, 5), (2, 7)])
     sums = env.get("t").reduce(["k"], total=sum_(col("x")), n=count())

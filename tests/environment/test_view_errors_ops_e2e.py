@@ -7,8 +7,6 @@ views."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from spate.environment.api import Environment
@@ -38,37 +36,36 @@ BAD = "(3, 0, '2999-01-01 00:00:00')"
 
 
 def test_views_in_error_fail_reads_until_the_row_is_deleted_and_the_cluster_goes_on(
-    tmp_path: Path,
+    cluster_env: Environment,
 ) -> None:
-    with Environment.open(tmp_path / "data") as env:
-        env.create_cluster("c", replicas=1)
-        env.sql("SET cluster = c")
-        for s in SETUP:
-            env.sql(s)
-        for name, (query, _) in VIEWS.items():
-            env.sql(f"CREATE MATERIALIZED VIEW {name} AS {query}")
-            env.sql(f"CREATE DEFAULT INDEX ON {name}")
-        env.sql("CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n FROM t")
-        env.sql("CREATE DEFAULT INDEX ON total")
+    env = cluster_env
+    env.sql("SET cluster = c")
+    for s in SETUP:
+        env.sql(s)
+    for name, (query, _) in VIEWS.items():
+        env.sql(f"CREATE MATERIALIZED VIEW {name} AS {query}")
+        env.sql(f"CREATE DEFAULT INDEX ON {name}")
+    env.sql("CREATE MATERIALIZED VIEW total AS SELECT count(*) AS n FROM t")
+    env.sql("CREATE DEFAULT INDEX ON total")
 
-        def rows(query: str) -> list[tuple[object, ...]]:
-            out = env.sql(query).to_pylist()  # type: ignore[union-attr]
-            return sorted((tuple(r.values()) for r in out), key=repr)
+    def rows(query: str) -> list[tuple[object, ...]]:
+        out = env.sql(query).to_pylist()  # type: ignore[union-attr]
+        return sorted((tuple(r.values()) for r in out), key=repr)
 
-        for name, (query, _) in VIEWS.items():
-            assert rows(f"SELECT * FROM {name}") == rows(query), name
-        env.sql(f"INSERT INTO t VALUES {BAD}")
-        for name, (_, sqlstate) in VIEWS.items():
-            with pytest.raises(EvaluationFailed) as caught:
-                env.sql(f"SELECT * FROM {name}")
-            assert caught.value.sqlstate == sqlstate, (name, caught.value)
-            assert name in str(caught.value) and "x=0" in str(caught.value), str(caught.value)
-        # nothing stopped: the cluster's views go on updating
-        env.sql("INSERT INTO t VALUES (4, 4, '2999-01-01 00:00:00')")
-        assert rows("SELECT * FROM total") == [(4,)]
-        with pytest.raises(EvaluationFailed):
-            env.sql("SELECT * FROM series")
-        env.sql("DELETE FROM t WHERE x = 0")
-        for name, (query, _) in VIEWS.items():
-            assert rows(f"SELECT * FROM {name}") == rows(query), name
-        assert rows("SELECT * FROM total") == [(3,)]
+    for name, (query, _) in VIEWS.items():
+        assert rows(f"SELECT * FROM {name}") == rows(query), name
+    env.sql(f"INSERT INTO t VALUES {BAD}")
+    for name, (_, sqlstate) in VIEWS.items():
+        with pytest.raises(EvaluationFailed) as caught:
+            env.sql(f"SELECT * FROM {name}")
+        assert caught.value.sqlstate == sqlstate, (name, caught.value)
+        assert name in str(caught.value) and "x=0" in str(caught.value), str(caught.value)
+    # nothing stopped: the cluster's views go on updating
+    env.sql("INSERT INTO t VALUES (4, 4, '2999-01-01 00:00:00')")
+    assert rows("SELECT * FROM total") == [(4,)]
+    with pytest.raises(EvaluationFailed):
+        env.sql("SELECT * FROM series")
+    env.sql("DELETE FROM t WHERE x = 0")
+    for name, (query, _) in VIEWS.items():
+        assert rows(f"SELECT * FROM {name}") == rows(query), name
+    assert rows("SELECT * FROM total") == [(3,)]
