@@ -104,7 +104,8 @@ class WindowNode(KeyedNode):
 
     def _overflow(self, f: WindowExpr | AggregateExpr) -> tuple[str, Column] | None:
         """An aggregate's value over the frame that can leave its type: the message and the
-        frame's exact total, whose out-of-range values fail (``None``: it cannot fail).
+        condition where it does (``None``: it cannot fail; decided without building columns
+        for the other functions).
 
         An int64 ``sum`` is summed exactly in ``decimal(30,0)`` and fails beyond 64 bits; a
         numeric ``sum`` of a type with 38 digits fails where Spark's sum leaves them (its
@@ -120,10 +121,14 @@ class WindowNode(KeyedNode):
             return None
         in_col = typ(f.expr, self.input.desc.columns)
         in_type = in_col.type
-        v = scalar(f.expr, self.input.desc)
+        wide = in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38
         if f.func is AggregateFunc.AVG:
             if in_type.kind is not K.NUMERIC:
                 return None
+        elif in_type.kind is not K.INT64 and not wide:
+            return None
+        v = scalar(f.expr, self.input.desc)
+        if f.func is AggregateFunc.AVG:
             w = self._frame()
             n = F.count(v).over(w)
             out = aggregate_type(f.func, in_col).type
@@ -134,11 +139,9 @@ class WindowNode(KeyedNode):
             total = F.sum(v.cast(T.DecimalType(20, 0))).over(self._frame())
             too_big = (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
             return "bigint out of range", too_big
-        if in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38:
-            w = self._frame()
-            lost = F.try_sum(v).over(w).isNull() & (F.count(v).over(w) > F.lit(0))
-            return "numeric field overflow", lost
-        return None
+        w = self._frame()  # a numeric sum: Spark's is decimal(38, s), NULL where it overflows
+        lost = F.try_sum(v).over(w).isNull() & (F.count(v).over(w) > F.lit(0))
+        return "numeric field overflow", lost
 
     def _error_record(self) -> Column:
         """The row's error record: the first of its aggregates whose value over the frame
