@@ -108,6 +108,10 @@ class VariadicFunc(StrEnum):
     MAKE_DATE = "make_date"
     ADD_MONTHS = "add_months"
     TO_CHAR = "to_char"
+    MAKE_INTERVAL = "make_interval"
+    """``(months, days, microseconds)``: an interval result column (months and days in int32)."""
+    TIMESTAMP_DIFF_US = "timestamp_diff_us"
+    """``a - b`` in microseconds (the time of ``timestamp - timestamp``)."""
 
 
 class TimeUnit(StrEnum):

@@ -46,6 +46,7 @@ from spate.repr.types import (
     DATE,
     FLOAT64,
     INT64,
+    INTERVAL,
     TEXT,
     ScalarKind,
     ScalarType,
@@ -99,6 +100,8 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.MAKE_DATE: (((_I, _I, _I),), DATE),
     V.ADD_MONTHS: (((K.DATE, _I), (K.TIMESTAMP, _I)), SAME),
     V.TO_CHAR: (((K.DATE, _T), (K.TIMESTAMP, _T)), TEXT),
+    V.MAKE_INTERVAL: (((_I, _I, _I),), INTERVAL),
+    V.TIMESTAMP_DIFF_US: (((K.TIMESTAMP, K.TIMESTAMP),), INT64),
 }
 """Per function: the argument kinds of each signature, and the result type."""
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from spate.errors import SchemaMismatch
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN, Column, RelationDesc
 from spate.repr.identity import canonical_floats, normalize_float_array
+from spate.repr.interval import Interval
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
 _META_KEY: Final = b"spate.type"
@@ -31,6 +32,7 @@ _SIMPLE: Final[dict[ScalarKind, pa.DataType]] = {
     ScalarKind.DATE: pa.date32(),
     ScalarKind.TIMESTAMP: pa.timestamp("us"),
     ScalarKind.JSONB: pa.string(),
+    ScalarKind.INTERVAL: pa.month_day_nano_interval(),
 }
 
 
@@ -90,6 +92,8 @@ def _infer(t: pa.DataType, name: str) -> ScalarType:
         return ScalarType(ScalarKind.INT64)
     if pa.types.is_timestamp(t):
         return ScalarType(ScalarKind.TIMESTAMP)
+    if t == pa.month_day_nano_interval():
+        return ScalarType(ScalarKind.INTERVAL)
     raise SchemaMismatch("<arrow schema>", None, name, "a spate scalar type", str(t))
 
 
@@ -98,7 +102,40 @@ def _column_values(t: ScalarType, values: Sequence[Datum]) -> list[Datum]:
         return [Decimal(v) if isinstance(v, int) else v for v in values]
     if t.kind is ScalarKind.FLOAT64:
         return canonical_floats(values)  # type: ignore[return-value]
+    if t.kind is ScalarKind.INTERVAL:
+        return [arrow_interval(v) for v in values]  # type: ignore[misc]
     return list(values)
+
+
+def arrow_interval(v: Datum) -> object:
+    """An :class:`~spate.repr.interval.Interval` as Arrow's ``month_day_nano_interval`` takes
+    it (nanoseconds; a plain tuple of the fields would be read as nanoseconds as they are)."""
+    if isinstance(v, Interval):
+        return pa.MonthDayNano([v.months, v.days, v.micros * 1000])
+    return v
+
+
+def interval_datum(v: object) -> object:
+    """Arrow's ``MonthDayNano`` (``to_pylist`` of a ``month_day_nano_interval``) as an
+    :class:`~spate.repr.interval.Interval`; anything else as it is."""
+    if isinstance(v, pa.MonthDayNano):
+        return Interval(v.months, v.days, v.nanoseconds // 1000)
+    return v
+
+
+def arrow_rows(desc: RelationDesc, rows: Iterable[Row]) -> list[dict[str, object]]:
+    """``rows`` as ``pa.Table.from_pylist`` takes them for :func:`data_schema` of ``desc``."""
+    names = desc.names
+    intervals = [i for i, c in enumerate(desc.columns) if c.type.kind is ScalarKind.INTERVAL]
+    if not intervals:
+        return [dict(zip(names, r, strict=True)) for r in rows]
+    out = []
+    for r in rows:
+        values: list[object] = list(r)
+        for i in intervals:
+            values[i] = arrow_interval(r[i])
+        out.append(dict(zip(names, values, strict=True)))
+    return out
 
 
 def rows_to_table(

@@ -32,6 +32,37 @@ class Interval(NamedTuple):
         of 30 days and a day of 24 hours (so ``'1 mon' = '30 days' = '720:00:00'``)."""
         return (self.months * DAYS_PER_MONTH + self.days) * USECS_PER_DAY + self.micros
 
+    # Equal, hashed and ordered by the span, as PostgreSQL compares, groups and sorts intervals
+    # (a plain tuple would tell '1 mon' from '30 days'); the fields stay apart for printing.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Interval) and self.span() == other.span()
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.span())
+
+    def __lt__(self, other: tuple[int, ...]) -> bool:
+        if not isinstance(other, Interval):
+            return NotImplemented
+        return self.span() < other.span()
+
+    def __le__(self, other: tuple[int, ...]) -> bool:
+        if not isinstance(other, Interval):
+            return NotImplemented
+        return self.span() <= other.span()
+
+    def __gt__(self, other: tuple[int, ...]) -> bool:
+        if not isinstance(other, Interval):
+            return NotImplemented
+        return self.span() > other.span()
+
+    def __ge__(self, other: tuple[int, ...]) -> bool:
+        if not isinstance(other, Interval):
+            return NotImplemented
+        return self.span() >= other.span()
+
     def text(self) -> str:
         """PostgreSQL's output (``IntervalStyle = postgres``): ``1 year 2 mons``,
         ``-1 days +02:03:00``, ``-00:00:01``, ``3 days 04:05:06.789``, ``00:00:00``."""

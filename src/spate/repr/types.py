@@ -13,6 +13,8 @@ type            Python value           notes
 ``date``        ``datetime.date``      not a ``datetime``
 ``timestamp``   ``datetime.datetime``  naive, microseconds (wall clock, no time zone)
 ``jsonb``       ``str``                must parse as JSON; stored as text
+``interval``    :class:`Interval`      months, days, microseconds (a computed result
+                                       column only, never stored)
 ==============  =====================  ==================================================
 
 ``None`` is SQL NULL and is allowed only in nullable columns (see :mod:`spate.repr.desc`).
@@ -29,9 +31,10 @@ from enum import StrEnum
 from typing import Final
 
 from spate.errors import InvalidScalarType as InvalidScalarType
+from spate.repr.interval import Interval
 from spate.wire import wire
 
-Datum = None | bool | int | float | Decimal | str | bytes | dt.date | dt.datetime
+Datum = None | bool | int | float | Decimal | str | bytes | dt.date | dt.datetime | Interval
 """A scalar value as Python sees it (``None`` is NULL)."""
 
 Row = tuple[Datum, ...]
@@ -51,6 +54,7 @@ class ScalarKind(StrEnum):
     DATE = "date"
     TIMESTAMP = "timestamp"
     JSONB = "jsonb"
+    INTERVAL = "interval"
 
 
 @wire("repr.scalar_type")
@@ -143,6 +147,8 @@ class ScalarType:
             except RecursionError:
                 return f"{_describe(value)} (not valid JSON: nested too deeply)"
             return _unencodable(value)
+        if k is ScalarKind.INTERVAL:
+            return None if isinstance(value, Interval) else _describe(value)
         raise AssertionError(f"unhandled scalar kind {k}")
 
     def _numeric_problem(self, value: Datum) -> str | None:
@@ -204,6 +210,7 @@ BYTES: Final = ScalarType(ScalarKind.BYTES)
 DATE: Final = ScalarType(ScalarKind.DATE)
 TIMESTAMP: Final = ScalarType(ScalarKind.TIMESTAMP)
 JSONB: Final = ScalarType(ScalarKind.JSONB)
+INTERVAL: Final = ScalarType(ScalarKind.INTERVAL)
 
 
 def numeric(precision: int, scale: int) -> ScalarType:

@@ -26,6 +26,7 @@ from spate.plan.funcs import (
     parse_replacement,
     parse_to_char,
 )
+from spate.repr.interval import Interval
 from spate.repr.types import Datum, ScalarType
 
 V = VariadicFunc
@@ -357,6 +358,23 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.REGEXP_LIKE: lambda a, w: _regex(a[1], w).search(a[0]) is not None,
     V.MAKE_DATE: lambda a, w: _make_date(a[0], a[1], a[2], w),
     V.ADD_MONTHS: lambda a, w: add_months(a[0], a[1], w),
+    V.MAKE_INTERVAL: lambda a, w: _make_interval(a[0], a[1], a[2]),
+    V.TIMESTAMP_DIFF_US: lambda a, w: _diff_us(a[0], a[1]),
 }
+
+
+def _make_interval(months: int, days: int, micros: int) -> Interval:
+    if not (_INT32_MIN <= months <= _INT32_MAX and _INT32_MIN <= days <= _INT32_MAX):
+        raise EvalError("interval out of range", sqlstate="22008")
+    return Interval(months, days, check_int64(micros, "interval"))
+
+
+def _diff_us(a: dt.datetime, b: dt.datetime) -> int:
+    d = a - b
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
 
 __all__ = ["check_int64", "fixed_function"]
