@@ -23,10 +23,11 @@ from spate.errors import EvalError, EvaluationFailed
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.arrow import data_schema
+from spate.repr.arrow import arrow_rows, data_schema, interval_datum
 from spate.repr.desc import RelationDesc
-from spate.repr.types import Row
+from spate.repr.types import Row, ScalarKind
 from spate.sql import statements as st
+from spate.sql.errors import FeatureNotSupported
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
@@ -45,10 +46,7 @@ def read(
         except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
             raise EvaluationFailed.of("query", e) from None
         rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
-        names = plan.desc.names
-        return pa.Table.from_pylist(
-            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
-        )
+        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
     base = _linear_over_get(plan)
     if (
         base is not None
@@ -64,10 +62,8 @@ def read(
             name = env.runtime.catalog.by_id(base.id).name
             raise EvaluationFailed.of(f"reading {name}", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
-        names = plan.desc.names
-        return pa.Table.from_pylist(
-            [dict(zip(names, r, strict=True)) for r in rows], schema=data_schema(plan.desc)
-        )
+        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
+    refuse_intervals(plan)
     target: Any = plan
     if isinstance(plan, Get):
         target = env.runtime.catalog.by_id(plan.id).name
@@ -79,6 +75,18 @@ def read(
         real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
     )
+
+
+def refuse_intervals(plan: RelationExpr) -> None:
+    """Interval result columns are computed only by a read evaluated here (a constant SELECT, or
+    one mapping, filtering or projecting one object): dataflows do not carry them yet."""
+    for c in plan.desc.columns:
+        if c.type.kind is ScalarKind.INTERVAL:
+            raise FeatureNotSupported(
+                f"column {c.name!r} is an interval: interval result columns are computed only "
+                "by a SELECT of constants or of one table, view or source (mapped, filtered, "
+                "projected), not by a dataflow yet"
+            )
 
 
 def _linear_over_get(plan: RelationExpr) -> Get | None:
@@ -132,7 +140,10 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
     their SQL names, applied to a read's rows."""
     width = stmt.width
     if stmt.order_by or stmt.offset or stmt.limit is not None:
-        rows: list[Row] = [tuple(r.values()) for r in table.to_pylist()]
+        rows: list[Row] = [
+            tuple(interval_datum(v) for v in r.values())  # type: ignore[misc]
+            for r in table.to_pylist()
+        ]
         if stmt.order_by:
             orders = stmt.order_by
 
@@ -143,8 +154,6 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
         end = None if stmt.limit is None else stmt.offset + stmt.limit
         rows = rows[stmt.offset : end]
         schema = data_schema(desc)
-        table = pa.Table.from_pylist(
-            [dict(zip(desc.names, r, strict=True)) for r in rows], schema=schema
-        )
+        table = pa.Table.from_pylist(arrow_rows(desc, rows), schema=schema)
     table = table.select(list(range(width)))
     return table.rename_columns(list(stmt.names))

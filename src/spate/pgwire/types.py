@@ -14,6 +14,7 @@ bytes              bytea               17
 date               date                1082
 timestamp          timestamp           1114
 jsonb              jsonb               3802
+interval           interval            1186
 =================  ==================  =====
 
 Other Arrow types (the catalog's relations, computed columns) map the usual way: int32 is
@@ -40,6 +41,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from spate.errors import UsageError
+from spate.repr.interval import Interval
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]
@@ -166,6 +168,10 @@ def _t_interval(v: Any) -> bytes:
     return clock.encode()
 
 
+def _t_month_day_nano(v: Any) -> bytes:
+    return Interval(v.months, v.days, v.nanoseconds // 1000).text().encode()
+
+
 def _t_json(v: Any) -> bytes:
     return (v if isinstance(v, str) else json.dumps(v)).encode()
 
@@ -262,6 +268,10 @@ def _b_interval(v: Any) -> bytes:
     return _B8.pack(td.seconds * 1_000_000 + td.microseconds) + _B4.pack(td.days) + _B4.pack(0)
 
 
+def _b_month_day_nano(v: Any) -> bytes:
+    return _B8.pack(v.nanoseconds // 1000) + _B4.pack(v.days) + _B4.pack(v.months)
+
+
 def numeric_binary(v: Decimal | int) -> bytes:
     """PostgreSQL's numeric wire format: ndigits, weight, sign, dscale, base-10000 digits."""
     d = Decimal(v)
@@ -335,6 +345,11 @@ TIMESTAMPTZ: Final = PgType(
     1184, "timestamptz", 8, _t_timestamptz, _b_timestamptz, 1185, category="D"
 )
 INTERVAL: Final = PgType(1186, "interval", 16, _t_interval, _b_interval, 1187, category="T")
+INTERVAL_MDN: Final = PgType(
+    1186, "interval", 16, _t_month_day_nano, _b_month_day_nano, 1187, category="T"
+)
+"""spate's interval result columns (Arrow ``month_day_nano_interval``: months, days and
+nanoseconds, whole microseconds), printed as PostgreSQL prints intervals."""
 NUMERIC: Final = PgType(1700, "numeric", -1, _t_numeric, _b_numeric, 1231, category="N")
 JSONB: Final = PgType(3802, "jsonb", -1, _t_json, _b_jsonb, 3807)
 UNKNOWN: Final = PgType(705, "unknown", -2, _t_str, _b_str)
@@ -412,6 +427,8 @@ def for_arrow(t: pa.DataType, spate_type: bytes | None = None) -> PgType:
         return TIMESTAMPTZ if t.tz is not None else TIMESTAMP
     if pa.types.is_duration(t):
         return INTERVAL
+    if t == pa.month_day_nano_interval():
+        return INTERVAL_MDN
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         elem = for_arrow(t.value_type)
         if elem.array_oid in ARRAYS:

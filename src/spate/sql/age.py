@@ -23,6 +23,7 @@ from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
     CallUnary,
+    CallVariadic,
     Case,
     DateTrunc,
     Extract,
@@ -30,6 +31,7 @@ from spate.plan.expr import (
     ScalarExpr,
     TimeUnit,
     UnaryFunc,
+    VariadicFunc,
 )
 from spate.repr.types import BOOL, INT64, TIMESTAMP
 from spate.sql.binding import BinderBase, Typed
@@ -61,8 +63,11 @@ def age(b: BinderBase, node: exp.Expression) -> Typed:
         raise b.err(UndefinedFunction, "function age takes one or two timestamps", node)
     forward = _age_ms(later, earlier)
     backward = CallUnary(UnaryFunc.NEG, _age_ms(earlier, later))
-    value = Case(((CallBinary(BinaryFunc.GE, later, earlier), forward),), backward)
-    return Typed(value, PgType("interval", None))
+    ahead = CallBinary(BinaryFunc.GE, later, earlier)
+    value = Case(((ahead, forward),), backward)
+    fields = zip(_age_fields(later, earlier, _US), _age_fields(earlier, later, _US), strict=True)
+    parts = tuple(Case(((ahead, f),), CallUnary(UnaryFunc.NEG, b)) for f, b in fields)
+    return Typed(value, PgType("interval", None), interval_parts=parts)  # type: ignore[arg-type]
 
 
 def _timestamp(b: BinderBase, node: exp.Expression) -> ScalarExpr:
@@ -83,20 +88,35 @@ def _op(f: BinaryFunc, a: ScalarExpr, c: ScalarExpr) -> ScalarExpr:
 
 
 def _age_ms(a: ScalarExpr, e: ScalarExpr) -> ScalarExpr:
-    """``age(a, e)`` in milliseconds for ``a >= e`` (the borrows of PostgreSQL's
-    ``timestamp_age``; the month's length is that of ``e``'s month)."""
+    """``age(a, e)`` in milliseconds for ``a >= e``, a month counted as 30 days."""
+    months, days, time = _age_fields(a, e, _MS)
+    whole_days = _op(BinaryFunc.ADD, _op(BinaryFunc.MUL, months, _i(30)), days)
+    return _op(BinaryFunc.ADD, _op(BinaryFunc.MUL, whole_days, _i(_DAY_MS)), time)
+
+
+_MS, _US = 1, 1000
+
+
+def _age_fields(
+    a: ScalarExpr, e: ScalarExpr, unit: int
+) -> tuple[ScalarExpr, ScalarExpr, ScalarExpr]:
+    """``age(a, e)`` for ``a >= e``: months, days and the time (in milliseconds, or in
+    microseconds with ``unit`` ``_US``), with the borrows of PostgreSQL's ``timestamp_age``
+    (the month's length is that of ``e``'s month)."""
     add, sub, mul = BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL
 
     def time_of_day(x: ScalarExpr) -> ScalarExpr:
-        midnight = CallUnary(UnaryFunc.EPOCH_MS, DateTrunc(TimeUnit.DAY, x))
-        return _op(sub, CallUnary(UnaryFunc.EPOCH_MS, x), midnight)
+        midnight = DateTrunc(TimeUnit.DAY, x)
+        if unit == _US:
+            return CallVariadic(VariadicFunc.TIMESTAMP_DIFF_US, (x, midnight))
+        return _op(sub, CallUnary(UnaryFunc.EPOCH_MS, x), CallUnary(UnaryFunc.EPOCH_MS, midnight))
 
     def field(unit: TimeUnit, x: ScalarExpr) -> ScalarExpr:
         return Extract(unit, x)
 
     time = _op(sub, time_of_day(a), time_of_day(e))
     borrow_day = _op(BinaryFunc.LT, time, _i(0))
-    time = Case(((borrow_day, _op(add, time, _i(_DAY_MS))),), time)
+    time = Case(((borrow_day, _op(add, time, _i(_DAY_MS * unit))),), time)
     days = _op(sub, field(TimeUnit.DAY, a), field(TimeUnit.DAY, e))
     days = Case(((borrow_day, _op(sub, days, _i(1))),), days)
     month_days = _days_in_month(field(TimeUnit.YEAR, e), field(TimeUnit.MONTH, e))
@@ -114,8 +134,7 @@ def _age_ms(a: ScalarExpr, e: ScalarExpr) -> ScalarExpr:
         _op(sub, field(TimeUnit.MONTH, a), field(TimeUnit.MONTH, e)),
     )
     months = _op(sub, months, borrowed)
-    whole_days = _op(add, _op(mul, months, _i(30)), days)
-    return _op(add, _op(mul, whole_days, _i(_DAY_MS)), time)
+    return months, days, time
 
 
 def _days_in_month(year: ScalarExpr, month: ScalarExpr) -> ScalarExpr:

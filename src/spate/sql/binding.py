@@ -61,6 +61,9 @@ class Typed:
     interval_ms: int | None = None
     interval_months: int = 0
     """The months of an interval constant (added before its ``interval_ms``)."""
+    interval_parts: tuple[ScalarExpr, ScalarExpr, ScalarExpr] | None = None
+    """An interval's months, days and microseconds (int64 expressions) as PostgreSQL splits
+    them, for a result column (``expr`` is what comparisons and time arithmetic use)."""
 
 
 Override = Callable[[exp.Expression], "Typed | None"]
@@ -178,6 +181,12 @@ class BinderBase:
             return Typed(Literal(value, target.scalar), target)
         if t.type == target:
             return t
+        if t.type.name == "interval" and target.name != "interval":
+            raise self.err(
+                DatatypeMismatch,
+                f"cannot convert interval to {display_name(target)}",
+                node,
+            )
         if not explicit and not can_implicit(t.type, target):
             raise self.err(
                 DatatypeMismatch,

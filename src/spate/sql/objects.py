@@ -9,6 +9,7 @@ from sqlglot.tokenizer_core import TokenType
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
+from spate.sql.checks import refuse_interval_results
 from spate.sql.errors import (
     DependentObjects,
     DuplicateColumn,
@@ -200,7 +201,9 @@ def _view_plan(
             position=p.src.start + 1,
             text=p.src.text,
         )
-    return rename(out.rel.expr, names), names
+    plan = rename(out.rel.expr, names)
+    refuse_interval_results(plan, "a view", p.src.text)
+    return plan, names
 
 
 def _create_index(p: StatementPlanner) -> st.CreateIndex:

@@ -18,7 +18,7 @@ from spate.plan.expr import (
     VariadicFunc,
 )
 from spate.plan.numeric_division import division_scale
-from spate.repr.types import BOOL, FLOAT64, INT64, TIMESTAMP, ScalarType, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, INTERVAL, TIMESTAMP, ScalarType, numeric
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.checks import checked_division, int_range
 from spate.sql.errors import (
@@ -127,11 +127,12 @@ class OperatorBinding(BinderBase):
         return out
 
     def interval_ms(self, t: Typed, node: exp.Expression) -> ScalarExpr:
+        """An interval operand as int64 milliseconds (a constant or ``timestamp - timestamp``)."""
+        self.refuse_interval_column(t, node)
         if t.interval_months:
             raise self.err(
                 FeatureNotSupported, "comparing intervals of months is not supported", node
             )
-        """An interval operand as int64 milliseconds (a constant or ``timestamp - timestamp``)."""
         if t.interval_ms is not None:
             return Literal(t.interval_ms, INT64)
         if t.type.name == "interval":
@@ -273,7 +274,10 @@ class OperatorBinding(BinderBase):
                     node,
                 )
             ms = CallBinary(BinaryFunc.MUL, Literal(iv.interval_ms, INT64), count.expr)
-            return Typed(ms, PgType("interval", None))
+            parts = None
+            if iv.interval_parts is not None:
+                parts = tuple(CallBinary(BinaryFunc.MUL, p, count.expr) for p in iv.interval_parts)
+            return Typed(ms, PgType("interval", None), interval_parts=parts)  # type: ignore[arg-type]
         if (
             left.interval_ms is not None
             or right.interval_ms is not None
@@ -360,8 +364,20 @@ class OperatorBinding(BinderBase):
             a, b = (
                 x.expr if x.type.name != "date" else Cast(x.expr, TIMESTAMP) for x in (left, right)
             )
-            # an interval, carried as int64 milliseconds: comparable with interval constants
-            return Typed(CallBinary(BinaryFunc.TIMESTAMP_DIFF_MS, a, b), PgType("interval", None))
+            # an interval, carried as int64 milliseconds: comparable with interval constants;
+            # as a result column, whole days and the time (PostgreSQL's interval_justify_hours)
+            us = CallVariadic(VariadicFunc.TIMESTAMP_DIFF_US, (a, b))
+            day = Literal(86_400_000_000, INT64)
+            parts = (
+                Literal(0, INT64),
+                CallBinary(BinaryFunc.DIV, us, day),
+                CallBinary(BinaryFunc.MOD, us, day),
+            )
+            return Typed(
+                CallBinary(BinaryFunc.TIMESTAMP_DIFF_MS, a, b),
+                PgType("interval", None),
+                interval_parts=parts,
+            )
         raise self.err(
             UndefinedFunction,
             f"operator does not exist: {display_name(left.type)} {_SYMBOL[op]} "
@@ -369,7 +385,19 @@ class OperatorBinding(BinderBase):
             node,
         )
 
+    def refuse_interval_column(self, t: Typed, node: exp.Expression) -> None:
+        if t.type.scalar is INTERVAL:
+            raise self.err(
+                FeatureNotSupported,
+                "an interval column of a subquery can only be selected (not compared or "
+                "computed with)",
+                node,
+            )
+
     def time_arith(self, node: exp.Expression, op: BinaryFunc, left: Typed, right: Typed) -> Typed:
+        for t, n in ((left, node.this), (right, node.expression)):
+            self.refuse_interval_column(t, n)
+
         def is_interval(t: Typed) -> bool:
             return t.interval_ms is not None or t.type.name == "interval"
 

@@ -42,13 +42,12 @@ from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
 from spate.sql.functions import BUILTINS
 from spate.sql.operators import _ARITH, _VARIADIC, COMPARISON_OPS, OperatorBinding
 from spate.sql.parse import position
-from spate.sql.temporal import TemporalBinding, parse_interval, parse_interval_parts
+from spate.sql.temporal import TemporalBinding, interval_constant, parse_interval
 from spate.sql.types import (
     FLOAT8,
     INT4,
     INT8,
     PG_BOOL,
-    PG_INTERVAL,
     PG_TEXT,
     UNKNOWN,
     PgType,
@@ -110,10 +109,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         if target.name == "interval":
             inner = node.this
             if isinstance(inner, exp.Literal) and inner.is_string:
-                months, ms = parse_interval_parts(str(inner.this), node, self)
-                return Typed(
-                    Literal(None, INT64), PG_INTERVAL, interval_ms=ms, interval_months=months
-                )
+                return interval_constant(str(inner.this), node, self)
             raise self.err(FeatureNotSupported, "interval values are only constants", node)
         t = self._bind(node.this)
         to = node.args["to"]

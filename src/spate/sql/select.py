@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from spate.plan.expr import ColumnRef, ScalarExpr
+from spate.plan.expr import CallVariadic, ColumnRef, ScalarExpr, VariadicFunc
 from spate.plan.relation import Distinct, Map, TopK
+from spate.repr.types import INTERVAL
 from spate.sql.aggregates import aggregate, find_aggregates, is_aggregate, strip_alias
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -25,11 +26,25 @@ from spate.sql.parse import position
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.scalar import Typed
 from spate.sql.scope import Col, Scope, project, unique_names
-from spate.sql.types import PG_TEXT, UNKNOWN, PgType
+from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, UNKNOWN, PgType
 
 
 def has_subquery(node: exp.Expression) -> bool:
     return any(isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) for n in node.walk())
+
+
+def interval_column(qp: QueryPlanner, t: Typed, s: exp.Expression) -> Typed:
+    """An interval result column: its months, days and microseconds as PostgreSQL splits them
+    (an interval value; a column of a subquery stays one)."""
+    if t.type.scalar is INTERVAL:
+        return t
+    if t.interval_parts is None:
+        raise qp.err(
+            FeatureNotSupported,
+            f"column {output_name(s)!r}: this interval expression cannot be a result column",
+            s,
+        )
+    return Typed(CallVariadic(VariadicFunc.MAKE_INTERVAL, t.interval_parts), PG_INTERVAL_VALUE)
 
 
 def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Output:
@@ -101,7 +116,9 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         if t.type.name == "unknown":
             literals[len(names)] = t.raw
             t = qp.binder(rel.scope).coerce(t, PG_TEXT, s)
-        if t.interval_ms is not None or t.type.scalar is None or t.type.name == "interval":
+        if t.type.name == "interval":
+            t = interval_column(qp, t, s)
+        elif t.type.scalar is None:
             raise qp.err(FeatureNotSupported, f"a {t.type} column is not supported", s)
         names.append(output_name(s))
         types.append(t.type)

@@ -16,8 +16,10 @@ text, varchar(n), char varying             text
 boolean, date, timestamp, jsonb, bytea     bool, date, timestamp,
                                            jsonb, bytes
 timestamptz                                timestamp                   UTC wall clock
-interval                                   (none)                      only as an operand of
-                                                                       time arithmetic
+interval                                   (none), interval            an operand of time
+                                                                       arithmetic; a result
+                                                                       column (months, days,
+                                                                       microseconds)
 =========================================  ==========================  ==========================
 
 Implicit conversions and the common type of UNION, CASE, COALESCE, VALUES… follow PostgreSQL's
@@ -35,6 +37,7 @@ from spate.repr.types import (
     DATE,
     FLOAT64,
     INT64,
+    INTERVAL,
     JSONB,
     TEXT,
     TIMESTAMP,
@@ -81,6 +84,8 @@ PG_DATE: Final = PgType("date", DATE)
 PG_TIMESTAMP: Final = PgType("timestamp", TIMESTAMP)
 PG_TIMESTAMPTZ: Final = PgType("timestamptz", TIMESTAMP)
 PG_INTERVAL: Final = PgType("interval", None)
+PG_INTERVAL_VALUE: Final = PgType("interval", INTERVAL)
+"""An interval result column (a computed interval is int64 milliseconds inside expressions)."""
 PG_JSONB: Final = PgType("jsonb", JSONB)
 PG_BYTEA: Final = PgType("bytea", BYTES)
 UNKNOWN: Final = PgType("unknown", None)
