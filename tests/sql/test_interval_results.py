@@ -195,3 +195,38 @@ def test_tables_and_plans_with_interval_columns_are_refused(env: Environment) ->
     )
     with pytest.raises(InvalidArgumentValue, match="column 'd' of the plan is an interval"):
         env.create_view("v", plan)
+
+
+def test_interval_results_over_a_dataflow_match_postgres(
+    tmp_path: Path, postgres_url: str, seed: int
+) -> None:
+    """A join and a grouping run as a dataflow; the intervals computed over their result (the
+    maps above them) are computed in process."""
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    rows = [(i % 7, _stamp(rng), _stamp(rng), rng.randint(-50, 50)) for i in range(40)]
+    queries = [
+        "SELECT x.id, x.a - y.b AS d, age(x.a, y.b) FROM t x JOIN t y ON x.k = y.k "
+        "WHERE x.id < 3 ORDER BY d, 1",
+        "SELECT id, max(a) - min(b), interval '1 day 3 hours' * count(*) FROM t GROUP BY id "
+        "ORDER BY id",
+    ]
+    schema = f"spate_interval_df_{seed}"
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("CREATE TABLE t (id bigint, a timestamp, b timestamp, k bigint)")  # type: ignore[attr-defined]
+        env.insert("t", rows)
+        with psycopg.connect(postgres_url, autocommit=True) as pg:
+            pg.execute(f"CREATE SCHEMA {schema}")
+            try:
+                pg.execute(f"SET search_path = {schema}")
+                pg.execute("SET IntervalStyle = postgres")
+                pg.execute("CREATE TABLE t (id bigint, a timestamp, b timestamp, k bigint)")
+                with pg.cursor() as cur:
+                    cur.executemany("INSERT INTO t VALUES (%s, %s, %s, %s)", rows)
+                pg.adapters.register_loader("interval", _RawText)
+                for q in queries:
+                    want = [tuple(r) for r in pg.execute(q).fetchall()]
+                    assert _texts(env.sql(q)) == want, q  # type: ignore[attr-defined]
+            finally:
+                pg.execute(f"DROP SCHEMA {schema} CASCADE")

@@ -7,6 +7,7 @@ filter or project one object (read without a dataflow)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from spate.environment.lookup import is_index_lookup
 from spate.environment.reads import check_isolation
 from spate.environment.sql_state import Session
 from spate.errors import EvalError, EvaluationFailed
+from spate.ids import GlobalId
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
@@ -63,6 +65,18 @@ def read(
             raise EvaluationFailed.of(f"reading {name}", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
         return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
+    split = _interval_top(plan)
+    if split is not None:
+        # interval result columns computed over a dataflow's result: the dataflow computes
+        # what is under them, and the maps, filters and projections above it run here
+        top, inner = split
+        contents = Counter(table_rows(read(env, inner, session, as_of)))
+        try:
+            counts = evaluate(top, {_HERE: contents}, env.runtime.oracle.read_ts())
+        except EvalError as e:
+            raise EvaluationFailed.of("query", e) from None
+        rows = [r for r, n in counts.items() for _ in range(n)]
+        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
     refuse_intervals(plan)
     target: Any = plan
     if isinstance(plan, Get):
@@ -78,15 +92,44 @@ def read(
 
 
 def refuse_intervals(plan: RelationExpr) -> None:
-    """Interval result columns are computed only by a read evaluated here (a constant SELECT, or
-    one mapping, filtering or projecting one object): dataflows do not carry them yet."""
+    """Interval result columns are computed only here, by the maps, filters and projections at
+    the top of a read: dataflows do not carry them yet."""
     for c in plan.desc.columns:
         if c.type.kind is ScalarKind.INTERVAL:
             raise FeatureNotSupported(
                 f"column {c.name!r} is an interval: interval result columns are computed only "
-                "by a SELECT of constants or of one table, view or source (mapped, filtered, "
-                "projected), not by a dataflow yet"
+                "at the end of a query (not under DISTINCT, UNION, grouping or a join), not by "
+                "a dataflow yet"
             )
+
+
+_HERE = GlobalId.transient(2**63 - 1)
+"""The input of the part of a read evaluated here, over what a dataflow computed."""
+
+
+def _has_interval(desc: RelationDesc) -> bool:
+    return any(c.type.kind is ScalarKind.INTERVAL for c in desc.columns)
+
+
+def _interval_top(plan: RelationExpr) -> tuple[RelationExpr, RelationExpr] | None:
+    """For a plan with interval result columns made by a chain of ``Map``/``Filter``/``Project``
+    (no temporal filter) over a plan without intervals: the chain, reading ``_HERE``, and that
+    plan; else ``None``."""
+    if not _has_interval(plan.desc):
+        return None
+    chain: list[Map | Filter | Project] = []
+    node = plan
+    while isinstance(node, (Map, Filter, Project)) and _has_interval(node.desc):
+        if isinstance(node, Filter) and node.is_temporal():
+            return None
+        chain.append(node)
+        node = node.input
+    if _has_interval(node.desc):
+        return None
+    top: RelationExpr = Get(_HERE, node.desc)
+    for above in reversed(chain):
+        top = dataclasses.replace(above, input=top)
+    return top, node
 
 
 def _linear_over_get(plan: RelationExpr) -> Get | None:
