@@ -29,6 +29,7 @@ from spate.plan.expr import (
     VariadicFunc,
 )
 from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, numeric
+from spate.sql.checks import strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -248,7 +249,13 @@ class BinderBase:
             except SqlError as e:
                 raise e.located(position(node), self.text) from None
             return Typed(Literal(value, target.scalar), target)
-        return Typed(Cast(t.expr, target.scalar), target)
+        cast = Cast(t.expr, target.scalar)
+        if not explicit and target.scalar.kind is ScalarKind.NUMERIC and t.type.scalar is not None:
+            # An implicit conversion to a numeric of fewer integer digits (a common type capped
+            # at 38 digits) fails with 22003 where the value does not fit, never gives NULL.
+            checked = strict_cast(cast, t.expr, t.type.scalar, target.scalar, "numeric")
+            return Typed(checked, target)
+        return Typed(cast, target)
 
     def unify(
         self, items: list[tuple[Typed, exp.Expression]], what: str

@@ -92,8 +92,32 @@ class OperatorBinding(BinderBase):
                 self.interval_ms(x, n) for x, n in ((left, node.this), (right, node.expression))
             )
             return Typed(CallBinary(f, a, b), PG_BOOL)
-        (left, right), _ = self.operands(left, right, node, "=")
+        exact = self.exact_numeric_operands(left, right, node)
+        if exact is not None:
+            left, right = exact
+        else:
+            (left, right), _ = self.operands(left, right, node, "=")
         return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
+
+    def exact_numeric_operands(
+        self, left: Typed, right: Typed, node: exp.Expression
+    ) -> tuple[Typed, Typed] | None:
+        """Operands of a comparison of two numerics of different types (or a numeric and an
+        integer), each kept in its own type: PostgreSQL compares them exactly, and the common
+        ``numeric(p,s)`` of at most 38 digits may hold neither (``numeric(38,0)`` against
+        ``numeric(38,10)``), where a cast would give NULL. An integer operand becomes the
+        ``numeric(19,0)`` that holds every int64. ``None``: not such a pair."""
+        names = (left.type.name, right.type.name)
+        if "numeric" not in names or left.type == right.type:
+            return None
+        if not all(t.type.name == "numeric" or t.type.is_integer for t in (left, right)):
+            return None
+        whole = pg_numeric(numeric(19, 0))
+        out = [
+            t if t.type.name == "numeric" else self.coerce(t, whole, n)
+            for t, n in ((left, node.this), (right, node.expression))
+        ]
+        return out[0], out[1]
 
     def _row_comparison(self, node: exp.Expression) -> exp.Expression:
         """``(a, b) op (c, d)`` as PostgreSQL compares rows, spelled with scalar comparisons:
@@ -170,7 +194,11 @@ class OperatorBinding(BinderBase):
 
     def null_safe(self, node: exp.Expression) -> Typed:
         left, right = self._bind(node.this), self._bind(node.expression)
-        (left, right), _ = self.operands(left, right, node, "IS DISTINCT FROM")
+        exact = self.exact_numeric_operands(left, right, node)
+        if exact is not None:
+            left, right = exact
+        else:
+            (left, right), _ = self.operands(left, right, node, "IS DISTINCT FROM")
         a, b = left.expr, right.expr
         a_null, b_null = CallUnary(UnaryFunc.IS_NULL, a), CallUnary(UnaryFunc.IS_NULL, b)
         distinct = Case(

@@ -48,7 +48,7 @@ def number_literal(text: str) -> tuple[Literal, PgType]:
     if "e" in text.lower():
         d = d.normalize()
         if d.as_tuple().exponent > 0:  # type: ignore[operator]
-            d = d.quantize(Decimal(1)) if abs(d) < Decimal(10) ** 38 else d
+            d = d.quantize(Decimal(1), context=_WIDE) if abs(d) < Decimal(10) ** 38 else d
     tup = d.as_tuple()
     assert isinstance(tup.exponent, int)
     scale = max(0, -tup.exponent)
