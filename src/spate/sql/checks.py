@@ -25,7 +25,7 @@ from spate.plan.expr import (
 )
 from spate.plan.infer import cast_can_fail
 from spate.plan.relation import Map, RelationExpr
-from spate.repr.types import INT64, TEXT, ScalarKind, ScalarType
+from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, ScalarType
 from spate.sql.errors import FeatureNotSupported
 from spate.sql.scope import project
 from spate.sql.values import zero_of
@@ -52,6 +52,42 @@ def checked_division(
         return value
     zero = CallBinary(BinaryFunc.EQ, divisor, Literal(zero_of(divisor_type), divisor_type))
     return Case(((zero, RaiseError(DIVISION_BY_ZERO, "division by zero", out)),), value)
+
+
+_FLOAT_MAX: Final = 1.7976931348623157e308
+
+
+def float_range(
+    op: BinaryFunc, value: ScalarExpr, a: ScalarExpr, b: ScalarExpr, out: ScalarType
+) -> ScalarExpr:
+    """``value`` (``a op b`` in double precision), failing as PostgreSQL's float8 arithmetic
+    does (22003): "overflow" where finite operands give an infinity, "underflow" where a
+    product of nonzero operands, or a quotient of a nonzero dividend by a finite divisor,
+    gives zero. Infinite and NaN operands pass through."""
+    if op not in (BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV):
+        return value
+    big = Literal(_FLOAT_MAX, FLOAT64)
+    zero = Literal(0.0, FLOAT64)
+
+    def both(x: ScalarExpr, y: ScalarExpr) -> ScalarExpr:
+        return CallBinary(BinaryFunc.AND, x, y)
+
+    def finite(x: ScalarExpr) -> ScalarExpr:
+        return CallBinary(BinaryFunc.LE, CallUnary(UnaryFunc.ABS, x), big)
+
+    def nonzero(x: ScalarExpr) -> ScalarExpr:
+        return CallBinary(BinaryFunc.NE, x, zero)
+
+    infinite = CallUnary(UnaryFunc.NOT, finite(value))
+    overflow = both(infinite, both(finite(a), finite(b)))  # finite operands give no NaN
+    cases: list[tuple[ScalarExpr, ScalarExpr]] = [
+        (overflow, RaiseError(OUT_OF_RANGE, "value out of range: overflow", out))
+    ]
+    if op in (BinaryFunc.MUL, BinaryFunc.DIV):
+        kept = both(nonzero(a), nonzero(b) if op is BinaryFunc.MUL else finite(b))
+        underflow = both(CallBinary(BinaryFunc.EQ, value, zero), kept)
+        cases.append((underflow, RaiseError(OUT_OF_RANGE, "value out of range: underflow", out)))
+    return Case(tuple(cases), value)
 
 
 _SPACE: Final = "[ \\t\\n\\r\\f]*"

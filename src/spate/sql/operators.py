@@ -20,7 +20,7 @@ from spate.plan.expr import (
 from spate.plan.numeric_division import division_scale
 from spate.repr.types import BOOL, FLOAT64, INT64, INTERVAL, TIMESTAMP, ScalarType, numeric
 from spate.sql.binding import BinderBase, Typed
-from spate.sql.checks import checked_division, int_range
+from spate.sql.checks import checked_division, float_range, int_range
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -346,7 +346,8 @@ class OperatorBinding(BinderBase):
         ):  # Spark's "/": fractional division
             a = Cast(left.expr, FLOAT64)
             b = Cast(right.expr, FLOAT64)
-            return Typed(checked_division(op, CallBinary(op, a, b), b, FLOAT64, FLOAT64), FLOAT8)
+            quotient = float_range(op, CallBinary(op, a, b), a, b, FLOAT64)
+            return Typed(checked_division(op, quotient, b, FLOAT64, FLOAT64), FLOAT8)
         if op is BinaryFunc.DIV and target.name == "numeric":
             # numeric division: exact, each quotient rounded as PostgreSQL rounds it
             assert left.type.scalar is not None and right.type.scalar is not None
@@ -362,6 +363,8 @@ class OperatorBinding(BinderBase):
             scale = ls + rs if op is BinaryFunc.MUL else max(ls, rs)
             out_type = pg_numeric(numeric(38, min(38, scale)))
         value: ScalarExpr = CallBinary(op, left.expr, right.expr)
+        if out_type.name == "float8":
+            value = float_range(op, value, left.expr, right.expr, FLOAT64)
         if out_type.scalar is not None and right.type.scalar is not None:
             value = checked_division(op, value, right.expr, right.type.scalar, out_type.scalar)
         if op is not BinaryFunc.MOD:
