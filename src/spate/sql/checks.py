@@ -35,6 +35,7 @@ INVALID_TEXT: Final = "22P02"
 OUT_OF_RANGE: Final = "22003"
 CARDINALITY: Final = "21000"
 INVALID_PARAMETER: Final = "22023"
+SUBSTRING_ERROR: Final = "22011"
 MORE_THAN_ONE_ROW: Final = "more than one row returned by a subquery used as an expression"
 
 

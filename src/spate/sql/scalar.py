@@ -24,6 +24,7 @@ from spate.plan.expr import (
     Case,
     ColumnRef,
     Literal,
+    RaiseError,
     ScalarExpr,
     UnaryFunc,
     VariadicFunc,
@@ -31,7 +32,7 @@ from spate.plan.expr import (
 )
 from spate.repr.types import BOOL, INT64, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
-from spate.sql.checks import int_range, strict_cast
+from spate.sql.checks import SUBSTRING_ERROR, int_range, strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -201,6 +202,11 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
                 # Spark: a negative length is an empty string (PostgreSQL: an error)
                 negative = CallBinary(BinaryFunc.LT, count, Literal(0, INT64))
                 count = Case(((negative, Literal(0, INT64)),), count)
+            else:
+                # PostgreSQL: a negative length is an error (22011), not NULL
+                negative = CallBinary(BinaryFunc.LT, count, Literal(0, INT64))
+                failed = RaiseError(SUBSTRING_ERROR, "negative substring length not allowed", INT64)
+                count = Case(((negative, failed),), count)
             args.append(count)
         return Typed(CallVariadic(VariadicFunc.SUBSTR, tuple(args)), PG_TEXT)
 
