@@ -28,10 +28,12 @@ from spate.plan.relation import Map, RelationExpr
 from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, ScalarType
 from spate.sql.errors import FeatureNotSupported
 from spate.sql.scope import project
-from spate.sql.values import zero_of
+from spate.sql.values import DATETIME_SHAPE, zero_of
 
 DIVISION_BY_ZERO: Final = "22012"
 INVALID_TEXT: Final = "22P02"
+INVALID_DATETIME: Final = "22007"
+DATETIME_FIELD: Final = "22008"
 OUT_OF_RANGE: Final = "22003"
 CARDINALITY: Final = "21000"
 INVALID_PARAMETER: Final = "22023"
@@ -137,7 +139,17 @@ def strict_cast(
     if syntax is not None:
         spelled = CallVariadic(VariadicFunc.REGEXP_LIKE, (source, Literal(syntax, TEXT)))
         cases.append((CallBinary(BinaryFunc.AND, failed, spelled), range_error))
-    invalid = RaiseError(INVALID_TEXT, f"invalid input syntax for type {name}", out)
+    invalid_code = INVALID_TEXT
+    if out.kind in (ScalarKind.DATE, ScalarKind.TIMESTAMP):
+        # PostgreSQL: text shaped as a date (and time) whose fields are out of range is 22008,
+        # any other text 22007
+        invalid_code = INVALID_DATETIME
+        shaped = CallVariadic(
+            VariadicFunc.REGEXP_LIKE, (source, Literal(f"^{_SPACE}{DATETIME_SHAPE}{_SPACE}$", TEXT))
+        )
+        field = RaiseError(DATETIME_FIELD, "date/time field value out of range", out)
+        cases.append((CallBinary(BinaryFunc.AND, failed, shaped), field))
+    invalid = RaiseError(invalid_code, f"invalid input syntax for type {name}", out)
     cases.append((failed, invalid))
     limit = INT_LIMITS.get(name) if out.kind is ScalarKind.INT64 else None
     if limit is not None:

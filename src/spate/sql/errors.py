@@ -126,6 +126,14 @@ class NumericOutOfRange(SqlError):
     sqlstate = "22003"
 
 
+class InvalidDatetimeFormat(SqlError):
+    sqlstate = "22007"
+
+
+class DatetimeFieldOverflow(SqlError):
+    sqlstate = "22008"
+
+
 class StringDataRightTruncation(SqlError):
     sqlstate = "22001"
 

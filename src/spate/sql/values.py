@@ -12,10 +12,17 @@ import json
 import math
 import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from typing import Final
 
 from spate.plan.expr import NAN, Literal, literal_type
 from spate.repr.types import FLOAT64, INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
-from spate.sql.errors import InvalidTextRepresentation, NumericOutOfRange
+from spate.sql.errors import (
+    DatetimeFieldOverflow,
+    InvalidDatetimeFormat,
+    InvalidTextRepresentation,
+    NumericOutOfRange,
+    SqlError,
+)
 from spate.sql.types import (
     DEFAULT_NUMERIC,
     FLOAT8,
@@ -58,6 +65,19 @@ def number_literal(text: str) -> tuple[Literal, PgType]:
         # beyond numeric(38): a double precision constant
         return Literal(float(d), FLOAT64), FLOAT8
     return Literal(d, t), pg_numeric(t)
+
+
+DATETIME_SHAPE: Final = (
+    r"[0-9]+[-/][0-9]{1,2}[-/][0-9]{1,2}([ T][0-9]{1,2}:[0-9]{1,2}(:[0-9]{1,2}(\.[0-9]*)?)?)?"
+)
+"""Text shaped as a date, or a date and a time (surrounding space aside): where it does not
+convert, a field is out of range (22008), not invalid input (22007), as in PostgreSQL."""
+
+
+def _bad_datetime(text: str, target: PgType) -> SqlError:
+    if re.fullmatch(DATETIME_SHAPE, text.strip()):
+        return DatetimeFieldOverflow(f'date/time field value out of range: "{text}"')
+    return InvalidDatetimeFormat(f'invalid input syntax for type {display_name(target)}: "{text}"')
 
 
 def convert_text(text: str, target: PgType) -> Datum:
@@ -115,12 +135,12 @@ def convert_text(text: str, target: PgType) -> Datum:
         try:
             return dt.date.fromisoformat(s)
         except ValueError:
-            raise bad from None
+            raise _bad_datetime(text, target) from None
     if k is ScalarKind.TIMESTAMP:
         try:
             stamp = dt.datetime.fromisoformat(s)
         except ValueError:
-            raise bad from None
+            raise _bad_datetime(text, target) from None
         if stamp.tzinfo is not None:
             stamp = stamp.astimezone(dt.UTC).replace(tzinfo=None)
         return stamp
