@@ -239,3 +239,41 @@ def test_a_failing_join_predicate_in_a_sql_view_fails_reads_until_retracted(
     assert "y=0" in str(caught.value), str(caught.value)
     env.sql("DELETE FROM b WHERE y = 0")
     assert rows() == want
+
+
+def test_an_overflowing_running_sum_in_a_view_fails_reads_until_the_row_is_deleted(
+    env: Environment,
+) -> None:
+    """A window aggregate that overflows is an error as data too: a running ``sum(x)`` of int64
+    passing 2**63 (it used to fail the view's dataflow for good)."""
+    big = 2**63 - 3
+    env.create_table("t", DESC)
+    env.insert("t", [(1, 5), (1, 2), (2, 7)])
+    running = env.get("t").window(["k"], order_by=["x"], total=sum_(col("x")))
+    env.create_materialized_view("running", running, cluster="c")
+    expected = [
+        {"k": 1, "x": 2, "total": 2},
+        {"k": 1, "x": 5, "total": 7},
+        {"k": 2, "x": 7, "total": 7},
+    ]
+
+    def rows() -> list[dict[str, object]]:
+        return sorted(env.select("running", cluster="c", timeout=120).to_pylist(), key=str)
+
+    assert rows() == sorted(expected, key=str)
+    env.insert("t", [(1, big)])  # k=1's running sum passes 2**63 - 1 at its last row
+    with pytest.raises(EvaluationFailed) as caught:
+        env.select("running", cluster="c", timeout=120)
+    text = str(caught.value)
+    assert "running" in text and "bigint out of range" in text, text
+    assert "sum(x)" in text and "k=1" in text, text  # the aggregate and a sample row
+    assert caught.value.sqlstate == "22003"
+    problem = _status_error(env, "running", present=True)
+    assert problem is not None and "bigint out of range" in problem
+    env.delete("t", [(1, big)])
+    assert rows() == sorted(expected, key=str)
+    assert _status_error(env, "running", present=False) is None
+    env.insert("t", [(2, 1)])  # and the view goes on being maintained
+    assert rows() == sorted(
+        [*expected[:2], {"k": 2, "x": 1, "total": 1}, {"k": 2, "x": 7, "total": 8}], key=str
+    )
