@@ -653,6 +653,9 @@ def test_edge_cases_match_reference_and_expected_values(exact_spark: SparkSessio
         (CallBinary(BinaryFunc.TIMESTAMP_DIFF_MS, lit(dt.datetime(1970, 1, 1)), col("ts")), -1609681506790),
         (CallBinary(BinaryFunc.TIMESTAMP_ADD_MS, col("ts"), lit(-1)), dt.datetime(2021, 1, 3, 13, 45, 6, 788500)),
         (CallBinary(BinaryFunc.DATE_ADD_DAYS, col("d"), lit(-3)), dt.date(2020, 12, 31)),
+        # a NULL date or timestamp moved by any offset is NULL, not a range error
+        (CallBinary(BinaryFunc.DATE_ADD_DAYS, lit(None, DATE), lit(INT64_MAX)), None),
+        (CallBinary(BinaryFunc.TIMESTAMP_ADD_MS, lit(None, TIMESTAMP), lit(-INT64_MAX)), None),
         (CallBinary(BinaryFunc.DATE_DIFF_DAYS, col("d"), lit(dt.date(2020, 12, 31))), 3),
         (col("ts").date_trunc("week"), dt.datetime(2020, 12, 28)),
         (col("d").date_trunc("week"), dt.date(2020, 12, 28)),

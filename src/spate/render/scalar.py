@@ -421,7 +421,10 @@ class _Compiler:
             case BinaryFunc.LIKE | BinaryFunc.ILIKE:
                 return self.like(f is BinaryFunc.ILIKE, a, right, b)
             case BinaryFunc.TIMESTAMP_ADD_MS | BinaryFunc.TIMESTAMP_SUB_MS:
-                too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_MS)
+                # a NULL timestamp gives NULL whatever the offset (no range error)
+                too_far = a.isNotNull() & (
+                    F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_MS)
+                )
                 ms = F.when(~too_far, b if f is BinaryFunc.TIMESTAMP_ADD_MS else -b)
                 shifted = F.timestamp_add("MILLISECOND", ms, a)
                 msg = f"timestamp out of range in {self.what(e)}"
@@ -434,7 +437,10 @@ class _Compiler:
                 return _floor_div(F.timestamp_diff("MICROSECOND", b, a), 1000)
             case BinaryFunc.DATE_ADD_DAYS:
                 msg = f"date out of range in {self.what(e)}"
-                too_far = F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_DAYS)
+                # a NULL date gives NULL whatever the offset (no range error)
+                too_far = a.isNotNull() & (
+                    F.abs(b.cast(T.DecimalType(20, 0))) > F.lit(_MAX_SPAN_DAYS)
+                )
                 moved = F.date_add(a, F.when(too_far, F.lit(0)).otherwise(b).cast("int"))
                 low, high = F.lit("0001-01-01").cast("date"), F.lit("9999-12-31").cast("date")
                 bad = too_far | (moved < low) | (moved > high)
