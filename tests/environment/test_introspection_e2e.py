@@ -60,7 +60,10 @@ def test_hydration_and_dataflow_statistics_per_replica(env: Environment) -> None
     assert env.select("t_mv").num_rows == 6
     stats = {r["name"]: r for r in _sql(env, "SELECT * FROM spate_catalog.dataflow_statistics")}
     assert stats.keys() == {"t_mv", "t_by_k"}
-    assert stats["t_mv"]["steps"] >= 1 and stats["t_mv"]["replica"] == "r1"
+    # the replica reports its counts about once a second: wait for the first report of a step
+    query = "SELECT steps, replica FROM spate_catalog.dataflow_statistics WHERE name = 't_mv'"
+    row = _poll(env, query, lambda r: (r["steps"] or 0) >= 1)
+    assert row["steps"] >= 1 and row["replica"] == "r1", row
 
 
 def _poll(env: Environment, query: str, ok: Any, seconds: float = 60) -> dict[str, Any]:
