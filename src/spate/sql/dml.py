@@ -23,12 +23,13 @@ from spate.plan.expr import (
     VariadicFunc,
 )
 from spate.plan.relation import Constant, Get, Map, RelationExpr
-from spate.repr.desc import Column
 from spate.repr.types import INT64, TEXT, Datum, ScalarKind
 from spate.sql import statements as st
-from spate.sql.checks import strict_cast
+from spate.sql.checks import int_range, strict_cast
+from spate.sql.declared import column_types
 from spate.sql.errors import (
     DuplicateColumn,
+    NumericOutOfRange,
     SqlError,
     StringDataRightTruncation,
     UndefinedColumn,
@@ -37,7 +38,7 @@ from spate.sql.parse import parse_sql, position
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Scope, project
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import PgType, display_name, from_scalar
+from spate.sql.types import PgType, display_name
 
 
 def plan_insert(p: StatementPlanner) -> st.Insert:
@@ -70,9 +71,8 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
     if source is None:
         raise p.unsupported("INSERT … DEFAULT VALUES is not supported")
     if isinstance(source, exp.Values):
-        rows = _literal_rows(
-            p, source, [desc.column(c) for c in columns], list(desc.names), columns
-        )
+        declared = dict(zip(desc.names, column_types(obj), strict=True))
+        rows = _literal_rows(p, source, [declared[c] for c in columns], list(desc.names), columns)
         if rows is not None:
             return st.Insert(p.src.sql, obj.name, tuple(fit_rows(rows, limits, desc.names)))
     out = p.qp.relation(source)
@@ -92,9 +92,10 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
         )
     binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect, today=p.qp.today)
     scalars: list[ScalarExpr] = []
+    declared = dict(zip(desc.names, column_types(obj), strict=True))
     for name in desc.names:
         col = desc.column(name)
-        want = from_scalar(col.type)
+        want = declared[name]
         if name in columns:
             i = columns.index(name)
             have = Typed(ColumnRef(i), out.types[i])
@@ -129,7 +130,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
 def _literal_rows(
     p: StatementPlanner,
     source: exp.Values,
-    targets: list[Column],
+    targets: list[PgType],
     names: list[str],
     columns: list[str],
 ) -> list[tuple[Datum, ...]] | None:
@@ -159,9 +160,13 @@ def _literal_rows(
             if isinstance(item, exp.Var) and item.name.upper() == "DEFAULT":
                 values[name] = None
                 continue
-            t = binder.coerce(binder.bind(item), from_scalar(col.type), item, explicit=True)
+            t = binder.coerce(binder.bind(item), col, item, explicit=True)
             if not isinstance(t.expr, Literal):
                 return None
+            if not isinstance(int_range(t.expr, col.name), Literal):  # integer, smallint
+                raise NumericOutOfRange(
+                    f"{display_name(col)} out of range", position=position(item), text=p.src.text
+                )
             values[name] = t.expr.value
         out.append(tuple(values.get(n) for n in names))
     return out
@@ -177,7 +182,10 @@ def plan_update(p: StatementPlanner) -> st.Update:
     assert obj.desc is not None and obj.id is not None
     desc = obj.desc
     alias = table.alias or table.name
-    scope = Scope([Col(c.name, alias, from_scalar(c.type)) for c in desc.columns], None, p.src.text)
+    types = column_types(obj)
+    scope = Scope(
+        [Col(c.name, alias, t) for c, t in zip(desc.columns, types, strict=True)], None, p.src.text
+    )
     plan: RelationExpr = Get(obj.id, desc)
     where = node.args.get("where")
     if where is not None:
@@ -202,9 +210,8 @@ def plan_update(p: StatementPlanner) -> st.Update:
                 position=position(assign.this),
                 text=p.src.text,
             )
-        col = desc.column(name)
         t = binder.bind(assign.expression)
-        value = assigned(binder, t, from_scalar(col.type), assign.expression, name)
+        value = assigned(binder, t, types[desc.names.index(name)], assign.expression, name)
         new[name] = fit_expr(value, varchar_limits(obj.create_sql).get(name))
     scalars = [new.get(c.name, ColumnRef(i)) for i, c in enumerate(desc.columns)]
     mapped = Map(plan, tuple(scalars))
@@ -278,6 +285,8 @@ def assigned(
     t = binder.coerce(have, want, node, explicit=True)
     src, out = have.type.scalar, want.scalar
     if src is None or out is None or t.expr is have.expr or have.type.name == "unknown":
+        if want.name in ("int4", "int2") and have.type.name != want.name:
+            return int_range(t.expr, want.name)  # an integer or smallint column's range
         return t.expr
     value = strict_cast(t.expr, have.expr, src, out, display_name(want))
     if out.kind is ScalarKind.NUMERIC and src.kind is ScalarKind.FLOAT64:
@@ -296,6 +305,8 @@ def assigned(
             ),
             value,
         )
+    if want.name in ("int4", "int2"):
+        value = int_range(value, want.name)  # an integer or smallint column's range
     return value
 
 

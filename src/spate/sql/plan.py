@@ -20,6 +20,7 @@ from spate.plan.relation import Filter, Get, Map, RelationExpr
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog, CatalogObject
 from spate.sql.checks import refuse_interval_results
+from spate.sql.declared import column_types
 from spate.sql.errors import (
     FeatureNotSupported,
     SqlError,
@@ -33,7 +34,6 @@ from spate.sql.query import QueryPlanner
 from spate.sql.scalar import ScalarBinder
 from spate.sql.scope import Col, Scope
 from spate.sql.select import plan_select
-from spate.sql.types import from_scalar
 
 _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
 
@@ -202,7 +202,12 @@ class _Planner:
         get = Get(obj.id, obj.desc)
         alias = table.alias or table.name
         scope = Scope(
-            [Col(c.name, alias, from_scalar(c.type)) for c in obj.desc.columns], None, self.src.text
+            [
+                Col(c.name, alias, t)
+                for c, t in zip(obj.desc.columns, column_types(obj), strict=True)
+            ],
+            None,
+            self.src.text,
         )
         plan: RelationExpr = get
         where = node.args.get("where")

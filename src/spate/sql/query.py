@@ -38,6 +38,7 @@ from spate.plan.relation import (
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import TEXT, Datum
 from spate.sql.catalog import Catalog
+from spate.sql.declared import column_types
 from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
@@ -326,7 +327,7 @@ class QueryPlanner:
             if not obj.readable or obj.id is None or obj.desc is None:
                 raise self.err(UndefinedTable, f'{obj.kind} "{name}" cannot be read', node)
             get = Get(obj.id, obj.desc)
-            types = [from_scalar(c.type) for c in obj.desc.columns]
+            types = column_types(obj)
             return self.named(get, types, list(obj.desc.names), alias or name, col_aliases)
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Func):
             func = node.this

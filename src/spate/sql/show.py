@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spate.sql import statements as st
+from spate.sql.declared import column_types
 from spate.sql.errors import UndefinedTable
 from spate.sql.statement_planner import StatementPlanner
 from spate.sql.types import display_name, from_scalar
@@ -52,8 +53,8 @@ def plan_show(p: StatementPlanner) -> st.Statement:
                 f'relation "{name}" does not exist', position=at + 1, text=p.src.text
             )
         rows = tuple(
-            (col.name, col.nullable, display_name(from_scalar(col.type)))
-            for col in obj.desc.columns
+            (col.name, col.nullable, display_name(t))
+            for col, t in zip(obj.desc.columns, column_types(obj), strict=True)
         )
         return st.Rows(p.src.sql, ("name", "nullable", "type"), rows)
     if c.accept("CREATE"):

@@ -1,0 +1,51 @@
+"""The PostgreSQL types a table's columns were declared with in SQL.
+
+spate stores ``integer`` and ``smallint`` columns as int64 (the IR has one integer kind), but
+PostgreSQL computes with them at 32 and 16 bits and refuses values outside their range. A table
+created in SQL keeps its ``CREATE TABLE`` text in the catalog; the planner reads the declared
+integer widths back from it, so a column reference is typed ``integer`` or ``smallint`` as in
+PostgreSQL (arithmetic checked by :func:`spate.sql.checks.int_range`, assignments range-checked).
+Tables made through the Python API, and every other object, have their stored types.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from spate.sql.catalog import CatalogObject
+from spate.sql.types import INT2, INT4, PgType, from_scalar
+
+_NARROW = {exp.DataType.Type.INT: INT4, exp.DataType.Type.SMALLINT: INT2}
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(create_sql: str) -> tuple[tuple[str, str], ...]:
+    try:
+        node = sqlglot.parse_one(create_sql, read="postgres")
+    except SqlglotError:
+        return ()
+    if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
+        return ()
+    out: list[tuple[str, str]] = []
+    for c in node.this.expressions:
+        kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
+        if isinstance(kind, exp.DataType) and kind.this in _NARROW:
+            out.append((c.name, _NARROW[kind.this].name))
+    return tuple(out)
+
+
+def column_types(obj: CatalogObject) -> list[PgType]:
+    """The PostgreSQL type of each column of ``obj`` (which must have a desc)."""
+    assert obj.desc is not None
+    narrow: dict[str, str] = {}
+    if obj.kind == "table" and obj.create_sql:
+        narrow = dict(_declared(obj.create_sql))
+    by_name = {INT4.name: INT4, INT2.name: INT2}
+    return [
+        by_name[narrow[c.name]] if c.name in narrow else from_scalar(c.type)
+        for c in obj.desc.columns
+    ]
