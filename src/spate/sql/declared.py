@@ -1,4 +1,5 @@
-"""The PostgreSQL types a table's columns were declared with in SQL.
+"""The PostgreSQL types a table's columns were declared with in SQL: narrow integers and
+``varchar(n)`` lengths, read back from the table's ``CREATE TABLE`` text.
 
 spate stores ``integer`` and ``smallint`` columns as int64 (the IR has one integer kind), but
 PostgreSQL computes with them at 32 and 16 bits and refuses values outside their range. A table
@@ -19,23 +20,40 @@ from sqlglot.errors import SqlglotError
 from spate.sql.catalog import CatalogObject
 from spate.sql.types import INT2, INT4, PgType, from_scalar
 
-_NARROW = {exp.DataType.Type.INT: INT4, exp.DataType.Type.SMALLINT: INT2}
+_NARROW = {exp.DataType.Type.INT: INT4.name, exp.DataType.Type.SMALLINT: INT2.name}
+_VARCHAR = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
 
 
 @functools.lru_cache(maxsize=256)
-def _declared(create_sql: str) -> tuple[tuple[str, str], ...]:
+def _declared(create_sql: str) -> tuple[tuple[str, str | None, int | None], ...]:
+    """Each column of a ``CREATE TABLE`` text: its name, ``int4``/``int2`` for a narrow
+    integer, and ``n`` for a ``varchar(n)`` (``None`` where not)."""
     try:
         node = sqlglot.parse_one(create_sql, read="postgres")
     except SqlglotError:
         return ()
     if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
         return ()
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str | None, int | None]] = []
     for c in node.this.expressions:
         kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
-        if isinstance(kind, exp.DataType) and kind.this in _NARROW:
-            out.append((c.name, _NARROW[kind.this].name))
+        if not isinstance(kind, exp.DataType):
+            continue
+        limit: int | None = None
+        if kind.this in _VARCHAR and kind.expressions:
+            try:
+                limit = int(kind.expressions[0].name)
+            except ValueError:
+                limit = None
+        out.append((c.name, _NARROW.get(kind.this), limit))
     return tuple(out)
+
+
+def varchar_limits(create_sql: str | None) -> dict[str, int]:
+    """The declared lengths of the ``varchar(n)`` columns of a table created in SQL."""
+    if not create_sql:
+        return {}
+    return {name: n for name, _, n in _declared(create_sql) if n is not None}
 
 
 def column_types(obj: CatalogObject) -> list[PgType]:
@@ -43,7 +61,7 @@ def column_types(obj: CatalogObject) -> list[PgType]:
     assert obj.desc is not None
     narrow: dict[str, str] = {}
     if obj.kind == "table" and obj.create_sql:
-        narrow = dict(_declared(obj.create_sql))
+        narrow = {name: t for name, t, _ in _declared(obj.create_sql) if t is not None}
     by_name = {INT4.name: INT4, INT2.name: INT2}
     return [
         by_name[narrow[c.name]] if c.name in narrow else from_scalar(c.type)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from spate.plan.expr import (
     BinaryFunc,
@@ -26,7 +23,7 @@ from spate.plan.relation import Constant, Get, Map, RelationExpr
 from spate.repr.types import INT64, TEXT, Datum, ScalarKind
 from spate.sql import statements as st
 from spate.sql.checks import int_range, strict_cast
-from spate.sql.declared import column_types
+from spate.sql.declared import column_types, varchar_limits
 from spate.sql.errors import (
     DuplicateColumn,
     NumericOutOfRange,
@@ -219,35 +216,6 @@ def plan_update(p: StatementPlanner) -> st.Update:
 
 
 # --- varchar(n) ----------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=256)
-def _limits(create_sql: str) -> tuple[tuple[str, int], ...]:
-    try:
-        node = sqlglot.parse_one(create_sql, read="postgres")
-    except SqlglotError:
-        return ()
-    schema = node.this
-    if not isinstance(schema, exp.Schema):
-        return ()
-    out: list[tuple[str, int]] = []
-    for c in schema.expressions:
-        kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
-        if (
-            isinstance(kind, exp.DataType)
-            and kind.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
-            and kind.expressions
-        ):
-            try:
-                out.append((c.name, int(kind.expressions[0].name)))
-            except ValueError:
-                continue
-    return tuple(out)
-
-
-def varchar_limits(create_sql: str | None) -> dict[str, int]:
-    """The declared lengths of the ``varchar(n)`` columns of a table created in SQL."""
-    return dict(_limits(create_sql)) if create_sql else {}
 
 
 def fit_varchar(value: Datum, n: int) -> Datum:
