@@ -345,7 +345,7 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         "updates_per_step": STEP_NEW + STEP_REPLACED,
         "seed": args.seed,
         "load_avg_start": os.getloadavg()[0],
-        "note": "2 shared cores under heavy load from other work: absolute times vary 2-3x",
+        "note": "2 shared cores: absolute times vary 2-3x with the load (load_avg_*)",
     }
     env.create_cluster("c", replicas=1)
     env.create_table("bids", BIDS)
