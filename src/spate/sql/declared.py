@@ -20,21 +20,21 @@ from sqlglot.errors import SqlglotError
 from spate.sql.catalog import CatalogObject
 from spate.sql.types import INT2, INT4, PgType, from_scalar
 
-_NARROW = {exp.DataType.Type.INT: INT4.name, exp.DataType.Type.SMALLINT: INT2.name}
+_NARROW = {exp.DataType.Type.INT: INT4, exp.DataType.Type.SMALLINT: INT2}
 _VARCHAR = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
 
 
 @functools.lru_cache(maxsize=256)
-def _declared(create_sql: str) -> tuple[tuple[str, str | None, int | None], ...]:
-    """Each column of a ``CREATE TABLE`` text: its name, ``int4``/``int2`` for a narrow
-    integer, and ``n`` for a ``varchar(n)`` (``None`` where not)."""
+def _declared(create_sql: str) -> tuple[tuple[str, PgType | None, int | None], ...]:
+    """Each column of a ``CREATE TABLE`` text: its name, ``integer``/``smallint`` for a
+    narrow integer, and ``n`` for a ``varchar(n)`` (``None`` where not)."""
     try:
         node = sqlglot.parse_one(create_sql, read="postgres")
     except SqlglotError:
         return ()
     if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
         return ()
-    out: list[tuple[str, str | None, int | None]] = []
+    out: list[tuple[str, PgType | None, int | None]] = []
     for c in node.this.expressions:
         kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
         if not isinstance(kind, exp.DataType):
@@ -59,11 +59,7 @@ def varchar_limits(create_sql: str | None) -> dict[str, int]:
 def column_types(obj: CatalogObject) -> list[PgType]:
     """The PostgreSQL type of each column of ``obj`` (which must have a desc)."""
     assert obj.desc is not None
-    narrow: dict[str, str] = {}
+    narrow: dict[str, PgType] = {}
     if obj.kind == "table" and obj.create_sql:
         narrow = {name: t for name, t, _ in _declared(obj.create_sql) if t is not None}
-    by_name = {INT4.name: INT4, INT2.name: INT2}
-    return [
-        by_name[narrow[c.name]] if c.name in narrow else from_scalar(c.type)
-        for c in obj.desc.columns
-    ]
+    return [narrow.get(c.name) or from_scalar(c.type) for c in obj.desc.columns]

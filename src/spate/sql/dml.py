@@ -52,6 +52,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
     assert obj.desc is not None
     desc = obj.desc
     limits = varchar_limits(obj.create_sql)
+    declared = dict(zip(desc.names, column_types(obj), strict=True))
     if columns is None:
         columns = list(desc.names)
     column_nodes = list(node.this.expressions) if isinstance(node.this, exp.Schema) else []
@@ -68,7 +69,6 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
     if source is None:
         raise p.unsupported("INSERT … DEFAULT VALUES is not supported")
     if isinstance(source, exp.Values):
-        declared = dict(zip(desc.names, column_types(obj), strict=True))
         rows = _literal_rows(p, source, [declared[c] for c in columns], list(desc.names), columns)
         if rows is not None:
             return st.Insert(p.src.sql, obj.name, tuple(fit_rows(rows, limits, desc.names)))
@@ -89,7 +89,6 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
         )
     binder = ScalarBinder(out.rel.scope, text=p.src.text, dialect=p.src.dialect, today=p.qp.today)
     scalars: list[ScalarExpr] = []
-    declared = dict(zip(desc.names, column_types(obj), strict=True))
     for name in desc.names:
         col = desc.column(name)
         want = declared[name]
@@ -252,28 +251,31 @@ def assigned(
     (spate's numeric has no such values; PostgreSQL keeps NaN)."""
     t = binder.coerce(have, want, node, explicit=True)
     src, out = have.type.scalar, want.scalar
-    if src is None or out is None or t.expr is have.expr or have.type.name == "unknown":
-        if want.name in ("int4", "int2") and have.type.name != want.name:
-            return int_range(t.expr, want.name)  # an integer or smallint column's range
-        return t.expr
-    value = strict_cast(t.expr, have.expr, src, out, display_name(want))
-    if out.kind is ScalarKind.NUMERIC and src.kind is ScalarKind.FLOAT64:
-        nan = CallBinary(BinaryFunc.EQ, have.expr, Literal(math.nan, src))
-        infinite = CallBinary(
-            BinaryFunc.OR,
-            CallBinary(BinaryFunc.EQ, have.expr, Literal(math.inf, src)),
-            CallBinary(BinaryFunc.EQ, have.expr, Literal(-math.inf, src)),
-        )
-        no_nan = f'column "{column}" is numeric, which cannot hold NaN in spate'
-        no_inf = f'column "{column}" is numeric, which cannot hold an infinite value'
-        value = Case(
-            (
-                (nan, RaiseError("0A000", no_nan, out)),
-                (infinite, RaiseError("22003", no_inf, out)),
-            ),
-            value,
-        )
-    if want.name in ("int4", "int2"):
+    value = t.expr
+    if (
+        src is not None
+        and out is not None
+        and value is not have.expr
+        and have.type.name != "unknown"
+    ):
+        value = strict_cast(value, have.expr, src, out, display_name(want))
+        if out.kind is ScalarKind.NUMERIC and src.kind is ScalarKind.FLOAT64:
+            nan = CallBinary(BinaryFunc.EQ, have.expr, Literal(math.nan, src))
+            infinite = CallBinary(
+                BinaryFunc.OR,
+                CallBinary(BinaryFunc.EQ, have.expr, Literal(math.inf, src)),
+                CallBinary(BinaryFunc.EQ, have.expr, Literal(-math.inf, src)),
+            )
+            no_nan = f'column "{column}" is numeric, which cannot hold NaN in spate'
+            no_inf = f'column "{column}" is numeric, which cannot hold an infinite value'
+            value = Case(
+                (
+                    (nan, RaiseError("0A000", no_nan, out)),
+                    (infinite, RaiseError("22003", no_inf, out)),
+                ),
+                value,
+            )
+    if have.type.name != want.name:
         value = int_range(value, want.name)  # an integer or smallint column's range
     return value
 

@@ -92,12 +92,19 @@ class OperatorBinding(BinderBase):
                 self.interval_ms(x, n) for x, n in ((left, node.this), (right, node.expression))
             )
             return Typed(CallBinary(f, a, b), PG_BOOL)
+        left, right = self.compared(left, right, node, "=")
+        return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
+
+    def compared(
+        self, left: Typed, right: Typed, node: exp.Expression, op: str
+    ) -> tuple[Typed, Typed]:
+        """The operands of a comparison: numerics of different types each in its own type
+        (:meth:`exact_numeric_operands`), anything else converted to one type."""
         exact = self.exact_numeric_operands(left, right, node)
         if exact is not None:
-            left, right = exact
-        else:
-            (left, right), _ = self.operands(left, right, node, "=")
-        return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
+            return exact
+        (left, right), _ = self.operands(left, right, node, op)
+        return left, right
 
     def exact_numeric_operands(
         self, left: Typed, right: Typed, node: exp.Expression
@@ -194,11 +201,7 @@ class OperatorBinding(BinderBase):
 
     def null_safe(self, node: exp.Expression) -> Typed:
         left, right = self._bind(node.this), self._bind(node.expression)
-        exact = self.exact_numeric_operands(left, right, node)
-        if exact is not None:
-            left, right = exact
-        else:
-            (left, right), _ = self.operands(left, right, node, "IS DISTINCT FROM")
+        left, right = self.compared(left, right, node, "IS DISTINCT FROM")
         a, b = left.expr, right.expr
         a_null, b_null = CallUnary(UnaryFunc.IS_NULL, a), CallUnary(UnaryFunc.IS_NULL, b)
         distinct = Case(
