@@ -105,6 +105,13 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
 }
 """Per function: the argument kinds of each signature, and the result type."""
 
+INT_RANGES: Final[dict[VariadicFunc, tuple[int, str]]] = {
+    V.INT4_RANGE: (1 << 31, "integer"),
+    V.INT2_RANGE: (1 << 15, "smallint"),
+}
+"""The narrow integer checks: ``bound`` and the type's name (its values lie in ``[-bound,
+bound)``; outside, the error ``<name> out of range``)."""
+
 CONSTANT_ARGS: Final[dict[VariadicFunc, int]] = {
     V.REGEXP_REPLACE: 2,
     V.REGEXP_REPLACE_ALL: 2,

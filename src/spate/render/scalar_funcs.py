@@ -28,6 +28,7 @@ from spate.plan.evaluation.values import fit_numeric
 from spate.plan.expr import Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
     DAYS,
+    INT_RANGES,
     MONTHS,
     REPEAT_LIMIT,
     parse_replacement,
@@ -104,9 +105,9 @@ def compile_fixed(
         case V.NUMERIC_SQRT | V.NUMERIC_EXP | V.NUMERIC_LN | V.NUMERIC_LOG | V.NUMERIC_POWER:
             return _numeric_math(f, a, types, what, check)
         case V.INT4_RANGE | V.INT2_RANGE:
-            bits, name = (32, "integer") if f is V.INT4_RANGE else (16, "smallint")
+            bound, name = INT_RANGES[f]
             x = a[0]
-            outside = (x < F.lit(-(1 << (bits - 1)))) | (x >= F.lit(1 << (bits - 1)))
+            outside = (x < F.lit(-bound)) | (x >= F.lit(bound))
             return check(x, (outside, "22003", f"{name} out of range"))
         case V.CBRT:
             return _canon(F.cbrt(a[0]))

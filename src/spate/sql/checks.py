@@ -23,6 +23,7 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
+from spate.plan.funcs import INT_RANGES
 from spate.plan.infer import cast_can_fail
 from spate.plan.relation import Map, RelationExpr
 from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, ScalarType
@@ -173,9 +174,9 @@ def int_range(value: ScalarExpr, type_name: str) -> ScalarExpr:
     if f is None:
         return value
     if isinstance(value, Literal):
-        bits = 32 if type_name == "int4" else 16
+        bound, _ = INT_RANGES[f]
         v = value.value
-        if v is None or (isinstance(v, int) and -(1 << (bits - 1)) <= v < 1 << (bits - 1)):
+        if v is None or (isinstance(v, int) and -bound <= v < bound):
             return value
     return CallVariadic(f, (value,))
 

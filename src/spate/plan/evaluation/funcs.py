@@ -20,6 +20,7 @@ from spate.plan.evaluation.values import check_int64, fit_numeric
 from spate.plan.expr import NAN, Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
     DAYS,
+    INT_RANGES,
     MONTHS,
     REPEAT_LIMIT,
     Piece,
@@ -128,8 +129,9 @@ def _float4(x: float, what: str) -> float:
     return _float(out)
 
 
-def _int_range(x: int, bits: int, name: str) -> int:
-    if not -(1 << (bits - 1)) <= x < 1 << (bits - 1):
+def _int_range(x: int, f: VariadicFunc) -> int:
+    bound, name = INT_RANGES[f]
+    if not -bound <= x < bound:
         raise EvalError(f"{name} out of range", sqlstate="22003")
     return x
 
@@ -333,8 +335,8 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.CBRT: lambda a, w: _cbrt(a[0]),
     V.FLOAT4: lambda a, w: _float4(a[0], w),
     V.FLOAT4_TEXT: lambda a, w: float_text(a[0], single=True),
-    V.INT4_RANGE: lambda a, w: _int_range(a[0], 32, "integer"),
-    V.INT2_RANGE: lambda a, w: _int_range(a[0], 16, "smallint"),
+    V.INT4_RANGE: lambda a, w: _int_range(a[0], V.INT4_RANGE),
+    V.INT2_RANGE: lambda a, w: _int_range(a[0], V.INT2_RANGE),
     V.EXP: lambda a, w: _exp(a[0], w),
     V.LN: lambda a, w: _log(a[0], math.log, w),
     V.LOG10: lambda a, w: _log(a[0], math.log10, w),
