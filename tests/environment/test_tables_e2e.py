@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from spate.environment.api import Environment
@@ -88,6 +89,39 @@ def test_reopen_restores_catalog_and_data(tmp_path: Path) -> None:
         assert rows(env, "bids") == Counter({(1, 10, "ann"): 1})
         assert env.insert("bids", [(3, 30, None)]).timestamp > acked
         assert sum(rows(env, "bids").values()) == 2
+
+
+def test_tables_written_here_are_never_read_back_and_read_once_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """Deletes and updates check their rows against what the environment itself wrote (an
+    Arrow insert included): no table is read back. After a restart each table is read once,
+    in the background, and a delete of a row that is not there is still refused."""
+    ints = RelationDesc.of(("id", INT64, False), ("price", INT64, False))
+    data = tmp_path / "data"
+    with Environment.open(data) as env:
+        env.create_table("bids", BIDS)
+        env.create_table("ints", ints)
+        env.insert("ints", pa.table({"id": list(range(1000)), "price": [7] * 1000}))
+        env.insert("bids", pa.table({"auction": [1, 2], "price": [10, 20], "who": ["a", None]}))
+        env.update("ints", [((5, 7), (5, 8))])
+        env.update("bids", [((1, 10, "a"), (1, 11, "a"))])
+        for name, row in [("ints", (5, 7)), ("bids", (1, 10, "a")), ("ints", (1000, 7))]:
+            with pytest.raises(RowsNotFound):
+                env.delete(name, [row])
+        assert env.delete("ints", [(5, 8), (6, 7)]).rows == 2
+        assert env.delete("bids", where={"auction": 2}).rows == 1
+        assert env.runtime.commits.reads == 0
+    with Environment.open(data) as env:
+        for name, row in [("ints", (5, 8)), ("bids", (2, 20, None))]:
+            with pytest.raises(RowsNotFound):
+                env.delete(name, [row])
+        env.update("ints", [((7, 7), (7, 9))])
+        assert env.delete("bids", [(1, 11, "a")]).rows == 1
+        assert env.runtime.commits.reads == 2
+        assert rows(env, "bids") == Counter()
+        assert sum(rows(env, "ints").values()) == 998
+        assert rows(env, "ints")[(7, 9)] == 1
 
 
 def test_offline_status_reads_without_fencing(tmp_path: Path) -> None:

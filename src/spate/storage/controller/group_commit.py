@@ -24,19 +24,21 @@ table's :class:`TableContents` — the contents as of every earlier write, inclu
 writes of the same group — and returns its changes, or raises to fail (alone). Nothing else
 writes in between, exactly as under a write lock.
 
-**The first read is an Arrow snapshot** (:mod:`.table_contents`): the rows a write names are
-looked up in it at once while every row becomes a Python object on a worker thread, so the
-first update of a large table costs a snapshot read and a join, not seconds of row objects. A
-table of integer columns stays in that form, indexed by row hash: its rows never become
-Python objects at all.
+**The committer keeps every table's contents** (:mod:`.table_contents`), as of the table's
+upper, and adds each change it commits: inserts as the Arrow tables they arrive as (an integer
+table's are indexed by row hash on a worker thread while the append is in flight), derived
+changes as rows. A table the committer sees at upper 0 starts empty, so a table created and
+written through it is **never read**: deletes and updates check their rows against the kept
+contents. A table it did not see from the start (after a restart) is read once, in the
+background, from its first group on: the read snapshot is added to the contents, which gather
+the group's writes meanwhile, and only a read-then-write waits for it. A text, date or
+timestamp table's rows are looked up in the Arrow form by a join until they are built into a
+``Counter`` on a worker thread, which starts at its first read-then-write.
 
-**The contents are kept, not re-read.** The committer is a table's only writer, so once it has
-read a table's contents (at the first read-then-write) it keeps them, as of the table's upper,
-and applies every change it commits to the table: later deletes and updates check their rows
-against the kept contents without reading the table. The kept contents are used only while the
-table's upper is the one they were kept at; a table written or advanced by anything else, an
-append that failed, or a group that failed drops them, and the next read-then-write reads the
-table again. (The cost is memory: the rows of each table that took a delete or update.)
+The kept contents are used only while the table's upper is the one they were kept at; a table
+written or advanced by anything else, an append that failed, or a read that failed drops them,
+and the table is read again (in the background). The cost is memory: every table's rows, as
+Arrow (and as an index of integer columns, or a ``Counter`` once built).
 
 Failure is per write: a write whose table was dropped, whose derive raised, or whose table's
 append failed gets that exception; the other writes of the group still commit. An error of the
@@ -56,8 +58,6 @@ import pyarrow as pa
 
 from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
-from spate.repr.arrow import table_to_rows
-from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
 from spate.storage.controller.errors import IdentifierMissing
@@ -97,6 +97,16 @@ class _Write:
     """The rows ``derive`` counts (looked up at once), ``None``: any."""
 
 
+@dataclass(eq=False)
+class _Kept:
+    """A table's contents as of its ``upper`` (module docs); ``loading``: the read of its
+    snapshot, still to be added to them."""
+
+    upper: int | None
+    contents: TableContents
+    loading: asyncio.Task[None] | None = None
+
+
 class GroupCommit:
     """The group committer of one storage controller's tables (module docs). Event-loop
     thread only; ``window_s`` delays each group to gather more writes (0: none)."""
@@ -108,7 +118,7 @@ class GroupCommit:
         self._timestamps = timestamps
         self._window_s = window_s
         self._queue: list[_Write] = []
-        self._kept: dict[GlobalId, tuple[int, TableContents]] = {}
+        self._kept: dict[GlobalId, _Kept] = {}
         """Contents of tables as of their upper then (module docs)."""
         self.reads = 0
         """Times a table's contents were read from persist (for tests and benchmarks)."""
@@ -140,7 +150,8 @@ class GroupCommit:
         for w in self._queue:
             w.done.cancel()
         self._queue = []
-        self._kept.clear()
+        for id in list(self._kept):
+            self._drop(id)
 
     def _future(self) -> asyncio.Future[int]:
         return asyncio.get_running_loop().create_future()
@@ -176,7 +187,7 @@ class GroupCommit:
                 writes.setdefault(w.id, []).append(w)
         live = set(self._table_ids())
         for id in [id for id in self._kept if id not in live]:
-            del self._kept[id]
+            self._drop(id)
         for id in [id for id in writes if id not in live]:
             for w in writes.pop(id):
                 _fail(w, IdentifierMissing(id, "table"))
@@ -186,22 +197,28 @@ class GroupCommit:
         ts = self._timestamps.write_ts()
         accepted: dict[GlobalId, list[_Write]] = {}
         commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
-        kept: dict[GlobalId, TableContents] = {}
+        kept: dict[GlobalId, _Kept] = {}
         for id in ids:
-            parts, accepted[id], contents = await self._table_changes(id, writes.get(id, []))
-            if contents is not None:
-                kept[id] = contents
+            kept[id] = self._take_kept(id)
+            parts, accepted[id] = await self._table_changes(id, kept[id], writes.get(id, []))
             updates: TableUpdates = []
             if parts:
                 table = pa.concat_tables([p.table for p in parts])
                 updates = ValidatedChanges(table).at(ts)
             commands.append((id, updates, Antichain.of(ts + 1)))
-        outcomes = await self._storage.tables.append_each(commands) if commands else []
+        # Index (or fold) what this group adds to each table's contents while it is written.
+        ready = [k.contents for k in kept.values() if k.loading is None]
+        appending = self._storage.tables.append_each(commands)
+        outcomes, prepared = await asyncio.gather(appending, asyncio.to_thread(_prepare, ready))
         failed: BaseException | None = None
         for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
             upper = None if isinstance(outcome, BaseException) else outcome.as_option()
-            if id in kept and upper == ts + 1:
-                self._kept[id] = (upper, kept[id])
+            loading = kept[id].loading
+            if upper == ts + 1 and (loading is not None or prepared[kept[id].contents]):
+                kept[id].upper = upper
+                self._kept[id] = kept[id]
+            elif loading is not None:
+                loading.cancel()
             if isinstance(outcome, BaseException):
                 failed = failed or outcome
                 _log.warning("table %s: group commit at %d failed: %s", id, ts, outcome)
@@ -224,56 +241,97 @@ class GroupCommit:
     def _upper(self, id: GlobalId) -> int | None:
         return self._storage.collection_frontiers(id).upper.as_option()
 
-    def _take_kept(self, id: GlobalId) -> TableContents | None:
-        """The kept contents of the table if they are as of its upper now (module docs); they
-        are kept again only once this group's append of the table commits."""
+    def _drop(self, id: GlobalId) -> None:
         kept = self._kept.pop(id, None)
-        if kept is None or kept[0] != self._upper(id):
-            return None
-        return kept[1]
+        if kept is not None and kept.loading is not None:
+            kept.loading.cancel()
 
-    async def _contents(self, id: GlobalId, desc: RelationDesc) -> TableContents:
-        """The table's contents now: every committed write (nothing else writes meanwhile),
-        as its snapshot; the rows are made Python objects in the background (not those of an
-        indexed one: module docs)."""
+    def _take_kept(self, id: GlobalId) -> _Kept:
+        """The table's contents as of its upper now (module docs): the kept ones if they are
+        as of it (and their read did not fail), else new ones — empty for a table never
+        written, else read in the background. They are kept again only once this group's
+        append of the table commits."""
+        kept = self._kept.pop(id, None)
         upper = self._upper(id)
-        self.reads += 1
+        if kept is not None and kept.upper == upper:
+            loading = kept.loading
+            if loading is None or not loading.done():
+                return kept
+            if not loading.cancelled() and loading.exception() is None:
+                kept.loading = None
+                return kept
+        elif kept is not None and kept.loading is not None:
+            kept.loading.cancel()
+        desc = self._storage.collection(id).description.desc
+        contents = TableContents.empty(desc)
         if upper is None or upper == 0:
-            return TableContents()
-        snapshot = await self._storage.snapshot_table(id, upper - 1)
-        contents = TableContents.of_snapshot(desc, snapshot)
-        if not contents.settled and not contents.indexed:
-            building = asyncio.get_running_loop().run_in_executor(None, contents.build)
-            building.add_done_callback(_log_failure)
-        return contents
+            return _Kept(upper, contents)
+        loading = asyncio.get_running_loop().create_task(
+            self._load(id, upper, contents), name=f"read table {id}"
+        )
+        loading.add_done_callback(_log_failure)
+        return _Kept(upper, contents, loading)
 
-    @staticmethod
-    async def _ready_for(contents: TableContents, rows: Sequence[Row] | None) -> None:
+    async def _load(self, id: GlobalId, upper: int, contents: TableContents) -> None:
+        """Add the table's snapshot as of ``upper`` to ``contents`` (which the committer
+        keeps adding its later writes to meanwhile), indexed if it is an integer table."""
+        self.reads += 1
+        snapshot = await self._storage.snapshot_table(id, upper - 1)
+        index = await asyncio.to_thread(contents.index_of, snapshot)
+        contents.add_base(snapshot, index)
+
+    async def _loaded(
+        self, id: GlobalId, kept: _Kept, parts: list[ValidatedChanges]
+    ) -> TableContents:
+        """The kept contents once their read is done; read again (now) if it failed, then
+        caught up with ``parts``, this group's changes so far."""
+        loading = kept.loading
+        if loading is not None:
+            try:
+                await asyncio.shield(loading)
+            except Exception as e:
+                _log.warning("table %s: reading its contents failed (%r); reading again", id, e)
+                upper = self._upper(id)
+                assert upper is not None
+                kept.contents = TableContents.empty(kept.contents.desc)
+                kept.loading = None
+                await self._load(id, upper, kept.contents)
+                for p in parts:
+                    kept.contents.append(p.table)
+            kept.loading = None
+        return kept.contents
+
+    async def _ready_for(self, contents: TableContents, rows: Sequence[Row] | None) -> None:
         """``contents`` able to count ``rows`` (every row when ``None``) without blocking."""
         if contents.settle():
+            if contents.quick_lookup(0):
+                return
+            await asyncio.to_thread(contents.prepare)
             return
+        if rows is not None and not contents.indexed and not contents.building:
+            # A table of text, dates…: its rows become Python objects in the background.
+            contents.building = True
+            building = asyncio.get_running_loop().run_in_executor(None, contents.build)
+            building.add_done_callback(_log_failure)
         if rows is not None and contents.quick_lookup(len(rows)) and contents.prefetch(rows):
             return  # a few binary searches: not worth a thread hop
         if rows is not None and await asyncio.to_thread(contents.prefetch, rows):
             return
         await asyncio.to_thread(contents.build)
         contents.settle()
+        await asyncio.to_thread(contents.prepare)
 
     async def _table_changes(
-        self, id: GlobalId, writes: list[_Write]
-    ) -> tuple[list[ValidatedChanges], list[_Write], TableContents | None]:
-        """The changes of ``writes`` to table ``id`` in order (deriving where asked), the
-        writes that produced them, and the table's contents after them if they are known."""
+        self, id: GlobalId, kept: _Kept, writes: list[_Write]
+    ) -> tuple[list[ValidatedChanges], list[_Write]]:
+        """The changes of ``writes`` to table ``id`` in order (deriving where asked), and the
+        writes that produced them; each is added to the table's kept contents."""
         parts: list[ValidatedChanges] = []
         accepted: list[_Write] = []
-        contents = self._take_kept(id)
         desc = self._storage.collection(id).description.desc
         for w in writes:
             if w.derive is not None:
-                if contents is None:  # read once, then catch up with this group's writes
-                    contents = await self._contents(id, desc)
-                    for p in parts:
-                        contents.apply(_changes_of(desc, p))
+                contents = await self._loaded(id, kept, parts)
                 await self._ready_for(contents, w.rows)
                 try:
                     changes = w.derive(contents)
@@ -285,22 +343,28 @@ class GroupCommit:
             else:
                 assert w.changes is not None
                 part = w.changes
-                if contents is not None:
-                    contents.apply(_changes_of(desc, part))
+                kept.contents.append(part.table)
             parts.append(part)
             accepted.append(w)
-        return parts, accepted, contents
+        return parts, accepted
 
 
-def _changes_of(desc: RelationDesc, changes: ValidatedChanges) -> list[tuple[Row, int]]:
-    rows = table_to_rows(changes.table, [c.name for c in desc.columns])
-    diffs = changes.table.column(DIFF_COLUMN).to_pylist()
-    return list(zip(rows, diffs, strict=True))
+def _prepare(contents: Sequence[TableContents]) -> dict[TableContents, bool]:
+    """:meth:`TableContents.prepare` of each (blocking); whether it worked."""
+    out: dict[TableContents, bool] = {}
+    for c in contents:
+        try:
+            c.prepare()
+            out[c] = True
+        except Exception as e:  # the contents are dropped: read again when needed
+            _log.warning("preparing a table's contents failed: %r", e)
+            out[c] = False
+    return out
 
 
 def _log_failure(f: asyncio.Future[None]) -> None:
     if not f.cancelled() and f.exception() is not None:
-        _log.warning("building a table's rows failed: %r", f.exception())
+        _log.warning("building or reading a table's contents failed: %r", f.exception())
 
 
 def _succeed(w: _Write, ts: int) -> None:

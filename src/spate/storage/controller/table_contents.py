@@ -1,26 +1,36 @@
 """A table's contents as the group committer knows them: for checking deletes and updates.
 
+The contents are the sum of **Arrow chunks** (updates: the data columns and ``_diff``, not
+consolidated with each other) and of **changes** given as Python rows (a ``Counter`` of diffs).
+The committer adds every insert it writes as a chunk (:meth:`TableContents.append`: no row
+becomes a Python object) and every derived change (a delete, an update) as rows; a table read
+from persist (after a restart) adds its snapshot as one more chunk
+(:meth:`~TableContents.add_base`).
+Sums commute, so the order in which chunks and changes arrive does not matter.
+
 Two forms, one interface (:meth:`TableContents.count`, :meth:`~TableContents.items`,
 :meth:`~TableContents.apply`):
 
-* **rows** — a ``Counter`` of every row (what :class:`TableContents` is built from rows);
-* **snapshot** (:meth:`TableContents.of_snapshot`) — the table's consolidated snapshot as Arrow,
-  plus the changes applied since (a ``Counter`` of diffs). Reading a million-row table into
-  Python rows takes seconds; its Arrow snapshot a fraction of one. Before a write asks about
-  rows, the committer calls :meth:`~TableContents.prefetch` with them: one vectorised join of
-  those rows with the snapshot gives their counts, so the first update of a large table does
-  not wait for every row to become a Python object. Meanwhile the full ``Counter`` is built on
-  a worker thread (:meth:`~TableContents.build`) and, once built, replaces the snapshot
+* **rows** — a ``Counter`` of every row; chunks are folded into it (made Python rows) before a
+  lookup, or ahead of time by :meth:`~TableContents.prepare` on a worker thread. Tables with
+  columns that compare differently in Arrow and in Python (float, numeric, bytes, jsonb,
+  interval) keep this form.
+* **snapshot** — the chunks stay Arrow. Before a write asks about rows, the committer calls
+  :meth:`~TableContents.prefetch` with them: one vectorised join of those rows with the chunks
+  gives their counts. Meanwhile the full ``Counter`` may be built on a worker thread
+  (:meth:`~TableContents.build`) and, once built, replaces the chunks
   (:meth:`~TableContents.settle`): later writes check rows with dictionary lookups again.
+  Only rows without NULLs are looked up this way: a NULL makes the committer build the
+  ``Counter`` first (:meth:`~TableContents.materialize`).
 
-Only tables whose columns compare alike in Arrow and in Python (bool, int64, text, date,
-timestamp) take the snapshot form, and only rows without NULLs are looked up in it: anything
-else builds the ``Counter`` first (:meth:`~TableContents.materialize`).
-
-**Integer tables keep the snapshot form.** When every column is int64 or bool, the snapshot is
-indexed instead (:class:`_RowIndex`: a 64-bit hash of each row, sorted, built with numpy once):
-a lookup is a binary search and a comparison of the candidates' columns, so no row of the
-snapshot ever becomes a Python object and no ``Counter`` of the whole table is built.
+**Integer tables are indexed.** When every column is int64 or bool, the chunks are indexed
+instead of joined (:class:`_RowIndex`: a 64-bit hash of each row, sorted): a lookup is a binary
+search per index and a comparison of the candidates' columns, so no row ever becomes a Python
+object. Each new chunk becomes an index of its own; an index at most twice the size of the
+next is merged with it (as a binary counter), so there are O(log n) indexes and every row is
+re-sorted O(log n) times. :meth:`~TableContents.prepare` does that work on a worker thread
+while the committer's append is in flight, so a lookup right after an insert finds the insert
+indexed already. Changes given as rows are turned into a chunk of their own once they are many.
 """
 
 from __future__ import annotations
@@ -31,9 +41,8 @@ from typing import Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from spate.repr.arrow import rows_to_table, table_to_rows
+from spate.repr.arrow import arrow_field, rows_to_table, table_to_rows
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row, ScalarKind
 
@@ -42,106 +51,219 @@ _LOOKUP_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
 _INDEX_KINDS: Final = frozenset({K.BOOL, K.INT64})
 _INDEX: Final = "__i"
 _QUICK_ROWS: Final = 5_000
+_FOLD_CHANGES: Final = 50_000
+"""Changes given as rows that :meth:`TableContents.prepare` turns into a chunk (snapshot form)."""
 
 
 class TableContents:
-    """A table's rows (row → count > 0) as of the writes before the one being derived."""
+    """A table's rows (row → count > 0) as of the writes before the one being derived.
+
+    ``TableContents(rows)`` is the rows form from ``(row, count)`` pairs;
+    :meth:`empty` the contents of a table with no rows yet, to which :meth:`append` adds
+    Arrow updates (module docs)."""
 
     def __init__(self, rows: Iterable[tuple[Row, int]] = ()) -> None:
-        self._rows: Counter[Row] | None = Counter()
         self._desc: RelationDesc | None = None
-        self._snapshot: pa.Table | None = None
+        self._rows: Counter[Row] | None = Counter()
+        self._chunks: list[pa.Table] = []
+        """Arrow updates: the snapshot (snapshot form) or not yet folded into ``_rows``."""
         self._changes: Counter[Row] = Counter()
-        """Diffs applied since the snapshot (snapshot form)."""
+        """Diffs given as rows since the chunks (snapshot form)."""
         self._known: dict[Row, int] = {}
-        """Snapshot counts of the rows looked up so far."""
-        self._built: Counter[Row] | None = None
-        self._index: _RowIndex | None = None
+        """Counts in the chunks of the rows looked up since the last chunk was added."""
+        self._built: tuple[Counter[Row], int] | None = None
+        """The rows of the first so many chunks (:meth:`build`), not yet settled."""
+        self._runs: list[_RowIndex] = []
+        self._unindexed: list[pa.Table] = []
+        """Chunks of an integer table not yet in an index (``_runs``)."""
+        self.building = False
+        """A :meth:`build` was started (on a worker thread, by the committer)."""
         self.apply(rows)
 
     @classmethod
-    def of_snapshot(cls, desc: RelationDesc, snapshot: pa.Table) -> TableContents:
-        """The contents of a table whose consolidated snapshot is ``snapshot`` (data columns
-        and ``_diff``; rows of a positive count only); the snapshot form when the table's
-        columns allow it (module docs)."""
+    def empty(cls, desc: RelationDesc) -> TableContents:
+        """The contents of a table of ``desc`` without rows: the snapshot form when the
+        table's columns allow it (module docs), else the rows form."""
         contents = cls()
-        names = [c.name for c in desc.columns]
-        snapshot = snapshot.select([*names, DIFF_COLUMN])
+        contents._desc = desc
         if all(c.type.kind in _LOOKUP_KINDS for c in desc.columns):
-            contents._rows, contents._desc, contents._snapshot = None, desc, snapshot
-        else:
-            contents._rows = _counter(snapshot, names)
+            contents._rows = None
+        return contents
+
+    @classmethod
+    def of_snapshot(cls, desc: RelationDesc, snapshot: pa.Table) -> TableContents:
+        """The contents of a table whose consolidated snapshot is ``snapshot``."""
+        contents = cls.empty(desc)
+        contents.append(snapshot)
         return contents
 
     @property
+    def desc(self) -> RelationDesc:
+        if self._desc is None:
+            raise ValueError("contents made from rows have no description")
+        return self._desc
+
+    @property
     def settled(self) -> bool:
-        """Every row is a Python object already (the rows form)."""
+        """The rows form (every row is, or is about to become, a Python object)."""
         return self._rows is not None
 
     @property
     def indexed(self) -> bool:
-        """The snapshot form is kept (an integer table: module docs); :meth:`build` is needed
-        only for :meth:`items`."""
+        """The snapshot form of an integer table: :meth:`build` is needed only for
+        :meth:`items`."""
         return self._rows is None and self._desc is not None and _indexable(self._desc)
 
+    # -- adding ---------------------------------------------------------------------------------
+
+    def append(self, updates: pa.Table) -> None:
+        """Add Arrow updates: the table's data columns and ``_diff`` (other columns are
+        ignored). Cheap: nothing is converted or indexed here (:meth:`prepare` does that)."""
+        self.add_base(updates, None)
+
+    def add_base(self, updates: pa.Table, index: _RowIndex | None) -> None:
+        """:meth:`append` with the index of ``updates`` (:meth:`index_of`) if built already."""
+        desc = self._desc
+        if desc is None:
+            raise ValueError("the rows form without a description takes no Arrow updates")
+        if updates.num_rows == 0:
+            return
+        chunk = updates.select([*(c.name for c in desc.columns), DIFF_COLUMN])
+        chunk = chunk.cast(_chunk_schema(desc))
+        self._chunks.append(chunk)
+        self._known.clear()
+        if self.indexed:
+            if index is None:
+                self._unindexed.append(chunk)
+            else:
+                self._runs.append(index)
+
+    def index_of(self, updates: pa.Table) -> _RowIndex | None:
+        """The index of ``updates`` for :meth:`add_base` (blocking, any thread: it reads only
+        the description); ``None`` unless an integer table in the snapshot form."""
+        if not self.indexed or self._desc is None:
+            return None
+        return _RowIndex.of_table(updates, [c.name for c in self._desc.columns])
+
+    def apply(self, changes: Iterable[tuple[Row, int]]) -> None:
+        """Add changes given as rows."""
+        if self._rows is not None:
+            for row, diff in changes:
+                _add(self._rows, row, diff)
+        else:
+            for row, diff in changes:
+                self._changes[row] += diff
+
+    def prepare(self) -> None:
+        """Make the next lookups quick (blocking; any thread, while the committer waits):
+        fold chunks into the rows (rows form), or index them (an integer table), turning many
+        changes given as rows into a chunk first."""
+        if self._rows is not None:
+            self._fold()
+            return
+        if len(self._changes) > _FOLD_CHANGES and self._desc is not None:
+            rows = [(r, d) for r, d in self._changes.items() if d != 0]
+            self._changes = Counter()
+            table = rows_to_table(
+                self._desc,
+                [r for r, _d in rows],
+                times=[0] * len(rows),
+                diffs=[d for _r, d in rows],
+            )
+            self.append(table)
+        self._index_pending()
+
+    # -- the rows form ----------------------------------------------------------------------------
+
     def build(self) -> None:
-        """Make every row of the snapshot a Python object (blocking; any thread)."""
-        snapshot, desc = self._snapshot, self._desc
-        if snapshot is not None and desc is not None and self._built is None:
-            self._built = _counter(snapshot, [c.name for c in desc.columns])
+        """Make every row of the chunks a Python object (blocking; any thread)."""
+        desc = self._desc
+        if self._rows is not None or self._built is not None or desc is None:
+            return
+        n = len(self._chunks)
+        rows: Counter[Row] = Counter()
+        for chunk in self._chunks[:n]:
+            _fold_into(rows, chunk, desc)
+        self._built = (rows, n)
 
     def settle(self) -> bool:
         """Switch to the rows form if :meth:`build` is done (event-loop thread); whether it is
         in the rows form now."""
         if self._rows is None and self._built is not None:
-            rows, self._built = self._built, None
+            rows, n = self._built
             for row, diff in self._changes.items():
                 _add(rows, row, diff)
-            self._rows, self._snapshot, self._changes, self._known = rows, None, Counter(), {}
-            self._index = None
+            self._rows, self._chunks = rows, self._chunks[n:]
+            self._built, self._changes, self._known = None, Counter(), {}
+            self._runs, self._unindexed = [], []
         return self._rows is not None
 
     def materialize(self) -> None:
-        """Switch to the rows form now (blocking)."""
+        """Switch to the rows form now, every chunk folded (blocking)."""
         self.build()
         self.settle()
+        self._fold()
+
+    def _fold(self) -> None:
+        rows, desc = self._rows, self._desc
+        if rows is None:
+            return
+        while self._chunks:
+            assert desc is not None
+            _fold_into(rows, self._chunks[0], desc)
+            del self._chunks[0]
+
+    # -- looking up -----------------------------------------------------------------------------
 
     def prefetch(self, rows: Iterable[Row]) -> bool:
-        """Look ``rows`` up in the snapshot at once (blocking: any thread, while the committer
-        waits); False when they cannot be (a NULL): :meth:`materialize` then."""
-        if self._rows is not None or self._snapshot is None or self._desc is None:
+        """Look ``rows`` up at once (blocking: any thread, while the committer waits); False
+        when they cannot be (a NULL): :meth:`materialize` then."""
+        if self._rows is not None:
+            self._fold()
             return True
+        desc = self._desc
+        assert desc is not None
         wanted = list({r: None for r in rows if r not in self._known})
         if not wanted:
             return True
         if any(v is None for r in wanted for v in r):
             return False
-        names = [c.name for c in self._desc.columns]
-        keys = rows_to_table(self._desc, wanted)
-        if _indexable(self._desc):
-            if self._index is None:
-                self._index = _RowIndex(self._snapshot, names)
-            for row, n in zip(wanted, self._index.counts(keys), strict=True):
-                self._known[row] = n
+        if not self._chunks:
+            self._known.update(dict.fromkeys(wanted, 0))
+            return True
+        names = [c.name for c in desc.columns]
+        keys = rows_to_table(desc, wanted)
+        if _indexable(desc):
+            self._index_pending()
+            cols = _int_columns(keys, names)
+            hashes = _hash(cols, len(wanted))
+            counts = np.zeros(len(wanted), dtype=np.int64)
+            for run in self._runs:
+                counts += run.counts(cols, hashes)
+            self._known.update(zip(wanted, counts.tolist(), strict=True))
             return True
         keys = keys.append_column(_INDEX, pa.array(np.arange(len(wanted), dtype=np.int64)))
-        found = self._snapshot.join(keys, keys=names, join_type="inner", use_threads=False)
-        counts = dict.fromkeys(range(len(wanted)), 0)
+        snapshot = pa.concat_tables(self._chunks)
+        found = snapshot.join(keys, keys=names, join_type="inner", use_threads=False)
+        found_counts = dict.fromkeys(range(len(wanted)), 0)
         index = found.column(_INDEX).to_pylist()
         for i, n in zip(index, found.column(DIFF_COLUMN).to_pylist(), strict=True):
-            counts[i] += n
+            found_counts[i] += n
         for i, row in enumerate(wanted):
-            self._known[row] = counts[i]
+            self._known[row] = found_counts[i]
         return True
 
     def quick_lookup(self, rows: int) -> bool:
-        """Whether :meth:`prefetch` of ``rows`` rows takes about a millisecond (the index of
-        an integer table is built and they are few), so it may run on the event loop."""
-        return self._index is not None and rows <= _QUICK_ROWS
+        """Whether :meth:`prefetch` of ``rows`` rows takes about a millisecond (nothing to
+        fold or index, and they are few), so it may run on the event loop."""
+        if self._rows is not None:
+            return not self._chunks
+        return self.indexed and not self._unindexed and rows <= _QUICK_ROWS
 
     def count(self, row: Row) -> int:
         """How many times ``row`` is in the table."""
         if self._rows is not None:
+            self._fold()
             return self._rows[row]
         if row not in self._known and not self.prefetch([row]):
             self.materialize()
@@ -152,29 +274,41 @@ class TableContents:
         """Every row with its count."""
         self.materialize()
         assert self._rows is not None
-        return iter(self._rows.items())
+        return ((r, n) for r, n in self._rows.items() if n > 0)
 
-    def apply(self, changes: Iterable[tuple[Row, int]]) -> None:
-        if self._rows is not None:
-            for row, diff in changes:
-                _add(self._rows, row, diff)
-        else:
-            for row, diff in changes:
-                self._changes[row] += diff
+    def _index_pending(self) -> None:
+        desc = self._desc
+        if desc is None or not _indexable(desc):
+            return
+        names = [c.name for c in desc.columns]
+        while self._unindexed:
+            self._runs.append(_RowIndex.of_table(self._unindexed[0], names))
+            del self._unindexed[0]
+            while len(self._runs) >= 2 and self._runs[-2].size <= 2 * self._runs[-1].size:
+                last = self._runs.pop()
+                self._runs[-1] = self._runs[-1].merged(last)
 
 
 def _add(rows: Counter[Row], row: Row, diff: int) -> None:
+    # Counts may be negative for a while (a change added before the chunk it cancels).
     n = rows[row] + diff
-    if n > 0:
+    if n:
         rows[row] = n
     else:
         del rows[row]
 
 
-def _counter(snapshot: pa.Table, names: list[str]) -> Counter[Row]:
-    positive = snapshot.filter(pc.greater(snapshot.column(DIFF_COLUMN), 0))
-    rows = table_to_rows(positive, names)
-    return Counter(dict(zip(rows, positive.column(DIFF_COLUMN).to_pylist(), strict=True)))
+def _fold_into(rows: Counter[Row], chunk: pa.Table, desc: RelationDesc) -> None:
+    names = [c.name for c in desc.columns]
+    diffs = chunk.column(DIFF_COLUMN).to_pylist()
+    for row, diff in zip(table_to_rows(chunk, names), diffs, strict=True):
+        _add(rows, row, diff)
+
+
+def _chunk_schema(desc: RelationDesc) -> pa.Schema:
+    return pa.schema(
+        [arrow_field(c) for c in desc.columns] + [pa.field(DIFF_COLUMN, pa.int64(), nullable=False)]
+    )
 
 
 def _indexable(desc: RelationDesc) -> bool:
@@ -185,43 +319,59 @@ _MIX: Final = np.uint64(0x9E3779B97F4A7C15)
 
 
 class _RowIndex:
-    """Counts of rows of an integer snapshot, found by a sorted 64-bit hash of each row.
+    """Counts of rows of integer updates, found by a 64-bit hash of each row: the rows (their
+    columns, diffs and hashes) are kept sorted by hash.
 
     Rows with a NULL are left out: a looked-up row has none (``prefetch`` refuses them)."""
 
-    def __init__(self, snapshot: pa.Table, names: list[str]) -> None:
-        self._cols = _int_columns(snapshot, names)
-        self._diffs = np.asarray(snapshot.column(DIFF_COLUMN).fill_null(0), dtype=np.int64)
-        if any(snapshot.column(n).null_count for n in names):
-            valid = np.ones(snapshot.num_rows, dtype=bool)
-            for n in names:
-                valid &= np.asarray(snapshot.column(n).is_valid())
-            self._cols = [c[valid] for c in self._cols]
-            self._diffs = self._diffs[valid]
-        hashes = _hash(self._cols)
-        self._order = np.argsort(hashes)
-        self._sorted = hashes[self._order]
+    def __init__(self, hashes: np.ndarray, cols: list[np.ndarray], diffs: np.ndarray) -> None:
+        self._hashes = hashes
+        self._cols = cols
+        self._diffs = diffs
 
-    def counts(self, keys: pa.Table) -> list[int]:
-        """The count of each row of ``keys`` (same columns, no NULL) in the snapshot."""
-        names = keys.column_names
-        wanted = _int_columns(keys, names)
-        hashes = _hash(wanted)
-        lo = np.searchsorted(self._sorted, hashes, side="left")
-        hi = np.searchsorted(self._sorted, hashes, side="right")
+    @classmethod
+    def of_table(cls, table: pa.Table, names: list[str]) -> _RowIndex:
+        cols = _int_columns(table, names)
+        diffs = np.asarray(table.column(DIFF_COLUMN).fill_null(0), dtype=np.int64)
+        if any(table.column(n).null_count for n in names):
+            valid = np.ones(table.num_rows, dtype=bool)
+            for n in names:
+                valid &= np.asarray(table.column(n).is_valid())
+            cols = [c[valid] for c in cols]
+            diffs = diffs[valid]
+        hashes = _hash(cols, len(diffs))
+        order = np.argsort(hashes)
+        return cls(hashes[order], [c[order] for c in cols], diffs[order])
+
+    @property
+    def size(self) -> int:
+        return len(self._diffs)
+
+    def merged(self, other: _RowIndex) -> _RowIndex:
+        """One index of both: a merge of two sorted runs (linear, no sort)."""
+        at = np.searchsorted(self._hashes, other._hashes, side="right")
+        cols = [np.insert(a, at, b) for a, b in zip(self._cols, other._cols, strict=True)]
+        hashes = np.insert(self._hashes, at, other._hashes)
+        return _RowIndex(hashes, cols, np.insert(self._diffs, at, other._diffs))
+
+    def counts(self, wanted: list[np.ndarray], hashes: np.ndarray) -> np.ndarray:
+        """The count of each row given by its columns ``wanted`` (no NULL) and their
+        ``hashes`` (:func:`_hash`)."""
+        if not self.size:
+            return np.zeros(len(hashes), dtype=np.int64)
+        lo = np.searchsorted(self._hashes, hashes, side="left")
+        hi = np.searchsorted(self._hashes, hashes, side="right")
         # The usual case, one candidate (or none) per row, compared column by column at once;
-        # rows whose hash several snapshot rows share, one by one.
+        # rows whose hash several indexed rows share, one by one.
         single = hi - lo == 1
-        candidate = self._order[np.where(single, lo, 0)] if len(self._order) else lo
+        candidate = np.where(single, lo, 0)
         same = single.copy()
         for c, w in zip(self._cols, wanted, strict=True):
-            if len(c):
-                same &= c[candidate] == w
-        counts = np.where(same, self._diffs[candidate] if len(self._diffs) else 0, 0)
-        out: list[int] = counts.tolist()
+            same &= c[candidate] == w
+        out = np.where(same, self._diffs[candidate], 0).astype(np.int64)
         for i in np.flatnonzero(hi - lo > 1).tolist():
             n = 0
-            for j in self._order[lo[i] : hi[i]]:
+            for j in range(lo[i], hi[i]):
                 if all(c[j] == w[i] for c, w in zip(self._cols, wanted, strict=True)):
                     n += int(self._diffs[j])
             out[i] = n
@@ -234,8 +384,7 @@ def _int_columns(table: pa.Table, names: list[str]) -> list[np.ndarray]:
     ]
 
 
-def _hash(columns: list[np.ndarray]) -> np.ndarray:
-    n = len(columns[0]) if columns else 0
+def _hash(columns: list[np.ndarray], n: int) -> np.ndarray:
     h = np.full(n, 0xCBF29CE484222325, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for c in columns:
