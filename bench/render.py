@@ -10,6 +10,11 @@ for the baseline)::
         .reduce(["auction"], top=max_(col("price")))
 
 exported as an index (peeked at the end) and a subscribe (its updates come back every step).
+With ``--view topk``, the view is the three highest bids per auction instead (``.top_k(["auction"],
+order_by=[desc("price")], limit=3)`` in place of the reduce; the batch job keeps the rows whose
+``row_number()`` by price is at most 3); ``--no-summaries`` steps it without the TopK's per-key
+summaries (:mod:`spate.render.operators.topk_state`), from each touched group's history, as
+before they existed.
 Data: Nexmark-like bids (auction, bidder, price log-uniform $1..$1M, channel, date_time) over
 ``bids / 10`` auctions (id, item, seller, category, reserve, expires), auction picked uniformly.
 The initial snapshot is served to the dataflow as Parquet files (as the replica does with
@@ -30,6 +35,7 @@ Each step is profiled by wrapping the renderer's phases (reading inputs, moving 
 Spark, Spark actions, arrangement appends and merges) and counting the Spark jobs it ran.
 
     python bench/render.py [--quick] [--out bench/results/render.json]
+    python -m bench.render --view topk --main-only [--no-summaries] [--out …]
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from tests.plan.fixtures import BIDS_DESC as BIDS
 from bench._results import RESULTS, _commit
 from spate.frontier import Antichain
 from spate.ids import GlobalId
+from spate.plan.arguments import desc
 from spate.plan.builder import col, max_
 from spate.plan.relation import Get, RelationExpr
 from spate.render.arrangement import Arrangement
@@ -98,16 +105,18 @@ NOTE = (
 
 SETTINGS: list[EngineSettings | None] = [None]
 """The engine settings of every measured dataflow (``--driver-rows`` sets them)."""
+VIEW = ["max"]
+"""The measured view: ``max`` (the highest bid per auction) or ``topk`` (``--view``)."""
+TOP_K = 3
 
 
 def view_plan() -> RelationExpr:
     bids = Get(BIDS_ID, BIDS).project("auction", "price")
     auctions = Get(AUCTIONS_ID, AUCTIONS).project("id")
-    return (
-        bids.join(auctions, on=[("auction", "id")])
-        .project("auction", "price")
-        .reduce(["auction"], top=max_(col("price")))
-    )
+    joined = bids.join(auctions, on=[("auction", "id")]).project("auction", "price")
+    if VIEW[0] == "topk":
+        return joined.top_k(["auction"], order_by=[desc("price")], limit=TOP_K)
+    return joined.reduce(["auction"], top=max_(col("price")))
 
 
 # -- data -------------------------------------------------------------------------------------
@@ -449,6 +458,12 @@ class Batch:
 
         b = self.spark.read.parquet(*(str(p) for p in bids))
         a = self.spark.read.parquet(*(str(p) for p in auctions))
+        if VIEW[0] == "topk":
+            from pyspark.sql.window import Window
+
+            rank = F.row_number().over(Window.partitionBy("auction").orderBy(F.desc("price")))
+            pairs = b.join(a, b["auction"] == a["id"]).select(b["auction"], b["price"])
+            return pairs.withColumn("_rank", rank).where(F.col("_rank") <= TOP_K).drop("_rank")
         return (
             b.join(a, b["auction"] == a["id"])
             .groupBy(b["auction"])
@@ -547,8 +562,10 @@ class Run:
         live = self.dir / "bids-live.parquet"
         pq.write_table(self.bids.live_table(), live, compression="zstd")
         want = batch.frame([live], [self.auctions_path]).toArrow()
-        want = want.sort_by([("auction", "ascending")])
         got = self.dataflow.peek(INDEX_ID, timestamp=self.time - 1)
+        if VIEW[0] == "topk":
+            return _check_topk(got, want)
+        want = want.sort_by([("auction", "ascending")])
         diffs = got.column("_diff").to_numpy()
         if not (diffs == 1).all():
             raise AssertionError(f"index has rows with multiplicity != 1: {set(diffs.tolist())}")
@@ -567,6 +584,21 @@ class Run:
 
     def drop(self) -> None:
         self.dataflow.drop()
+
+
+def _check_topk(got: pa.Table, want: pa.Table) -> int:
+    """The index's (auction, price) rows, with multiplicities, equal the batch job's."""
+    diffs = got.column("_diff").to_pylist()
+    pairs = zip(got.column("auction").to_pylist(), got.column("price").to_pylist(), strict=True)
+    have: Counter[tuple[int, int]] = Counter()
+    for pair, d in zip(pairs, diffs, strict=True):
+        have[pair] += d
+    columns = [want.column(c).to_pylist() for c in ("auction", "price")]
+    expected = Counter(zip(*columns, strict=True))
+    if +have != expected:
+        wrong = sorted((have - expected) + (expected - have))[:5]
+        raise AssertionError(f"index differs from the batch job, e.g. at {wrong}")
+    return sum(expected.values())
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -645,7 +677,18 @@ def main() -> None:
         default=None,
         help="EngineSettings.driver_rows (0: every step's joins and reduces run in Spark)",
     )
+    ap.add_argument("--view", choices=["max", "topk"], default="max", help="the measured view")
+    ap.add_argument(
+        "--no-summaries",
+        action="store_true",
+        help="TopK steps read each touched group's history (no per-key summaries)",
+    )
     args = ap.parse_args()
+    VIEW[0] = args.view
+    if args.no_summaries:
+        from spate.render.operators import topk_state
+
+        topk_state.supported = lambda *_: False
     if args.driver_rows is not None:
         SETTINGS[0] = EngineSettings(driver_rows=args.driver_rows)
     sizes = QUICK if args.quick else FULL
@@ -654,6 +697,10 @@ def main() -> None:
     out_path = args.out or (
         Path(tempfile.gettempdir()) / "render-quick.json" if args.quick else RESULTS / "render.json"
     )
+    if args.view == "topk" and args.out is None and not args.quick:
+        out_path = RESULTS / (
+            "render_topk_before.json" if args.no_summaries else "render_topk.json"
+        )
     started = time.perf_counter()
     info = machine()
     spark = create_session("local[2]", driver_memory="4g", app_name="bench-render")
@@ -798,6 +845,8 @@ def main() -> None:
     info["wall_s"] = round(time.perf_counter() - started, 1)
     figures["quick"] = args.quick
     figures["driver_rows"] = (SETTINGS[0] or EngineSettings()).driver_rows
+    figures["view"] = args.view
+    figures["topk_summaries"] = not args.no_summaries
     record = {
         "benchmark": "render",
         "date": time.strftime("%Y-%m-%d"),

@@ -36,14 +36,15 @@ from spate.render.arrangement import Arrangement
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names, internal_schema
 from spate.render.lookup import concat_like, in_list, lookup_columns, semi_join
-from spate.render.operators import accumulators
+from spate.render.operators import accumulators, topk_state
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.driver_reduce import supported as driver_supported
 from spate.render.operators.hydrate_state import hydrate_with_state
 from spate.render.operators.key_times import key_times, null_safe, t_named, with_from
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.reduce_over_join import folded_over_join
-from spate.render.operators.reduce_state import ReduceState, folded_step
+from spate.render.operators.reduce_state import KeyedState, ReduceState, folded_step
+from spate.render.operators.topk_hydrate import hydrate_summaries
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import ScalarType
 
@@ -85,8 +86,9 @@ class KeyedNode:
     """Whether steps may reduce on the driver (decided at the first)."""
     _capturing: bool = False
     """Capture mode (a reduce, a window): each output row carries its error record last."""
-    _state: ReduceState | None = None
-    """A reduce's per-key accumulators (:mod:`.reduce_state`), when its aggregates have them."""
+    _state: KeyedState | None = None
+    """A reduce's per-key accumulators (:mod:`.reduce_state`), when its aggregates have them;
+    a TopK's per-key summaries (:mod:`.topk_state`), when its columns allow them."""
 
     def step(self, ctx: StepContext) -> Lazy:
         if ctx.capture and not self._capturing and self._can_fail():
@@ -184,19 +186,27 @@ class KeyedNode:
         delta = delta.arrow() if isinstance(delta, Batch) else delta
         return folded_step(state, ctx, delta, history, capturing=self._capturing)
 
-    def _accumulators(self, ctx: StepContext) -> ReduceState | None:
-        """The reduce's accumulators (made at the first call), ``None`` when it has none."""
-        if self._state is None:
-            if self.kind != "reduce" or not accumulators.supported(
-                self.key, self.aggregates, self.input.desc, self.desc
-            ):
-                return None
-            layout = accumulators.Layout(self.key, self.aggregates, self.input.desc, self.desc)
-            self._state = ReduceState(layout, capacity=ctx.engine.settings.driver_rows)
+    def _accumulators(self, ctx: StepContext) -> KeyedState | None:
+        """The reduce's accumulators or the TopK's summaries (made at the first call), ``None``
+        when it has none."""
+        capacity, in_desc = ctx.engine.settings.driver_rows, self.input.desc
+        if self._state is not None or self.kind not in ("reduce", "topk"):
+            return self._state
+        if self.kind == "topk":
+            if self.limit is not None and topk_state.supported(in_desc, self.limit):
+                layout = topk_state.TopKLayout(
+                    self.key, self.order_by, self.limit, self.offset, in_desc
+                )
+                self._state = topk_state.TopKState(layout, capacity=capacity)
+        elif accumulators.supported(self.key, self.aggregates, in_desc, self.desc):
+            acc = accumulators.Layout(self.key, self.aggregates, in_desc, self.desc)
+            self._state = ReduceState(acc, capacity=capacity)
         return self._state
 
     def _old_rows(self, arr: Arrangement, keys: pa.Table) -> pa.Table | None:
         """The rows of ``keys`` (a superset) in the input arrangement, if it serves lookups."""
+        if not self.key:  # one global group: all of it
+            return arr.resident()
         usable = lookup_columns(self.input.desc, self.key, null_safe=True)
         if not usable:
             return None
@@ -437,13 +447,11 @@ class KeyedNode:
         """
         from pyspark.sql import functions as F
 
-        at = ctx.lo
-        if unsigned and self.key and not self._capturing:
-            state = self._accumulators(ctx)
-            if state is not None:
-                hydrated = hydrate_with_state(state, ctx, d, at, big)
-                if hydrated is not None:
-                    return hydrated
+        at, state = ctx.lo, self._accumulators(ctx)
+        if unsigned and self.key and not self._capturing and isinstance(state, ReduceState):
+            hydrated = hydrate_with_state(state, ctx, d, at, big)
+            if hydrated is not None:
+                return hydrated
 
         stamped = [
             F.lit(at).cast("long").alias(_AT),
@@ -462,6 +470,8 @@ class KeyedNode:
                 .agg(F.sum(DIFF_COLUMN).alias(DIFF_COLUMN))
                 .where(self._columns.get("nonzero", self._nonzero))
             )
+            if isinstance(state, topk_state.TopKState):  # its summaries, and its output
+                return hydrate_summaries(state, ctx, groups, big)
             out = self._outputs(groups, stamped=stamped)
         cols = data_names(self._out_arity)
         return Lazy(
@@ -530,7 +540,9 @@ class KeyedNode:
                     F.col(DIFF_COLUMN).alias(_M),
                 ],
             )
-        return self._top_k(groups, [col_name(k) for k in self.key], data)
+        keys, carried = [col_name(k) for k in self.key], [*data, _AT, *_CARRY]
+        window = (self.order_by, self.limit, self.offset)
+        return topk_state.spark_window(self._columns, window, groups, keys, data, carried)
 
     def _aggregate_columns(self, out_types: list[ScalarType]) -> list[Column]:
         """The aggregates ``_a0…``; capturing, then the group's error record (NULL if none)."""
@@ -549,46 +561,6 @@ class KeyedNode:
             error = errors[0] if len(errors) == 1 else F.coalesce(*errors)
             out.append(error.alias(f"_a{len(out)}"))
         return out
-
-    def _top_k(self, groups: DataFrame, keys: list[str], data: list[str]) -> DataFrame:
-        """Each row's multiplicity within the group's ``offset``/``limit`` window, by a running
-        sum of the diffs in the order (the window's columns built once, :class:`ColumnMemo`)."""
-        from pyspark.sql import functions as F
-
-        ranked = groups.withColumn("_cum", self._columns.get("cum", lambda: self._cum(keys, data)))
-
-        def windowed() -> list[Column]:
-            start = F.col("_cum") - F.col(DIFF_COLUMN)
-            lo = F.greatest(start, F.lit(self.offset))
-            end = F.col("_cum")
-            if self.limit is not None:
-                end = F.least(end, F.lit(self.offset + self.limit))
-            m = (end - lo).cast("long")
-            return [*[F.col(c) for c in (*data, _AT, *_CARRY)], m.alias(_M)]
-
-        kept = self._columns.get("kept", lambda: F.col(_M) > 0)
-        return self._columns.select(ranked, "topk", windowed).where(kept)
-
-    def _cum(self, keys: list[str], data: list[str]) -> Column:
-        """The running sum of the diffs in the order, within each ``(key, _at)`` group."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.window import Window
-
-        order: list[Column] = []
-        for o in self.order_by:
-            c = F.col(col_name(o.column))
-            last = o.effective_nulls_last()
-            if o.desc:
-                order.append(c.desc_nulls_last() if last else c.desc_nulls_first())
-            else:
-                order.append(c.asc_nulls_last() if last else c.asc_nulls_first())
-        order += [F.col(c).asc_nulls_last() for c in data]
-        w = (
-            Window.partitionBy(*keys, _AT)
-            .orderBy(*order)
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        )
-        return F.sum(DIFF_COLUMN).over(w)
 
     def drop(self) -> None:
         if self.arrangement is not None:

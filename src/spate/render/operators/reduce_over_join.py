@@ -1,4 +1,5 @@
-"""A reduce over a join, stepped from its accumulators: the join's delta, not its history.
+"""A reduce (or TopK) over a join, stepped from its accumulators (summaries): the join's delta,
+not its history.
 
 A reduce keyed by a join key reads its groups' history from the join's inputs
 (:mod:`.join_history`): each step the join computes, for every touched key, the old join and
@@ -26,7 +27,7 @@ from spate.render.layout import col_name, data_names, internal_schema
 from spate.render.operators.driver_join import key_columns
 from spate.render.operators.join_history import on_driver as old_join_on_driver
 from spate.render.operators.linear import PassNode, ProjectNode
-from spate.render.operators.reduce_state import ReduceState, folded_step
+from spate.render.operators.reduce_state import KeyedState, folded_step
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def join_columns(node: Node, join: JoinNode) -> list[int] | None:
 
 
 def folded_over_join(
-    node: Node, ctx: StepContext, join: JoinNode, state: ReduceState, *, capturing: bool
+    node: Node, ctx: StepContext, join: JoinNode, state: KeyedState, *, capturing: bool
 ) -> Lazy | None:
     """The reduce's step from its accumulators over the join's delta (module docs), or
     ``None`` with ``ctx`` as it was: the caller steps as before."""
@@ -66,7 +67,7 @@ def folded_over_join(
 
 
 def _folded(
-    node: Node, ctx: StepContext, join: JoinNode, state: ReduceState, columns: list[int]
+    node: Node, ctx: StepContext, join: JoinNode, state: KeyedState, columns: list[int]
 ) -> Lazy | None:
     serving = join.history_step
     join.history_step = None  # the plain delta query, this step

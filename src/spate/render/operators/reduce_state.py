@@ -25,7 +25,7 @@ way, since the cache would then be stale for the keys that step touched.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -39,10 +39,33 @@ from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.key_times import key_times, with_from
 from spate.render.operators.node import StepContext
+from spate.repr.desc import RelationDesc
 
 History = Callable[[pa.Table], "pa.Table | None"]
 """``keys -> their rows before the step`` (a superset is fine), or ``None`` when the driver
 cannot read them."""
+
+Step = tuple[pa.Table, Callable[[], None]]
+"""A step's output changes and the action that commits the state."""
+
+
+class KeyedState(Protocol):
+    """What a keyed operator keeps between steps to compute them from the delta: a reduce's
+    accumulators (:class:`ReduceState`), a TopK's summaries
+    (:class:`~spate.render.operators.topk_state.TopKState`)."""
+
+    capacity: int
+
+    @property
+    def keys(self) -> int: ...
+
+    @property
+    def out_desc(self) -> RelationDesc: ...
+
+    def clear(self) -> None: ...
+
+    def step(self, delta: pa.Table, *, lo: int, history: History) -> Step | None: ...
+
 
 _KNOWN: Final = "_known"
 _MAX_CHUNKS: Final = 64
@@ -101,6 +124,10 @@ class ReduceState:
         """Keys folded from their deltas alone so far (for tests and profiles)."""
         self._positions: _Positions | None = None
         self._positioned = len(layout.key) == 1 and indexable(self.table.column(layout.keys[0]))
+
+    @property
+    def out_desc(self) -> RelationDesc:
+        return self.layout.out_desc
 
     @property
     def keys(self) -> int:
@@ -172,9 +199,7 @@ class ReduceState:
             self.table = self.table.take(pa.array(positions.rows)).combine_chunks()
             positions.rows = np.arange(live, dtype=np.int64)
 
-    def step(
-        self, delta: pa.Table, *, lo: int, history: History
-    ) -> tuple[pa.Table, Callable[[], None]] | None:
+    def step(self, delta: pa.Table, *, lo: int, history: History) -> Step | None:
         """The output changes of a step whose input delta is ``delta`` (times ``>= lo``,
         internal layout of the input), and the action that commits the new accumulators; or
         ``None`` when the step must be computed from the groups' history alone (NULL keys,
@@ -236,9 +261,9 @@ def _semi_join(table: pa.Table, keys_table: pa.Table, keys: list[str]) -> pa.Tab
 
 
 def folded_step(
-    state: ReduceState, ctx: StepContext, delta: pa.Table, history: History, *, capturing: bool
+    state: KeyedState, ctx: StepContext, delta: pa.Table, history: History, *, capturing: bool
 ) -> Lazy | None:
-    """The step of a reduce from ``state`` (:meth:`ReduceState.step`) as the operator's
+    """The step of a reduce or TopK from ``state`` (:meth:`ReduceState.step`) as the operator's
     output, its commit scheduled; ``None`` (the state then cleared on commit) when the caller
     must compute the step otherwise (capture mode, a delta beyond ``driver_rows``, or
     :meth:`ReduceState.step` declines)."""
@@ -255,6 +280,4 @@ def folded_step(
     ctx.on_commit(commit)
     if changes.num_rows == 0:
         return Lazy.empty()
-    return ctx.engine.lazy_of_batch(
-        Batch(state.layout.out_desc, table=changes, rows=changes.num_rows)
-    )
+    return ctx.engine.lazy_of_batch(Batch(state.out_desc, table=changes, rows=changes.num_rows))
