@@ -41,6 +41,7 @@ from spate.sql.types import (
     display_name,
     pg_numeric,
 )
+from spate.sql.values import number_literal
 
 
 class OperatorBinding(BinderBase):
@@ -66,13 +67,16 @@ class OperatorBinding(BinderBase):
         return Typed(CallUnary(UnaryFunc.NOT, self.bool_operand(node.this)), PG_BOOL)
 
     def neg(self, node: exp.Expression) -> Typed:
-        if isinstance(node.this, exp.Literal) and not node.this.is_string:
-            inner = self._bind(node.this)
-            assert isinstance(inner.expr, Literal) and inner.expr.value is not None
-            value = -inner.expr.value  # type: ignore[operator]
-            if inner.type.name == "int8" and value == -(2**31):
-                return Typed(Literal(value, INT64), INT4)
-            return Typed(Literal(value, inner.expr.type), inner.type)
+        # As PostgreSQL's grammar does, minus signs in front of a number (through parentheses)
+        # are folded into it before it is typed: -(-2147483648) is the bigint 2147483648, and
+        # -2147483648 an integer.
+        inner, negative = node.this, True
+        while isinstance(inner, (exp.Paren, exp.Neg)):
+            negative ^= isinstance(inner, exp.Neg)
+            inner = inner.this
+        if isinstance(inner, exp.Literal) and not inner.is_string:
+            lit, pg = number_literal(("-" if negative else "") + str(inner.this))
+            return Typed(lit, pg)
         t = self._bind(node.this)
         if t.type.name == "unknown":
             t = self.coerce(t, FLOAT8, node)

@@ -42,12 +42,14 @@ _NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE]([+-]?[0-9]+))?"
 
 
 def number_literal(text: str) -> tuple[Literal, PgType]:
-    """The literal a number token denotes, with its PostgreSQL type."""
-    if re.fullmatch(r"\d+", text):
+    """The literal a number token denotes, with its PostgreSQL type; ``text`` may start with
+    ``-`` (the minus signs PostgreSQL folds into the constant they stand in front of). An
+    integer is an integer if it fits, else a bigint if it fits, else a numeric."""
+    if re.fullmatch(r"-?\d+", text):
         v = int(text)
-        if v <= 2**31 - 1:
+        if -(2**31) <= v <= 2**31 - 1:
             return Literal(v, INT4.scalar), INT4  # type: ignore[arg-type]
-        if v <= INT64_MAX:
+        if INT64_MIN <= v <= INT64_MAX:
             return Literal(v, INT8.scalar), INT8  # type: ignore[arg-type]
     d = Decimal(text)
     if not d.is_finite():
