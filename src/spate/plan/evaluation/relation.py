@@ -72,6 +72,7 @@ from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
 __all__ = [
     "Multiset",
+    "TooLarge",
     "aggregate",
     "compare_ordered",
     "consolidated",
@@ -97,23 +98,57 @@ def consolidated(pairs: Iterable[tuple[Row, int]]) -> Multiset:
 # --- relational evaluation -------------------------------------------------------------------
 
 
+class TooLarge(Exception):
+    """An evaluation with ``max_rows`` met a node holding (or a join about to produce) more
+    distinct rows than that: not an evaluation error, a plan to leave to a dataflow."""
+
+
 def evaluate(
-    plan: RelationExpr, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int
+    plan: RelationExpr,
+    inputs: Mapping[GlobalId, Mapping[Row, int]],
+    now: int,
+    *,
+    max_rows: int | None = None,
 ) -> Multiset:
-    """``plan`` on the accumulated ``inputs`` (by collection id), with ``now() = now``."""
-    return _Evaluator(inputs, now).go(plan)
+    """``plan`` on the accumulated ``inputs`` (by collection id), with ``now() = now``.
+    With ``max_rows``, :class:`TooLarge` as soon as a node's contents (or a join's pairs, or a
+    table function's rows, counted before they are built) exceed it."""
+    return _Evaluator(inputs, now, max_rows).go(plan)
 
 
 class _Evaluator:
-    def __init__(self, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int) -> None:
+    def __init__(
+        self, inputs: Mapping[GlobalId, Mapping[Row, int]], now: int, max_rows: int | None = None
+    ) -> None:
         self.inputs = inputs
         self.now = now
+        self.max_rows = max_rows
         self.bindings: dict[int, Multiset] = {}
         """The working tables of the ``Recursive`` nodes being evaluated, by binding."""
         self.fixed: dict[int, Multiset] = {}
         """Contents of sub-plans that do not change between a fixpoint's rounds, by ``id``."""
+        self.memo: dict[int, Multiset] = {}
+        """Contents of the sub-plans evaluated outside any working table, by ``id`` (the plan
+        holds them all for the evaluation's length, so ids are not reused)."""
+
+    def check_size(self, n: int, what: str) -> None:
+        if self.max_rows is not None and n > self.max_rows:
+            raise TooLarge(f"{what}: {n} rows, more than {self.max_rows}")
 
     def go(self, plan: RelationExpr) -> Multiset:
+        """The contents of ``plan``; a sub-plan shared by several parents (the same object:
+        decorrelated subqueries read the outer relation many times) is evaluated once, except
+        under a ``Recursive``'s working table, which changes between rounds."""
+        memo = not self.bindings
+        if memo and _identity(plan) in self.memo:
+            return self.memo[_identity(plan)]
+        out = self.contents(plan)
+        self.check_size(len(out), type(plan).__name__)
+        if memo:
+            self.memo[_identity(plan)] = out
+        return out
+
+    def contents(self, plan: RelationExpr) -> Multiset:
         if self.fixed and _identity(plan) in self.fixed:
             return self.fixed[_identity(plan)]
         match plan:
@@ -236,7 +271,10 @@ class _Evaluator:
         out: list[tuple[Row, int]] = []
         for row, m in self.go(inp).items():
             args = [fn(row, self.now) for fn in compiled]
+            if self.max_rows is not None and func is TableFunc.GENERATE_SERIES:
+                self.check_size(len(out) + _series_length(args), "FlatMap")
             out.extend(((*row, v), m) for v in table_function(func, args))
+            self.check_size(len(out), "FlatMap")
         return consolidated(out)
 
     def join(self, plan: Join) -> Multiset:
@@ -262,12 +300,13 @@ class _Evaluator:
                     key = tuple(right[c] for c in right_cols)
                     if None not in key:
                         index.setdefault(key, []).append((right, m))
-                pairs = (
-                    (lm, rm)
-                    for lm in partial
-                    for rm in index.get(tuple(lm[0][c] for c in left_cols), ())
-                )
+                matches = [
+                    (lm, index.get(tuple(lm[0][c] for c in left_cols), ())) for lm in partial
+                ]
+                self.check_size(sum(len(rms) for _, rms in matches), "Join")
+                pairs = ((lm, rm) for lm, rms in matches for rm in rms)
             else:
+                self.check_size(len(partial) * len(contents), "Join")
                 pairs = itertools.product(partial, contents.items())
             partial = [
                 (left + right, m1 * m2)
@@ -471,6 +510,15 @@ def table_function(func: TableFunc, args: Sequence[Datum]) -> list[Datum]:
             return []
         return [text] if delimiter == "" else list(text.split(delimiter))
     raise EvalError(f"unknown table function {func}")
+
+
+def _series_length(args: Sequence[Datum]) -> int:
+    """How many values ``generate_series(*args)`` has (counted, not built)."""
+    start, stop = args[0], args[1]
+    step = args[2] if len(args) > 2 else 1
+    if not (isinstance(start, int) and isinstance(stop, int) and isinstance(step, int)):
+        return 0
+    return len(range(start, stop + (1 if step > 0 else -1), step)) if step else 0
 
 
 def _scale(expr: ScalarExpr, columns: Sequence[Column]) -> int:
