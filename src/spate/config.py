@@ -241,6 +241,11 @@ class Settings(BaseSettings):
     """How often every table (and the read timestamp) advances to the present without a write
     (writes move every table at once anyway): the freshness of reads and views over idle
     tables as the clock moves (``mz_now()`` filters, strict reads)."""
+    small_read_updates: int = Field(default=10_000, ge=0)
+    """A one-off read that would need a dataflow on a replica (a join, a subquery, an aggregate
+    over tables) is evaluated in the environment instead when the snapshots it reads hold at
+    most this many updates together (see :mod:`spate.environment.small_reads`): no Spark job
+    for a small read. ``0``: every such read builds a dataflow."""
     secrets_dir: Path | None = None
     """Connections' secrets, one file per id (default ``<data_dir>/secrets``)."""
     persist: PersistSettings = PersistSettings()

@@ -290,14 +290,16 @@ def format_result(f: SltFile, result: FileResult) -> str:
 
 
 def warm_up(env: Environment) -> None:
-    """Wait (up to 5 minutes) until the cluster's replica answers, and make it the session's
-    cluster: the first Spark job of a fresh replica takes a minute on a small machine."""
-    from spate.plan.builder import col
+    """Wait (up to 5 minutes) until the cluster's replica answers from a dataflow it built, and
+    make it the session's cluster: the first Spark job of a fresh replica takes a minute on a
+    small machine. (An index is peeked once the replica hydrated it; a small one-off read
+    would be answered without the replica.)"""
     from spate.repr import INT64, RelationDesc
 
     env.create_table("slt_warm_up", RelationDesc.of(("x", INT64)))
     try:
-        env.select(env.get("slt_warm_up").filter(col("x") > 0), cluster=CLUSTER, timeout=300)
+        env.create_index("slt_warm_up_idx", on="slt_warm_up", key=["x"], cluster=CLUSTER)
+        env.select("slt_warm_up", cluster=CLUSTER, timeout=300)
     finally:
-        env.drop("slt_warm_up")
+        env.drop("slt_warm_up", cascade=True)
     env.sql(f"SET cluster = {CLUSTER}")

@@ -16,7 +16,8 @@ explicit ``as_of`` below an input's since is an error naming both.
 2. the target is a storage collection (table, subsource, materialized view) — peek its shard
    through a replica of a cluster ("fast path"), or read it here when there is no cluster;
 3. anything else (a view, an ad-hoc plan) — a one-time dataflow on a cluster: build the plan at
-   the timestamp into an arrangement, peek it, drop it.
+   the timestamp into an arrangement, peek it, drop it; or, when the inputs are small, read
+   them and evaluate the plan here (:mod:`spate.environment.small_reads`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from spate.environment.planning import (
 )
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
+from spate.environment.small_reads import check_errors_shard, read_here
 from spate.environment.tables import advance_tables
 from spate.environment.view_failures import await_answer
 from spate.errors import (
@@ -60,13 +62,11 @@ from spate.errors import (
     ReadTimeout,
     UsageError,
     check_argument,
-    describe_error,
 )
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
-from spate.persist.error_shard import errors_at
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
@@ -369,7 +369,7 @@ async def _select(
                         raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
                     rows = await rt.storage.snapshot(item.id, ts)
                     if isinstance(item, MaterializedViewItem):
-                        await _check_errors_shard(rt, item, ts)
+                        await check_errors_shard(rt, item, ts)
                 finally:
                     hold.release()
                 return _rows_table(desc, rows, finishing)
@@ -379,17 +379,6 @@ async def _select(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
             )
     return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout, level)
-
-
-async def _check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
-    """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
-    shard, :mod:`spate.persist.error_shard`, is not empty there)."""
-    shard = rt.storage.collection_metadata(item.id).shard
-    found = await asyncio.to_thread(errors_at, rt.persist, shard, timestamp)
-    if found:
-        count = sum(n for _, n in found)
-        text = describe_error(f"materialized view {item.name}", found[0][0], count)
-        raise EvaluationFailed.from_message(text) or EvaluationFailed(text)
 
 
 async def _select_lookup(
@@ -451,6 +440,10 @@ async def _select_dataflow(
     inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
     ts = _pick_timestamp(rt, inputs, as_of, isolation)
     name = rt.default_cluster(cluster)
+    if rt.catalog.cluster(name).replicas:
+        here = await read_here(rt, inlined, ts, timeout)
+        if here is not None:
+            return _rows_table(inlined.desc, list(here.items()), finishing)
     instance = rt.instance_of(name)
     build, index = rt.transient_id(), rt.transient_id()
     df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)

@@ -12,6 +12,7 @@ Reads:
 * :meth:`snapshot` — the contents at ``as_of``: every update with time ``<= as_of``, times
   advanced to ``as_of``, consolidated. ``AsOfBeforeSince`` unless the reader's since is
   ``<= as_of``; waits (up to ``timeout``) while the upper is ``<= as_of``.
+  :meth:`snapshot_updates` says how many updates it would read, from the state alone.
 * :meth:`listen` / :meth:`listener` — the updates with times ``> as_of`` in time order of
   batches, at their own times (not consolidated), interleaved with progress frontiers. A
   snapshot and a listen at the same ``as_of`` together give the whole collection from
@@ -263,6 +264,13 @@ class ReadHandle:
             state = wait_for_upper_past(self._ctx, as_of, timeout=timeout)
         self._check_as_of(state, as_of)
         return state
+
+    def snapshot_updates(self, as_of: int, *, timeout: float | None = None) -> int:
+        """How many updates a :meth:`snapshot` at ``as_of`` reads (before consolidating them):
+        known from the shard's state, without fetching a part. Waits like :meth:`snapshot`."""
+        with self._lock:
+            state = self._readable_state(as_of, timeout)
+            return sum(b.num_updates for b in batches_for(state, as_of))
 
     def snapshot(self, as_of: int, *, timeout: float | None = None) -> pa.Table:
         """The consolidated contents at ``as_of`` (see the module docs)."""

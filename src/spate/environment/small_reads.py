@@ -1,0 +1,118 @@
+"""Small one-off reads, evaluated in the environment instead of by a one-off dataflow.
+
+A read that no index, index lookup or collection peek answers (a join, a subquery, an
+aggregate) would build a dataflow on a replica, hydrate it and peek it once: a Spark job per
+operator, seconds however small the inputs. When the inputs are small it is cheaper to read
+them and evaluate the plan here:
+
+* every input is a table, a subsource or a materialized view (what a dataflow would import);
+* the snapshots at the read's timestamp hold at most ``Settings.small_read_updates`` updates
+  together (counted from the shards' states, before any part is fetched);
+* no node of the plan holds more than :data:`MAX_INTERMEDIATE_ROWS` rows on those inputs (the
+  evaluation stops as soon as one would, before a join builds its pairs, and the read goes
+  to a dataflow after all).
+
+The inputs are read from persist at the timestamp (under read holds, once their uppers passed
+it, as the dataflow would wait) and the plan evaluated on them, on a worker thread, by
+:func:`spate.plan.evaluation.relation.evaluate`, the semantics every renderer agrees with, with
+``now() = timestamp``. An evaluation error is the one a dataflow's read gives; a materialized
+view that holds an error at the timestamp fails the read as its errors shard says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from typing import Final
+
+from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
+from spate.environment.runtime import Runtime
+from spate.environment.view_failures import await_answer
+from spate.errors import EvaluationFailed, ReadTimeout, describe_error
+from spate.frontier.antichain import Antichain
+from spate.ids import GlobalId
+from spate.persist.error_shard import errors_at
+from spate.plan.errors import EvalError
+from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
+from spate.plan.relation import RelationExpr
+from spate.repr.arrow import table_to_updates
+
+MAX_INTERMEDIATE_ROWS: Final = 250_000
+"""A plan one of whose nodes holds more rows than this on the inputs read (or one of whose joins
+would pair more) is left to a dataflow."""
+
+_Readable = TableItem | SubsourceItem | MaterializedViewItem
+
+
+async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) -> Multiset | None:
+    """The contents of ``plan`` (views inlined) at ``ts`` evaluated here, when it reads only
+    small collections (module docs); ``None`` when a dataflow should compute it."""
+    limit = rt.settings.small_read_updates
+    ids = sorted(plan.depends_on())
+    items = [rt.catalog.find_id(i) for i in ids]
+    readable = [i for i in items if isinstance(i, _Readable)]
+    if limit <= 0 or not ids or len(readable) != len(ids):
+        return None
+    holds = rt.storage.acquire_read_holds(ids)
+    try:
+        for hold in holds:
+            hold.try_downgrade(Antichain.of(ts))
+        views = [i.id for i in readable if isinstance(i, MaterializedViewItem)]
+        waiting = asyncio.ensure_future(rt.controller.wait_for_uppers(ids, ts, timeout))
+        try:
+            await await_answer(rt, waiting, timeout, views)
+        except TimeoutError:
+            raise ReadTimeout(
+                f"read at {ts} was not answered within {timeout:.0f} s: the inputs' uppers "
+                "have not passed it yet"
+            ) from None
+        inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
+        if inputs is None:
+            return None
+        for item in readable:
+            if isinstance(item, MaterializedViewItem):
+                await check_errors_shard(rt, item, ts)
+    finally:
+        for hold in holds:
+            hold.release()
+    try:
+        return await asyncio.to_thread(evaluate, plan, inputs, ts, max_rows=MAX_INTERMEDIATE_ROWS)
+    except TooLarge:
+        return None
+    except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
+        raise EvaluationFailed.of("query", e) from None
+
+
+def _snapshots(
+    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+) -> dict[GlobalId, Multiset] | None:
+    """Each input's contents at ``ts`` (their uppers passed it), or ``None`` (nothing fetched)
+    when they are too large for :func:`read_here`."""
+    readers = []
+    try:
+        for id in ids:
+            meta = rt.storage.collection_metadata(id)
+            readers.append(rt.persist.open_leased_reader(meta.shard, meta.desc))
+        if sum(r.snapshot_updates(ts) for r in readers) > limit:
+            return None
+        out: dict[GlobalId, Multiset] = {}
+        for id, reader in zip(ids, readers, strict=True):
+            contents = out[id] = Counter()
+            for row, _t, diff in table_to_updates(reader.snapshot(ts)):
+                contents[row] += diff
+        return out
+    finally:
+        for reader in readers:
+            reader.expire()
+
+
+async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
+    """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
+    shard, :mod:`spate.persist.error_shard`, is not empty there)."""
+    shard = rt.storage.collection_metadata(item.id).shard
+    found = await asyncio.to_thread(errors_at, rt.persist, shard, timestamp)
+    if found:
+        count = sum(n for _, n in found)
+        text = describe_error(f"materialized view {item.name}", found[0][0], count)
+        raise EvaluationFailed.from_message(text) or EvaluationFailed(text)

@@ -1,0 +1,104 @@
+"""One-off reads over small collections (subqueries, joins, aggregates) are evaluated in the
+environment from the inputs' snapshots instead of by a one-off dataflow on a replica (a Spark
+job per operator: seconds for a three-row table); larger ones still build a dataflow, and both
+give the same answers and errors. A real compute replica process runs the cluster: the
+package's shared Environment and cluster (``cluster_env``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from spate.config import with_overrides
+from spate.environment.api import Environment
+from spate.errors import EvaluationFailed
+from spate.plan.builder import col, sum_
+from spate.repr import INT64, RelationDesc
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+QUERIES = {
+    "SELECT x FROM t WHERE x IN (SELECT y FROM s)": [(2,)],
+    "SELECT x FROM t WHERE x NOT IN (SELECT y FROM s)": [],
+    "SELECT x FROM t WHERE x NOT IN (SELECT y FROM s WHERE y IS NOT NULL)": [(1,)],
+    "SELECT x, x = ANY (SELECT y FROM s), x <> ALL (SELECT y FROM s) FROM t": [
+        (1, None, None),
+        (2, True, False),
+        (None, None, None),
+    ],
+    "SELECT x FROM t WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.y = t.x)": [(1,), (None,)],
+    "SELECT x, (SELECT count(*) FROM s WHERE s.y >= t.x) FROM t": [(1, 1), (2, 1), (None, 0)],
+}
+
+
+@pytest.fixture
+def env(cluster_env: Environment) -> Iterator[Environment]:
+    cluster_env.sql("SET cluster = c")
+    cluster_env.sql("CREATE TABLE t (x bigint); CREATE TABLE s (y bigint)")
+    cluster_env.sql("INSERT INTO t VALUES (1), (2), (NULL); INSERT INTO s VALUES (2), (NULL)")
+    yield cluster_env
+    cluster_env.sql("RESET cluster")
+
+
+@pytest.fixture
+def dataflows(env: Environment, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The dataflows the environment asks replicas to build from here on."""
+    built: list[Any] = []
+    compute = env.runtime.compute
+    create = compute.create_dataflow
+
+    def recording(instance: Any, dataflow: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(dataflow)
+        create(instance, dataflow, *args, **kwargs)
+
+    monkeypatch.setattr(compute, "create_dataflow", recording)
+    return built
+
+
+def _rows(env: Environment, sql: str) -> list[tuple[Any, ...]]:
+    out = env.sql(sql)
+    assert out is not None and not isinstance(out, int)
+    return sorted((tuple(r.values()) for r in out.to_pylist()), key=repr)
+
+
+def test_small_subquery_reads_build_no_dataflow(env: Environment, dataflows: list[Any]) -> None:
+    for sql, expected in QUERIES.items():
+        assert _rows(env, sql) == sorted(expected, key=repr), sql
+    assert dataflows == []
+
+
+def test_reads_beyond_the_limit_build_a_dataflow_with_the_same_answers(
+    env: Environment, dataflows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = env.runtime
+    monkeypatch.setattr(rt, "settings", with_overrides(rt.settings, small_read_updates=4))
+    sql = "SELECT x FROM t WHERE x NOT IN (SELECT y FROM s WHERE y IS NOT NULL)"
+    assert _rows(env, sql) == [(1,)]  # five updates in t and s: a dataflow
+    assert len(dataflows) == 1
+    assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT 2)") == [(2,)]  # three: none
+    assert len(dataflows) == 1
+
+
+def test_an_evaluation_error_is_the_one_a_dataflow_gives(
+    env: Environment, dataflows: list[Any]
+) -> None:
+    with pytest.raises(EvaluationFailed, match="division by zero") as caught:
+        env.sql("SELECT x / (SELECT count(*) FROM s WHERE y > 5) FROM t")
+    assert caught.value.sqlstate == "22012"
+    assert dataflows == []
+
+
+def test_a_read_over_a_view_in_error_fails(env: Environment) -> None:
+    desc = RelationDesc.of(("k", INT64, False), ("v", INT64, False))
+    env.create_table("kv", desc)
+    env.insert("kv", [(1, 2**63 - 1), (1, 1), (2, 3)])
+    env.create_materialized_view(
+        "sums", env.get("kv").reduce(["k"], total=sum_(col("v"))), cluster="c"
+    )
+    with pytest.raises(EvaluationFailed, match="bigint out of range") as caught:
+        env.sql("SELECT k FROM sums WHERE k IN (SELECT x FROM t)")
+    assert caught.value.sqlstate == "22003"
+    env.delete("kv", [(1, 1)])
+    assert _rows(env, "SELECT k FROM sums WHERE k IN (SELECT x FROM t)") == [(1,), (2,)]
