@@ -16,6 +16,10 @@ Knobs (environment variables):
 - ``SPATE_SLT_ROUNDS``: rounds per file (default 5);
 - ``SPATE_SLT_VIEWS``: views per file (default 2, drawn from the seed); ``all`` maintains every
   query that can define a view.
+
+The corpus's one-off reads are small, so the environment evaluates them itself
+(:mod:`spate.environment.small_reads`); ``SPATE_SMALL_READ_UPDATES=0`` makes each one a
+dataflow on the replica instead, to check the renderer on every query of the corpus.
 """
 
 from __future__ import annotations

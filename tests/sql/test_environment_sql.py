@@ -50,7 +50,7 @@ def test_tables_views_indexes_and_dml(env: Environment) -> None:
         (1, Decimal("25.00"), 1),
         (2, Decimal("8.00"), 1),
     ]
-    # an ad-hoc query with a join and an outer join runs as a one-off dataflow
+    # an ad-hoc query with a join and an outer join (small inputs: evaluated in the environment)
     got = env.sql(
         "SELECT b.auction, t.n FROM bids b LEFT JOIN top_bids t ON b.auction = t.auction "
         "AND t.n > 5 ORDER BY b.auction"

@@ -57,7 +57,7 @@ from spate.plan.errors import PlanTypeError
 from spate.plan.infer import typ
 from spate.render.numeric_division import numeric_divide
 from spate.render.scalar import Failure, compile_scalar
-from spate.render.scalar_funcs import Check, Failing, raising
+from spate.render.scalar_funcs import Check, raising, unchecked
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import ScalarKind, ScalarType
@@ -163,10 +163,10 @@ def _aggregate(
         n = F.count_distinct(v) if distinct else F.sum(present_m)
         if k is K.NUMERIC:
             assert in_type.scale is not None and out.scale is not None
-            check = _unchecked if capture else raising  # capture: aggregate_failure fails
-            return _numeric_ratio(total, n, in_type.scale, out.scale, check)
+            check = unchecked if capture else raising  # capture: aggregate_failure fails
+            return numeric_ratio(total, n, in_type.scale, out.scale, check)
         if k is K.INT64:
-            return _int_ratio(total, n)
+            return int_ratio(total, n)
         average = total / n.cast("double")
         return F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
     if f is AggregateFunc.BOOL_AND:
@@ -276,7 +276,7 @@ def _ratio(
     return F.when(n > F.lit(0), _let(pair, with_pair))
 
 
-def _int_ratio(total: Column, n: Column) -> Column:
+def int_ratio(total: Column, n: Column) -> Column:
     """``total / n`` (exact decimal(38,0) sum, long count) as the correctly rounded double."""
 
     def body(sign: Column, q: Column, r: Column, divisor: Column) -> Column:
@@ -297,7 +297,7 @@ def _int_ratio(total: Column, n: Column) -> Column:
     return _ratio(total, n, body)
 
 
-def _numeric_ratio(
+def numeric_ratio(
     total: Column, n: Column, scale: int, out_scale: int, check: Check = raising
 ) -> Column:
     """``total / n`` (numeric sum of scale ``scale``, a count) rounded as PostgreSQL rounds the
@@ -305,9 +305,3 @@ def _numeric_ratio(
     ``check``."""
     exact_total = total.cast(T.DecimalType(38, scale))
     return numeric_divide(exact_total, n.cast(T.DecimalType(20, 0)), scale, 0, out_scale, check)
-
-
-def _unchecked(value: Column, *failing: Failing) -> Column:
-    """A :class:`~spate.render.scalar_funcs.Check` that leaves ``value`` (NULL where it
-    fails): the caller records the failure itself."""
-    return value

@@ -67,6 +67,12 @@ def raising(value: Column, *failing: Failing) -> Column:
     return value if out is None else out.otherwise(value)
 
 
+def unchecked(value: Column, *failing: Failing) -> Column:
+    """A :class:`Check` that leaves ``value`` (NULL where it fails): the caller records the
+    failure itself (an aggregate's error record in capture mode)."""
+    return value
+
+
 def _canon(c: Column) -> Column:
     return F.when(c == F.lit(0.0), F.lit(0.0)).otherwise(c)
 

@@ -30,6 +30,7 @@ with that module's deviations for float sums and averages (summed in the frame's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -75,14 +76,13 @@ class WindowNode(KeyedNode):
 
         def annotated() -> list[Column]:
             arity = self.input.desc.arity
-            funcs = [
-                self._function(f, t).alias(col_name(arity + i))
-                for i, (f, t) in enumerate(
-                    zip(self.funcs, [c.type for c in self.desc.columns[arity:]], strict=True)
-                )
+            values = [
+                self._function(f, c.type)
+                for f, c in zip(self.funcs, self.desc.columns[arity:], strict=True)
             ]
+            funcs = [v.alias(col_name(arity + i)) for i, v in enumerate(values)]
             if self._capturing:
-                funcs.append(self._error_record().alias(col_name(self.desc.arity)))
+                funcs.append(self._error_record(values).alias(col_name(self.desc.arity)))
             return [*[F.col(c) for c in (*data, *carried)], *funcs]
 
         rows = memo.select(groups, "window-copies", expanded)
@@ -100,52 +100,45 @@ class WindowNode(KeyedNode):
     # -- errors as data ----------------------------------------------------------------------------
 
     def _can_fail(self) -> bool:
-        return any(self._overflow(f) is not None for f in self.funcs)
+        return any(self._overflow_message(f) is not None for f in self.funcs)
 
-    def _overflow(self, f: WindowExpr | AggregateExpr) -> tuple[str, Column] | None:
-        """An aggregate's value over the frame that can leave its type: the message and the
-        condition where it does (``None``: it cannot fail; decided without building columns
-        for the other functions).
+    def _overflow_message(self, f: WindowExpr | AggregateExpr) -> str | None:
+        """The error of an aggregate whose value over the frame can leave its type (``None``:
+        it cannot fail; decided without building columns).
 
         An int64 ``sum`` is summed exactly in ``decimal(30,0)`` and fails beyond 64 bits; a
         numeric ``sum`` of a type with 38 digits fails where Spark's sum leaves them (its
         ``try_sum`` is NULL there), a numeric ``avg`` also where the average does not fit its
         type."""
+        if not isinstance(f, AggregateExpr) or f.func not in (AggregateFunc.SUM, AggregateFunc.AVG):
+            return None
+        in_type = typ(f.expr, self.input.desc.columns).type
+        if f.func is AggregateFunc.AVG:
+            return "numeric field overflow" if in_type.kind is K.NUMERIC else None
+        if in_type.kind is K.INT64:
+            return "bigint out of range"
+        wide = in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38
+        return "numeric field overflow" if wide else None
+
+    def _overflow(self, f: AggregateExpr, value: Column) -> Column:
+        """Where ``f`` (one with an :meth:`_overflow_message`) fails, given ``value``, its
+        column as :meth:`_aggregate` builds it in capture mode (NULL beyond the type): an
+        average's quotient is built once, for both."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from spate.plan.aggregate import aggregate_type
-        from spate.render.aggregates import _numeric_ratio, _unchecked
-
-        if not isinstance(f, AggregateExpr) or f.func not in (AggregateFunc.SUM, AggregateFunc.AVG):
-            return None
-        in_col = typ(f.expr, self.input.desc.columns)
-        in_type = in_col.type
-        wide = in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38
-        if f.func is AggregateFunc.AVG:
-            if in_type.kind is not K.NUMERIC:
-                return None
-        elif in_type.kind is not K.INT64 and not wide:
-            return None
         v = scalar(f.expr, self.input.desc)
-        if f.func is AggregateFunc.AVG:
-            w = self._frame()
-            n = F.count(v).over(w)
-            out = aggregate_type(f.func, in_col).type
-            assert in_type.scale is not None and out.scale is not None
-            mean = _numeric_ratio(F.try_sum(v).over(w), n, in_type.scale, out.scale, _unchecked)
-            return "numeric field overflow", mean.isNull() & (n > F.lit(0))
-        if in_type.kind is K.INT64:
-            total = F.sum(v.cast(T.DecimalType(20, 0))).over(self._frame())
-            too_big = (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
-            return "bigint out of range", too_big
-        w = self._frame()  # a numeric sum: Spark's is decimal(38, s), NULL where it overflows
-        lost = F.try_sum(v).over(w).isNull() & (F.count(v).over(w) > F.lit(0))
-        return "numeric field overflow", lost
+        w = self._frame()
+        in_type = typ(f.expr, self.input.desc.columns).type
+        if f.func is AggregateFunc.SUM and in_type.kind is K.INT64:
+            total = F.sum(v.cast(T.DecimalType(20, 0))).over(w)
+            return (total > F.lit(2**63 - 1)) | (total < F.lit(-(2**63)))
+        # a numeric sum (Spark's try_sum: NULL beyond 38 digits) or average
+        return value.isNull() & (F.count(v).over(w) > F.lit(0))
 
-    def _error_record(self) -> Column:
+    def _error_record(self, values: Sequence[Column]) -> Column:
         """The row's error record: the first of its aggregates whose value over the frame
-        fails, with the row (NULL when none does)."""
+        (``values``: the functions' columns) fails, with the row (NULL when none does)."""
         from pyspark.sql import functions as F
 
         from spate.errors import error_record
@@ -154,12 +147,12 @@ class WindowNode(KeyedNode):
 
         row = row_text(self.input.desc)
         out: Column | None = None
-        for f in self.funcs:
-            found = self._overflow(f)
-            if found is None:
+        for f, value in zip(self.funcs, values, strict=True):
+            message = self._overflow_message(f)
+            if message is None:
                 continue
             assert isinstance(f, AggregateExpr)
-            message, fails = found
+            fails = self._overflow(f, value)
             what = f"{f.func.value}({show(f.expr, self.input.desc.names)})"
             text = F.concat(F.lit(error_record("22003", message, what, "")), row)
             out = F.when(fails, text) if out is None else out.when(fails, text)
@@ -307,7 +300,8 @@ class WindowNode(KeyedNode):
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from spate.render.aggregates import _int_ratio, _numeric_ratio, _unchecked
+        from spate.render.aggregates import int_ratio, numeric_ratio
+        from spate.render.scalar_funcs import unchecked
         from spate.repr.spark import spark_type
 
         w = self._frame()
@@ -345,15 +339,15 @@ class WindowNode(KeyedNode):
             n = F.count(v).over(w)
             if k is K.INT64:
                 total = F.sum(v.cast(exact_int)).over(w).cast(T.DecimalType(38, 0))
-                result = _int_ratio(total, n)
+                result = int_ratio(total, n)
             elif k is K.NUMERIC:
                 in_type = typ(agg.expr, in_desc.columns).type
                 assert in_type.scale is not None and out.scale is not None
                 if self._capturing:  # NULL beyond the type: an error row (_error_record)
                     total = F.try_sum(v).over(w)
-                    result = _numeric_ratio(total, n, in_type.scale, out.scale, _unchecked)
+                    result = numeric_ratio(total, n, in_type.scale, out.scale, unchecked)
                 else:
-                    result = _numeric_ratio(F.sum(v).over(w), n, in_type.scale, out.scale)
+                    result = numeric_ratio(F.sum(v).over(w), n, in_type.scale, out.scale)
             else:
                 average = F.sum(v).over(w) / n.cast("double")
                 result = F.when(average == F.lit(0.0), F.lit(0.0)).otherwise(average)
