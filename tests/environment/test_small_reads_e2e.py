@@ -60,7 +60,8 @@ def dataflows(env: Environment, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def _rows(env: Environment, sql: str) -> list[tuple[Any, ...]]:
     out = env.sql(sql)
     assert out is not None and not isinstance(out, int)
-    return sorted((tuple(r.values()) for r in out.to_pylist()), key=repr)
+    columns = [c.to_pylist() for c in out.columns]  # names may repeat (?column?)
+    return sorted(zip(*columns, strict=True), key=repr)
 
 
 def test_small_subquery_reads_build_no_dataflow(env: Environment, dataflows: list[Any]) -> None:
