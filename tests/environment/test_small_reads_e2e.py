@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from spate.config import with_overrides
+from spate.environment import small_reads
 from spate.environment.api import Environment
 from spate.errors import EvaluationFailed
 from spate.plan.builder import col, sum_
@@ -103,3 +104,14 @@ def test_a_read_over_a_view_in_error_fails(env: Environment) -> None:
     assert caught.value.sqlstate == "22003"
     env.delete("kv", [(1, 1)])
     assert _rows(env, "SELECT k FROM sums WHERE k IN (SELECT x FROM t)") == [(1,), (2,)]
+
+
+def test_a_read_the_environment_fails_to_evaluate_goes_to_a_dataflow(
+    env: Environment, dataflows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("not an evaluation error")
+
+    monkeypatch.setattr(small_reads, "evaluate", broken)
+    assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT y FROM s)") == [(2,)]
+    assert len(dataflows) == 1

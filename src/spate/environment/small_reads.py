@@ -22,6 +22,7 @@ view that holds an error at the timestamp fails the read as its errors shard say
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -41,6 +42,8 @@ from spate.repr.arrow import table_to_updates
 MAX_INTERMEDIATE_ROWS: Final = 250_000
 """A plan one of whose nodes holds more rows than this on the inputs read (or one of whose joins
 would pair more) is left to a dataflow."""
+
+_log: Final = logging.getLogger("spate.environment.small_reads")
 
 _Readable = TableItem | SubsourceItem | MaterializedViewItem
 
@@ -82,6 +85,11 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
         return None
     except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
         raise EvaluationFailed.of("query", e) from None
+    except Exception:  # an evaluator bug must not fail a read a dataflow can answer
+        _log.warning(
+            "evaluating a small read here failed; reading it with a dataflow", exc_info=True
+        )
+        return None
 
 
 def _snapshots(
