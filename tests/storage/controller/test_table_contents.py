@@ -104,9 +104,11 @@ def test_rows_sharing_a_hash_and_an_empty_snapshot_count_exactly(monkeypatch: An
     assert empty.prefetch(asked) and [empty.count(r) for r in asked] == [0] * len(asked)
 
 
-def test_arrow_chunks_count_like_rows_in_any_order_and_any_form() -> None:
-    """Inserts added as Arrow chunks (indexed and merged on ``prepare``), changes as rows and a
-    base snapshot added last (a read finishing after later writes) count as the rows form."""
+def test_arrow_chunks_count_like_rows_in_any_order_and_any_form(monkeypatch: Any) -> None:
+    """Inserts added as Arrow chunks (indexed and merged on ``prepare``), changes as rows (made
+    a chunk once many: a few here) and a base snapshot added last (a read finishing after
+    later writes) count as the rows form."""
+    monkeypatch.setattr(table_contents, "_FOLD_CHANGES", 3)
     seed = random.randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)

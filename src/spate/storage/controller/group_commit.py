@@ -30,8 +30,10 @@ table's are indexed by row hash on a worker thread while the append is in flight
 changes as rows. A table the committer sees at upper 0 starts empty, so a table created and
 written through it is **never read**: deletes and updates check their rows against the kept
 contents. A table it did not see from the start (after a restart) is read once, in the
-background, from its first group on: the read snapshot is added to the contents, which gather
-the group's writes meanwhile, and only a read-then-write waits for it. A text, date or
+background, as of its upper before the first group that finds it (the one ``open`` commits);
+the read starts once that group's append is done (or at once if a read-then-write of the group
+needs it), its snapshot is added to the contents, which gather the writes committed
+meanwhile, and only a read-then-write waits for it. A text, date or
 timestamp table's rows are looked up in the Arrow form by a join until they are built into a
 ``Counter`` on a worker thread, which starts at its first read-then-write.
 
@@ -100,11 +102,13 @@ class _Write:
 @dataclass(eq=False)
 class _Kept:
     """A table's contents as of its ``upper`` (module docs); ``loading``: the read of its
-    snapshot, still to be added to them."""
+    snapshot, still to be added to them; ``read_at``: the upper as of which that read is due
+    (not started yet: it starts once the group's append is done, or when a write needs it)."""
 
     upper: int | None
     contents: TableContents
     loading: asyncio.Task[None] | None = None
+    read_at: int | None = None
 
 
 class GroupCommit:
@@ -217,6 +221,8 @@ class GroupCommit:
             if upper == ts + 1 and (loading is not None or prepared[kept[id].contents]):
                 kept[id].upper = upper
                 self._kept[id] = kept[id]
+                if kept[id].read_at is not None:  # off the append's path (module docs)
+                    self._start_read(id, kept[id])
             elif loading is not None:
                 loading.cancel()
             if isinstance(outcome, BaseException):
@@ -266,16 +272,20 @@ class GroupCommit:
         contents = TableContents.empty(desc)
         if upper is None or upper == 0:
             return _Kept(upper, contents)
+        return _Kept(upper, contents, read_at=upper)
+
+    def _start_read(self, id: GlobalId, kept: _Kept) -> None:
+        assert kept.read_at is not None
+        self.reads += 1
         loading = asyncio.get_running_loop().create_task(
-            self._load(id, upper, contents), name=f"read table {id}"
+            self._load(id, kept.read_at, kept.contents), name=f"read table {id}"
         )
         loading.add_done_callback(_log_failure)
-        return _Kept(upper, contents, loading)
+        kept.loading, kept.read_at = loading, None
 
     async def _load(self, id: GlobalId, upper: int, contents: TableContents) -> None:
         """Add the table's snapshot as of ``upper`` to ``contents`` (which the committer
         keeps adding its later writes to meanwhile), indexed if it is an integer table."""
-        self.reads += 1
         snapshot = await self._storage.snapshot_table(id, upper - 1)
         index = await asyncio.to_thread(contents.index_of, snapshot)
         contents.add_base(snapshot, index)
@@ -285,6 +295,8 @@ class GroupCommit:
     ) -> TableContents:
         """The kept contents once their read is done; read again (now) if it failed, then
         caught up with ``parts``, this group's changes so far."""
+        if kept.read_at is not None:
+            self._start_read(id, kept)
         loading = kept.loading
         if loading is not None:
             try:
@@ -295,6 +307,7 @@ class GroupCommit:
                 assert upper is not None
                 kept.contents = TableContents.empty(kept.contents.desc)
                 kept.loading = None
+                self.reads += 1
                 await self._load(id, upper, kept.contents)
                 for p in parts:
                     kept.contents.append(p.table)
