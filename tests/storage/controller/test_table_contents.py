@@ -55,6 +55,16 @@ def test_rows_with_nulls_or_float_tables_take_the_rows_form() -> None:
     floats = RelationDesc.of(("x", FLOAT64, False))
     eager = snapshot(floats, Counter({(0.5,): 1}))
     assert eager.settled and eager.count((0.5,)) == 1
+    # Rows written to a table never looked up stay Arrow (no row objects for most tables);
+    # once a row was looked up, prepare folds new ones ahead of the next lookup.
+    written = TableContents.empty(floats)
+    written.append(updates_to_table(floats, [((0.25,), 5, 2)]))
+    written.prepare()
+    assert written.settled and not written.quick_lookup(1)
+    assert written.count((0.25,)) == 2 and written.quick_lookup(1)
+    written.append(updates_to_table(floats, [((0.25,), 5, -1)]))
+    written.prepare()
+    assert written.quick_lookup(1) and written.count((0.25,)) == 1
 
 
 def test_an_integer_table_is_indexed_and_counts_like_the_rows_form() -> None:

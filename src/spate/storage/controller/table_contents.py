@@ -12,7 +12,9 @@ Two forms, one interface (:meth:`TableContents.count`, :meth:`~TableContents.ite
 :meth:`~TableContents.apply`):
 
 * **rows** — a ``Counter`` of every row; chunks are folded into it (made Python rows) before a
-  lookup, or ahead of time by :meth:`~TableContents.prepare` on a worker thread. Tables with
+  lookup, or, once a row of the table was looked up, ahead of time by
+  :meth:`~TableContents.prepare` on a worker thread (a table that never takes a delete or
+  update keeps its rows as Arrow). Tables with
   columns that compare differently in Arrow and in Python (float, numeric, bytes, jsonb,
   interval) keep this form.
 * **snapshot** — the chunks stay Arrow. Before a write asks about rows, the committer calls
@@ -78,6 +80,8 @@ class TableContents:
         """Chunks of an integer table not yet in an index (``_runs``)."""
         self.building = False
         """A :meth:`build` was started (on a worker thread, by the committer)."""
+        self._asked = False
+        """A row was looked up: from then on :meth:`prepare` folds chunks into the rows."""
         self.apply(rows)
 
     @classmethod
@@ -157,9 +161,11 @@ class TableContents:
     def prepare(self) -> None:
         """Make the next lookups quick (blocking; any thread, while the committer waits):
         fold chunks into the rows (rows form), or index them (an integer table), turning many
-        changes given as rows into a chunk first."""
+        changes given as rows into a chunk first. A table whose rows were never looked up
+        is left as it is (the rows form): most tables never take a delete or update."""
         if self._rows is not None:
-            self._fold()
+            if self._asked:
+                self._fold()
             return
         if len(self._changes) > _FOLD_CHANGES and self._desc is not None:
             rows = [(r, d) for r, d in self._changes.items() if d != 0]
@@ -200,6 +206,7 @@ class TableContents:
 
     def materialize(self) -> None:
         """Switch to the rows form now, every chunk folded (blocking)."""
+        self._asked = True
         self.build()
         self.settle()
         self._fold()
@@ -218,6 +225,7 @@ class TableContents:
     def prefetch(self, rows: Iterable[Row]) -> bool:
         """Look ``rows`` up at once (blocking: any thread, while the committer waits); False
         when they cannot be (a NULL): :meth:`materialize` then."""
+        self._asked = True
         if self._rows is not None:
             self._fold()
             return True
@@ -262,6 +270,7 @@ class TableContents:
 
     def count(self, row: Row) -> int:
         """How many times ``row`` is in the table."""
+        self._asked = True
         if self._rows is not None:
             self._fold()
             return self._rows[row]
