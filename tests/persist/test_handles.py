@@ -159,6 +159,28 @@ def test_snapshot_is_consolidated_at_as_of_and_refuses_below_since(
     assert rows_of(r.snapshot(3)) == [((1, "a"), 3, 1), ((2, "b"), 3, 1), ((3, "c"), 3, 1)]
 
 
+def test_snapshot_updates_counts_what_a_snapshot_reads_without_fetching_it(
+    client: PersistClient, shard: ShardId
+) -> None:
+    w = client.open_writer(shard, DESC)
+    w.compare_and_append(
+        updates([((1, "a"), 0, 2), ((1, "a"), 1, -1), ((2, "b"), 1, 1)]),
+        expected_upper=A(0),
+        new_upper=A(2),
+        idempotency_token=tok(),
+    )
+    w.compare_and_append(
+        updates([((3, "c"), 3, 1)]), expected_upper=A(2), new_upper=A(4), idempotency_token=tok()
+    )
+    r = client.open_leased_reader(shard, DESC)
+    for key in blob_files(client, shard):  # nothing is fetched: the parts may be gone
+        client.blob.delete(key)
+    assert r.snapshot_updates(0) == 3  # the first batch (before consolidation)
+    assert r.snapshot_updates(3) == 4
+    with pytest.raises(UpperTimeout):
+        r.snapshot_updates(4, timeout=0.05)
+
+
 def test_snapshot_waits_for_the_upper_or_times_out(client: PersistClient, shard: ShardId) -> None:
     w = client.open_writer(shard, DESC)
     r = client.open_leased_reader(shard, DESC)
