@@ -7,9 +7,9 @@ documents (scalars: :mod:`spate.plan.evaluation.scalar`), and a renderer must ag
 
 The environment evaluates with it the reads that need no dataflow (constant ``SELECT``s, a
 filter/map/project over one collection's rows, what an index lookup leaves to do on the rows it
-found, any one-off read over small inputs: :mod:`spate.environment.small_reads`, which bounds it
-with ``max_rows``); the tests use it as their oracle (:mod:`spate.testing.reference` applies it to whole
-dataflows at every time).
+found, any one-off read over small inputs: :mod:`spate.environment.small_reads`, which bounds
+it with ``max_rows``); the tests use it as their oracle (:mod:`spate.testing.reference` applies
+it to whole dataflows at every time).
 
 Collections are multisets: ``Counter[Row]`` mapping each row to its multiplicity (never 0, may be
 negative). Rows hold canonical datums (:func:`~spate.plan.evaluation.values.canonical`).
