@@ -39,6 +39,7 @@ from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject
+from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
@@ -93,6 +94,7 @@ class EnvironmentCatalog:
             cluster,
             key,
             dependents,
+            tuple(self.sql.types.get(item.name, ())),
         )
 
     def lookup(self, name: str) -> CatalogObject | None:
@@ -148,7 +150,7 @@ def execute(
     session.rows_affected = None
     match stmt:
         case st.Select():
-            return select(env, stmt, session)
+            return narrow_table(select(env, stmt, session), stmt.types)
         case st.Rows():
             return pa.table({n: [r[i] for r in stmt.rows] for i, n in enumerate(stmt.names)})
         case st.Subscribe():
@@ -270,7 +272,7 @@ def _create_view(
         env.create_materialized_view(stmt.name, stmt.plan, cluster=stmt.cluster or session.cluster)
     else:
         env.create_view(stmt.name, stmt.plan)
-    defs.set(stmt.name, stmt.sql)
+    defs.set(stmt.name, stmt.sql, stmt.types)
 
 
 def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> None:

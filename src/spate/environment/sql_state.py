@@ -67,7 +67,9 @@ class Session:
 
 class Definitions:
     """What SQL keeps beside the catalog, in ``<data_dir>/sql/definitions.json``: the CREATE
-    statement of each object made in SQL (for SHOW CREATE), the secrets (by reference: their
+    statement of each object made in SQL (for SHOW CREATE), the PostgreSQL types of the
+    columns of each view made in SQL (``int4``, ``float4``…: what its reads return), the secrets
+    (by reference: their
     values are in the secrets directory) and the connections (their options, the name of their
     password secret)."""
 
@@ -76,19 +78,25 @@ class Definitions:
         self.secrets_dir = secrets
         self.lock = threading.Lock()
         self.items: dict[str, str] = {}
+        self.types: dict[str, list[str]] = {}
         self.secrets: dict[str, str] = {}
         self.connections: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             doc = json.loads(self.path.read_text())
             self.items = dict(doc.get("definitions", {}))
+            self.types = dict(doc.get("types", {}))
             self.secrets = dict(doc.get("secrets", {}))
             self.connections = dict(doc.get("connections", {}))
 
-    def set(self, name: str, sql: str | None) -> None:
+    def set(self, name: str, sql: str | None, types: tuple[str, ...] = ()) -> None:
+        """Keep (``None``: forget) the statement that made ``name`` and its columns' types."""
+        self.types.pop(name, None)
         if sql is None:
             self.items.pop(name, None)
         else:
             self.items[name] = sql
+            if types:
+                self.types[name] = list(types)
         self.save()
 
     def save(self) -> None:
@@ -96,6 +104,7 @@ class Definitions:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             doc = {
                 "definitions": self.items,
+                "types": self.types,
                 "secrets": self.secrets,
                 "connections": self.connections,
             }

@@ -23,12 +23,15 @@ from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession
 from spate.errors import UsageError
+from spate.ids import GlobalId
 from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.repr.arrow import data_schema
 from spate.sql import plan_statements
 from spate.sql import statements as st
+from spate.sql.declared import column_types
+from spate.sql.results import result_schema
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -75,25 +78,30 @@ class EnvironmentEngine:
     # -- the contract ----------------------------------------------------------------------------
 
     def relations(self) -> Sequence[Relation]:
-        items = list(self._env.runtime.catalog)
+        catalog = EnvironmentCatalog(self._env, self._env.sql_session().definitions)
+        items = sorted(self._env.runtime.catalog, key=lambda i: i.name)
+        schemas: dict[GlobalId, pa.Schema] = {}
+        for item in items:
+            obj = None if isinstance(item, IndexItem) else catalog.lookup(item.name)
+            if obj is not None and obj.desc is not None:
+                types = [t.name for t in column_types(obj)]
+                schemas[item.id] = result_schema(obj.desc, obj.desc.names, types)
         by_id = {i.id: i for i in items}
         out = []
-        for item in sorted(items, key=lambda i: i.name):
+        for item in items:
             kind = kind_of(item)
             if isinstance(item, IndexItem):
                 on = by_id.get(item.on)
                 on_desc = item_desc(on) if on is not None else None
-                if on is None or on_desc is None:
+                if on is None or on_desc is None or on.id not in schemas:
                     continue
                 cols = tuple(on_desc.names[k] for k in item.key)
-                schema = pa.schema([f for f in data_schema(on_desc) if f.name in cols])
+                schema = pa.schema([f for f in schemas[on.id] if f.name in cols])
                 oid = relation_oid(item.id.value)
                 out.append(Relation(oid, item.name, kind, schema, on.name, cols))
-                continue
-            desc = item_desc(item)
-            if desc is None:
-                continue
-            out.append(Relation(relation_oid(item.id.value), item.name, kind, data_schema(desc)))
+            elif item.id in schemas:
+                oid = relation_oid(item.id.value)
+                out.append(Relation(oid, item.name, kind, schemas[item.id]))
         for b in BUILTINS:
             schema, _, name = b.name.partition(".")
             oid = SYSTEM_OID_BASE + b.id.value
@@ -212,8 +220,7 @@ def _planned_schema(session: SqlSession, sql: str) -> pa.Schema | None:
     if len(planned) != 1 or not isinstance(planned[0], (st.Select, st.Subscribe)):
         return None
     stmt = planned[0]
-    fields = list(data_schema(stmt.plan.desc))[: len(stmt.names)]
-    return pa.schema([f.with_name(n) for f, n in zip(fields, stmt.names, strict=True)])
+    return result_schema(stmt.plan.desc, stmt.names, stmt.types)
 
 
 def subscribe_query(sql: str) -> str:

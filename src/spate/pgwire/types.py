@@ -41,6 +41,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from spate.errors import UsageError
+from spate.plan.evaluation.casts import float_text as single_text
 from spate.repr.interval import Interval
 
 Encoder = Callable[[Any], bytes]
@@ -111,6 +112,11 @@ def float_text_exp(v: float) -> str:
 
 def _t_float(v: Any) -> bytes:
     return float_text(float(v)).encode()
+
+
+def _t_float4(v: Any) -> bytes:
+    """A ``real`` as PostgreSQL prints it: the shortest digits of its single-precision value."""
+    return single_text(float(v), single=True).encode()
 
 
 def _t_numeric(v: Any) -> bytes:
@@ -335,7 +341,7 @@ INT4: Final = PgType(23, "int4", 4, _t_int, _b_int4, 1007, category="N")
 TEXT: Final = PgType(25, "text", -1, _t_str, _b_str, 1009, category="S")
 OID: Final = PgType(26, "oid", 4, _t_int, _b_oid, 1028, category="N")
 JSON: Final = PgType(114, "json", -1, _t_json, _b_str, 199)
-FLOAT4: Final = PgType(700, "float4", 4, _t_float, _b_float4, 1021, category="N")
+FLOAT4: Final = PgType(700, "float4", 4, _t_float4, _b_float4, 1021, category="N")
 FLOAT8: Final = PgType(701, "float8", 8, _t_float, _b_float8, 1022, category="N")
 VARCHAR: Final = PgType(1043, "varchar", -1, _t_str, _b_str, 1015, category="S")
 DATE: Final = PgType(1082, "date", 4, _t_date, _b_date, 1182, category="D")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc, avg_scale
-from spate.plan.expr import Case, Cast, ColumnRef, Literal, ScalarExpr
+from spate.plan.expr import CallVariadic, Case, Cast, ColumnRef, Literal, ScalarExpr, VariadicFunc
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Map, Reduce, RelationExpr
 from spate.plan.window import DEFAULT_FRAME, WindowExpr, WindowFunc, rows_between
@@ -26,7 +26,7 @@ from spate.sql.query import Context, QueryPlanner
 from spate.sql.relops import global_defaults
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, Scope, project, unique_names
-from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
+from spate.sql.types import FLOAT4, FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
 
 _AGGS = (
     exp.Count,
@@ -367,6 +367,14 @@ def _aggregate_call(
             )
         if t.type.is_integer:
             out_t = INT8
+        elif t.type.name == "float4":
+            # sum(real) is real: summed in double precision, rounded to single at the end
+            return (
+                AggregateExpr(AggregateFunc.SUM, x, distinct),
+                FLOAT4,
+                lambda e: CallVariadic(VariadicFunc.FLOAT4, (e,)),
+                Literal(None, FLOAT64),
+            )
         elif t.type.name == "numeric":
             assert t.type.scalar is not None
             out_t = pg_numeric(numeric(38, t.type.scalar.scale or 0))

@@ -35,6 +35,9 @@ class CatalogObject:
     """For an index: its key columns."""
     dependents: tuple[str, ...] = ()
     """The objects that read this one (what a DROP without CASCADE refuses on)."""
+    types: tuple[str, ...] = ()
+    """For a view made in SQL: the PostgreSQL type of each column (``int4``, ``float4``…),
+    kept when it was created (empty: the stored types)."""
 
     @property
     def readable(self) -> bool:

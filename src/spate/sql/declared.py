@@ -1,12 +1,15 @@
-"""The PostgreSQL types a table's columns were declared with in SQL: narrow integers and
-``varchar(n)`` lengths, read back from the table's ``CREATE TABLE`` text.
+"""The PostgreSQL types a table's columns were declared with in SQL: narrow integers,
+``real`` and ``varchar(n)`` lengths, read back from the table's ``CREATE TABLE`` text.
 
-spate stores ``integer`` and ``smallint`` columns as int64 (the IR has one integer kind), but
-PostgreSQL computes with them at 32 and 16 bits and refuses values outside their range. A table
-created in SQL keeps its ``CREATE TABLE`` text in the catalog; the planner reads the declared
-integer widths back from it, so a column reference is typed ``integer`` or ``smallint`` as in
-PostgreSQL (arithmetic checked by :func:`spate.sql.checks.int_range`, assignments range-checked).
-Tables made through the Python API, and every other object, have their stored types.
+spate stores ``integer`` and ``smallint`` columns as int64 (the IR has one integer kind) and
+``real`` columns as float64, but PostgreSQL computes with them at 32 and 16 bits and in single
+precision, and refuses values outside their range. A table created in SQL keeps its ``CREATE
+TABLE`` text in the catalog; the planner reads the declared types back from it, so a column
+reference is typed ``integer``, ``smallint`` or ``real`` as in PostgreSQL (arithmetic checked
+by :func:`spate.sql.checks.int_range` or rounded to single precision, assignments
+range-checked or rounded). A view made in SQL keeps its columns' types
+(:attr:`~spate.sql.catalog.CatalogObject.types`). Tables made through the Python API, and every
+other object, have their stored types.
 """
 
 from __future__ import annotations
@@ -18,16 +21,23 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from spate.sql.catalog import CatalogObject
-from spate.sql.types import INT2, INT4, PgType, from_scalar
+from spate.sql.types import FLOAT4, INT2, INT4, PgType, from_scalar
 
-_NARROW = {exp.DataType.Type.INT: INT4, exp.DataType.Type.SMALLINT: INT2}
+_NARROW = {
+    exp.DataType.Type.INT: INT4,
+    exp.DataType.Type.SMALLINT: INT2,
+    exp.DataType.Type.FLOAT: FLOAT4,
+}
+_KEPT = {t.name: t for t in _NARROW.values()}
+"""The types a view keeps for its columns beyond their stored types."""
 _VARCHAR = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
 
 
 @functools.lru_cache(maxsize=256)
 def _declared(create_sql: str) -> tuple[tuple[str, PgType | None, int | None], ...]:
-    """Each column of a ``CREATE TABLE`` text: its name, ``integer``/``smallint`` for a
-    narrow integer, and ``n`` for a ``varchar(n)`` (``None`` where not)."""
+    """Each column of a ``CREATE TABLE`` text: its name, ``integer``/``smallint``/``real`` for
+    a narrow integer or a single-precision float, and ``n`` for a ``varchar(n)`` (``None``
+    where not)."""
     try:
         node = sqlglot.parse_one(create_sql, read="postgres")
     except SqlglotError:
@@ -59,6 +69,11 @@ def varchar_limits(create_sql: str | None) -> dict[str, int]:
 def column_types(obj: CatalogObject) -> list[PgType]:
     """The PostgreSQL type of each column of ``obj`` (which must have a desc)."""
     assert obj.desc is not None
+    if obj.types and len(obj.types) == len(obj.desc.columns):
+        return [
+            _KEPT.get(name) or from_scalar(c.type)
+            for c, name in zip(obj.desc.columns, obj.types, strict=True)
+        ]
     narrow: dict[str, PgType] = {}
     if obj.kind == "table" and obj.create_sql:
         narrow = {name: t for name, t, _ in _declared(obj.create_sql) if t is not None}

@@ -165,7 +165,7 @@ def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
     c.expect("AS")
     query_start = c.here()
     node = parse_sql(p.src, query_start)
-    plan, names = _view_plan(p, node, col_names)
+    plan, names, types = _view_plan(p, node, col_names)
     if cluster is not None and cluster not in p.catalog.cluster_names():
         raise UndefinedObject(
             f"unknown cluster '{cluster}'", position=cluster_at + 1, text=p.src.text
@@ -178,12 +178,14 @@ def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
             text=p.src.text,
         )
     del names
-    return st.CreateView(p.src.sql, name, plan, materialized, cluster, replace, if_not_exists)
+    return st.CreateView(
+        p.src.sql, name, plan, materialized, cluster, replace, if_not_exists, types
+    )
 
 
 def _view_plan(
     p: StatementPlanner, node: exp.Expression, col_names: list[str]
-) -> tuple[RelationExpr, list[str]]:
+) -> tuple[RelationExpr, list[str], tuple[str, ...]]:
     out = p.qp.relation(node)
     names = list(out.names)
     if col_names:
@@ -203,7 +205,7 @@ def _view_plan(
         )
     plan = rename(out.rel.expr, names)
     refuse_interval_results(plan, "a view", p.src.text)
-    return plan, names
+    return plan, names, tuple(t.name for t in out.types[: len(names)])
 
 
 def _create_index(p: StatementPlanner) -> st.CreateIndex:

@@ -192,6 +192,10 @@ class OperatorBinding(BinderBase):
             left = self.coerce(left, PG_TEXT, node.this)
             right = self.coerce(right, PG_TEXT, node.expression)
         target = common_type([left.type, right.type])
+        if target is not None and target.name == "float4" and left.type != right.type:
+            # real with another numeric type: PostgreSQL's real-and-double operators (float48pl,
+            # float84eq…) win over the real ones, so the other operand becomes double precision
+            target = FLOAT8
         if target is None:
             raise self.err(
                 UndefinedFunction,
@@ -372,6 +376,10 @@ class OperatorBinding(BinderBase):
         value: ScalarExpr = CallBinary(op, left.expr, right.expr)
         if out_type.name == "float8":
             value = float_range(op, value, left.expr, right.expr, FLOAT64)
+        elif out_type.name == "float4":
+            # real op real: computed in double precision and rounded to single, which gives
+            # PostgreSQL's single-precision + - * / exactly
+            value = CallVariadic(VariadicFunc.FLOAT4, (value,))
         if out_type.scalar is not None and right.type.scalar is not None:
             value = checked_division(op, value, right.expr, right.type.scalar, out_type.scalar)
         if op is not BinaryFunc.MOD:

@@ -147,6 +147,7 @@ class _Planner:
             out.limit,
             out.offset,
             as_of,
+            tuple(t.name for t in out.types[: len(out.names)]),
         )
 
     def trailing_as_of(self, start: int) -> tuple[int, int | None]:
@@ -245,6 +246,7 @@ class _Planner:
             out = self.qp.relation(node)
             plan = out.rel.expr
             names = tuple(out.names)
+            types = tuple(t.name for t in out.types[: len(names)])
         else:
             at = c.here()
             name = c.dotted_name("an object name")
@@ -252,6 +254,7 @@ class _Planner:
             assert obj.desc is not None and obj.id is not None
             plan = Get(obj.id, obj.desc)
             names = obj.desc.names
+            types = tuple(t.name for t in column_types(obj))
         while not c.at_end():
             if c.accept("AS", "OF"):
                 c.accept("AT", "LEAST")
@@ -278,7 +281,7 @@ class _Planner:
             else:
                 raise c.error("expected AS OF, UP TO or WITH (…)")
         refuse_interval_results(plan, "a SUBSCRIBE", self.src.text)
-        return st.Subscribe(self.src.sql, plan, tuple(names), as_of, up_to, snapshot)
+        return st.Subscribe(self.src.sql, plan, tuple(names), as_of, up_to, snapshot, types)
 
     def readable(self, name: str, at: int) -> CatalogObject:
         obj = self.catalog.lookup(name)

@@ -39,6 +39,8 @@ class CreateView(Statement):
     cluster: str | None = None
     replace: bool = False
     if_not_exists: bool = False
+    types: tuple[str, ...] = ()
+    """The PostgreSQL type of each column (``int4``, ``float4``…), kept with the view."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +181,8 @@ class Select(Statement):
     limit: int | None = None
     offset: int = 0
     as_of: int | None = None
+    types: tuple[str, ...] = ()
+    """The PostgreSQL type (``int4``, ``float4``…) of each of the ``names`` columns."""
 
     @property
     def width(self) -> int:
@@ -192,6 +196,8 @@ class Subscribe(Statement):
     as_of: int | None = None
     up_to: int | None = None
     snapshot: bool = True
+    types: tuple[str, ...] = ()
+    """The PostgreSQL type of each of the ``names`` columns."""
 
 
 @dataclass(frozen=True, slots=True)

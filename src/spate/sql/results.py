@@ -1,0 +1,52 @@
+"""The types a result's columns reach the user with.
+
+spate stores ``smallint`` and ``integer`` values as int64 and ``real`` values as float64 (each
+``real`` value rounded to single precision), but a query's result columns carry their
+PostgreSQL types, which the planner knows (:class:`~spate.sql.types.PgType`): planned
+statements keep their result columns' type names, and at the result boundary (a SELECT's
+Arrow table, a wire client's row description, the catalog tables clients read) those columns
+become Arrow ``int16``, ``int32`` and ``float32`` (PostgreSQL's ``int2``, ``int4`` and
+``float4``). Every other column keeps the Arrow type of its stored type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import pyarrow as pa
+
+from spate.repr.arrow import data_schema
+from spate.repr.desc import RelationDesc
+
+NARROW: Final[dict[str, pa.DataType]] = {
+    "int2": pa.int16(),
+    "int4": pa.int32(),
+    "float4": pa.float32(),
+}
+"""The PostgreSQL types whose result columns are narrower than their stored type."""
+
+
+def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of the first ``len(names)`` columns of ``desc``, named ``names``, whose
+    PostgreSQL types are ``types`` (names such as ``int4``; may be empty: the stored types)."""
+    fields = list(data_schema(desc))[: len(names)]
+    out = []
+    for i, (f, name) in enumerate(zip(fields, names, strict=True)):
+        narrow = NARROW.get(types[i]) if i < len(types) else None
+        out.append((f if narrow is None else f.with_type(narrow)).with_name(name))
+    return pa.schema(out)
+
+
+def narrow_table(table: pa.Table, types: Sequence[str]) -> pa.Table:
+    """``table`` with each column whose PostgreSQL type (``types``) is narrower than its stored
+    type cast to that type (integers checked to fit, floats already single-precision)."""
+    for i, name in enumerate(types[: table.num_columns]):
+        narrow = NARROW.get(name)
+        column = table.column(i)
+        if narrow is None or column.type == narrow:
+            continue
+        field = table.schema.field(i).with_type(narrow)
+        safe = not pa.types.is_floating(narrow)
+        table = table.set_column(i, field, column.cast(narrow, safe=safe))
+    return table
