@@ -74,7 +74,12 @@ class ReferenceEngine:
             kind = "materialized view" if stmt.materialized else "view"
             cluster = (stmt.cluster or "default") if stmt.materialized else None
             obj = self.catalog.add(
-                stmt.name, stmt.plan.desc, kind, create_sql=stmt.sql, cluster=cluster
+                stmt.name,
+                stmt.plan.desc,
+                kind,
+                create_sql=stmt.sql,
+                cluster=cluster,
+                types=stmt.types,
             )
             assert obj.id is not None
             self.views[obj.id] = stmt.plan

@@ -4,16 +4,22 @@ Values are normalised per column of spate's result type, then rows are compared 
 (or in order, for queries whose ORDER BY fixes the order):
 
 - floats: NaN equals NaN, -0.0 equals 0.0, otherwise equal to 12 significant digits (the
-  engines sum in different orders);
+  engines sum in different orders); a ``real`` (float32) column's values as single-precision
+  values (PostgreSQL sends their shortest digits, ``0.1``);
 - numerics: by value; where PostgreSQL's scale exceeds spate's column scale (division), PG's
   value is rounded to spate's scale first;
 - integers against a PostgreSQL numeric (``sum(bigint)``): by value;
 - everything else (text, booleans, dates, timestamps, bytes): exactly.
+
+:func:`type_problem` compares the result's column types: where PostgreSQL's column is an
+integer (``smallint``, ``integer``, ``bigint``) or a float (``real``, ``double precision``) and
+spate's is one of the same family, they must be the same width.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
@@ -72,7 +78,16 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _single_key(v: Any) -> Any:
+    x = float(v)
+    if math.isfinite(x):
+        x = struct.unpack("f", struct.pack("f", x))[0]
+    return _float_key(x)
+
+
 def _normaliser(t: pa.DataType) -> Callable[[Any], Any]:
+    if pa.types.is_float32(t):
+        return _single_key
     if pa.types.is_floating(t):
         return _float_key
     if pa.types.is_decimal(t):
@@ -111,3 +126,18 @@ def compare(pg_rows: Sequence[Row], table: pa.Table, *, ordered: bool) -> str | 
         f"rows differ: {sum(extra.values())} only in spate {list(extra.elements())[:6]!r}, "
         f"{sum(missing.values())} only in PostgreSQL {list(missing.elements())[:6]!r}"
     )
+
+
+_INTEGERS = {21: pa.int16(), 23: pa.int32(), 20: pa.int64()}
+_FLOATS = {700: pa.float32(), 701: pa.float64()}
+
+
+def type_problem(pg_oids: Sequence[int], schema: pa.Schema) -> str | None:
+    """``None`` if each integer and float column of spate's result has the width of
+    PostgreSQL's column of the same family (type OIDs ``pg_oids``), else which do not."""
+    bad = []
+    for i, (oid, t) in enumerate(zip(pg_oids, schema.types, strict=False)):
+        for family, same in ((_INTEGERS, pa.types.is_integer), (_FLOATS, pa.types.is_floating)):
+            if oid in family and same(t) and t != family[oid]:
+                bad.append(f"column {i + 1}: spate {t}, PostgreSQL {family[oid]}")
+    return "; ".join(bad) or None

@@ -57,6 +57,8 @@ class PgScratch:
         safe = re.sub(r"\W", "_", tag.lower())[:30]
         self.schema = f"slt_{safe}_{secrets.token_hex(4)}"
         self.conn: psycopg.Connection[Any] | None = None
+        self.last_oids: list[int] = []
+        """The column type OIDs of the last :meth:`query`."""
 
     def __enter__(self) -> PgScratch:
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
@@ -92,6 +94,7 @@ class PgScratch:
         cur = self.conn.execute(to_postgres(sql))
         if cur.description is None:
             raise ValueError("the statement returned no rows")
+        self.last_oids = [d.type_code for d in cur.description]
         letters = "".join(letter(d.type_code) for d in cur.description)
         names = [d.name for d in cur.description]
         return letters, names, [tuple(r) for r in cur.fetchall()]

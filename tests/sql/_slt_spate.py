@@ -34,7 +34,7 @@ import psycopg
 import pyarrow as pa
 
 from tests.sql._slt import Record, SltFile, format_rows
-from tests.sql._slt_compare import compare, table_rows
+from tests.sql._slt_compare import compare, table_rows, type_problem
 from tests.sql._slt_dml import apply_to_postgres, load, random_round
 from tests.sql._slt_pg import PgScratch
 
@@ -126,6 +126,7 @@ def _pg_side(r: Record, pg: PgScratch) -> tuple[list[Any] | None, str | None]:
 
 def _run_record(r: Record, env: Environment, pg: PgScratch, result: FileResult) -> str | None:
     pg_rows, pg_error = _pg_side(r, pg) if r.runs_on("postgresql") else (None, None)
+    pg_types = list(pg.last_oids)
     try:
         out = env.sql(r.sql)
     except Exception as e:
@@ -146,7 +147,9 @@ def _run_record(r: Record, env: Environment, pg: PgScratch, result: FileResult) 
     if not r.runs_on("postgresql"):  # spate-only SQL: the file's rows are the expectation
         got = format_rows(table_rows(out), r.sort)
         return None if got == r.expected else f"rows {got!r}, the file says {r.expected!r}"
-    return compare(pg_rows or [], out, ordered=r.sort == "nosort")
+    return compare(pg_rows or [], out, ordered=r.sort == "nosort") or type_problem(
+        pg_types, out.schema
+    )
 
 
 # -- incremental -----------------------------------------------------------------------------------
@@ -252,9 +255,11 @@ def _check_views(
 ) -> None:
     for name, (r, sql) in list(live.items()):
         pg_rows: list[Any] | None = None
+        pg_types: list[int] = []
         pg_error = None
         try:
             pg_rows = pg.query(f"SELECT * FROM {name}")[2]
+            pg_types = list(pg.last_oids)
         except (psycopg.Error, ValueError) as e:
             pg_error = _error_text(e)
         try:
@@ -265,7 +270,9 @@ def _check_views(
             if pg_error:
                 problem = f"PostgreSQL errs ({pg_error}), spate answered"
             else:
-                problem = compare(pg_rows or [], out, ordered=False)
+                problem = compare(pg_rows or [], out, ordered=False) or type_problem(
+                    pg_types, out.schema
+                )
         if problem:
             result.incremental[r.key] = f"after {when}\n  view: {sql}\n  {problem}"
             del live[name]

@@ -29,7 +29,7 @@ from spate.plan.relation import Map, RelationExpr
 from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, ScalarType
 from spate.sql.errors import FeatureNotSupported
 from spate.sql.scope import project
-from spate.sql.values import DATETIME_SHAPE, zero_of
+from spate.sql.values import DATETIME_SHAPE, INT_LIMITS, zero_of
 
 DIVISION_BY_ZERO: Final = "22012"
 INVALID_TEXT: Final = "22P02"
@@ -103,9 +103,8 @@ NUMBER_SYNTAX: Final = {
 }
 """Text that spells a number of the kind: where its cast gives NULL, the value is out of the
 type's range (22003), not invalid input (22P02)."""
-INT_LIMITS: Final = {"smallint": 2**15, "integer": 2**31}
-"""The integer types narrower than the IR's int64, by display name: a text cast checks their
-range (``'99999'::smallint`` fails with 22003, as in PostgreSQL)."""
+# INT_LIMITS (spate.sql.values): the narrow integer types' bounds, by display name; a text cast
+# checks their range ('99999'::smallint fails with 22003, as in PostgreSQL).
 
 
 def strict_cast(

@@ -11,7 +11,8 @@ smallint, integer, bigint                  int64                       int2/int4
                                                                        (checks.int_range)
 numeric(p,s)                               numeric(p,s)                p <= 38
 numeric                                    numeric(38,10)              fixed column scale
-real, double precision                     float64
+real, double precision                     float64                     real rounded to single
+                                                                       precision
 text, varchar(n), char varying             text
 boolean, date, timestamp, jsonb, bytea     bool, date, timestamp,
                                            jsonb, bytes
@@ -21,6 +22,9 @@ interval                                   (none), interval            an operan
                                                                        column (months, days,
                                                                        microseconds)
 =========================================  ==========================  ==========================
+
+Result columns of ``smallint``, ``integer`` and ``real`` are Arrow int16, int32 and float32
+(:mod:`spate.sql.results`).
 
 Implicit conversions and the common type of UNION, CASE, COALESCE, VALUES… follow PostgreSQL's
 algorithm (type categories, preferred types): :func:`common_type`.

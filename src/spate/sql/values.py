@@ -15,6 +15,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Final
 
 from spate.plan.expr import NAN, Literal, literal_type
+from spate.plan.funcs import INT_RANGES
 from spate.repr.types import FLOAT64, INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
 from spate.sql.errors import (
     DatetimeFieldOverflow,
@@ -41,13 +42,18 @@ _NUMBER = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE]([+-]?[0-9]+))?"
 """A number's syntax in PostgreSQL's input of numeric and double precision (ASCII digits)."""
 
 
+INT_LIMITS: Final = {name: bound for bound, name in INT_RANGES.values()}
+"""The integer types narrower than the IR's int64, by display name (``integer``,
+``smallint``): their values lie in ``[-bound, bound)``."""
+
+
 def number_literal(text: str) -> tuple[Literal, PgType]:
     """The literal a number token denotes, with its PostgreSQL type; ``text`` may start with
     ``-`` (the minus signs PostgreSQL folds into the constant they stand in front of). An
     integer is an integer if it fits, else a bigint if it fits, else a numeric."""
     if re.fullmatch(r"-?\d+", text):
         v = int(text)
-        if -(2**31) <= v <= 2**31 - 1:
+        if -INT_LIMITS["integer"] <= v < INT_LIMITS["integer"]:
             return Literal(v, INT4.scalar), INT4  # type: ignore[arg-type]
         if INT64_MIN <= v <= INT64_MAX:
             return Literal(v, INT8.scalar), INT8  # type: ignore[arg-type]
@@ -97,7 +103,7 @@ def convert_text(text: str, target: PgType) -> Datum:
         if not re.fullmatch(r"[+-]?\d+", s):
             raise bad
         v = int(s)
-        limit = 2**31 if target.name == "int4" else 2**15 if target.name == "int2" else 2**63
+        limit = INT_LIMITS.get(display_name(target), 2**63)
         if not -limit <= v < limit or not INT64_MIN <= v <= INT64_MAX:
             raise NumericOutOfRange(
                 f'value "{text}" is out of range for type {display_name(target)}'
