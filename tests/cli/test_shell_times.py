@@ -46,3 +46,9 @@ def test_subscribe_changes_print_their_time_as_a_time() -> None:
         ["2026-11-26", "11:42:53.504", "+1", "a", "1"],
         ["2026-11-26", "11:42:53.505", "-1", "a", "1"],
     ]
+
+
+def test_real_columns_print_their_single_precision_digits() -> None:
+    table = pa.table({"r": pa.array([0.1, None, 1e20], pa.float32()), "d": [0.1, 0.2, 0.3]})
+    text = _printed(table)
+    assert "0.1 " in text and "1e+20" in text and "0.10000000149" not in text

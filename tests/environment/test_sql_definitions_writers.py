@@ -61,3 +61,14 @@ def test_concurrent_saves_from_two_writers_are_atomic(tmp_path: Path) -> None:
     # a reopened Definitions reads what was saved last
     again = Definitions(tmp_path, secrets)
     assert again.items == doc["definitions"]
+
+
+def test_a_views_column_types_are_kept_until_it_is_dropped(tmp_path: Path) -> None:
+    secrets = SecretsDir(tmp_path / "secrets")
+    defs = Definitions(tmp_path, secrets)
+    defs.set("v", "CREATE VIEW v AS SELECT 1::int AS a, 0.5::real AS b", ("int4", "float4"))
+    defs.set("t", "CREATE TABLE t (x int)")
+    again = Definitions(tmp_path, secrets)
+    assert again.types == {"v": ["int4", "float4"]}
+    again.set("v", None)
+    assert Definitions(tmp_path, secrets).types == {}

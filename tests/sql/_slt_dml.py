@@ -15,7 +15,9 @@ change per table (rows gone, rows new) is what the spate side applies.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -46,6 +48,14 @@ class TableModel:
     rows: list[Row] = field(default_factory=list)
 
 
+def _stored(col: Column, v: Any) -> Any:
+    """A value read from PostgreSQL as spate stores it: a ``real`` (which psycopg reads from
+    its shortest digits, ``0.1``) as its single-precision value."""
+    if col.type == "real" and isinstance(v, float) and math.isfinite(v):
+        return struct.unpack("f", struct.pack("f", v))[0]
+    return v
+
+
 def load(pg: PgScratch, tables: list[str]) -> dict[str, TableModel]:
     assert pg.conn is not None
     models: dict[str, TableModel] = {}
@@ -57,7 +67,10 @@ def load(pg: PgScratch, tables: list[str]) -> dict[str, TableModel]:
             (pg.schema, name),
         ).fetchall()
         columns = [Column(c[0], c[1], c[2] == "YES", c[3], c[4]) for c in cols]
-        rows = [tuple(r) for r in pg.conn.execute(f"SELECT * FROM {name}").fetchall()]
+        rows = [
+            tuple(_stored(c, v) for c, v in zip(columns, r, strict=True))
+            for r in pg.conn.execute(f"SELECT * FROM {name}").fetchall()
+        ]
         models[name] = TableModel(name, columns, rows)
     return models
 

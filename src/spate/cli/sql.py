@@ -22,6 +22,7 @@ from rich.table import Table
 
 from spate.cli.app import app, settings
 from spate.clock import format_ms
+from spate.plan.evaluation.casts import float_text
 from spate.sql.parse import split
 
 HISTORY = Path.home() / ".spate_sql_history"
@@ -54,6 +55,8 @@ def render(table: pa.Table) -> Table:
     columns = [
         _times(table.column(i).to_pylist())
         if f.name in TIME_COLUMNS and pa.types.is_integer(f.type)
+        else _reals(table.column(i).to_pylist())
+        if pa.types.is_float32(f.type)
         else table.column(i).to_pylist()
         for i, f in enumerate(table.schema)
     ]
@@ -84,6 +87,11 @@ def show(console: Console, result: Any) -> None:
 
 def _times(values: list[object]) -> list[object]:
     return [format_ms(v) if isinstance(v, int) and v > 0 else v for v in values]
+
+
+def _reals(values: list[object]) -> list[object]:
+    """A ``real`` column's values as PostgreSQL prints them (``0.1``, not its double digits)."""
+    return [float_text(v, single=True) if isinstance(v, float) else v for v in values]
 
 
 def _cell(v: object) -> str:
