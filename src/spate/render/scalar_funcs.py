@@ -502,7 +502,7 @@ def float_text(v: Column, *, single: bool = False) -> Column:
         .when(F.isnan(v), F.lit("NaN"))
         .when(v == F.lit(float("inf")), F.lit("Infinity"))
         .when(v == F.lit(float("-inf")), F.lit("-Infinity"))
-        .when(v == F.lit(0.0), F.lit("0"))
+        .when(v == F.lit(0.0), F.when(java.startswith("-"), "-0").otherwise(F.lit("0")))
         .otherwise(F.concat(sign, body))
     )
 
