@@ -90,3 +90,15 @@ def test_a_view_keeps_the_types_of_its_columns() -> None:
     ]
     stmt = plan_statement(parse("SELECT rr + r, si + 1, s FROM v")[0], engine.catalog)
     assert isinstance(stmt, st.Select) and stmt.types == ("float4", "int4", "int2")
+
+
+def test_float_with_a_precision_up_to_24_is_real() -> None:
+    engine = ReferenceEngine()
+    engine.sql("CREATE TABLE f (a float(10), b float(24), c float(25), d float)")
+    shown = [(r[0], r[2]) for r in engine.rows("SHOW COLUMNS FROM f")]
+    assert shown == [
+        ("a", "real"),
+        ("b", "real"),
+        ("c", "double precision"),
+        ("d", "double precision"),
+    ]

@@ -55,7 +55,14 @@ def _declared(create_sql: str) -> tuple[tuple[str, PgType | None, int | None], .
                 limit = int(kind.expressions[0].name)
             except ValueError:
                 limit = None
-        out.append((c.name, _NARROW.get(kind.this), limit))
+        narrow = _NARROW.get(kind.this)
+        if kind.this is exp.DataType.Type.DOUBLE and kind.expressions:
+            # float(p): real for p <= 24, double precision above
+            try:
+                narrow = FLOAT4 if int(kind.expressions[0].name) <= 24 else None
+            except ValueError:
+                narrow = None
+        out.append((c.name, narrow, limit))
     return tuple(out)
 
 
