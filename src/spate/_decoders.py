@@ -33,6 +33,7 @@ from spate.ids import (
     ShardId,
     WriterId,
 )
+from spate.repr.interval import Interval
 from spate.wire import BY_CLS as _BY_CLS
 from spate.wire import BY_TAG as _BY_TAG
 
@@ -91,7 +92,9 @@ def _scalar(kind: type, name: str) -> _Decoder:
 
 
 def _is_datum(raw: object) -> bool:
-    return raw is None or isinstance(raw, (bool, int, float, str, bytes, Decimal, dt.date))
+    return raw is None or isinstance(
+        raw, (bool, int, float, str, bytes, Decimal, dt.date, Interval)
+    )
 
 
 def _datum(raw: object, path: str, depth: int) -> object:

@@ -15,6 +15,7 @@ Python type                        msgpack
 ``datetime.date``                  ext 2: ISO date text
 ``datetime.datetime`` (naive)      ext 3: int64 microseconds since 1970-01-01, big endian
 ``pyarrow.Table``                  ext 4: Arrow IPC stream (validated fully on decode)
+``Interval``                       ext 6: ``months,days,micros`` text
 ``uuid.UUID``                      16 bytes
 ``Antichain`` / ``Frontier``       array of ints (``[]`` is the empty frontier)
 ids (``GlobalId``, ``ShardId``…)   their printed form
@@ -49,6 +50,7 @@ from spate._decoders import (
 )
 from spate.errors import ProtocolError
 from spate.frontier.antichain import Antichain
+from spate.repr.interval import Interval
 from spate.wire import BY_CLS as _BY_CLS
 from spate.wire import registered_tags, wire
 
@@ -69,6 +71,7 @@ _EXT_DATE: Final = 2
 _EXT_DATETIME: Final = 3
 _EXT_ARROW: Final = 4
 _EXT_ATTACHED: Final = 5  # only in transport messages: an Arrow stream after the document
+_EXT_INTERVAL: Final = 6
 _ALIGN: Final = 8
 _EPOCH: Final = dt.datetime(1970, 1, 1)
 
@@ -97,6 +100,10 @@ def _to_wire(value: object, attach: list[list[Chunk]] | None = None) -> object:
         return [_to_wire(e, attach) for e in value.elements]
     if isinstance(value, ID_TYPES):
         return str(value)
+    if isinstance(value, Interval):
+        return msgpack.ExtType(
+            _EXT_INTERVAL, f"{value.months},{value.days},{value.micros}".encode()
+        )
     if isinstance(value, (tuple, list, frozenset, set)):
         items = sorted(value, key=repr) if isinstance(value, (frozenset, set)) else value
         return [_to_wire(v, attach) for v in items]
@@ -209,6 +216,9 @@ def _ext_hook(code: int, data: bytes) -> object:
             return _EPOCH + dt.timedelta(microseconds=micros)
         if code == _EXT_ARROW:
             return ArrowPayload(data)
+        if code == _EXT_INTERVAL:
+            months, days, micros = (int(x) for x in data.decode("ascii").split(","))
+            return Interval(months, days, micros)
     except (ValueError, UnicodeDecodeError, InvalidOperation, OverflowError) as e:
         raise ProtocolError(f"malformed ext type {code}: {e}") from None
     raise ProtocolError(f"unknown msgpack ext type {code}")

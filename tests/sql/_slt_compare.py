@@ -9,6 +9,7 @@ Values are normalised per column of spate's result type, then rows are compared 
 - numerics: by value; where PostgreSQL's scale exceeds spate's column scale (division), PG's
   value is rounded to spate's scale first;
 - integers against a PostgreSQL numeric (``sum(bigint)``): by value;
+- intervals: as PostgreSQL prints them (so ``'1 mon'`` and ``'30 days'`` differ);
 - everything else (text, booleans, dates, timestamps, bytes): exactly.
 
 :func:`type_problem` compares the result's column types: where PostgreSQL's column is an
@@ -26,6 +27,8 @@ from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
+
+from spate.repr.interval import Interval
 
 Row = tuple[Any, ...]
 
@@ -78,6 +81,12 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _interval_text(v: Any) -> Any:
+    if isinstance(v, pa.MonthDayNano):
+        return Interval(v.months, v.days, v.nanoseconds // 1000).text()
+    return v
+
+
 def _single_key(v: Any) -> Any:
     x = float(v)
     if math.isfinite(x):
@@ -86,6 +95,8 @@ def _single_key(v: Any) -> Any:
 
 
 def _normaliser(t: pa.DataType) -> Callable[[Any], Any]:
+    if t == pa.month_day_nano_interval():
+        return _interval_text  # compared as PostgreSQL prints them: the fields exactly
     if pa.types.is_float32(t):
         return _single_key
     if pa.types.is_floating(t):

@@ -2,7 +2,7 @@
 
 Values come from a small domain so that collisions happen (ints in [-3, 3], text in
 {'', 'a', 'A', 'b', 'ab'}, numerics of scale 2, floats with -0.0, dates and timestamps near
-one epoch, NULL where the column allows it), mixed with values already in the column so that
+one epoch, intervals in canonical form, NULL where the column allows it), mixed with values already in the column so that
 joins and groups keep matching. A round is 1-20 operations: insert a new row, insert a copy of
 an existing one, delete one copy, update one copy (delete + insert with one column changed);
 one round of the run deletes everything from one table, so empty inputs are hit too.
@@ -30,6 +30,23 @@ Row = tuple[Any, ...]
 _TEXT = ["", "a", "A", "b", "ab"]
 _FLOATS = [-1.5, -0.0, 0.0, 0.5, 1.0, 2.25, 3.0]
 _EPOCH = dt.datetime(2024, 1, 1)
+_INTERVALS = ["00:00:00", "1 day", "1 mon", "02:00:00", "-1 days", "1 mon 2 days", "-03:00:00"]
+"""Intervals in their canonical form (every field of one sign, days < 30, time < 24 h), so
+that a group's representative is the same in PostgreSQL and spate."""
+
+
+def spate_rows(model: TableModel, rows: list[Row]) -> list[Row]:
+    """``rows`` of ``model``'s table as spate takes them (intervals, read by PostgreSQL's
+    text, as ``Interval`` values)."""
+    from spate.repr.interval_text import parse_interval
+
+    at = [i for i, c in enumerate(model.columns) if c.type == "interval"]
+    if not at:
+        return rows
+    return [
+        tuple(parse_interval(v) if i in at and v is not None else v for i, v in enumerate(r))
+        for r in rows
+    ]
 
 
 @dataclass
@@ -98,6 +115,8 @@ def _value(rng: random.Random, col: Column, existing: list[Any]) -> Any:
         return (_EPOCH + dt.timedelta(days=rng.randint(-2, 40))).date()
     if t == "timestamp without time zone":
         return _EPOCH + dt.timedelta(hours=rng.randint(-24, 24 * 40))
+    if t == "interval":
+        return rng.choice(_INTERVALS)
     raise NotImplementedError(f"no random values for column type {t}")
 
 

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
+from psycopg.types.string import TextLoader
 
 from tests.sql._slt import Record, SltFile, corpus_files, format_rows, parse_file, render_file
 
@@ -67,6 +68,7 @@ class PgScratch:
         conn.execute("SET TimeZone TO 'UTC'")
         conn.execute("SET DateStyle TO 'ISO, MDY'")
         conn.execute("SET IntervalStyle TO 'postgres'")
+        conn.adapters.register_loader("interval", TextLoader)  # PostgreSQL's text, not timedelta
         conn.execute("SET statement_timeout TO '20s'")
         self.conn = conn
         return self

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from tests.sql._slt import Record, SltFile, format_rows
 from tests.sql._slt_compare import compare, table_rows, type_problem
-from tests.sql._slt_dml import apply_to_postgres, load, random_round
+from tests.sql._slt_dml import apply_to_postgres, load, random_round, spate_rows
 from tests.sql._slt_pg import PgScratch
 
 if TYPE_CHECKING:
@@ -233,9 +233,9 @@ def _incremental(
         try:
             for table, (gone, new) in sorted(rnd.changes.items()):
                 if gone:
-                    env.delete(table, list(gone.elements()))
+                    env.delete(table, spate_rows(models[table], list(gone.elements())))
                 if new:
-                    env.insert(table, list(new.elements()))
+                    env.insert(table, spate_rows(models[table], list(new.elements())))
         except Exception as e:
             for r, _ in live.values():
                 result.incremental[r.key] = f"round {n + 1}: the write failed: {_error_text(e)}"

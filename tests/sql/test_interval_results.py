@@ -1,8 +1,8 @@
 """Intervals as result columns of one-off SELECTs: ``timestamp - timestamp``, ``interval * n``,
 ``age(a, b)`` and interval constants give PostgreSQL's months, days and microseconds, printed as
 PostgreSQL prints them, through ``Environment.sql`` and the wire server (text and binary);
-checked against the PostgreSQL at ``SPATE_TEST_POSTGRES_URL`` on random values. Views,
-materialized views and SUBSCRIBE with an interval column are refused when created."""
+checked against the PostgreSQL at ``SPATE_TEST_POSTGRES_URL`` on random values; tables hold
+interval columns (``Interval`` values in, Arrow ``month_day_nano_interval`` out)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
 from spate.repr.arrow import interval_datum
 from spate.repr.interval import Interval
-from spate.sql.errors import DatatypeMismatch, FeatureNotSupported
+from spate.sql.errors import DatatypeMismatch
 
 
 class _RawText(Loader):
@@ -91,22 +91,19 @@ def test_interval_results_order_by_span(env: Environment) -> None:
     assert got == [(3, "-2 mons"), (2, "12:00:00"), (1, "1 mon 1 day")]
 
 
-def test_intervals_that_are_not_one_off_results_are_refused(env: Environment) -> None:
+def test_intervals_in_views_and_plans_over_subqueries_are_planned(env: Environment) -> None:
     env.sql("CREATE TABLE t (a timestamp, b timestamp, n bigint)")  # type: ignore[attr-defined]
-    for query, column in [
-        ("CREATE VIEW v AS SELECT a - b AS d FROM t", '"d"'),
-        ("CREATE MATERIALIZED VIEW v (x) AS SELECT interval '1 day' * n FROM t", '"x"'),
-        ("SUBSCRIBE (SELECT age(a, b) FROM t)", '"age"'),
-    ]:
-        with pytest.raises(FeatureNotSupported, match=f"column {column}.*not maintained yet"):
-            env.sql(query)  # type: ignore[attr-defined]
-    with pytest.raises(FeatureNotSupported, match="not by a dataflow yet"):
-        env.sql("SELECT DISTINCT a - b FROM t")  # type: ignore[attr-defined]
-    with pytest.raises(FeatureNotSupported, match="can only be selected"):
-        env.sql("SELECT d FROM (SELECT a - b AS d FROM t) s WHERE d > interval '1 day'")  # type: ignore[attr-defined]
+    env.sql("CREATE VIEW v AS SELECT a - b AS d FROM t")  # type: ignore[attr-defined]
+    env.sql(  # type: ignore[attr-defined]
+        "INSERT INTO t VALUES ('2024-01-02 00:00:00', '2024-01-01 00:00:00', 1),"
+        " ('2024-01-03 12:00:00', '2024-01-01 00:00:00', 2)"
+    )
+    query = "SELECT d FROM (SELECT a - b AS d FROM t) s WHERE d > interval '1 day'"
+    got = _texts(env.sql(query))  # type: ignore[attr-defined]
+    assert got == [("2 days 12:00:00",)]
     with pytest.raises(DatatypeMismatch, match="cannot convert interval to bigint"):
         env.sql("INSERT INTO t (n) VALUES (interval '1 day')")  # type: ignore[attr-defined]
-    assert env.sql("SELECT * FROM t").num_rows == 0  # type: ignore[attr-defined]
+    assert env.sql("SELECT * FROM t").num_rows == 2  # type: ignore[attr-defined]
 
 
 def _stamp(rng: random.Random) -> dt.datetime:
@@ -178,23 +175,20 @@ def test_random_interval_results_match_postgres(
         server.close()
 
 
-def test_tables_and_plans_with_interval_columns_are_refused(env: Environment) -> None:
-    from spate.errors import InvalidArgumentValue
-    from spate.plan.expr import CallVariadic, Literal, VariadicFunc
-    from spate.plan.relation import Constant, Map
+def test_tables_with_interval_columns_hold_interval_values(env: Environment) -> None:
     from spate.repr.desc import RelationDesc
     from spate.repr.types import INT64, INTERVAL
 
-    with pytest.raises(InvalidArgumentValue, match="column 'd' of table 't' is an interval"):
-        env.create_table("t", RelationDesc.of(("d", INTERVAL)))
-    one = Literal(1, INT64)
-    plan = Map(
-        Constant((((1,), 1),), RelationDesc.of(("x", INT64))),
-        (CallVariadic(VariadicFunc.MAKE_INTERVAL, (one, one, one)),),
-        ("d",),
-    )
-    with pytest.raises(InvalidArgumentValue, match="column 'd' of the plan is an interval"):
-        env.create_view("v", plan)
+    env.create_table("t", RelationDesc.of(("k", INT64), ("d", INTERVAL)))
+    env.insert("t", [(1, Interval(1, 2, 3)), (2, Interval(0, 30, 0)), (3, None)])
+    env.delete("t", [(2, Interval(0, 30, 0))])
+    table = env.select("t", order_by=["k"])
+    assert str(table.schema.field("d").type) == "month_day_nano_interval"
+    assert [interval_datum(v) for v in table.column("d").to_pylist()] == [
+        Interval(1, 2, 3),
+        None,
+    ]
+    assert _texts(env.sql("SELECT d FROM t WHERE k = 1")) == [("1 mon 2 days 00:00:00.000003",)]  # type: ignore[attr-defined]
 
 
 def test_interval_results_over_a_dataflow_match_postgres(

@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from spate.repr.arrow import interval_of
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-from spate.repr.types import Row
+from spate.repr.types import Row, ScalarKind
 
 
 class Change(NamedTuple):
@@ -49,6 +50,9 @@ def changes_of(
     if updates is None or updates.num_rows == 0:
         return Changes([], upper)
     cols = [updates.column(n).to_pylist() for n in desc.names]
+    for i, c in enumerate(desc.columns):
+        if c.type.kind is ScalarKind.INTERVAL:
+            cols[i] = [interval_of(v) for v in cols[i]]
     make = named._make  # type: ignore[attr-defined]
     rows = [make(r) for r in zip(*cols, strict=True)] if cols else [()] * updates.num_rows
     times = updates.column(TIME_COLUMN).to_pylist()

@@ -60,7 +60,6 @@ from spate.protocol.storage_desc import (
     SourceConnection,
 )
 from spate.repr.desc import RelationDesc
-from spate.repr.types import ScalarKind
 from spate.storage.controller.types import (
     CollectionDescription,
     ExportDescription,
@@ -88,21 +87,8 @@ def with_id(state: CatalogState, item: StoredItem) -> CatalogState:
     return dataclasses.replace(state, next_id=max(state.next_id, item.id.value + 1))
 
 
-def refuse_intervals(desc: RelationDesc, what: str) -> None:
-    """Tables, sources and views kept up to date do not carry interval columns yet (only
-    one-off SELECTs compute them)."""
-    for c in desc.columns:
-        if c.type.kind is ScalarKind.INTERVAL:
-            raise InvalidArgumentValue(
-                f"column {c.name!r} of {what} is an interval: interval columns are not "
-                "stored or maintained yet"
-            )
-
-
 def check_plan(rt: Runtime, plan: RelationExpr) -> None:
-    """Every ``Get`` reads a readable catalog object, with that object's schema; no interval
-    result column."""
-    refuse_intervals(plan.desc, "the plan")
+    """Every ``Get`` reads a readable catalog object, with that object's schema."""
     for node in plan.walk():
         if not isinstance(node, Get):
             continue
@@ -136,7 +122,6 @@ def _storage_since_upper(
 async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
     check_argument(name, str, "a table name")
     check_argument(desc, RelationDesc, f"the description of table {name!r}")
-    refuse_intervals(desc, f"table {name!r}")
     state, id = rt.catalog.allocate_id()
     item = TableItem(name, id, desc)
     state.add_item(item)

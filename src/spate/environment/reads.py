@@ -70,7 +70,7 @@ from spate.ids import GlobalId, PeekId
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
-from spate.repr.arrow import data_schema
+from spate.repr.arrow import arrow_rows, data_schema, to_user
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row
 
@@ -300,9 +300,10 @@ async def select(
     level = check_isolation(isolation)
     t = resolve(rt, target)
     try:
-        return await _select(
+        table = await _select(
             rt, t, as_of, cluster, order_by, limit, timeout, level, real_time_recency
         )
+        return to_user(table, t.plan.desc)
     except EvaluationFailed as e:
         raise EvaluationFailed(f"reading {t.name}: {e}", e.sqlstate) from None
 
@@ -413,9 +414,7 @@ def _rows_table(
     desc: RelationDesc, rows: list[tuple[Row, int]], finishing: RowSetFinishing
 ) -> pa.Table:
     expanded = [r for r, n in rows for _ in range(n)]
-    table = pa.Table.from_pylist(
-        [dict(zip(desc.names, r, strict=True)) for r in expanded], schema=data_schema(desc)
-    )
+    table = pa.Table.from_pylist(arrow_rows(desc, expanded), schema=data_schema(desc))
     if finishing.order_by:
         keys = [
             (desc.names[o.column], "descending" if o.desc else "ascending")

@@ -25,11 +25,10 @@ from spate.ids import GlobalId
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.arrow import arrow_rows, data_schema, interval_datum
+from spate.repr.arrow import arrow_rows, data_schema, decode_rows, to_user
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row, ScalarKind
 from spate.sql import statements as st
-from spate.sql.errors import FeatureNotSupported
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
@@ -57,7 +56,7 @@ def read(
     ):
         # map/filter/project over one object: read the object (an index or a collection,
         # no dataflow) and apply the rest here, in plain Python
-        contents = Counter(table_rows(read(env, base, session, as_of)))
+        contents = Counter(table_rows(read(env, base, session, as_of), base.desc))
         try:
             counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
         except EvalError as e:
@@ -70,14 +69,13 @@ def read(
         # interval result columns computed over a dataflow's result: the dataflow computes
         # what is under them, and the maps, filters and projections above it run here
         top, inner = split
-        contents = Counter(table_rows(read(env, inner, session, as_of)))
+        contents = Counter(table_rows(read(env, inner, session, as_of), inner.desc))
         try:
             counts = evaluate(top, {_HERE: contents}, env.runtime.oracle.read_ts())
         except EvalError as e:
             raise EvaluationFailed.of("query", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
         return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
-    refuse_intervals(plan)
     target: Any = plan
     if isinstance(plan, Get):
         target = env.runtime.catalog.by_id(plan.id).name
@@ -89,18 +87,6 @@ def read(
         real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
     )
-
-
-def refuse_intervals(plan: RelationExpr) -> None:
-    """Interval result columns are computed only here, by the maps, filters and projections at
-    the top of a read: dataflows do not carry them yet."""
-    for c in plan.desc.columns:
-        if c.type.kind is ScalarKind.INTERVAL:
-            raise FeatureNotSupported(
-                f"column {c.name!r} is an interval: interval result columns are computed only "
-                "at the end of a query (not under DISTINCT, UNION, grouping or a join), not by "
-                "a dataflow yet"
-            )
 
 
 _HERE = GlobalId.transient(2**63 - 1)
@@ -143,9 +129,10 @@ def _linear_over_get(plan: RelationExpr) -> Get | None:
     return node if isinstance(node, Get) else None
 
 
-def table_rows(table: pa.Table) -> list[Row]:
+def table_rows(table: pa.Table, desc: RelationDesc) -> list[Row]:
+    """The rows of a read of ``desc``'s columns (intervals as ``Interval`` values)."""
     columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
-    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+    return decode_rows(desc, [tuple(c[i] for c in columns) for i in range(table.num_rows)])
 
 
 def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -> list[Row]:
@@ -157,7 +144,7 @@ def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -
         (id,) = ids
         item = env.runtime.catalog.by_id(id)
         if isinstance(item, TableItem):
-            contents = Counter(table_rows(read(env, Get(id, item.desc), session)))
+            contents = Counter(table_rows(read(env, Get(id, item.desc), session), item.desc))
             try:
                 counts = evaluate(plan, {id: contents}, env.runtime.oracle.read_ts())
             except EvalError as e:
@@ -167,10 +154,7 @@ def dml_rows(env: EnvironmentOperations, plan: RelationExpr, session: Session) -
 
 
 def read_rows(env: EnvironmentOperations, plan: Any, session: Session) -> list[Row]:
-    table = read(env, plan, session)
-    names = table.column_names
-    columns = [table.column(i).to_pylist() for i in range(len(names))]
-    return [tuple(c[i] for c in columns) for i in range(table.num_rows)]
+    return table_rows(read(env, plan, session), plan.desc)
 
 
 def select(env: EnvironmentOperations, stmt: st.Select, session: Session) -> pa.Table:
@@ -183,10 +167,7 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
     their SQL names, applied to a read's rows."""
     width = stmt.width
     if stmt.order_by or stmt.offset or stmt.limit is not None:
-        rows: list[Row] = [
-            tuple(interval_datum(v) for v in r.values())  # type: ignore[misc]
-            for r in table.to_pylist()
-        ]
+        rows = table_rows(table, desc)
         if stmt.order_by:
             orders = stmt.order_by
 
@@ -198,5 +179,5 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
         rows = rows[stmt.offset : end]
         schema = data_schema(desc)
         table = pa.Table.from_pylist(arrow_rows(desc, rows), schema=schema)
-    table = table.select(list(range(width)))
+    table = to_user(table.select(list(range(width))), desc)
     return table.rename_columns(list(stmt.names))

@@ -529,7 +529,13 @@ _BINARY_DECODERS: Final[dict[int, Decoder]] = {
     1114: _bin_timestamp,
     1184: _bin_timestamptz,
     3802: lambda b: b[1:].decode() if b[:1] == b"\x01" else b.decode(),
+    1186: lambda b: _bin_interval(b),
 }
+
+
+def _bin_interval(b: bytes) -> Interval:
+    micros, days, months = struct.unpack("!qii", b)
+    return Interval(months, days, micros)
 
 
 def decode_param(oid: int, fmt: int, raw: bytes | None, index: int) -> Any:

@@ -112,6 +112,17 @@ class VariadicFunc(StrEnum):
     """``(months, days, microseconds)``: an interval result column (months and days in int32)."""
     TIMESTAMP_DIFF_US = "timestamp_diff_us"
     """``a - b`` in microseconds (the time of ``timestamp - timestamp``)."""
+    # Intervals (spate.plan.interval_funcs).
+    INTERVAL_MONTHS = "interval_months"
+    INTERVAL_DAYS = "interval_days"
+    INTERVAL_MICROS = "interval_micros"
+    INTERVAL_KEY = "interval_key"
+    INTERVAL_CANON = "interval_canon"
+    INTERVAL_OF_KEY = "interval_of_key"
+    INTERVAL_MUL = "interval_mul"
+    INTERVAL_DIV = "interval_div"
+    INTERVAL_EPOCH = "interval_epoch"
+    TIMESTAMP_ADD_US = "timestamp_add_us"
 
 
 class TimeUnit(StrEnum):

@@ -41,6 +41,7 @@ import re
 from typing import Final
 
 from spate.plan.expr import VariadicFunc
+from spate.plan.interval_funcs import INTERVAL_SIGNATURES
 from spate.repr.types import (
     BOOL,
     DATE,
@@ -102,6 +103,7 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.TO_CHAR: (((K.DATE, _T), (K.TIMESTAMP, _T)), TEXT),
     V.MAKE_INTERVAL: (((_I, _I, _I),), INTERVAL),
     V.TIMESTAMP_DIFF_US: (((K.TIMESTAMP, K.TIMESTAMP),), INT64),
+    **INTERVAL_SIGNATURES,
 }
 """Per function: the argument kinds of each signature, and the result type."""
 

@@ -83,6 +83,7 @@ from spate.render.like import _like_regex_column, _substr, like_regex
 from spate.render.numeric_division import numeric_divide
 from spate.render.scalar_funcs import Failing, FixedNotCompilable, compile_fixed, raising
 from spate.render.text_casts import canon_float, from_text, to_text
+from spate.repr.arrow import arrow_interval
 from spate.repr.desc import RelationDesc
 from spate.repr.spark import spark_type
 from spate.repr.types import Datum, ScalarKind, ScalarType
@@ -166,7 +167,7 @@ def typed_literal(value: Datum, t: ScalarType) -> Column:
     if k is K.DATE:
         assert isinstance(value, dt.date)
         return F.lit(value.isoformat()).cast(st)
-    return F.lit(value).cast(st)
+    return F.lit(arrow_interval(value) if k is K.INTERVAL else value).cast(st)
 
 
 # --- helpers over Spark columns ----------------------------------------------------------------

@@ -34,6 +34,7 @@ from spate.plan.funcs import (
     parse_replacement,
     parse_to_char,
 )
+from spate.render.interval import compile_interval
 from spate.repr.types import ScalarKind, ScalarType
 
 V = VariadicFunc
@@ -193,6 +194,9 @@ def compile_fixed(
             fmt = exprs[1]
             assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
             return _to_char(a[0], fmt.value)
+    interval = compile_interval(f, a, what, check)
+    if interval is not None:
+        return interval
     raise FixedNotCompilable(f"no Spark form for {f.value}")
 
 

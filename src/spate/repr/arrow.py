@@ -4,6 +4,12 @@ A collection's updates are an Arrow table with the data columns of its ``Relatio
 ``_time`` (int64, milliseconds) and ``_diff`` (int64). Unsigned types are never used (Spark reads
 ``uint64`` as a decimal). Each data field carries its spate type in the field metadata
 (``spate.type``), so a schema read back from a Parquet file gives the same ``RelationDesc``.
+
+An ``interval`` is stored as the text ``months,days,micros`` (:func:`spate.repr.interval.encode`):
+neither Parquet nor Spark has Arrow's ``month_day_nano_interval``, and pyarrow cannot group or
+join on a struct of the three fields, which every consolidation does. Tables handed to users
+(``Environment.select``, ``Environment.sql``) carry ``month_day_nano_interval``
+(:func:`to_user`); tables users hand in may too (:func:`validate_table` converts them).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import pyarrow.compute as pc
 from spate.errors import SchemaMismatch
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN, Column, RelationDesc
 from spate.repr.identity import canonical_floats, normalize_float_array
-from spate.repr.interval import Interval
+from spate.repr.interval import Interval, decode, encode
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 
 _META_KEY: Final = b"spate.type"
@@ -32,8 +38,10 @@ _SIMPLE: Final[dict[ScalarKind, pa.DataType]] = {
     ScalarKind.DATE: pa.date32(),
     ScalarKind.TIMESTAMP: pa.timestamp("us"),
     ScalarKind.JSONB: pa.string(),
-    ScalarKind.INTERVAL: pa.month_day_nano_interval(),
+    ScalarKind.INTERVAL: pa.string(),
 }
+USER_INTERVAL: Final = pa.month_day_nano_interval()
+"""Arrow's interval type, as users see intervals."""
 
 
 def arrow_type(t: ScalarType) -> pa.DataType:
@@ -82,7 +90,7 @@ def desc_from_schema(schema: pa.Schema) -> RelationDesc:
 
 def _infer(t: pa.DataType, name: str) -> ScalarType:
     for kind, at in _SIMPLE.items():
-        if t == at and kind is not ScalarKind.JSONB:
+        if t == at and kind not in (ScalarKind.JSONB, ScalarKind.INTERVAL):
             return ScalarType(kind)
     if pa.types.is_decimal(t):
         return ScalarType(ScalarKind.NUMERIC, t.precision, t.scale)
@@ -92,7 +100,7 @@ def _infer(t: pa.DataType, name: str) -> ScalarType:
         return ScalarType(ScalarKind.INT64)
     if pa.types.is_timestamp(t):
         return ScalarType(ScalarKind.TIMESTAMP)
-    if t == pa.month_day_nano_interval():
+    if t == USER_INTERVAL:
         return ScalarType(ScalarKind.INTERVAL)
     raise SchemaMismatch("<arrow schema>", None, name, "a spate scalar type", str(t))
 
@@ -108,11 +116,74 @@ def _column_values(t: ScalarType, values: Sequence[Datum]) -> list[Datum]:
 
 
 def arrow_interval(v: Datum) -> object:
+    """An :class:`~spate.repr.interval.Interval` as it is stored (:func:`encode`)."""
+    if isinstance(v, Interval):
+        return encode(v)
+    return v
+
+
+def user_interval(v: object) -> object:
     """An :class:`~spate.repr.interval.Interval` as Arrow's ``month_day_nano_interval`` takes
     it (nanoseconds; a plain tuple of the fields would be read as nanoseconds as they are)."""
     if isinstance(v, Interval):
         return pa.MonthDayNano([v.months, v.days, v.micros * 1000])
     return v
+
+
+def stored_intervals(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A ``month_day_nano_interval`` column as stored (:func:`encode` of each value)."""
+    values = [
+        None if v is None else encode(Interval(v.months, v.days, v.nanoseconds // 1000))
+        for v in column.to_pylist()
+    ]
+    return pa.array(values, pa.string())
+
+
+def user_intervals(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """A stored interval column (:func:`encode`) as ``month_day_nano_interval``."""
+    values = [None if v is None else user_interval(decode(v)) for v in column.to_pylist()]
+    return pa.array(values, USER_INTERVAL)
+
+
+def to_user(table: pa.Table, desc: RelationDesc) -> pa.Table:
+    """``table`` (data columns of ``desc`` by position, maybe ``_time``/``_diff`` after them)
+    with its interval columns as ``month_day_nano_interval``, as users get them."""
+    positions = [
+        i
+        for i, c in enumerate(desc.columns)
+        if c.type.kind is ScalarKind.INTERVAL and i < table.num_columns
+    ]
+    for i in positions:
+        column = table.column(i)
+        if column.type == USER_INTERVAL:
+            continue
+        field = table.schema.field(i).with_type(USER_INTERVAL)
+        table = table.set_column(i, field, user_intervals(column))
+    return table
+
+
+def decode_rows(desc: RelationDesc, rows: list[Row]) -> list[Row]:
+    """Rows read from a stored table (intervals as :func:`encode` gives them, or as Arrow's
+    ``MonthDayNano``) with :class:`~spate.repr.interval.Interval` values."""
+    positions = [i for i, c in enumerate(desc.columns) if c.type.kind is ScalarKind.INTERVAL]
+    if not positions:
+        return rows
+    out = []
+    for r in rows:
+        values = list(r)
+        for i in positions:
+            values[i] = interval_of(values[i])
+        out.append(tuple(values))
+    return out
+
+
+def interval_of(v: object) -> Datum:
+    """A stored interval (text, Arrow's ``MonthDayNano``, an ``Interval``) as an ``Interval``."""
+    if isinstance(v, str):
+        return decode(v)
+    if isinstance(v, pa.MonthDayNano):
+        return Interval(v.months, v.days, v.nanoseconds // 1000)
+    return v  # type: ignore[return-value]
 
 
 def interval_datum(v: object) -> object:
@@ -180,6 +251,10 @@ def table_to_rows(table: pa.Table, columns: Sequence[str] | None = None) -> list
         else [n for n in table.column_names if n not in RESERVED_COLUMNS]
     )
     cols = [_pylist(table.column(n)) for n in names]
+    for i, n in enumerate(names):
+        meta = table.schema.field(n).metadata or {}
+        if meta.get(_META_KEY) == b"interval":
+            cols[i] = [interval_of(v) for v in cols[i]]
     if not cols:
         return [() for _ in range(table.num_rows)]
     return list(zip(*cols, strict=True))
@@ -221,6 +296,8 @@ def validate_table(desc: RelationDesc, table: pa.Table, *, collection: str) -> p
     for c in desc.columns:
         col = table.column(c.name)
         target = arrow_type(c.type)
+        if c.type.kind is ScalarKind.INTERVAL and col.type == USER_INTERVAL:
+            col = pa.chunked_array([stored_intervals(col)], pa.string())
         if col.type != target:
             try:
                 col = col.cast(target, safe=True)

@@ -5,8 +5,8 @@ PostgreSQL stores an interval as three fields and never converts between them on
 differently, and ``ts + interval`` adds each field by its own calendar rule), though they
 compare equal: comparisons, ``DISTINCT`` and grouping use the span with a month of 30 days and
 a day of 24 hours (``interval_cmp_value``). :class:`Interval` is that triple, the datum the
-interval type will carry (Arrow's ``month_day_nano_interval`` at the user-facing boundary, a
-struct of the three fields in Parquet and Spark, which have no such type); :meth:`Interval.text`
+interval type carries (Arrow's ``month_day_nano_interval`` at the user-facing boundary, the
+text ``months,days,micros`` inside: see :func:`encode`); :meth:`Interval.text`
 prints it as PostgreSQL does with its default ``IntervalStyle`` (``postgres``).
 """
 
@@ -95,3 +95,45 @@ def _div(a: int, b: int) -> tuple[int, int]:
     q = abs(a) // b
     q = q if a >= 0 else -q
     return q, a - q * b
+
+
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+
+
+def fits(months: int, days: int, micros: int) -> bool:
+    """Whether the fields fit PostgreSQL's interval (months and days int32, micros int64)."""
+    return (
+        INT32_MIN <= months <= INT32_MAX
+        and INT32_MIN <= days <= INT32_MAX
+        and INT64_MIN <= micros <= INT64_MAX
+    )
+
+
+def canonical(iv: Interval) -> Interval:
+    """The representative of ``iv``'s span that grouping, ``DISTINCT``, set operations,
+    ``min``/``max`` and join keys give: PostgreSQL's ``justify_interval`` with every field of the
+    span's sign, ``|days| < 30`` and ``|micros| < 24 h`` (``'30 days'`` and ``'720:00:00'`` are
+    ``'1 mon'``, ``'36:00:00'`` is ``'1 day 12:00:00'``)."""
+    return from_span(iv.span())
+
+
+def from_span(span: int) -> Interval:
+    """The canonical interval (:func:`canonical`) of ``span`` microseconds."""
+    sign = -1 if span < 0 else 1
+    days, micros = divmod(abs(span), USECS_PER_DAY)
+    months, days = divmod(days, DAYS_PER_MONTH)
+    return Interval(sign * months, sign * days, sign * micros)
+
+
+def encode(iv: Interval) -> str:
+    """An interval as it is stored in Arrow, Parquet and Spark: ``months,days,micros``."""
+    return f"{iv.months},{iv.days},{iv.micros}"
+
+
+def decode(text: str) -> Interval:
+    """The inverse of :func:`encode`."""
+    m, d, u = text.split(",")
+    return Interval(int(m), int(d), int(u))

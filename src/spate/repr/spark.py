@@ -27,8 +27,8 @@ def spark_type(t: ScalarType) -> DataType:
         case ScalarKind.NUMERIC:
             assert t.precision is not None and t.scale is not None
             return st.DecimalType(t.precision, t.scale)
-        case ScalarKind.TEXT | ScalarKind.JSONB:
-            return st.StringType()
+        case ScalarKind.TEXT | ScalarKind.JSONB | ScalarKind.INTERVAL:
+            return st.StringType()  # an interval as stored: spate.repr.interval.encode
         case ScalarKind.BYTES:
             return st.BinaryType()
         case ScalarKind.DATE:

@@ -13,8 +13,8 @@ type            Python value           notes
 ``date``        ``datetime.date``      not a ``datetime``
 ``timestamp``   ``datetime.datetime``  naive, microseconds (wall clock, no time zone)
 ``jsonb``       ``str``                must parse as JSON; stored as text
-``interval``    :class:`Interval`      months, days, microseconds (a computed result
-                                       column only, never stored)
+``interval``    :class:`Interval`      months, days, microseconds (stored as the text
+                                       ``months,days,micros``: :mod:`spate.repr.arrow`)
 ==============  =====================  ==================================================
 
 ``None`` is SQL NULL and is allowed only in nullable columns (see :mod:`spate.repr.desc`).

@@ -13,6 +13,7 @@ from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Map, Reduce, RelationExpr
 from spate.plan.window import DEFAULT_FRAME, WindowExpr, WindowFunc, rows_between
 from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
+from spate.sql import interval_ops
 from spate.sql.errors import (
     FeatureNotSupported,
     GroupingError,
@@ -26,7 +27,17 @@ from spate.sql.query import Context, QueryPlanner
 from spate.sql.relops import global_defaults
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, Scope, project, unique_names
-from spate.sql.types import FLOAT4, FLOAT8, INT4, INT8, PG_BOOL, PG_TEXT, PgType, pg_numeric
+from spate.sql.types import (
+    FLOAT4,
+    FLOAT8,
+    INT4,
+    INT8,
+    PG_BOOL,
+    PG_INTERVAL_VALUE,
+    PG_TEXT,
+    PgType,
+    pg_numeric,
+)
 
 _AGGS = (
     exp.Count,
@@ -131,6 +142,13 @@ def aggregate(
     if grouping_nodes and sets is None:
         sets = [list(range(len(key_nodes)))]
     keys = [b.bind(n) for n in key_nodes]
+    canon_cols: dict[int, int] = {}  # interval columns grouped by their canonical value
+    for i, (key_node, key_t) in enumerate(zip(key_nodes, keys, strict=True)):
+        if interval_ops.is_interval(key_t):
+            if isinstance(key_t.expr, ColumnRef):
+                canon_cols[key_t.expr.index] = k + i
+            iv = interval_ops.value(b, key_t, key_node)
+            keys[i] = Typed(interval_ops.canonical(iv), PG_INTERVAL_VALUE)
     for key_node, key_t in zip(key_nodes, keys, strict=True):
         if key_t.type.name == "unknown":
             raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
@@ -166,6 +184,7 @@ def aggregate(
         else:
             key_positions.append(base + len(extra))
             extra.append(t.expr)
+    plain_keys.update(canon_cols)
     if extra:
         mapped = Map(mapped, tuple(extra))
     if sets is not None:
@@ -348,6 +367,16 @@ def _aggregate_call(
             raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
         f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR
         return AggregateExpr(f, x, distinct), PG_BOOL, ident, Literal(None, BOOL)
+    if name in ("min", "max") and interval_ops.is_interval(t):
+        # by the span; the result is the span's canonical interval
+        f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
+        span = guard(interval_ops.key(interval_ops.value(b, t, arg)))
+        return (
+            AggregateExpr(f, span, distinct),
+            PG_INTERVAL_VALUE,
+            interval_ops.of_key,
+            Literal(None, numeric(38, 0)),
+        )
     if name in ("min", "max"):
         f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
         if t.type.scalar is None or t.type.scalar.kind is ScalarKind.JSONB:

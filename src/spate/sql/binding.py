@@ -182,6 +182,12 @@ class BinderBase:
             return Typed(Literal(value, target.scalar), target)
         if t.type == target:
             return t
+        if t.type.name == "interval" and target.name == "interval" and t.type.scalar is None:
+            if t.interval_parts is None:
+                raise self.err(
+                    FeatureNotSupported, "this interval expression is not a value here", node
+                )
+            return Typed(CallVariadic(VariadicFunc.MAKE_INTERVAL, t.interval_parts), target)
         if t.type.name == "interval" and target.name != "interval":
             raise self.err(
                 DatatypeMismatch,

@@ -27,7 +27,6 @@ from spate.plan.funcs import INT_RANGES
 from spate.plan.infer import cast_can_fail
 from spate.plan.relation import Map, RelationExpr
 from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, ScalarType
-from spate.sql.errors import FeatureNotSupported
 from spate.sql.scope import project
 from spate.sql.values import DATETIME_SHAPE, INT_LIMITS, zero_of
 
@@ -200,15 +199,3 @@ def at_most_one_row(reduced: RelationExpr, keys: int, type: ScalarType) -> Relat
     checked = Case(((many, RaiseError(CARDINALITY, MORE_THAN_ONE_ROW, type)),), value)
     mapped = Map(reduced, (checked,))
     return project(mapped, [*range(keys), keys + 2])
-
-
-def refuse_interval_results(plan: RelationExpr, what: str, src_text: str) -> None:
-    """A view, materialized view or SUBSCRIBE (kept up to date by a dataflow) with an interval
-    result column: refused when it is created, as dataflows do not carry intervals yet."""
-    for c in plan.desc.columns:
-        if c.type.kind is ScalarKind.INTERVAL:
-            raise FeatureNotSupported(
-                f'column "{c.name}" of {what} is an interval: interval result columns are not '
-                "maintained yet (only one-off SELECTs compute them)",
-                text=src_text,
-            )

@@ -9,7 +9,6 @@ from sqlglot.tokenizer_core import TokenType
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
-from spate.sql.checks import refuse_interval_results
 from spate.sql.errors import (
     DependentObjects,
     DuplicateColumn,
@@ -26,6 +25,7 @@ from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
 from spate.sql.statement_planner import StatementPlanner
+from spate.sql.types import PG_INTERVAL_VALUE
 
 _KINDS = {
     "TABLE": "table",
@@ -120,6 +120,8 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
             t = type_from_ast(kind)
         except SqlError as e:
             raise e.located(position(item), p.src.text) from None
+        if t.name == "interval":
+            t = PG_INTERVAL_VALUE
         if t.scalar is None:
             raise FeatureNotSupported(
                 f'column "{cname}": type {t} cannot be stored',
@@ -204,7 +206,6 @@ def _view_plan(
             text=p.src.text,
         )
     plan = rename(out.rel.expr, names)
-    refuse_interval_results(plan, "a view", p.src.text)
     return plan, names, tuple(t.name for t in out.types[: len(names)])
 
 

@@ -19,6 +19,7 @@ from spate.plan.expr import (
 )
 from spate.plan.numeric_division import division_scale
 from spate.repr.types import BOOL, FLOAT64, INT64, INTERVAL, TIMESTAMP, ScalarType, numeric
+from spate.sql import interval_ops
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.checks import checked_division, float_range, int_range
 from spate.sql.errors import (
@@ -78,6 +79,8 @@ class OperatorBinding(BinderBase):
             lit, pg = number_literal(("-" if negative else "") + str(inner.this))
             return Typed(lit, pg)
         t = self._bind(node.this)
+        if interval_ops.is_interval(t):
+            return interval_ops.negate(self, t, node.this)
         if t.type.name == "unknown":
             t = self.coerce(t, FLOAT8, node)
         if not t.type.is_numeric:
@@ -91,6 +94,8 @@ class OperatorBinding(BinderBase):
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
             return self._bind(self._row_comparison(node))
         left, right = self._bind(node.this), self._bind(node.expression)
+        if interval_ops.wants_values(left, right):
+            return interval_ops.compare(self, f, left, right, node)
         if left.type.name == "interval" or right.type.name == "interval":
             a, b = (
                 self.interval_ms(x, n) for x, n in ((left, node.this), (right, node.expression))
@@ -209,8 +214,12 @@ class OperatorBinding(BinderBase):
 
     def null_safe(self, node: exp.Expression) -> Typed:
         left, right = self._bind(node.this), self._bind(node.expression)
-        left, right = self.compared(left, right, node, "IS DISTINCT FROM")
-        a, b = left.expr, right.expr
+        if interval_ops.is_interval(left) or interval_ops.is_interval(right):
+            a = interval_ops.key(interval_ops.value(self, left, node.this))
+            b = interval_ops.key(interval_ops.value(self, right, node.expression))
+        else:
+            left, right = self.compared(left, right, node, "IS DISTINCT FROM")
+            a, b = left.expr, right.expr
         a_null, b_null = CallUnary(UnaryFunc.IS_NULL, a), CallUnary(UnaryFunc.IS_NULL, b)
         distinct = Case(
             (
@@ -295,6 +304,8 @@ class OperatorBinding(BinderBase):
     def arith(self, node: exp.Expression) -> Typed:
         op = _ARITH[type(node)]
         left, right = self._bind(node.this), self._bind(node.expression)
+        if interval_ops.wants_arith(op, left, right):
+            return interval_ops.arith(self, node, op, left, right)
         if op is BinaryFunc.MUL and (left.interval_ms is not None) != (
             right.interval_ms is not None
         ):

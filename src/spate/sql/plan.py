@@ -19,7 +19,6 @@ from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.plan.relation import Filter, Get, Map, RelationExpr
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog, CatalogObject
-from spate.sql.checks import refuse_interval_results
 from spate.sql.declared import column_types
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -280,7 +279,6 @@ class _Planner:
                 raise self.unsupported("SUBSCRIBE … ENVELOPE is not supported")
             else:
                 raise c.error("expected AS OF, UP TO or WITH (…)")
-        refuse_interval_results(plan, "a SUBSCRIBE", self.src.text)
         return st.Subscribe(self.src.sql, plan, tuple(names), as_of, up_to, snapshot, types)
 
     def readable(self, name: str, at: int) -> CatalogObject:

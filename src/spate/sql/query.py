@@ -478,10 +478,13 @@ class QueryPlanner:
         lexpr = self.cast_outputs(left, types, node.this)
         rexpr = self.cast_outputs(right, types, node.expression)
         rexpr = project(rexpr, range(rexpr.desc.arity))
+        from spate.sql.interval_ops import canonical_rows
         from spate.sql.relops import rename
 
         rexpr = rename(rexpr, lexpr.desc.names)
         distinct = node.args.get("distinct", True) is not False
+        if distinct or not isinstance(node, exp.Union):  # rows equal by the intervals' spans
+            lexpr, rexpr = canonical_rows(lexpr), canonical_rows(rexpr)
         if isinstance(node, exp.Union):
             expr: RelationExpr = Union((lexpr, rexpr))
             if distinct:

@@ -22,6 +22,7 @@ from spate.sql.errors import (
 )
 from spate.sql.from_clause import from_clause, joined, split_and, table_function
 from spate.sql.grouping_sets import is_grouping
+from spate.sql.interval_ops import canonical_rows
 from spate.sql.parse import position
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.scalar import Typed
@@ -197,7 +198,7 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
     if distinct is not None:
         on = distinct.args.get("on")
         if on is None:
-            rel = rel.with_cols(Distinct(rel.expr), rel.scope.cols)
+            rel = rel.with_cols(Distinct(canonical_rows(rel.expr)), rel.scope.cols)
         else:
             on_positions: list[int] = []
             for e in on.expressions:

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
+from spate.errors import EvalError
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -20,7 +21,7 @@ from spate.plan.expr import (
     TimeUnit,
     UnaryFunc,
 )
-from spate.repr.interval import Interval
+from spate.repr.interval_text import parse_interval as read_interval
 from spate.repr.types import INT64, TIMESTAMP, numeric
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import (
@@ -115,6 +116,8 @@ class TemporalBinding(BinderBase):
         t = self._bind(node.expression)
         if t.type.name == "unknown":
             t = self.coerce(t, PG_TIMESTAMP, node.expression)
+        if t.type.name == "interval" or t.interval_ms is not None:
+            return interval_field(self, field, t, node)
         if t.type.name not in ("date", "timestamp", "timestamptz"):
             raise self.err(UndefinedFunction, f"extract from {display_name(t.type)}", node)
         if field == "epoch":
@@ -145,6 +148,15 @@ class TemporalBinding(BinderBase):
         return Typed(DateTrunc(unit, t.expr), t.type)
 
 
+def interval_field(b: BinderBase, field: str, t: Typed, node: exp.Expression) -> Typed:
+    """``extract(field from interval)``: ``epoch`` (numeric at scale 6, as PostgreSQL's)."""
+    from spate.sql.interval_ops import epoch, value
+
+    if field != "epoch":
+        raise b.err(FeatureNotSupported, f"extract({field} from interval) is not supported", node)
+    return Typed(epoch(value(b, t, node)), pg_numeric(numeric(38, 6)))
+
+
 def _time_unit(name: str, node: exp.Expression, binder: BinderBase) -> TimeUnit:
     n = name.strip("'\"").lower()
     n = _UNIT_ALIASES.get(n, n)
@@ -157,9 +169,16 @@ def _time_unit(name: str, node: exp.Expression, binder: BinderBase) -> TimeUnit:
 
 
 def interval_constant(text: str, node: exp.Expression, binder: BinderBase) -> Typed:
-    """An interval constant: milliseconds and months for time arithmetic, and its fields."""
-    months, ms = parse_interval_parts(text, node, binder)
-    value = interval_value(text, node, binder)
+    """An interval constant: milliseconds and months for time arithmetic, and its fields
+    (read as PostgreSQL reads them: :mod:`spate.repr.interval_text`)."""
+    try:
+        value = read_interval(text)
+    except EvalError as e:
+        error = binder.err(SqlError, str(e), node)
+        error.sqlstate = e.sqlstate
+        raise error from None
+    months = value.months
+    ms = value.days * _DAY_MS + round(value.micros / 1000)
     parts = tuple(Literal(v, INT64) for v in value)
     return Typed(
         Literal(None, INT64),
@@ -168,48 +187,6 @@ def interval_constant(text: str, node: exp.Expression, binder: BinderBase) -> Ty
         interval_months=months,
         interval_parts=parts,  # type: ignore[arg-type]
     )
-
-
-_UNIT_US = {
-    "microsecond": Decimal(1),
-    "millisecond": Decimal(1000),
-    "second": Decimal(1_000_000),
-    "minute": Decimal(60_000_000),
-    "hour": Decimal(3_600_000_000),
-}
-_DAY_US = 86_400_000_000
-
-
-def interval_value(text: str, node: exp.Expression, binder: BinderBase) -> Interval:
-    """An interval constant's fields as PostgreSQL reads them: ``'1.5 days'`` is 1 day 12:00:00
-    (a fraction of a day or week spills into the time), ``'36 hours'`` stays 36:00:00."""
-    import re
-
-    months, _ = parse_interval_parts(text, node, binder)  # the checks and the errors
-    parts = re.findall(r"([+-]?\d+(?:\.\d+)?)\s*([a-zA-Z]*)", text.strip())
-    if not parts or re.sub(r"[+-]?\d+(?:\.\d+)?\s*[a-zA-Z]*|\s", "", text):
-        hms = re.fullmatch(r"\s*(\d+):(\d+)(?::(\d+(?:\.\d+)?))?\s*", text)
-        assert hms is not None  # parse_interval_parts accepted it
-        h, m, sec = hms.group(1), hms.group(2), hms.group(3) or "0"
-        us = (int(h) * 60 + int(m)) * 60_000_000 + Decimal(sec) * 1_000_000
-        return Interval(0, 0, int(us.to_integral_value()))
-    days = 0
-    micros = Decimal(0)
-    for number, unit in parts:
-        u = _UNIT_ALIASES.get(unit.lower(), unit.lower()) if unit else "second"
-        if u.endswith("s") and u[:-1] in _UNIT_MS | _MONTHS:
-            u = u[:-1]
-        n = Decimal(number)
-        if u in _MONTHS:
-            continue
-        if u in ("day", "week"):
-            n *= 7 if u == "week" else 1
-            whole = int(n)  # toward zero, as PostgreSQL's fractional day spill
-            days += whole
-            micros += (n - whole) * _DAY_US
-        else:
-            micros += n * _UNIT_US[u]
-    return Interval(months, days, int(micros.to_integral_value()))
 
 
 def parse_interval(text: str, node: exp.Expression, binder: BinderBase) -> int:

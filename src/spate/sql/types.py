@@ -17,10 +17,10 @@ text, varchar(n), char varying             text
 boolean, date, timestamp, jsonb, bytea     bool, date, timestamp,
                                            jsonb, bytes
 timestamptz                                timestamp                   UTC wall clock
-interval                                   (none), interval            an operand of time
-                                                                       arithmetic; a result
-                                                                       column (months, days,
-                                                                       microseconds)
+interval                                   interval                    months, days,
+                                                                       microseconds; constants
+                                                                       also in milliseconds
+                                                                       for time arithmetic
 =========================================  ==========================  ==========================
 
 Result columns of ``smallint``, ``integer`` and ``real`` are Arrow int16, int32 and float32
@@ -89,7 +89,8 @@ PG_TIMESTAMP: Final = PgType("timestamp", TIMESTAMP)
 PG_TIMESTAMPTZ: Final = PgType("timestamptz", TIMESTAMP)
 PG_INTERVAL: Final = PgType("interval", None)
 PG_INTERVAL_VALUE: Final = PgType("interval", INTERVAL)
-"""An interval result column (a computed interval is int64 milliseconds inside expressions)."""
+"""An interval value (a column, or computed: :mod:`spate.sql.interval_ops`); ``PG_INTERVAL``
+is a constant or ``timestamp - timestamp`` also known in milliseconds."""
 PG_JSONB: Final = PgType("jsonb", JSONB)
 PG_BYTEA: Final = PgType("bytea", BYTES)
 UNKNOWN: Final = PgType("unknown", None)
@@ -160,6 +161,7 @@ def from_scalar(t: ScalarType) -> PgType:
         ScalarKind.DATE: PG_DATE,
         ScalarKind.TIMESTAMP: PG_TIMESTAMP,
         ScalarKind.JSONB: PG_JSONB,
+        ScalarKind.INTERVAL: PG_INTERVAL_VALUE,
     }[k]
 
 
@@ -204,6 +206,8 @@ def common_type(types: list[PgType]) -> PgType | None:
             pick = t
     if not all(can_implicit(t, pick) for t in known):
         return None
+    if pick.name == "interval":
+        return PG_INTERVAL_VALUE
     if pick.name == "numeric":
         scalars = [t.scalar for t in known if t.name == "numeric" and t.scalar is not None]
         s = scalars[0]

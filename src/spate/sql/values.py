@@ -14,8 +14,11 @@ import re
 from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Final
 
+from spate.errors import EvalError
 from spate.plan.expr import NAN, Literal, literal_type
 from spate.plan.funcs import INT_RANGES
+from spate.repr.interval import Interval
+from spate.repr.interval_text import parse_interval
 from spate.repr.types import FLOAT64, INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType, numeric
 from spate.sql.errors import (
     DatetimeFieldOverflow,
@@ -99,6 +102,11 @@ def convert_text(text: str, target: PgType) -> Datum:
     )
     if k is ScalarKind.TEXT:
         return text
+    if k is ScalarKind.INTERVAL:
+        try:
+            return parse_interval(text)
+        except EvalError as e:
+            raise SqlError(str(e), sqlstate=e.sqlstate) from None
     if k is ScalarKind.INT64:
         if not re.fullmatch(r"[+-]?\d+", s):
             raise bad
@@ -200,6 +208,7 @@ def zero_of(t: ScalarType) -> Datum:
         ScalarKind.DATE: dt.date(1970, 1, 1),
         ScalarKind.TIMESTAMP: dt.datetime(1970, 1, 1),
         ScalarKind.JSONB: "null",
+        ScalarKind.INTERVAL: Interval(0, 0, 0),
     }
     return zeros[k]
 

@@ -16,6 +16,7 @@ from typing import Any
 from spate.plan import numeric_math
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.casts import float_text
+from spate.plan.evaluation.interval import INTERVAL_FUNCTIONS
 from spate.plan.evaluation.values import check_int64, fit_numeric
 from spate.plan.expr import NAN, Literal, ScalarExpr, VariadicFunc
 from spate.plan.funcs import (
@@ -362,6 +363,7 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
     V.ADD_MONTHS: lambda a, w: add_months(a[0], a[1], w),
     V.MAKE_INTERVAL: lambda a, w: _make_interval(a[0], a[1], a[2]),
     V.TIMESTAMP_DIFF_US: lambda a, w: _diff_us(a[0], a[1]),
+    **INTERVAL_FUNCTIONS,
 }
 
 

@@ -1,0 +1,176 @@
+"""The interval functions (:mod:`spate.plan.interval_funcs`) as Spark columns.
+
+An interval column is the text ``months,days,micros`` (:func:`spate.repr.interval.encode`);
+its fields are read with ``split`` and built back with ``concat_ws``. Each function agrees with
+the reference evaluator (:mod:`spate.plan.evaluation.interval`): the arithmetic of
+``interval * float8`` and ``/`` is done in doubles as PostgreSQL does it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spate.plan.func_names import VariadicFunc
+from spate.repr.interval import INT32_MAX, INT32_MIN, USECS_PER_DAY
+
+if TYPE_CHECKING:
+    from spate.render.scalar_funcs import Check
+
+V = VariadicFunc
+_LONG: Final = T.LongType()
+_KEY: Final = T.DecimalType(38, 0)
+_EPOCH: Final = T.DecimalType(38, 6)
+_INT64_LIMIT: Final = 9.223372036854775807e18
+_MIN_TS: Final = "0001-01-01 00:00:00"
+_MAX_TS: Final = "9999-12-31 23:59:59.999999"
+
+
+def field(iv: Column, i: int) -> Column:
+    """Field ``i`` (0 months, 1 days, 2 microseconds) of a stored interval, as a long."""
+    return F.split(iv, ",").getItem(i).cast(_LONG)
+
+
+def make(months: Column, days: Column, micros: Column) -> Column:
+    """A stored interval of three long fields (NULL if any is)."""
+    text = F.concat_ws(",", months.cast("string"), days.cast("string"), micros.cast("string"))
+    return F.when(months.isNotNull() & days.isNotNull() & micros.isNotNull(), text)
+
+
+def _int32(x: Column) -> Column:
+    return (x >= F.lit(INT32_MIN)) & (x <= F.lit(INT32_MAX))
+
+
+def _key(iv: Column) -> Column:
+    days = (field(iv, 0) * F.lit(30) + field(iv, 1)).cast(_KEY)
+    return days * F.lit(USECS_PER_DAY).cast(_KEY) + field(iv, 2).cast(_KEY)
+
+
+def _div(a: Column, k: int) -> Column:
+    """``a / k`` truncated toward zero (C's division) for a long ``a``."""
+    return F.call_function("div", a, F.lit(k).cast(_LONG))
+
+
+def _mod(a: Column, k: int) -> Column:
+    """C's remainder: the sign of ``a``."""
+    return a - _div(a, k) * F.lit(k)
+
+
+def _canon(iv: Column) -> Column:
+    return _justified(field(iv, 0) * F.lit(30) + field(iv, 1), field(iv, 2))
+
+
+def _of_key(span: Column) -> Column:
+    day = F.lit(USECS_PER_DAY).cast(_KEY)
+    days = F.call_function("div", span, day).cast(_LONG)
+    return _justified(days, (span - days.cast(_KEY) * day).cast(_LONG))
+
+
+def _justified(total: Column, us: Column) -> Column:
+    """The canonical interval of ``total`` days and ``us`` microseconds (longs)."""
+    days = total + _div(us, USECS_PER_DAY)
+    rest = _mod(us, USECS_PER_DAY)
+    day = F.lit(USECS_PER_DAY)
+    borrow = (days > F.lit(0)) & (rest < F.lit(0))
+    lend = (days < F.lit(0)) & (rest > F.lit(0))
+    days = F.when(borrow, days - F.lit(1)).when(lend, days + F.lit(1)).otherwise(days)
+    rest = F.when(borrow, rest + day).when(lend, rest - day).otherwise(rest)
+    return make(_div(days, 30), _mod(days, 30), rest)
+
+
+def _trunc(x: Column) -> Column:
+    """A double truncated toward zero, as a long (the caller checks the range)."""
+    return F.when(x < F.lit(0.0), F.ceil(x)).otherwise(F.floor(x)).cast(_LONG)
+
+
+def _tsround(x: Column) -> Column:
+    return F.rint(x * F.lit(1e6)) / F.lit(1e6)
+
+
+def _scale(iv: Column, factor: Column, divide: bool, what: str, check: Check) -> Column:
+    def by(x: Column) -> Column:
+        return x.cast("double") / factor if divide else x.cast("double") * factor
+
+    m, d, u = field(iv, 0), field(iv, 1), field(iv, 2)
+    fm, fd = by(m), by(d)
+    bad_m = F.isnan(fm) | (fm > F.lit(float(INT32_MAX))) | (fm < F.lit(float(INT32_MIN)))
+    bad_d = F.isnan(fd) | (fd > F.lit(float(INT32_MAX))) | (fd < F.lit(float(INT32_MIN)))
+    month = _trunc(F.when(~bad_m, fm))
+    day = _trunc(F.when(~bad_d, fd))
+    month_days = _tsround((fm - month) * F.lit(30.0))
+    whole_md = _trunc(month_days)
+    sec = _tsround((fd - day + month_days - whole_md) * F.lit(86400.0))
+    carry = F.when(F.abs(sec) >= F.lit(86400.0), _trunc(sec / F.lit(86400.0))).otherwise(
+        F.lit(0).cast(_LONG)
+    )
+    sec = sec - carry * F.lit(86400)
+    day = day + carry + whole_md
+    micros = F.rint(by(u) + sec * F.lit(1e6))
+    bad_u = F.isnan(micros) | (F.abs(micros) >= F.lit(_INT64_LIMIT))
+    bad = bad_m | bad_d | bad_u | ~_int32(day)
+    value = make(month, day, F.when(~bad_u, micros).cast(_LONG))
+    failing = [(iv.isNotNull() & factor.isNotNull() & bad, "22008", "interval out of range")]
+    if divide:
+        zero = iv.isNotNull() & (factor == F.lit(0.0))
+        failing.insert(0, (zero, "22012", "division by zero"))
+        bad = bad | zero
+    return check(F.when(~bad, value), *failing)
+
+
+def _epoch(iv: Column) -> Column:
+    m = field(iv, 0)
+    years = _div(m, 12)
+    secs = (
+        years * F.lit(31_557_600)
+        + (m - years * F.lit(12)) * F.lit(2_592_000)
+        + field(iv, 1) * F.lit(86_400)
+    )
+    us = secs.cast(_KEY) * F.lit(1_000_000).cast(_KEY) + field(iv, 2).cast(_KEY)
+    return (us / F.lit(1_000_000).cast(_KEY)).cast(_EPOCH)
+
+
+def _add_micros(ts: Column, n: Column, what: str, check: Check) -> Column:
+    low, high = F.lit(_MIN_TS).cast("timestamp_ntz"), F.lit(_MAX_TS).cast("timestamp_ntz")
+    # a span beyond the representable years is out of range whatever the timestamp
+    too_far = F.abs(n.cast(_KEY)) > F.lit(315_537_897_599_999_999).cast(_KEY)
+    shifted = F.timestamp_add("MICROSECOND", F.when(~too_far, n), ts)
+    outside = ts.isNotNull() & n.isNotNull() & (too_far | (shifted < low) | (shifted > high))
+    msg = f"timestamp out of range in {what}"
+    return check(F.when(~outside, shifted), (outside, "22008", msg))
+
+
+def compile_interval(
+    f: VariadicFunc, a: Sequence[Column], what: str, check: Check
+) -> Column | None:
+    """``f`` on Spark columns ``a``, or ``None`` if ``f`` is not an interval function."""
+    match f:
+        case V.INTERVAL_MONTHS:
+            return field(a[0], 0)
+        case V.INTERVAL_DAYS:
+            return field(a[0], 1)
+        case V.INTERVAL_MICROS:
+            return field(a[0], 2)
+        case V.MAKE_INTERVAL:
+            bad = ~_int32(a[0]) | ~_int32(a[1])
+            return check(
+                F.when(~bad, make(a[0], a[1], a[2])), (bad, "22008", "interval out of range")
+            )
+        case V.INTERVAL_KEY:
+            return _key(a[0])
+        case V.INTERVAL_CANON:
+            return _canon(a[0])
+        case V.INTERVAL_OF_KEY:
+            return _of_key(a[0])
+        case V.TIMESTAMP_DIFF_US:
+            return F.timestamp_diff("MICROSECOND", a[1], a[0])
+        case V.INTERVAL_MUL | V.INTERVAL_DIV:
+            return _scale(a[0], a[1], f is V.INTERVAL_DIV, what, check)
+        case V.INTERVAL_EPOCH:
+            return _epoch(a[0])
+        case V.TIMESTAMP_ADD_US:
+            return _add_micros(a[0], a[1], what, check)
+    return None

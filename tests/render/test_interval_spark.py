@@ -1,0 +1,130 @@
+"""The interval functions (spate.plan.interval_funcs) on Spark agree with the reference
+evaluator field for field (not just by span): intervals travel as their stored text, the
+results are read back as ``Interval`` values; where the reference fails, Spark fails too."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spate.errors import EvalError
+from spate.plan.expr import CallVariadic, ColumnRef, Literal, ScalarExpr, VariadicFunc
+from spate.render.scalar import compile_scalar
+from spate.repr.arrow import interval_of
+from spate.repr.desc import RelationDesc
+from spate.repr.interval import Interval, encode
+from spate.repr.types import FLOAT64, INT64, INTERVAL, TIMESTAMP, Datum, Row, numeric
+from tests.render.test_scalar_spark import exact_spark, frame, reference_values
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["exact_spark"]
+
+V = VariadicFunc
+DESC = RelationDesc.of(("i", INTERVAL), ("f", FLOAT64), ("ts", TIMESTAMP), ("n", numeric(38, 0)))
+IV, F, TS, N = (ColumnRef(k) for k in range(4))
+
+EDGE = [
+    Interval(0, 0, 0),
+    Interval(1, 2, 3_000_000),
+    Interval(0, 30, 0),
+    Interval(0, 0, 129_600_000_000),
+    Interval(-1, 2, -3),
+    Interval(0, -1, 7_200_000_000),
+    Interval(14, -40, 86_399_999_999),
+    Interval(-(2**31), -(2**31), -(2**63)),
+    Interval(2**31 - 1, 2**31 - 1, 2**63 - 1),
+]
+FACTORS = [0.0, 1.0, -1.0, 1.5, 0.3, -2.25, 1e-7, 1e10]
+STAMPS = [dt.datetime(2024, 1, 31, 10, 20, 30, 123456), dt.datetime(1, 1, 1), None]
+
+
+def _rows(rng: random.Random) -> list[Row]:
+    out: list[Row] = []
+    for k in range(40):
+        iv: Interval | None = (
+            EDGE[k]
+            if k < len(EDGE)
+            else Interval(
+                rng.randint(-40, 40), rng.randint(-100, 100), rng.randint(-(10**12), 10**12)
+            )
+        )
+        if k == 5:
+            iv = None
+        span = None if iv is None else Decimal(iv.span())
+        out.append((iv, rng.choice(FACTORS), rng.choice(STAMPS), span))
+    return out
+
+
+def _exprs() -> list[ScalarExpr]:
+    def call(f: VariadicFunc, *a: ScalarExpr) -> ScalarExpr:
+        return CallVariadic(f, a)
+
+    return [
+        call(V.INTERVAL_MONTHS, IV),
+        call(V.INTERVAL_DAYS, IV),
+        call(V.INTERVAL_MICROS, IV),
+        call(V.INTERVAL_KEY, IV),
+        call(V.INTERVAL_CANON, IV),
+        call(V.INTERVAL_OF_KEY, N),
+        call(V.INTERVAL_EPOCH, IV),
+        call(V.INTERVAL_MUL, IV, F),
+        call(V.INTERVAL_DIV, IV, F),
+        call(V.TIMESTAMP_ADD_US, TS, call(V.INTERVAL_MICROS, IV)),
+        call(V.MAKE_INTERVAL, call(V.INTERVAL_MONTHS, IV), Literal(3, INT64), Literal(-4, INT64)),
+    ]
+
+
+def _same(a: Datum, b: Datum) -> bool:
+    if isinstance(a, Interval) and isinstance(b, Interval):
+        return tuple(a) == tuple(b)  # the fields, not just the span
+    return type(a) is type(b) and a == b if a is not None else b is None
+
+
+@pytest.mark.timeout(900)
+def test_interval_functions_on_spark_agree_with_the_reference(
+    exact_spark: SparkSession, seed: int
+) -> None:
+    from pyspark.sql import functions as fn
+
+    rng = random.Random(seed)
+    rows = _rows(rng)
+    stored = [
+        (*(encode(v) if isinstance(v, Interval) else v for v in r), k) for k, r in enumerate(rows)
+    ]
+    desc = RelationDesc.of(*((c.name, c.type) for c in DESC.columns), ("k", INT64))
+    df = frame(exact_spark, desc, stored)
+    exprs = _exprs()
+    wanted: list[list[Datum | EvalError]] = []
+    columns = []
+    failing: list[tuple[ScalarExpr, int]] = []
+    for n, e in enumerate(exprs):
+        per_row: list[Datum | EvalError] = []
+        for r in rows:
+            ref = reference_values(DESC, [r], e)
+            per_row.append(ref if isinstance(ref, EvalError) else ref[0])
+        wanted.append(per_row)
+        good = [k for k, v in enumerate(per_row) if not isinstance(v, EvalError)]
+        bad = [k for k, v in enumerate(per_row) if isinstance(v, EvalError)]
+        if bad:
+            failing.append((e, bad[0]))
+        compiled = compile_scalar(e, desc)
+        columns.append(fn.when(fn.col("c4").isin(good), compiled).alias(f"e{n}"))
+    got = {r["c4"]: r for r in df.select("c4", *columns).collect()}
+    for n, e in enumerate(exprs):
+        for k, want in enumerate(wanted[n]):
+            if isinstance(want, EvalError):
+                continue
+            g = got[k][f"e{n}"]
+            value = interval_of(g) if isinstance(g, str) else g
+            assert _same(value, want), f"{e} on {rows[k]}: spark {value!r}, reference {want!r}"
+    assert failing, "the edge rows make some function fail"
+    for e, k in failing:
+        one = df.filter(fn.col("c4") == k).select(compile_scalar(e, desc))
+        with pytest.raises(Exception, match="SQLSTATE 22"):
+            one.collect()
