@@ -73,6 +73,7 @@ def _exprs() -> list[ScalarExpr]:
         call(V.INTERVAL_CANON, IV),
         call(V.INTERVAL_OF_KEY, N),
         call(V.INTERVAL_EPOCH, IV),
+        call(V.INTERVAL_TEXT, IV),
         call(V.INTERVAL_MUL, IV, F),
         call(V.INTERVAL_DIV, IV, F),
         call(V.TIMESTAMP_ADD_US, TS, call(V.INTERVAL_MICROS, IV)),

@@ -19,11 +19,12 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 from spate.environment.api import Environment
+from spate.errors import EvaluationFailed
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
 from spate.repr.arrow import interval_datum
 from spate.repr.interval import Interval
-from spate.sql.errors import DatatypeMismatch
+from spate.sql.errors import DatatypeMismatch, SqlError
 
 
 class _RawText(Loader):
@@ -189,6 +190,18 @@ def test_tables_with_interval_columns_hold_interval_values(env: Environment) -> 
         None,
     ]
     assert _texts(env.sql("SELECT d FROM t WHERE k = 1")) == [("1 mon 2 days 00:00:00.000003",)]  # type: ignore[attr-defined]
+    from spate.errors import SchemaMismatch
+
+    with pytest.raises(SchemaMismatch, match=r"column 'd'.*out of range for interval"):
+        env.insert("t", [(4, Interval(2**31, 0, 0))])
+    with pytest.raises(SchemaMismatch, match="column 'd': expected interval, got str"):
+        env.insert("t", [(4, "1 day")])
+    with pytest.raises(SqlError, match="invalid input syntax for type interval") as bad:
+        env.sql("UPDATE t SET d = 'soon' WHERE k = 1")  # type: ignore[attr-defined]
+    assert bad.value.sqlstate == "22007"
+    with pytest.raises(EvaluationFailed, match="interval out of range") as over:
+        env.sql("UPDATE t SET d = d * 1e10 WHERE k = 1")  # type: ignore[attr-defined]
+    assert over.value.sqlstate == "22008"
 
 
 def test_interval_results_over_a_dataflow_match_postgres(
@@ -224,3 +237,26 @@ def test_interval_results_over_a_dataflow_match_postgres(
                     assert _texts(env.sql(q)) == want, q  # type: ignore[attr-defined]
             finally:
                 pg.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_interval_columns_over_the_wire(env: Environment) -> None:
+    """Parameters bound as text and as binary (OID 1186) are stored exactly; the column reads
+    back as ``interval`` in both formats."""
+    env.sql("CREATE TABLE w (k bigint, d interval)")  # type: ignore[attr-defined]
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    dsn = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as wire:
+            wire.execute("INSERT INTO w VALUES (1, %s::interval)", ("1 mon -2 days 03:00:00",))
+            wire.execute(
+                "INSERT INTO w VALUES (%b, %b)", (2, dt.timedelta(days=-1, microseconds=5))
+            )
+            wire.adapters.register_loader("interval", _RawText)
+            text = wire.execute("SELECT k, d FROM w ORDER BY k").fetchall()
+            assert text == [(1, "1 mon -2 days +03:00:00"), (2, "-1 days +00:00:00.000005")]
+            wire.adapters.register_loader("interval", _RawBinary)
+            cur = wire.cursor(binary=True)
+            got = cur.execute("SELECT d FROM w ORDER BY k").fetchall()
+            assert got == [((1, -2, 10_800_000_000),), ((0, -1, 5),)]
+    finally:
+        server.close()

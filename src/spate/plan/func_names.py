@@ -122,6 +122,7 @@ class VariadicFunc(StrEnum):
     INTERVAL_MUL = "interval_mul"
     INTERVAL_DIV = "interval_div"
     INTERVAL_EPOCH = "interval_epoch"
+    INTERVAL_TEXT = "interval_text"
     TIMESTAMP_ADD_US = "timestamp_add_us"
 
 

@@ -18,6 +18,7 @@ are those of the stored fields; the SQL planner makes PostgreSQL's comparisons a
   out of range 22008, division by zero 22012.
 * ``interval_epoch(i)``: ``extract(epoch from i)``, numeric(38,6): a year of 365.25 days, a
   month of 30, a day of 24 hours.
+* ``interval_text(i)``: ``i::text``, as PostgreSQL prints it (``IntervalStyle = postgres``).
 * ``timestamp_add_us(ts, n)``: ``ts`` plus ``n`` microseconds (beyond years 1..9999: 22008).
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 from typing import Final
 
 from spate.plan.func_names import VariadicFunc
-from spate.repr.types import INT64, INTERVAL, TIMESTAMP, ScalarKind, ScalarType, numeric
+from spate.repr.types import INT64, INTERVAL, TEXT, TIMESTAMP, ScalarKind, ScalarType, numeric
 
 V = VariadicFunc
 _IV, _I, _F = ScalarKind.INTERVAL, ScalarKind.INT64, ScalarKind.FLOAT64
@@ -46,5 +47,6 @@ INTERVAL_SIGNATURES: Final[
     V.INTERVAL_MUL: (((_IV, _F),), INTERVAL),
     V.INTERVAL_DIV: (((_IV, _F),), INTERVAL),
     V.INTERVAL_EPOCH: (((_IV,),), EPOCH_TYPE),
+    V.INTERVAL_TEXT: (((_IV,),), TEXT),
     V.TIMESTAMP_ADD_US: (((ScalarKind.TIMESTAMP, _I),), TIMESTAMP),
 }

@@ -133,6 +133,42 @@ def _epoch(iv: Column) -> Column:
     return (us / F.lit(1_000_000).cast(_KEY)).cast(_EPOCH)
 
 
+def _text(iv: Column) -> Column:
+    """PostgreSQL's output (:meth:`spate.repr.interval.Interval.text`)."""
+    m, d, u = field(iv, 0), field(iv, 1), field(iv, 2)
+    years = _div(m, 12)
+    zero = F.lit(0)
+    parts: list[Column] = []
+    before: Column = F.lit(False)  # the previous part shown was negative
+    for value, unit in ((years, "year"), (m - years * F.lit(12), "mon"), (d, "day")):
+        sign = F.when(before & (value > zero), F.lit("+")).otherwise(F.lit(""))
+        plural = F.when(value == F.lit(1), F.lit("")).otherwise(F.lit("s"))
+        shown = F.concat(sign, value.cast("string"), F.lit(f" {unit}"), plural)
+        parts.append(F.when(value != zero, shown))
+        before = F.when(value != zero, value < zero).otherwise(before)
+    big = T.DecimalType(20, 0)
+    us = F.abs(u.cast(big))
+    secs = F.floor(us / F.lit(1_000_000).cast(big)).cast(big)
+    frac = (us - secs * F.lit(1_000_000).cast(big)).cast(_LONG)
+    hours = F.floor(secs / F.lit(3600)).cast(big)
+    minutes = F.floor((secs - hours * F.lit(3600)) / F.lit(60)).cast(_LONG)
+    seconds = (secs - hours * F.lit(3600) - minutes * F.lit(60)).cast(_LONG)
+    sign = F.when(u < zero, F.lit("-")).when(before, F.lit("+")).otherwise(F.lit(""))
+    fraction = F.regexp_replace(F.lpad(frac.cast("string"), 6, "0"), "0+$", "")
+    clock = F.concat(
+        sign,
+        F.lpad(hours.cast("string"), F.greatest(F.lit(2), F.length(hours.cast("string"))), "0"),
+        F.lit(":"),
+        F.lpad(minutes.cast("string"), 2, "0"),
+        F.lit(":"),
+        F.lpad(seconds.cast("string"), 2, "0"),
+        F.when(frac != zero, F.concat(F.lit("."), fraction)).otherwise(F.lit("")),
+    )
+    empty = (m == zero) & (d == zero)
+    parts.append(F.when(empty | (u != zero), clock))
+    return F.when(iv.isNotNull(), F.concat_ws(" ", *parts))
+
+
 def _add_micros(ts: Column, n: Column, what: str, check: Check) -> Column:
     low, high = F.lit(_MIN_TS).cast("timestamp_ntz"), F.lit(_MAX_TS).cast("timestamp_ntz")
     # a span beyond the representable years is out of range whatever the timestamp
@@ -171,6 +207,8 @@ def compile_interval(
             return _scale(a[0], a[1], f is V.INTERVAL_DIV, what, check)
         case V.INTERVAL_EPOCH:
             return _epoch(a[0])
+        case V.INTERVAL_TEXT:
+            return _text(a[0])
         case V.TIMESTAMP_ADD_US:
             return _add_micros(a[0], a[1], what, check)
     return None

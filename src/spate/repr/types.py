@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Final
 
 from spate.errors import InvalidScalarType as InvalidScalarType
-from spate.repr.interval import Interval
+from spate.repr.interval import Interval, fits
 from spate.wire import wire
 
 Datum = None | bool | int | float | Decimal | str | bytes | dt.date | dt.datetime | Interval
@@ -148,7 +148,16 @@ class ScalarType:
                 return f"{_describe(value)} (not valid JSON: nested too deeply)"
             return _unencodable(value)
         if k is ScalarKind.INTERVAL:
-            return None if isinstance(value, Interval) else _describe(value)
+            if not isinstance(value, Interval):
+                return _describe(value)
+            if not all(isinstance(f, int) and not isinstance(f, bool) for f in value):
+                return f"{_describe(value)} (its fields must be integers)"
+            if not fits(*value):
+                return (
+                    f"{_describe(value)} (out of range for interval: months and days are 32-bit, "
+                    "microseconds 64-bit)"
+                )
+            return None
         raise AssertionError(f"unhandled scalar kind {k}")
 
     def _numeric_problem(self, value: Datum) -> str | None:

@@ -28,7 +28,7 @@ from spate.plan.expr import (
     ScalarExpr,
     VariadicFunc,
 )
-from spate.repr.types import FLOAT64, INT64, TEXT, ScalarKind, numeric
+from spate.repr.types import FLOAT64, INT64, INTERVAL, TEXT, ScalarKind, numeric
 from spate.sql.checks import strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
@@ -40,6 +40,7 @@ from spate.sql.parse import position
 from spate.sql.scope import Scope
 from spate.sql.types import (
     PG_BOOL,
+    PG_INTERVAL_VALUE,
     PG_TEXT,
     PgType,
     can_implicit,
@@ -188,6 +189,9 @@ class BinderBase:
                     FeatureNotSupported, "this interval expression is not a value here", node
                 )
             return Typed(CallVariadic(VariadicFunc.MAKE_INTERVAL, t.interval_parts), target)
+        if t.type.name == "interval" and target.name == "text" and explicit:
+            iv = t if t.type.scalar is INTERVAL else self._coerce(t, PG_INTERVAL_VALUE, node, True)
+            return Typed(CallVariadic(VariadicFunc.INTERVAL_TEXT, (iv.expr,)), target)
         if t.type.name == "interval" and target.name != "interval":
             raise self.err(
                 DatatypeMismatch,

@@ -94,6 +94,7 @@ INTERVAL_FUNCTIONS: Final[dict[VariadicFunc, Callable[[Sequence[Any], str], Datu
     V.INTERVAL_MUL: lambda a, w: scale(a[0], float(a[1]), False),
     V.INTERVAL_DIV: lambda a, w: scale(a[0], float(a[1]), True),
     V.INTERVAL_EPOCH: lambda a, w: epoch(a[0]),
+    V.INTERVAL_TEXT: lambda a, w: a[0].text(),
     V.TIMESTAMP_ADD_US: lambda a, w: add_micros(a[0], a[1]),
 }
 """Per function: its value on non-NULL arguments (``w`` names the expression)."""
