@@ -31,6 +31,7 @@ TYPES = (
     "SELECT r, r + r, r * 3, r + d, r * 2.5, -r, 1::real / 3::real FROM t",
     "SELECT max(r), sum(r), avg(r), count(*)::int FROM t",
     "SELECT coalesce(r, 0), coalesce(r, d), coalesce(i, s) FROM t",
+    "SELECT sign(i), sign(r), sign(s), log(100), log(abs(i) + 1), log(100::numeric) FROM t",
 )
 
 
@@ -69,7 +70,7 @@ def test_result_types_are_postgresqls(
 ) -> None:
     cur = pg.execute(query)
     assert cur.description is not None
-    names = {700: "float4", 701: "float8", 23: "int4", 20: "int8"}
+    names = {700: "float4", 701: "float8", 23: "int4", 20: "int8", 1700: "numeric"}
     want = tuple(names.get(d.type_code, "?") for d in cur.description)
     engine = _engine()
     stmt = plan_statement(parse(query)[0], engine.catalog)

@@ -129,10 +129,11 @@ def log_(b: BinderBase, node: exp.Expression) -> Typed:
     """``log(x)`` is the base-10 logarithm; ``log(b, x)`` is ``ln(x) / ln(b)``."""
     if node.expression is None:
         x_t = b._bind(node.this)
-        ten = Typed(Literal(Decimal(10), numeric(2, 0)), pg_numeric(numeric(2, 0)))
-        exact = _numeric_call(b, V.LOG10, [(ten, node), (x_t, node.this)])
-        if exact is not None:
-            return exact
+        if x_t.type.name == "numeric":  # else log(double precision), as PostgreSQL picks
+            ten = Typed(Literal(Decimal(10), numeric(2, 0)), pg_numeric(numeric(2, 0)))
+            exact = _numeric_call(b, V.LOG10, [(ten, node), (x_t, node.this)])
+            if exact is not None:
+                return exact
         t, was = _as_float(b, x_t, node.this, "log")
         one: ScalarExpr = _call(V.LOG10, t.expr)
         if was:

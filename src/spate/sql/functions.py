@@ -183,6 +183,10 @@ def floor_ceil(b: BinderBase, node: exp.Expression) -> Typed:
 
 def sign(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "sign")
+    if t.type.is_integer or t.type.name == "float4":
+        # PostgreSQL has sign(numeric) and sign(double precision): an integer or a real is
+        # converted to double precision (the preferred type)
+        t = b.coerce(t, FLOAT8, node.this)
     x = t.expr
     scalar = t.type.scalar
     assert scalar is not None
