@@ -53,6 +53,7 @@ from spate.render.layout import to_external, to_internal
 from spate.render.operators.build import Builder
 from spate.render.operators.node import Node, StepContext
 from spate.render.peek import contents_at, finish, lookup, name_result
+from spate.render.phases import PhaseTimes
 from spate.repr.arrow import updates_schema
 from spate.repr.consolidate import advance_times
 from spate.repr.desc import TIME_COLUMN, RelationDesc
@@ -239,9 +240,12 @@ class Dataflow:
         first = not self._hydrated
         start = self._as_of if first else lo
         ctx = StepContext(self._engine, start, hi, first, collections={}, capture=self._capture)
+        phases = PhaseTimes()
         try:
             for on_id, (read_id, desc) in self._imports.items():
-                ctx.collections[on_id] = self._read_import(on_id, read_id, desc, start, hi, first)
+                with phases.timed(f"read {on_id}"):
+                    batch = self._read_import(on_id, read_id, desc, start, hi, first)
+                ctx.collections[on_id] = batch
                 if isinstance(self._resolver, ImportedErrors):  # a view in error: ours too
                     found = self._resolver.imported_errors(
                         read_id, lower=start, upper=hi, first=first
@@ -254,8 +258,10 @@ class Dataflow:
                 self._finish_step(hi, target)
                 return StepReport(Antichain.of(lo), self.upper, idle=True)
             for id, node in self._objects:
-                ctx.collections[id] = ctx.materialize(node.step(ctx), node.desc)
-            sink_updates = self._exports(ctx, first)
+                with phases.timed(f"compute {id}"):
+                    ctx.collections[id] = ctx.materialize(node.step(ctx), node.desc)
+            with phases.timed("exports"):
+                sink_updates = self._exports(ctx, first)
             rows_out = sum(ctx.collections[ix.on_id].rows for ix in self._indexes.values())
             rows_out += sum(t.num_rows for t in sink_updates.values())
         except SpateError:
@@ -266,8 +272,9 @@ class Dataflow:
             raise DataflowError(
                 f"dataflow {self.name}: step [{start}, {hi}) failed: {_short(e)}"
             ) from e
-        for commit in ctx.commits:
-            commit()
+        with phases.timed("commit"):
+            for commit in ctx.commits:
+                commit()
         step_errors = [t.cast(ERROR_SCHEMA) for t in ctx.errors if t.num_rows]
         errors = consolidate_errors(pa.concat_tables(step_errors)) if step_errors else None
         if errors is not None:
@@ -276,6 +283,8 @@ class Dataflow:
         self._finish_step(hi, target)
         if errors is not None or self._sinks:
             self._compact_errors()
+        if first:
+            _log.info("dataflow %s: hydrated in %s", self.name, phases.summary())
         self._hydrated = True
         self.steps += 1
         return StepReport(

@@ -54,6 +54,8 @@ _log: Final = logging.getLogger("spate.compute.replica.sinks")
 INDETERMINATE_RETRIES: Final = 8
 READ_ONLY_REFRESH_S: Final = 0.5
 """How often a read-only sink reads the shard's upper (it learns what others wrote)."""
+LOGGED_APPEND_ROWS: Final = 100_000
+"""Appends at least this large are logged with their duration (a hydration's, mostly)."""
 
 
 @dataclass
@@ -168,6 +170,7 @@ class MaterializedViewSink:
             if table.num_rows == 0:
                 table = None
         token = self._ids.uuid()
+        started = time.perf_counter()
         for attempt in range(INDETERMINATE_RETRIES + 1):
             try:
                 result = self._writer.compare_and_append(
@@ -179,6 +182,13 @@ class MaterializedViewSink:
                     raise
                 _log.info("collection=%s: append indeterminate (%s); retrying", self.id, e)
         if isinstance(result, Appended):
+            if table is not None and table.num_rows >= LOGGED_APPEND_ROWS:
+                _log.info(
+                    "collection=%s: %d updates appended in %.2f s",
+                    self.id,
+                    table.num_rows,
+                    time.perf_counter() - started,
+                )
             self.stats.appends += 1
             self.stats.rows_written += 0 if table is None else table.num_rows
             self._shard_upper = result.upper

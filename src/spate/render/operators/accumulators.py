@@ -163,16 +163,18 @@ def _grouped(table: pa.Table, by: list[str], specs: list[tuple[str, str]]) -> pa
     return pa.table(columns)
 
 
-def state_of(layout: Layout, rows: pa.Table) -> pa.Table:
+def state_of(layout: Layout, rows: pa.Table, *, consolidated: bool = False) -> pa.Table:
     """The accumulators of every key of ``rows`` (a group's whole updates, any times),
     keys with an empty group left out. Raises :class:`Unfoldable` for a negative group or
-    sums near int64's range."""
+    sums near int64's range. ``consolidated``: no row of ``rows`` is negative, or ``rows`` is
+    consolidated (a row's shares add up either way: no consolidation first)."""
     data = data_names(layout.in_desc.arity)
     at_zero = pa.array(np.zeros(rows.num_rows, np.int64))
     rows = rows.select([*data, TIME_COLUMN, DIFF_COLUMN]).set_column(
         len(data), TIME_COLUMN, at_zero
     )
-    rows = consolidate(rows)
+    if not consolidated:
+        rows = consolidate(rows)
     if rows.num_rows and pc.min(rows.column(DIFF_COLUMN)).as_py() < 0:
         raise Unfoldable("a row with a negative multiplicity")
     shares, specs = _contributions(layout, rows)

@@ -28,7 +28,7 @@ from spate.plan.aggregate import AggregateFunc
 from spate.plan.expr import ColumnRef
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import internal_schema
-from spate.render.operators.accumulators import ROWS, Layout, values_of
+from spate.render.operators.accumulators import ROWS, Layout, Unfoldable, state_of, values_of
 from spate.render.operators.reduce_state import ReduceState
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, Column, RelationDesc
 from spate.repr.types import INT64, numeric
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 F_ = AggregateFunc
 _EXACT: Final = numeric(38, 0)
 _SAFE: Final = 2**62
+"""As :data:`.accumulators._SAFE`."""
 
 
 def _nullable(layout: Layout, i: int) -> bool:
@@ -130,6 +131,26 @@ def hydrate_with_state(
             return None
         columns.append(column.cast(field.type))
     learned = pa.Table.from_arrays(columns, schema=schema)
+    return _hydrated(state, ctx, learned, at)
+
+
+def hydrate_on_driver(state: ReduceState, ctx: StepContext, rows: pa.Table, at: int) -> Lazy | None:
+    """The same hydration with pyarrow, without a Spark job, from ``rows`` (the reduce's input
+    rows, internal layout, every ``_diff`` positive or zero, not necessarily consolidated; on
+    the driver already); ``None`` when a sum lies beyond what the accumulators hold exactly.
+    The aggregates of a reduce with accumulators are those pyarrow computes exactly
+    (:mod:`.accumulators`)."""
+    try:
+        learned = state_of(state.layout, rows, consolidated=True)
+    except (Unfoldable, pa.ArrowInvalid):  # (a value beyond float64's exact integers)
+        return None
+    return _hydrated(state, ctx, learned, at)
+
+
+def _hydrated(state: ReduceState, ctx: StepContext, learned: pa.Table, at: int) -> Lazy:
+    """The reduce's output at ``at`` from every key's accumulators ``learned``, which the
+    state loads when the step commits."""
+    layout = state.layout
     out_schema = internal_schema(layout.out_desc)
     n = learned.num_rows
     arrays = [learned.column(k) for k in layout.keys] + values_of(layout, learned)

@@ -39,7 +39,7 @@ from spate.render.lookup import concat_like, in_list, lookup_columns, semi_join
 from spate.render.operators import accumulators, topk_state
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.driver_reduce import supported as driver_supported
-from spate.render.operators.hydrate_state import hydrate_with_state
+from spate.render.operators.hydrate_state import hydrate_on_driver, hydrate_with_state
 from spate.render.operators.key_times import key_times, null_safe, t_named, with_from
 from spate.render.operators.node import ColumnMemo, Node, StepContext
 from spate.render.operators.reduce_over_join import folded_over_join
@@ -127,11 +127,14 @@ class KeyedNode:
         small_rows = ctx.engine.settings.small_rows
         if ctx.first and ctx.hi == ctx.lo + 1:
             low = delta.min_diff()
+            unsigned = low is not None and low >= 0
+            state = self._accumulators(ctx) if unsigned and self.key else None
+            if delta.table is not None and isinstance(state, ReduceState) and not self._capturing:
+                hydrated = hydrate_on_driver(state, ctx, delta.table, ctx.lo)
+                if hydrated is not None:  # the rows are on the driver: no Spark job
+                    return hydrated
             return self._hydrate(
-                ctx,
-                ctx.engine.df_of_batch(delta),
-                delta.rows > small_rows,
-                unsigned=low is not None and low >= 0,
+                ctx, ctx.engine.df_of_batch(delta), delta.rows > small_rows, unsigned=unsigned
             )
         folded = self._fold(ctx, delta, functools.partial(self._old_rows, arr))
         if folded is not None:
