@@ -117,3 +117,34 @@ def test_sorted_runs_match_the_reference_and_after_a_restart(
     # (else no step looks keys up: top-k and window never reduce on the driver)
     if settings.small_rows or (settings.driver_rows and name in DRIVER_PLANS):
         assert run_reads, "no step looked keys up in a sorted run"
+
+
+@pytest.mark.parametrize("name", ["reduce", "join", "reduce_over_join"])
+def test_a_hydration_leaves_its_large_batches_sorted_for_the_steps_lookups(
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    run_reads: list[int],
+    seed: int,
+    name: str,
+) -> None:
+    """The snapshot's batch is written as a sorted run by the column the operator looks keys
+    up by when it is appended: no later step sorts a batch at its first lookup."""
+    resorts: list[int] = []
+    real = arrangement.Arrangement._resort
+
+    def counting(self: arrangement.Arrangement, i: int, part: Any) -> Any:
+        resorts.append(part.rows)
+        return real(self, i, part)
+
+    monkeypatch.setattr(arrangement.Arrangement, "_resort", counting)
+    rng = random.Random(f"{seed}-hydrated-{name}")
+    plan = PLANS[name]
+    inputs = {id: d for id, d in BOTH.items() if id in plan.depends_on()}
+    streams = {id: s for id, s in _streams(rng, 9).items() if id in inputs}
+    dataflow = single_plan_dataflow(plan, inputs, as_of=1)
+    settings = EngineSettings(small_rows=20_000, driver_rows=1_000_000)
+    scratch = tmp_path_factory.mktemp("runs")
+    run_and_check(spark, scratch, dataflow, streams, inputs, [2, 4, 6, 10], settings=settings)
+    assert run_reads, "steps looked keys up in sorted runs"
+    assert resorts == [], "no step sorted a batch"

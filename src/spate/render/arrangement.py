@@ -16,7 +16,9 @@ one-column lookups through a sorted index (:mod:`spate.render.key_index`), so th
 costs the keys asked, not the rows held. A larger arrangement keeps its large batches as sorted
 runs (:mod:`spate.render.sorted_run`): sorted by the column its operator looks keys up by, so
 that a lookup reads only the row groups that can hold the touched keys, and such an arrangement
-serves lookups too (while the touched keys are few enough).
+serves lookups too (while the touched keys are few enough). An operator that declares the
+column (:meth:`Arrangement.lookups_by`) gets its large batches appended in that form (the
+hydration's snapshot included), so that no step pays for sorting or indexing them.
 
 ``since`` is the compaction frontier: reads at times ``>= since`` are exact; below it they fail
 with an error naming both. An arrangement that only feeds operators (``internal``) needs no
@@ -111,6 +113,13 @@ class Arrangement:
         (t,) = frontier.elements
         self._since = max(self._since, t)
 
+    def lookups_by(self, column: int) -> None:
+        """Lookups will come by data column ``column`` alone: a large batch is appended in the
+        form they read (a sorted run, or resident with its key index), not at the first
+        lookup (which a step would pay for)."""
+        if self._run_column is None:
+            self._run_column = col_name(column)
+
     # -- writes -------------------------------------------------------------------------------
 
     def append(self, batch: Batch, upper: int) -> None:
@@ -123,13 +132,20 @@ class Arrangement:
                 if not table.schema.equals(self._schema):
                     table = table.cast(self._schema)
                 path = self._next_path()
+                run = self._sorted(table, path)
                 spilled = self._engine.spilled(table)  # never a cast copy
-                if spilled is not None:
+                if run is not None:
+                    pass
+                elif spilled is not None:
                     os.link(spilled, path)  # Spark read the same table from this file
                 else:
                     write_parquet(table, path)
                 part = _Part((path,), batch.rows)
-                self._tables[part] = table
+                if run is not None:
+                    self._runs[part] = run
+                else:
+                    self._tables[part] = table
+                    self._index_ahead(part, table)
             else:
                 paths = []
                 for p in batch.paths:
@@ -174,6 +190,14 @@ class Arrangement:
             for part in [p for p in self._tables if p.rows >= INDEX_MIN_ROWS]:
                 del self._tables[part]
             self._indexes.clear()
+
+    def _index_ahead(self, part: _Part, table: pa.Table) -> None:
+        """Build the key index a lookup of a large resident batch will read (see
+        :meth:`lookups_by`)."""
+        name = self._run_column
+        fits = self.rows + table.num_rows <= LOOKUP_MAX_ROWS
+        if name is not None and fits and table.num_rows >= INDEX_MIN_ROWS:
+            self._index(part, table, name)
 
     def _forget(self, part: _Part) -> None:
         """Delete a batch merged away or rewritten: its files and what is kept of it."""
@@ -256,7 +280,8 @@ class Arrangement:
 
     def _run_lookup(self, names: list[str], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:
         """:meth:`lookup` of an arrangement too large to be resident: its large batches
-        through their sorted runs (sorted at the first lookup), the small ones scanned;
+        through their sorted runs (sorted at the first lookup unless appended so), the small ones
+        scanned;
         ``None`` when the column cannot be laid out so."""
         if len(names) != 1 or self._run_column not in (None, names[0]):
             return None

@@ -84,6 +84,11 @@ class JoinNode:
                 Arrangement(ctx.engine, i.desc, f"{self.name}-in{n}", as_of=ctx.lo, internal=True)
                 for n, i in enumerate(self.inputs)
             ]
+            pairs = self._key_pairs(0, 1) if len(self.inputs) == 2 else []
+            for j in (0, 1) if pairs else ():  # what _looked_up looks input j up by
+                usable = lookup_columns(self.inputs[j].desc, [p[j] for p in pairs], null_safe=False)
+                if len(usable) == 1:
+                    self.arrangements[j].lookups_by(pairs[usable[0]][j])
 
     def step(self, ctx: StepContext) -> Lazy:
         self.ensure_arranged(ctx)

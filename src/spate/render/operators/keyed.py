@@ -119,6 +119,9 @@ class KeyedNode:
             self.arrangement = Arrangement(
                 ctx.engine, in_desc, f"{self.name}-in", as_of=ctx.lo, internal=True
             )
+            usable = lookup_columns(in_desc, self.key, null_safe=True)
+            if len(usable) == 1:  # steps look up by this column (_lookup, _old_rows)
+                self.arrangement.lookups_by(self.key[usable[0]])
         arr = self.arrangement
         delta = ctx.materialize(self.input.step(ctx), in_desc, consolidated=False)
         ctx.on_commit(functools.partial(arr.append, delta, ctx.hi))
