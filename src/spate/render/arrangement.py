@@ -280,9 +280,8 @@ class Arrangement:
 
     def _run_lookup(self, names: list[str], keys: pa.Table, *, null_safe: bool) -> pa.Table | None:
         """:meth:`lookup` of an arrangement too large to be resident: its large batches
-        through their sorted runs (sorted at the first lookup unless appended so), the small ones
-        scanned;
-        ``None`` when the column cannot be laid out so."""
+        through their sorted runs (sorted at the first lookup unless appended so), the small
+        ones scanned; ``None`` when the column cannot be laid out so."""
         if len(names) != 1 or self._run_column not in (None, names[0]):
             return None
         (name,) = names
