@@ -307,8 +307,10 @@ def _regex(
     Java's engine: decided here for a literal pattern (Spark compiles one before any row, even
     where a guard would skip it), per row otherwise."""
     pattern = exprs[1]
+    # Java's \\w and case folding are ASCII unless asked (Python's and PostgreSQL's are Unicode)
+    a = [a[0], F.concat(F.lit("(?U)"), a[1]), *a[2:]]
     if isinstance(pattern, Literal):
-        if isinstance(pattern.value, str) and not _compiles(pattern.value):
+        if isinstance(pattern.value, str) and not _compiles("(?U)" + pattern.value):
             msg = f"invalid regular expression in {what}"
             out = "boolean" if f is V.REGEXP_LIKE else "string"
             return check(F.lit(None).cast(out), (a[0].isNotNull(), "2201B", msg))

@@ -33,6 +33,7 @@ from spate.repr.types import FLOAT64, INT64, TEXT, numeric
 from spate.sql.age import age
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedFunction
+from spate.sql.regex import translate_regex
 from spate.sql.types import (
     FLOAT8,
     INT4,
@@ -267,10 +268,23 @@ def trim(b: BinderBase, node: exp.Expression) -> Typed:
     return Typed(_call(f, _text(b, node.this), chars), PG_TEXT)
 
 
+def _pattern(b: BinderBase, node: exp.Expression, *, replace: bool, icase: bool) -> ScalarExpr:
+    """A constant pattern in PostgreSQL's syntax, translated (:mod:`spate.sql.regex`)."""
+    pattern = _text(b, node)
+    if not isinstance(pattern, Literal):
+        raise b.err(FeatureNotSupported, "a regular expression must be a constant", node)
+    if not isinstance(pattern.value, str):
+        return pattern
+    try:
+        host = translate_regex(pattern.value, replace=replace, icase=icase)
+    except SqlError as e:
+        raise b.err(type(e), str(e), node) from None
+    return Literal(host, TEXT)
+
+
 def regexp_like(b: BinderBase, node: exp.Expression) -> Typed:
-    pattern = _text(b, node.expression)
-    if isinstance(node, exp.RegexpILike):
-        pattern = CallBinary(BinaryFunc.CONCAT, Literal("(?i)", TEXT), pattern)
+    icase = isinstance(node, exp.RegexpILike)
+    pattern = _pattern(b, node.expression, replace=False, icase=icase)
     return Typed(_call(V.REGEXP_LIKE, _text(b, node.this), pattern), PG_BOOL)
 
 
@@ -291,9 +305,7 @@ def regexp_replace(b: BinderBase, node: exp.Expression) -> Typed:
     rep = b.to_text(b._bind(rep_node), rep_node).expr
     if not isinstance(rep, Literal) or rep.value is None:
         raise b.err(FeatureNotSupported, "regexp_replace needs a constant replacement", rep_node)
-    pattern = _text(b, node.expression)
-    if "i" in flags:
-        pattern = CallBinary(BinaryFunc.CONCAT, Literal("(?i)", TEXT), pattern)
+    pattern = _pattern(b, node.expression, replace=True, icase="i" in flags)
     f = V.REGEXP_REPLACE_ALL if "g" in flags else V.REGEXP_REPLACE
     return Typed(_call(f, _text(b, node.this), pattern, rep), PG_TEXT)
 

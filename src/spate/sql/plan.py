@@ -38,9 +38,10 @@ _QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "(", "TABLE"})
 
 
 def _today() -> dt.date:
-    """The current date (UTC) a one-off statement reads (``age(timestamp)``), once, when it
-    is planned, as PostgreSQL reads it at the start of the transaction."""
-    return dt.datetime.now(dt.UTC).date()
+    """The current time (UTC, a naive ``datetime``, which is a ``date``) a one-off statement
+    reads (``now()``, and the date for ``age(timestamp)``), once, when it is planned, as
+    PostgreSQL reads it at the start of the transaction."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def plan_one(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from decimal import Decimal
 
 from sqlglot import exp
@@ -32,6 +33,7 @@ from spate.sql.errors import (
 from spate.sql.types import (
     PG_INTERVAL,
     PG_TIMESTAMP,
+    PG_TIMESTAMPTZ,
     display_name,
     pg_numeric,
 )
@@ -104,10 +106,15 @@ class TemporalBinding(BinderBase):
         return Typed(Now(PG_TIMESTAMP.scalar), PG_TIMESTAMP)  # type: ignore[arg-type]
 
     def wall_clock(self, node: exp.Expression) -> Typed:
+        """``now()``/``current_timestamp``: the statement's start time in a one-off read or
+        write; a view cannot read the clock (its result would change with it, not with its
+        inputs)."""
+        if isinstance(self.today, dt.datetime):
+            return Typed(Literal(self.today, TIMESTAMP), PG_TIMESTAMPTZ)
         raise self.err(
             FeatureNotSupported,
-            "now() / current_timestamp is not supported: results are kept up to date at every "
-            "time; use mz_now() in a temporal filter",
+            "cannot materialize call to now(): a view kept up to date at every time cannot "
+            "read the clock; use mz_now() in a temporal filter",
             node,
         )
 
