@@ -199,6 +199,22 @@ def parse_to_char(fmt: str) -> tuple[Token, ...]:
     return tuple(out)
 
 
+def unsupported_to_char(fmt: str) -> str | None:
+    """The rest of ``fmt`` from its first unquoted letter that starts no pattern of
+    :data:`TO_CHAR_PATTERNS` (PostgreSQL has more: ``WW``, ``IW``, ``J``, ``TZ``, ``th``…),
+    or ``None``."""
+    i = 0
+    while i < len(fmt):
+        m = _TOKEN_RE.match(fmt, i)
+        if m is not None:
+            i = m.end()
+            continue
+        if fmt[i].isascii() and fmt[i].isalpha():
+            return fmt[i:]
+        i += 1
+    return None
+
+
 MONTHS: Final = (
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",

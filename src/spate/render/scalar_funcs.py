@@ -134,7 +134,8 @@ def compile_fixed(
         case V.POWER:
             return _power(a[0], a[1], what, check)
         case V.REPLACE:
-            return F.when(a[1] == F.lit(""), a[0]).otherwise(F.replace(a[0], a[1], a[2]))
+            empty = (a[1] == F.lit("")) & a[2].isNotNull()  # NULL with any NULL argument
+            return F.when(empty, a[0]).otherwise(F.replace(a[0], a[1], a[2]))
         case V.STRPOS:
             return F.call_function("locate", a[1], a[0]).cast(_LONG)
         case V.LPAD | V.RPAD:

@@ -29,6 +29,7 @@ from spate.plan.expr import (
     ScalarExpr,
     VariadicFunc,
 )
+from spate.plan.funcs import TO_CHAR_PATTERNS, unsupported_to_char
 from spate.repr.types import FLOAT64, INT64, TEXT, numeric
 from spate.sql.age import age
 from spate.sql.binding import BinderBase, Typed
@@ -326,6 +327,14 @@ def to_char(b: BinderBase, node: exp.Expression) -> Typed:
         raise b.err(FeatureNotSupported, "to_char needs a constant format", node)
     dialect = sqlglot.Dialect.get_or_raise("postgres")
     text = format_time(fmt.name, dialect.INVERSE_TIME_MAPPING, dialect.INVERSE_TIME_TRIE)
+    rest = unsupported_to_char(text or "")
+    if rest is not None:
+        raise b.err(
+            FeatureNotSupported,
+            f"to_char format at {rest!r} is not supported (supported: "
+            f"{', '.join(TO_CHAR_PATTERNS)}, FM and quoted text)",
+            fmt,
+        )
     return Typed(_call(V.TO_CHAR, t.expr, Literal(text or "", TEXT)), PG_TEXT)
 
 
