@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from spate.sql.regex import InvalidRegex, UnsupportedRegex, translate_regex
+from spate.sql.regex import InvalidRegex, UnsupportedRegex, similar_to_regex, translate_regex
 
 
 @pytest.mark.parametrize(
@@ -76,3 +76,23 @@ def test_a_pattern_that_does_not_compile_is_2201B() -> None:
     with pytest.raises(InvalidRegex) as info:
         translate_regex("(*")
     assert info.value.sqlstate == "2201B"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "escape", "text", "matches"),
+    [
+        ("a%", "\\", "abc", True),
+        ("a.c", "\\", "abc", False),  # . is literal
+        ("a_c", "\\", "a\nc", True),
+        ("a#%", "#", "a%", True),
+        ("a#%", "#", "ab", False),
+        ("(ab)+", "\\", "abab", True),
+        ("b", "\\", "abc", False),  # the whole text
+        ("x^y$", "\\", "x^y$", True),
+    ],
+)
+def test_similar_to_matches_the_whole_text(
+    pattern: str, escape: str, text: str, matches: bool
+) -> None:
+    host = translate_regex(similar_to_regex(pattern, escape))
+    assert (re.search(host, text) is not None) is matches

@@ -28,6 +28,7 @@ from spate.sql.errors import (
     SqlSyntaxError,
     UndefinedFunction,
 )
+from spate.sql.regex import similar_to
 from spate.sql.temporal import parse_interval
 from spate.sql.types import (
     FLOAT8,
@@ -289,6 +290,8 @@ class OperatorBinding(BinderBase):
         if isinstance(node, exp.Escape):
             escape = node.expression
             node = node.this
+        if isinstance(node, exp.SimilarTo):
+            return similar_to(self, node, escape)
         f = BinaryFunc.ILIKE if isinstance(node, exp.ILike) else BinaryFunc.LIKE
         value = self.coerce(self._bind(node.this), PG_TEXT, node.this)
         pattern = self.coerce(self._bind(node.expression), PG_TEXT, node.expression)

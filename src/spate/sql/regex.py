@@ -25,9 +25,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from spate.sql.errors import SqlError
+from sqlglot import exp
 
-__all__ = ["InvalidRegex", "UnsupportedRegex", "translate_regex"]
+from spate.plan.expr import CallUnary, CallVariadic, Literal, ScalarExpr, UnaryFunc, VariadicFunc
+from spate.repr.types import BOOL, TEXT
+from spate.sql.binding import BinderBase, Typed
+from spate.sql.errors import FeatureNotSupported, SqlError
+from spate.sql.types import PG_BOOL, PG_TEXT
+
+__all__ = ["InvalidRegex", "UnsupportedRegex", "similar_to", "similar_to_regex", "translate_regex"]
 
 
 class UnsupportedRegex(SqlError):
@@ -182,3 +188,60 @@ def _bracket(pattern: str, i: int, out: list[str]) -> int:
         out.append(c)
         i += 1
     return n  # unterminated: the engine reports it
+
+
+_SIMILAR: Final = {"%": ".*", "_": ".", "(": "(?:", ".": "\\.", "^": "\\^", "$": "\\$"}
+
+
+def similar_to_regex(pattern: str, escape: str = "\\") -> str:
+    """``SIMILAR TO``'s pattern as a PostgreSQL regular expression matching the whole text
+    (PostgreSQL's own translation): ``%`` any run, ``_`` one character, ``|`` ``*`` ``+``
+    ``?`` ``{m,n}`` ``( )`` and brackets as in regular expressions, ``escape`` quotes the
+    next character."""
+    if len(escape) > 1:
+        raise InvalidRegex("invalid escape string: it must be empty or one character")
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_bracket = False
+    while i < n:
+        c = pattern[i]
+        if escape and c == escape and not in_bracket:
+            if i + 1 >= n:
+                raise InvalidRegex("invalid escape string: the pattern ends with the escape")
+            e = pattern[i + 1]
+            if e == '"':
+                raise UnsupportedRegex('SIMILAR TO with the substring marker (escape and ")')
+            out.append(e if e.isalnum() else "\\" + e)
+            i += 2
+            continue
+        if in_bracket:
+            in_bracket = c != "]"
+            out.append(c)
+        elif c == "[":
+            in_bracket = True
+            out.append(c)
+        elif c == "\\":
+            out.append("\\\\")
+        else:
+            out.append(_SIMILAR.get(c, c))
+        i += 1
+    return "^(?:" + "".join(out) + ")$"
+
+
+def similar_to(b: BinderBase, node: exp.Expression, escape: exp.Expression | None) -> Typed:
+    """``s [NOT] SIMILAR TO pattern [ESCAPE e]`` with a constant pattern and escape."""
+    value = b.coerce(b._bind(node.this), PG_TEXT, node.this)
+    pattern = b.coerce(b._bind(node.expression), PG_TEXT, node.expression).expr
+    esc = "\\" if escape is None else b._bind(escape).raw
+    if not isinstance(pattern, Literal) or esc is None:
+        raise b.err(FeatureNotSupported, "SIMILAR TO needs a constant pattern and escape", node)
+    if pattern.value is None:
+        return Typed(Literal(None, BOOL), PG_BOOL)
+    try:
+        host = translate_regex(similar_to_regex(str(pattern.value), esc))
+    except SqlError as e:
+        raise b.err(type(e), str(e), node) from None
+    out: ScalarExpr = CallVariadic(VariadicFunc.REGEXP_LIKE, (value.expr, Literal(host, TEXT)))
+    if node.args.get("negate"):
+        out = CallUnary(UnaryFunc.NOT, out)
+    return Typed(out, PG_BOOL)

@@ -332,6 +332,7 @@ _DISPATCH: dict[type, Callable[[ScalarBinder, exp.Expression], Typed]] = {
     exp.Like: ScalarBinder.like,
     exp.ILike: ScalarBinder.like,
     exp.Escape: ScalarBinder.like,
+    exp.SimilarTo: ScalarBinder.like,
     exp.DPipe: ScalarBinder.concat_op,
     exp.Case: ScalarBinder.case,
     exp.If: ScalarBinder.if_,
