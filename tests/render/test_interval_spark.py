@@ -122,7 +122,7 @@ def test_interval_functions_on_spark_agree_with_the_reference(
             if isinstance(want, EvalError):
                 continue
             g = got[k][f"e{n}"]
-            value = interval_of(g) if isinstance(g, str) else g
+            value = interval_of(g) if isinstance(want, Interval) and g is not None else g
             assert _same(value, want), f"{e} on {rows[k]}: spark {value!r}, reference {want!r}"
     assert failing, "the edge rows make some function fail"
     for e, k in failing:

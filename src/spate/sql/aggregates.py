@@ -346,7 +346,10 @@ def _aggregate_call(
         if isinstance(arg, exp.Star) or arg is None:
             value: ScalarExpr = guard(Literal(True, BOOL))
         else:
-            value = guard(b.bind(arg).expr)
+            counted = b.bind(arg)
+            if distinct and interval_ops.is_interval(counted):  # distinct by the span
+                counted = Typed(interval_ops.key(interval_ops.value(b, counted, arg)), INT8)
+            value = guard(counted.expr)
         return (
             AggregateExpr(AggregateFunc.COUNT, value, distinct),
             INT8,

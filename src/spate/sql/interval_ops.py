@@ -20,6 +20,7 @@ from spate.plan.expr import (
     CallBinary,
     CallUnary,
     CallVariadic,
+    Case,
     Cast,
     ColumnRef,
     Literal,
@@ -29,7 +30,7 @@ from spate.plan.expr import (
 )
 from spate.plan.relation import Map, Project, RelationExpr
 from spate.repr.interval import USECS_PER_DAY, Interval
-from spate.repr.types import FLOAT64, INT64, INTERVAL, TIMESTAMP, ScalarKind
+from spate.repr.types import FLOAT64, INT64, INTERVAL, TIMESTAMP, ScalarKind, ScalarType
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import UndefinedFunction
 from spate.sql.types import (
@@ -99,6 +100,31 @@ def of_key(x: ScalarExpr) -> ScalarExpr:
 
 def canonical(x: ScalarExpr) -> ScalarExpr:
     return CallVariadic(V.INTERVAL_CANON, (x,))
+
+
+def equal(a: ScalarExpr, b: ScalarExpr, t: ScalarType) -> ScalarExpr:
+    """``a = b``: by the span where they are intervals."""
+    if t is INTERVAL:
+        return CallBinary(BinaryFunc.EQ, key(a), key(b))
+    return CallBinary(BinaryFunc.EQ, a, b)
+
+
+def extreme(f: VariadicFunc, xs: list[ScalarExpr]) -> ScalarExpr:
+    """``greatest``/``least`` of intervals: by the span, NULLs ignored (the first of equal
+    spans kept, as PostgreSQL keeps it)."""
+    op = BinaryFunc.GT if f is V.GREATEST else BinaryFunc.LT
+    out = xs[0]
+    for x in xs[1:]:
+        better = CallBinary(op, key(x), key(out))
+        out = Case(
+            (
+                (CallUnary(UnaryFunc.IS_NULL, out), x),
+                (CallUnary(UnaryFunc.IS_NULL, x), out),
+                (better, x),
+            ),
+            out,
+        )
+    return out
 
 
 def compare(b: BinderBase, f: BinaryFunc, left: Typed, right: Typed, node: exp.Expression) -> Typed:

@@ -276,11 +276,12 @@ class OperatorBinding(BinderBase):
         if not values:
             raise self.err(FeatureNotSupported, "IN () needs at least one value", node)
         items = [(self._bind(node.this), node.this)] + [(self._bind(v), v) for v in values]
-        typed, _ = self.unify(items, "IN")
-        x = typed[0].expr
+        typed, target = self.unify(items, "IN")
+        span = interval_ops.key if target.scalar is INTERVAL else (lambda e: e)
+        x = span(typed[0].expr)
         out: ScalarExpr | None = None
         for v in typed[1:]:
-            eq = CallBinary(BinaryFunc.EQ, x, v.expr)
+            eq = CallBinary(BinaryFunc.EQ, x, span(v.expr))
             out = eq if out is None else CallBinary(BinaryFunc.OR, out, eq)
         assert out is not None
         return Typed(out, PG_BOOL)
@@ -530,6 +531,8 @@ class OperatorBinding(BinderBase):
         args = [node.this, *node.expressions]
         items = [(self._bind(a), a) for a in args]
         typed, target = self.unify(items, f.value.upper())
+        if target.scalar is INTERVAL and f is not VariadicFunc.COALESCE:
+            return Typed(interval_ops.extreme(f, [t.expr for t in typed]), target)
         return Typed(CallVariadic(f, tuple(t.expr for t in typed)), target)
 
     def nullif(self, node: exp.Expression) -> Typed:
@@ -538,7 +541,7 @@ class OperatorBinding(BinderBase):
         assert a2.type.scalar is not None
         null = Literal(None, a2.type.scalar)
         return Typed(
-            Case(((CallBinary(BinaryFunc.EQ, a2.expr, b2.expr), null),), a2.expr),
+            Case(((interval_ops.equal(a2.expr, b2.expr, a2.type.scalar), null),), a2.expr),
             a2.type,
         )
 

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from spate.plan.expr import CallVariadic, ColumnRef, ScalarExpr, VariadicFunc
 from spate.plan.relation import Distinct, Map, TopK
-from spate.repr.types import INTERVAL
+from spate.repr.types import INTERVAL, numeric
 from spate.sql.aggregates import aggregate, find_aggregates, is_aggregate, strip_alias
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -23,11 +23,12 @@ from spate.sql.errors import (
 from spate.sql.from_clause import from_clause, joined, split_and, table_function
 from spate.sql.grouping_sets import is_grouping
 from spate.sql.interval_ops import canonical_rows
+from spate.sql.interval_ops import key as interval_key
 from spate.sql.parse import position
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.scalar import Typed
 from spate.sql.scope import Col, Scope, project, unique_names
-from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, UNKNOWN, PgType
+from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, UNKNOWN, PgType, pg_numeric
 
 
 def has_subquery(node: exp.Expression) -> bool:
@@ -178,6 +179,14 @@ def plan_select(qp: QueryPlanner, node: exp.Select, ctx: Context | None) -> Outp
         orders.append((rel.arity + len(extra), o))
         extra.append(t.expr)
         extra_types.append(t.type)
+    for n, (column, o) in enumerate(orders):  # an interval sorts by its span
+        width = rel.arity
+        kind = rel.scope.cols[column].type if column < width else extra_types[column - width]
+        if kind.name == "interval":
+            source = ColumnRef(column) if column < width else extra[column - width]
+            orders[n] = (width + len(extra), o)
+            extra.append(interval_key(source))
+            extra_types.append(pg_numeric(numeric(38, 0)))
     if extra:
         mapped2 = Map(rel.expr, tuple(extra))
         rel = rel.with_cols(

@@ -35,6 +35,7 @@ from spate.plan.window import (
     WindowFunc,
 )
 from spate.repr.types import BOOL, INT64, numeric
+from spate.sql import interval_ops
 from spate.sql.binding import BinderBase
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
 from spate.sql.query import QueryPlanner
@@ -92,6 +93,9 @@ def plan_windows(
 
     def column_of(node: exp.Expression) -> int:
         t = binder.bind(node)
+        if interval_ops.is_interval(t):  # partitioned and ordered by the span
+            span = interval_ops.key(interval_ops.value(binder, t, node))
+            t = Typed(span, pg_numeric(numeric(38, 0)))
         if t.type.name == "unknown":
             t = binder.coerce(t, t.type if t.type.scalar else _text(), node)
         if isinstance(t.expr, ColumnRef):
@@ -336,6 +340,10 @@ def _call(
         f_agg = AggregateFunc.BOOL_AND if agg_name == "bool_and" else AggregateFunc.BOOL_OR
         return AggregateExpr(f_agg, guard(t_arg.expr)), PG_BOOL
     if agg_name in ("min", "max"):
+        if interval_ops.is_interval(t_arg):
+            raise qp.err(
+                FeatureNotSupported, f"{agg_name} of intervals over a window is not supported", fn
+            )
         f_agg = AggregateFunc.MIN if agg_name == "min" else AggregateFunc.MAX
         return AggregateExpr(f_agg, guard(t_arg.expr)), t_arg.type
     if not t_arg.type.is_numeric:
