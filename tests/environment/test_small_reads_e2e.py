@@ -14,6 +14,7 @@ import pytest
 from spate.config import with_overrides
 from spate.environment import small_reads
 from spate.environment.api import Environment
+from spate.environment.sql import SqlSession
 from spate.errors import EvaluationFailed
 from spate.plan.builder import col, sum_
 from spate.repr import INT64, RelationDesc
@@ -58,7 +59,7 @@ def dataflows(env: Environment, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return built
 
 
-def _rows(env: Environment, sql: str) -> list[tuple[Any, ...]]:
+def _rows(env: Environment | SqlSession, sql: str) -> list[tuple[Any, ...]]:
     out = env.sql(sql)
     assert out is not None and not isinstance(out, int)
     columns = [c.to_pylist() for c in out.columns]  # names may repeat (?column?)
@@ -81,6 +82,22 @@ def test_reads_beyond_the_limit_build_a_dataflow_with_the_same_answers(
     assert len(dataflows) == 1
     assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT 2)") == [(2,)]  # three: none
     assert len(dataflows) == 1
+
+
+def test_a_read_asked_not_to_use_small_reads_builds_a_dataflow(
+    env: Environment, dataflows: list[Any]
+) -> None:
+    session = env.sql_session()
+    session.session.small_reads = False
+    session.sql("SET cluster = c")
+    sql = "SELECT x FROM t WHERE x IN (SELECT y FROM s)"
+    assert _rows(session, sql) == [(2,)]
+    assert len(dataflows) == 1
+    assert _rows(env, sql) == [(2,)]  # other sessions still read here
+    assert len(dataflows) == 1
+    plan = env.get("t").reduce([], total=sum_(col("x")))
+    assert env.select(plan, small_reads=False).to_pylist() == [{"total": 3}]
+    assert len(dataflows) == 2
 
 
 def test_an_evaluation_error_is_the_one_a_dataflow_gives(

@@ -329,6 +329,7 @@ class EnvironmentOperations(EnvironmentBase):
         timeout: float = 60.0,
         isolation: Isolation = "strict serializable",
         real_time_recency: bool = False,
+        small_reads: bool = True,
     ) -> pa.Table:
         """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
         columns, ``-name`` for descending.
@@ -341,6 +342,10 @@ class EnvironmentOperations(EnvironmentBase):
         acknowledged before it and the sources' data up to about the present, waiting for its
         inputs to get there; a ``"serializable"`` read answers at the latest time its inputs
         have completed, without waiting.
+
+        A read that needs a dataflow (a join, an aggregate…) over small inputs is evaluated in
+        the environment (``Settings.small_read_updates``); ``small_reads=False`` builds the
+        dataflow on a replica anyway.
 
         A time before what ``target`` retains raises :class:`~spate.errors.ReadBeforeSince`.
 
@@ -364,6 +369,7 @@ class EnvironmentOperations(EnvironmentBase):
                     timeout=timeout,
                     isolation=isolation,
                     real_time_recency=real_time_recency,
+                    small_reads=small_reads,
                 ),
                 timeout * (2 if real_time_recency else 1) + 30,
             )

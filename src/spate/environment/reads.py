@@ -17,7 +17,8 @@ explicit ``as_of`` below an input's since is an error naming both.
    through a replica of a cluster ("fast path"), or read it here when there is no cluster;
 3. anything else (a view, an ad-hoc plan) — a one-time dataflow on a cluster: build the plan at
    the timestamp into an arrangement, peek it, drop it; or, when the inputs are small, read
-   them and evaluate the plan here (:mod:`spate.environment.small_reads`).
+   them and evaluate the plan here (:mod:`spate.environment.small_reads`; a read with
+   ``small_reads=False`` always builds the dataflow).
 """
 
 from __future__ import annotations
@@ -294,14 +295,16 @@ async def select(
     timeout: float = 60.0,
     isolation: str = "strict serializable",
     real_time_recency: bool = False,
+    small_reads: bool = True,
 ) -> pa.Table:
     _check_read_arguments(as_of, limit, order_by, timeout)
     check_argument(real_time_recency, bool, "real_time_recency")
+    check_argument(small_reads, bool, "small_reads")
     level = check_isolation(isolation)
     t = resolve(rt, target)
     try:
         table = await _select(
-            rt, t, as_of, cluster, order_by, limit, timeout, level, real_time_recency
+            rt, t, as_of, cluster, order_by, limit, timeout, level, real_time_recency, small_reads
         )
         return to_user(table, t.plan.desc)
     except EvaluationFailed as e:
@@ -318,6 +321,7 @@ async def _select(
     timeout: float,
     level: Isolation,
     real_time_recency: bool,
+    small_reads: bool,
 ) -> pa.Table:
     desc = t.plan.desc
     finishing = _finishing(desc, order_by, limit)
@@ -379,7 +383,9 @@ async def _select(
             return await _peek(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
             )
-    return await _select_dataflow(rt, t.plan, as_of, cluster, finishing, timeout, level)
+    return await _select_dataflow(
+        rt, t.plan, as_of, cluster, finishing, timeout, level, small_reads
+    )
 
 
 async def _select_lookup(
@@ -434,12 +440,13 @@ async def _select_dataflow(
     finishing: RowSetFinishing,
     timeout: float,
     isolation: Isolation,
+    small_reads: bool,
 ) -> pa.Table:
     inlined = inline_views(plan, rt.catalog)
     inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
     ts = _pick_timestamp(rt, inputs, as_of, isolation)
     name = rt.default_cluster(cluster)
-    if rt.catalog.cluster(name).replicas:
+    if small_reads and rt.catalog.cluster(name).replicas:
         here = await read_here(rt, inlined, ts, timeout)
         if here is not None:
             return _rows_table(inlined.desc, list(here.items()), finishing)

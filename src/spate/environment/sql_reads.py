@@ -86,6 +86,7 @@ def read(
         isolation=check_isolation(session.isolation),
         real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
+        small_reads=session.small_reads,
     )
 
 

@@ -51,6 +51,10 @@ class Session:
     recursion_limit: int = DEFAULT_MAX_ITERATIONS
     """The rounds a WITH RECURSIVE planned in this session may take (``SET recursion_limit``);
     a view keeps the limit it was created with."""
+    small_reads: bool = True
+    """Whether a one-off read over small inputs may be evaluated in the environment
+    (:mod:`spate.environment.small_reads`); ``False``: every read that needs a dataflow builds
+    one on a replica, as ``small_read_updates = 0`` does for the whole environment."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
