@@ -14,16 +14,24 @@ Knobs (environment variables):
   default ``DEFAULT_SEED``, so that every run of the suite draws the same; ``random`` draws a
   fresh one, to cover other views and rounds);
 - ``SPATE_SLT_ROUNDS``: rounds per file (default 5);
-- ``SPATE_SLT_VIEWS``: views per file (default 2, drawn from the seed); ``all`` maintains every
-  query that can define a view.
+- ``SPATE_SLT_VIEWS``: views per file (default ``DEFAULT_VIEWS``, drawn from the seed); ``all``
+  maintains every query that can define a view;
+- ``SPATE_SLT_SOAK_VIEWS``: views per file the soak (a slow test) maintains among those the
+  suite's draw leaves out (default ``DEFAULT_SOAK_VIEWS``, the CI size); ``all`` maintains
+  every one of them, so that the suite and the soak together check every view-able query;
+- ``SPATE_SLT_DATAFLOW_READS``: queries per file (default ``DEFAULT_DATAFLOW_READS``, drawn from
+  the seed) read a second time through a session that never evaluates a read in the
+  environment, and compared with PostgreSQL's rows again; ``all`` sends every query.
 
 The corpus's one-off reads are small, so the environment evaluates them itself
-(:mod:`spate.environment.small_reads`); ``SPATE_SMALL_READ_UPDATES=0`` makes each one a
-dataflow on the replica instead, to check the renderer on every query of the corpus.
+(:mod:`spate.environment.small_reads`): the second read of the drawn queries builds the one-off
+dataflow on the replica, so that the renderer answers them too. ``SPATE_SMALL_READ_UPDATES=0``
+sends every read of the corpus to a dataflow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import time
@@ -40,10 +48,13 @@ from tests.sql._slt_pg import PgScratch
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
+    from spate.environment.sql import SqlSession
 
 CLUSTER = "slt"
 DEFAULT_VIEWS = 2
 DEFAULT_ROUNDS = 5
+DEFAULT_DATAFLOW_READS = 3
+DEFAULT_SOAK_VIEWS = 1
 # The suite's draw of views and rounds is fixed, so that a run of the suite is repeatable and a
 # failure in it is a change in spate, not a new draw; SPATE_SLT_SEED=random explores others.
 DEFAULT_SEED = 20261126
@@ -54,6 +65,10 @@ class Knobs:
     seed: int
     rounds: int
     views: int | None  # None: every viewable query
+    dataflow_reads: int | None = DEFAULT_DATAFLOW_READS  # None: every query
+    soak: int | None = None
+    """``None``: maintain the views drawn by ``views``; else the views that draw leaves out
+    instead (a sample of ``soak`` of them, 0: all)."""
 
     @staticmethod
     def from_env() -> Knobs:
@@ -67,11 +82,28 @@ class Knobs:
         rounds = int(os.environ.get("SPATE_SLT_ROUNDS", DEFAULT_ROUNDS))
         views_text = os.environ.get("SPATE_SLT_VIEWS", str(DEFAULT_VIEWS)).strip().lower()
         views = None if views_text == "all" else int(views_text)
-        return Knobs(seed, rounds, views)
+        reads_text = os.environ.get("SPATE_SLT_DATAFLOW_READS", str(DEFAULT_DATAFLOW_READS))
+        reads = None if reads_text.strip().lower() == "all" else int(reads_text)
+        return Knobs(seed, rounds, views, reads)
+
+    def soaking(self) -> Knobs:
+        """The knobs of the soak (``test_slt``'s slow test): the views the suite's draw leaves
+        out, ``SPATE_SLT_SOAK_VIEWS`` of them per file (default ``DEFAULT_SOAK_VIEWS``, the
+        CI size; ``all`` maintains every one), no second reads."""
+        text = os.environ.get("SPATE_SLT_SOAK_VIEWS", str(DEFAULT_SOAK_VIEWS)).strip().lower()
+        soak = 0 if text == "all" else max(int(text), 1)
+        return dataclasses.replace(self, dataflow_reads=0, soak=soak)
 
     def replay(self) -> str:
         views = "all" if self.views is None else self.views
-        return f"SPATE_SLT_SEED={self.seed} SPATE_SLT_ROUNDS={self.rounds} SPATE_SLT_VIEWS={views}"
+        reads = "all" if self.dataflow_reads is None else self.dataflow_reads
+        out = (
+            f"SPATE_SLT_SEED={self.seed} SPATE_SLT_ROUNDS={self.rounds} SPATE_SLT_VIEWS={views}"
+            f" SPATE_SLT_DATAFLOW_READS={reads}"
+        )
+        if self.soak is not None:
+            out += f" SPATE_SLT_SOAK_VIEWS={self.soak or 'all'}"
+        return out
 
 
 @dataclass
@@ -82,6 +114,7 @@ class FileResult:
     names: dict[str, list[str]] = field(default_factory=dict)  # query key -> spate's columns
     seconds: float = 0.0
     views: int = 0
+    dataflow_reads: int = 0
 
 
 def _error_text(e: BaseException) -> str:
@@ -98,11 +131,14 @@ def run_file(f: SltFile, env: Environment, pg_url: str, knobs: Knobs) -> FileRes
     started = time.monotonic()
     result = FileResult()
     before = set(env.names())
+    dataflow = _dataflow_session(env)
+    drawn = _dataflow_draw(f, knobs)
     try:
         with PgScratch(pg_url, f.path.stem) as pg:
             for r in f.records:
                 if r.runs_on("spate"):
-                    result.problems[r.key] = _run_record(r, env, pg, result)
+                    via = dataflow if r.key in drawn else None
+                    result.problems[r.key] = _run_record(r, env, pg, result, via)
                 elif r.runs_on("postgresql"):
                     _pg_side(r, pg)
             if knobs.rounds > 0:
@@ -124,7 +160,39 @@ def _pg_side(r: Record, pg: PgScratch) -> tuple[list[Any] | None, str | None]:
         return None, _error_text(e)
 
 
-def _run_record(r: Record, env: Environment, pg: PgScratch, result: FileResult) -> str | None:
+def _dataflow_session(env: Environment) -> SqlSession:
+    """A session on the corpus cluster whose reads always build their dataflow."""
+    session = env.sql_session()
+    session.session.small_reads = False
+    session.sql(f"SET cluster = {CLUSTER}")
+    return session
+
+
+def _dataflow_draw(f: SltFile, knobs: Knobs) -> set[str]:
+    """The keys of the queries read a second time through a dataflow."""
+    keys = [r.key for r in f.queries() if r.runs_on("spate") and r.runs_on("postgresql")]
+    if knobs.dataflow_reads is None or len(keys) <= knobs.dataflow_reads:
+        return set(keys)
+    return set(random.Random(f"{knobs.seed}:{f.name}:reads").sample(keys, knobs.dataflow_reads))
+
+
+def _run_record(
+    r: Record, env: Environment, pg: PgScratch, result: FileResult, dataflow: SqlSession | None
+) -> str | None:
+    """The problem with spate's answer to ``r``, if any; a query is read a second time
+    through ``dataflow`` (a session that builds every read's dataflow), if given."""
+    problem = _answer(r, env, pg, result)
+    if problem is None and dataflow is not None and r.kind == "query" and not r.expect_error:
+        result.dataflow_reads += 1
+        problem = _answer(r, dataflow, pg, result)
+        if problem is not None:
+            problem = f"read through a dataflow: {problem}"
+    return problem
+
+
+def _answer(
+    r: Record, env: Environment | SqlSession, pg: PgScratch, result: FileResult
+) -> str | None:
     pg_rows, pg_error = _pg_side(r, pg) if r.runs_on("postgresql") else (None, None)
     pg_types = list(pg.last_oids)
     try:
@@ -205,6 +273,13 @@ def _incremental(
     chosen = candidates
     if knobs.views is not None and len(candidates) > knobs.views:
         chosen = sorted(rng.sample(candidates, knobs.views), key=lambda c: c[1])
+    if knobs.soak is not None:
+        # the views the draw above left out: all of them, or a sample of their own
+        rest = [c for c in candidates if all(c[0] is not d[0] for d in chosen)]
+        chosen = rest
+        if knobs.soak > 0 and len(rest) > knobs.soak:
+            soak_rng = random.Random(f"{knobs.seed}:{f.name}:soak")
+            chosen = sorted(soak_rng.sample(rest, knobs.soak), key=lambda c: c[1])
     for r, _, _ in candidates:
         if all(r is not c[0] for c in chosen):
             result.not_maintained[r.key] = "not drawn this run (SPATE_SLT_VIEWS=all runs all)"
@@ -296,7 +371,8 @@ def format_result(f: SltFile, result: FileResult) -> str:
     inc_bad = sum(1 for p in result.incremental.values() if p)
     return (
         f"{f.name}: {len(result.problems)} records ({bad} differ), {result.views} views "
-        f"maintained ({inc_bad} differ), {result.seconds:.1f} s"
+        f"maintained ({inc_bad} differ), {result.dataflow_reads} reads through a dataflow, "
+        f"{result.seconds:.1f} s"
     )
 
 

@@ -133,6 +133,31 @@ def test_maintained_view_equals_postgres_after_every_round(
     assert problem is None, problem
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_soak_every_other_view_equals_postgres_after_every_round(
+    path: Path, postgres_url: str, corpus_env: Environment
+) -> None:
+    """The views the suite's draw leaves out, maintained through the same rounds (a sample of
+    them per file by default; ``SPATE_SLT_SOAK_VIEWS=all``: every one), except known gaps."""
+    knobs = Knobs.from_env().soaking()
+    if knobs.rounds == 0:
+        pytest.skip("no random rounds this run (SPATE_SLT_ROUNDS=0)")
+    f = parse_file(path)
+    corpus_env.sql(f"SET cluster = {CLUSTER}")
+    result = run_on_spate(f, corpus_env, postgres_url, knobs)
+    print(f"{format_result(f, result)} ({knobs.replay()})")
+    known = {key for (name, key, _) in GAPS if name == f.name}
+    lines = {r.key: r.line for r in f.records}
+    wrong = [
+        f"{f.name}:{lines[key]}: {problem}"
+        for key, problem in sorted(result.incremental.items())
+        if problem is not None and key not in known
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_known_gaps_name_existing_records(request: pytest.FixtureRequest) -> None:
     keys = {(p.name, r.key) for p in FILES for r in parse_file(p).records}
     stale = [g for g in GAPS.values() if (g.file, g.key) not in keys]
