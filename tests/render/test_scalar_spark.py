@@ -131,8 +131,9 @@ def frame(spark: SparkSession, desc: RelationDesc, rows: Sequence[Row]) -> DataF
 def spark_eval(
     spark: SparkSession, desc: RelationDesc, rows: Sequence[Row], exprs: Sequence[ScalarExpr]
 ) -> list[tuple[Datum, ...]]:
-    """Each expression on each row: ``out[row][expr]``, in one Spark action."""
-    df = frame(spark, desc, rows)
+    """Each expression on each row: ``out[row][expr]``, in one Spark action. The rows are
+    given as storage holds them (a ``-0.0`` is stored as ``0.0``), as the reference reads them."""
+    df = frame(spark, desc, [canonical_row(r, desc.columns) for r in rows])
     cols = [compile_scalar(e, desc).alias(f"e{k}") for k, e in enumerate(exprs)]
     return [tuple(_py(v) for v in r) for r in df.select(*cols).collect()]
 
