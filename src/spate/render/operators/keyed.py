@@ -132,7 +132,8 @@ class KeyedNode:
             low = delta.min_diff()
             unsigned = low is not None and low >= 0
             state = self._accumulators(ctx) if unsigned and self.key else None
-            if delta.table is not None and isinstance(state, ReduceState) and not self._capturing:
+            on_driver = delta.table is not None and delta.rows <= ctx.engine.settings.driver_rows
+            if on_driver and isinstance(state, ReduceState) and not self._capturing:
                 hydrated = hydrate_on_driver(state, ctx, delta.table, ctx.lo)
                 if hydrated is not None:  # the rows are on the driver: no Spark job
                     return hydrated
