@@ -5,8 +5,9 @@ bids generated with numpy and written as Parquet, never through Python objects) 
 sizes of state (default 1M, 10M and 30M bids, a tenth as many auctions), each on two Spark
 masters: ``local[2]`` and a standalone master with two workers (one core each) started on this
 machine from the PySpark distribution. Per size: hydration (the first step, from the snapshot),
-the first 1k-update step after it, the median 1k-update and 100k-update step, and a plain Spark batch job computing the same view
-from scratch over the same files, measured interleaved in the same session. Targets: the 1k
+the first 1k-update step after it, the median 1k-update and 100k-update step, and a plain
+Spark batch job computing the same view from scratch over the same files, measured interleaved
+in the same session. Targets: the 1k
 step flat within 1.5x from the smallest to the largest size; hydration <= 1.3x the batch job.
 
 Each master runs in a process of its own (one SparkSession per process)::
