@@ -19,7 +19,12 @@ from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.spark import spark_type
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark.sql import Column
     from pyspark.sql.types import StructType
+
+    from spate.plan.finishing import ColumnOrder
 
 
 def col_name(i: int) -> str:
@@ -29,6 +34,21 @@ def col_name(i: int) -> str:
 
 def data_names(arity: int) -> list[str]:
     return [col_name(i) for i in range(arity)]
+
+
+def sort_columns(order_by: Sequence[ColumnOrder]) -> list[Column]:
+    """``order_by`` as Spark sort columns over the internal layout, NULLs placed explicitly."""
+    from pyspark.sql import functions as F
+
+    order: list[Column] = []
+    for o in order_by:
+        c = F.col(col_name(o.column))
+        last = o.effective_nulls_last()
+        if o.desc:
+            order.append(c.desc_nulls_last() if last else c.desc_nulls_first())
+        else:
+            order.append(c.asc_nulls_last() if last else c.asc_nulls_first())
+    return order
 
 
 @functools.lru_cache(maxsize=1024)

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.finishing import ColumnOrder
-from spate.render.layout import col_name, data_names, internal_schema
+from spate.render.layout import col_name, data_names, internal_schema, sort_columns
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import ScalarKind
@@ -549,12 +549,4 @@ def spark_order(order_by: Sequence[ColumnOrder], data: list[str]) -> list[Column
     """The TopK's order as Spark sort columns: ``order_by``, then the whole row ascending."""
     from pyspark.sql import functions as F
 
-    order: list[Column] = []
-    for o in order_by:
-        c = F.col(col_name(o.column))
-        last = o.effective_nulls_last()
-        if o.desc:
-            order.append(c.desc_nulls_last() if last else c.desc_nulls_first())
-        else:
-            order.append(c.asc_nulls_last() if last else c.asc_nulls_first())
-    return order + [F.col(c).asc_nulls_last() for c in data]
+    return sort_columns(order_by) + [F.col(c).asc_nulls_last() for c in data]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.infer import typ
 from spate.plan.window import DEFAULT_FRAME, FrameMode, WindowExpr, WindowFrame, WindowFunc
-from spate.render.layout import col_name, data_names
+from spate.render.layout import col_name, data_names, sort_columns
 from spate.render.operators.keyed import _AT, _CARRY, _M, KeyedNode
 from spate.render.operators.node import scalar
 from spate.repr.desc import DIFF_COLUMN
@@ -166,17 +166,7 @@ class WindowNode(KeyedNode):
 
     def _order(self) -> list[Column]:
         """The ORDER BY with explicit NULL placement."""
-        from pyspark.sql import functions as F
-
-        order: list[Column] = []
-        for o in self.order_by:
-            c = F.col(col_name(o.column))
-            last = o.effective_nulls_last()
-            if o.desc:
-                order.append(c.desc_nulls_last() if last else c.desc_nulls_first())
-            else:
-                order.append(c.asc_nulls_last() if last else c.asc_nulls_first())
-        return order
+        return sort_columns(self.order_by)
 
     def _total(self) -> WindowSpec:
         """The ORDER BY, then every input column ascending, NULLs last."""
