@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -177,7 +178,12 @@ def test_accumulators_match_the_reference_at_every_time(
     run_and_check(spark, tmp_path_factory.mktemp("acc"), dataflow, streams, inputs, cuts)
     assert sum(folds) > 0, "some keys were folded from their deltas alone"
     assert any(join_deltas) == over_join, "over a join, steps read the join's delta alone"
-    assert hydrated and hydrated[0] > 0, "the hydration computed the keys' accumulators"
+    snapshot: Counter[Row] = Counter()
+    for row, t, diff in streams[FACTS_ID]:
+        if t <= 1:  # the hydration's snapshot (as_of 1)
+            snapshot[row] += diff
+    if +snapshot:  # (a draw may retract every row it inserted before the as_of)
+        assert hydrated and hydrated[0] > 0, "the hydration computed the keys' accumulators"
     # A replica that restarts hydrates a new dataflow at a later as_of: its accumulators start
     # empty, are learned from history at each key's first step, and the output stays exact.
     folds.clear()
