@@ -129,3 +129,14 @@ def test_interval_functions_on_spark_agree_with_the_reference(
         one = df.filter(fn.col("c4") == k).select(compile_scalar(e, desc))
         with pytest.raises(Exception, match="SQLSTATE 22"):
             one.collect()
+
+
+@pytest.mark.parametrize("func", [V.INTERVAL_MUL, V.INTERVAL_DIV])
+def test_interval_scaling_compiles_to_a_small_expression(
+    exact_spark: SparkSession, func: VariadicFunc
+) -> None:
+    """Each intermediate of ``interval * float8`` is bound once: with the Column copied into
+    each use the expression grew to ~450 kB of text and exhausted the driver's heap."""
+    desc = RelationDesc.of(*((c.name, c.type) for c in DESC.columns), ("k", INT64))
+    text = compile_scalar(CallVariadic(func, (IV, F)), desc)._jc.toString()
+    assert len(text) < 50_000, len(text)

@@ -8,7 +8,7 @@ the reference evaluator (:mod:`spate.plan.evaluation.interval`): the arithmetic 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from pyspark.sql import Column
@@ -91,28 +91,63 @@ def _tsround(x: Column) -> Column:
     return F.rint(x * F.lit(1e6)) / F.lit(1e6)
 
 
+def _let(body: Callable[..., Column], **values: Column) -> Column:
+    """``body`` of ``values`` bound once (a lambda over a one-element array): a value used
+    several times is computed once and the expression stays small, where passing the Column
+    itself would copy its whole tree into every use (``interval * float8`` grew to 450 kB
+    of expression text and exhausted the driver's heap in Catalyst)."""
+    row = F.struct(*(v.alias(k) for k, v in values.items()))
+    return F.transform(F.array(row), lambda r: body(*(r[k] for k in values))).getItem(0)
+
+
+def _scaled(fm: Column, fd: Column, fu: Column) -> Column:
+    """``struct(value, bad)``: the interval of months ``fm``, days ``fd`` and microseconds
+    ``fu`` (doubles, already scaled), PostgreSQL's cascade of fractions; ``bad`` when a field
+    leaves its range."""
+    bad_m = F.isnan(fm) | (fm > F.lit(float(INT32_MAX))) | (fm < F.lit(float(INT32_MIN)))
+    bad_d = F.isnan(fd) | (fd > F.lit(float(INT32_MAX))) | (fd < F.lit(float(INT32_MIN)))
+
+    def months(month: Column, day0: Column, month_days: Column) -> Column:
+        whole_md = _trunc(month_days)
+        return _let(
+            lambda sec: _carried(month, day0 + whole_md, sec, fu, bad_m | bad_d),
+            sec=_tsround((fd - day0 + month_days - whole_md) * F.lit(86400.0)),
+        )
+
+    return _let(
+        lambda month, day0: months(month, day0, _tsround((fm - month) * F.lit(30.0))),
+        month=_trunc(F.when(~bad_m, fm)),
+        day0=_trunc(F.when(~bad_d, fd)),
+    )
+
+
+def _carried(month: Column, day: Column, sec: Column, fu: Column, bad_md: Column) -> Column:
+    carry = F.when(F.abs(sec) >= F.lit(86400.0), _trunc(sec / F.lit(86400.0))).otherwise(
+        F.lit(0).cast(_LONG)
+    )
+    rest = sec - carry * F.lit(86400)
+    day = day + carry
+
+    def done(micros: Column) -> Column:
+        bad_u = F.isnan(micros) | (F.abs(micros) >= F.lit(_INT64_LIMIT))
+        bad = bad_md | bad_u | ~_int32(day)
+        value = make(month, day, F.when(~bad_u, micros).cast(_LONG))
+        return F.struct(value.alias("value"), bad.alias("bad"))
+
+    return _let(done, micros=F.rint(fu + rest * F.lit(1e6)))
+
+
 def _scale(iv: Column, factor: Column, divide: bool, what: str, check: Check) -> Column:
     def by(x: Column) -> Column:
         return x.cast("double") / factor if divide else x.cast("double") * factor
 
-    m, d, u = field(iv, 0), field(iv, 1), field(iv, 2)
-    fm, fd = by(m), by(d)
-    bad_m = F.isnan(fm) | (fm > F.lit(float(INT32_MAX))) | (fm < F.lit(float(INT32_MIN)))
-    bad_d = F.isnan(fd) | (fd > F.lit(float(INT32_MAX))) | (fd < F.lit(float(INT32_MIN)))
-    month = _trunc(F.when(~bad_m, fm))
-    day = _trunc(F.when(~bad_d, fd))
-    month_days = _tsround((fm - month) * F.lit(30.0))
-    whole_md = _trunc(month_days)
-    sec = _tsround((fd - day + month_days - whole_md) * F.lit(86400.0))
-    carry = F.when(F.abs(sec) >= F.lit(86400.0), _trunc(sec / F.lit(86400.0))).otherwise(
-        F.lit(0).cast(_LONG)
+    out = _let(
+        lambda m, d, u: _scaled(by(m), by(d), by(u)),
+        m=field(iv, 0),
+        d=field(iv, 1),
+        u=field(iv, 2),
     )
-    sec = sec - carry * F.lit(86400)
-    day = day + carry + whole_md
-    micros = F.rint(by(u) + sec * F.lit(1e6))
-    bad_u = F.isnan(micros) | (F.abs(micros) >= F.lit(_INT64_LIMIT))
-    bad = bad_m | bad_d | bad_u | ~_int32(day)
-    value = make(month, day, F.when(~bad_u, micros).cast(_LONG))
+    bad, value = out["bad"], out["value"]
     failing = [(iv.isNotNull() & factor.isNotNull() & bad, "22008", "interval out of range")]
     if divide:
         zero = iv.isNotNull() & (factor == F.lit(0.0))
