@@ -28,7 +28,7 @@ from spate.plan.funcs import (
     parse_replacement,
     parse_to_char,
 )
-from spate.repr.interval import Interval
+from spate.repr.interval import INT32_MAX, INT32_MIN, Interval
 from spate.repr.types import Datum, ScalarType
 
 V = VariadicFunc
@@ -368,7 +368,7 @@ _SIMPLE: dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]] = {
 
 
 def _make_interval(months: int, days: int, micros: int) -> Interval:
-    if not (_INT32_MIN <= months <= _INT32_MAX and _INT32_MIN <= days <= _INT32_MAX):
+    if not (INT32_MIN <= months <= INT32_MAX and INT32_MIN <= days <= INT32_MAX):
         raise EvalError("interval out of range", sqlstate="22008")
     return Interval(months, days, check_int64(micros, "interval"))
 
@@ -377,8 +377,5 @@ def _diff_us(a: dt.datetime, b: dt.datetime) -> int:
     d = a - b
     return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
-
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
 
 __all__ = ["check_int64", "fixed_function"]

@@ -12,6 +12,7 @@ from typing import Any, Final
 from spate.errors import EvalError
 from spate.plan.func_names import VariadicFunc
 from spate.repr.interval import (
+    DAYS_PER_MONTH,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -23,7 +24,6 @@ from spate.repr.interval import (
 from spate.repr.types import Datum
 
 V = VariadicFunc
-_DAYS_PER_MONTH: Final = 30
 _SECS_PER_DAY: Final = 86_400
 _YEAR_SECS: Final = 31_557_600  # 365.25 days
 _MIN_TS: Final = dt.datetime(1, 1, 1)
@@ -54,7 +54,7 @@ def scale(iv: Interval, factor: float, divide: bool) -> Interval:
 
     month = _trunc32(by(float(iv.months)))
     day = _trunc32(by(float(iv.days)))
-    month_days = _tsround((by(float(iv.months)) - month) * _DAYS_PER_MONTH)
+    month_days = _tsround((by(float(iv.months)) - month) * DAYS_PER_MONTH)
     sec = _tsround((by(float(iv.days)) - day + month_days - int(month_days)) * _SECS_PER_DAY)
     if abs(sec) >= _SECS_PER_DAY:
         day += int(sec / _SECS_PER_DAY)
@@ -72,7 +72,7 @@ def epoch(iv: Interval) -> Decimal:
     """``extract(epoch from iv)``: seconds, a year of 365.25 days, at scale 6."""
     years = int(iv.months / 12)  # C's division: toward zero
     months = iv.months - years * 12
-    secs = _YEAR_SECS * years + _DAYS_PER_MONTH * _SECS_PER_DAY * months + _SECS_PER_DAY * iv.days
+    secs = _YEAR_SECS * years + DAYS_PER_MONTH * _SECS_PER_DAY * months + _SECS_PER_DAY * iv.days
     return Decimal(secs * 1_000_000 + iv.micros).scaleb(-6)
 
 
