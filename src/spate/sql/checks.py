@@ -47,14 +47,22 @@ def checked_division(
     divisor: ScalarExpr,
     divisor_type: ScalarType,
     out: ScalarType,
+    dividend: ScalarExpr | None = None,
 ) -> ScalarExpr:
-    """``value`` (``a / b`` or ``a % b``), failing with 22012 where the divisor is zero."""
+    """``value`` (``a / b`` or ``a % b``), failing with 22012 where the divisor is zero. A
+    double precision ``dividend`` that is NaN divides by zero into NaN, as in PostgreSQL."""
     if op not in (BinaryFunc.DIV, BinaryFunc.MOD):
         return value
     if isinstance(divisor, Literal) and divisor.value is not None and divisor.value != 0:
         return value
     zero = CallBinary(BinaryFunc.EQ, divisor, Literal(zero_of(divisor_type), divisor_type))
-    return Case(((zero, RaiseError(DIVISION_BY_ZERO, "division by zero", out)),), value)
+    error = (zero, RaiseError(DIVISION_BY_ZERO, "division by zero", out))
+    if dividend is not None and divisor_type.kind is ScalarKind.FLOAT64:
+        # NaN = NaN holds in the IR (PostgreSQL's float ordering), so this tests for NaN
+        nan = Literal(float("nan"), FLOAT64)
+        is_nan = CallBinary(BinaryFunc.AND, zero, CallBinary(BinaryFunc.EQ, dividend, nan))
+        return Case(((is_nan, Literal(float("nan"), out)), error), value)
+    return Case((error,), value)
 
 
 _FLOAT_MAX: Final = 1.7976931348623157e308

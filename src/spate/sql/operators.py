@@ -396,7 +396,9 @@ class OperatorBinding(BinderBase):
             # PostgreSQL's single-precision + - * / exactly
             value = CallVariadic(VariadicFunc.FLOAT4, (value,))
         if out_type.scalar is not None and right.type.scalar is not None:
-            value = checked_division(op, value, right.expr, right.type.scalar, out_type.scalar)
+            value = checked_division(
+                op, value, right.expr, right.type.scalar, out_type.scalar, left.expr
+            )
         if op is not BinaryFunc.MOD:
             value = int_range(value, out_type.name)
         return Typed(value, out_type)
