@@ -58,6 +58,9 @@ def _rows(rng: random.Random) -> list[Row]:
             iv = None
         span = None if iv is None else Decimal(iv.span())
         out.append((iv, rng.choice(FACTORS), rng.choice(STAMPS), span))
+    # the largest interval negated: -2**63 microseconds is still in range
+    top = EDGE[-1]
+    out.append((top, -1.0, None, Decimal(top.span())))
     return out
 
 
