@@ -130,9 +130,7 @@ def _carried(month: Column, day: Column, sec: Column, fu: Column, bad_md: Column
 
     def done(micros: Column) -> Column:
         # PostgreSQL's range for a double that becomes an int64: [-2**63, 2**63)
-        bad_u = (
-            F.isnan(micros) | (micros >= F.lit(_INT64_LIMIT)) | (micros < F.lit(-_INT64_LIMIT))
-        )
+        bad_u = F.isnan(micros) | (micros >= F.lit(_INT64_LIMIT)) | (micros < F.lit(-_INT64_LIMIT))
         bad = bad_md | bad_u | ~_int32(day)
         value = make(month, day, F.when(~bad_u, micros).cast(_LONG))
         return F.struct(value.alias("value"), bad.alias("bad"))
