@@ -228,3 +228,20 @@ def test_subscribe_describes_and_sends_int4_and_float4(env: Environment, dsn: st
         assert cur.description is not None
         assert [d.type_code for d in cur.description][2:] == [23, 700, 23]
         assert [row[2:] for row in seen] == [(7, 0.1, 8)]
+
+
+def test_environment_sql_subscribe_names_and_types_rows_as_select_does(env: Environment) -> None:
+    query = "SELECT count(*)::int AS n, max(s) AS hi, sum(r) AS total, min(i) + 1 FROM nums"
+    table = env.sql(query)
+    assert isinstance(table, pa.Table)
+    stream = env.sql(f"SUBSCRIBE ({query})")
+    try:
+        seen: list[Any] = []
+        while not seen:
+            seen = [row for _, row, diff in next(stream) if diff > 0]
+    finally:
+        stream.close()  # type: ignore[attr-defined]
+    assert getattr(stream, "schema", None) == table.schema
+    assert [r._fields for r in seen] == [("n", "hi", "total", "_3")]  # ?column? is _3
+    assert [tuple(r.values()) for r in table.to_pylist()] == [tuple(r) for r in seen]
+    assert seen[0][:2] == (5, 7)

@@ -33,6 +33,7 @@ from spate.environment.catalog import (
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
+from spate.environment.sql_subscribe import SqlSubscription
 from spate.errors import check_argument
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.sql import parse, plan_statement
@@ -154,7 +155,7 @@ def execute(
         case st.Rows():
             return pa.table({n: [r[i] for r in stmt.rows] for i, n in enumerate(stmt.names)})
         case st.Subscribe():
-            return env.subscribe(
+            changes = env.subscribe(
                 stmt.plan,
                 as_of=stmt.as_of,
                 up_to=stmt.up_to,
@@ -162,6 +163,7 @@ def execute(
                 with_snapshot=stmt.snapshot,
                 progress=True,  # a client's stream learns of quiet intervals too
             )
+            return SqlSubscription(changes, stmt.plan.desc, stmt.names, stmt.types)
         case st.Insert():
             rows = list(stmt.rows) if stmt.rows is not None else read_rows(env, stmt.plan, session)
             if rows:
