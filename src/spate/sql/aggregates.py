@@ -13,7 +13,7 @@ from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Map, Reduce, RelationExpr
 from spate.plan.window import DEFAULT_FRAME, WindowExpr, WindowFunc, rows_between
 from spate.repr.types import BOOL, FLOAT64, INT64, ScalarKind, numeric
-from spate.sql import interval_ops
+from spate.sql import interval_aggs, interval_ops
 from spate.sql.errors import (
     FeatureNotSupported,
     GroupingError,
@@ -152,11 +152,12 @@ def aggregate(
     for key_node, key_t in zip(key_nodes, keys, strict=True):
         if key_t.type.name == "unknown":
             raise qp.err(FeatureNotSupported, "GROUP BY a constant", key_node)
-    aggs: list[AggregateExpr | GroupWindow] = []
-    agg_types: list[PgType] = []
-    agg_index: dict[int, int] = {}
-    finals: list[Callable[[ScalarExpr], ScalarExpr]] = []
-    defaults: list[ScalarExpr] = []
+    aggs: list[AggregateExpr | GroupWindow] = []  # the Reduce's, several for some calls
+    agg_types: list[PgType] = []  # per call
+    agg_index: dict[int, int] = {}  # a call's node → its index among the calls
+    slots: list[range] = []  # per call: its aggregates in ``aggs``
+    finals: list[Callable[[list[ScalarExpr]], ScalarExpr]] = []  # per call, of its aggregates
+    defaults: list[ScalarExpr] = []  # per aggregate
     inner = qp.binder(scope, "aggregate")
     seen: list[tuple[exp.Expression, int]] = []
     for node in agg_nodes:
@@ -164,12 +165,21 @@ def aggregate(
         if dup is not None:
             agg_index[id(node)] = dup
             continue
-        agg, agg_t, final, default = _aggregate_call(qp, inner, node)
-        agg_index[id(node)] = len(aggs)
-        seen.append((node, len(aggs)))
+        agg_index[id(node)] = len(slots)
+        seen.append((node, len(slots)))
+        call = _aggregate_call(qp, inner, node)
+        if isinstance(call, interval_aggs.Lowered):
+            slots.append(range(len(aggs), len(aggs) + len(call.aggs)))
+            aggs.extend(call.aggs)
+            agg_types.append(PG_INTERVAL_VALUE)
+            finals.append(call.final)
+            defaults.extend(call.defaults)
+            continue
+        agg, agg_t, final, default = call
+        slots.append(range(len(aggs), len(aggs) + 1))
         aggs.append(agg)
         agg_types.append(agg_t)
-        finals.append(final)
+        finals.append(lambda cols, f=final: f(cols[0]))  # type: ignore[misc]
         defaults.append(default)
     # Map the keys, reduce by prefix + keys
     base = rel.arity
@@ -188,7 +198,9 @@ def aggregate(
     if extra:
         mapped = Map(mapped, tuple(extra))
     if sets is not None:
-        windowed = [n for n in agg_nodes if isinstance(aggs[agg_index[id(n)]], GroupWindow)]
+        windowed = [
+            n for n in agg_nodes if isinstance(aggs[slots[agg_index[id(n)]][0]], GroupWindow)
+        ]
         ordered = windowed[0] if windowed else None
         if ordered is not None:
             raise qp.err(
@@ -225,8 +237,8 @@ def aggregate(
             reduced = global_defaults(reduced, context, defaults)
     # finishing scalars (avg of numerics, casts back)
     nkeys = len(key_positions)
-    post = [f(ColumnRef(nkeys + i)) for i, f in enumerate(finals)]
-    if any(p != ColumnRef(nkeys + i) for i, p in enumerate(post)):
+    post = [f([ColumnRef(nkeys + j) for j in slot]) for f, slot in zip(finals, slots, strict=True)]
+    if len(post) != len(aggs) or any(p != ColumnRef(nkeys + i) for i, p in enumerate(post)):
         width = reduced.desc.arity
         reduced = Map(reduced, tuple(post))
         bits_at = nkeys + len(aggs)
@@ -257,7 +269,7 @@ def aggregate(
             return Typed(ColumnRef(nkeys + i), agg_types[i])
         if id(node) in grouping_index:
             i = grouping_index[id(node)]
-            return Typed(ColumnRef(nkeys + len(aggs) + i), _grouping_type(node))
+            return Typed(ColumnRef(nkeys + len(slots) + i), _grouping_type(node))
         for i, kn in enumerate(key_nodes):
             if not isinstance(kn, exp.Column) and node == kn:
                 return Typed(ColumnRef(k + i), keys[i].type)
@@ -312,8 +324,12 @@ def _grouping_args(
 
 def _aggregate_call(
     qp: QueryPlanner, b: ScalarBinder, node: exp.Expression
-) -> tuple[AggregateExpr | GroupWindow, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]:
-    """The IR aggregate of ``node``, its SQL type, a finishing scalar and the empty default."""
+) -> (
+    tuple[AggregateExpr | GroupWindow, PgType, Callable[[ScalarExpr], ScalarExpr], ScalarExpr]
+    | interval_aggs.Lowered
+):
+    """The IR aggregate of ``node``, its SQL type, a finishing scalar and the empty default
+    (or, for an interval aggregate, the aggregates it is made of)."""
     filter_cond: ScalarExpr | None = None
     if isinstance(node, exp.Filter):
         where = node.expression
@@ -370,16 +386,12 @@ def _aggregate_call(
             raise qp.err(UndefinedFunction, f"function {name}({t.type}) does not exist", node)
         f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR
         return AggregateExpr(f, x, distinct), PG_BOOL, ident, Literal(None, BOOL)
-    if name in ("min", "max") and interval_ops.is_interval(t):
-        # by the span; the result is the span's canonical interval
-        f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
-        span = guard(interval_ops.key(interval_ops.value(b, t, arg)))
-        return (
-            AggregateExpr(f, span, distinct),
-            PG_INTERVAL_VALUE,
-            interval_ops.of_key,
-            Literal(None, numeric(38, 0)),
-        )
+    if name in interval_aggs.AGGREGATES and interval_ops.is_interval(t):
+        if distinct and name in ("sum", "avg"):
+            # PostgreSQL keeps one of the equal spans it sees, which fields it keeps unspecified
+            raise qp.err(FeatureNotSupported, f"{name}(DISTINCT …) of intervals", node)
+        # min and max by the span (the span's canonical interval), sum and avg by the fields
+        return interval_aggs.lower(name, interval_ops.value(b, t, arg), guard)
     if name in ("min", "max"):
         f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
         if t.type.scalar is None or t.type.scalar.kind is ScalarKind.JSONB:

@@ -35,13 +35,23 @@ from spate.plan.window import (
     WindowFunc,
 )
 from spate.repr.types import BOOL, INT64, numeric
-from spate.sql import interval_ops
+from spate.sql import interval_aggs, interval_ops
 from spate.sql.binding import BinderBase
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
 from spate.sql.query import QueryPlanner
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, unique_names
-from spate.sql.types import FLOAT8, INT4, INT8, PG_BOOL, PgType, common_type, pg_numeric
+from spate.sql.types import (
+    FLOAT8,
+    INT4,
+    INT8,
+    PG_BOOL,
+    PG_INTERVAL_VALUE,
+    PgType,
+    common_type,
+    from_scalar,
+    pg_numeric,
+)
 
 Override = Callable[[exp.Expression], "Typed | None"]
 
@@ -85,7 +95,7 @@ def plan_windows(
     groups: dict[
         tuple[tuple[int, ...], tuple[ColumnOrder, ...], WindowFrame],
         list[tuple[exp.Window, object, PgType]],
-    ] = {}
+    ] = {}  # a call: a WindowExpr, an AggregateExpr, or the aggregates of an interval's
     binder = qp.binder(rel.scope, "window", override)
     extra: list[ScalarExpr] = []
     extra_types: list[PgType] = []
@@ -125,11 +135,19 @@ def plan_windows(
         )
     for (partition, orders, frame), calls in groups.items():
         at = rel.arity
-        names = unique_names([*rel.expr.desc.names, *(f"win{i}" for i in range(len(calls)))])[at:]
-        funcs = tuple(c for _, c, _ in calls)
+        funcs = tuple(f for _, c, _ in calls for f in _funcs(c))
+        names = unique_names([*rel.expr.desc.names, *(f"win{i}" for i in range(len(funcs)))])[at:]
         window = Window(rel.expr, partition, orders, funcs, tuple(names), frame)  # type: ignore[arg-type]
         cols = list(rel.scope.cols)
-        for i, (w, _, t) in enumerate(calls):
+        i = 0
+        for w, c, t in calls:
+            if isinstance(c, interval_aggs.Lowered):
+                refs = [ColumnRef(at + i + j) for j in range(len(c.aggs))]
+                found[id(w)] = Typed(c.final(refs), t)
+                out_cols = window.desc.columns[at + i : at + i + len(c.aggs)]
+                cols += [Col(None, None, from_scalar(oc.type), hidden=True) for oc in out_cols]
+                i += len(c.aggs)
+                continue
             value: ScalarExpr = ColumnRef(at + i)
             if t.name == "numeric" and window.desc.columns[at + i].type.kind.value == "int64":
                 value = Cast(value, numeric(38, 0))
@@ -145,6 +163,7 @@ def plan_windows(
                     hidden=True,
                 )
             )
+            i += 1
         rel = rel.with_cols(window, cols)
         # avg over integers / numerics: finish as numeric (PostgreSQL's type)
 
@@ -248,7 +267,7 @@ def _call(
     binder: object,
     fn: exp.Expression,
     column_of: Callable[[exp.Expression], int],
-) -> tuple[WindowExpr | AggregateExpr, PgType]:
+) -> tuple[WindowExpr | AggregateExpr | interval_aggs.Lowered, PgType]:
     from spate.sql.scalar import ScalarBinder
 
     assert isinstance(binder, ScalarBinder)
@@ -339,11 +358,11 @@ def _call(
     if agg_name in ("bool_and", "bool_or"):
         f_agg = AggregateFunc.BOOL_AND if agg_name == "bool_and" else AggregateFunc.BOOL_OR
         return AggregateExpr(f_agg, guard(t_arg.expr)), PG_BOOL
+    if agg_name in interval_aggs.AGGREGATES and interval_ops.is_interval(t_arg):
+        # min and max by the span (the span's canonical interval), sum and avg by the fields
+        iv = interval_ops.value(binder, t_arg, arg)
+        return interval_aggs.lower(agg_name, iv, guard), PG_INTERVAL_VALUE
     if agg_name in ("min", "max"):
-        if interval_ops.is_interval(t_arg):
-            raise qp.err(
-                FeatureNotSupported, f"{agg_name} of intervals over a window is not supported", fn
-            )
         f_agg = AggregateFunc.MIN if agg_name == "min" else AggregateFunc.MAX
         return AggregateExpr(f_agg, guard(t_arg.expr)), t_arg.type
     if not t_arg.type.is_numeric:
@@ -396,9 +415,14 @@ def _string_agg(
     return AggregateExpr(AggregateFunc.STRING_AGG, value, delimiter=str(sep.this))
 
 
+def _funcs(call: object) -> tuple[object, ...]:
+    """The ``Window`` functions of a call (several for an interval aggregate)."""
+    return call.aggs if isinstance(call, interval_aggs.Lowered) else (call,)
+
+
 def reads_frame(call: object) -> bool:
     """Whether a window call's value depends on the frame."""
-    if isinstance(call, AggregateExpr):
+    if isinstance(call, (AggregateExpr, interval_aggs.Lowered)):
         return True
     assert isinstance(call, WindowExpr)
     return call.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE)

@@ -1,0 +1,100 @@
+"""``sum``, ``avg``, ``min`` and ``max`` of intervals, as aggregates over GROUP BY and over
+window frames.
+
+PostgreSQL sums intervals field by field (months, days and microseconds apart, never carried
+into one another) and fails with 22008 "interval out of range" when a field leaves its range
+(months and days int32, microseconds int64); ``avg`` is that sum divided by the count as
+``interval / float8`` divides (the fractions cascade: :data:`~spate.plan.func_names.
+VariadicFunc.INTERVAL_DIV`). Both are lowered onto the invertible aggregates a maintained view
+already keeps: a numeric ``sum`` per field (and a ``count`` for ``avg``), recombined into an
+interval with the range checked. ``min`` and ``max`` are taken over the span
+(``interval_key``) and give the span's canonical interval, as grouping does.
+
+PostgreSQL checks the range after every addition, so a sum whose running total leaves the
+range and comes back fails there; here only the total is checked (the order of the additions
+is PostgreSQL's scan order, which a maintained view does not have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import NamedTuple
+
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Case,
+    Cast,
+    Literal,
+    RaiseError,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
+from spate.repr.interval import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from spate.repr.types import FLOAT64, INT64, INTERVAL, numeric
+from spate.sql import interval_ops
+
+V = VariadicFunc
+_FIELD = numeric(19, 0)
+_SUM = numeric(38, 0)
+_RANGES = ((INT32_MIN, INT32_MAX), (INT32_MIN, INT32_MAX), (INT64_MIN, INT64_MAX))
+
+AGGREGATES = ("sum", "avg", "min", "max")
+"""The aggregates :func:`lower` takes."""
+
+
+class Lowered(NamedTuple):
+    """An interval aggregate as plain ones: ``final`` makes the interval of their results
+    (in order), ``defaults`` are their values over no rows (a global aggregate)."""
+
+    aggs: tuple[AggregateExpr, ...]
+    final: Callable[[Sequence[ScalarExpr]], ScalarExpr]
+    defaults: tuple[ScalarExpr, ...]
+
+
+def lower(name: str, x: ScalarExpr, guard: Callable[[ScalarExpr], ScalarExpr]) -> Lowered:
+    """``name`` (one of :data:`AGGREGATES`) of the interval value ``x``; ``guard`` wraps each
+    aggregated expression (a FILTER clause)."""
+    if name in ("min", "max"):
+        f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
+        span = AggregateExpr(f, guard(interval_ops.key(x)))
+        return Lowered((span,), lambda c: interval_ops.of_key(c[0]), (Literal(None, _SUM),))
+    sums = tuple(
+        AggregateExpr(AggregateFunc.SUM, guard(Cast(p, _FIELD))) for p in interval_ops.fields(x)
+    )
+    none = tuple(Literal(None, _SUM) for _ in sums)
+    if name == "sum":
+        return Lowered(sums, lambda c: of_sums(c[0], c[1], c[2]), none)
+    assert name == "avg", name
+    count = AggregateExpr(AggregateFunc.COUNT, guard(x))
+    return Lowered((*sums, count), average, (*none, Literal(0, INT64)))
+
+
+def of_sums(months: ScalarExpr, days: ScalarExpr, micros: ScalarExpr) -> ScalarExpr:
+    """The interval of the summed fields (numeric; NULL when no value was summed), 22008
+    where a field is out of its range."""
+    checks: list[ScalarExpr] = []
+    for total, (low, high) in zip((months, days, micros), _RANGES, strict=True):
+        checks.append(CallBinary(BinaryFunc.GE, total, Literal(Decimal(low), _SUM)))
+        checks.append(CallBinary(BinaryFunc.LE, total, Literal(Decimal(high), _SUM)))
+    in_range = checks[0]
+    for c in checks[1:]:
+        in_range = CallBinary(BinaryFunc.AND, in_range, c)
+    parts = tuple(Cast(p, INT64) for p in (months, days, micros))
+    return Case(
+        (
+            (CallUnary(UnaryFunc.IS_NULL, months), Literal(None, INTERVAL)),
+            (in_range, CallVariadic(V.MAKE_INTERVAL, parts)),
+        ),
+        RaiseError("22008", "interval out of range", INTERVAL),
+    )
+
+
+def average(c: Sequence[ScalarExpr]) -> ScalarExpr:
+    """PostgreSQL's ``interval_avg``: the sum divided by the count as a float8."""
+    return CallVariadic(V.INTERVAL_DIV, (of_sums(c[0], c[1], c[2]), Cast(c[3], FLOAT64)))
