@@ -15,7 +15,13 @@ import pytest
 from psycopg.types.string import TextLoader
 
 from spate.errors import EvalError
-from spate.plan.evaluation.interval import epoch, scale
+from spate.plan.evaluation.interval import (
+    epoch,
+    justify_days,
+    justify_hours,
+    justify_interval,
+    scale,
+)
 from spate.repr.interval import Interval, canonical
 from spate.repr.interval_text import parse_interval
 
@@ -96,12 +102,56 @@ def test_epoch_and_canonical_values_follow_postgres(pg: psycopg.Connection[Any],
             assert equal == "True", (iv, canon)
 
 
+JUSTIFY_EDGES = [
+    Interval(2**31 - 1, 30, -1),
+    Interval(-(2**31), -30, 1),
+    Interval(2**31 - 1, 29, 86_400_000_000),
+    Interval(2**31 - 1, 2**31 - 1, 0),
+    Interval(0, 2**31 - 1, 86_400_000_000),
+    Interval(0, -(2**31), -86_400_000_000),
+    Interval(2**31 - 1, -(2**31), 360_000_000_000),
+    Interval(0, -(2**31), 172_800_000_000),
+    Interval(1, -1, 0),
+    Interval(-1, 1, 0),
+    Interval(1, 0, -1),
+    Interval(-1, 0, 1),
+    Interval(0, 1, -3_600_000_000),
+    Interval(-1, 35, 3_600_000_000),
+    Interval(0, 2**31 - 1, 2**62),
+    Interval(0, -(2**31), -(2**62)),
+]
+
+
+def test_justify_functions_follow_postgres(pg: psycopg.Connection[Any], seed: int) -> None:
+    """justify_days / justify_hours / justify_interval: the values, the signs the parts take
+    and where PostgreSQL finds them out of range (22008)."""
+    rng = random.Random(seed)
+    problems = []
+    cases = [*JUSTIFY_EDGES, *(_random_interval(rng) for _ in range(150))]
+    for iv in cases:
+        if abs(iv.micros) > 2**62:  # PostgreSQL cannot spell the operand
+            continue
+        for name, fn in (
+            ("justify_days", justify_days),
+            ("justify_hours", justify_hours),
+            ("justify_interval", justify_interval),
+        ):
+            sql = f"SELECT {name}({_pg_literal(iv)})"
+            theirs = _theirs(pg, sql)
+            ours = _ours(lambda fn=fn, iv=iv: fn(iv))
+            if ours != theirs:
+                problems.append(f"{sql}: ours {ours}, PostgreSQL {theirs}")
+    assert not problems, "\n".join(problems[:10])
+
+
 TEXTS = [
     "1 day", "1.5 years 1.5 mons 1.5 weeks 1.5 days 1.5 hours", "-1 days +02:03:00", "1 day ago",
     "@ 1 hour", "1:2", "-1:02:03.5", "1 2:03:04", "5", "1.5", "abc", "3000000000 days",
     "2562047789:00:00", "1 year 2 mons -3 days +04:05:06.5", "  2 weeks  ", "10 ms", "7 us",
     "0.5 mon", "1 day 2 days", "", "1 day ago ago", "ago", "+3 hours", "2147483648 mons",
     "-1 mon -2 days -03:00:00", "1 decade 1 century", "1 millennium", "1 hour 30",
+    "-3179840925202370096 microseconds", "9223372036854775807 us", "2305843009213693953 us",
+    "-9007199254740993 microseconds 1.5 ms",
 ]  # fmt: skip
 """ISO 8601 (``P1Y``) is not read (documented)."""
 

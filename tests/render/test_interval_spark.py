@@ -39,6 +39,14 @@ EDGE = [
     Interval(14, -40, 86_399_999_999),
     Interval(-(2**31), -(2**31), -(2**63)),
     Interval(2**31 - 1, 2**31 - 1, 2**63 - 1),
+    Interval(1, -1, 0),
+    Interval(-1, 0, 1),
+    Interval(1, 0, -1),
+    Interval(-1, 35, 3_600_000_000),
+    Interval(0, 2**31 - 1, 86_400_000_000),
+    Interval(0, -(2**31), -86_400_000_000),
+    Interval(2**31 - 1, 30, -1),
+    Interval(2**31 - 1, -(2**31), 360_000_000_000),
 ]
 FACTORS = [0.0, 1.0, -1.0, 1.5, 0.3, -2.25, 1e-7, 1e10]
 STAMPS = [dt.datetime(2024, 1, 31, 10, 20, 30, 123456), dt.datetime(1, 1, 1), None]
@@ -46,7 +54,7 @@ STAMPS = [dt.datetime(2024, 1, 31, 10, 20, 30, 123456), dt.datetime(1, 1, 1), No
 
 def _rows(rng: random.Random) -> list[Row]:
     out: list[Row] = []
-    for k in range(40):
+    for k in range(48):
         iv: Interval | None = (
             EDGE[k]
             if k < len(EDGE)
@@ -81,6 +89,9 @@ def _exprs() -> list[ScalarExpr]:
         call(V.INTERVAL_DIV, IV, F),
         call(V.TIMESTAMP_ADD_US, TS, call(V.INTERVAL_MICROS, IV)),
         call(V.MAKE_INTERVAL, call(V.INTERVAL_MONTHS, IV), Literal(3, INT64), Literal(-4, INT64)),
+        call(V.JUSTIFY_DAYS, IV),
+        call(V.JUSTIFY_HOURS, IV),
+        call(V.JUSTIFY_INTERVAL, IV),
     ]
 
 

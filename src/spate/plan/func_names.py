@@ -124,6 +124,9 @@ class VariadicFunc(StrEnum):
     INTERVAL_EPOCH = "interval_epoch"
     INTERVAL_TEXT = "interval_text"
     TIMESTAMP_ADD_US = "timestamp_add_us"
+    JUSTIFY_DAYS = "justify_days"
+    JUSTIFY_HOURS = "justify_hours"
+    JUSTIFY_INTERVAL = "justify_interval"
 
 
 class TimeUnit(StrEnum):

@@ -19,6 +19,9 @@ are those of the stored fields; the SQL planner makes PostgreSQL's comparisons a
 * ``interval_epoch(i)``: ``extract(epoch from i)``, numeric(38,6): a year of 365.25 days, a
   month of 30, a day of 24 hours.
 * ``interval_text(i)``: ``i::text``, as PostgreSQL prints it (``IntervalStyle = postgres``).
+* ``justify_days(i)``, ``justify_hours(i)``, ``justify_interval(i)``: PostgreSQL 15's
+  (whole 30-day months out of the days, whole days out of the time, both; the parts then
+  share a sign); months or days beyond int32: 22008.
 * ``timestamp_add_us(ts, n)``: ``ts`` plus ``n`` microseconds (beyond years 1..9999: 22008).
 """
 
@@ -49,4 +52,7 @@ INTERVAL_SIGNATURES: Final[
     V.INTERVAL_EPOCH: (((_IV,),), EPOCH_TYPE),
     V.INTERVAL_TEXT: (((_IV,),), TEXT),
     V.TIMESTAMP_ADD_US: (((ScalarKind.TIMESTAMP, _I),), TIMESTAMP),
+    V.JUSTIFY_DAYS: (((_IV,),), INTERVAL),
+    V.JUSTIFY_HOURS: (((_IV,),), INTERVAL),
+    V.JUSTIFY_INTERVAL: (((_IV,),), INTERVAL),
 }

@@ -215,6 +215,70 @@ def _add_micros(ts: Column, n: Column, what: str, check: Check) -> Column:
     return check(F.when(~outside, shifted), (outside, "22008", msg))
 
 
+def _same_sign(high: Column, low: Column, unit: int) -> tuple[Column, Column]:
+    """One ``unit`` of ``low`` borrowed from ``high`` (or lent) so that they share a sign."""
+    zero = F.lit(0)
+    borrow = (high > zero) & (low < zero)
+    lend = (high < zero) & (low > zero)
+    high = F.when(borrow, high - F.lit(1)).when(lend, high + F.lit(1)).otherwise(high)
+    low = F.when(borrow, low + F.lit(unit)).when(lend, low - F.lit(unit)).otherwise(low)
+    return high, low
+
+
+def _justify(iv: Column, f: VariadicFunc, check: Check) -> Column:
+    """PostgreSQL 15's ``justify_days``, ``justify_hours`` and ``justify_interval``
+    (:mod:`spate.plan.evaluation.interval`): in longs, then the months or days that left int32
+    are 22008."""
+
+    def days(m: Column, d: Column, u: Column) -> Column:
+        months = m + _div(d, 30)
+        return _let(
+            lambda m1, d1: out(~_int32(m1), *_same_sign(m1, d1, 30), u), m1=months, d1=_mod(d, 30)
+        )
+
+    def hours(m: Column, d: Column, u: Column) -> Column:
+        total = d + _div(u, USECS_PER_DAY)
+        return _let(
+            lambda d1, u1: out(~_int32(d1), m, *_same_sign(d1, u1, USECS_PER_DAY)),
+            d1=total,
+            u1=_mod(u, USECS_PER_DAY),
+        )
+
+    def interval(m: Column, d: Column, u: Column) -> Column:
+        zero = F.lit(0)
+        first = ((d > zero) & (u > zero)) | ((d < zero) & (u < zero))
+        early = F.when(first, _div(d, 30)).otherwise(F.lit(0).cast(_LONG))
+        return _let(
+            lambda m0, d0, u1: rest(m0, d0 + _div(u, USECS_PER_DAY), u1),
+            m0=m + early,
+            d0=d - early * F.lit(30),
+            u1=_mod(u, USECS_PER_DAY),
+        )
+
+    def rest(m0: Column, d1: Column, u1: Column) -> Column:
+        return _let(
+            lambda m1, d2: signs(~_int32(m0) | ~_int32(m1), m1, d2, u1),
+            m1=m0 + _div(d1, 30),
+            d2=_mod(d1, 30),
+        )
+
+    def signs(bad: Column, m1: Column, d2: Column, u1: Column) -> Column:
+        zero = F.lit(0)
+        dec = (m1 > zero) & ((d2 < zero) | ((d2 == zero) & (u1 < zero)))
+        inc = (m1 < zero) & ((d2 > zero) | ((d2 == zero) & (u1 > zero)))
+        m2 = F.when(dec, m1 - F.lit(1)).when(inc, m1 + F.lit(1)).otherwise(m1)
+        d3 = F.when(dec, d2 + F.lit(30)).when(inc, d2 - F.lit(30)).otherwise(d2)
+        return _let(lambda d4, u2: out(bad, m2, *_same_sign(d4, u2, USECS_PER_DAY)), d4=d3, u2=u1)
+
+    def out(bad: Column, m: Column, d: Column, u: Column) -> Column:
+        return F.struct(make(m, d, u).alias("value"), bad.alias("bad"))
+
+    body = {V.JUSTIFY_DAYS: days, V.JUSTIFY_HOURS: hours, V.JUSTIFY_INTERVAL: interval}[f]
+    result = _let(body, m=field(iv, 0), d=field(iv, 1), u=field(iv, 2))
+    bad = iv.isNotNull() & result["bad"]
+    return check(F.when(~bad, result["value"]), (bad, "22008", "interval out of range"))
+
+
 def compile_interval(
     f: VariadicFunc, a: Sequence[Column], what: str, check: Check
 ) -> Column | None:
@@ -247,4 +311,6 @@ def compile_interval(
             return _text(a[0])
         case V.TIMESTAMP_ADD_US:
             return _add_micros(a[0], a[1], what, check)
+        case V.JUSTIFY_DAYS | V.JUSTIFY_HOURS | V.JUSTIFY_INTERVAL:
+            return _justify(a[0], f, check)
     return None

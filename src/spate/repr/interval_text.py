@@ -16,6 +16,7 @@ beyond its range (months or days beyond int32, the time beyond int64 microsecond
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Final
 
 from spate.errors import EvalError
@@ -54,7 +55,7 @@ def parse_interval(text: str) -> Interval:
     with PostgreSQL's SQLSTATE where it does not read."""
     bad = EvalError(f'invalid input syntax for type interval: "{text}"', sqlstate="22007")
     months = days = 0
-    micros = 0.0
+    micros = 0  # exact: a float loses the last digits of a large count
     pending: str | None = None  # a number waiting for its unit
     seen = False
     ago = False
@@ -100,9 +101,9 @@ def parse_interval(text: str) -> Interval:
         if unit is None or pending is None or unit in used:
             raise bad
         used.add(unit)
-        value = float(pending)
+        value = Decimal(pending)
         whole = int(value)
-        frac = value - whole
+        frac = float(value - whole)  # PostgreSQL reads the fraction as a double
         pending = None
         seen = True
         if unit in _YEARS:
@@ -125,10 +126,10 @@ def parse_interval(text: str) -> Interval:
         elif unit == "ms":
             micros += whole * 1000 + round(frac * 1000)
         else:
-            micros += round(value)
+            micros += whole + round(frac)
     if pending is not None:  # a bare number: seconds
-        value = float(pending)
-        micros += int(value) * 1_000_000 + round((value - int(value)) * 1e6)
+        value = Decimal(pending)
+        micros += int(value) * 1_000_000 + round(float(value - int(value)) * 1e6)
         seen = True
     if not seen:
         raise bad
@@ -146,7 +147,7 @@ def _whole(number: str, bad: EvalError) -> int:
     return int(number)
 
 
-def _spill(days: float, micros: float) -> tuple[int, float]:
+def _spill(days: float, micros: int) -> tuple[int, int]:
     """PostgreSQL's ``AdjustFractDays``: whole days, the rest into the time."""
     whole = int(days)
     return whole, micros + round((days - whole) * USECS_PER_DAY)

@@ -34,6 +34,8 @@ from spate.repr.types import FLOAT64, INT64, TEXT, numeric
 from spate.sql.age import age
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedFunction
+from spate.sql.extract import date_part
+from spate.sql.interval_ops import justify
 from spate.sql.regex import translate_regex
 from spate.sql.types import (
     FLOAT8,
@@ -362,6 +364,9 @@ def btrim(b: BinderBase, node: exp.Expression) -> Typed:
 
 
 FIXED_BUILTINS: Final[dict[type, Builtin]] = {
+    exp.JustifyDays: justify,
+    exp.JustifyHours: justify,
+    exp.JustifyInterval: justify,
     exp.Sqrt: _math(V.SQRT, "sqrt"),
     exp.Cbrt: _math(V.CBRT, "cbrt"),
     exp.Exp: _math(V.EXP, "exp"),
@@ -391,6 +396,7 @@ FIXED_BUILTINS: Final[dict[type, Builtin]] = {
 
 ANONYMOUS: Final[dict[str, Builtin]] = {
     "age": age,
+    "date_part": date_part,
     "make_date": make_date,
     "octet_length": octet_length,
     "btrim": btrim,

@@ -211,6 +211,24 @@ def _no_operator(
     )
 
 
+_JUSTIFY: dict[type, VariadicFunc] = {
+    exp.JustifyDays: V.JUSTIFY_DAYS,
+    exp.JustifyHours: V.JUSTIFY_HOURS,
+    exp.JustifyInterval: V.JUSTIFY_INTERVAL,
+}
+
+
+def justify(b: BinderBase, node: exp.Expression) -> Typed:
+    """``justify_days(i)``, ``justify_hours(i)``, ``justify_interval(i)``."""
+    f = _JUSTIFY[type(node)]
+    t = b._bind(node.this)
+    if not (is_interval(t) or t.type.name == "unknown"):
+        raise b.err(
+            UndefinedFunction, f"function {f.value}({display_name(t.type)}) does not exist", node
+        )
+    return Typed(CallVariadic(f, (value(b, t, node.this),)), PG_INTERVAL_VALUE)
+
+
 def epoch(x: ScalarExpr) -> ScalarExpr:
     return CallVariadic(V.INTERVAL_EPOCH, (x,))
 

@@ -12,19 +12,63 @@ Positions are 0-based offsets into the whole submitted text; errors report them 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 from spate.sql.spark import spark_to_postgres
 
 DIALECTS = {"postgres": "postgres", "materialize": "postgres", "spark": "spark"}
+
+
+_ONE_UNIT = re.compile(r"\s*-?[0-9]+(?:\.[0-9]+)?\s*[a-zA-Z]+\s*")
+
+
+class _Parser(PostgresParser):
+    # date_part(text, x) stays a function of its own (sqlglot makes it an EXTRACT, whose
+    # result is numeric where date_part's is double precision)
+    FUNCTION_PARSERS: ClassVar = {
+        k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "DATE_PART"
+    }
+
+    def _parse_interval_span(
+        self, this: exp.Expr, parse_function_unit: bool = True
+    ) -> exp.Interval:
+        # sqlglot keeps the first "<n> <unit>" of a text with more in it and drops the rest
+        # (interval '1 day 02:00:00' would be '1 day'): the whole text is the interval
+        out = super()._parse_interval_span(this, parse_function_unit)
+        if (
+            this is not None
+            and this.is_string
+            and isinstance(out.args.get("unit"), exp.Var)
+            and len(_ONE_UNIT.findall(this.name)) == 1
+            and _ONE_UNIT.fullmatch(this.name) is None
+        ):
+            out.set("this", this)
+            out.set("unit", None)
+        return out
+
+
+class SpatePostgres(Postgres):
+    """PostgreSQL as sqlglot reads it, but for ``date_part`` and interval constants (see
+    :class:`_Parser`)."""
+
+    Parser = _Parser
+
+
+def _reader(dialect: str) -> str | type[Postgres]:
+    name = sqlglot_dialect(dialect)
+    return SpatePostgres if name == "postgres" else name
 
 
 def sqlglot_dialect(dialect: str) -> str:
@@ -112,9 +156,7 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
     stop = src.end if end is None else end
     fragment = src.text[start:stop]
     try:
-        parsed = sqlglot.parse(
-            fragment, read=sqlglot_dialect(src.dialect), error_level=ErrorLevel.RAISE
-        )
+        parsed = sqlglot.parse(fragment, read=_reader(src.dialect), error_level=ErrorLevel.RAISE)
     except ParseError as e:
         pos = start
         detail = str(e).split("\n")[0]

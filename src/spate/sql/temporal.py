@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
 
 from sqlglot import exp
 
 from spate.errors import EvalError
 from spate.plan.expr import (
-    BinaryFunc,
-    CallBinary,
-    CallUnary,
-    Case,
     Cast,
     DateTrunc,
-    Extract,
     Literal,
     Now,
-    ScalarExpr,
     TimeUnit,
-    UnaryFunc,
 )
 from spate.repr.interval_text import parse_interval as read_interval
-from spate.repr.types import INT64, TIMESTAMP, numeric
+from spate.repr.types import INT64, TIMESTAMP
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -35,7 +27,6 @@ from spate.sql.types import (
     PG_TIMESTAMP,
     PG_TIMESTAMPTZ,
     display_name,
-    pg_numeric,
 )
 
 _DAY_MS = 86_400_000
@@ -119,28 +110,10 @@ class TemporalBinding(BinderBase):
         )
 
     def extract(self, node: exp.Expression) -> Typed:
-        field = node.this.name.strip("'\"").lower()
-        t = self._bind(node.expression)
-        if t.type.name == "unknown":
-            t = self.coerce(t, PG_TIMESTAMP, node.expression)
-        if t.type.name == "interval" or t.interval_ms is not None:
-            return interval_field(self, field, t, node)
-        if t.type.name not in ("date", "timestamp", "timestamptz"):
-            raise self.err(UndefinedFunction, f"extract from {display_name(t.type)}", node)
-        if field == "epoch":
-            # seconds since 1970 (to the millisecond), numeric like PostgreSQL's
-            stamp = t.expr if t.type.name != "date" else Cast(t.expr, TIMESTAMP)
-            ms = Cast(CallUnary(UnaryFunc.EPOCH_MS, stamp), numeric(38, 0))
-            seconds = CallBinary(BinaryFunc.MUL, ms, Literal(Decimal("0.001"), numeric(3, 3)))
-            return Typed(Cast(seconds, numeric(38, 6)), pg_numeric(numeric(38, 6)))
-        if field == "isodow":
-            dow = Extract(TimeUnit.DOW, t.expr)
-            value: ScalarExpr = Case(
-                ((CallBinary(BinaryFunc.EQ, dow, Literal(0, INT64)), Literal(7, INT64)),), dow
-            )
-            return Typed(Cast(value, numeric(38, 0)), pg_numeric(numeric(38, 0)))
-        unit = _time_unit(field, node, self)
-        return Typed(Cast(Extract(unit, t.expr), numeric(38, 0)), pg_numeric(numeric(38, 0)))
+        from spate.sql.extract import bind_part
+
+        field = node.this.name.strip("'\"")
+        return bind_part(self, field, self._bind(node.expression), node, as_float=False)
 
     def date_trunc(self, node: exp.Expression) -> Typed:
         unit_node = node.args.get("unit")
@@ -153,15 +126,6 @@ class TemporalBinding(BinderBase):
         if t.type.name not in ("timestamp", "timestamptz"):
             raise self.err(UndefinedFunction, f"date_trunc of {display_name(t.type)}", node)
         return Typed(DateTrunc(unit, t.expr), t.type)
-
-
-def interval_field(b: BinderBase, field: str, t: Typed, node: exp.Expression) -> Typed:
-    """``extract(field from interval)``: ``epoch`` (numeric at scale 6, as PostgreSQL's)."""
-    from spate.sql.interval_ops import epoch, value
-
-    if field != "epoch":
-        raise b.err(FeatureNotSupported, f"extract({field} from interval) is not supported", node)
-    return Typed(epoch(value(b, t, node)), pg_numeric(numeric(38, 6)))
 
 
 def _time_unit(name: str, node: exp.Expression, binder: BinderBase) -> TimeUnit:

@@ -17,6 +17,7 @@ from spate.repr.interval import (
     INT32_MIN,
     INT64_MAX,
     INT64_MIN,
+    USECS_PER_DAY,
     Interval,
     canonical,
     from_span,
@@ -84,6 +85,66 @@ def add_micros(ts: dt.datetime, n: int) -> dt.datetime:
     return out
 
 
+def _cdiv(a: int, b: int) -> int:
+    """C's division: toward zero."""
+    q = abs(a) // b
+    return q if a >= 0 else -q
+
+
+def _add32(a: int, b: int) -> int:
+    if not INT32_MIN <= a + b <= INT32_MAX:
+        raise _out_of_range()
+    return a + b
+
+
+def _same_sign(high: int, low: int, unit: int) -> tuple[int, int]:
+    """Borrow one ``unit`` of ``low`` from ``high`` (or lend one) so that they share a sign."""
+    if high > 0 and low < 0:
+        return high - 1, low + unit
+    if high < 0 and low > 0:
+        return high + 1, low - unit
+    return high, low
+
+
+def justify_days(iv: Interval) -> Interval:
+    """PostgreSQL 15's ``justify_days``: whole 30-day months out of the days."""
+    whole = _cdiv(iv.days, DAYS_PER_MONTH)
+    months = _add32(iv.months, whole)
+    months, days = _same_sign(months, iv.days - whole * DAYS_PER_MONTH, DAYS_PER_MONTH)
+    return Interval(months, days, iv.micros)
+
+
+def justify_hours(iv: Interval) -> Interval:
+    """PostgreSQL 15's ``justify_hours``: whole days out of the time."""
+    whole = _cdiv(iv.micros, USECS_PER_DAY)
+    days = _add32(iv.days, whole)
+    days, micros = _same_sign(days, iv.micros - whole * USECS_PER_DAY, USECS_PER_DAY)
+    return Interval(iv.months, days, micros)
+
+
+def justify_interval(iv: Interval) -> Interval:
+    """PostgreSQL 15's ``justify_interval``: days out of the time, months out of the days (the
+    days first when they and the time share a sign, which keeps the days in range), then
+    every part of the sign of the whole."""
+    months, days, micros = iv
+    if (days > 0 and micros > 0) or (days < 0 and micros < 0):
+        whole = _cdiv(days, DAYS_PER_MONTH)
+        days -= whole * DAYS_PER_MONTH
+        months = _add32(months, whole)
+    whole = _cdiv(micros, USECS_PER_DAY)
+    micros -= whole * USECS_PER_DAY
+    days += whole
+    whole = _cdiv(days, DAYS_PER_MONTH)
+    days -= whole * DAYS_PER_MONTH
+    months = _add32(months, whole)
+    if months > 0 and (days < 0 or (days == 0 and micros < 0)):
+        months, days = months - 1, days + DAYS_PER_MONTH
+    elif months < 0 and (days > 0 or (days == 0 and micros > 0)):
+        months, days = months + 1, days - DAYS_PER_MONTH
+    days, micros = _same_sign(days, micros, USECS_PER_DAY)
+    return Interval(months, days, micros)
+
+
 INTERVAL_FUNCTIONS: Final[dict[VariadicFunc, Callable[[Sequence[Any], str], Datum]]] = {
     V.INTERVAL_MONTHS: lambda a, w: a[0].months,
     V.INTERVAL_DAYS: lambda a, w: a[0].days,
@@ -96,5 +157,8 @@ INTERVAL_FUNCTIONS: Final[dict[VariadicFunc, Callable[[Sequence[Any], str], Datu
     V.INTERVAL_EPOCH: lambda a, w: epoch(a[0]),
     V.INTERVAL_TEXT: lambda a, w: a[0].text(),
     V.TIMESTAMP_ADD_US: lambda a, w: add_micros(a[0], a[1]),
+    V.JUSTIFY_DAYS: lambda a, w: justify_days(a[0]),
+    V.JUSTIFY_HOURS: lambda a, w: justify_hours(a[0]),
+    V.JUSTIFY_INTERVAL: lambda a, w: justify_interval(a[0]),
 }
 """Per function: its value on non-NULL arguments (``w`` names the expression)."""
