@@ -4,9 +4,12 @@ Each record runs on both engines in file order (PostgreSQL in a scratch schema);
 rows are compared (:mod:`tests.sql._slt_compare`), every statement must succeed or fail on
 both. Then the incremental check: each query that can define a view (PostgreSQL accepts it as
 a view over the file's tables) becomes a materialized view with a default index in spate and a
-view in PostgreSQL; seeded random rounds of INSERT/UPDATE/DELETE (:mod:`tests.sql._slt_dml`)
-go to the tables of both, and after each round every view read through spate must equal
-PostgreSQL's answer on the same data (an error in PostgreSQL must be an error in spate).
+view in PostgreSQL. A query that reads views the file created reads them as they were defined
+when it ran, recreated (renamed) in both engines first, with any table under them the file
+dropped (holding the rows it had then; :mod:`tests.sql._slt_deps`). Seeded random rounds of
+INSERT/UPDATE/DELETE (:mod:`tests.sql._slt_dml`) go to the tables of both, and after each round
+every view read through spate must equal PostgreSQL's answer on the same data (an error in
+PostgreSQL must be an error in spate).
 
 Knobs (environment variables):
 
@@ -31,6 +34,7 @@ sends every read of the corpus to a dataflow.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -43,6 +47,7 @@ import pyarrow as pa
 
 from tests.sql._slt import Record, SltFile, format_rows
 from tests.sql._slt_compare import compare, table_rows, type_problem
+from tests.sql._slt_deps import Closure, Definitions
 from tests.sql._slt_dml import apply_to_postgres, load, random_round, spate_rows
 from tests.sql._slt_pg import PgScratch
 
@@ -133,20 +138,33 @@ def run_file(f: SltFile, env: Environment, pg_url: str, knobs: Knobs) -> FileRes
     before = set(env.names())
     dataflow = _dataflow_session(env)
     drawn = _dataflow_draw(f, knobs)
+    defs = Definitions()
     try:
         with PgScratch(pg_url, f.path.stem) as pg:
             for r in f.records:
+                on_pg = r.runs_on("postgresql")
+                for table in defs.dropping(r) if on_pg else []:
+                    _keep_rows(pg, defs, table)
                 if r.runs_on("spate"):
                     via = dataflow if r.key in drawn else None
                     result.problems[r.key] = _run_record(r, env, pg, result, via)
-                elif r.runs_on("postgresql"):
+                elif on_pg:
                     _pg_side(r, pg)
+                if on_pg:
+                    defs.ran(r)
             if knobs.rounds > 0:
-                _incremental(f, env, pg, knobs, result)
+                _incremental(f, env, pg, knobs, result, defs)
     finally:
         _drop_new(env, before)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _keep_rows(pg: PgScratch, defs: Definitions, table: str) -> None:
+    """Keep the rows of a table the next statement drops (its maintained views recreate it)."""
+    assert pg.conn is not None
+    with contextlib.suppress(psycopg.Error):  # not there: nothing to keep
+        defs.dropped[table] = [tuple(r) for r in pg.conn.execute(f"SELECT * FROM {table}")]
 
 
 def _pg_side(r: Record, pg: PgScratch) -> tuple[list[Any] | None, str | None]:
@@ -223,22 +241,83 @@ def _answer(
 # -- incremental -----------------------------------------------------------------------------------
 
 
-def _view_sql(pg: PgScratch, r: Record, spate_names: list[str] | None) -> str:
+def _view_sql(pg: PgScratch, query: str, spate_names: list[str] | None) -> str:
     """The query as a view definition: columns renamed c1..cn when names repeat (in either
     engine: the engines name unnamed expressions differently)."""
-    _, names, _ = pg.query(r.sql)
+    _, names, _ = pg.query(query)
     unique = len(set(names)) == len(names)
     if unique and (spate_names is None or len(set(spate_names)) == len(spate_names)):
-        return r.sql
+        return query
     cols = ", ".join(f"c{i + 1}" for i in range(len(names)))
-    return f"SELECT * FROM ({r.sql}) AS q({cols})"
+    return f"SELECT * FROM ({query}) AS q({cols})"
 
 
-def _maintainable(f: SltFile, pg: PgScratch, result: FileResult) -> list[tuple[Record, str, str]]:
-    """``(record, view name, view SQL)`` for every query PostgreSQL accepts as a view over
-    the file's tables (as they are at the end of the file)."""
+# Tables under a view: through the views it reads, transitively.
+_READS_A_TABLE = """
+WITH RECURSIVE used(name) AS (
+  SELECT table_name FROM information_schema.view_table_usage
+  WHERE view_schema = %(s)s AND view_name = %(v)s
+  UNION
+  SELECT u.table_name FROM information_schema.view_table_usage u JOIN used
+  ON u.view_schema = %(s)s AND u.view_name = used.name
+)
+SELECT count(*) FROM used JOIN information_schema.tables t
+ON t.table_schema = %(s)s AND t.table_name = used.name AND t.table_type = 'BASE TABLE'
+"""
+
+
+@dataclass
+class _Maintained:
+    record: Record
+    name: str  # the view's name in both engines
+    sql: str  # its definition
+    closure: Closure  # the views it reads (created first), the dropped tables under it
+
+    def describe(self) -> str:
+        reads = "".join(f"\n  reading {new}: {stmt}" for new, stmt in self.closure.views)
+        return f"{self.sql}{reads}"
+
+
+def _pg_recreate(pg: PgScratch, closure: Closure, defs: Definitions, made: dict[str, str]) -> str:
+    """Create, in PostgreSQL, the dropped tables (with the rows they held) and the renamed
+    views ``closure`` reads, those not made yet; the first error (else ""). ``made``: what
+    was made, name -> "" or its error."""
     assert pg.conn is not None
-    out: list[tuple[Record, str, str]] = []
+    for table in closure.tables:
+        if table not in made:
+            made[table] = ""
+            try:
+                pg.execute(defs.tables[table])
+                rows = defs.dropped[table]
+                if rows:
+                    marks = ", ".join(["%s"] * len(rows[0]))
+                    with pg.conn.cursor() as cur:
+                        cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            except (psycopg.Error, KeyError) as e:
+                made[table] = f"the dropped table {table}: {_error_text(e)}"
+        if made[table]:
+            return made[table]
+    for new, statement in closure.views:
+        if new not in made:
+            made[new] = ""
+            try:
+                pg.execute(statement)
+            except psycopg.Error as e:
+                made[new] = f"the view it reads, {new}: {_error_text(e)}"
+        if made[new]:
+            return made[new]
+    return ""
+
+
+def _maintainable(
+    f: SltFile, pg: PgScratch, result: FileResult, defs: Definitions
+) -> tuple[list[_Maintained], list[str]]:
+    """The queries PostgreSQL accepts as a view over the file's tables (as they are at the
+    end of the file), with the views they read (as defined when the query ran, recreated),
+    and the dropped tables recreated in PostgreSQL for them (spate must recreate them too)."""
+    assert pg.conn is not None
+    out: list[_Maintained] = []
+    made: dict[str, str] = {}
     for i, r in enumerate(f.queries()):
         if not (r.runs_on("spate") and r.runs_on("postgresql")):
             continue
@@ -246,56 +325,89 @@ def _maintainable(f: SltFile, pg: PgScratch, result: FileResult) -> list[tuple[R
             result.not_maintained[r.key] = "marked noview"
             continue
         name = f"slt_v{i}"
+        closure = defs.closure(r)
         try:
-            sql = _view_sql(pg, r, result.names.get(r.key))
+            if problem := _pg_recreate(pg, closure, defs, made):
+                result.not_maintained[r.key] = f"not a view in PostgreSQL: {problem}"
+                continue
+            sql = _view_sql(pg, closure.sql, result.names.get(r.key))
             pg.execute(f"CREATE VIEW {name} AS {sql}")
         except (psycopg.Error, ValueError) as e:
             result.not_maintained[r.key] = f"not a view in PostgreSQL: {_error_text(e)}"
             continue
-        used = pg.conn.execute(
-            "SELECT count(*) FROM information_schema.view_table_usage"
-            " WHERE view_schema = %s AND view_name = %s",
-            (pg.schema, name),
-        ).fetchone()
+        used = pg.conn.execute(_READS_A_TABLE, {"s": pg.schema, "v": name}).fetchone()
         if not used or not used[0]:
             pg.execute(f"DROP VIEW {name}")
             result.not_maintained[r.key] = "reads no table"
             continue
-        out.append((r, name, sql))
-    return out
+        out.append(_Maintained(r, name, sql, closure))
+    recreated = [t for t in defs.dropped if made.get(t) == ""]
+    return out, recreated
+
+
+def _spate_recreate(
+    env: Environment, pg: PgScratch, tables: list[str], defs: Definitions
+) -> str | None:
+    """Create the dropped tables PostgreSQL recreated in spate too, with the same rows."""
+    for table in tables:
+        try:
+            env.sql(defs.tables[table])
+            model = load(pg, [table])[table]
+            if model.rows:
+                env.insert(table, spate_rows(model, model.rows))
+        except Exception as e:
+            return f"spate cannot recreate the dropped table {table}: {_error_text(e)}"
+    return None
 
 
 def _incremental(
-    f: SltFile, env: Environment, pg: PgScratch, knobs: Knobs, result: FileResult
+    f: SltFile,
+    env: Environment,
+    pg: PgScratch,
+    knobs: Knobs,
+    result: FileResult,
+    defs: Definitions,
 ) -> None:
-    candidates = _maintainable(f, pg, result)
+    candidates, recreated = _maintainable(f, pg, result, defs)
     rng = random.Random(f"{knobs.seed}:{f.name}")
     chosen = candidates
     if knobs.views is not None and len(candidates) > knobs.views:
-        chosen = sorted(rng.sample(candidates, knobs.views), key=lambda c: c[1])
+        chosen = sorted(rng.sample(candidates, knobs.views), key=lambda c: c.name)
     if knobs.soak is not None:
         # the views the draw above left out: all of them, or a sample of their own
-        rest = [c for c in candidates if all(c[0] is not d[0] for d in chosen)]
+        rest = [c for c in candidates if all(c.record is not d.record for d in chosen)]
         chosen = rest
         if knobs.soak > 0 and len(rest) > knobs.soak:
             soak_rng = random.Random(f"{knobs.seed}:{f.name}:soak")
-            chosen = sorted(soak_rng.sample(rest, knobs.soak), key=lambda c: c[1])
-    for r, _, _ in candidates:
-        if all(r is not c[0] for c in chosen):
-            result.not_maintained[r.key] = "not drawn this run (SPATE_SLT_VIEWS=all runs all)"
+            chosen = sorted(soak_rng.sample(rest, knobs.soak), key=lambda c: c.name)
+    for c in candidates:
+        if all(c.record is not d.record for d in chosen):
+            result.not_maintained[c.record.key] = (
+                "not drawn this run (SPATE_SLT_VIEWS=all runs all)"
+            )
+    # the rounds write to every table PostgreSQL holds: spate's must be the same
+    broken = _spate_recreate(env, pg, recreated, defs)
+    made: dict[str, str] = {}  # renamed views read by the maintained ones -> "" or the error
     live: dict[str, tuple[Record, str]] = {}
-    for r, name, sql in chosen:
+    for c in chosen:
+        r = c.record
         if result.problems.get(r.key):
             result.incremental[r.key] = "the query itself fails in spate (see its own test)"
             continue
+        if broken:
+            result.incremental[r.key] = broken
+            continue
+        if problem := _spate_views(env, c.closure, made):
+            result.incremental[r.key] = problem
+            continue
         try:
-            env.sql(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {CLUSTER} AS {sql}")
-            env.sql(f"CREATE DEFAULT INDEX IN CLUSTER {CLUSTER} ON {name}")
+            env.sql(f"CREATE MATERIALIZED VIEW {c.name} IN CLUSTER {CLUSTER} AS {c.sql}")
+            env.sql(f"CREATE DEFAULT INDEX IN CLUSTER {CLUSTER} ON {c.name}")
         except Exception as e:
             result.incremental[r.key] = f"spate cannot maintain it: {_error_text(e)}"
             continue
         result.incremental[r.key] = None
-        live[name] = (r, sql)
+        live[c.name] = (r, c.describe())
     result.views = len(live)
     if not live:
         return
@@ -319,6 +431,21 @@ def _incremental(
             rnd.description
         )
         _check_views(env, pg, live, result, what)
+
+
+def _spate_views(env: Environment, closure: Closure, made: dict[str, str]) -> str:
+    """Create, in spate, the renamed views ``closure`` reads, those not made yet; the first
+    error (else "")."""
+    for new, statement in closure.views:
+        if new not in made:
+            made[new] = ""
+            try:
+                env.sql(statement)
+            except Exception as e:
+                made[new] = f"spate cannot create the view it reads, {new}: {_error_text(e)}"
+        if made[new]:
+            return made[new]
+    return ""
 
 
 def _check_views(
