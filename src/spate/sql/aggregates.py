@@ -387,11 +387,8 @@ def _aggregate_call(
         f = AggregateFunc.BOOL_AND if name in ("bool_and", "every") else AggregateFunc.BOOL_OR
         return AggregateExpr(f, x, distinct), PG_BOOL, ident, Literal(None, BOOL)
     if name in interval_aggs.AGGREGATES and interval_ops.is_interval(t):
-        if distinct and name in ("sum", "avg"):
-            # PostgreSQL keeps one of the equal spans it sees, which fields it keeps unspecified
-            raise qp.err(FeatureNotSupported, f"{name}(DISTINCT …) of intervals", node)
         # min and max by the span (the span's canonical interval), sum and avg by the fields
-        return interval_aggs.lower(name, interval_ops.value(b, t, arg), guard)
+        return interval_aggs.lower(name, interval_ops.value(b, t, arg), guard, distinct)
     if name in ("min", "max"):
         f = AggregateFunc.MIN if name == "min" else AggregateFunc.MAX
         if t.type.scalar is None or t.type.scalar.kind is ScalarKind.JSONB:
