@@ -108,6 +108,14 @@ class VariadicFunc(StrEnum):
     MAKE_DATE = "make_date"
     ADD_MONTHS = "add_months"
     TO_CHAR = "to_char"
+    TO_CHAR_NUMERIC = "to_char_numeric"
+    """``to_char(number, format)`` of a numeric (:mod:`spate.plan.numformat`); likewise
+    ``to_char_int8``, ``to_char_int4`` (smallint and integer), ``to_char_float8`` and
+    ``to_char_float4``: PostgreSQL formats each type its own way."""
+    TO_CHAR_INT8 = "to_char_int8"
+    TO_CHAR_INT4 = "to_char_int4"
+    TO_CHAR_FLOAT8 = "to_char_float8"
+    TO_CHAR_FLOAT4 = "to_char_float4"
     MAKE_INTERVAL = "make_interval"
     """``(months, days, microseconds)``: an interval result column (months and days in int32)."""
     TIMESTAMP_DIFF_US = "timestamp_diff_us"

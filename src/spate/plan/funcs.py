@@ -32,7 +32,9 @@ evaluator :mod:`spate.testing.reference_scalar` is their definition):
 * ``make_date(y, m, d)`` (an invalid date is an error), ``add_months(date|timestamp, n)`` (the
   day is clamped to the end of the month, as PostgreSQL's ``+ interval 'n months'``),
   ``to_char(date|timestamp, format)`` with a constant format of the patterns in
-  :data:`TO_CHAR_PATTERNS` (other characters are copied; ``"…"`` quotes).
+  :data:`TO_CHAR_PATTERNS` (other characters are copied; ``"…"`` quotes);
+  ``to_char_numeric|int8|int4|float8|float4(number, format)``: PostgreSQL's number formats
+  (:mod:`spate.plan.numformat`) with a constant format, each type's own ``to_char``.
 """
 
 from __future__ import annotations
@@ -101,6 +103,11 @@ SIGNATURES: Final[dict[VariadicFunc, tuple[tuple[tuple[ScalarKind, ...], ...], S
     V.MAKE_DATE: (((_I, _I, _I),), DATE),
     V.ADD_MONTHS: (((K.DATE, _I), (K.TIMESTAMP, _I)), SAME),
     V.TO_CHAR: (((K.DATE, _T), (K.TIMESTAMP, _T)), TEXT),
+    V.TO_CHAR_NUMERIC: (((_N, _T),), TEXT),
+    V.TO_CHAR_INT8: (((_I, _T),), TEXT),
+    V.TO_CHAR_INT4: (((_I, _T),), TEXT),
+    V.TO_CHAR_FLOAT8: (((_F, _T),), TEXT),
+    V.TO_CHAR_FLOAT4: (((_F, _T),), TEXT),
     V.MAKE_INTERVAL: (((_I, _I, _I),), INTERVAL),
     V.TIMESTAMP_DIFF_US: (((K.TIMESTAMP, K.TIMESTAMP),), INT64),
     **INTERVAL_SIGNATURES,
@@ -118,8 +125,22 @@ CONSTANT_ARGS: Final[dict[VariadicFunc, int]] = {
     V.REGEXP_REPLACE: 2,
     V.REGEXP_REPLACE_ALL: 2,
     V.TO_CHAR: 1,
+    V.TO_CHAR_NUMERIC: 1,
+    V.TO_CHAR_INT8: 1,
+    V.TO_CHAR_INT4: 1,
+    V.TO_CHAR_FLOAT8: 1,
+    V.TO_CHAR_FLOAT4: 1,
 }
 """Functions whose argument at this position must be a non-NULL text literal."""
+
+TO_CHAR_NUMBER: Final[dict[VariadicFunc, str]] = {
+    V.TO_CHAR_NUMERIC: "numeric",
+    V.TO_CHAR_INT8: "int8",
+    V.TO_CHAR_INT4: "int4",
+    V.TO_CHAR_FLOAT8: "float8",
+    V.TO_CHAR_FLOAT4: "float4",
+}
+"""The number ``to_char`` functions and the PostgreSQL type each formats as."""
 
 REPEAT_LIMIT: Final = 1 << 28
 """The longest text ``repeat``/``lpad``/``rpad`` build (characters); longer is an error."""

@@ -31,10 +31,12 @@ from spate.plan.funcs import (
     INT_RANGES,
     MONTHS,
     REPEAT_LIMIT,
+    TO_CHAR_NUMBER,
     parse_replacement,
     parse_to_char,
 )
 from spate.render.interval import compile_interval
+from spate.render.numformat import compile_to_char_number
 from spate.repr.types import ScalarKind, ScalarType
 
 V = VariadicFunc
@@ -93,6 +95,10 @@ def compile_fixed(
     """``f`` on Spark columns ``args`` (the compiled ``exprs``, of ``types``); where it fails,
     ``check`` decides what happens (:class:`Check`)."""
     a = args
+    if f in TO_CHAR_NUMBER:
+        fmt = exprs[1]
+        assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
+        return compile_to_char_number(a[0], TO_CHAR_NUMBER[f], fmt.value, types[0], what, check)
     match f:
         case V.SQRT:
             msg = f"cannot take square root of a negative number in {what}"

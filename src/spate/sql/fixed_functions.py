@@ -37,6 +37,8 @@ from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedFunction
 from spate.sql.extract import date_part
 from spate.sql.interval_ops import justify
 from spate.sql.regex import translate_regex
+from spate.sql.to_char import FUNCTIONS as NUMBER_TO_CHAR
+from spate.sql.to_char import to_char_number
 from spate.sql.types import (
     FLOAT8,
     INT4,
@@ -320,6 +322,8 @@ def to_char(b: BinderBase, node: exp.Expression) -> Typed:
     t = b._bind(node.this)
     if t.type.name == "unknown":
         t = b.coerce(t, PG_TIMESTAMP, node.this)
+    if t.type.name in NUMBER_TO_CHAR:
+        return to_char_number(b, node, t)
     if t.type.name not in ("date", "timestamp", "timestamptz"):
         raise b.err(
             FeatureNotSupported, f"to_char of {display_name(t.type)} is not supported", node

@@ -24,10 +24,12 @@ from spate.plan.funcs import (
     INT_RANGES,
     MONTHS,
     REPEAT_LIMIT,
+    TO_CHAR_NUMBER,
     Piece,
     parse_replacement,
     parse_to_char,
 )
+from spate.plan.numformat import parse_number_format, to_char_number
 from spate.repr.interval import INT32_MAX, INT32_MIN, Interval
 from spate.repr.types import Datum, ScalarType
 
@@ -51,6 +53,11 @@ def fixed_function(
         assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
         tokens = parse_to_char(fmt.value)
         return lambda a: to_char(a[0], tokens)
+    if f in TO_CHAR_NUMBER:
+        fmt = args[1]
+        assert isinstance(fmt, Literal) and isinstance(fmt.value, str)
+        kind, parsed = TO_CHAR_NUMBER[f], parse_number_format(fmt.value)
+        return lambda a: to_char_number(a[0], kind, parsed)
     if f in NUMERIC_MATH_FUNCTIONS:
         fn = NUMERIC_MATH_FUNCTIONS[f]
         scales = [t.scale or 0 for t in types]
