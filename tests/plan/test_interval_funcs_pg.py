@@ -164,3 +164,74 @@ def test_interval_text_reads_as_postgres_reads_it(pg: psycopg.Connection[Any]) -
         if ours != theirs:  # the text, or the same SQLSTATE
             problems.append(f"{text!r}: ours {ours}, PostgreSQL {theirs}")
     assert not problems, "\n".join(problems)
+
+
+def _runtime_text(rng: random.Random) -> str:
+    """A text in the form a text column's cast reads (spate.repr.interval_input)."""
+    from spate.repr import interval_input as ii
+
+    def count() -> str:
+        n = rng.choice([rng.randint(0, 99), rng.randint(0, 999_999_999), rng.randint(0, 5000)])
+        return rng.choice(["", "+", "-", "-"]) + str(n)
+
+    def word(words: str) -> str:
+        w = rng.choice(words.split("|"))
+        return "".join(c.upper() if rng.random() < 0.2 else c for c in w)
+
+    units = [w for _, w in ii.YEAR_UNITS] + [
+        ii._DECADES, ii._YEARS, ii._MONTHS, ii._WEEKS, ii._DAYS
+    ]  # fmt: skip
+    parts = [
+        f"{count()}{rng.choice([' ', '', '  '])}{word(w)}" for w in units if rng.random() < 0.4
+    ]
+    if rng.random() < 0.5:
+        sign = rng.choice(["", "+", "-"])
+        t = f"{sign}{rng.choice([rng.randint(0, 99), rng.randint(0, 999_999_999)])}"
+        t += f":{rng.randint(0, 59):02d}"
+        if rng.random() < 0.7:
+            t += f":{rng.randint(0, 59):02d}"
+            if rng.random() < 0.5:
+                t += "." + str(rng.randint(0, 999999)).zfill(6)[: rng.randint(1, 6)]
+        parts.append(t)
+    else:
+        parts += [f"{count()} {word(w)}" for _, w in ii.MICRO_UNITS if rng.random() < 0.4]
+    if not parts:
+        parts.append("1 day")
+    text = rng.choice(["", "@ ", "@", " "]) + " ".join(parts)
+    if rng.random() < 0.3:
+        text += " ago"
+    return text + rng.choice(["", " ", "\t"])
+
+
+def test_runtime_interval_text_reads_as_postgres_reads_it(
+    pg: psycopg.Connection[Any], seed: int
+) -> None:
+    """A text column cast to interval: every text of the run-time form has PostgreSQL's value
+    or its error (SQLSTATE); texts outside the form are refused (0A000), never misread."""
+    from spate.repr.interval_input import read
+
+    rng = random.Random(seed)
+    fixed = [
+        "1 year 2 mons -3 days +04:05:06.5", "-1 years -2 mons", "00:00:00", "-00:00:01",
+        "178956971 years", "178956970 years 8 mons", "-178956970 years -9 mons ago",
+        "-1 millennium 1 century 999999999 mons", "99999999 century", "2147483 weeks",
+        "1 week 1 day", "10ms", "1DAY", "@ 1 day ago", "1 day -02:00 ago", "999999999:59:59.999999",
+    ]  # fmt: skip
+    problems = []
+    for text in [*fixed, *(_runtime_text(rng) for _ in range(400))]:
+        theirs = _theirs(pg, f"SELECT '{text}'::interval")
+        ours = _ours(lambda text=text: read(text))
+        if ours != theirs:
+            problems.append(f"{text!r}: ours {ours}, PostgreSQL {theirs}")
+    for text in [
+        "1 hour 02:00",
+        "2 hours 1 day",
+        "1.5 days",
+        "1 day 1 day",
+        "01:60",
+        "1 fortnight",
+    ]:
+        assert _ours(lambda text=text: read(text)) == "error 0A000", text
+    for text in ["soon", "", " ", "@", "ago", "day", "epoch", "infinity", "AB"]:  # no number
+        assert _ours(lambda text=text: read(text)) == _theirs(pg, f"SELECT '{text}'::interval")
+    assert not problems, "\n".join(problems[:10])

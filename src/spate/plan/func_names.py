@@ -135,6 +135,7 @@ class VariadicFunc(StrEnum):
     JUSTIFY_DAYS = "justify_days"
     JUSTIFY_HOURS = "justify_hours"
     JUSTIFY_INTERVAL = "justify_interval"
+    INTERVAL_OF_TEXT = "interval_of_text"
 
 
 class TimeUnit(StrEnum):

@@ -22,6 +22,8 @@ are those of the stored fields; the SQL planner makes PostgreSQL's comparisons a
 * ``justify_days(i)``, ``justify_hours(i)``, ``justify_interval(i)``: PostgreSQL 15's
   (whole 30-day months out of the days, whole days out of the time, both; the parts then
   share a sign); months or days beyond int32: 22008.
+* ``interval_of_text(t)``: ``t::interval`` of a text at run time, in the form
+  :mod:`spate.repr.interval_input` reads (others: 0A000).
 * ``timestamp_add_us(ts, n)``: ``ts`` plus ``n`` microseconds (beyond years 1..9999: 22008).
 """
 
@@ -55,4 +57,5 @@ INTERVAL_SIGNATURES: Final[
     V.JUSTIFY_DAYS: (((_IV,),), INTERVAL),
     V.JUSTIFY_HOURS: (((_IV,),), INTERVAL),
     V.JUSTIFY_INTERVAL: (((_IV,),), INTERVAL),
+    V.INTERVAL_OF_TEXT: (((ScalarKind.TEXT,),), INTERVAL),
 }

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spate.plan.func_names import VariadicFunc
+from spate.render.interval_input import read_text
 from spate.repr.interval import INT32_MAX, INT32_MIN, USECS_PER_DAY
 
 if TYPE_CHECKING:
@@ -313,4 +314,6 @@ def compile_interval(
             return _add_micros(a[0], a[1], what, check)
         case V.JUSTIFY_DAYS | V.JUSTIFY_HOURS | V.JUSTIFY_INTERVAL:
             return _justify(a[0], f, check)
+        case V.INTERVAL_OF_TEXT:
+            return read_text(a[0], make, check)
     return None

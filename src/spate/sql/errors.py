@@ -110,6 +110,10 @@ class DatatypeMismatch(SqlError, TypeError):
     sqlstate = "42804"
 
 
+class CannotCoerce(SqlError):
+    sqlstate = "42846"
+
+
 class UndefinedFunction(SqlError):
     sqlstate = "42883"
 

@@ -34,6 +34,7 @@ from spate.repr.types import BOOL, INT64, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
 from spate.sql.checks import SUBSTRING_ERROR, int_range, strict_cast
 from spate.sql.errors import (
+    CannotCoerce,
     DatatypeMismatch,
     FeatureNotSupported,
     GroupingError,
@@ -49,6 +50,7 @@ from spate.sql.types import (
     INT4,
     INT8,
     PG_BOOL,
+    PG_INTERVAL_VALUE,
     PG_TEXT,
     UNKNOWN,
     PgType,
@@ -98,6 +100,15 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         assert isinstance(node, exp.Boolean)
         return Typed(Literal(bool(node.this), BOOL), PG_BOOL)
 
+    def _interval_cast(self, t: Typed, node: exp.Expression) -> Typed:
+        """``x::interval`` of an expression: an interval as it is, a text read at run time
+        (:mod:`spate.repr.interval_input`)."""
+        if t.type.name == "interval" or t.type.name == "unknown":
+            return self.coerce(t, PG_INTERVAL_VALUE, node)
+        if t.type.scalar is TEXT:
+            return Typed(CallVariadic(VariadicFunc.INTERVAL_OF_TEXT, (t.expr,)), PG_INTERVAL_VALUE)
+        raise self.err(CannotCoerce, f"cannot cast type {display_name(t.type)} to interval", node)
+
     def paren(self, node: exp.Expression) -> Typed:
         return self._bind(node.this)
 
@@ -111,7 +122,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
             inner = node.this
             if isinstance(inner, exp.Literal) and inner.is_string:
                 return interval_constant(str(inner.this), node, self)
-            raise self.err(FeatureNotSupported, "interval values are only constants", node)
+            return self._interval_cast(self._bind(inner), node)
         t = self._bind(node.this)
         to = node.args["to"]
         if (

@@ -22,6 +22,7 @@ from spate.repr.interval import (
     canonical,
     from_span,
 )
+from spate.repr.interval_input import read as read_text
 from spate.repr.types import Datum
 
 V = VariadicFunc
@@ -160,5 +161,6 @@ INTERVAL_FUNCTIONS: Final[dict[VariadicFunc, Callable[[Sequence[Any], str], Datu
     V.JUSTIFY_DAYS: lambda a, w: justify_days(a[0]),
     V.JUSTIFY_HOURS: lambda a, w: justify_hours(a[0]),
     V.JUSTIFY_INTERVAL: lambda a, w: justify_interval(a[0]),
+    V.INTERVAL_OF_TEXT: lambda a, w: read_text(a[0]),
 }
 """Per function: its value on non-NULL arguments (``w`` names the expression)."""
