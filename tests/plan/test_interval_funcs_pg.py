@@ -151,7 +151,8 @@ TEXTS = [
     "0.5 mon", "1 day 2 days", "", "1 day ago ago", "ago", "+3 hours", "2147483648 mons",
     "-1 mon -2 days -03:00:00", "1 decade 1 century", "1 millennium", "1 hour 30",
     "-3179840925202370096 microseconds", "9223372036854775807 us", "2305843009213693953 us",
-    "-9007199254740993 microseconds 1.5 ms",
+    "-9007199254740993 microseconds 1.5 ms", "178956971 years", "178956970 years 8 mons",
+    "-178956970 years -9 mons", "-1 millennium 1 century 2147483647 mons", "2147483648 years",
 ]  # fmt: skip
 """ISO 8601 (``P1Y``) is not read (documented)."""
 

@@ -9,8 +9,9 @@ spills them: a fraction of a year into whole months (rounded), of a month into d
 then time, of a week or a day into time. ISO 8601 (``P1Y2M``) is not read.
 
 A text that is none of these is ``22007`` (``invalid input syntax for type interval``); a field
-beyond its range (months or days beyond int32, the time beyond int64 microseconds) is ``22015``
-(``interval field value out of range``), as in PostgreSQL.
+beyond its range (years, months or days beyond int32, the time beyond int64 microseconds) is
+``22015`` (``interval field value out of range``), and months beyond int32 once the years are
+counted in are ``22008`` (``interval out of range``), as in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def parse_interval(text: str) -> Interval:
     """``text`` as PostgreSQL reads an interval (see the module docstring); :class:`EvalError`
     with PostgreSQL's SQLSTATE where it does not read."""
     bad = EvalError(f'invalid input syntax for type interval: "{text}"', sqlstate="22007")
-    months = days = 0
+    years = months = days = 0  # whole years apart, as PostgreSQL keeps them
     micros = 0  # exact: a float loses the last digits of a large count
     pending: str | None = None  # a number waiting for its unit
     seen = False
@@ -107,7 +108,8 @@ def parse_interval(text: str) -> Interval:
         pending = None
         seen = True
         if unit in _YEARS:
-            months += whole * 12 * _YEARS[unit] + round(frac * 12 * _YEARS[unit])
+            years += whole * _YEARS[unit]
+            months += round(frac * 12 * _YEARS[unit])
         elif unit == "mon":
             months += whole
             extra, micros = _spill(frac * 30, micros)
@@ -135,10 +137,12 @@ def parse_interval(text: str) -> Interval:
         raise bad
     total = int(micros)
     if ago:
-        months, days, total = -months, -days, -total
-    if not fits(months, days, total):
+        years, months, days, total = -years, -months, -days, -total
+    if not fits(years, days, total) or not fits(months, 0, 0):
         raise EvalError(f'interval field value out of range: "{text}"', sqlstate="22015")
-    return Interval(months, days, total)
+    if not fits(years * 12 + months, 0, 0):  # the years' months beyond int32
+        raise EvalError("interval out of range", sqlstate="22008")
+    return Interval(years * 12 + months, days, total)
 
 
 def _whole(number: str, bad: EvalError) -> int:
