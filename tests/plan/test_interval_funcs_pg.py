@@ -153,6 +153,7 @@ TEXTS = [
     "-3179840925202370096 microseconds", "9223372036854775807 us", "2305843009213693953 us",
     "-9007199254740993 microseconds 1.5 ms", "178956971 years", "178956970 years 8 mons",
     "-178956970 years -9 mons", "-1 millennium 1 century 2147483647 mons", "2147483648 years",
+    "1 year ago 2 days", "ago 1 day", "1 ago", "1 day ago 02:00", "1 day ago 5", "ago",
 ]  # fmt: skip
 """ISO 8601 (``P1Y``) is not read (documented)."""
 

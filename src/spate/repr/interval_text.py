@@ -1,9 +1,10 @@
 """PostgreSQL's input syntax for ``interval`` (``IntervalStyle = postgres``): the text a cast,
 an ``INSERT`` of a quoted constant or a client's parameter gives.
 
-Accepted: ``[@] quantity unit [quantity unit …] [ago]`` with the units PostgreSQL knows
-(``microsecond`` … ``millennium``, singular, plural and abbreviated), a bare number (seconds),
-a time ``[+-]h:m[:s[.f]]`` (a number before it is days), and PostgreSQL's own output
+Accepted: ``[@] quantity unit [quantity unit …] [ago]`` (``ago`` may stand anywhere) with
+the units PostgreSQL knows (``microsecond`` … ``millennium``, singular, plural and
+abbreviated), a bare number (seconds), a time ``[+-]h:m[:s[.f]]`` (a number before it is
+days), and PostgreSQL's own output
 (``1 year 2 mons -3 days +04:05:06.5``). Fractions spill as PostgreSQL's ``DecodeInterval``
 spills them: a fraction of a year into whole months (rounded), of a month into days of 30 and
 then time, of a week or a day into time. ISO 8601 (``P1Y2M``) is not read.
@@ -69,8 +70,6 @@ def parse_interval(text: str) -> Interval:
             raise bad
         pos = m.end()
         word = (m.group("word") or "").lower()
-        if ago and word != "ago":
-            raise bad  # nothing but "ago" may follow "ago"
         if m.group("at") is not None:
             if seen or pending is not None:
                 raise bad
@@ -93,8 +92,8 @@ def parse_interval(text: str) -> Interval:
             micros += _clock(m.group("time"))
             seen = True
             continue
-        if word == "ago":
-            if not seen or pending is not None:
+        if word == "ago":  # anywhere, any number of times: the whole interval is negated
+            if pending is not None:
                 raise bad
             ago = True
             continue
