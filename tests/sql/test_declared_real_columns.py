@@ -25,11 +25,13 @@ QUERIES = (
     "SELECT (0.1::real * 3)::text, (0.1::real + 0.2::real)::text, (1::real / 3::real)::text",
     "SELECT coalesce(r, 0)::text, coalesce(r, d)::text FROM t",
     "SELECT max(r)::text, min(r)::text FROM t",
+    "SELECT (sum(r) OVER ())::text, (sum(r) OVER (ORDER BY i))::text FROM t",
     "SELECT r = 0.1, r = 0.1::real, r < 1.1::real, r = 3.3::double precision FROM t",
 )
 TYPES = (
     "SELECT r, r + r, r * 3, r + d, r * 2.5, -r, 1::real / 3::real FROM t",
     "SELECT max(r), sum(r), avg(r), count(*)::int FROM t",
+    "SELECT sum(r) OVER (), avg(r) OVER (), max(r) OVER () FROM t",
     "SELECT coalesce(r, 0), coalesce(r, d), coalesce(i, s) FROM t",
     "SELECT sign(i), sign(r), sign(s), log(100), log(abs(i) + 1), log(100::numeric) FROM t",
 )

@@ -23,7 +23,17 @@ from sqlglot import exp
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc, avg_scale
 from spate.plan.errors import PlanTypeError
-from spate.plan.expr import BinaryFunc, CallBinary, Case, Cast, ColumnRef, Literal, ScalarExpr
+from spate.plan.expr import (
+    BinaryFunc,
+    CallBinary,
+    CallVariadic,
+    Case,
+    Cast,
+    ColumnRef,
+    Literal,
+    ScalarExpr,
+    VariadicFunc,
+)
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Map, Project, RelationExpr, TopK
 from spate.plan.window import (
@@ -34,7 +44,7 @@ from spate.plan.window import (
     WindowFrame,
     WindowFunc,
 )
-from spate.repr.types import BOOL, INT64, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, numeric
 from spate.sql import interval_aggs, interval_ops
 from spate.sql.binding import BinderBase
 from spate.sql.errors import FeatureNotSupported, UndefinedFunction, WindowingError
@@ -42,6 +52,7 @@ from spate.sql.query import QueryPlanner
 from spate.sql.scalar import ScalarBinder, Typed
 from spate.sql.scope import Col, Rel, unique_names
 from spate.sql.types import (
+    FLOAT4,
     FLOAT8,
     INT4,
     INT8,
@@ -374,6 +385,15 @@ def _call(
             return AggregateExpr(AggregateFunc.SUM, summed), pg_numeric(numeric(38, 0))
         if t_arg.type.is_integer:
             out = INT8
+        elif t_arg.type.name == "float4":
+            # sum(real) is real: summed in double precision, rounded to single per row
+            total = AggregateExpr(AggregateFunc.SUM, guard(t_arg.expr))
+            rounded = interval_aggs.Lowered(
+                (total,),
+                lambda c: CallVariadic(VariadicFunc.FLOAT4, (c[0],)),
+                (Literal(None, FLOAT64),),
+            )
+            return rounded, FLOAT4
         elif t_arg.type.name == "numeric":
             assert t_arg.type.scalar is not None
             out = pg_numeric(numeric(38, t_arg.type.scalar.scale or 0))
