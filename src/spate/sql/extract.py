@@ -262,8 +262,22 @@ def stamp_part(b: BinderBase, field: str, t: Typed, node: exp.Expression, as_flo
     """``extract``/``date_part`` of a timestamp or a date (years 1 … 9999: no era rules)."""
     x = t.expr
     is_date = t.type.name == "date"
-    if field in ("isoyear", "julian"):
-        raise b.err(FeatureNotSupported, f'extract of "{field}" is not supported', node)
+    if field == "julian":
+        raise b.err(FeatureNotSupported, 'extract of "julian" is not supported', node)
+    if field == "isoyear":
+        # the year of the ISO week: early January in the last week of the year before, late
+        # December in the first week of the next
+        year, month, week = (Extract(u, x) for u in (TimeUnit.YEAR, TimeUnit.MONTH, TimeUnit.WEEK))
+        before = CallBinary(B.AND, CallBinary(B.EQ, month, _i(1)), CallBinary(B.GE, week, _i(52)))
+        after = CallBinary(B.AND, CallBinary(B.EQ, month, _i(12)), CallBinary(B.EQ, week, _i(1)))
+        iso = Case(
+            (
+                (before, CallBinary(B.SUB, year, _i(1))),
+                (after, CallBinary(B.ADD, year, _i(1))),
+            ),
+            year,
+        )
+        return _result(iso, as_float)
     if field == "epoch":
         if is_date:
             days = CallBinary(B.DATE_DIFF_DAYS, x, _EPOCH_DAY)
