@@ -79,3 +79,19 @@ def test_updates_to_table_shape() -> None:
     t = updates_to_table(desc, [((1,), 5, 1), ((2,), 6, -1)])
     assert t.column_names == ["k", "_time", "_diff"]
     assert table_to_updates(t) == [((1,), 5, 1), ((2,), 6, -1)]
+
+
+def test_an_interval_beyond_arrows_nanoseconds_is_a_clear_read_error() -> None:
+    """Arrow's month_day_nano_interval holds at most 2**63 - 1 nanoseconds in its time part;
+    a larger interval (PostgreSQL allows 2**63 - 1 microseconds) fails as an evaluation error
+    naming the value, not as pyarrow's OverflowError."""
+    from spate.errors import EvaluationFailed
+    from spate.repr.arrow import user_intervals
+    from spate.repr.interval import Interval, encode
+
+    fits = Interval(0, 0, (2**63 - 1) // 1000)
+    assert user_intervals(pa.array([encode(fits)])).to_pylist()[0].nanoseconds == fits.micros * 1000
+    big = Interval(0, 0, 3_000_000 * 3_600_000_000)
+    with pytest.raises(EvaluationFailed, match="3000000:00:00") as e:
+        user_intervals(pa.array([encode(big), None]))
+    assert e.value.sqlstate == "22008"

@@ -21,7 +21,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spate.errors import SchemaMismatch
+from spate.errors import EvaluationFailed, SchemaMismatch
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN, Column, RelationDesc
 from spate.repr.identity import canonical_floats, normalize_float_array
 from spate.repr.interval import Interval, decode, encode
@@ -126,7 +126,14 @@ def user_interval(v: object) -> object:
     """An :class:`~spate.repr.interval.Interval` as Arrow's ``month_day_nano_interval`` takes
     it (nanoseconds; a plain tuple of the fields would be read as nanoseconds as they are)."""
     if isinstance(v, Interval):
-        return pa.MonthDayNano([v.months, v.days, v.micros * 1000])
+        nanos = v.micros * 1000
+        if not -(2**63) <= nanos < 2**63:
+            raise EvaluationFailed(
+                f"interval '{v}' does not fit Arrow's month_day_nano_interval (at most about "
+                "2,562,047 hours in its time part) [SQLSTATE 22008]",
+                "22008",
+            )
+        return pa.MonthDayNano([v.months, v.days, nanos])
     return v
 
 
