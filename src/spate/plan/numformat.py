@@ -282,7 +282,7 @@ def _float_parts(v: float, fmt: NumFormat, kind: str) -> Parts:
     if fmt.has("MULTI"):
         v *= math.pow(10, fmt.multi)
         if kind == "float4":
-            v = _single(v)
+            v = to_single(v)
         fmt = replace(fmt, pre=fmt.pre + fmt.multi)
     whole = _c_fixed(abs(v), 0)
     post, digits = fmt.post, DIGITS[kind]
@@ -296,8 +296,9 @@ def _float_parts(v: float, fmt: NumFormat, kind: str) -> Parts:
     return _fit(text.lstrip("-"), sign, fmt)
 
 
-def _single(v: float) -> float:
-    """``v`` stored in a C ``float`` (beyond its range: infinity)."""
+def to_single(v: float) -> float:
+    """``v`` rounded to single precision, as a C ``float`` holds it (beyond its range: an
+    infinity)."""
     try:
         return float(struct.unpack("f", struct.pack("f", v))[0])
     except OverflowError:

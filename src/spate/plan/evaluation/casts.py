@@ -6,12 +6,12 @@ import datetime as dt
 import json
 import math
 import re
-import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.values import _Fn1, canonical, fit_numeric, format_timestamp
+from spate.plan.numformat import to_single
 from spate.repr.types import INT64_MAX, INT64_MIN, Datum, ScalarKind, ScalarType
 
 K = ScalarKind
@@ -98,7 +98,7 @@ def float_text(v: Datum, *, single: bool = False) -> str:
     the same single-precision value, fixed notation for exponents -4 … 5."""
     assert isinstance(v, float)
     if single:
-        v = _to_single(v)
+        v = to_single(v)
     if math.isnan(v):
         return "NaN"
     if math.isinf(v):
@@ -121,21 +121,12 @@ def float_text(v: Datum, *, single: bool = False) -> str:
     return f"{minus}{mantissa}e{'+' if e10 >= 0 else '-'}{abs(e10):02d}"
 
 
-def _to_single(v: float) -> float:
-    """``v`` rounded to single precision (beyond its range: an infinity)."""
-    try:
-        single: float = struct.unpack("f", struct.pack("f", v))[0]
-    except OverflowError:
-        return math.copysign(math.inf, v)
-    return single
-
-
 def _shortest_single(v: float) -> str:
     """The fewest significant digits that read back as ``v``'s single-precision value."""
-    target = _to_single(v)
+    target = to_single(v)
     for n in range(1, 10):
         text = f"{target:.{n - 1}e}"
-        if _to_single(float(text)) == target:
+        if to_single(float(text)) == target:
             return text
     return repr(target)
 
