@@ -24,6 +24,7 @@ from typing import Final
 
 from spate.errors import EvalError
 from spate.repr.interval import INT32_MAX, INT32_MIN, Interval
+from spate.repr.interval_text import UNIT_NAMES
 
 _WS: Final = r"[ \t\n\r\f\x0b]"
 _NUM: Final = r"([+-]?[0-9]{1,9})"
@@ -33,18 +34,24 @@ def _item(words: str) -> str:
     return rf"(?:{_NUM}{_WS}*(?:{words})(?:{_WS}+|$))?"
 
 
-YEAR_UNITS: Final = ((1000, "millennia|millennium|mils|mil"), (100, "centuries|century|cent|c"))
-_DECADES: Final = "decades|decade|decs|dec"
-_YEARS: Final = "years|year|yrs|yr|y"
-_MONTHS: Final = "months|month|mons|mon"
-_WEEKS: Final = "weeks|week|w"
-_DAYS: Final = "days|day|d"
+def _words(unit: str) -> str:
+    """The names of ``unit`` (:data:`~spate.repr.interval_text.UNIT_NAMES`) as an alternation,
+    longest first."""
+    return "|".join(sorted(UNIT_NAMES[unit], key=len, reverse=True))
+
+
+YEAR_UNITS: Final = ((1000, _words("mil")), (100, _words("c")))
+_DECADES: Final = _words("dec")
+_YEARS: Final = _words("y")
+_MONTHS: Final = _words("mon")
+_WEEKS: Final = _words("w")
+_DAYS: Final = _words("d")
 MICRO_UNITS: Final = (
-    (3_600_000_000, "hours|hour|hrs|hr|h"),
-    (60_000_000, "minutes|minute|mins|min|m"),
-    (1_000_000, "seconds|second|secs|sec|s"),
-    (1000, "milliseconds|millisecond|millisecon|msecs|msec|ms"),
-    (1, "microseconds|microsecond|microsecon|usecs|usec|us"),
+    (3_600_000_000, _words("h")),
+    (60_000_000, _words("min")),
+    (1_000_000, _words("s")),
+    (1000, _words("ms")),
+    (1, _words("us")),
 )
 _TIME: Final = r"([+-]?)([0-9]{1,9}):([0-5][0-9])(?::([0-5][0-9])(?:\.([0-9]{1,6}))?)?"
 

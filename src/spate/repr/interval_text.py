@@ -30,23 +30,25 @@ _TOKEN: Final = re.compile(
     r"|(?P<word>[A-Za-z]+)|(?P<at>@))"
 )
 
-_UNITS: Final[dict[str, str]] = {}
-for _unit, _names in {
-    "us": "microsecond microseconds microsecon usec usecs us",
-    "ms": "millisecond milliseconds millisecon msec msecs ms",
-    "s": "second seconds sec secs s",
-    "min": "minute minutes min mins m",
-    "h": "hour hours hr hrs h",
-    "d": "day days d",
-    "w": "week weeks w",
-    "mon": "month months mon mons",
-    "y": "year years yr yrs y",
-    "dec": "decade decades dec decs",
-    "c": "century centuries cent c",
-    "mil": "millennium millennia mil mils",
-}.items():
-    for _name in _names.split():
-        _UNITS[_name] = _unit
+UNIT_NAMES: Final[dict[str, tuple[str, ...]]] = {
+    unit: tuple(names.split())
+    for unit, names in {
+        "us": "microsecond microseconds microsecon usec usecs us",
+        "ms": "millisecond milliseconds millisecon msec msecs ms",
+        "s": "second seconds sec secs s",
+        "min": "minute minutes min mins m",
+        "h": "hour hours hr hrs h",
+        "d": "day days d",
+        "w": "week weeks w",
+        "mon": "month months mon mons",
+        "y": "year years yr yrs y",
+        "dec": "decade decades dec decs",
+        "c": "century centuries cent c",
+        "mil": "millennium millennia mil mils",
+    }.items()
+}
+"""Per unit, the names PostgreSQL reads for it in an interval's text."""
+_UNITS: Final = {name: unit for unit, names in UNIT_NAMES.items() for name in names}
 
 _YEARS: Final = {"y": 1, "dec": 10, "c": 100, "mil": 1000}
 _SECONDS: Final = {"h": 3600, "min": 60}

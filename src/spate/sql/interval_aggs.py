@@ -49,8 +49,9 @@ AGGREGATES = ("sum", "avg", "min", "max")
 
 
 class Lowered(NamedTuple):
-    """An interval aggregate as plain ones: ``final`` makes the interval of their results
-    (in order), ``defaults`` are their values over no rows (a global aggregate)."""
+    """An aggregate call made of plain aggregates: ``final`` makes the call's value of their
+    results (in order), ``defaults`` are their values over no rows (a global aggregate). The
+    interval aggregates here; also ``sum(real)`` over a window (one sum, rounded by ``final``)."""
 
     aggs: tuple[AggregateExpr, ...]
     final: Callable[[Sequence[ScalarExpr]], ScalarExpr]
