@@ -8,7 +8,7 @@ the reference evaluator (:mod:`spate.plan.evaluation.interval`): the arithmetic 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from pyspark.sql import Column
@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from spate.plan.func_names import VariadicFunc
 from spate.render.interval_input import read_text
+from spate.render.let import let
 from spate.repr.interval import INT32_MAX, INT32_MIN, USECS_PER_DAY
 
 if TYPE_CHECKING:
@@ -92,15 +93,6 @@ def _tsround(x: Column) -> Column:
     return F.rint(x * F.lit(1e6)) / F.lit(1e6)
 
 
-def _let(body: Callable[..., Column], **values: Column) -> Column:
-    """``body`` of ``values`` bound once (a lambda over a one-element array): a value used
-    several times is computed once and the expression stays small, where passing the Column
-    itself would copy its whole tree into every use (``interval * float8`` grew to 450 kB
-    of expression text and exhausted the driver's heap in Catalyst)."""
-    row = F.struct(*(v.alias(k) for k, v in values.items()))
-    return F.transform(F.array(row), lambda r: body(*(r[k] for k in values))).getItem(0)
-
-
 def _scaled(fm: Column, fd: Column, fu: Column) -> Column:
     """``struct(value, bad)``: the interval of months ``fm``, days ``fd`` and microseconds
     ``fu`` (doubles, already scaled), PostgreSQL's cascade of fractions; ``bad`` when a field
@@ -110,12 +102,12 @@ def _scaled(fm: Column, fd: Column, fu: Column) -> Column:
 
     def months(month: Column, day0: Column, month_days: Column) -> Column:
         whole_md = _trunc(month_days)
-        return _let(
+        return let(
             lambda sec: _carried(month, day0 + whole_md, sec, fu, bad_m | bad_d),
             sec=_tsround((fd - day0 + month_days - whole_md) * F.lit(86400.0)),
         )
 
-    return _let(
+    return let(
         lambda month, day0: months(month, day0, _tsround((fm - month) * F.lit(30.0))),
         month=_trunc(F.when(~bad_m, fm)),
         day0=_trunc(F.when(~bad_d, fd)),
@@ -136,14 +128,14 @@ def _carried(month: Column, day: Column, sec: Column, fu: Column, bad_md: Column
         value = make(month, day, F.when(~bad_u, micros).cast(_LONG))
         return F.struct(value.alias("value"), bad.alias("bad"))
 
-    return _let(done, micros=F.rint(fu + rest * F.lit(1e6)))
+    return let(done, micros=F.rint(fu + rest * F.lit(1e6)))
 
 
 def _scale(iv: Column, factor: Column, divide: bool, what: str, check: Check) -> Column:
     def by(x: Column) -> Column:
         return x.cast("double") / factor if divide else x.cast("double") * factor
 
-    out = _let(
+    out = let(
         lambda m, d, u: _scaled(by(m), by(d), by(u)),
         m=field(iv, 0),
         d=field(iv, 1),
@@ -233,13 +225,13 @@ def _justify(iv: Column, f: VariadicFunc, check: Check) -> Column:
 
     def days(m: Column, d: Column, u: Column) -> Column:
         months = m + _div(d, 30)
-        return _let(
+        return let(
             lambda m1, d1: out(~_int32(m1), *_same_sign(m1, d1, 30), u), m1=months, d1=_mod(d, 30)
         )
 
     def hours(m: Column, d: Column, u: Column) -> Column:
         total = d + _div(u, USECS_PER_DAY)
-        return _let(
+        return let(
             lambda d1, u1: out(~_int32(d1), m, *_same_sign(d1, u1, USECS_PER_DAY)),
             d1=total,
             u1=_mod(u, USECS_PER_DAY),
@@ -249,7 +241,7 @@ def _justify(iv: Column, f: VariadicFunc, check: Check) -> Column:
         zero = F.lit(0)
         first = ((d > zero) & (u > zero)) | ((d < zero) & (u < zero))
         early = F.when(first, _div(d, 30)).otherwise(F.lit(0).cast(_LONG))
-        return _let(
+        return let(
             lambda m0, d0, u1: rest(m0, d0 + _div(u, USECS_PER_DAY), u1),
             m0=m + early,
             d0=d - early * F.lit(30),
@@ -257,7 +249,7 @@ def _justify(iv: Column, f: VariadicFunc, check: Check) -> Column:
         )
 
     def rest(m0: Column, d1: Column, u1: Column) -> Column:
-        return _let(
+        return let(
             lambda m1, d2: signs(~_int32(m0) | ~_int32(m1), m1, d2, u1),
             m1=m0 + _div(d1, 30),
             d2=_mod(d1, 30),
@@ -269,13 +261,13 @@ def _justify(iv: Column, f: VariadicFunc, check: Check) -> Column:
         inc = (m1 < zero) & ((d2 > zero) | ((d2 == zero) & (u1 > zero)))
         m2 = F.when(dec, m1 - F.lit(1)).when(inc, m1 + F.lit(1)).otherwise(m1)
         d3 = F.when(dec, d2 + F.lit(30)).when(inc, d2 - F.lit(30)).otherwise(d2)
-        return _let(lambda d4, u2: out(bad, m2, *_same_sign(d4, u2, USECS_PER_DAY)), d4=d3, u2=u1)
+        return let(lambda d4, u2: out(bad, m2, *_same_sign(d4, u2, USECS_PER_DAY)), d4=d3, u2=u1)
 
     def out(bad: Column, m: Column, d: Column, u: Column) -> Column:
         return F.struct(make(m, d, u).alias("value"), bad.alias("bad"))
 
     body = {V.JUSTIFY_DAYS: days, V.JUSTIFY_HOURS: hours, V.JUSTIFY_INTERVAL: interval}[f]
-    result = _let(body, m=field(iv, 0), d=field(iv, 1), u=field(iv, 2))
+    result = let(body, m=field(iv, 0), d=field(iv, 1), u=field(iv, 2))
     bad = iv.isNotNull() & result["bad"]
     return check(F.when(~bad, result["value"]), (bad, "22008", "interval out of range"))
 

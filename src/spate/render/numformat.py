@@ -37,6 +37,7 @@ from spate.plan.numformat import (
     render,
     to_char_number,
 )
+from spate.render.let import let
 from spate.repr.types import ScalarType
 
 CheckFn = Callable[..., Column]
@@ -113,17 +114,11 @@ def _written(fmt: NumFormat, digits: Column, neg: Column, posts: dict[int, Colum
             template = F.element_at(array, base + n * (pc + F.lit(1)) + last)
             return F.call_function("translate", template, F.lit(_MARKS), d)
 
-        return _let(F.length(d) - pc, at)
+        return let(at, v=F.length(d) - pc)
 
     if isinstance(posts, int):
-        return _let(digits, lambda d: write(post, d))
-    return _let(post, lambda pc: _let(digits, lambda d: write(pc, d)))
-
-
-def _let(value: Column, body: Callable[[Column], Column]) -> Column:
-    """``body(value)`` with ``value`` computed once (Spark repeats a column expression at
-    each use, which makes these expressions too large to compile)."""
-    return F.element_at(F.transform(F.array(value), body), 1)
+        return let(lambda d: write(post, d), v=digits)
+    return let(lambda pc: let(lambda d: write(pc, d), v=digits), v=post)
 
 
 def _strip(digits: Column, post: int) -> Column:
@@ -197,9 +192,11 @@ def _float(v: Column, kind: str, fmt: NumFormat) -> Column:
             F.translate(fixed, ",", "")
         )
         f = _with_multi(fmt)
-        return _let(text, lambda t: _written(f, F.translate(t, "-.", ""), t.startswith("-"), posts))
+        return let(
+            lambda t: _written(f, F.translate(t, "-.", ""), t.startswith("-"), posts), v=text
+        )
 
-    out = _let(n_whole, written)
+    out = let(written, v=n_whole)
     for special in (math.nan, math.inf, -math.inf):
         hit = F.isnan(x) if math.isnan(special) else x == F.lit(special)
         out = F.when(hit, F.lit(to_char_number(special, kind, fmt))).otherwise(out)
