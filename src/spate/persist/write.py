@@ -46,6 +46,7 @@ from spate.persist._shard import ShardContext, wait_for_upper_past
 from spate.persist.batch import encode_part, make_part
 from spate.persist.crash import crash_point
 from spate.persist.errors import (
+    CorruptBatch,
     InvalidAppend,
     InvalidBounds,
     UpdateBeyondUpper,
@@ -69,6 +70,9 @@ from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 _log: Final = logging.getLogger("spate.persist.write")
 
 __all__ = ["Appended", "UpperMismatch", "WriteHandle"]
+
+_CONTENTS_ATTEMPTS: Final = 8
+"""Reads of a shard's contents in a row that may find a part already collected."""
 
 
 def _check_frontier(name: str, f: object) -> Frontier:
@@ -112,6 +116,34 @@ class WriteHandle:
         state = self._ctx.machine.fetch()
         self._upper = self._upper.join(state.upper)
         return state.upper
+
+    def contents(self) -> tuple[Frontier, pa.Table]:
+        """Every update the shard holds (all below its upper), with that upper, read now.
+
+        A self-correcting writer (:mod:`spate.compute.replica.sinks`) subtracts them from what
+        it computed. No read hold is needed: every update below the upper is in the state's
+        batches, whatever the since. A part that compaction replaced and GC deleted between
+        fetching the state and the part is a missing blob that the next state no longer
+        references: read again from that state (a missing blob still referenced is
+        ``CorruptBatch``)."""
+        ctx = self._ctx
+        for _ in range(_CONTENTS_ATTEMPTS):
+            state = ctx.machine.fetch()
+            parts = [p for b in state.batches for p in b.parts]
+            try:
+                tables = ctx.fetch_parts(parts, self.schema)
+            except CorruptBatch as e:
+                if e.key in ctx.machine.fetch().part_keys():
+                    raise
+                continue
+            self._upper = self._upper.join(state.upper)
+            if not tables:
+                return state.upper, self.schema.empty_table()
+            return state.upper, pa.concat_tables(tables)
+        raise Indeterminate(
+            f"shard {self.shard_id}: its batches changed under {_CONTENTS_ATTEMPTS} reads of "
+            "its contents in a row"
+        )
 
     # -- validation -----------------------------------------------------------------------------
 
