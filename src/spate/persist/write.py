@@ -117,8 +117,9 @@ class WriteHandle:
         self._upper = self._upper.join(state.upper)
         return state.upper
 
-    def contents(self) -> tuple[Frontier, pa.Table]:
-        """Every update the shard holds (all below its upper), with that upper, read now.
+    def contents(self, expected_upper: Frontier) -> tuple[Frontier, pa.Table | None]:
+        """Every update the shard holds (all below its upper), read now, if its upper is
+        ``expected_upper``; else ``None`` (nothing fetched). Returns the upper too.
 
         A self-correcting writer (:mod:`spate.compute.replica.sinks`) subtracts them from what
         it computed. No read hold is needed: every update below the upper is in the state's
@@ -129,6 +130,9 @@ class WriteHandle:
         ctx = self._ctx
         for _ in range(_CONTENTS_ATTEMPTS):
             state = ctx.machine.fetch()
+            if state.upper != expected_upper:
+                self._upper = self._upper.join(state.upper)
+                return state.upper, None
             parts = [p for b in state.batches for p in b.parts]
             try:
                 tables = ctx.fetch_parts(parts, self.schema)

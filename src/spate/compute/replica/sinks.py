@@ -227,8 +227,8 @@ class MaterializedViewSink:
         if self._synced:
             table = self._plain(lower, new_upper)
         else:
-            held_upper, held = self._writer.contents()
-            if held_upper != expected:  # another writer wrote since we last looked
+            held_upper, held = self._writer.contents(expected)
+            if held is None:  # another writer wrote since we last looked
                 self._check_not_regressed(expected, held_upper)
                 self.stats.lost_races += 1
                 self._observe(held_upper)
