@@ -29,9 +29,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(3600)]
-
 ROUNDS = int(os.environ.get("SPATE_CRASH_ROUNDS", "1"))
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600 + 600 * ROUNDS)]
 REPO = Path(__file__).resolve().parents[2]
 KILL_SETS = [
     ("environment",),
