@@ -6,7 +6,10 @@
   readable and complete — ``max(max(sinces), min(uppers) - 1)`` — so hydration reads one
   snapshot and the dataflow is immediately close to its inputs. A materialized view that
   already has data resumes at ``max(max(sinces), upper(view) - 1)``: its replicas write only
-  from the view's upper on, and the dataflow is correct at every time from its as_of.
+  from the view's upper on, and the dataflow is correct at every time from its as_of. Its
+  inputs' sinces may be beyond the view's upper (after a crash of every process, read policies
+  move them before the view's dataflow holds them): its first write is then a correction of the
+  shard at the as_of (:mod:`spate.compute.replica.sinks`), never a second copy of the view.
 * Descriptions: a materialized view builds its plan under its own id and sinks it to its
   shard; an index builds (or imports) the indexed collection and exports an arrangement;
   a one-off SELECT builds the plan with ``until = as_of + 1`` and exports an arrangement that
