@@ -19,6 +19,8 @@ from spate.environment import subscriptions
 from spate.environment.builtins import IntrospectionItem
 from spate.environment.catalog import (
     CatalogState,
+    CheckConstraint,
+    Constraint,
     HasDependents,
     IndexItem,
     Item,
@@ -28,6 +30,7 @@ from spate.environment.catalog import (
     StoredItem,
     SubsourceItem,
     TableItem,
+    UniqueConstraint,
     UnknownName,
     ViewItem,
     item_desc,
@@ -119,16 +122,47 @@ def _storage_since_upper(
 # --- tables and views -------------------------------------------------------------------------
 
 
-async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
+async def create_table(
+    rt: Runtime, name: str, desc: RelationDesc, constraints: Sequence[Constraint] = ()
+) -> GlobalId:
     check_argument(name, str, "a table name")
     check_argument(desc, RelationDesc, f"the description of table {name!r}")
+    desc = _constrained(name, desc, constraints)
     state, id = rt.catalog.allocate_id()
-    item = TableItem(name, id, desc)
+    item = TableItem(name, id, desc, constraints=tuple(constraints))
     state.add_item(item)
     await rt.storage.create_collections([(id, CollectionDescription(desc, TableSource()))])
     rt.commit(lambda s: with_id(s, item))
     rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
     return id
+
+
+def _constrained(name: str, desc: RelationDesc, constraints: Sequence[Constraint]) -> RelationDesc:
+    """``desc`` with a primary key's columns NOT NULL, once ``constraints`` are checked: known
+    columns, unique names, at most one primary key."""
+    names: set[str] = set()
+    primary = [c for c in constraints if isinstance(c, UniqueConstraint) and c.primary]
+    if len(primary) > 1:
+        raise InvalidObject(f"multiple primary keys for table {name!r} are not allowed")
+    for c in constraints:
+        check_argument(c, (UniqueConstraint, CheckConstraint), f"a constraint of table {name!r}")
+        if c.name in names:
+            raise InvalidObject(f'constraint "{c.name}" for relation "{name}" already exists')
+        names.add(c.name)
+        if isinstance(c, UniqueConstraint):
+            if not c.columns:
+                raise InvalidObject(f"constraint {c.name!r} of table {name!r} has no columns")
+            for col in c.columns:
+                if col not in desc.names:
+                    raise InvalidObject(
+                        f'column "{col}" named in key does not exist (constraint {c.name!r})'
+                    )
+    if not primary:
+        return desc
+    key = set(primary[0].columns)
+    return RelationDesc(
+        dataclasses.replace(col, nullable=False) if col.name in key else col for col in desc.columns
+    )
 
 
 async def create_view(rt: Runtime, name: str, plan: RelationExpr) -> GlobalId:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
-from spate.environment.catalog import item_desc, kind_of
+from spate.environment.catalog import Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
 from spate.environment.reads import Isolation
@@ -119,9 +119,17 @@ class EnvironmentOperations(EnvironmentBase):
             raise UsageError(f"{kind_of(item)} {name} cannot be read")
         return Get(item.id, desc)
 
-    def create_table(self, name: str, desc: RelationDesc) -> GlobalId:
+    def create_table(
+        self, name: str, desc: RelationDesc, *, constraints: Sequence[Constraint] = ()
+    ) -> GlobalId:
         """Create an empty table with columns ``desc``; return its id. Tables take writes
         through :meth:`insert`, :meth:`update` and :meth:`delete`.
+
+        ``constraints`` (:class:`~spate.environment.catalog.UniqueConstraint`,
+        :class:`~spate.environment.catalog.CheckConstraint`) are enforced on every write as
+        PostgreSQL enforces them: a write breaking one raises
+        :class:`~spate.errors.UniqueViolation` (23505) or :class:`~spate.errors.CheckViolation`
+        (23514) and writes nothing. A primary key's columns are NOT NULL.
 
         Example::
 
@@ -132,7 +140,7 @@ class EnvironmentOperations(EnvironmentBase):
                                         ("who", TEXT))
             )
         """
-        return self._run(objects.create_table(self.runtime, name, desc))
+        return self._run(objects.create_table(self.runtime, name, desc, constraints))
 
     def insert(
         self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
