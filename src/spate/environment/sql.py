@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spate.environment.catalog import (
+    CheckConstraint,
+    Constraint,
     IndexItem,
     MaterializedViewItem,
     SinkItem,
     SourceItem,
     SubsourceItem,
+    UniqueConstraint,
     item_desc,
     kind_of,
 )
@@ -187,7 +190,7 @@ def execute(
         case st.CreateTable():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
-            env.create_table(stmt.name, stmt.desc)
+            env.create_table(stmt.name, stmt.desc, constraints=_constraints(stmt))
             defs.set(stmt.name, stmt.sql)
             return None
         case st.CreateView():
@@ -250,6 +253,15 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _constraints(stmt: st.CreateTable) -> list[Constraint]:
+    return [
+        UniqueConstraint(c.name, c.columns, c.primary)
+        if isinstance(c, st.TableKey)
+        else CheckConstraint(c.name, c.expr, c.text)
+        for c in stmt.constraints
+    ]
 
 
 def _create_view(

@@ -3,12 +3,15 @@ connections are in :mod:`spate.sql.ddl`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
+from spate.sql.constraints import read_constraints
 from spate.sql.errors import (
     DependentObjects,
     DuplicateColumn,
@@ -25,7 +28,7 @@ from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import PG_INTERVAL_VALUE
+from spate.sql.types import PG_INTERVAL_VALUE, PgType
 
 _KINDS = {
     "TABLE": "table",
@@ -97,14 +100,11 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
             text=p.src.text,
         )
     columns: list[Column] = []
+    typed: list[tuple[str, PgType]] = []
     seen: set[str] = set()
     for item in schema.expressions:
         if not isinstance(item, exp.ColumnDef):
-            raise FeatureNotSupported(
-                f"table constraint {item.sql(dialect='postgres')} is not supported",
-                position=position(item),
-                text=p.src.text,
-            )
+            continue  # a table constraint (below)
         cname = item.name
         if cname in seen:
             raise DuplicateColumn(
@@ -133,17 +133,15 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
             k = cons.args.get("kind")
             if isinstance(k, exp.NotNullColumnConstraint):
                 nullable = bool(k.args.get("allow_null"))
-            else:
-                raise FeatureNotSupported(
-                    f'column "{cname}": constraint {cons.sql(dialect="postgres")} is not supported',
-                    position=position(item),
-                    text=p.src.text,
-                )
         columns.append(Column(cname, t.scalar, nullable))
+        typed.append((cname, t))
     if not columns:
         raise p.unsupported("a table needs at least one column")
+    found = read_constraints(name, list(schema.expressions), typed, p.src.text)
+    key = found.not_null
+    columns = [dataclasses.replace(c, nullable=False) if c.name in key else c for c in columns]
     if_not_exists = bool(node.args.get("exists"))
-    return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists)
+    return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists, found.all)
 
 
 def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
