@@ -45,7 +45,7 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
-from spate.errors import InvalidArgumentValue, UsageError, check_argument
+from spate.errors import InvalidArgumentValue, UniqueViolation, UsageError, check_argument
 from spate.errors import InvalidObject as InvalidObject
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
@@ -63,6 +63,8 @@ from spate.protocol.storage_desc import (
     SourceConnection,
 )
 from spate.repr.desc import RelationDesc
+from spate.repr.types import Row
+from spate.storage.controller.table_contents import TableContents
 from spate.storage.controller.types import (
     CollectionDescription,
     ExportDescription,
@@ -458,6 +460,62 @@ def _forget_secret(rt: Runtime, connection: object) -> None:
 # --- drop, retain history, restore ------------------------------------------------------------
 
 
+async def create_unique_index(
+    rt: Runtime, name: str, on: str, key: Sequence[str], cluster: str | None
+) -> GlobalId:
+    """An index of table ``on`` by ``key`` that is also its unique constraint ``name``: the
+    constraint is in the catalog first (so every later write checks it), then the committer
+    checks the rows already there, after every earlier write; duplicates undo both."""
+    table = rt.catalog.get(on)
+    if not isinstance(table, TableItem):
+        raise UsageError(f"{on} is a {kind_of(table)}: only a table takes a unique index")
+    columns = tuple(key)
+    constraint = UniqueConstraint(name, columns)
+    _constrained(on, table.desc, (*table.constraints, constraint))
+    id = await create_index(rt, name, on, list(key), cluster)
+    rt.commit(lambda s: s.replace_item(_with_constraints(s, table.id, constraint)))
+
+    def check(contents: TableContents) -> list[tuple[Row, int]]:
+        for k, n in contents.key_counts(columns).items():
+            if n > 1:
+                shown = ", ".join(str(v) for v in k)
+                raise UniqueViolation(
+                    f'could not create unique index "{name}"',
+                    constraint=name,
+                    detail=f"Key ({', '.join(columns)})=({shown}) is duplicated.",
+                )
+        return []
+
+    try:
+        await rt.commits.write_derived(table.id, check)
+    except BaseException:
+        await drop(rt, name, cascade=True)
+        raise
+    return id
+
+
+def _with_constraints(
+    state: CatalogState, table: GlobalId, add: Constraint | None = None, remove: str | None = None
+) -> TableItem:
+    item = state.by_id(table)
+    assert isinstance(item, TableItem)
+    kept = tuple(c for c in item.constraints if c.name != remove)
+    return dataclasses.replace(item, constraints=(*kept, add) if add is not None else kept)
+
+
+def _drop_items(state: CatalogState, doomed: Sequence[Item]) -> CatalogState:
+    """``state`` without ``doomed``; a unique index among them takes its table's constraint
+    (of the index's name) with it."""
+    ids = frozenset(i.id for i in doomed)
+    state = state.remove_items(ids)
+    for victim in doomed:
+        if isinstance(victim, IndexItem) and victim.on not in ids:
+            table = state.by_id(victim.on)
+            if isinstance(table, TableItem) and victim.name in {c.name for c in table.unique}:
+                state = state.replace_item(_with_constraints(state, table.id, remove=victim.name))
+    return state
+
+
 async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
     check_argument(name, str, "the name to drop")
@@ -478,7 +536,7 @@ async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
             f"cannot drop {kind_of(item)} {name}: {names} depend(s) on it (use cascade=True)"
         )
     doomed = sorted([item, *dependents], key=lambda i: i.id, reverse=True)
-    rt.commit(lambda s: s.remove_items(frozenset(i.id for i in doomed)))
+    rt.commit(lambda s: _drop_items(s, doomed))
     subscriptions.end_reading(rt, doomed)
     for victim in doomed:
         _release(rt, victim)

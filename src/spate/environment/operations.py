@@ -290,6 +290,15 @@ class EnvironmentOperations(EnvironmentBase):
         """
         return self._run(objects.create_index(self.runtime, name, on, key, cluster))
 
+    def create_unique_index(
+        self, name: str, *, on: str, key: Sequence[str], cluster: str | None = None
+    ) -> GlobalId:
+        """:meth:`create_index` of table ``on`` that is also a unique constraint named
+        ``name`` (PostgreSQL's ``CREATE UNIQUE INDEX``): the table's rows must already have
+        unique keys (else :class:`~spate.errors.UniqueViolation` and nothing is created),
+        and every later write keeps them so. Dropping the index drops the constraint."""
+        return self._run(objects.create_unique_index(self.runtime, name, on, key, cluster))
+
     def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:
         """Write every change of ``from_`` (a table, source or materialized view) to an
         external system (see :mod:`spate.sinks`), exactly once, interval by interval, from

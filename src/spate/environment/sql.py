@@ -199,7 +199,8 @@ def execute(
         case st.CreateIndex():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
-            env.create_index(
+            create = env.create_unique_index if stmt.unique else env.create_index
+            create(
                 stmt.name, on=stmt.on, key=list(stmt.key), cluster=stmt.cluster or session.cluster
             )
             defs.set(stmt.name, stmt.sql)

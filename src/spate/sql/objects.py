@@ -62,7 +62,7 @@ def plan_create(p: StatementPlanner) -> st.Statement:
         raise c.error("expected VIEW or MATERIALIZED VIEW after OR REPLACE")
     if c.at_words("TABLE"):
         return _create_table(p)
-    if c.at_words("DEFAULT", "INDEX") or c.at_words("INDEX"):
+    if c.at_words("DEFAULT", "INDEX") or c.at_words("INDEX") or c.at_words("UNIQUE", "INDEX"):
         return _create_index(p)
     if c.at_words("CLUSTER", "REPLICA"):
         c.expect("CLUSTER", "REPLICA")
@@ -209,7 +209,8 @@ def _view_plan(
 
 def _create_index(p: StatementPlanner) -> st.CreateIndex:
     c = p.cur
-    default = c.accept("DEFAULT")
+    unique = c.accept("UNIQUE")
+    default = not unique and c.accept("DEFAULT")
     c.expect("INDEX")
     if_not_exists = c.accept("IF", "NOT", "EXISTS")
     name: str | None = None
@@ -229,7 +230,7 @@ def _create_index(p: StatementPlanner) -> st.CreateIndex:
     key: list[str] = []
     if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
         key_at = c.here()
-        key = c.name_list("a column name")
+        key = _index_keys(p)
         for k in key:
             if k not in obj.desc.names:
                 raise UndefinedColumn(
@@ -251,7 +252,27 @@ def _create_index(p: StatementPlanner) -> st.CreateIndex:
         raise UndefinedObject(
             f"unknown cluster '{cluster}'", position=cluster_at + 1, text=p.src.text
         )
-    return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists)
+    if unique and obj.kind != "table":
+        raise p.unsupported(f'a UNIQUE index must be on a table; "{on}" is a {obj.kind}')
+    return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists, unique)
+
+
+def _index_keys(p: StatementPlanner) -> list[str]:
+    """``(a [ASC | DESC] [NULLS FIRST | LAST], …)``: the key columns (an arrangement has no
+    order of its own, so the orderings are accepted and change nothing)."""
+    c = p.cur
+    c.expect_token(TokenType.L_PAREN, "(")
+    out: list[str] = []
+    while True:
+        out.append(c.name("a column name"))
+        if not c.accept("ASC"):
+            c.accept("DESC")
+        if c.accept("NULLS") and not c.accept("FIRST"):
+            c.expect("LAST")
+        if not c.accept_token(TokenType.COMMA):
+            break
+    c.expect_token(TokenType.R_PAREN, ")")
+    return out
 
 
 def _create_cluster(p: StatementPlanner) -> st.CreateCluster:

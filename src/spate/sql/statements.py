@@ -72,6 +72,8 @@ class CreateIndex(Statement):
     key: tuple[str, ...]
     cluster: str | None = None
     if_not_exists: bool = False
+    unique: bool = False
+    """``CREATE UNIQUE INDEX``: also a unique constraint of the table, named as the index."""
 
 
 @dataclass(frozen=True, slots=True)
