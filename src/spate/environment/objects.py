@@ -36,7 +36,7 @@ from spate.environment.catalog import (
     item_desc,
     kind_of,
 )
-from spate.environment.clusters import ensure_storage_replica
+from spate.environment.clusters import cluster_for, ensure_storage_replica
 from spate.environment.planning import (
     choose_as_of,
     index_dataflow,
@@ -196,7 +196,7 @@ async def create_materialized_view(
     if cluster is not None:
         check_argument(cluster, str, f"the cluster of materialized view {name!r}")
     check_plan(rt, plan)
-    cluster_name = rt.default_cluster(cluster)
+    cluster_name = await cluster_for(rt, cluster)
     inlined = inline_views(plan, rt.catalog)
     state, id = rt.catalog.allocate_id()
     item = MaterializedViewItem(name, id, plan, cluster_name)
@@ -249,8 +249,8 @@ async def create_index(
         raise InvalidObject(f"cannot index {kind_of(target)} {on}")
     if cluster is None and isinstance(target, MaterializedViewItem):
         cluster = target.cluster
-    cluster_name = rt.default_cluster(cluster)
     positions = tuple(position(desc, k, "index key column") for k in key)
+    cluster_name = await cluster_for(rt, cluster)
     state, id = rt.catalog.allocate_id()
     item = IndexItem(name, id, target.id, positions, cluster_name)
     state.add_item(item)

@@ -33,6 +33,7 @@ from spate.environment.catalog import (
     item_desc,
     kind_of,
 )
+from spate.environment.clusters import cluster_names
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
@@ -47,6 +48,7 @@ from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
+    from spate.environment.runtime import Runtime
 
 __all__ = [
     "Definitions",
@@ -54,6 +56,7 @@ __all__ = [
     "Result",
     "Session",
     "SqlSession",
+    "default_cluster_name",
     "execute",
     "run",
 ]
@@ -64,6 +67,7 @@ class EnvironmentCatalog:
 
     def __init__(self, env: EnvironmentOperations, sql: Definitions) -> None:
         self.state = env.runtime.catalog
+        self.runtime = env.runtime
         self.sql = sql
         self.definitions = sql.items
 
@@ -118,7 +122,7 @@ class EnvironmentCatalog:
         return out
 
     def cluster_names(self) -> Sequence[str]:
-        return [c.name for c in self.state.clusters]
+        return cluster_names(self.runtime)
 
 
 @dataclass
@@ -293,9 +297,7 @@ def _create_view(
 def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> None:
     name = stmt.name.lower()
     if name == "cluster":
-        if stmt.value is not None and stmt.value not in [
-            c.name for c in env.runtime.catalog.clusters
-        ]:
+        if stmt.value is not None and stmt.value not in cluster_names(env.runtime):
             raise UndefinedObject(f"unknown cluster '{stmt.value}'")
         session.cluster = stmt.value
         return
@@ -358,7 +360,7 @@ def _positive(name: str, value: str | None, *, default: int) -> int:
 def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -> pa.Table:
     name = stmt.name.lower()
     values = {
-        "cluster": session.cluster or _default_cluster(env),
+        "cluster": session.cluster or default_cluster_name(env.runtime),
         "transaction_isolation": session.isolation,
         "real_time_recency": "on" if session.real_time_recency else "off",
         "recursion_limit": str(session.recursion_limit),
@@ -371,9 +373,12 @@ def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -
     return pa.table({name: [values[name]]})
 
 
-def _default_cluster(env: EnvironmentOperations) -> str:
+def default_cluster_name(rt: Runtime) -> str:
+    """The cluster a session that set none runs on (``SHOW cluster``); ``""``: none."""
+    if not rt.catalog.clusters and rt.settings.default_cluster:
+        return rt.settings.default_cluster  # created on first need
     try:
-        return env.runtime.default_cluster(None)
+        return rt.default_cluster(None)
     except Exception:
         return ""
 

@@ -532,7 +532,11 @@ class Session:
     def set_var(self, name: str, value: str | None) -> None:
         if value is None:
             defaults = default_vars(
-                self.vars["user"], self.vars["database"], "", self.options.server_version
+                self.vars["user"],
+                self.vars["database"],
+                "",
+                self.options.server_version,
+                self.options.default_cluster(),
             )
             if name in defaults:
                 self.vars[name] = defaults[name]
