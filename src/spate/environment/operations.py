@@ -134,10 +134,12 @@ class EnvironmentOperations(EnvironmentBase):
         Example::
 
             from spate import INT64, TEXT, RelationDesc
+            from spate.environment.catalog import UniqueConstraint
 
             env.create_table(
                 "bids", RelationDesc.of(("auction", INT64, False), ("price", INT64, False),
-                                        ("who", TEXT))
+                                        ("who", TEXT)),
+                constraints=[UniqueConstraint("bids_pkey", ("auction", "price"), primary=True)],
             )
         """
         return self._run(objects.create_table(self.runtime, name, desc, constraints))
@@ -296,7 +298,14 @@ class EnvironmentOperations(EnvironmentBase):
         """:meth:`create_index` of table ``on`` that is also a unique constraint named
         ``name`` (PostgreSQL's ``CREATE UNIQUE INDEX``): the table's rows must already have
         unique keys (else :class:`~spate.errors.UniqueViolation` and nothing is created),
-        and every later write keeps them so. Dropping the index drops the constraint."""
+        and every later write keeps them so. Dropping the index drops the constraint.
+
+        Example::
+
+            env.create_unique_index("bids_by_id", on="bids", key=["id"])
+            env.insert("bids", [(1, 10, "ann")])
+            env.insert("bids", [(1, 20, "bo")])     # UniqueViolation: Key (id)=(1) …
+        """
         return self._run(objects.create_unique_index(self.runtime, name, on, key, cluster))
 
     def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:

@@ -241,6 +241,10 @@ def execute(
             for name in stmt.names:
                 if env.runtime.catalog.find(name) is None:
                     continue  # dropped by an earlier CASCADE of this statement
+                if stmt.kind == "table" and not stmt.cascade:
+                    for index in _own_indexes(env, name):  # they go with it, as in PostgreSQL
+                        for dropped in env.drop(index):
+                            defs.set(dropped, None)
                 for dropped in env.drop(name, cascade=stmt.cascade):
                     defs.set(dropped, None)
             return None
@@ -258,6 +262,15 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _own_indexes(env: EnvironmentOperations, table: str) -> list[str]:
+    item = env.runtime.catalog.get(table)
+    return [
+        d.name
+        for d in env.runtime.catalog.dependents(item.id)
+        if isinstance(d, IndexItem) and d.on == item.id
+    ]
 
 
 def _constraints(stmt: st.CreateTable) -> list[Constraint]:

@@ -369,15 +369,39 @@ def plan_drop(p: StatementPlanner) -> st.Statement:
     if not cascade:
         for name, at in zip(names, positions, strict=True):
             obj = p.catalog.lookup(name)
-            others = [d for d in (obj.dependents if obj else ()) if d not in names]
+            others = [
+                d
+                for d in (obj.dependents if obj else ())
+                if d not in names and not _own_index(p, d, name)
+            ]
             if others:
+                what = [f"{_kind(p, d)} {d} depends on {kind} {name}" for d in others]
                 raise DependentObjects(
-                    f'cannot drop {kind} "{name}": {", ".join(others)} depend on it',
+                    f"cannot drop {kind} {name} because other objects depend on it",
                     position=at + 1,
                     text=p.src.text,
-                    hint="use DROP … CASCADE to drop the dependent objects too",
+                    hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                    detail="\n".join(what),
                 )
     return st.DropObjects(p.src.sql, kind, tuple(names), cascade)
+
+
+def _own_index(p: StatementPlanner, dependent: str, table: str) -> bool:
+    """``dependent`` is an index of table ``table``: PostgreSQL drops it with the table."""
+    obj = p.catalog.lookup(dependent)
+    owner = p.catalog.lookup(table)
+    return (
+        obj is not None
+        and obj.kind == "index"
+        and obj.on == table
+        and owner is not None
+        and owner.kind == "table"
+    )
+
+
+def _kind(p: StatementPlanner, name: str) -> str:
+    obj = p.catalog.lookup(name)
+    return obj.kind if obj is not None else "object"
 
 
 def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
