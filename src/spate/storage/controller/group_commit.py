@@ -42,6 +42,11 @@ written or advanced by anything else, an append that failed, or a read that fail
 and the table is read again (in the background). The cost is memory: every table's rows, as
 Arrow (and as an index of integer columns, or a ``Counter`` once built).
 
+**Unique keys**: a write to a table with PRIMARY KEY or UNIQUE constraints carries them, and
+the committer checks them in submission order, against the contents as of every earlier write
+(:mod:`.table_keys`): the contents keep a count of each key once asked, so the check is one
+probe per key of the write, and a write that would give a key to two rows fails alone.
+
 Failure is per write: a write whose table was dropped, whose derive raised, or whose table's
 append failed gets that exception; the other writes of the group still commit. An error of the
 whole group (``ReadOnly``, ``ControllerFenced``) fails every write in it. A write that failed
