@@ -332,3 +332,41 @@ def test_defaults_fill_left_out_columns_at_write_time(env: Environment, postgres
     env.sql("INSERT INTO s (k) VALUES (1)")
     (row,) = env.sql("SELECT at IS NOT NULL AS set FROM s").to_pylist()
     assert row == {"set": True}
+
+
+def test_create_unique_index_checks_the_rows_there_as_postgresql_does(
+    env: Environment, postgres_url: str
+) -> None:
+    import psycopg
+
+    setup = ["CREATE TABLE t (k int, v text)", "INSERT INTO t VALUES (1, 'a'), (2, 'a')"]
+    schema = f"keys_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        try:
+            conn.execute(f"SET search_path = {schema}")
+            for s in setup:
+                conn.execute(s)
+            with pytest.raises(psycopg.Error) as pg:
+                conn.execute("CREATE UNIQUE INDEX t_v ON t (v DESC)")
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    env.create_cluster("c", replicas=0)  # the index is only in the catalog: no process
+    for s in setup:
+        env.sql(s)
+    with pytest.raises(UniqueViolation) as e:
+        env.sql("CREATE UNIQUE INDEX t_v IN CLUSTER c ON t (v DESC)")
+    diag = pg.value.diag
+    assert (e.value.sqlstate, str(e.value), e.value.detail) == (
+        diag.sqlstate,
+        diag.message_primary,
+        diag.message_detail,
+    )
+    assert "t_v" not in env.names()
+    assert env.runtime.catalog.get("t").constraints == ()  # type: ignore[union-attr]
+    env.sql("CREATE UNIQUE INDEX t_k IN CLUSTER c ON t (k)")
+    with pytest.raises(UniqueViolation, match='"t_k"'):
+        env.sql("INSERT INTO t VALUES (2, 'b')")
+    env.sql("DROP INDEX t_k")  # the constraint goes with it
+    env.sql("INSERT INTO t VALUES (2, 'b')")
+    assert env.runtime.catalog.get("t").constraints == ()  # type: ignore[union-attr]
