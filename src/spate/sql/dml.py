@@ -147,8 +147,7 @@ def _literal_rows(
     column's type as PostgreSQL's assignment does), else ``None``; a column left out or
     given as ``DEFAULT`` takes its default (a default that is not a constant, such as
     ``now()``: ``None``)."""
-    if any(not isinstance(defaults.get(n, Literal(None, INT64)), Literal) for n in names):
-        return None
+    constant = {n: d for n, d in defaults.items() if isinstance(d, Literal)}
     binder = ScalarBinder(
         Scope([]), text=p.src.text, dialect=p.src.dialect, clause="VALUES", today=p.qp.today
     )
@@ -180,7 +179,9 @@ def _literal_rows(
                     f"{display_name(col)} out of range", position=position(item), text=p.src.text
                 )
             values[name] = t.expr.value
-        out.append(tuple(values[n] if n in values else _constant(defaults.get(n)) for n in names))
+        if any(n not in values and n in defaults and n not in constant for n in names):
+            return None  # a default such as now(): evaluated when the row is written
+        out.append(tuple(values[n] if n in values else _constant(constant.get(n)) for n in names))
     return out
 
 
