@@ -10,7 +10,10 @@ message and detail), and nothing of it is written. Two concurrent writers of the
 two writes of one group or of two groups, checked one after the other: exactly one wins.
 
 Keys with a NULL in them never collide (PostgreSQL's ``NULLS DISTINCT``). A table without keys
-costs nothing: its contents keep no key counts.
+costs nothing: its contents keep no key counts. A keyed table costs one dictionary entry per
+key (built once from the kept contents, grouped in Arrow, the first time a write needs it) and,
+per write, its rows' keys made Python values: a float key's NaN is not found equal to another
+NaN (PostgreSQL's unique index finds them equal).
 """
 
 from __future__ import annotations
