@@ -370,3 +370,20 @@ def test_create_unique_index_checks_the_rows_there_as_postgresql_does(
     env.sql("DROP INDEX t_k")  # the constraint goes with it
     env.sql("INSERT INTO t VALUES (2, 'b')")
     assert env.runtime.catalog.get("t").constraints == ()  # type: ignore[union-attr]
+
+
+def test_a_table_stored_before_constraints_existed_decodes_without_them() -> None:
+    import msgpack
+
+    from spate.codec import decode, encode
+    from spate.environment.catalog import TableItem
+    from spate.ids import GlobalId
+
+    item = TableItem("t", GlobalId.user(1), RelationDesc.of(("k", INT64)))
+    tag, version, fields = msgpack.unpackb(encode(item), raw=False, strict_map_key=False)
+    del fields["constraints"]  # as a catalog written before the field was added holds it
+    old = msgpack.packb([tag, version, fields], use_bin_type=True)
+    assert decode(old, TableItem) == item
+    fields["nonsense"] = 1  # an unknown field is still refused
+    with pytest.raises(Exception, match="unexpected field"):
+        decode(msgpack.packb([tag, version, fields], use_bin_type=True), TableItem)
