@@ -294,13 +294,21 @@ def _dict_decoder(args: tuple[object, ...]) -> _Decoder:
 
 
 _FIELDS: dict[type, list[tuple[str, _Decoder]]] = {}
+_ADDED: dict[type, frozenset[str]] = {}
+
+ADDED: Final = "wire_added"
+"""Field metadata key (``field(default=…, metadata={ADDED: True})``): a field added to a
+durable record after it was first written; a stored value without it decodes with the
+default. Every other field missing is an error."""
 
 
 def _fields_of(cls: type) -> list[tuple[str, _Decoder]]:
     found = _FIELDS.get(cls)
     if found is None:
         hints = typing.get_type_hints(cls)
-        found = [(f.name, decoder_for(hints[f.name])) for f in dataclasses.fields(cls) if f.init]
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        found = [(f.name, decoder_for(hints[f.name])) for f in fields]
+        _ADDED[cls] = frozenset(f.name for f in fields if f.metadata.get(ADDED))
         _FIELDS[cls] = found
     return found
 
@@ -331,6 +339,8 @@ def decode_registered(raw: object, path: str, depth: int, base: type | None) -> 
     kwargs: dict[str, object] = {}
     for fname, dec in spec:
         if fname not in fields:
+            if fname in _ADDED[reg.cls]:
+                continue  # a field added later: its default
             raise ProtocolError(f"{name}: missing field {fname!r}")
         kwargs[fname] = dec(fields[fname], f"{name}.{fname}", depth + 1)
     try:

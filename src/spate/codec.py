@@ -3,7 +3,9 @@
 Register a frozen dataclass with ``@wire("tag", version)``. Its fields' type annotations are the
 schema: :func:`decode` checks every value against them and raises
 :class:`~spate.errors.ProtocolError` naming the path of the first bad field (``Peek.timestamp:
-expected int, got str``). Unknown tags, unknown versions, missing and extra fields are errors.
+expected int, got str``). Unknown tags, unknown versions, missing and extra fields are errors
+(but a field marked added later, ``metadata={ADDED: True}`` from :mod:`spate._decoders`, may be
+missing from a stored value: it decodes with its default).
 
 Wire forms:
 

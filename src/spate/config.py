@@ -246,6 +246,13 @@ class Settings(BaseSettings):
     over tables) is evaluated in the environment instead when the snapshots it reads hold at
     most this many updates together (see :mod:`spate.environment.small_reads`): no Spark job
     for a small read. ``0``: every such read builds a dataflow."""
+    default_cluster: str = Field(default="quickstart", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,62})?$")
+    """The cluster that work naming none runs on when no cluster exists yet: it is created
+    (with ``default_cluster_replicas`` replicas, started then) the first time something
+    needs a cluster, like Materialize's ``quickstart``; ``""``: none (such work then fails
+    until a cluster is created)."""
+    default_cluster_replicas: int = Field(default=1, ge=1, le=16)
+    """The size of ``default_cluster``: how many replicas it gets."""
     secrets_dir: Path | None = None
     """Connections' secrets, one file per id (default ``<data_dir>/secrets``)."""
     persist: PersistSettings = PersistSettings()

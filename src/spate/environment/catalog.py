@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
+from spate._decoders import ADDED
 from spate.environment.builtins import IntrospectionItem, builtin, builtin_by_id
 from spate.errors import CatalogError as CatalogError
 from spate.errors import HasDependents as HasDependents
@@ -26,6 +27,7 @@ from spate.errors import InvalidName as InvalidName
 from spate.errors import NameExists as NameExists
 from spate.errors import UnknownName as UnknownName
 from spate.ids import GlobalId, InstanceId, ReplicaId
+from spate.plan.expr import ScalarExpr
 from spate.plan.relation import RelationExpr
 from spate.protocol.storage_desc import SinkConnection, SourceConnection
 from spate.repr.desc import RelationDesc
@@ -70,6 +72,31 @@ class ClusterItem:
         raise UnknownName(f"cluster {self.name} has no replica {name!r}; replicas: {known}")
 
 
+@wire("catalog.unique")
+@dataclass(frozen=True, slots=True)
+class UniqueConstraint:
+    """A PRIMARY KEY (``primary``) or UNIQUE constraint of a table: no two rows have the same
+    values in ``columns`` (rows with a NULL in them are never equal, as in PostgreSQL)."""
+
+    name: str
+    columns: tuple[str, ...]
+    primary: bool = False
+
+
+@wire("catalog.check")
+@dataclass(frozen=True, slots=True)
+class CheckConstraint:
+    """A CHECK constraint: ``expr`` (over the table's columns) is not false for any row;
+    ``text`` is how it was written."""
+
+    name: str
+    expr: ScalarExpr
+    text: str
+
+
+Constraint = UniqueConstraint | CheckConstraint
+
+
 @wire("catalog.table")
 @dataclass(frozen=True, slots=True)
 class TableItem:
@@ -77,6 +104,16 @@ class TableItem:
     id: GlobalId
     desc: RelationDesc
     retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
+    constraints: tuple[Constraint, ...] = field(default=(), metadata={ADDED: True})
+    """Enforced on every write (:mod:`spate.environment.tables`)."""
+
+    @property
+    def unique(self) -> tuple[UniqueConstraint, ...]:
+        return tuple(c for c in self.constraints if isinstance(c, UniqueConstraint))
+
+    @property
+    def checks(self) -> tuple[CheckConstraint, ...]:
+        return tuple(c for c in self.constraints if isinstance(c, CheckConstraint))
 
 
 @wire("catalog.source")

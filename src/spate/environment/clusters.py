@@ -90,6 +90,27 @@ async def create_cluster(
     return cluster
 
 
+async def cluster_for(rt: Runtime, cluster: str | None) -> str:
+    """``cluster``, or the one work that names none runs on (:meth:`Runtime.default_cluster`);
+    when no cluster exists, the settings' ``default_cluster`` (``quickstart``), created now
+    with its replicas (also when named while it does not exist): a fresh environment needs
+    no setup, and one that never needs a cluster starts no replica."""
+    name = rt.settings.default_cluster
+    exists = [c.name for c in rt.catalog.clusters]
+    if name and (cluster == name or (cluster is None and not exists)) and name not in exists:
+        await create_cluster(rt, name, replica_names(rt.settings.default_cluster_replicas))
+        return name
+    return rt.default_cluster(cluster)
+
+
+def cluster_names(rt: Runtime) -> list[str]:
+    """The clusters, and the default one while no cluster exists (it is created on first
+    need: :func:`cluster_for`)."""
+    names = [c.name for c in rt.catalog.clusters]
+    default = rt.settings.default_cluster
+    return names if names or not default else [default]
+
+
 async def _place(rt: Runtime, cluster: str, addresses: Mapping[str, str | None]) -> None:
     """Record (or clear: ``None``) where ``cluster``'s replicas are placed, before the catalog
     names them: a replica the catalog names is then never started in the wrong place."""

@@ -19,6 +19,8 @@ from spate.environment import subscriptions
 from spate.environment.builtins import IntrospectionItem
 from spate.environment.catalog import (
     CatalogState,
+    CheckConstraint,
+    Constraint,
     HasDependents,
     IndexItem,
     Item,
@@ -28,12 +30,13 @@ from spate.environment.catalog import (
     StoredItem,
     SubsourceItem,
     TableItem,
+    UniqueConstraint,
     UnknownName,
     ViewItem,
     item_desc,
     kind_of,
 )
-from spate.environment.clusters import ensure_storage_replica
+from spate.environment.clusters import cluster_for, ensure_storage_replica
 from spate.environment.planning import (
     choose_as_of,
     index_dataflow,
@@ -42,7 +45,7 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
-from spate.errors import InvalidArgumentValue, UsageError, check_argument
+from spate.errors import InvalidArgumentValue, UniqueViolation, UsageError, check_argument
 from spate.errors import InvalidObject as InvalidObject
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
@@ -60,6 +63,8 @@ from spate.protocol.storage_desc import (
     SourceConnection,
 )
 from spate.repr.desc import RelationDesc
+from spate.repr.types import Row
+from spate.storage.controller.table_contents import TableContents
 from spate.storage.controller.types import (
     CollectionDescription,
     ExportDescription,
@@ -119,16 +124,47 @@ def _storage_since_upper(
 # --- tables and views -------------------------------------------------------------------------
 
 
-async def create_table(rt: Runtime, name: str, desc: RelationDesc) -> GlobalId:
+async def create_table(
+    rt: Runtime, name: str, desc: RelationDesc, constraints: Sequence[Constraint] = ()
+) -> GlobalId:
     check_argument(name, str, "a table name")
     check_argument(desc, RelationDesc, f"the description of table {name!r}")
+    desc = _constrained(name, desc, constraints)
     state, id = rt.catalog.allocate_id()
-    item = TableItem(name, id, desc)
+    item = TableItem(name, id, desc, constraints=tuple(constraints))
     state.add_item(item)
     await rt.storage.create_collections([(id, CollectionDescription(desc, TableSource()))])
     rt.commit(lambda s: with_id(s, item))
     rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
     return id
+
+
+def _constrained(name: str, desc: RelationDesc, constraints: Sequence[Constraint]) -> RelationDesc:
+    """``desc`` with a primary key's columns NOT NULL, once ``constraints`` are checked: known
+    columns, unique names, at most one primary key."""
+    names: set[str] = set()
+    primary = [c for c in constraints if isinstance(c, UniqueConstraint) and c.primary]
+    if len(primary) > 1:
+        raise InvalidObject(f"multiple primary keys for table {name!r} are not allowed")
+    for c in constraints:
+        check_argument(c, (UniqueConstraint, CheckConstraint), f"a constraint of table {name!r}")
+        if c.name in names:
+            raise InvalidObject(f'constraint "{c.name}" for relation "{name}" already exists')
+        names.add(c.name)
+        if isinstance(c, UniqueConstraint):
+            if not c.columns:
+                raise InvalidObject(f"constraint {c.name!r} of table {name!r} has no columns")
+            for col in c.columns:
+                if col not in desc.names:
+                    raise InvalidObject(
+                        f'column "{col}" named in key does not exist (constraint {c.name!r})'
+                    )
+    if not primary:
+        return desc
+    key = set(primary[0].columns)
+    return RelationDesc(
+        dataclasses.replace(col, nullable=False) if col.name in key else col for col in desc.columns
+    )
 
 
 async def create_view(rt: Runtime, name: str, plan: RelationExpr) -> GlobalId:
@@ -160,7 +196,7 @@ async def create_materialized_view(
     if cluster is not None:
         check_argument(cluster, str, f"the cluster of materialized view {name!r}")
     check_plan(rt, plan)
-    cluster_name = rt.default_cluster(cluster)
+    cluster_name = await cluster_for(rt, cluster)
     inlined = inline_views(plan, rt.catalog)
     state, id = rt.catalog.allocate_id()
     item = MaterializedViewItem(name, id, plan, cluster_name)
@@ -213,8 +249,8 @@ async def create_index(
         raise InvalidObject(f"cannot index {kind_of(target)} {on}")
     if cluster is None and isinstance(target, MaterializedViewItem):
         cluster = target.cluster
-    cluster_name = rt.default_cluster(cluster)
     positions = tuple(position(desc, k, "index key column") for k in key)
+    cluster_name = await cluster_for(rt, cluster)
     state, id = rt.catalog.allocate_id()
     item = IndexItem(name, id, target.id, positions, cluster_name)
     state.add_item(item)
@@ -424,6 +460,62 @@ def _forget_secret(rt: Runtime, connection: object) -> None:
 # --- drop, retain history, restore ------------------------------------------------------------
 
 
+async def create_unique_index(
+    rt: Runtime, name: str, on: str, key: Sequence[str], cluster: str | None
+) -> GlobalId:
+    """An index of table ``on`` by ``key`` that is also its unique constraint ``name``: the
+    constraint is in the catalog first (so every later write checks it), then the committer
+    checks the rows already there, after every earlier write; duplicates undo both."""
+    table = rt.catalog.get(on)
+    if not isinstance(table, TableItem):
+        raise UsageError(f"{on} is a {kind_of(table)}: only a table takes a unique index")
+    columns = tuple(key)
+    constraint = UniqueConstraint(name, columns)
+    _constrained(on, table.desc, (*table.constraints, constraint))
+    id = await create_index(rt, name, on, list(key), cluster)
+    rt.commit(lambda s: s.replace_item(_with_constraints(s, table.id, constraint)))
+
+    def check(contents: TableContents) -> list[tuple[Row, int]]:
+        for k, n in contents.key_counts(columns).items():
+            if n > 1:
+                shown = ", ".join(str(v) for v in k)
+                raise UniqueViolation(
+                    f'could not create unique index "{name}"',
+                    constraint=name,
+                    detail=f"Key ({', '.join(columns)})=({shown}) is duplicated.",
+                )
+        return []
+
+    try:
+        await rt.commits.write_derived(table.id, check)
+    except BaseException:
+        await drop(rt, name, cascade=True)
+        raise
+    return id
+
+
+def _with_constraints(
+    state: CatalogState, table: GlobalId, add: Constraint | None = None, remove: str | None = None
+) -> TableItem:
+    item = state.by_id(table)
+    assert isinstance(item, TableItem)
+    kept = tuple(c for c in item.constraints if c.name != remove)
+    return dataclasses.replace(item, constraints=(*kept, add) if add is not None else kept)
+
+
+def _drop_items(state: CatalogState, doomed: Sequence[Item]) -> CatalogState:
+    """``state`` without ``doomed``; a unique index among them takes its table's constraint
+    (of the index's name) with it."""
+    ids = frozenset(i.id for i in doomed)
+    state = state.remove_items(ids)
+    for victim in doomed:
+        if isinstance(victim, IndexItem) and victim.on not in ids:
+            table = state.by_id(victim.on)
+            if isinstance(table, TableItem) and victim.name in {c.name for c in table.unique}:
+                state = state.replace_item(_with_constraints(state, table.id, remove=victim.name))
+    return state
+
+
 async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
     check_argument(name, str, "the name to drop")
@@ -444,7 +536,7 @@ async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
             f"cannot drop {kind_of(item)} {name}: {names} depend(s) on it (use cascade=True)"
         )
     doomed = sorted([item, *dependents], key=lambda i: i.id, reverse=True)
-    rt.commit(lambda s: s.remove_items(frozenset(i.id for i in doomed)))
+    rt.commit(lambda s: _drop_items(s, doomed))
     subscriptions.end_reading(rt, doomed)
     for victim in doomed:
         _release(rt, victim)

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
-from spate.environment.catalog import item_desc, kind_of
+from spate.environment.catalog import Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
 from spate.environment.reads import Isolation
@@ -119,20 +119,30 @@ class EnvironmentOperations(EnvironmentBase):
             raise UsageError(f"{kind_of(item)} {name} cannot be read")
         return Get(item.id, desc)
 
-    def create_table(self, name: str, desc: RelationDesc) -> GlobalId:
+    def create_table(
+        self, name: str, desc: RelationDesc, *, constraints: Sequence[Constraint] = ()
+    ) -> GlobalId:
         """Create an empty table with columns ``desc``; return its id. Tables take writes
         through :meth:`insert`, :meth:`update` and :meth:`delete`.
+
+        ``constraints`` (:class:`~spate.environment.catalog.UniqueConstraint`,
+        :class:`~spate.environment.catalog.CheckConstraint`) are enforced on every write as
+        PostgreSQL enforces them: a write breaking one raises
+        :class:`~spate.errors.UniqueViolation` (23505) or :class:`~spate.errors.CheckViolation`
+        (23514) and writes nothing. A primary key's columns are NOT NULL.
 
         Example::
 
             from spate import INT64, TEXT, RelationDesc
+            from spate.environment.catalog import UniqueConstraint
 
             env.create_table(
                 "bids", RelationDesc.of(("auction", INT64, False), ("price", INT64, False),
-                                        ("who", TEXT))
+                                        ("who", TEXT)),
+                constraints=[UniqueConstraint("bids_pkey", ("auction", "price"), primary=True)],
             )
         """
-        return self._run(objects.create_table(self.runtime, name, desc))
+        return self._run(objects.create_table(self.runtime, name, desc, constraints))
 
     def insert(
         self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
@@ -281,6 +291,22 @@ class EnvironmentOperations(EnvironmentBase):
             env.select("best")                  # answered from the index
         """
         return self._run(objects.create_index(self.runtime, name, on, key, cluster))
+
+    def create_unique_index(
+        self, name: str, *, on: str, key: Sequence[str], cluster: str | None = None
+    ) -> GlobalId:
+        """:meth:`create_index` of table ``on`` that is also a unique constraint named
+        ``name`` (PostgreSQL's ``CREATE UNIQUE INDEX``): the table's rows must already have
+        unique keys (else :class:`~spate.errors.UniqueViolation` and nothing is created),
+        and every later write keeps them so. Dropping the index drops the constraint.
+
+        Example::
+
+            env.create_unique_index("bids_by_id", on="bids", key=["id"])
+            env.insert("bids", [(1, 10, "ann")])
+            env.insert("bids", [(1, 20, "bo")])     # UniqueViolation: Key (id)=(1) …
+        """
+        return self._run(objects.create_unique_index(self.runtime, name, on, key, cluster))
 
     def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:
         """Write every change of ``from_`` (a table, source or materialized view) to an

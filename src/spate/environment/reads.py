@@ -45,6 +45,7 @@ from spate.environment.catalog import (
     kind_of,
 )
 from spate.environment.changes import Changes, changes_of, row_type
+from spate.environment.clusters import cluster_for
 from spate.environment.objects import check_plan
 from spate.environment.planning import (
     inline_views,
@@ -378,7 +379,7 @@ async def _select(
                 finally:
                     hold.release()
                 return _rows_table(desc, rows, finishing)
-            name = rt.default_cluster(cluster)
+            name = await cluster_for(rt, cluster)
             shard = rt.storage.collection_metadata(item.id).shard
             return await _peek(
                 rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
@@ -445,11 +446,12 @@ async def _select_dataflow(
     inlined = inline_views(plan, rt.catalog)
     inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
     ts = _pick_timestamp(rt, inputs, as_of, isolation)
-    name = rt.default_cluster(cluster)
-    if small_reads and rt.catalog.cluster(name).replicas:
+    none = cluster is None and not rt.catalog.clusters  # read here before creating one
+    if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
         here = await read_here(rt, inlined, ts, timeout)
         if here is not None:
             return _rows_table(inlined.desc, list(here.items()), finishing)
+    name = await cluster_for(rt, cluster)
     instance = rt.instance_of(name)
     build, index = rt.transient_id(), rt.transient_id()
     df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
@@ -484,7 +486,7 @@ async def subscribe(
     ts = _pick_timestamp(rt, inputs, as_of)
     if up_to is not None and up_to <= ts:
         raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
-    name = rt.default_cluster(cluster)
+    name = await cluster_for(rt, cluster)
     instance = rt.instance_of(name)
     build, sink = rt.transient_id(), rt.transient_id()
     queue = rt.controller.subscribe_queue(sink)

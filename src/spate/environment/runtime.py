@@ -72,7 +72,8 @@ class Runtime:
         return self.catalog.cluster(cluster).instance
 
     def default_cluster(self, cluster: str | None) -> str:
-        """``cluster``, or the only / first cluster with replicas; error if there is none."""
+        """``cluster``, or the only / first cluster with replicas; error if there is none
+        (:func:`~spate.environment.clusters.cluster_for` creates the default one then)."""
         if cluster is not None:
             self.catalog.cluster(cluster)
             return cluster

@@ -22,14 +22,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from spate.environment.catalog import (
+    CheckConstraint,
+    Constraint,
     IndexItem,
     MaterializedViewItem,
     SinkItem,
     SourceItem,
     SubsourceItem,
+    UniqueConstraint,
     item_desc,
     kind_of,
 )
+from spate.environment.clusters import cluster_names
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
@@ -44,6 +48,7 @@ from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
+    from spate.environment.runtime import Runtime
 
 __all__ = [
     "Definitions",
@@ -51,6 +56,7 @@ __all__ = [
     "Result",
     "Session",
     "SqlSession",
+    "default_cluster_name",
     "execute",
     "run",
 ]
@@ -61,6 +67,7 @@ class EnvironmentCatalog:
 
     def __init__(self, env: EnvironmentOperations, sql: Definitions) -> None:
         self.state = env.runtime.catalog
+        self.runtime = env.runtime
         self.sql = sql
         self.definitions = sql.items
 
@@ -115,7 +122,7 @@ class EnvironmentCatalog:
         return out
 
     def cluster_names(self) -> Sequence[str]:
-        return [c.name for c in self.state.clusters]
+        return cluster_names(self.runtime)
 
 
 @dataclass
@@ -187,7 +194,7 @@ def execute(
         case st.CreateTable():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
-            env.create_table(stmt.name, stmt.desc)
+            env.create_table(stmt.name, stmt.desc, constraints=_constraints(stmt))
             defs.set(stmt.name, stmt.sql)
             return None
         case st.CreateView():
@@ -196,7 +203,8 @@ def execute(
         case st.CreateIndex():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
-            env.create_index(
+            create = env.create_unique_index if stmt.unique else env.create_index
+            create(
                 stmt.name, on=stmt.on, key=list(stmt.key), cluster=stmt.cluster or session.cluster
             )
             defs.set(stmt.name, stmt.sql)
@@ -233,6 +241,10 @@ def execute(
             for name in stmt.names:
                 if env.runtime.catalog.find(name) is None:
                     continue  # dropped by an earlier CASCADE of this statement
+                if stmt.kind == "table" and not stmt.cascade:
+                    for index in _own_indexes(env, name):  # they go with it, as in PostgreSQL
+                        for dropped in env.drop(index):
+                            defs.set(dropped, None)
                 for dropped in env.drop(name, cascade=stmt.cascade):
                     defs.set(dropped, None)
             return None
@@ -250,6 +262,24 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _own_indexes(env: EnvironmentOperations, table: str) -> list[str]:
+    item = env.runtime.catalog.get(table)
+    return [
+        d.name
+        for d in env.runtime.catalog.dependents(item.id)
+        if isinstance(d, IndexItem) and d.on == item.id
+    ]
+
+
+def _constraints(stmt: st.CreateTable) -> list[Constraint]:
+    return [
+        UniqueConstraint(c.name, c.columns, c.primary)
+        if isinstance(c, st.TableKey)
+        else CheckConstraint(c.name, c.expr, c.text)
+        for c in stmt.constraints
+    ]
 
 
 def _create_view(
@@ -280,9 +310,7 @@ def _create_view(
 def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> None:
     name = stmt.name.lower()
     if name == "cluster":
-        if stmt.value is not None and stmt.value not in [
-            c.name for c in env.runtime.catalog.clusters
-        ]:
+        if stmt.value is not None and stmt.value not in cluster_names(env.runtime):
             raise UndefinedObject(f"unknown cluster '{stmt.value}'")
         session.cluster = stmt.value
         return
@@ -345,7 +373,7 @@ def _positive(name: str, value: str | None, *, default: int) -> int:
 def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -> pa.Table:
     name = stmt.name.lower()
     values = {
-        "cluster": session.cluster or _default_cluster(env),
+        "cluster": session.cluster or default_cluster_name(env.runtime),
         "transaction_isolation": session.isolation,
         "real_time_recency": "on" if session.real_time_recency else "off",
         "recursion_limit": str(session.recursion_limit),
@@ -358,9 +386,12 @@ def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -
     return pa.table({name: [values[name]]})
 
 
-def _default_cluster(env: EnvironmentOperations) -> str:
+def default_cluster_name(rt: Runtime) -> str:
+    """The cluster a session that set none runs on (``SHOW cluster``); ``""``: none."""
+    if not rt.catalog.clusters and rt.settings.default_cluster:
+        return rt.settings.default_cluster  # created on first need
     try:
-        return env.runtime.default_cluster(None)
+        return rt.default_cluster(None)
     except Exception:
         return ""
 

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Final, TypeAlias, TypeGuard, TypeVar, cast
 
@@ -33,13 +34,23 @@ import pyarrow as pa
 
 from spate.environment.catalog import TableItem, kind_of
 from spate.environment.runtime import Runtime
-from spate.errors import InvalidArgument, SchemaMismatch, UsageError, check_argument
+from spate.errors import (
+    CheckViolation,
+    InvalidArgument,
+    NotNullViolation,
+    SchemaMismatch,
+    UsageError,
+    check_argument,
+)
 from spate.errors import RowsNotFound as RowsNotFound
-from spate.repr.arrow import updates_schema, validate_table
+from spate.plan.evaluation.scalar import compile_scalar
+from spate.plan.evaluation.values import canonical_row
+from spate.repr.arrow import table_to_rows, updates_schema, validate_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 from spate.repr.types import INT64_MAX, INT64_MIN, Datum, Row, ScalarKind
 from spate.storage.controller.errors import InvalidUppers
 from spate.storage.controller.group_commit import TableContents
+from spate.storage.controller.table_keys import UniqueKey
 from spate.storage.controller.tables import ValidatedChanges, trusted_changes
 
 if TYPE_CHECKING:
@@ -64,7 +75,61 @@ def _validate(item: TableItem, rows: Sequence[Sequence[Datum]]) -> list[Row]:
     fast = _int64_rows(item.desc, rows)
     if fast is not None:
         return fast
-    return item.desc.validate_rows(rows, collection=_collection(item))
+    try:
+        return item.desc.validate_rows(rows, collection=_collection(item))
+    except SchemaMismatch as e:
+        raise _not_null(item, e, lambda i: rows[i]) from None
+
+
+def _not_null(
+    item: TableItem, e: SchemaMismatch, row_at: Callable[[int], Sequence[Datum]]
+) -> SchemaMismatch:
+    """``e`` as PostgreSQL's not-null violation (23502) if it is a NULL in a non-null
+    column, else ``e``."""
+    if e.got != "NULL" or e.column is None or e.row_index is None:
+        return e
+    try:
+        shown = _row_text(row_at(e.row_index))
+    except (IndexError, TypeError):
+        shown = None
+    return NotNullViolation(item.name, e.collection, e.row_index, e.column, shown)
+
+
+def _row_text(row: Sequence[Datum]) -> str:
+    """A row as PostgreSQL's ``Failing row contains (…)`` shows it."""
+    return ", ".join(_datum_text(v) for v in row)
+
+
+def _datum_text(v: Datum) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    return str(v)
+
+
+def _keys(item: TableItem) -> tuple[UniqueKey, ...]:
+    return tuple(UniqueKey(c.name, c.columns) for c in item.unique)
+
+
+def _check(item: TableItem, rows: Iterable[Row]) -> None:
+    """Raise :class:`CheckViolation` for the first row for which a CHECK constraint of the
+    table is false (NULL passes, as in PostgreSQL)."""
+    checks = item.checks
+    if not checks:
+        return
+    columns = list(item.desc.columns)
+    compiled = [(c, compile_scalar(c.expr, columns)) for c in checks]
+    now = int(time.time() * 1000)
+    for row in rows:
+        canonical = canonical_row(row, columns)
+        for c, f in compiled:
+            if f(canonical, now) is False:
+                raise CheckViolation(
+                    f'new row for relation "{item.name}" violates check constraint "{c.name}"',
+                    constraint=c.name,
+                    detail=f"Failing row contains ({_row_text(row)}).",
+                )
 
 
 def _int64_rows(desc: RelationDesc, rows: Sequence[Sequence[Datum]]) -> list[Row] | None:
@@ -109,7 +174,10 @@ def _arrow_changes(item: TableItem, data: pa.Table | pd.DataFrame) -> ValidatedC
     names = _names(item)
     if sorted(data.column_names) == sorted(names):
         data = data.select(names)
-    valid = validate_table(item.desc, data, collection=_collection(item))
+    try:
+        valid = validate_table(item.desc, data, collection=_collection(item))
+    except SchemaMismatch as e:
+        raise _not_null(item, e, lambda i: table_to_rows(data.slice(i, 1))[0]) from None
     n = valid.num_rows
     valid = valid.append_column(TIME_COLUMN, pa.array(np.zeros(n, dtype=np.int64)))
     valid = valid.append_column(DIFF_COLUMN, pa.array(np.ones(n, dtype=np.int64)))
@@ -160,10 +228,16 @@ def _names(item: TableItem) -> list[str]:
 async def insert(rt: Runtime, name: str, rows: Insertable) -> int:
     """Append ``rows``; return the timestamp of the write once it is acknowledged."""
     item = table(rt, name)
+    keys = _keys(item)
     if is_columnar(rows):
-        return await rt.commits.write(item.id, _arrow_changes(item, rows))
+        changes = _arrow_changes(item, rows)
+        if item.checks:
+            _check(item, table_to_rows(changes.table, [c.name for c in item.desc.columns]))
+        return await rt.commits.write(item.id, changes, keys=keys)
     valid = _validate(item, cast("Sequence[Sequence[Datum]]", rows))
-    return await rt.commits.write(item.id, trusted_changes(item.desc, [(r, 1) for r in valid]))
+    _check(item, valid)
+    changes = trusted_changes(item.desc, [(r, 1) for r in valid])
+    return await rt.commits.write(item.id, changes, keys=keys)
 
 
 def _missing(item: TableItem, contents: TableContents, wanted: Counter[Row]) -> None:
@@ -243,6 +317,7 @@ async def update(
             raise InvalidArgument(f"a change to table {name} must be an (old, new) pair: {c!r}")
     olds = _validate(item, [c[0] for c in changes])
     news = _validate(item, [c[1] for c in changes])
+    _check(item, news)
     diffs: Counter[Row] = Counter()
     for r in olds:
         diffs[r] -= 1
@@ -253,7 +328,7 @@ async def update(
         _missing(item, contents, Counter(olds))
         return [(r, d) for r, d in diffs.items() if d != 0]
 
-    return await rt.commits.write_derived(item.id, derive, rows=olds)
+    return await rt.commits.write_derived(item.id, derive, rows=olds, keys=_keys(item))
 
 
 async def advance_tables(rt: Runtime) -> int | None:

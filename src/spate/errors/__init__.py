@@ -58,6 +58,8 @@ from spate.errors._controller import (
 from spate.errors._environment import (
     CallTimeout,
     CatalogError,
+    CheckViolation,
+    ConstraintViolation,
     EnvironmentClosed,
     HasDependents,
     InvalidConnection,
@@ -65,6 +67,7 @@ from spate.errors._environment import (
     InvalidObject,
     InvalidReadArgument,
     NameExists,
+    NotNullViolation,
     NotReadable,
     ReadFailed,
     ReadTimeout,
@@ -73,6 +76,7 @@ from spate.errors._environment import (
     SinkFenced,
     SourceError,
     SourceUnavailable,
+    UniqueViolation,
     UnknownName,
 )
 from spate.errors._evaluation import EvaluationFailed, describe_error, error_record
@@ -111,8 +115,10 @@ from spate.errors._roots import (
 __all__ = [
     "CallTimeout",
     "CatalogError",
+    "CheckViolation",
     "CollectionMissing",
     "ColumnMissing",
+    "ConstraintViolation",
     "ControllerError",
     "DataflowSinceViolation",
     "Determinate",
@@ -148,6 +154,7 @@ __all__ = [
     "MissingAsOf",
     "NameExists",
     "NegativeCount",
+    "NotNullViolation",
     "NotReadable",
     "PeekExists",
     "PeekSinceViolation",
@@ -170,6 +177,7 @@ __all__ = [
     "SourceError",
     "SourceUnavailable",
     "SpateError",
+    "UniqueViolation",
     "UnknownName",
     "UpdateBeyondUpper",
     "UpdateNotBeyondLower",

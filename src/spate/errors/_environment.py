@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spate.errors._roots import SpateError, UsageError
+from spate.errors._roots import SchemaMismatch, SpateError, UsageError
 
 
 class EnvironmentClosed(SpateError, RuntimeError):
@@ -58,6 +58,52 @@ class CallTimeout(SpateError, TimeoutError):
 
 class RowsNotFound(UsageError, ValueError):
     """A delete or update names rows the table does not hold."""
+
+
+class ConstraintViolation(UsageError, ValueError):
+    """A write that breaks a table's constraint; nothing of it was written. ``sqlstate`` is
+    PostgreSQL's code, ``constraint`` the constraint's name, ``detail`` PostgreSQL's detail
+    line (``Key (k)=(1) already exists.``); the message is PostgreSQL's."""
+
+    sqlstate = "23000"
+
+    def __init__(self, message: str, *, constraint: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.constraint = constraint
+        self.detail = detail
+
+
+class UniqueViolation(ConstraintViolation):
+    """A key that a PRIMARY KEY or UNIQUE constraint holds already (or twice in one write)."""
+
+    sqlstate = "23505"
+
+
+class NotNullViolation(SchemaMismatch, ConstraintViolation):
+    """A NULL in a column that is NOT NULL (or part of the primary key); also a
+    :class:`SchemaMismatch` naming the collection, row and column."""
+
+    sqlstate = "23502"
+
+    def __init__(
+        self, table: str, collection: str, row_index: int | None, column: str, row: str | None
+    ) -> None:
+        message = (
+            f'null value in column "{column}" of relation "{table}" violates not-null constraint'
+        )
+        Exception.__init__(self, message)
+        self.collection, self.row_index, self.column = collection, row_index, column
+        self.expected, self.got = "non-null", "NULL"
+        self.message = message
+        self.constraint = f"{table}_{column}_not_null"
+        self.detail = f"Failing row contains ({row})." if row is not None else None
+
+
+class CheckViolation(ConstraintViolation):
+    """A row for which a CHECK constraint's expression is false."""
+
+    sqlstate = "23514"
 
 
 class InvalidConnection(UsageError, ValueError):

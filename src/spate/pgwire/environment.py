@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, item_desc, kind_of
-from spate.environment.sql import EnvironmentCatalog, SqlSession
+from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
 from spate.errors import UsageError
 from spate.ids import GlobalId
 from spate.pgwire import lexer
@@ -74,6 +74,10 @@ class EnvironmentEngine:
     def _sql(self, text: str, ctx: Context) -> object:
         result: object = self._session(ctx).sql(text)
         return result
+
+    def default_cluster(self) -> str:
+        """The cluster a session runs on before it sets one (``SHOW cluster``)."""
+        return default_cluster_name(self._env.runtime) or "default"
 
     # -- the contract ----------------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ class SessionOptions:
     ssl_context: ssl.SSLContext | None = None
     server_version: str = "9.5.0"
     max_stream_stall: float = 300.0
+    default_cluster: Callable[[], str] = lambda: "default"
+    """What ``SHOW cluster`` says before a ``SET cluster`` (the engine's default cluster)."""
 
 
 class Connection(Protocol):

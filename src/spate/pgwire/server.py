@@ -60,6 +60,7 @@ class Server:
             verifier=verifier,
             ssl_context=config.ssl_context,
             max_stream_stall=config.max_stream_stall,
+            default_cluster=getattr(engine, "default_cluster", lambda: "default"),
         )
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="pgwire-engine")
         self._sessions: dict[tuple[int, int], Session] = {}

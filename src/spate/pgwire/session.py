@@ -213,7 +213,17 @@ class Session:
         self._ctx.canceled.clear()
         if self._status == "T":
             self._status = "E"
-        self.send(codec.error_response("ERROR", code, message, position=position, hint=hint))
+        detail = getattr(e, "detail", None)  # a constraint violation's Key (k)=(1) …
+        self.send(
+            codec.error_response(
+                "ERROR",
+                code,
+                message,
+                position=position,
+                hint=hint,
+                detail=detail if isinstance(detail, str) else None,
+            )
+        )
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread; a CancelRequest ends the wait with 57014."""
@@ -522,7 +532,11 @@ class Session:
     def set_var(self, name: str, value: str | None) -> None:
         if value is None:
             defaults = default_vars(
-                self.vars["user"], self.vars["database"], "", self.options.server_version
+                self.vars["user"],
+                self.vars["database"],
+                "",
+                self.options.server_version,
+                self.options.default_cluster(),
             )
             if name in defaults:
                 self.vars[name] = defaults[name]

@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 STARTUP_LIMIT: Final = 10_000
 
 
-def default_vars(user: str, database: str, application: str, version: str) -> dict[str, str]:
+def default_vars(
+    user: str, database: str, application: str, version: str, cluster: str = "default"
+) -> dict[str, str]:
     return {
         "server_version": version,
         "server_encoding": "UTF8",
@@ -39,7 +41,7 @@ def default_vars(user: str, database: str, application: str, version: str) -> di
         "real_time_recency": "off",
         "recursion_limit": str(DEFAULT_MAX_ITERATIONS),
         "search_path": "public",
-        "cluster": "default",
+        "cluster": cluster,
         "database": database,
         "user": user,
         "extra_float_digits": "3",
@@ -100,6 +102,7 @@ async def handshake(s: Connection) -> bool:
             params.get("database", user),
             params.get("application_name", ""),
             s.options.server_version,
+            s.options.default_cluster(),
         )
     )
     for name in sorted(statements.REPORTED):

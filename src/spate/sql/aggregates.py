@@ -142,6 +142,9 @@ def aggregate(
     if grouping_nodes and sets is None:
         sets = [list(range(len(key_nodes)))]
     keys = [b.bind(n) for n in key_nodes]
+    if sets is None:  # GROUP BY a, a groups by a once (PostgreSQL); GROUPING keeps positions
+        first = [i for i, t in enumerate(keys) if all(t.expr != u.expr for u in keys[:i])]
+        key_nodes, keys = [key_nodes[i] for i in first], [keys[i] for i in first]
     canon_cols: dict[int, int] = {}  # interval columns grouped by their canonical value
     for i, (key_node, key_t) in enumerate(zip(key_nodes, keys, strict=True)):
         if interval_ops.is_interval(key_t):

@@ -23,6 +23,7 @@ from spate.plan.relation import Constant, Get, Map, RelationExpr
 from spate.repr.types import INT64, TEXT, Datum, ScalarKind
 from spate.sql import statements as st
 from spate.sql.checks import int_range, strict_cast
+from spate.sql.constraints import column_defaults
 from spate.sql.declared import column_types, varchar_limits
 from spate.sql.errors import (
     DuplicateColumn,
@@ -53,6 +54,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
     desc = obj.desc
     limits = varchar_limits(obj.create_sql)
     declared = dict(zip(desc.names, column_types(obj), strict=True))
+    explicit = columns is not None
     if columns is None:
         columns = list(desc.names)
     column_nodes = list(node.this.expressions) if isinstance(node.this, exp.Schema) else []
@@ -66,13 +68,23 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
         if c in columns[:i]:
             raise DuplicateColumn(f'column "{c}" specified more than once', text=p.src.text)
     source = node.expression
+    defaults = _defaults(p, obj.create_sql, declared)
     if source is None:
         raise p.unsupported("INSERT … DEFAULT VALUES is not supported")
+    if isinstance(source, exp.Values) and not explicit and source.expressions:
+        # no column list: the first columns, as many as the values (the rest take defaults)
+        first = source.expressions[0]
+        width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+        columns = columns[: max(width, 1)] if width <= len(columns) else columns
     if isinstance(source, exp.Values):
-        rows = _literal_rows(p, source, [declared[c] for c in columns], list(desc.names), columns)
+        rows = _literal_rows(
+            p, source, [declared[c] for c in columns], list(desc.names), columns, defaults
+        )
         if rows is not None:
             return st.Insert(p.src.sql, obj.name, tuple(fit_rows(rows, limits, desc.names)))
     out = p.qp.relation(source)
+    if not explicit and len(out.names) < len(columns):
+        columns = columns[: len(out.names)]
     if len(out.names) > len(columns):
         raise SqlError(
             "INSERT has more expressions than target columns",
@@ -99,7 +111,7 @@ def plan_insert(p: StatementPlanner) -> st.Insert:
                 have = Typed(Literal(None, col.type), want)
             scalars.append(assigned(binder, have, want, source, name))
         else:
-            scalars.append(Literal(None, col.type))
+            scalars.append(defaults.get(name) or Literal(None, col.type))
     expr = out.rel.expr
     if isinstance(expr, Constant) and all(
         isinstance(s, (Literal,))
@@ -129,9 +141,13 @@ def _literal_rows(
     targets: list[PgType],
     names: list[str],
     columns: list[str],
+    defaults: dict[str, ScalarExpr],
 ) -> list[tuple[Datum, ...]] | None:
     """The rows of ``INSERT … VALUES`` when every value is a constant (converted to its
-    column's type as PostgreSQL's assignment does), else ``None``."""
+    column's type as PostgreSQL's assignment does), else ``None``; a column left out or
+    given as ``DEFAULT`` takes its default (a default that is not a constant, such as
+    ``now()``: ``None``)."""
+    constant = {n: d for n, d in defaults.items() if isinstance(d, Literal)}
     binder = ScalarBinder(
         Scope([]), text=p.src.text, dialect=p.src.dialect, clause="VALUES", today=p.qp.today
     )
@@ -154,7 +170,6 @@ def _literal_rows(
         values: dict[str, Datum] = {}
         for name, col, item in zip(columns, targets, items, strict=True):
             if isinstance(item, exp.Var) and item.name.upper() == "DEFAULT":
-                values[name] = None
                 continue
             t = binder.coerce(binder.bind(item), col, item, explicit=True)
             if not isinstance(t.expr, Literal):
@@ -164,7 +179,31 @@ def _literal_rows(
                     f"{display_name(col)} out of range", position=position(item), text=p.src.text
                 )
             values[name] = t.expr.value
-        out.append(tuple(values.get(n) for n in names))
+        if any(n not in values and n in defaults and n not in constant for n in names):
+            return None  # a default such as now(): evaluated when the row is written
+        out.append(tuple(values[n] if n in values else _constant(constant.get(n)) for n in names))
+    return out
+
+
+def _constant(expr: ScalarExpr | None) -> Datum:
+    return expr.value if isinstance(expr, Literal) else None
+
+
+def _defaults(
+    p: StatementPlanner, create_sql: str | None, declared: dict[str, PgType]
+) -> dict[str, ScalarExpr]:
+    """Each column's ``DEFAULT`` (read from the table's ``CREATE TABLE``) bound and converted
+    to the column's type as an assignment; evaluated when the row is written."""
+    found = column_defaults(create_sql)
+    if not found:
+        return {}
+    binder = ScalarBinder(
+        Scope([]), text=create_sql, dialect=p.src.dialect, clause="DEFAULT", today=p.qp.today
+    )
+    out: dict[str, ScalarExpr] = {}
+    for name, node in found.items():
+        if name in declared:
+            out[name] = assigned(binder, binder.bind(node), declared[name], node, name)
     return out
 
 

@@ -28,12 +28,14 @@ class SqlError(UsageError, ValueError):
         text: str | None = None,
         hint: str | None = None,
         sqlstate: str | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.position = position
         self.text = text
         self.hint = hint
+        self.detail = detail
         if sqlstate is not None:
             self.sqlstate = sqlstate
 

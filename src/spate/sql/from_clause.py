@@ -29,8 +29,9 @@ def from_clause(
     items: list[Rel] = []
     pending: list[exp.Expression] = []
     if from_ is not None:
-        items.append(qp.table(from_.this, ctx))
-        for j in node.args.get("joins") or []:
+        first, joins = _flattened(from_.this, list(node.args.get("joins") or []))
+        items.append(qp.table(first, ctx))
+        for j in joins:
             if (
                 isinstance(j.this, exp.Table)
                 and isinstance(j.this.this, exp.Func)
@@ -97,6 +98,62 @@ def from_clause(
     scope = Scope(cols, ctx.correlation if ctx is not None else None, qp.text)
     _check_duplicate_aliases(qp, items, node)
     return Rel(expr, scope), pending
+
+
+def _group(node: exp.Expression) -> exp.Table | None:
+    """The join group of a parenthesized join without an alias (``(a CROSS JOIN b)``):
+    sqlglot reads it as an unaliased subquery of a table with joins."""
+    if (
+        isinstance(node, exp.Subquery)
+        and not node.alias
+        and isinstance(node.this, exp.Table)
+        and node.this.args.get("joins")
+    ):
+        return node.this
+    return None
+
+
+def _inner(j: exp.Join) -> bool:
+    return (
+        not j.side and (j.kind or "").upper() in ("", "INNER", "CROSS") and not j.args.get("using")
+    )
+
+
+def _flattened(
+    first: exp.Expression, joins: list[exp.Join]
+) -> tuple[exp.Expression, list[exp.Join]]:
+    """``first`` and ``joins`` with parenthesized join groups spelled out, as PostgreSQL
+    reads them: a group first in FROM is the same left-deep join without parentheses; a
+    group joined by an inner join whose own joins are inner is the same inner joins with the
+    group's ON conditions and the join's (the parse tree is not changed)."""
+    group = _group(first)
+    if group is not None:
+        head = group.copy()
+        inner = list(head.args.get("joins") or [])
+        head.set("joins", None)
+        head_first, head_joins = _flattened(head, inner)
+        return _flattened(head_first, [*head_joins, *joins])
+    out: list[exp.Join] = []
+    for j in joins:
+        g = _group(j.this)
+        if g is None or not _inner(j) or not all(_inner(k) for k in g.args.get("joins") or []):
+            out.append(j)
+            continue
+        head = g.copy()
+        inner = list(head.args.get("joins") or [])
+        head.set("joins", None)
+        head_first, head_joins = _flattened(head, inner)
+        out.append(exp.Join(this=head_first, kind="CROSS"))
+        out.extend(head_joins)
+        on = j.args.get("on")
+        if on is not None and out:
+            last = out[-1]
+            both = on if last.args.get("on") is None else exp.and_(last.args["on"], on)
+            last = last.copy()
+            last.set("on", both)
+            last.set("kind", None)
+            out[-1] = last
+    return first, out
 
 
 def _references_columns(node: exp.Expr) -> bool:

@@ -3,12 +3,15 @@ connections are in :mod:`spate.sql.ddl`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
 
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
+from spate.sql.constraints import read_constraints
 from spate.sql.errors import (
     DependentObjects,
     DuplicateColumn,
@@ -25,7 +28,7 @@ from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import PG_INTERVAL_VALUE
+from spate.sql.types import PG_INTERVAL_VALUE, PgType
 
 _KINDS = {
     "TABLE": "table",
@@ -59,7 +62,7 @@ def plan_create(p: StatementPlanner) -> st.Statement:
         raise c.error("expected VIEW or MATERIALIZED VIEW after OR REPLACE")
     if c.at_words("TABLE"):
         return _create_table(p)
-    if c.at_words("DEFAULT", "INDEX") or c.at_words("INDEX"):
+    if c.at_words("DEFAULT", "INDEX") or c.at_words("INDEX") or c.at_words("UNIQUE", "INDEX"):
         return _create_index(p)
     if c.at_words("CLUSTER", "REPLICA"):
         c.expect("CLUSTER", "REPLICA")
@@ -97,14 +100,11 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
             text=p.src.text,
         )
     columns: list[Column] = []
+    typed: list[tuple[str, PgType]] = []
     seen: set[str] = set()
     for item in schema.expressions:
         if not isinstance(item, exp.ColumnDef):
-            raise FeatureNotSupported(
-                f"table constraint {item.sql(dialect='postgres')} is not supported",
-                position=position(item),
-                text=p.src.text,
-            )
+            continue  # a table constraint (below)
         cname = item.name
         if cname in seen:
             raise DuplicateColumn(
@@ -133,17 +133,15 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
             k = cons.args.get("kind")
             if isinstance(k, exp.NotNullColumnConstraint):
                 nullable = bool(k.args.get("allow_null"))
-            else:
-                raise FeatureNotSupported(
-                    f'column "{cname}": constraint {cons.sql(dialect="postgres")} is not supported',
-                    position=position(item),
-                    text=p.src.text,
-                )
         columns.append(Column(cname, t.scalar, nullable))
+        typed.append((cname, t))
     if not columns:
         raise p.unsupported("a table needs at least one column")
+    found = read_constraints(name, list(schema.expressions), typed, p.src.text)
+    key = found.not_null
+    columns = [dataclasses.replace(c, nullable=False) if c.name in key else c for c in columns]
     if_not_exists = bool(node.args.get("exists"))
-    return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists)
+    return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists, found.all)
 
 
 def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
@@ -211,7 +209,8 @@ def _view_plan(
 
 def _create_index(p: StatementPlanner) -> st.CreateIndex:
     c = p.cur
-    default = c.accept("DEFAULT")
+    unique = c.accept("UNIQUE")
+    default = not unique and c.accept("DEFAULT")
     c.expect("INDEX")
     if_not_exists = c.accept("IF", "NOT", "EXISTS")
     name: str | None = None
@@ -231,7 +230,7 @@ def _create_index(p: StatementPlanner) -> st.CreateIndex:
     key: list[str] = []
     if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
         key_at = c.here()
-        key = c.name_list("a column name")
+        key = _index_keys(p)
         for k in key:
             if k not in obj.desc.names:
                 raise UndefinedColumn(
@@ -253,7 +252,27 @@ def _create_index(p: StatementPlanner) -> st.CreateIndex:
         raise UndefinedObject(
             f"unknown cluster '{cluster}'", position=cluster_at + 1, text=p.src.text
         )
-    return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists)
+    if unique and obj.kind != "table":
+        raise p.unsupported(f'a UNIQUE index must be on a table; "{on}" is a {obj.kind}')
+    return st.CreateIndex(p.src.sql, name, on, tuple(key), cluster, if_not_exists, unique)
+
+
+def _index_keys(p: StatementPlanner) -> list[str]:
+    """``(a [ASC | DESC] [NULLS FIRST | LAST], …)``: the key columns (an arrangement has no
+    order of its own, so the orderings are accepted and change nothing)."""
+    c = p.cur
+    c.expect_token(TokenType.L_PAREN, "(")
+    out: list[str] = []
+    while True:
+        out.append(c.name("a column name"))
+        if not c.accept("ASC"):
+            c.accept("DESC")
+        if c.accept("NULLS") and not c.accept("FIRST"):
+            c.expect("LAST")
+        if not c.accept_token(TokenType.COMMA):
+            break
+    c.expect_token(TokenType.R_PAREN, ")")
+    return out
 
 
 def _create_cluster(p: StatementPlanner) -> st.CreateCluster:
@@ -350,15 +369,39 @@ def plan_drop(p: StatementPlanner) -> st.Statement:
     if not cascade:
         for name, at in zip(names, positions, strict=True):
             obj = p.catalog.lookup(name)
-            others = [d for d in (obj.dependents if obj else ()) if d not in names]
+            others = [
+                d
+                for d in (obj.dependents if obj else ())
+                if d not in names and not _own_index(p, d, name)
+            ]
             if others:
+                what = [f"{_kind(p, d)} {d} depends on {kind} {name}" for d in others]
                 raise DependentObjects(
-                    f'cannot drop {kind} "{name}": {", ".join(others)} depend on it',
+                    f"cannot drop {kind} {name} because other objects depend on it",
                     position=at + 1,
                     text=p.src.text,
-                    hint="use DROP … CASCADE to drop the dependent objects too",
+                    hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                    detail="\n".join(what),
                 )
     return st.DropObjects(p.src.sql, kind, tuple(names), cascade)
+
+
+def _own_index(p: StatementPlanner, dependent: str, table: str) -> bool:
+    """``dependent`` is an index of table ``table``: PostgreSQL drops it with the table."""
+    obj = p.catalog.lookup(dependent)
+    owner = p.catalog.lookup(table)
+    return (
+        obj is not None
+        and obj.kind == "index"
+        and obj.on == table
+        and owner is not None
+        and owner.kind == "table"
+    )
+
+
+def _kind(p: StatementPlanner, name: str) -> str:
+    obj = p.catalog.lookup(name)
+    return obj.kind if obj is not None else "object"
 
 
 def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spate.plan.expr import ScalarExpr
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import RelationDesc
@@ -23,10 +24,29 @@ class Statement:
 
 
 @dataclass(frozen=True, slots=True)
+class TableKey:
+    """A PRIMARY KEY (``primary``) or UNIQUE constraint, named as PostgreSQL names it."""
+
+    name: str
+    columns: tuple[str, ...]
+    primary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TableCheck:
+    """A CHECK constraint: ``expr`` over the table's columns; ``text`` as written."""
+
+    name: str
+    expr: ScalarExpr
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class CreateTable(Statement):
     name: str
     desc: RelationDesc
     if_not_exists: bool = False
+    constraints: tuple[TableKey | TableCheck, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +72,8 @@ class CreateIndex(Statement):
     key: tuple[str, ...]
     cluster: str | None = None
     if_not_exists: bool = False
+    unique: bool = False
+    """``CREATE UNIQUE INDEX``: also a unique constraint of the table, named as the index."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,11 @@ written or advanced by anything else, an append that failed, or a read that fail
 and the table is read again (in the background). The cost is memory: every table's rows, as
 Arrow (and as an index of integer columns, or a ``Counter`` once built).
 
+**Unique keys**: a write to a table with PRIMARY KEY or UNIQUE constraints carries them, and
+the committer checks them in submission order, against the contents as of every earlier write
+(:mod:`.table_keys`): the contents keep a count of each key once asked, so the check is one
+probe per key of the write, and a write that would give a key to two rows fails alone.
+
 Failure is per write: a write whose table was dropped, whose derive raised, or whose table's
 append failed gets that exception; the other writes of the group still commit. An error of the
 whole group (``ReadOnly``, ``ControllerFenced``) fails every write in it. A write that failed
@@ -64,6 +69,7 @@ from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
 from spate.storage.controller.errors import IdentifierMissing
 from spate.storage.controller.table_contents import TableContents as TableContents
+from spate.storage.controller.table_keys import UniqueKey, check_unique, key_deltas
 from spate.storage.controller.tables import (
     TableUpdates,
     ValidatedChanges,
@@ -97,6 +103,8 @@ class _Write:
     done: asyncio.Future[int]
     rows: Sequence[Row] | None = None
     """The rows ``derive`` counts (looked up at once), ``None``: any."""
+    keys: Sequence[UniqueKey] = ()
+    """The table's unique keys, checked in the commit (:mod:`.table_keys`)."""
 
 
 @dataclass(eq=False)
@@ -132,16 +140,24 @@ class GroupCommit:
 
     # -- submitting -------------------------------------------------------------------------------
 
-    async def write(self, id: GlobalId, changes: ValidatedChanges) -> int:
-        """Append ``changes`` to table ``id``; return the timestamp once acknowledged."""
-        return await self._submit(_Write(id, changes, None, self._future()))
+    async def write(
+        self, id: GlobalId, changes: ValidatedChanges, *, keys: Sequence[UniqueKey] = ()
+    ) -> int:
+        """Append ``changes`` to table ``id``; return the timestamp once acknowledged.
+        ``keys``: the table's unique keys, which the write must keep unique."""
+        return await self._submit(_Write(id, changes, None, self._future(), keys=keys))
 
     async def write_derived(
-        self, id: GlobalId, derive: Derive, *, rows: Sequence[Row] | None = None
+        self,
+        id: GlobalId,
+        derive: Derive,
+        *,
+        rows: Sequence[Row] | None = None,
+        keys: Sequence[UniqueKey] = (),
     ) -> int:
         """Append the changes ``derive`` computes from the table's contents (module docs);
-        ``rows``: the only rows ``derive`` counts, if known."""
-        return await self._submit(_Write(id, None, derive, self._future(), rows))
+        ``rows``: the only rows ``derive`` counts, if known; ``keys`` as for :meth:`write`."""
+        return await self._submit(_Write(id, None, derive, self._future(), rows, keys))
 
     async def advance(self) -> int:
         """Advance every table (and the read timestamp) to a fresh timestamp; return it."""
@@ -348,18 +364,32 @@ class GroupCommit:
                 await self._ready_for(contents, w.rows)
                 try:
                     changes = w.derive(contents)
+                    part = trusted_changes(desc, changes)
+                    _check_keys(contents, w.keys, part)
                 except Exception as e:
                     _fail(w, e)
                     continue
                 contents.apply(changes)
-                part = trusted_changes(desc, changes)
             else:
                 assert w.changes is not None
                 part = w.changes
+                if w.keys:
+                    contents = await self._loaded(id, kept, parts)
+                    try:
+                        _check_keys(contents, w.keys, part)
+                    except Exception as e:
+                        _fail(w, e)
+                        continue
                 kept.contents.append(part.table)
             parts.append(part)
             accepted.append(w)
         return parts, accepted
+
+
+def _check_keys(contents: TableContents, keys: Sequence[UniqueKey], part: ValidatedChanges) -> None:
+    """Raise ``UniqueViolation`` if ``part`` would give a key of ``keys`` to two rows."""
+    for key in keys:
+        check_unique(key, contents.key_counts(key.columns), key_deltas(part.table, key.columns))
 
 
 def _prepare(contents: Sequence[TableContents]) -> dict[TableContents, bool]:

@@ -38,7 +38,7 @@ indexed already. Changes given as rows are turned into a chunk of their own once
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import numpy as np
@@ -47,6 +47,7 @@ import pyarrow as pa
 from spate.repr.arrow import arrow_field, rows_to_table, table_to_rows
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Row, ScalarKind
+from spate.storage.controller.table_keys import add_keys, key_deltas
 
 K = ScalarKind
 _LOOKUP_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
@@ -82,6 +83,9 @@ class TableContents:
         """A :meth:`build` was started (on a worker thread, by the committer)."""
         self._asked = False
         """A row was looked up: from then on :meth:`prepare` folds chunks into the rows."""
+        self._keys: dict[tuple[str, ...], dict[Row, int]] = {}
+        """Count of each key (no NULL) of the unique keys asked for (:meth:`key_counts`),
+        kept up to date with every change added since."""
         self.apply(rows)
 
     @classmethod
@@ -125,8 +129,11 @@ class TableContents:
         ignored). Cheap: nothing is converted or indexed here (:meth:`prepare` does that)."""
         self.add_base(updates, None)
 
-    def add_base(self, updates: pa.Table, index: _RowIndex | None) -> None:
-        """:meth:`append` with the index of ``updates`` (:meth:`index_of`) if built already."""
+    def add_base(
+        self, updates: pa.Table, index: _RowIndex | None, *, counted: bool = False
+    ) -> None:
+        """:meth:`append` with the index of ``updates`` (:meth:`index_of`) if built already;
+        ``counted``: changes already in the key counts (:meth:`prepare`'s own chunk)."""
         desc = self._desc
         if desc is None:
             raise ValueError("the rows form without a description takes no Arrow updates")
@@ -134,6 +141,9 @@ class TableContents:
             return
         chunk = updates.select([*(c.name for c in desc.columns), DIFF_COLUMN])
         chunk = chunk.cast(_chunk_schema(desc))
+        if not counted:
+            for columns, counts in self._keys.items():
+                add_keys(counts, key_deltas(chunk, columns).items())
         self._chunks.append(chunk)
         self._known.clear()
         if self.indexed:
@@ -151,6 +161,11 @@ class TableContents:
 
     def apply(self, changes: Iterable[tuple[Row, int]]) -> None:
         """Add changes given as rows."""
+        if self._keys:
+            changes = list(changes)
+            for columns, counts in self._keys.items():
+                at = [self.desc.index_of(c) for c in columns]
+                add_keys(counts, ((tuple(r[i] for i in at), d) for r, d in changes))
         if self._rows is not None:
             for row, diff in changes:
                 _add(self._rows, row, diff)
@@ -176,8 +191,26 @@ class TableContents:
                 times=[0] * len(rows),
                 diffs=[d for _r, d in rows],
             )
-            self.append(table)
+            self.add_base(table, None, counted=True)
         self._index_pending()
+
+    # -- unique keys ------------------------------------------------------------------------------
+
+    def key_counts(self, columns: tuple[str, ...]) -> dict[Row, int]:
+        """How many rows hold each key (values of ``columns``, no NULL): counted once, from
+        every change added so far (Arrow chunks grouped, not made rows), then kept up to
+        date by every later change (event-loop thread)."""
+        counts = self._keys.get(columns)
+        if counts is None:
+            counts = {}
+            at = [self.desc.index_of(c) for c in columns]
+            if self._rows is not None:
+                add_keys(counts, ((tuple(r[i] for i in at), n) for r, n in self._rows.items()))
+            for chunk in self._chunks:
+                add_keys(counts, key_deltas(_grouped(chunk, columns), columns).items())
+            add_keys(counts, ((tuple(r[i] for i in at), n) for r, n in self._changes.items()))
+            self._keys[columns] = counts
+        return counts
 
     # -- the rows form ----------------------------------------------------------------------------
 
@@ -296,6 +329,16 @@ class TableContents:
             while len(self._runs) >= 2 and self._runs[-2].size <= 2 * self._runs[-1].size:
                 last = self._runs.pop()
                 self._runs[-1] = self._runs[-1].merged(last)
+
+
+def _grouped(chunk: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``chunk``'s net diff per key (fewer rows to make Python objects of); ``chunk`` itself
+    where Arrow cannot group its key columns."""
+    try:
+        out = chunk.group_by(list(columns), use_threads=False).aggregate([(DIFF_COLUMN, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return chunk
+    return out.select([*columns, f"{DIFF_COLUMN}_sum"]).rename_columns([*columns, DIFF_COLUMN])
 
 
 def _add(rows: Counter[Row], row: Row, diff: int) -> None:
