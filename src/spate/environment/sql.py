@@ -41,6 +41,7 @@ from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
+from spate.sql.notices import collecting
 from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
@@ -136,6 +137,14 @@ def run(
 ) -> Result:
     """Run every statement of ``text``; the last one's result."""
     check_argument(text, str, "the SQL text")
+    session.notices.clear()  # the last call's only
+    with collecting(session.notices):
+        return _run(env, text, dialect, session, defs)
+
+
+def _run(
+    env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
+) -> Result:
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
