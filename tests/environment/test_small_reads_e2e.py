@@ -6,13 +6,14 @@ package's shared Environment and cluster (``cluster_env``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from spate.config import with_overrides
-from spate.environment import small_reads
+from spate.environment import reads, small_reads
 from spate.environment.api import Environment
 from spate.environment.sql import SqlSession
 from spate.errors import EvaluationFailed
@@ -131,4 +132,27 @@ def test_a_read_the_environment_fails_to_evaluate_goes_to_a_dataflow(
 
     monkeypatch.setattr(small_reads, "evaluate", broken)
     assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT y FROM s)") == [(2,)]
+    assert len(dataflows) == 1
+
+
+def test_a_read_too_large_to_evaluate_here_is_held_at_its_timestamp_until_its_dataflow_is(
+    env: Environment, dataflows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that tries the inputs here and gives up (a many-table join: its intermediate
+    result too large) then builds a dataflow at the timestamp it chose: the inputs' sinces must
+    not pass it meanwhile (they follow their uppers one second behind)."""
+    rt = env.runtime
+    ids = [env.runtime.catalog.get(n).id for n in ("t", "s")]
+
+    async def too_large_after_a_while(_rt: Any, _plan: Any, ts: int, _timeout: float) -> None:
+        for _ in range(100):  # until the inputs' read policies would compact past ts
+            uppers = [rt.storage.collection_frontiers(i).upper.as_option() for i in ids]
+            if all(u is not None and u > ts + 2_500 for u in uppers):
+                break
+            await asyncio.sleep(0.05)
+        return None
+
+    monkeypatch.setattr(reads, "read_here", too_large_after_a_while)
+    sql = "SELECT x FROM t WHERE x IN (SELECT y FROM s)"
+    assert _rows(env, sql) == [(2,)]
     assert len(dataflows) == 1

@@ -40,17 +40,29 @@ def setup(env: Environment) -> None:
     env.create_source("ticks", LoadGeneratorSource(LoadGenerator.COUNTER, tick_interval_ms=200))
 
 
+def recompute(t: list[dict[str, int]]) -> list[tuple[int, int, int]]:
+    """The rows of ``totals`` over the rows ``t`` of the table, sorted."""
+    groups: dict[int, tuple[int, int]] = {}
+    for r in t:
+        n, s = groups.get(r["grp"], (0, 0))
+        groups[r["grp"]] = (n + 1, s + r["amount"])
+    return sorted((g, n, s) for g, (n, s) in groups.items())
+
+
+def view_rows(totals: list[dict[str, int]]) -> list[tuple[int, int, int]]:
+    """The rows of ``totals`` as read, sorted: every copy of a row (a view that holds a group
+    twice, or an old value of a group beside the new one, is not its recomputation)."""
+    return sorted((r["grp"], r["n"], r["total"]) for r in totals)
+
+
 def check_view(f: IO[str], env: Environment, round_: int) -> None:
     """Read the table and the view at one timestamp; the view must equal its recomputation."""
     ts = env.status().read_ts
     journal(f, round=round_, op="read", phase="begin", ts=ts)
     t = env.select("t", as_of=ts, timeout=5).to_pylist()
     totals = env.select("totals", as_of=ts, timeout=8).to_pylist()
-    expected: dict[int, tuple[int, int]] = {}
-    for r in t:
-        n, s = expected.get(r["grp"], (0, 0))
-        expected[r["grp"]] = (n + 1, s + r["amount"])
-    got = {r["grp"]: (r["n"], r["total"]) for r in totals}
+    expected = recompute(t)
+    got = view_rows(totals)
     journal(
         f,
         round=round_,

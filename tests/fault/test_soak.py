@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 from spate.environment.api import Environment
+from tests.fault._worker import recompute, view_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -164,11 +165,7 @@ def test_no_acknowledged_write_is_lost_under_random_kills(tmp_path: Path, seed: 
             assert resurrected == [], f"acknowledged deletes undone: {resurrected[:10]}"
             unknown = sorted(set(ids) - inserted - in_flight)
             assert unknown == [], f"rows nobody acknowledged or attempted: {unknown[:10]}"
-            expected: dict[int, tuple[int, int]] = {}
-            for r in rows:
-                n, s = expected.get(r["grp"], (0, 0))
-                expected[r["grp"]] = (n + 1, s + r["amount"])
-            assert {r["grp"]: (r["n"], r["total"]) for r in totals} == expected
+            assert view_rows(totals) == recompute(rows)
         deadline = time.monotonic() + 60
         while (left := _processes_of(data)) and time.monotonic() < deadline:
             time.sleep(0.5)

@@ -11,6 +11,7 @@ import pytest
 
 from spate.errors import EvalError
 from spate.repr.types import ScalarKind
+from spate.sql.errors import SqlError
 from tests.sql._plan_engine import ReferenceEngine
 
 CASES = [
@@ -66,4 +67,48 @@ def test_agrees_with_postgres(expr: str, postgres_url: str) -> None:
         got: object = [tuple(r) for r in ReferenceEngine().rows(f"SELECT {expr}")]
     except EvalError as e:
         got = e.sqlstate
+    assert got == expected
+
+
+CAST_OUT_OF_RANGE = [
+    # the cast binds before the minus: -(9223372036854775808::bigint), a numeric too large
+    "-9223372036854775808::bigint",
+    "-(9223372036854775808::bigint)",
+    "9223372036854775808::int",
+    "9223372036854775808::smallint",
+    "-9223372036854775808.5::bigint",
+    "1e19::bigint",
+]
+
+
+@pytest.mark.parametrize("expr", CAST_OUT_OF_RANGE)
+def test_a_numeric_constant_cast_beyond_bigint_is_out_of_range(expr: str) -> None:
+    with pytest.raises(SqlError, match=" out of range") as caught:
+        ReferenceEngine().rows(f"SELECT {expr}")
+    assert caught.value.sqlstate == "22003"  # was 42804: a literal of type int64 out of range
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        *CAST_OUT_OF_RANGE,
+        "-9223372036854775808",
+        "(-9223372036854775808)::bigint",
+        "9223372036854775807.4::bigint",
+    ],
+)
+def test_casts_of_constants_near_the_bigint_bounds_agree_with_postgres(
+    expr: str, postgres_url: str
+) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        try:
+            expected: object = [tuple(r) for r in conn.execute(f"SELECT {expr}").fetchall()]
+        except psycopg.Error as e:
+            expected = (e.sqlstate, e.diag.message_primary)
+    try:
+        got: object = [tuple(r) for r in ReferenceEngine().rows(f"SELECT {expr}")]
+    except SqlError as e:
+        got = (e.sqlstate, e.message)
     assert got == expected

@@ -45,7 +45,13 @@ from spate.environment.planning import (
     storage_inputs,
 )
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
-from spate.errors import InvalidArgumentValue, UniqueViolation, UsageError, check_argument
+from spate.errors import (
+    InputMissing,
+    InvalidArgumentValue,
+    UniqueViolation,
+    UsageError,
+    check_argument,
+)
 from spate.errors import InvalidObject as InvalidObject
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_policy import ReadPolicy
@@ -100,7 +106,7 @@ def check_plan(rt: Runtime, plan: RelationExpr) -> None:
         try:
             item = rt.catalog.by_id(node.id)
         except UnknownName:
-            raise InvalidObject(f"the plan reads {node.id}, which does not exist") from None
+            raise InputMissing(node.id) from None
         desc = item_desc(item)
         if desc is None or isinstance(item, IndexItem):
             raise InvalidObject(

@@ -68,6 +68,7 @@ from spate.errors import (
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
 from spate.frontier.antichain import Antichain, Frontier
+from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId, PeekId
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
@@ -444,24 +445,47 @@ async def _select_dataflow(
     small_reads: bool,
 ) -> pa.Table:
     inlined = inline_views(plan, rt.catalog)
-    inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
-    ts = _pick_timestamp(rt, inputs, as_of, isolation)
-    none = cluster is None and not rt.catalog.clusters  # read here before creating one
-    if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
-        here = await read_here(rt, inlined, ts, timeout)
-        if here is not None:
-            return _rows_table(inlined.desc, list(here.items()), finishing)
-    name = await cluster_for(rt, cluster)
-    instance = rt.instance_of(name)
-    build, index = rt.transient_id(), rt.transient_id()
-    df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
-    rt.compute.create_dataflow(instance, df)
+    # Hold the inputs before choosing the timestamp, until the dataflow holds them itself: the
+    # read here awaits (and may give up on a large join), and meanwhile the inputs' read
+    # policies would compact them past the timestamp (the dataflow's as_of).
+    holds = _hold_inputs(rt, storage_inputs(inlined))
+    try:
+        inputs = [
+            ReadInput(str(h.id), h.since, rt.storage.collection_frontiers(h.id).upper)
+            for h in holds
+        ]
+        ts = _pick_timestamp(rt, inputs, as_of, isolation)
+        for hold in holds:
+            hold.try_downgrade(Antichain.of(ts))
+        none = cluster is None and not rt.catalog.clusters  # read here before creating one
+        if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
+            here = await read_here(rt, inlined, ts, timeout)
+            if here is not None:
+                return _rows_table(inlined.desc, list(here.items()), finishing)
+        name = await cluster_for(rt, cluster)
+        instance = rt.instance_of(name)
+        build, index = rt.transient_id(), rt.transient_id()
+        df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
+        rt.compute.create_dataflow(instance, df)
+    finally:
+        for hold in holds:
+            hold.release()
     try:
         reads = sorted(inlined.depends_on())
         target = IndexTarget(index)
         return await _peek(rt, name, target, ts, inlined.desc, finishing, timeout, reads=reads)
     finally:
         rt.compute.drop_collections(instance, [index])
+
+
+def _hold_inputs(rt: Runtime, ids: Sequence[GlobalId]) -> list[ReadHold]:
+    """A read hold on each collection at its since; a collection gone (compacted away
+    entirely, or dropped) is :class:`ReadBeforeSince` naming it, as a read of it would be."""
+    for id in ids:
+        since = rt.storage.collection_frontiers(id).since
+        if since.is_empty():
+            raise ReadBeforeSince(str(id), since=since, timestamp=None)
+    return rt.storage.acquire_read_holds(ids)
 
 
 async def subscribe(

@@ -38,12 +38,14 @@ from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
-from spate.errors import check_argument
+from spate.errors import InputMissing, check_argument
+from spate.ids import GlobalId
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.sql import parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
-from spate.sql.errors import SqlError, UndefinedObject
+from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
+from spate.sql.notices import collecting
 from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
@@ -142,12 +144,27 @@ def run(
 ) -> Result:
     """Run every statement of ``text``; the last one's result."""
     check_argument(text, str, "the SQL text")
+    session.notices.clear()  # the last call's only
+    with collecting(session.notices):
+        return _run(env, text, dialect, session, defs)
+
+
+def _run(
+    env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
+) -> Result:
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
         catalog = EnvironmentCatalog(env, defs)
         stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
-        result = execute(env, stmt, session, defs)
+        try:
+            result = execute(env, stmt, session, defs)
+        except InputMissing as e:
+            # dropped by another session after this statement was planned
+            gone = catalog.state.find_id(e.id) if isinstance(e.id, GlobalId) else None
+            if gone is None:
+                raise
+            raise UndefinedTable(f'relation "{gone.name}" does not exist') from None
     return result
 
 

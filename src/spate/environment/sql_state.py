@@ -18,6 +18,7 @@ import pyarrow as pa
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
+from spate.sql.notices import Notice
 from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class Session:
     (:mod:`spate.environment.small_reads`); ``False``: every read that needs a dataflow builds
     one on a replica, as ``small_read_updates = 0`` does for the whole environment."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+    notices: list[Notice] = field(default_factory=list)
+    """The notices the last text run in this session raised (an identifier truncated to 63
+    bytes), oldest first; a wire client is sent them (:mod:`spate.sql.notices`)."""
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""

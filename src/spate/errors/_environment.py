@@ -36,6 +36,17 @@ class InvalidObject(UsageError, ValueError):
     """A definition that does not fit the catalog (unknown inputs, schema mismatch…)."""
 
 
+class InputMissing(InvalidObject):
+    """A definition or read whose plan reads an object that does not exist (dropped after the
+    plan was made): PostgreSQL's undefined table."""
+
+    sqlstate = "42P01"
+
+    def __init__(self, id: object) -> None:
+        super().__init__(f"the plan reads {id}, which does not exist")
+        self.id = id
+
+
 class NotReadable(UsageError, ValueError):
     """No time exists at which every input of a query is readable."""
 

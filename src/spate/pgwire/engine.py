@@ -31,6 +31,9 @@ class Context:
     vars: Mapping[str, str]
     canceled: threading.Event = field(default_factory=threading.Event)
     state: dict[str, object] = field(default_factory=dict)
+    notices: list[tuple[str, str]] = field(default_factory=list)
+    """``(sqlstate, message)`` of each notice an engine call raised (an identifier truncated
+    to 63 bytes); the session sends them to the client after the call and empties the list."""
 
 
 @dataclass(frozen=True, slots=True)

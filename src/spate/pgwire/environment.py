@@ -72,7 +72,12 @@ class EnvironmentEngine:
         return session
 
     def _sql(self, text: str, ctx: Context) -> object:
-        result: object = self._session(ctx).sql(text)
+        session = self._session(ctx)
+        try:
+            result: object = session.sql(text)
+        finally:  # raised before the statement failed, too
+            ctx.notices.extend((n.sqlstate, n.message) for n in session.session.notices)
+            session.session.notices.clear()
         return result
 
     def default_cluster(self) -> str:

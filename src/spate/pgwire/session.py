@@ -238,6 +238,14 @@ class Session:
             raise
         finally:
             self._running = None
+            self._send_notices()
+
+    def _send_notices(self) -> None:
+        """The notices the engine raised (before the call's result or error, as PostgreSQL's
+        come before them)."""
+        for sqlstate, message in self._ctx.notices:
+            self.send(codec.notice_response(message, sqlstate=sqlstate))
+        self._ctx.notices.clear()
 
     # -- simple query ------------------------------------------------------------------------------
 

@@ -28,7 +28,16 @@ from spate.plan.expr import (
     ScalarExpr,
     VariadicFunc,
 )
-from spate.repr.types import FLOAT64, INT64, INTERVAL, TEXT, ScalarKind, numeric
+from spate.repr.types import (
+    FLOAT64,
+    INT64,
+    INT64_MAX,
+    INT64_MIN,
+    INTERVAL,
+    TEXT,
+    ScalarKind,
+    numeric,
+)
 from spate.sql.checks import strict_cast
 from spate.sql.errors import (
     DatatypeMismatch,
@@ -228,6 +237,11 @@ class BinderBase:
                 rounded = round(v)
             else:
                 rounded = int(v.quantize(Decimal(1), rounding="ROUND_HALF_UP"))
+            if not INT64_MIN <= rounded <= INT64_MAX:
+                # -9223372036854775808::bigint is -(9223372036854775808::bigint): the cast binds
+                # first, and its numeric operand does not fit (PostgreSQL: 22003)
+                name = "bigint" if target.name == "int8" else display_name(target)
+                raise self.err(NumericOutOfRange, f"{name} out of range", node)
             return Typed(Literal(rounded, INT64), target)
         if (
             t.type.name == "numeric"

@@ -26,6 +26,7 @@ from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
+from spate.sql.notices import truncate_identifier, warn_if_truncated
 from spate.sql.spark import spark_to_postgres
 
 DIALECTS = {"postgres": "postgres", "materialize": "postgres", "spark": "spark"}
@@ -97,6 +98,11 @@ class Source:
 def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token]]]:
     """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped)."""
     tokens = tokenize(text, 0, dialect)
+    for token in tokens:  # PostgreSQL's lexer: a notice per identifier it truncates, up front
+        if token.token_type is TokenType.IDENTIFIER:
+            warn_if_truncated(token.text)
+        elif token.token_type is TokenType.VAR:
+            warn_if_truncated(token.text.lower())
     out: list[tuple[Source, list[Token]]] = []
     current: list[Token] = []
     for tok in [*tokens, None]:
@@ -180,6 +186,9 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
         )
     normalized = normalize_identifiers(stmt, dialect=sqlglot_dialect(src.dialect))
     assert isinstance(normalized, exp.Expression)
+    for node in normalized.walk():
+        if isinstance(node, exp.Identifier) and isinstance(node.this, str):
+            node.set("this", truncate_identifier(node.this))  # the notice came from split
     if src.dialect == "spark":
         normalized = spark_to_postgres(normalized)
     _shift(normalized, start)
@@ -289,10 +298,8 @@ class Cursor:
             raise self.error(f"expected {what}")
         self.i += 1
         if tok.token_type is TokenType.IDENTIFIER:
-            return tok.text
-        if self.src.dialect == "spark":
-            return tok.text.lower()
-        return tok.text.lower()
+            return truncate_identifier(tok.text)
+        return truncate_identifier(tok.text.lower())
 
     def dotted_name(self, what: str = "a name") -> str:
         """``a`` or ``schema.a``/``db.schema.a`` (only the last part is kept)."""
