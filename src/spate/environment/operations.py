@@ -21,6 +21,7 @@ from spate.environment.catalog import item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
 from spate.environment.reads import Isolation
+from spate.environment.transaction import Transaction
 from spate.environment.write_result import WriteResult
 from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.ids import GlobalId
@@ -206,6 +207,20 @@ class EnvironmentOperations(EnvironmentBase):
                 p.update("bids", [((3, 40, "bo"), (3, 45, "bo"))])   # sees the insert
         """
         return WritePipeline(self.runtime, self._start)
+
+    def transaction(self) -> Transaction:
+        """Table writes committed together: the ``insert``, ``update`` and ``delete`` of the
+        transaction are buffered, and leaving the ``with`` block writes all of them at one
+        timestamp (durable and visible when it returns) or, if any fails, none; an exception
+        out of the block discards them (:mod:`spate.environment.transaction`).
+
+        Example::
+
+            with env.transaction() as tx:
+                tx.insert("orders", [(11, "brownie")])
+                tx.delete("stock", [("brownie", 3)])
+        """
+        return Transaction(self.runtime, self._run)
 
     def create_source(
         self,

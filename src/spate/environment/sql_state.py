@@ -1,5 +1,6 @@
-"""What SQL keeps between statements: a session's settings (:class:`Session`) and the
-definitions kept beside the catalog (:class:`Definitions`)."""
+"""What SQL keeps between statements: a session's settings (:class:`Session`), its open
+transaction block (:class:`Block`), and the definitions kept beside the catalog
+(:class:`Definitions`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
+from spate.environment.transaction import Transaction
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
@@ -41,6 +43,22 @@ ACCEPTED_SETTINGS = {
 
 
 @dataclass
+class Block:
+    """An open transaction block (``BEGIN`` … ``COMMIT``/``ROLLBACK``), as Materialize runs
+    one: its first statement makes it a read block (SELECT, SUBSCRIBE: every read at the
+    timestamp ``read_ts`` chosen at the first), a write block (INSERT, UPDATE, DELETE: buffered
+    in ``writes`` and committed together at COMMIT) or a DDL block (the one DDL statement,
+    ``ddl``, carried out at COMMIT). ``failed``: a statement failed, and every statement until
+    COMMIT or ROLLBACK is refused (25P02); COMMIT then rolls back."""
+
+    writes: Transaction
+    kind: str | None = None  # read | write | ddl
+    read_ts: int | None = None
+    ddl: object | None = None
+    failed: bool = False
+
+
+@dataclass
 class Session:
     """Per-connection settings: the cluster reads and new objects use, the read isolation,
     whether reads wait for real-time recency (``SET real_time_recency = on``)."""
@@ -56,6 +74,8 @@ class Session:
     (:mod:`spate.environment.small_reads`); ``False``: every read that needs a dataflow builds
     one on a replica, as ``small_read_updates = 0`` does for the whole environment."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+    block: Block | None = None
+    """The open transaction block (``None``: each statement is its own transaction)."""
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""

@@ -46,6 +46,14 @@ Failure is per write: a write whose table was dropped, whose derive raised, or w
 append failed gets that exception; the other writes of the group still commit. An error of the
 whole group (``ReadOnly``, ``ControllerFenced``) fails every write in it. A write that failed
 changed nothing.
+
+**Transactions** (:meth:`GroupCommit.write_all`): the changes a transaction derives for
+several tables commit together or not at all. A transaction is a group of its own: every part
+is derived first (none changes the kept contents), and only if none raises are they appended,
+all at one timestamp, as one group. A derive that raises fails the whole transaction and
+nothing of it is written. The appends of the group are still per table: a table's append that
+fails (a fenced controller) fails the transaction, but an append of another table of it may
+have succeeded.
 """
 
 from __future__ import annotations
@@ -87,6 +95,8 @@ class Timestamps(Protocol):
 
 Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
 """Changes computed from the table's contents inside the commit (raise to fail the write)."""
+Part = tuple[GlobalId, Derive, Sequence[Row]]
+"""One table's part of a transaction: its id, its derive, the rows the derive counts."""
 
 
 @dataclass(eq=False)
@@ -97,6 +107,8 @@ class _Write:
     done: asyncio.Future[int]
     rows: Sequence[Row] | None = None
     """The rows ``derive`` counts (looked up at once), ``None``: any."""
+    parts: Sequence[Part] | None = None
+    """A transaction's parts (:meth:`GroupCommit.write_all`); ``id`` is then ``None``."""
 
 
 @dataclass(eq=False)
@@ -143,6 +155,11 @@ class GroupCommit:
         ``rows``: the only rows ``derive`` counts, if known."""
         return await self._submit(_Write(id, None, derive, self._future(), rows))
 
+    async def write_all(self, parts: Sequence[Part]) -> int:
+        """Append the changes each part derives to its table, all at one timestamp or none
+        (module docs); return the timestamp once acknowledged."""
+        return await self._submit(_Write(None, None, None, self._future(), parts=parts))
+
     async def advance(self) -> int:
         """Advance every table (and the read timestamp) to a fresh timestamp; return it."""
         return await self._submit(_Write(None, None, None, self._future()))
@@ -173,9 +190,12 @@ class GroupCommit:
     async def _run(self) -> None:
         while self._queue:
             await asyncio.sleep(self._window_s)  # writers of this turn (or window) join
-            group, self._queue = self._queue, []
+            group, self._queue = _next_group(self._queue)
             try:
-                await self._commit(group)
+                if group[0].parts is not None:
+                    await self._commit_all(group[0], group[0].parts)
+                else:
+                    await self._commit(group)
             except BaseException as e:
                 for w in group:
                     _fail(w, e if isinstance(e, Exception) else asyncio.CancelledError())
@@ -240,6 +260,42 @@ class GroupCommit:
                 _succeed(w, ts)
             else:
                 _fail(w, failed)
+
+    async def _commit_all(self, txn: _Write, parts: Sequence[Part]) -> None:
+        """Commit a transaction, alone in its group (module docs)."""
+        live = set(self._table_ids())
+        missing = [id for id, _d, _r in parts if id not in live]
+        if missing:
+            _fail(txn, IdentifierMissing(missing[0], "table"))
+            return
+        derived: list[tuple[GlobalId, Sequence[tuple[Row, int]], Sequence[Row]]] = []
+        for id, derive, rows in parts:
+            kept = self._take_kept(id)
+            self._kept[id] = kept  # the commit below takes it again
+            contents = await self._loaded(id, kept, [])
+            await self._ready_for(contents, rows)
+            try:
+                derived.append((id, derive(contents), rows))
+            except Exception as e:
+                _fail(txn, e)
+                return
+        writes = [
+            _Write(id, None, _constant(changes), self._future(), rows)
+            for id, changes, rows in derived
+        ]
+        try:
+            await self._commit(writes)
+        finally:
+            for w in writes:
+                if not w.done.done():
+                    w.done.cancel()
+        failures = [w.done.exception() for w in writes if w.done.exception() is not None]
+        if failures:
+            error = failures[0]
+            assert error is not None
+            _fail(txn, error)
+        else:
+            _succeed(txn, max(w.done.result() for w in writes))
 
     def _table_ids(self) -> list[GlobalId]:
         return [id for id, s in self._storage.collections() if s.description.is_table]
@@ -373,6 +429,19 @@ def _prepare(contents: Sequence[TableContents]) -> dict[TableContents, bool]:
             _log.warning("preparing a table's contents failed: %r", e)
             out[c] = False
     return out
+
+
+def _next_group(queue: list[_Write]) -> tuple[list[_Write], list[_Write]]:
+    """The next group and what waits for the one after: a transaction is a group of its own,
+    other writes gather up to the next transaction."""
+    if queue[0].parts is not None:
+        return queue[:1], queue[1:]
+    n = next((i for i, w in enumerate(queue) if w.parts is not None), len(queue))
+    return queue[:n], queue[n:]
+
+
+def _constant(changes: Sequence[tuple[Row, int]]) -> Derive:
+    return lambda _contents: changes
 
 
 def _log_failure(f: asyncio.Future[None]) -> None:
