@@ -1,8 +1,11 @@
 """Running the statements a session answers itself (see :mod:`spate.pgwire.statements`).
 
-Transactions are bookkeeping only: spate's reads are each consistent on their own and its
-writes commit one statement at a time, so BEGIN/COMMIT track the status byte clients rely on
-(and the lifetime of cursors), nothing more. ``DECLARE … CURSOR FOR SUBSCRIBE …`` and
+BEGIN, COMMIT and ROLLBACK track the status byte clients rely on (and the lifetime of
+cursors) and are passed on to the engine (``Engine.transaction``, when it has one), which
+keeps the block's writes until COMMIT: a COMMIT of a failed block (status ``E``) rolls back
+and answers ROLLBACK, as PostgreSQL does; a COMMIT that fails ends the block (status ``I``).
+ROLLBACK TO SAVEPOINT is passed on too (an engine that cannot undo part of a block refuses
+it, and the block stays failed). ``DECLARE … CURSOR FOR SUBSCRIBE …`` and
 ``FETCH n [WITH (timeout = '…')]`` follow Materialize: FETCH waits for at least one row (or
 the timeout), then returns up to ``n`` rows that are already there.
 """
@@ -34,21 +37,29 @@ async def run_session_statement(
                     severity="WARNING",
                 )
             )
+        else:
+            await s.engine_transaction("BEGIN")
         s.status = "T" if s.status == "I" else s.status
         s.send(codec.command_complete("BEGIN"))
     elif isinstance(stmt, statements.Commit):
-        tag = "ROLLBACK" if s.status == "E" else "COMMIT"
-        _end_transaction(s)
-        s.send(codec.command_complete(tag))
+        was = s.status
+        _end_transaction(s)  # a COMMIT that fails ends the block too
+        if was == "E":
+            await s.engine_transaction("ROLLBACK")
+        elif was == "T":
+            await s.engine_transaction("COMMIT")
+        s.send(codec.command_complete("ROLLBACK" if was == "E" else "COMMIT"))
     elif isinstance(stmt, statements.Rollback):
         if stmt.to_savepoint:
             if s.status == "I":
                 raise PgError(
                     "25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"
                 )
+            await s.engine_transaction("ROLLBACK TO SAVEPOINT")
             s.status = "T"
         else:
             _end_transaction(s)
+            await s.engine_transaction("ROLLBACK")
         s.send(codec.command_complete("ROLLBACK"))
     elif isinstance(stmt, statements.NoOp):
         if stmt.in_transaction and s.status == "I":
