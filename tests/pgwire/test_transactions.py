@@ -151,15 +151,20 @@ def test_a_failed_statement_aborts_the_block_as_in_postgres(
     assert seen["spate"][4:6] == ("ROLLBACK", "IDLE")
 
 
+def _insert_then_fail(c: Conn, table: str) -> None:
+    with c.transaction():
+        c.execute(f"INSERT INTO {table} VALUES (7, 'seven')")
+        raise ZeroDivisionError
+
+
 def test_non_autocommit_psycopg_rolls_back_on_an_exception(
     both: list[tuple[str, Conn, str]], spate_dsn: str, postgres_url: str
 ) -> None:
     tag = both[0][2]
     for dsn in (spate_dsn, postgres_url):
         with psycopg.connect(dsn) as c:  # psycopg sends BEGIN itself
-            with pytest.raises(ZeroDivisionError), c.transaction():
-                c.execute(f"INSERT INTO t_{tag} VALUES (7, 'seven')")
-                raise ZeroDivisionError
+            with pytest.raises(ZeroDivisionError):
+                _insert_then_fail(c, f"t_{tag}")
             c.execute(f"INSERT INTO t_{tag} VALUES (8, 'eight')")
             c.commit()
             assert _rows(c, f"t_{tag}") == [(1, "one"), (2, "two"), (8, "eight")]
