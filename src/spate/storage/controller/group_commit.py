@@ -51,9 +51,9 @@ changed nothing.
 several tables commit together or not at all. A transaction is a group of its own: every part
 is derived first (none changes the kept contents), and only if none raises are they appended,
 all at one timestamp, as one group. A derive that raises fails the whole transaction and
-nothing of it is written. The appends of the group are still per table: a table's append that
-fails (a fenced controller) fails the transaction, but an append of another table of it may
-have succeeded.
+nothing of it is written. The tables a transaction writes (when more than one) are appended in
+one atomic call (the controller's durable intent, :mod:`.table_writes`): after a crash they
+hold all of it or none; the group's other tables move on their own, as usual.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
-from spate.storage.controller.errors import IdentifierMissing
+from spate.storage.controller.errors import IdentifierMissing, InvalidUppers
 from spate.storage.controller.table_contents import TableContents as TableContents
+from spate.storage.controller.table_writes import AppendOutcome
 from spate.storage.controller.tables import (
     TableUpdates,
     ValidatedChanges,
@@ -203,7 +204,7 @@ class GroupCommit:
                     raise
             self.groups += 1
 
-    async def _commit(self, group: list[_Write]) -> None:
+    async def _commit(self, group: list[_Write], *, atomic: bool = False) -> None:
         advance = [w for w in group if w.id is None]
         writes: dict[GlobalId, list[_Write]] = {}
         for w in group:
@@ -232,7 +233,7 @@ class GroupCommit:
             commands.append((id, updates, Antichain.of(ts + 1)))
         # Index (or fold) what this group adds to each table's contents while it is written.
         ready = [k.contents for k in kept.values() if k.loading is None]
-        appending = self._storage.tables.append_each(commands)
+        appending = self._append(commands, set(writes) if atomic else set())
         outcomes, prepared = await asyncio.gather(appending, asyncio.to_thread(_prepare, ready))
         failed: BaseException | None = None
         for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
@@ -284,7 +285,7 @@ class GroupCommit:
             for id, changes, rows in derived
         ]
         try:
-            await self._commit(writes)
+            await self._commit(writes, atomic=True)
         finally:
             for w in writes:
                 if not w.done.done():
@@ -296,6 +297,27 @@ class GroupCommit:
             _fail(txn, error)
         else:
             _succeed(txn, max(w.done.result() for w in writes))
+
+    async def _append(
+        self, commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]], together: set[GlobalId]
+    ) -> list[AppendOutcome]:
+        """Append each command (``append_each``); the tables of ``together`` (a transaction's,
+        when more than one) in one atomic append through the controller's durable intent, so
+        that a crash lands all of them or none (module docs)."""
+        if len(together) < 2:
+            return await self._storage.tables.append_each(commands)
+        atomic = [c for c in commands if c[0] in together]
+        rest = [c for c in commands if c[0] not in together]
+        outcomes: dict[GlobalId, AppendOutcome] = {}
+        try:
+            await self._storage.tables.append(atomic)
+            outcomes.update({id: new_upper for id, _u, new_upper in atomic})
+        except InvalidUppers as e:  # nothing of the transaction was written
+            outcomes.update({id: e for id, _u, _n in atomic})
+        if rest:
+            others = await self._storage.tables.append_each(rest)
+            outcomes.update({id: o for (id, _u, _n), o in zip(rest, others, strict=True)})
+        return [outcomes[id] for id, _u, _n in commands]
 
     def _table_ids(self) -> list[GlobalId]:
         return [id for id, s in self._storage.collections() if s.description.is_table]
