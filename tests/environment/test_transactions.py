@@ -79,9 +79,10 @@ def test_sql_block_rules_of_materialize(tables: Environment) -> None:
         ("CREATE TABLE v (a bigint)", "INSERT INTO u VALUES (1)", "25000"),
         ("CREATE TABLE v (a bigint)", "CREATE TABLE w (a bigint)", "25000"),
         ("INSERT INTO t VALUES (9, 'n')", "DELETE FROM t WHERE a = 9", "0A000"),
+        ("READ ONLY", "INSERT INTO u VALUES (1)", "25006"),
     ]
     for first, second, code in cases:
-        env.sql(f"BEGIN; {first}")
+        env.sql(f"BEGIN {first}" if first == "READ ONLY" else f"BEGIN; {first}")
         with pytest.raises(SqlError) as e:
             env.sql(second)
         assert e.value.sqlstate == code, (first, second)

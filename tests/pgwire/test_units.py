@@ -42,6 +42,7 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
     [
         ("BEGIN", statements.Begin()),
         ("start transaction isolation level serializable", statements.Begin()),
+        ("BEGIN READ ONLY", statements.Begin(read_only=True)),
         ("ROLLBACK TO SAVEPOINT a", statements.Rollback(to_savepoint=True)),
         ("SET cluster TO 'c1'", statements.Set("cluster", "c1")),
         ("SET SESSION timezone = utc", statements.Set("timezone", "utc")),

@@ -159,7 +159,7 @@ def _run_one(
     try:
         control = sql_block.control(parsed)
         if control == "BEGIN":
-            sql_block.begin(env, session)
+            sql_block.begin(env, session, parsed)
             return None
         if control == "ROLLBACK":
             sql_block.rollback(session)

@@ -3,9 +3,10 @@
 A block is one of three kinds, set by its first statement (SET and SHOW of a variable, SHOW
 CREATE, EXPLAIN and the other statements that read no data do not count, and run at once):
 
-* **read** (SELECT, SUBSCRIBE): every SELECT of the block without ``AS OF`` reads at one
-  timestamp, the one chosen at its first read, so the block sees one state of every object. A
-  write in a read block is refused: ``25006`` *transaction in read-only mode*.
+* **read** (SELECT, SUBSCRIBE, or ``BEGIN READ ONLY``): every SELECT of the block without
+  ``AS OF`` reads at one timestamp, the one chosen at its first read, so the block sees one
+  state of every object. A write in a read block is refused: ``25006`` *transaction in
+  read-only mode*.
 * **write** (INSERT, UPDATE, DELETE): the writes are buffered (:mod:`.transaction`) and
   written at COMMIT, all at one timestamp, or none of them. An UPDATE or DELETE reads the
   table's committed rows when it runs (it does not see the block's own writes, so one of a
@@ -25,6 +26,7 @@ nothing of it written.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import TYPE_CHECKING
 
 from spate.environment.sql_state import Block, Session
@@ -68,10 +70,13 @@ def aborted() -> SqlError:
     )
 
 
-def begin(env: EnvironmentOperations, session: Session) -> None:
-    """Open a block (one already open stays, as in PostgreSQL, which only warns)."""
+def begin(env: EnvironmentOperations, session: Session, parsed: Parsed) -> None:
+    """Open a block (one already open stays, as in PostgreSQL, which only warns); ``BEGIN READ
+    ONLY`` opens a read block."""
     if session.block is None:
-        session.block = Block(env.transaction())
+        words = [t.text.upper() for t in parsed.tokens]
+        read_only = any(a == "READ" and b == "ONLY" for a, b in itertools.pairwise(words))
+        session.block = Block(env.transaction(), kind="read" if read_only else None)
 
 
 def rollback(session: Session) -> None:

@@ -38,7 +38,7 @@ async def run_session_statement(
                 )
             )
         else:
-            await s.engine_transaction("BEGIN")
+            await s.engine_transaction("BEGIN READ ONLY" if stmt.read_only else "BEGIN")
         s.status = "T" if s.status == "I" else s.status
         s.send(codec.command_complete("BEGIN"))
     elif isinstance(stmt, statements.Commit):

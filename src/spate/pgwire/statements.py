@@ -54,7 +54,7 @@ REPORTED: Final = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Begin:
-    pass
+    read_only: bool = False  # BEGIN READ ONLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +160,7 @@ def classify(sql: str) -> SessionStatement | None:
     head = words[0].upper()
     second = words[1].upper() if len(words) > 1 else ""
     if head == "BEGIN" or (head == "START" and second == "TRANSACTION"):
-        return Begin()
+        return Begin(read_only=bool(re.search(r"\bREAD\s+ONLY\b", s, re.I)))
     if head in ("COMMIT", "END"):
         return Commit()
     if head in ("ROLLBACK", "ABORT"):
