@@ -92,6 +92,28 @@ def test_sql_block_rules_of_materialize(tables: Environment) -> None:
     assert env.runtime.catalog.find("v") is not None
 
 
+def test_sql_savepoints(tables: Environment) -> None:
+    env = tables
+    env.sql("BEGIN; INSERT INTO u VALUES (1); SAVEPOINT a; INSERT INTO u VALUES (2)")
+    env.sql("SAVEPOINT b; DELETE FROM t WHERE a = 1")
+    with pytest.raises(SqlError) as e:
+        env.sql("INSERT INTO u VALUES ('bad')")
+    assert e.value.sqlstate == "22P02" or e.value.sqlstate.startswith("42")
+    env.sql("ROLLBACK TO SAVEPOINT b")  # the DELETE is undone, the block works again
+    env.sql("INSERT INTO u VALUES (3); RELEASE a")
+    with pytest.raises(SqlError) as gone:
+        env.sql("ROLLBACK TO b")  # released with a
+    assert gone.value.sqlstate == "3B001"
+    env.sql("ROLLBACK")
+    assert rows(env, "u") == Counter()
+    env.sql("BEGIN; INSERT INTO u VALUES (1); SAVEPOINT a; INSERT INTO u VALUES (2)")
+    env.sql("ROLLBACK TO a; COMMIT")
+    assert rows(env, "u") == Counter({(1,): 1})
+    with pytest.raises(SqlError) as outside:
+        env.sql("SAVEPOINT a")
+    assert outside.value.sqlstate == "25P01"
+
+
 def test_sql_reads_of_a_block_are_at_one_timestamp(tables: Environment) -> None:
     env = tables
     session = env.sql_session()

@@ -170,6 +170,58 @@ def test_non_autocommit_psycopg_rolls_back_on_an_exception(
             assert _rows(c, f"t_{tag}") == [(1, "one"), (2, "two"), (8, "eight")]
 
 
+def test_savepoints_as_in_postgres(both: list[tuple[str, Conn, str]]) -> None:
+    seen = {}
+    for name, c, tag in both:
+        t = f"t_{tag}"
+        c.execute("BEGIN")
+        c.execute(f"DELETE FROM {t} WHERE a = 1")
+        c.execute("SAVEPOINT s")
+        c.execute(f"INSERT INTO {t} VALUES (3, 'three')")
+        with pytest.raises(psycopg.Error) as first:
+            c.execute(f"INSERT INTO {t} VALUES ('x', 'bad')")
+        failed = _status(c)
+        c.execute("ROLLBACK TO SAVEPOINT s")  # undoes the INSERT, ends the failed state
+        c.execute(f"INSERT INTO {t} VALUES (4, 'four')")
+        c.execute("RELEASE SAVEPOINT s")
+        with pytest.raises(psycopg.Error) as gone:
+            c.execute("ROLLBACK TO SAVEPOINT s")
+        c.execute("ROLLBACK")
+        c.execute("BEGIN")
+        c.execute(f"INSERT INTO {t} VALUES (3, 'three')")
+        c.execute("SAVEPOINT s")
+        c.execute(f"INSERT INTO {t} VALUES (4, 'four')")
+        c.execute("ROLLBACK TO s")
+        c.execute("COMMIT")
+        seen[name] = (first.value.sqlstate, failed, gone.value.sqlstate, _rows(c, t))
+    assert seen["spate"][1:] == seen["postgres"][1:]
+    assert seen["spate"][1:3] == ("INERROR", "3B001")
+    assert seen["spate"][3] == [(1, "one"), (2, "two"), (3, "three")]
+
+
+def _inner(c: Conn, table: str) -> None:
+    with c.transaction():  # a savepoint
+        c.execute(f"INSERT INTO {table} VALUES (4, 'four')")
+        raise ZeroDivisionError
+
+
+def _nested(c: Conn, table: str) -> None:
+    with c.transaction():
+        c.execute(f"INSERT INTO {table} VALUES (3, 'three')")
+        with pytest.raises(ZeroDivisionError):
+            _inner(c, table)
+
+
+def test_psycopg_nested_transactions_as_in_postgres(
+    both: list[tuple[str, Conn, str]], spate_dsn: str, postgres_url: str
+) -> None:
+    tag = both[0][2]
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            _nested(c, f"t_{tag}")
+            assert _rows(c, f"t_{tag}") == [(1, "one"), (2, "two"), (3, "three")]
+
+
 def test_a_block_commits_several_tables_together(spate_dsn: str) -> None:
     tag = uuid.uuid4().hex[:8]
     with (

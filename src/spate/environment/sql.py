@@ -154,10 +154,14 @@ def _run_one(
     (:mod:`spate.environment.sql_block`)."""
     session.rows_affected = None
     block = session.block
-    if block is not None and block.failed and sql_block.control(parsed) is None:
-        raise sql_block.aborted()
     try:
-        control = sql_block.control(parsed)
+        control, name = sql_block.control(parsed) or (None, None)
+        if block is not None and block.failed and control not in _ENDS_FAILED:
+            raise sql_block.aborted()
+        if name is not None:
+            assert control is not None
+            sql_block.savepoint(session, control, name)
+            return None
         if control == "BEGIN":
             sql_block.begin(env, session, parsed)
             return None
@@ -290,6 +294,10 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+_ENDS_FAILED = ("COMMIT", "ROLLBACK", "ROLLBACK TO")
+"""What a failed block still runs."""
 
 
 def _writer(env: EnvironmentOperations, session: Session) -> EnvironmentOperations | Transaction:

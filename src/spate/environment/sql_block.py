@@ -17,10 +17,14 @@ CREATE, EXPLAIN and the other statements that read no data do not count, and run
   carried out at COMMIT; ROLLBACK discards it. Any other statement after it is refused:
   ``25000``.
 
-A statement that fails puts the block in the failed state: every statement but COMMIT and
-ROLLBACK is refused with ``25P02`` *current transaction is aborted, commands ignored until end
-of transaction block*, and COMMIT rolls back. A COMMIT that fails ends the block too, with
-nothing of it written.
+``SAVEPOINT``, ``RELEASE`` and ``ROLLBACK TO`` work as in PostgreSQL: a rollback to a savepoint
+restores the block's buffered writes (and its kind) as they were then; the block's read
+timestamp stays.
+
+A statement that fails puts the block in the failed state: every statement but COMMIT,
+ROLLBACK and ROLLBACK TO is refused with ``25P02`` *current transaction is aborted, commands
+ignored until end of transaction block*, and COMMIT rolls back. A COMMIT that fails ends the
+block too, with nothing of it written.
 """
 
 from __future__ import annotations
@@ -52,15 +56,49 @@ _READS = (st.Select, st.Subscribe)
 _WRITES = (st.Insert, st.Update, st.Delete)
 
 
-def control(parsed: Parsed) -> str | None:
-    """``BEGIN``, ``COMMIT`` or ``ROLLBACK`` for a transaction-control statement (``START
-    TRANSACTION``, ``END``, ``ABORT`` are their synonyms); ``None`` for any other."""
-    words = [t.text.upper() for t in parsed.tokens[:3]]
-    if not words or words[0] not in _CONTROL:
+def control(parsed: Parsed) -> tuple[str, str | None] | None:
+    """For a transaction-control statement, what it does — ``BEGIN``, ``COMMIT``,
+    ``ROLLBACK`` (``START TRANSACTION``, ``END``, ``ABORT`` are their synonyms), ``SAVEPOINT``,
+    ``RELEASE``, ``ROLLBACK TO`` — and the savepoint's name; ``None`` for any other statement."""
+    tokens = parsed.tokens
+    words = [t.text.upper() for t in tokens]
+    if not words:
         return None
-    if words[0] == "ROLLBACK" and "TO" in words[1:]:
-        raise SqlError("ROLLBACK TO SAVEPOINT is not supported", sqlstate="0A000")
-    return _CONTROL[words[0]]
+    head = words[0]
+    if head in ("SAVEPOINT", "RELEASE") or (head in ("ROLLBACK", "ABORT") and "TO" in words):
+        rest = [t for t in tokens[1:] if t.text.upper() not in ("SAVEPOINT", "TO", "WORK")]
+        rest = [t for t in rest if t.text.upper() != "TRANSACTION"]
+        if len(rest) != 1:
+            raise SqlError(f"syntax error in {head}: one savepoint name expected", sqlstate="42601")
+        name = rest[0].text if rest[0].token_type.name == "IDENTIFIER" else rest[0].text.lower()
+        return ("ROLLBACK TO" if head in ("ROLLBACK", "ABORT") else head), name
+    if head not in _CONTROL:
+        return None
+    return _CONTROL[head], None
+
+
+def savepoint(session: Session, what: str, name: str) -> None:
+    """``SAVEPOINT name``, ``RELEASE name`` or ``ROLLBACK TO name``, as PostgreSQL does them:
+    a rollback to a savepoint restores what the block held then (and ends its failed state),
+    keeping the savepoint; a release forgets it and every later one."""
+    block = session.block
+    if block is None:
+        raise SqlError(f"{what} can only be used in transaction blocks", sqlstate="25P01")
+    if what == "SAVEPOINT":
+        block.savepoints.append((name, (block.writes.snapshot(), block.kind, block.ddl)))
+        return
+    at = next(
+        (i for i in reversed(range(len(block.savepoints))) if block.savepoints[i][0] == name), None
+    )
+    if at is None:
+        raise SqlError(f'savepoint "{name}" does not exist', sqlstate="3B001")
+    if what == "RELEASE":
+        del block.savepoints[at:]
+        return
+    del block.savepoints[at + 1 :]
+    writes, block.kind, block.ddl = block.savepoints[at][1]
+    block.writes.restore(writes)
+    block.failed = False
 
 
 def aborted() -> SqlError:

@@ -56,6 +56,11 @@ class Block:
     read_ts: int | None = None
     ddl: object | None = None
     failed: bool = False
+    savepoints: list[tuple[str, tuple[object, str | None, object | None]]] = field(
+        default_factory=list
+    )
+    """The savepoints, oldest first: each name and what the block held then (its buffered
+    writes, its kind, its DDL statement)."""
 
 
 @dataclass

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from spate.environment import tables
 from spate.environment.catalog import TableItem
@@ -90,6 +90,16 @@ class Transaction:
         diffs.subtract(valid)
         self._rows += len(valid)
         return len(valid)
+
+    def snapshot(self) -> object:
+        """What is buffered now, for :meth:`restore` (a SQL savepoint)."""
+        return ({n: (item, Counter(d)) for n, (item, d) in self._diffs.items()}, self._rows)
+
+    def restore(self, snapshot: object) -> None:
+        """Buffer again exactly what was buffered at :meth:`snapshot`."""
+        diffs, rows = cast("tuple[dict[str, tuple[TableItem, Counter[Row]]], int]", snapshot)
+        self._diffs = {n: (item, Counter(d)) for n, (item, d) in diffs.items()}
+        self._rows = rows
 
     def tables(self) -> list[str]:
         """The tables written so far, in the order first written."""

@@ -4,10 +4,12 @@ BEGIN, COMMIT and ROLLBACK track the status byte clients rely on (and the lifeti
 cursors) and are passed on to the engine (``Engine.transaction``, when it has one), which
 keeps the block's writes until COMMIT: a COMMIT of a failed block (status ``E``) rolls back
 and answers ROLLBACK, as PostgreSQL does; a COMMIT that fails ends the block (status ``I``).
-ROLLBACK TO SAVEPOINT is passed on too (an engine that cannot undo part of a block refuses
-it, and the block stays failed). ``DECLARE … CURSOR FOR SUBSCRIBE …`` and
-``FETCH n [WITH (timeout = '…')]`` follow Materialize: FETCH waits for at least one row (or
-the timeout), then returns up to ``n`` rows that are already there.
+SAVEPOINT, RELEASE and ROLLBACK TO SAVEPOINT are passed on too (as ``SAVEPOINT "name"``,
+``RELEASE SAVEPOINT "name"``, ``ROLLBACK TO SAVEPOINT "name"``).
+
+``DECLARE … CURSOR FOR SUBSCRIBE …`` and ``FETCH n [WITH (timeout = '…')]`` follow
+Materialize: FETCH waits for at least one row (or the timeout), then returns up to ``n`` rows
+that are already there.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ async def run_session_statement(
                 raise PgError(
                     "25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"
                 )
-            await s.engine_transaction("ROLLBACK TO SAVEPOINT")
+            await s.engine_transaction(f"ROLLBACK TO SAVEPOINT {_ident(stmt.savepoint)}")
             s.status = "T"
         else:
             _end_transaction(s)
@@ -64,6 +66,8 @@ async def run_session_statement(
     elif isinstance(stmt, statements.NoOp):
         if stmt.in_transaction and s.status == "I":
             raise PgError("25P01", f"{stmt.tag} can only be used in transaction blocks")
+        if stmt.tag in ("SAVEPOINT", "RELEASE"):
+            await s.engine_transaction(f"{stmt.tag} SAVEPOINT {_ident(stmt.savepoint)}")
         if stmt.tag == "DISCARD ALL" or stmt.tag == "CLOSE CURSOR ALL":
             _close_cursors(s)
         s.send(codec.command_complete(stmt.tag))
@@ -98,6 +102,12 @@ async def run_session_statement(
         await _copy(s, stmt)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
+
+
+def _ident(name: str | None) -> str:
+    if name is None:
+        raise PgError("42601", "syntax error: a savepoint name is missing")
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _end_transaction(s: SessionHost) -> None:

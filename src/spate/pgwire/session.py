@@ -511,7 +511,7 @@ class Session:
         await self._call(lambda: self._engine.execute(sql, self._ctx))
 
     async def engine_transaction(self, sql: str) -> None:
-        """Pass BEGIN, COMMIT, ROLLBACK (or ROLLBACK TO SAVEPOINT) on to the engine, if it
+        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, if it
         keeps transactions (``Engine.transaction``)."""
         control = getattr(self._engine, "transaction", None)
         if control is not None:
