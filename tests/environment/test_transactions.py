@@ -4,6 +4,8 @@ writes of several tables committed at one timestamp, or none of them."""
 
 from __future__ import annotations
 
+import gc
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -114,16 +116,31 @@ def test_sql_savepoints(tables: Environment) -> None:
     assert outside.value.sqlstate == "25P01"
 
 
-def test_sql_reads_of_a_block_are_at_one_timestamp(tables: Environment) -> None:
+def test_sql_reads_of_a_block_are_at_one_timestamp_held_until_its_end(tables: Environment) -> None:
     env = tables
+    table = env.runtime.catalog.get("t").id
+
+    def since() -> int:
+        value = env.runtime.storage.collection_frontiers(table).since.as_option()
+        assert value is not None
+        return value
+
     session = env.sql_session()
     session.sql("BEGIN")
     first = session.sql("SELECT a FROM t")
+    block = session.session.block
+    assert block is not None and block.read_ts is not None
     env.insert("t", [(3, "three")])
+    time.sleep(2.5)  # beyond the table's retained history (1 s): held back for the block
+    assert since() <= block.read_ts
     again = session.sql("SELECT a FROM t WHERE a > 0")
     session.sql("COMMIT")
     after = session.sql("SELECT a FROM t")
     assert [x.num_rows for x in (first, again, after)] == [2, 2, 3]
+    deadline = time.monotonic() + 30
+    while since() <= block.read_ts:  # the holds were given up: compaction goes on
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
 
 
 def test_sql_commit_after_a_conflicting_write_fails_with_40001(tables: Environment) -> None:
@@ -182,3 +199,20 @@ def test_transaction_writes_nothing_on_exception_or_missing_rows(tables: Environ
     tx.rollback()
     with pytest.raises(TransactionClosed):
         tx.insert("u", [(4,)])
+
+
+def test_a_read_block_dropped_without_an_end_gives_its_holds_up(tables: Environment) -> None:
+    env = tables
+    table = env.runtime.catalog.get("t").id
+    session = env.sql_session()  # a client connection that goes away inside a block
+    session.sql("BEGIN; SELECT a FROM t")
+    block = session.session.block
+    assert block is not None and block.read_ts is not None
+    ts = block.read_ts
+    del session, block
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while (env.runtime.storage.collection_frontiers(table).since.as_option() or 0) <= ts:
+        assert time.monotonic() < deadline
+        env.insert("u", [(1,)])
+        time.sleep(0.2)

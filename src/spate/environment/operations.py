@@ -20,6 +20,7 @@ from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
 from spate.environment.catalog import item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
+from spate.environment.read_holds import ReadHolds
 from spate.environment.reads import Isolation
 from spate.environment.transaction import Transaction
 from spate.environment.write_result import WriteResult
@@ -221,6 +222,11 @@ class EnvironmentOperations(EnvironmentBase):
                 tx.delete("stock", [("brownie", 3)])
         """
         return Transaction(self.runtime, self._run)
+
+    def _read_holds(self, timestamp: int) -> ReadHolds:
+        """Read holds at ``timestamp`` on every collection and index, for a SQL read block
+        (:mod:`spate.environment.read_holds`)."""
+        return ReadHolds(self.runtime, self._run, self._start, timestamp)
 
     def create_source(
         self,

@@ -5,7 +5,8 @@ CREATE, EXPLAIN and the other statements that read no data do not count, and run
 
 * **read** (SELECT, SUBSCRIBE, or ``BEGIN READ ONLY``): every SELECT of the block without
   ``AS OF`` reads at one timestamp, the one chosen at its first read, so the block sees one
-  state of every object. A write in a read block is refused: ``25006`` *transaction in
+  state of every object (held back from compaction until the block ends:
+  :mod:`.read_holds`). A write in a read block is refused: ``25006`` *transaction in
   read-only mode*.
 * **write** (INSERT, UPDATE, DELETE): the writes are buffered (:mod:`.transaction`) and
   written at COMMIT, all at one timestamp, or none of them. An UPDATE or DELETE reads the
@@ -121,7 +122,13 @@ def rollback(session: Session) -> None:
     """End the block, discarding everything in it (no block: nothing to do)."""
     block, session.block = session.block, None
     if block is not None:
+        _release(block)
         block.writes.rollback()
+
+
+def _release(block: Block) -> None:
+    if block.holds is not None:
+        block.holds.release()
 
 
 def admit(env: EnvironmentOperations, stmt: st.Statement, block: Block) -> st.Statement:
@@ -156,6 +163,7 @@ def admit(env: EnvironmentOperations, stmt: st.Statement, block: Block) -> st.St
     if isinstance(stmt, st.Select) and stmt.as_of is None:
         if block.read_ts is None:
             block.read_ts = env.runtime.oracle.read_ts()
+            block.holds = env._read_holds(block.read_ts)
         return dataclasses.replace(stmt, as_of=block.read_ts)
     return stmt
 
@@ -167,6 +175,7 @@ def commit(session: Session) -> tuple[bool, st.Statement | None]:
     block, session.block = session.block, None
     if block is None:
         return True, None
+    _release(block)
     if block.failed:
         block.writes.rollback()
         return False, None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
+from spate.environment.read_holds import ReadHolds
 from spate.environment.transaction import Transaction
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
@@ -54,6 +55,8 @@ class Block:
     writes: Transaction
     kind: str | None = None  # read | write | ddl
     read_ts: int | None = None
+    holds: ReadHolds | None = None
+    """What holds every object at ``read_ts`` until the block ends (:mod:`.read_holds`)."""
     ddl: object | None = None
     failed: bool = False
     savepoints: list[tuple[str, tuple[object, str | None, object | None]]] = field(
