@@ -19,8 +19,10 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 from spate.environment.api import Environment
+from spate.persist.crash import ENV
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
+from spate.testing.process import spate_env
 
 from .test_serve_cli import _connect, _free_port
 
@@ -294,36 +296,41 @@ def test_a_conflicting_commit_writes_nothing(both: list[tuple[str, Conn, str]]) 
     assert _rows(c, t) == [(2, "two")]
 
 
-def test_kill_inside_a_block_leaves_nothing_of_it(tmp_path: Path) -> None:
+def _server(data: Path, port: int, crash_at: str = "") -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "spate", "serve", str(data), "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=spate_env({ENV: crash_at}),
+    )
+
+
+def test_a_server_killed_inside_a_block_and_in_a_commit(tmp_path: Path) -> None:
+    """SIGKILL (at a crash point: after the first of the two tables of a COMMIT was written; each
+    COMMIT of a block writing both tables passes the point twice)
+    while another connection is inside a block: after a restart, what was committed before is
+    there, nothing of the open block is, and the interrupted COMMIT landed in both tables."""
     data, port = tmp_path / "data", _free_port()
     dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
-
-    def serve() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "spate", "serve", str(data), "--listen", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-
-    proc = serve()
+    proc = _server(data, port, crash_at="storage.append.after_shard@3")
     try:
-        c = _connect(dsn, proc)
-        c.execute("CREATE TABLE t (a bigint NOT NULL)")
-        c.execute("CREATE TABLE u (a bigint NOT NULL)")
-        c.execute("BEGIN")
-        c.execute("INSERT INTO t VALUES (1)")
-        c.execute("INSERT INTO u VALUES (1)")
-        c.execute("COMMIT")  # acknowledged: durable
-        c.execute("BEGIN")
-        c.execute("INSERT INTO t VALUES (2)")
-        c.execute("INSERT INTO u VALUES (2)")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        c.close()
-        proc = serve()
+        a, b = _connect(dsn, proc), _connect(dsn, proc)
+        a.execute("CREATE TABLE t (a bigint NOT NULL)")
+        a.execute("CREATE TABLE u (a bigint NOT NULL)")
+        for c, n in ((a, 1), (a, 2), (b, 3)):
+            c.execute("BEGIN")
+            c.execute(f"INSERT INTO t VALUES ({n})")
+            c.execute(f"INSERT INTO u VALUES ({n})")
+            if n == 1:
+                c.execute("COMMIT")  # acknowledged: durable
+        with pytest.raises(psycopg.OperationalError):  # block 2 is still open on ``a``
+            b.execute("COMMIT")  # killed after the first table of block 3 was written
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        a.close()
+        b.close()
+        proc = _server(data, port)
         with _connect(dsn, proc) as c:
-            assert _rows(c, "t") == [(1,)]
-            assert _rows(c, "u") == [(1,)]
+            assert (_rows(c, "t"), _rows(c, "u")) == ([(1,), (3,)], [(1,), (3,)])
     finally:
         if proc.poll() is None:
             proc.kill()
