@@ -97,7 +97,9 @@ class Timestamps(Protocol):
 Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
 """Changes computed from the table's contents inside the commit (raise to fail the write)."""
 Part = tuple[GlobalId, Derive, Sequence[Row]]
-"""One table's part of a transaction: its id, its derive, the rows the derive counts."""
+"""One table's part of a transaction: its id, its derive, the rows the derive counts. A part
+that counts none (only adds rows) MUST NOT look at the contents it is given: it is not made
+to wait for them."""
 
 
 @dataclass(eq=False)
@@ -269,21 +271,24 @@ class GroupCommit:
         if missing:
             _fail(txn, IdentifierMissing(missing[0], "table"))
             return
-        derived: list[tuple[GlobalId, Sequence[tuple[Row, int]], Sequence[Row]]] = []
+        writes: list[_Write] = []
         for id, derive, rows in parts:
             kept = self._take_kept(id)
             self._kept[id] = kept  # the commit below takes it again
-            contents = await self._loaded(id, kept, [])
-            await self._ready_for(contents, rows)
+            contents = kept.contents
+            if rows:  # a part that counts no rows (inserts) does not wait for the contents
+                contents = await self._loaded(id, kept, [])
+                await self._ready_for(contents, rows)
             try:
-                derived.append((id, derive(contents), rows))
+                changes = derive(contents)
             except Exception as e:
                 _fail(txn, e)
                 return
-        writes = [
-            _Write(id, None, _constant(changes), self._future(), rows)
-            for id, changes, rows in derived
-        ]
+            if rows:
+                writes.append(_Write(id, None, _constant(changes), self._future(), rows))
+            else:
+                desc = self._storage.collection(id).description.desc
+                writes.append(_Write(id, trusted_changes(desc, changes), None, self._future()))
         try:
             await self._commit(writes, atomic=True)
         finally:
