@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from spate.environment.api import Environment
-from spate.environment.transaction import Transaction, TransactionClosed
-from spate.errors import RowsNotFound, SchemaMismatch
+from spate.environment.transaction import Transaction
+from spate.errors import RowsNotFound, SchemaMismatch, TransactionClosed
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.sql import SqlError
 

@@ -26,18 +26,12 @@ from spate.environment import tables
 from spate.environment.catalog import TableItem
 from spate.environment.runtime import Runtime
 from spate.environment.write_result import WriteResult
-from spate.errors import UsageError, check_argument
+from spate.errors import TransactionClosed, UsageError, check_argument
 from spate.repr.types import Datum, Row
 from spate.storage.controller.group_commit import Part, TableContents
 
 T = TypeVar("T")
 Run = Callable[[Coroutine[Any, Any, T]], T]
-
-
-class TransactionClosed(UsageError, RuntimeError):
-    """A write to, or commit of, a transaction that was already committed or rolled back."""
-
-    sqlstate = "25000"
 
 
 class Transaction:

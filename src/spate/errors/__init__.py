@@ -73,6 +73,7 @@ from spate.errors._environment import (
     SinkFenced,
     SourceError,
     SourceUnavailable,
+    TransactionClosed,
     UnknownName,
 )
 from spate.errors._evaluation import EvaluationFailed, describe_error, error_record
@@ -170,6 +171,7 @@ __all__ = [
     "SourceError",
     "SourceUnavailable",
     "SpateError",
+    "TransactionClosed",
     "UnknownName",
     "UpdateBeyondUpper",
     "UpdateNotBeyondLower",
