@@ -133,9 +133,10 @@ def test_sqlalchemy_inspects_indexes_and_keys_and_dml_counts_rows(tmp_path: Path
             ]
             assert insp.get_indexes("items") == []
             assert insp.get_pk_constraint("items") == {"name": None, "constrained_columns": []}
-            with engine.begin() as c:
+            with engine.begin() as c:  # a write block (Materialize's rules: no reads in it)
                 result = c.execute(sa.text("UPDATE items SET name = 'z' WHERE id = 3"))
                 assert result.rowcount == 1
+            with engine.connect() as c:
                 assert c.execute(sa.text("SELECT name FROM items WHERE id = 3")).scalar() == "z"
         finally:
             engine.dispose()

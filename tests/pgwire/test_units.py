@@ -42,7 +42,12 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
     [
         ("BEGIN", statements.Begin()),
         ("start transaction isolation level serializable", statements.Begin()),
-        ("ROLLBACK TO SAVEPOINT a", statements.Rollback(to_savepoint=True)),
+        ("BEGIN READ ONLY", statements.Begin(read_only=True)),
+        ("ROLLBACK TO SAVEPOINT a", statements.Rollback(to_savepoint=True, savepoint="a")),
+        ('rollback to "B"', statements.Rollback(to_savepoint=True, savepoint="B")),
+        ("SAVEPOINT _pg3_1", statements.NoOp("SAVEPOINT", True, "_pg3_1")),
+        ("RELEASE SAVEPOINT S", statements.NoOp("RELEASE", True, "s")),
+        ("RELEASE s", statements.NoOp("RELEASE", True, "s")),
         ("SET cluster TO 'c1'", statements.Set("cluster", "c1")),
         ("SET SESSION timezone = utc", statements.Set("timezone", "utc")),
         ("SET TIME ZONE 'UTC'", statements.Set("timezone", "UTC")),

@@ -65,13 +65,17 @@ class Environment(EnvironmentOperations):
         ``pyarrow.Table`` for SELECT, SHOW and EXPLAIN, the iterator of :meth:`subscribe` for
         SUBSCRIBE, ``None`` otherwise. ``dialect`` is ``"postgres"`` (as Materialize speaks
         it) or ``"spark"``. A statement that fails raises :class:`spate.sql.SqlError` (or the
-        error of the operation it ran) and changes nothing; earlier statements stay done.
+        error of the operation it ran) and changes nothing; earlier statements stay done,
+        unless they are in a transaction block: ``BEGIN`` … ``COMMIT``/``ROLLBACK`` (in one call
+        or across calls) buffers the block's writes until COMMIT, with Materialize's rules
+        (:mod:`spate.environment.sql_block`).
 
         Example::
 
             env.sql("CREATE TABLE bids (auction bigint NOT NULL, price bigint NOT NULL)")
             env.sql("INSERT INTO bids VALUES (1, 10), (1, 25)")
             env.sql("SELECT auction, max(price) FROM bids GROUP BY auction")   # a pyarrow Table
+            env.sql("BEGIN; INSERT INTO bids VALUES (2, 5); ROLLBACK")          # writes nothing
         """
         from spate.environment import sql as sql_exec
 

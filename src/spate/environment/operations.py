@@ -20,7 +20,9 @@ from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
 from spate.environment.catalog import Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
+from spate.environment.read_holds import ReadHolds
 from spate.environment.reads import Isolation
+from spate.environment.transaction import Transaction
 from spate.environment.write_result import WriteResult
 from spate.errors import InvalidArgument, UsageError, check_argument
 from spate.ids import GlobalId
@@ -216,6 +218,25 @@ class EnvironmentOperations(EnvironmentBase):
                 p.update("bids", [((3, 40, "bo"), (3, 45, "bo"))])   # sees the insert
         """
         return WritePipeline(self.runtime, self._start)
+
+    def transaction(self) -> Transaction:
+        """Table writes committed together: the ``insert``, ``update`` and ``delete`` of the
+        transaction are buffered, and leaving the ``with`` block writes all of them at one
+        timestamp (durable and visible when it returns) or, if any fails, none; an exception
+        out of the block discards them (:mod:`spate.environment.transaction`).
+
+        Example::
+
+            with env.transaction() as tx:
+                tx.insert("orders", [(11, "brownie")])
+                tx.delete("stock", [("brownie", 3)])
+        """
+        return Transaction(self.runtime, self._run)
+
+    def _read_holds(self, timestamp: int) -> ReadHolds:
+        """Read holds at ``timestamp`` on every collection and index, for a SQL read block
+        (:mod:`spate.environment.read_holds`)."""
+        return ReadHolds(self.runtime, self._run, self._start, timestamp)
 
     def create_source(
         self,

@@ -5,6 +5,9 @@ planned against the catalog as it is when its turn comes (so ``CREATE TABLE t �
 …`` works) and carried out by the matching operation of
 :class:`~spate.environment.operations.EnvironmentOperations`. A statement that fails changes
 nothing (each operation validates first); the ones before it in the same text stay done.
+``BEGIN`` … ``COMMIT``/``ROLLBACK`` make a transaction block, with Materialize's rules
+(:mod:`spate.environment.sql_block`): a block's writes are buffered and written together at
+COMMIT, discarded at ROLLBACK or when a statement of the block fails.
 
 Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`;
 ``Environment.sql`` keeps one per environment. The statements objects were created with are
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from spate.environment import sql_block
 from spate.environment.catalog import (
     CheckConstraint,
     Constraint,
@@ -38,10 +42,11 @@ from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
+from spate.environment.transaction import Transaction
 from spate.errors import InputMissing, check_argument
 from spate.ids import GlobalId
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
-from spate.sql import parse, plan_statement
+from spate.sql import Parsed, parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
@@ -155,17 +160,55 @@ def _run(
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
+        result = _run_one(env, parsed, session, defs)
+    return result
+
+
+def _run_one(
+    env: EnvironmentOperations, parsed: Parsed, session: Session, defs: Definitions
+) -> Result:
+    """One statement, under the rules of the session's transaction block if one is open
+    (:mod:`spate.environment.sql_block`)."""
+    session.rows_affected = None
+    block = session.block
+    try:
+        control, name = sql_block.control(parsed) or (None, None)
+        if block is not None and block.failed and control not in _ENDS_FAILED:
+            raise sql_block.aborted()
+        if name is not None:
+            assert control is not None
+            sql_block.savepoint(session, control, name)
+            return None
+        if control == "BEGIN":
+            sql_block.begin(env, session, parsed)
+            return None
+        if control == "ROLLBACK":
+            sql_block.rollback(session)
+            return None
+        if control == "COMMIT":
+            _, ddl = sql_block.commit(session)
+            if ddl is not None:
+                execute(env, ddl, session, defs)
+            return None
         catalog = EnvironmentCatalog(env, defs)
         stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
+        if block is not None:
+            stmt = sql_block.admit(env, stmt, block)
+            if block.kind == "ddl" and block.ddl is None:
+                block.ddl = stmt  # carried out at COMMIT
+                return None
         try:
-            result = execute(env, stmt, session, defs)
+            return execute(env, stmt, session, defs)
         except InputMissing as e:
             # dropped by another session after this statement was planned
             gone = catalog.state.find_id(e.id) if isinstance(e.id, GlobalId) else None
             if gone is None:
                 raise
             raise UndefinedTable(f'relation "{gone.name}" does not exist') from None
-    return result
+    except BaseException:
+        if block is not None and session.block is block:
+            block.failed = True
+        raise
 
 
 def execute(
@@ -191,13 +234,13 @@ def execute(
         case st.Insert():
             rows = list(stmt.rows) if stmt.rows is not None else read_rows(env, stmt.plan, session)
             if rows:
-                env.insert(stmt.table, rows)
+                _writer(env, session).insert(stmt.table, rows)
             session.rows_affected = len(rows)
             return None
         case st.Delete():
             rows = dml_rows(env, stmt.plan, session)
             if rows:
-                env.delete(stmt.table, rows)
+                _writer(env, session).delete(stmt.table, rows)
             session.rows_affected = len(rows)
             return None
         case st.Update():
@@ -205,7 +248,7 @@ def execute(
             pairs = [(r[: stmt.arity], r[stmt.arity :]) for r in changed_rows]
             changed = [(a, b) for a, b in pairs if a != b]
             if changed:
-                env.update(stmt.table, changed)
+                _writer(env, session).update(stmt.table, changed)
             session.rows_affected = len(pairs)  # matched rows, as PostgreSQL counts them
             return None
         case st.CreateTable():
@@ -297,6 +340,15 @@ def _constraints(stmt: st.CreateTable) -> list[Constraint]:
         else CheckConstraint(c.name, c.expr, c.text)
         for c in stmt.constraints
     ]
+
+
+_ENDS_FAILED = ("COMMIT", "ROLLBACK", "ROLLBACK TO")
+"""What a failed block still runs."""
+
+
+def _writer(env: EnvironmentOperations, session: Session) -> EnvironmentOperations | Transaction:
+    """Where a write goes: the open block's buffered writes, or the table at once."""
+    return session.block.writes if session.block is not None else env
 
 
 def _create_view(

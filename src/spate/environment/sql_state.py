@@ -1,5 +1,6 @@
-"""What SQL keeps between statements: a session's settings (:class:`Session`) and the
-definitions kept beside the catalog (:class:`Definitions`)."""
+"""What SQL keeps between statements: a session's settings (:class:`Session`), its open
+transaction block (:class:`Block`), and the definitions kept beside the catalog
+(:class:`Definitions`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pyarrow as pa
 
+from spate.environment.read_holds import ReadHolds
+from spate.environment.transaction import Transaction
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
@@ -42,6 +45,29 @@ ACCEPTED_SETTINGS = {
 
 
 @dataclass
+class Block:
+    """An open transaction block (``BEGIN`` … ``COMMIT``/``ROLLBACK``), as Materialize runs
+    one: its first statement makes it a read block (SELECT, SUBSCRIBE: every read at the
+    timestamp ``read_ts`` chosen at the first), a write block (INSERT, UPDATE, DELETE: buffered
+    in ``writes`` and committed together at COMMIT) or a DDL block (the one DDL statement,
+    ``ddl``, carried out at COMMIT). ``failed``: a statement failed, and every statement until
+    COMMIT or ROLLBACK is refused (25P02); COMMIT then rolls back."""
+
+    writes: Transaction
+    kind: str | None = None  # read | write | ddl
+    read_ts: int | None = None
+    holds: ReadHolds | None = None
+    """What holds every object at ``read_ts`` until the block ends (:mod:`.read_holds`)."""
+    ddl: object | None = None
+    failed: bool = False
+    savepoints: list[tuple[str, tuple[object, str | None, object | None]]] = field(
+        default_factory=list
+    )
+    """The savepoints, oldest first: each name and what the block held then (its buffered
+    writes, its kind, its DDL statement)."""
+
+
+@dataclass
 class Session:
     """Per-connection settings: the cluster reads and new objects use, the read isolation,
     whether reads wait for real-time recency (``SET real_time_recency = on``)."""
@@ -60,6 +86,8 @@ class Session:
     notices: list[Notice] = field(default_factory=list)
     """The notices the last text run in this session raised (an identifier truncated to 63
     bytes), oldest first; a wire client is sent them (:mod:`spate.sql.notices`)."""
+    block: Block | None = None
+    """The open transaction block (``None``: each statement is its own transaction)."""
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""

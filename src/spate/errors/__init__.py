@@ -77,6 +77,7 @@ from spate.errors._environment import (
     SinkFenced,
     SourceError,
     SourceUnavailable,
+    TransactionClosed,
     UniqueViolation,
     UnknownName,
 )
@@ -179,6 +180,7 @@ __all__ = [
     "SourceError",
     "SourceUnavailable",
     "SpateError",
+    "TransactionClosed",
     "UniqueViolation",
     "UnknownName",
     "UpdateBeyondUpper",

@@ -117,6 +117,12 @@ class CheckViolation(ConstraintViolation):
     sqlstate = "23514"
 
 
+class TransactionClosed(UsageError, RuntimeError):
+    """A write to, or a commit of, a transaction already committed or rolled back."""
+
+    sqlstate = "25000"
+
+
 class InvalidConnection(UsageError, ValueError):
     """A source or sink connection with a value that is not allowed (a negative tick, an
     upsert sink without a key)."""

@@ -1,10 +1,15 @@
 """Running the statements a session answers itself (see :mod:`spate.pgwire.statements`).
 
-Transactions are bookkeeping only: spate's reads are each consistent on their own and its
-writes commit one statement at a time, so BEGIN/COMMIT track the status byte clients rely on
-(and the lifetime of cursors), nothing more. ``DECLARE … CURSOR FOR SUBSCRIBE …`` and
-``FETCH n [WITH (timeout = '…')]`` follow Materialize: FETCH waits for at least one row (or
-the timeout), then returns up to ``n`` rows that are already there.
+BEGIN, COMMIT and ROLLBACK track the status byte clients rely on (and the lifetime of
+cursors) and are passed on to the engine (``Engine.transaction``, when it has one), which
+keeps the block's writes until COMMIT: a COMMIT of a failed block (status ``E``) rolls back
+and answers ROLLBACK, as PostgreSQL does; a COMMIT that fails ends the block (status ``I``).
+SAVEPOINT, RELEASE and ROLLBACK TO SAVEPOINT are passed on too (as ``SAVEPOINT "name"``,
+``RELEASE SAVEPOINT "name"``, ``ROLLBACK TO SAVEPOINT "name"``).
+
+``DECLARE … CURSOR FOR SUBSCRIBE …`` and ``FETCH n [WITH (timeout = '…')]`` follow
+Materialize: FETCH waits for at least one row (or the timeout), then returns up to ``n`` rows
+that are already there.
 """
 
 from __future__ import annotations
@@ -34,25 +39,35 @@ async def run_session_statement(
                     severity="WARNING",
                 )
             )
+        else:
+            await s.engine_transaction("BEGIN READ ONLY" if stmt.read_only else "BEGIN")
         s.status = "T" if s.status == "I" else s.status
         s.send(codec.command_complete("BEGIN"))
     elif isinstance(stmt, statements.Commit):
-        tag = "ROLLBACK" if s.status == "E" else "COMMIT"
-        _end_transaction(s)
-        s.send(codec.command_complete(tag))
+        was = s.status
+        _end_transaction(s)  # a COMMIT that fails ends the block too
+        if was == "E":
+            await s.engine_transaction("ROLLBACK")
+        elif was == "T":
+            await s.engine_transaction("COMMIT")
+        s.send(codec.command_complete("ROLLBACK" if was == "E" else "COMMIT"))
     elif isinstance(stmt, statements.Rollback):
         if stmt.to_savepoint:
             if s.status == "I":
                 raise PgError(
                     "25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"
                 )
+            await s.engine_transaction(f"ROLLBACK TO SAVEPOINT {_ident(stmt.savepoint)}")
             s.status = "T"
         else:
             _end_transaction(s)
+            await s.engine_transaction("ROLLBACK")
         s.send(codec.command_complete("ROLLBACK"))
     elif isinstance(stmt, statements.NoOp):
         if stmt.in_transaction and s.status == "I":
             raise PgError("25P01", f"{stmt.tag} can only be used in transaction blocks")
+        if stmt.tag in ("SAVEPOINT", "RELEASE"):
+            await s.engine_transaction(f"{stmt.tag} SAVEPOINT {_ident(stmt.savepoint)}")
         if stmt.tag == "DISCARD ALL" or stmt.tag == "CLOSE CURSOR ALL":
             _close_cursors(s)
         s.send(codec.command_complete(stmt.tag))
@@ -87,6 +102,12 @@ async def run_session_statement(
         await _copy(s, stmt)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
+
+
+def _ident(name: str | None) -> str:
+    if name is None:
+        raise PgError("42601", "syntax error: a savepoint name is missing")
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _end_transaction(s: SessionHost) -> None:

@@ -98,6 +98,13 @@ ENGINE_VARS: Final = frozenset(
 
 
 class Engine(Protocol):
+    """The engine contract. An engine MAY also have ``transaction(sql, ctx)``: the session
+    then passes it ``BEGIN``, ``COMMIT``, ``ROLLBACK``, ``SAVEPOINT "name"``, ``RELEASE
+    SAVEPOINT "name"`` and ``ROLLBACK TO SAVEPOINT "name"`` (an engine
+    without it sees none of them, and its transactions are the session's bookkeeping only).
+    ``COMMIT`` either writes everything of the block or raises, and ends the block either way.
+    """
+
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
         """The parameter types and result columns of ``sql`` (with ``$n`` placeholders).
 

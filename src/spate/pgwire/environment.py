@@ -84,6 +84,16 @@ class EnvironmentEngine:
         """The cluster a session runs on before it sets one (``SHOW cluster``)."""
         return default_cluster_name(self._env.runtime) or "default"
 
+    def _schema_sql(self, text: str, ctx: Context) -> object:
+        """``text`` (a read of no rows, for its columns) outside the session's transaction
+        block: finding a statement's columns is no statement of the block."""
+        session = self._session(ctx).session
+        block, session.block = session.block, None
+        try:
+            return self._sql(text, ctx)
+        finally:
+            session.block = block
+
     # -- the contract ----------------------------------------------------------------------------
 
     def relations(self) -> Sequence[Relation]:
@@ -136,10 +146,15 @@ class EnvironmentEngine:
         planned = _planned_schema(self._session(ctx), bound)
         if planned is not None:
             return Described(oids, planned)
-        table = self._sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
+        table = self._schema_sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
         if not isinstance(table, pa.Table):
             return Described(oids, None)
         return Described(oids, table.schema)
+
+    def transaction(self, sql: str, ctx: Context) -> None:
+        """BEGIN, COMMIT, ROLLBACK of the connection's SQL session (its transaction block:
+        :mod:`spate.environment.sql_block`)."""
+        self._sql(sql, ctx)
 
     def execute(self, sql: str, ctx: Context) -> Result:
         result = self._sql(sql, ctx)
@@ -179,7 +194,7 @@ class EnvironmentEngine:
         data = _planned_schema(self._session(ctx), sql)
         if data is None:
             query = subscribe_query(sql)
-            table = self._sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608 (parsed)
+            table = self._schema_sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608
             if not isinstance(table, pa.Table):
                 raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
             data = table.schema

@@ -528,6 +528,13 @@ class Session:
     async def engine_execute(self, sql: str) -> None:
         await self._call(lambda: self._engine.execute(sql, self._ctx))
 
+    async def engine_transaction(self, sql: str) -> None:
+        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, if it
+        keeps transactions (``Engine.transaction``)."""
+        control = getattr(self._engine, "transaction", None)
+        if control is not None:
+            await self._call(lambda: control(sql, self._ctx))
+
     async def start_portal(self, portal: Portal) -> None:
         await self._start(portal)
 

@@ -54,7 +54,7 @@ REPORTED: Final = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Begin:
-    pass
+    read_only: bool = False  # BEGIN READ ONLY
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +65,14 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class Rollback:
     to_savepoint: bool = False
+    savepoint: str | None = None  # ROLLBACK TO SAVEPOINT name
 
 
 @dataclass(frozen=True, slots=True)
 class NoOp:
     tag: str
     in_transaction: bool = False  # SAVEPOINT / RELEASE: only inside a block
+    savepoint: str | None = None  # SAVEPOINT name, RELEASE [SAVEPOINT] name
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,10 @@ _COPY: Final = re.compile(r"COPY\s+(.+?)\s+TO\s+STDOUT\s*(.*)", re.I | re.S)
 _DURATION: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*", re.I)
 
 
+def _savepoint(words: list[str]) -> str | None:
+    return unquote(words[0]) if words else None
+
+
 def unquote(name: str) -> str:
     if name.startswith('"'):
         return name[1:-1].replace('""', '"')
@@ -160,15 +166,17 @@ def classify(sql: str) -> SessionStatement | None:
     head = words[0].upper()
     second = words[1].upper() if len(words) > 1 else ""
     if head == "BEGIN" or (head == "START" and second == "TRANSACTION"):
-        return Begin()
+        return Begin(read_only=bool(re.search(r"\bREAD\s+ONLY\b", s, re.I)))
     if head in ("COMMIT", "END"):
         return Commit()
     if head in ("ROLLBACK", "ABORT"):
-        return Rollback(to_savepoint=bool(re.search(r"\bTO\b", s, re.I)))
+        to = re.search(r"\bTO\s+(?:SAVEPOINT\s+)?(\S+)", s, re.I)
+        return Rollback(to_savepoint=to is not None, savepoint=unquote(to.group(1)) if to else None)
     if head == "SAVEPOINT":
-        return NoOp("SAVEPOINT", in_transaction=True)
+        return NoOp("SAVEPOINT", in_transaction=True, savepoint=_savepoint(words[1:]))
     if head == "RELEASE":
-        return NoOp("RELEASE", in_transaction=True)
+        named = [w for w in words[1:2] if w.upper() != "SAVEPOINT"] or words[2:3]
+        return NoOp("RELEASE", in_transaction=True, savepoint=_savepoint(named))
     if head == "DISCARD":
         return NoOp("DISCARD ALL" if second == "ALL" else f"DISCARD {second}")
     if head in ("LISTEN", "UNLISTEN"):

@@ -24,7 +24,7 @@ from spate.storage.controller.group_commit import GroupCommit, TableContents
 from spate.storage.controller.tables import ValidatedChanges, validate_changes
 from tests.storage.controller._harness import TABLE_DESC, environment, table
 
-U1, U2 = GlobalId.user(1), GlobalId.user(2)
+U1, U2, U3 = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3)
 
 
 class Oracle:
@@ -299,4 +299,46 @@ async def test_a_first_update_looks_its_rows_up_in_the_snapshot(restarted: bool)
         assert commit.reads == int(restarted)
         want = Counter({(i, "a"): 1 for i in range(100) if i != 1}) + Counter({(1, "e"): 1})
         assert await contents(c, U1) == want
+        await c.shutdown()
+
+
+async def test_write_all_commits_a_transaction_alone_atomically_or_not_at_all() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1), table(2), table(3)])
+        c.allow_writes()
+        oracle = Oracle(c)
+        commit = GroupCommit(c, oracle)
+        await commit.write(U1, changes((1, "a")))
+        atomic: list[list[GlobalId]] = []
+        append = c.tables.append
+
+        async def counting(commands):  # type: ignore[no-untyped-def]
+            atomic.append([id for id, _u, _n in commands])
+            return await append(commands)
+
+        c.tables.append = counting  # type: ignore[method-assign]
+
+        def constant(*pairs: tuple[Row, int]):  # type: ignore[no-untyped-def]
+            return lambda _now: list(pairs)
+
+        def missing(_now: TableContents) -> list[tuple[Row, int]]:
+            raise KeyError("not there")
+
+        plain = asyncio.ensure_future(commit.write(U1, changes((5, "p"))))
+        both = [(U1, constant(((1, "a"), -1), ((2, "b"), 1)), [(1, "a")]),
+                (U2, constant(((3, "c"), 1)), [])]  # fmt: skip
+        results = await asyncio.gather(
+            commit.write_all(both),
+            commit.write_all([(U2, constant(((4, "d"), 1)), []), (U1, missing, [])]),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], KeyError)  # one part failed: nothing of it written
+        ts = results[0]
+        assert isinstance(ts, int) and ts > await plain  # a group of its own
+        assert atomic == [[U1, U2]]  # the written tables in one atomic append; U3 apart
+        assert await contents(c, U1) == Counter({(2, "b"): 1, (5, "p"): 1})
+        assert await contents(c, U2) == Counter({(3, "c"): 1})
+        assert oracle.read == ts
+        assert c.collection_frontiers(U3).upper == Antichain.of(ts + 1)
         await c.shutdown()

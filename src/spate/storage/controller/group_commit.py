@@ -51,6 +51,14 @@ Failure is per write: a write whose table was dropped, whose derive raised, or w
 append failed gets that exception; the other writes of the group still commit. An error of the
 whole group (``ReadOnly``, ``ControllerFenced``) fails every write in it. A write that failed
 changed nothing.
+
+**Transactions** (:meth:`GroupCommit.write_all`): the changes a transaction derives for
+several tables commit together or not at all. A transaction is a group of its own: every part
+is derived first (none changes the kept contents), and only if none raises are they appended,
+all at one timestamp, as one group. A derive that raises fails the whole transaction and
+nothing of it is written. The tables a transaction writes (when more than one) are appended in
+one atomic call (the controller's durable intent, :mod:`.table_writes`): after a crash they
+hold all of it or none; the group's other tables move on their own, as usual.
 """
 
 from __future__ import annotations
@@ -67,9 +75,10 @@ from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
-from spate.storage.controller.errors import IdentifierMissing
+from spate.storage.controller.errors import IdentifierMissing, InvalidUppers
 from spate.storage.controller.table_contents import TableContents as TableContents
 from spate.storage.controller.table_keys import UniqueKey, check_unique, key_deltas
+from spate.storage.controller.table_writes import AppendOutcome
 from spate.storage.controller.tables import (
     TableUpdates,
     ValidatedChanges,
@@ -93,6 +102,11 @@ class Timestamps(Protocol):
 
 Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
 """Changes computed from the table's contents inside the commit (raise to fail the write)."""
+Part = tuple[GlobalId, Derive, Sequence[Row], Sequence[UniqueKey]]
+"""One table's part of a transaction: its id, its derive, the rows the derive counts, the
+table's unique keys (checked as for :meth:`GroupCommit.write`). A part that counts no rows
+(only adds rows) MUST NOT look at the contents it is given: it is not made to wait for
+them."""
 
 
 @dataclass(eq=False)
@@ -105,6 +119,8 @@ class _Write:
     """The rows ``derive`` counts (looked up at once), ``None``: any."""
     keys: Sequence[UniqueKey] = ()
     """The table's unique keys, checked in the commit (:mod:`.table_keys`)."""
+    parts: Sequence[Part] | None = None
+    """A transaction's parts (:meth:`GroupCommit.write_all`); ``id`` is then ``None``."""
 
 
 @dataclass(eq=False)
@@ -159,6 +175,11 @@ class GroupCommit:
         ``rows``: the only rows ``derive`` counts, if known; ``keys`` as for :meth:`write`."""
         return await self._submit(_Write(id, None, derive, self._future(), rows, keys))
 
+    async def write_all(self, parts: Sequence[Part]) -> int:
+        """Append the changes each part derives to its table, all at one timestamp or none
+        (module docs); return the timestamp once acknowledged."""
+        return await self._submit(_Write(None, None, None, self._future(), parts=parts))
+
     async def advance(self) -> int:
         """Advance every table (and the read timestamp) to a fresh timestamp; return it."""
         return await self._submit(_Write(None, None, None, self._future()))
@@ -189,9 +210,12 @@ class GroupCommit:
     async def _run(self) -> None:
         while self._queue:
             await asyncio.sleep(self._window_s)  # writers of this turn (or window) join
-            group, self._queue = self._queue, []
+            group, self._queue = _next_group(self._queue)
             try:
-                await self._commit(group)
+                if group[0].parts is not None:
+                    await self._commit_all(group[0], group[0].parts)
+                else:
+                    await self._commit(group)
             except BaseException as e:
                 for w in group:
                     _fail(w, e if isinstance(e, Exception) else asyncio.CancelledError())
@@ -199,7 +223,7 @@ class GroupCommit:
                     raise
             self.groups += 1
 
-    async def _commit(self, group: list[_Write]) -> None:
+    async def _commit(self, group: list[_Write], *, atomic: bool = False) -> None:
         advance = [w for w in group if w.id is None]
         writes: dict[GlobalId, list[_Write]] = {}
         for w in group:
@@ -228,7 +252,7 @@ class GroupCommit:
             commands.append((id, updates, Antichain.of(ts + 1)))
         # Index (or fold) what this group adds to each table's contents while it is written.
         ready = [k.contents for k in kept.values() if k.loading is None]
-        appending = self._storage.tables.append_each(commands)
+        appending = self._append(commands, set(writes) if atomic else set())
         outcomes, prepared = await asyncio.gather(appending, asyncio.to_thread(_prepare, ready))
         failed: BaseException | None = None
         for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
@@ -256,6 +280,67 @@ class GroupCommit:
                 _succeed(w, ts)
             else:
                 _fail(w, failed)
+
+    async def _commit_all(self, txn: _Write, parts: Sequence[Part]) -> None:
+        """Commit a transaction, alone in its group (module docs)."""
+        live = set(self._table_ids())
+        missing = [id for id, _d, _r, _k in parts if id not in live]
+        if missing:
+            _fail(txn, IdentifierMissing(missing[0], "table"))
+            return
+        writes: list[_Write] = []
+        for id, derive, rows, keys in parts:
+            kept = self._take_kept(id)
+            self._kept[id] = kept  # the commit below takes it again
+            contents = kept.contents
+            if rows:  # a part that counts no rows (inserts) does not wait for the contents
+                contents = await self._loaded(id, kept, [])
+                await self._ready_for(contents, rows)
+            try:
+                changes = derive(contents)
+            except Exception as e:
+                _fail(txn, e)
+                return
+            if rows:
+                writes.append(_Write(id, None, _constant(changes), self._future(), rows, keys))
+            else:
+                desc = self._storage.collection(id).description.desc
+                changed = trusted_changes(desc, changes)
+                writes.append(_Write(id, changed, None, self._future(), keys=keys))
+        try:
+            await self._commit(writes, atomic=True)
+        finally:
+            for w in writes:
+                if not w.done.done():
+                    w.done.cancel()
+        failures = [w.done.exception() for w in writes if w.done.exception() is not None]
+        if failures:
+            error = failures[0]
+            assert error is not None
+            _fail(txn, error)
+        else:
+            _succeed(txn, max(w.done.result() for w in writes))
+
+    async def _append(
+        self, commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]], together: set[GlobalId]
+    ) -> list[AppendOutcome]:
+        """Append each command (``append_each``); the tables of ``together`` (a transaction's,
+        when more than one) in one atomic append through the controller's durable intent, so
+        that a crash lands all of them or none (module docs)."""
+        if len(together) < 2:
+            return await self._storage.tables.append_each(commands)
+        atomic = [c for c in commands if c[0] in together]
+        rest = [c for c in commands if c[0] not in together]
+        outcomes: dict[GlobalId, AppendOutcome] = {}
+        try:
+            await self._storage.tables.append(atomic)
+            outcomes.update({id: new_upper for id, _u, new_upper in atomic})
+        except InvalidUppers as e:  # nothing of the transaction was written
+            outcomes.update({id: e for id, _u, _n in atomic})
+        if rest:
+            others = await self._storage.tables.append_each(rest)
+            outcomes.update({id: o for (id, _u, _n), o in zip(rest, others, strict=True)})
+        return [outcomes[id] for id, _u, _n in commands]
 
     def _table_ids(self) -> list[GlobalId]:
         return [id for id, s in self._storage.collections() if s.description.is_table]
@@ -403,6 +488,19 @@ def _prepare(contents: Sequence[TableContents]) -> dict[TableContents, bool]:
             _log.warning("preparing a table's contents failed: %r", e)
             out[c] = False
     return out
+
+
+def _next_group(queue: list[_Write]) -> tuple[list[_Write], list[_Write]]:
+    """The next group and what waits for the one after: a transaction is a group of its own,
+    other writes gather up to the next transaction."""
+    if queue[0].parts is not None:
+        return queue[:1], queue[1:]
+    n = next((i for i, w in enumerate(queue) if w.parts is not None), len(queue))
+    return queue[:n], queue[n:]
+
+
+def _constant(changes: Sequence[tuple[Row, int]]) -> Derive:
+    return lambda _contents: changes
 
 
 def _log_failure(f: asyncio.Future[None]) -> None:
