@@ -13,7 +13,7 @@ import pytest
 
 from spate.environment.api import Environment
 from spate.environment.transaction import Transaction
-from spate.errors import RowsNotFound, SchemaMismatch, TransactionClosed
+from spate.errors import ConstraintViolation, RowsNotFound, SchemaMismatch, TransactionClosed
 from spate.repr import INT64, TEXT, RelationDesc
 from spate.sql import SqlError
 
@@ -216,3 +216,30 @@ def test_a_read_block_dropped_without_an_end_gives_its_holds_up(tables: Environm
         assert time.monotonic() < deadline
         env.insert("u", [(1,)])
         time.sleep(0.2)
+
+
+def test_a_transaction_keeps_keys_unique_and_checks_its_rows(env: Environment) -> None:
+    """A block's writes and ``env.transaction()`` are held to the tables' constraints as
+    single writes are: a duplicate key fails the COMMIT with 23505 and nothing of the block is
+    written (the other table neither); a CHECK fails the statement at once (23514)."""
+    env.sql("CREATE TABLE k (id bigint PRIMARY KEY, v bigint CHECK (v >= 0))")
+    env.sql("CREATE TABLE other (a bigint)")
+    env.sql("INSERT INTO k VALUES (1, 10)")
+    env.sql("BEGIN; INSERT INTO other VALUES (7); INSERT INTO k VALUES (2, 20), (1, 30)")
+    with pytest.raises(ConstraintViolation, match="duplicate key value") as dup:
+        env.sql("COMMIT")
+    assert dup.value.sqlstate == "23505"
+    assert rows(env, "k") == Counter({(1, 10): 1})
+    assert rows(env, "other") == Counter()
+    env.sql("BEGIN")
+    with pytest.raises(ConstraintViolation) as check:
+        env.sql("INSERT INTO k VALUES (3, -1)")
+    assert check.value.sqlstate == "23514"
+    env.sql("ROLLBACK")
+    with pytest.raises(ConstraintViolation, match="duplicate key value") as dup_api:
+        with env.transaction() as tx:
+            tx.insert("other", [(8,)])
+            tx.insert("k", [(1, 5)])
+    assert dup_api.value.sqlstate == "23505"
+    assert rows(env, "k") == Counter({(1, 10): 1})
+    assert rows(env, "other") == Counter()

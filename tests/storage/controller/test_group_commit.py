@@ -326,11 +326,11 @@ async def test_write_all_commits_a_transaction_alone_atomically_or_not_at_all() 
             raise KeyError("not there")
 
         plain = asyncio.ensure_future(commit.write(U1, changes((5, "p"))))
-        both = [(U1, constant(((1, "a"), -1), ((2, "b"), 1)), [(1, "a")]),
-                (U2, constant(((3, "c"), 1)), [])]  # fmt: skip
+        both = [(U1, constant(((1, "a"), -1), ((2, "b"), 1)), [(1, "a")], ()),
+                (U2, constant(((3, "c"), 1)), [], ())]  # fmt: skip
         results = await asyncio.gather(
             commit.write_all(both),
-            commit.write_all([(U2, constant(((4, "d"), 1)), []), (U1, missing, [])]),
+            commit.write_all([(U2, constant(((4, "d"), 1)), [], ()), (U1, missing, [], ())]),
             return_exceptions=True,
         )
         assert isinstance(results[1], KeyError)  # one part failed: nothing of it written

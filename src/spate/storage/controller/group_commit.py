@@ -293,19 +293,20 @@ class GroupCommit:
             kept = self._take_kept(id)
             self._kept[id] = kept  # the commit below takes it again
             contents = kept.contents
-            if rows:  # a part that counts no rows (inserts) does not wait for the contents
+            if rows or keys:  # a part that only adds rows to an unkeyed table does not wait
                 contents = await self._loaded(id, kept, [])
-                await self._ready_for(contents, rows)
+                await self._ready_for(contents, rows or None)
             try:
                 changes = derive(contents)
+                changed = trusted_changes(self._storage.collection(id).description.desc, changes)
+                # Keys first, here: a part the commit below refused would leave the others.
+                _check_keys(contents, keys, changed)
             except Exception as e:
                 _fail(txn, e)
                 return
             if rows:
                 writes.append(_Write(id, None, _constant(changes), self._future(), rows, keys))
             else:
-                desc = self._storage.collection(id).description.desc
-                changed = trusted_changes(desc, changes)
                 writes.append(_Write(id, changed, None, self._future(), keys=keys))
         try:
             await self._commit(writes, atomic=True)
