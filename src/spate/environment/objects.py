@@ -590,26 +590,39 @@ def set_retain_history(rt: Runtime, name: str, ms: int) -> None:
 
 
 async def restore(rt: Runtime) -> None:
-    """At open: read policies, and the dataflows of every materialized view and index."""
+    """At open: read policies, and the dataflows of every materialized view and index.
+
+    The views' inputs are held at their durable sinces until the views' dataflows hold them:
+    the read policies would otherwise move them past a view's upper before its dataflow is
+    installed, and the view would resume beyond its shard's upper (its sink corrects the shard
+    then, but the times in between keep the contents of before the crash)."""
+    views = [i for i in rt.catalog if isinstance(i, MaterializedViewItem)]
+    inputs = sorted({g for v in views for g in storage_inputs(inline_views(v.plan, rt.catalog))})
+    held = [g for g in inputs if not rt.storage.collection_frontiers(g).since.is_empty()]
+    holds = rt.storage.acquire_read_holds(held)
     policies = [
         (i.id, lag_policy(i.retain_history_ms))
         for i in rt.catalog
         if isinstance(i, (TableItem, SourceItem, SubsourceItem, MaterializedViewItem))
     ]
-    rt.storage.set_read_policy(policies)
-    for item in sorted(
-        (i for i in rt.catalog if isinstance(i, (MaterializedViewItem, IndexItem))),
-        key=lambda i: i.id,
-    ):
-        if isinstance(item, MaterializedViewItem):
-            plan = inline_views(item.plan, rt.catalog)
-            sinces, _ = _storage_since_upper(rt, storage_inputs(plan))
-            mv_upper = rt.storage.collection_frontiers(item.id).upper.as_option()
-            if mv_upper is None:
-                continue  # closed for good: nothing left to compute
-            # Resume where the view's shard stops: replicas write from its upper on.
-            at_least = mv_upper - 1 if mv_upper else 0
-            as_of = max(choose_as_of(sinces, [], at_least=0), at_least)
-            _install_materialized_view(rt, item, as_of)
-        else:
-            _install_index(rt, item, _index_as_of(rt, item))
+    try:
+        rt.storage.set_read_policy(policies)
+        for item in sorted(
+            (i for i in rt.catalog if isinstance(i, (MaterializedViewItem, IndexItem))),
+            key=lambda i: i.id,
+        ):
+            if isinstance(item, MaterializedViewItem):
+                plan = inline_views(item.plan, rt.catalog)
+                sinces, _ = _storage_since_upper(rt, storage_inputs(plan))
+                mv_upper = rt.storage.collection_frontiers(item.id).upper.as_option()
+                if mv_upper is None:
+                    continue  # closed for good: nothing left to compute
+                # Resume where the view's shard stops: replicas write from its upper on.
+                at_least = mv_upper - 1 if mv_upper else 0
+                as_of = max(choose_as_of(sinces, [], at_least=0), at_least)
+                _install_materialized_view(rt, item, as_of)
+            else:
+                _install_index(rt, item, _index_as_of(rt, item))
+    finally:
+        for hold in holds:
+            hold.release()
