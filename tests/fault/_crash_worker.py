@@ -24,6 +24,7 @@ from typing import Any
 
 from spate.environment.api import Environment
 from spate.errors import SpateError
+from spate.protocol.storage_desc import LoadGenerator, LoadGeneratorSource
 
 GROUPS = 5
 VIEWS = {
@@ -38,6 +39,7 @@ VIEWS = {
         "(PARTITION BY grp ORDER BY amount DESC, id) AS rn FROM dur) AS r WHERE rn <= 2"
     ),
     "dimc": "SELECT count(*) AS n FROM dim",
+    "tickm": 'SELECT count(*) AS n, max("offset") AS m FROM ticks_counter',
 }
 
 
@@ -60,13 +62,16 @@ def setup(env: Environment) -> None:
     env.sql("CREATE TABLE dim (grp bigint NOT NULL, name text NOT NULL)")
     env.sql("INSERT INTO dim VALUES " + ", ".join(f"({g}, 'g{g}')" for g in range(GROUPS)))
     env.sql("CREATE TABLE dur (id bigint NOT NULL, grp bigint NOT NULL, amount bigint NOT NULL)")
+    env.create_source("ticks", LoadGeneratorSource(LoadGenerator.COUNTER, tick_interval_ms=200))
     env.sql("SET cluster = c")
     for name, query in VIEWS.items():
         env.sql(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER c AS {query}")
 
 
-def expected_views(dur: list[dict[str, Any]], dim: list[dict[str, Any]]) -> dict[str, Counter]:
-    """Each view recomputed in Python from the tables' rows."""
+def expected_views(
+    dur: list[dict[str, Any]], dim: list[dict[str, Any]], ticks: list[dict[str, Any]]
+) -> dict[str, Counter]:
+    """Each view recomputed in Python from the tables' (and the source's) rows."""
     names = {r["grp"]: r["name"] for r in dim}
     by_grp: dict[int, list[dict[str, Any]]] = {}
     for r in dur:
@@ -88,6 +93,7 @@ def expected_views(dur: list[dict[str, Any]], dim: list[dict[str, Any]]) -> dict
         "durj": Counter((name, n, s) for name, (n, s) in joined.items()),
         "durk": Counter(top),
         "dimc": Counter([(len(dim),)]),
+        "tickm": Counter([(len(ticks), max((r["offset"] for r in ticks), default=None))]),
     }
 
 
@@ -100,6 +106,7 @@ def check(env: Environment, journal: Journal, life: int) -> None:
             ts = env.status().read_ts
             dur = env.select("dur", as_of=ts, timeout=120).to_pylist()
             dim = env.select("dim", as_of=ts, timeout=120).to_pylist()
+            ticks = env.select("ticks_counter", as_of=ts, timeout=120).to_pylist()
             got = {
                 name: Counter(
                     tuple(r.values()) for r in env.select(name, as_of=ts, timeout=120).to_pylist()
@@ -112,7 +119,7 @@ def check(env: Environment, journal: Journal, life: int) -> None:
                 raise
             journal.write(life=life, op="error", error=f"{type(e).__name__}: {e}"[:300])
             time.sleep(1)
-    want = expected_views(dur, dim)
+    want = expected_views(dur, dim, ticks)
     wrong = {
         n: {"got": sorted(got[n].items())[:8], "want": sorted(want[n].items())[:8]}
         for n in VIEWS

@@ -5,7 +5,7 @@ writes through the Python API (two writers); the test writes through pgwire (two
 few seconds the test SIGKILLs a random set of processes — the environment process, its compute
 replica with the replica's Spark JVM, its storage replica, or all of them at once — and starts
 the environment again. After every restart the worker reads the tables and every view (a count,
-sums per group, a join, a top-k) at one timestamp: each view must equal its recomputation from
+sums per group, a join, a top-k, an aggregate of a load generator source) at one timestamp: each view must equal its recomputation from
 the tables, no acknowledged row may be lost and none duplicated.
 
 The seed is printed with the command that replays it. ``SPATE_CRASH_ROUNDS`` sets the number
