@@ -45,3 +45,23 @@ def test_scratch_dir_is_owned_and_emptied(tmp_path: Path) -> None:
             pass
     with owned_scratch_dir(tmp_path):
         pass
+
+
+def test_the_replica_exits_when_its_jvm_dies() -> None:
+    """A replica whose Spark JVM was killed could only fail every step (and every read of its
+    views) until restarted: the watch calls its exit as soon as the process is gone."""
+    import signal
+    import subprocess
+    import threading
+
+    from spate.compute.replica.main import exit_with
+
+    proc = subprocess.Popen(["sleep", "60"])
+    exited: list[int] = []
+    done = threading.Event()
+    watch = exit_with(proc, "a JVM", lambda code: (exited.append(code), done.set()), poll_s=0.05)
+    assert not done.wait(0.3) and exited == []  # alive: nothing happens
+    proc.send_signal(signal.SIGKILL)
+    assert done.wait(10)
+    assert exited == [-signal.SIGKILL]
+    watch.join(5)

@@ -24,7 +24,9 @@
 * ``--grace-period``: exit once no controller has held the replica for this many seconds
   (:mod:`spate.protocol.idle`); without it the replica runs until stopped.
 * Exit codes: 0 after SIGTERM/SIGINT, :data:`HALT_EXIT_CODE` after a halt (an incompatible
-  ``CreateInstance`` on reconnection): the orchestrator restarts a fresh process.
+  ``CreateInstance`` on reconnection), :data:`JVM_EXIT_CODE` when its Spark JVM died (killed,
+  out of memory): a replica without its JVM could only fail every step, so it exits at once
+  (:func:`exit_with`) and the orchestrator restarts a fresh process.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ import os
 import shutil
 import signal
 import ssl
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -61,7 +66,30 @@ if TYPE_CHECKING:
 _log: Final = logging.getLogger("spate.compute.replica")
 
 HALT_EXIT_CODE: Final = 3
+JVM_EXIT_CODE: Final = 4
 READY_LINE: Final = "spate compute replica listening on"
+
+
+def exit_with(
+    proc: subprocess.Popen[bytes], what: str, on_exit: Callable[[int], None], poll_s: float = 0.5
+) -> threading.Thread:
+    """Watch ``proc`` (the Spark JVM) on a daemon thread; once it has exited, log it and call
+    ``on_exit`` with its exit code (the replica exits with :data:`JVM_EXIT_CODE`)."""
+
+    def watch() -> None:
+        while (code := proc.poll()) is None:
+            time.sleep(poll_s)
+        _log.error("%s exited (code %s): the replica exits to be restarted", what, code)
+        on_exit(code)
+
+    thread = threading.Thread(target=watch, name="spate-jvm-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _exit_hard(_code: int) -> None:
+    sys.stderr.flush()
+    os._exit(JVM_EXIT_CODE)
 
 
 def read_secret_file(path: Path) -> Secret:
@@ -203,12 +231,16 @@ def run(
     def spark() -> SparkSession:
         from spate.render.spark import create_session
 
-        return create_session(
+        session = create_session(
             spark_master,
             app_name=f"spate-compute-{name}",
             driver_memory=driver_memory,
             extra=spark_conf,
         )
+        jvm = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
+        if isinstance(jvm, subprocess.Popen):
+            exit_with(jvm, f"compute replica {name}: its Spark JVM (pid {jvm.pid})", _exit_hard)
+        return session
 
     def listening(host: str, port: int) -> None:
         print(f"{READY_LINE} {host}:{port}", flush=True)
