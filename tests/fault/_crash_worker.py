@@ -39,7 +39,7 @@ VIEWS = {
         "(PARTITION BY grp ORDER BY amount DESC, id) AS rn FROM dur) AS r WHERE rn <= 2"
     ),
     "dimc": "SELECT count(*) AS n FROM dim",
-    "tickm": 'SELECT count(*) AS n, max("offset") AS m FROM ticks_counter',
+    "tickm": "SELECT count(*) AS n, max(counter) AS m FROM ticks_counter",
 }
 
 
@@ -93,7 +93,7 @@ def expected_views(
         "durj": Counter((name, n, s) for name, (n, s) in joined.items()),
         "durk": Counter(top),
         "dimc": Counter([(len(dim),)]),
-        "tickm": Counter([(len(ticks), max((r["offset"] for r in ticks), default=None))]),
+        "tickm": Counter([(len(ticks), max((r["counter"] for r in ticks), default=None))]),
     }
 
 

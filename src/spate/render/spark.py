@@ -5,18 +5,27 @@ default parallelism equal to the core count, UI and console progress off, Arrow 
 ``createDataFrame`` goes through pickled rows and Python workers, ~6x slower), adaptive
 execution off at these partition counts, session time zone UTC (spate's timestamps are naive
 wall-clock values and must not shift).
+
+A replica process needs its JVM: :func:`exit_when_jvm_dies` makes the process exit as soon as
+the JVM is gone (killed, out of memory), so that it is restarted instead of failing every step.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import subprocess
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+_log: Final = logging.getLogger("spate.render.spark")
 
 
 def _cores(master: str) -> int:
@@ -92,3 +101,34 @@ def create_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def exit_with(
+    proc: subprocess.Popen[bytes], what: str, on_exit: Callable[[int], None], poll_s: float = 0.5
+) -> threading.Thread:
+    """Watch ``proc`` on a daemon thread; once it has exited, log it and call ``on_exit`` with
+    its exit code."""
+
+    def watch() -> None:
+        while (code := proc.poll()) is None:
+            time.sleep(poll_s)
+        _log.error("%s exited (code %s): the process exits to be restarted", what, code)
+        on_exit(code)
+
+    thread = threading.Thread(target=watch, name="spate-jvm-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def exit_when_jvm_dies(session: SparkSession, what: str, exit_code: int) -> None:
+    """Exit the process with ``exit_code`` as soon as ``session``'s JVM is gone (module docs).
+    A session whose JVM this process did not start (none to watch) is left as it is."""
+    jvm = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
+    if not isinstance(jvm, subprocess.Popen):
+        return
+
+    def leave(_code: int) -> None:
+        sys.stderr.flush()
+        os._exit(exit_code)
+
+    exit_with(jvm, f"{what}: its Spark JVM (pid {jvm.pid})", leave)

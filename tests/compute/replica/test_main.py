@@ -54,7 +54,7 @@ def test_the_replica_exits_when_its_jvm_dies() -> None:
     import subprocess
     import threading
 
-    from spate.compute.replica.main import exit_with
+    from spate.render.spark import exit_with
 
     proc = subprocess.Popen(["sleep", "60"])
     exited: list[int] = []

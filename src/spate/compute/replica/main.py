@@ -26,7 +26,7 @@
 * Exit codes: 0 after SIGTERM/SIGINT, :data:`HALT_EXIT_CODE` after a halt (an incompatible
   ``CreateInstance`` on reconnection), :data:`JVM_EXIT_CODE` when its Spark JVM died (killed,
   out of memory): a replica without its JVM could only fail every step, so it exits at once
-  (:func:`exit_with`) and the orchestrator restarts a fresh process.
+  (:func:`spate.render.spark.exit_when_jvm_dies`) and the orchestrator restarts a fresh one.
 """
 
 from __future__ import annotations
@@ -39,10 +39,7 @@ import os
 import shutil
 import signal
 import ssl
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -68,28 +65,6 @@ _log: Final = logging.getLogger("spate.compute.replica")
 HALT_EXIT_CODE: Final = 3
 JVM_EXIT_CODE: Final = 4
 READY_LINE: Final = "spate compute replica listening on"
-
-
-def exit_with(
-    proc: subprocess.Popen[bytes], what: str, on_exit: Callable[[int], None], poll_s: float = 0.5
-) -> threading.Thread:
-    """Watch ``proc`` (the Spark JVM) on a daemon thread; once it has exited, log it and call
-    ``on_exit`` with its exit code (the replica exits with :data:`JVM_EXIT_CODE`)."""
-
-    def watch() -> None:
-        while (code := proc.poll()) is None:
-            time.sleep(poll_s)
-        _log.error("%s exited (code %s): the replica exits to be restarted", what, code)
-        on_exit(code)
-
-    thread = threading.Thread(target=watch, name="spate-jvm-watch", daemon=True)
-    thread.start()
-    return thread
-
-
-def _exit_hard(_code: int) -> None:
-    sys.stderr.flush()
-    os._exit(JVM_EXIT_CODE)
 
 
 def read_secret_file(path: Path) -> Secret:
@@ -229,7 +204,7 @@ def run(
         start_http_server(metrics_port, addr="127.0.0.1")
 
     def spark() -> SparkSession:
-        from spate.render.spark import create_session
+        from spate.render.spark import create_session, exit_when_jvm_dies
 
         session = create_session(
             spark_master,
@@ -237,9 +212,7 @@ def run(
             driver_memory=driver_memory,
             extra=spark_conf,
         )
-        jvm = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
-        if isinstance(jvm, subprocess.Popen):
-            exit_with(jvm, f"compute replica {name}: its Spark JVM (pid {jvm.pid})", _exit_hard)
+        exit_when_jvm_dies(session, f"compute replica {name}", JVM_EXIT_CODE)
         return session
 
     def listening(host: str, port: int) -> None:

@@ -37,9 +37,15 @@ _log: Final = logging.getLogger("spate.storage.replica")
 
 
 def spark_factory(master: str) -> SparkSession:
-    from spate.render.spark import create_session
+    from spate.render.spark import create_session, exit_when_jvm_dies
 
-    return create_session(master, app_name="spate-storage-replica")
+    session = create_session(master, app_name="spate-storage-replica")
+    exit_when_jvm_dies(session, "storage replica", JVM_EXIT_CODE)
+    return session
+
+
+JVM_EXIT_CODE: Final = 4
+"""The exit code of a storage replica whose Spark JVM died (it is restarted)."""
 
 
 async def serve_storage_replica(
