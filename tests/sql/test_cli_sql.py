@@ -7,7 +7,7 @@ import io
 import pyarrow as pa
 from rich.console import Console
 
-from spate.cli.sql import complete, repl
+from spate.cli.sql import Shell, complete, repl
 from spate.sql import SqlError
 
 
@@ -29,8 +29,8 @@ def test_shell_runs_multi_line_statements_and_survives_errors() -> None:
         return pa.table({"one": [1]})
 
     out = io.StringIO()
-    repl(run, lambda prompt: next(lines), Console(file=out, width=80))
-    assert ran == ["SELECT 1\n  AS one;", "SELEC 2;", "SELECT 3;"]
+    repl(Shell(run, Console(file=out, width=80)), lambda prompt: next(lines))
+    assert ran == ["SELECT 1\n  AS one", "SELEC 2", "SELECT 3"]
     text = out.getvalue()
-    assert "ERROR: syntax error at or near SELEC" in text
-    assert "one" in text and "1 row" in text
+    assert "ERROR:  syntax error at or near SELEC" in text
+    assert "one" in text and "(1 row)" in text
