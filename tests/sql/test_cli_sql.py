@@ -34,3 +34,16 @@ def test_shell_runs_multi_line_statements_and_survives_errors() -> None:
     text = out.getvalue()
     assert "ERROR:  syntax error at or near SELEC" in text
     assert "one" in text and "(1 row)" in text
+
+
+def test_an_evaluation_error_prints_postgres_text_then_spate_detail() -> None:
+    from spate.cli.sql import error
+    from spate.errors import EvaluationFailed
+
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    e = EvaluationFailed("query: division by zero evaluating (1 / 0) on row () [SQLSTATE 22012]")
+    error(console, e)
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "ERROR:  division by zero"
+    assert lines[1].startswith("DETAIL:  query: division by zero evaluating (1 / 0)")
+    assert e.pg_message == "division by zero"

@@ -106,7 +106,14 @@ def _reals(values: list[object]) -> list[object]:
 
 
 def error(console: Console, message: object) -> None:
-    """Print an error as psql does (``ERROR:  …``), its text as it is."""
+    """Print an error as psql does (``ERROR:  …``), its text as it is; an evaluation error
+    as PostgreSQL's text, with spate's (the expression and the row) as its detail."""
+    from spate.errors import EvaluationFailed
+
+    if isinstance(message, EvaluationFailed) and message.pg_message != str(message):
+        console.print(Text(f"ERROR:  {message.pg_message}", style="red"), highlight=False)
+        console.print(Text(f"DETAIL:  {message}"), highlight=False)
+        return
     console.print(Text(f"ERROR:  {message}", style="red"), highlight=False)
 
 
