@@ -123,3 +123,16 @@ def test_shell_in_a_terminal(shell: Terminal, tmp_path: Path) -> None:
 
     assert shell.close() == 0
     assert not (tmp_path / "env" / "services").exists()  # no replica was started
+
+
+def test_command_prints_each_statement_result(tmp_path: Path) -> None:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "spate", "sql", str(tmp_path / "env"), "-c",
+         "CREATE TABLE t (a int); INSERT INTO t VALUES (1), (NULL); SELECT a, '[x]' AS v FROM t"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "CREATE TABLE\nINSERT 0 2\n" in out.stdout
+    assert "[x]" in out.stdout and "(2 rows)" in out.stdout and "NULL" not in out.stdout

@@ -350,6 +350,9 @@ def sql(
     env = Environment.open(data_dir, settings=settings(data_dir=data_dir))
     try:
         shell = session_shell(env.sql_session(), console, dialect)
+        if command is not None and command.strip().startswith("\\"):
+            shell.command(command.strip())  # a backslash command, as with psql -c
+            return
         if command is not None:
             for text in statements(command, dialect):
                 if not shell.statement(text):
