@@ -47,3 +47,20 @@ def test_an_evaluation_error_prints_postgres_text_then_spate_detail() -> None:
     assert lines[0] == "ERROR:  division by zero"
     assert lines[1].startswith("DETAIL:  query: division by zero evaluating (1 / 0)")
     assert e.pg_message == "division by zero"
+
+
+def test_statements_of_one_line_run_one_by_one_and_go_on_after_an_error() -> None:
+    ran: list[str] = []
+
+    def run(text: str) -> object:
+        ran.append(text)
+        if text == "SELECT 1/0":
+            raise SqlError("division by zero")
+        return None
+
+    out = io.StringIO()
+    shell = Shell(run, Console(file=out, width=80), tag=lambda sql: sql.split()[0].upper())
+    lines = iter(["CREATE TABLE t (a int); SELECT 1/0; DROP TABLE t;", "\\q"])
+    repl(shell, lambda prompt: next(lines))
+    assert ran == ["CREATE TABLE t (a int)", "SELECT 1/0", "DROP TABLE t"]
+    assert out.getvalue().splitlines() == ["CREATE", "ERROR:  division by zero", "DROP"]

@@ -174,9 +174,8 @@ class Shell:
         if not complete(text, self.dialect):
             return True
         self._buffer.clear()
-        for sql in statements(text, self.dialect):
-            if not self.statement(sql):
-                break
+        for sql in statements(text, self.dialect):  # each on its own, as psql sends them
+            self.statement(sql)
         return True
 
     def interrupt(self) -> None:
