@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pyarrow as pa
 from rich.console import Console
@@ -64,3 +65,15 @@ def test_statements_of_one_line_run_one_by_one_and_go_on_after_an_error() -> Non
     repl(shell, lambda prompt: next(lines))
     assert ran == ["CREATE TABLE t (a int)", "SELECT 1/0", "DROP TABLE t"]
     assert out.getvalue().splitlines() == ["CREATE", "ERROR:  division by zero", "DROP"]
+
+
+def test_backslash_commands_set_null_display_and_timing_and_refuse_others() -> None:
+    out = io.StringIO()
+    shell = Shell(lambda text: pa.table({"v": [None]}), Console(file=out, width=80))
+    lines = iter(["\\pset null '(nil)'", "\\timing on", "SELECT NULL;", "\\pset format", "\\x"])
+    repl(shell, lambda prompt: next(lines, "\\q"))
+    text = out.getvalue()
+    assert 'Null display is "(nil)".' in text and "Timing is on." in text
+    assert "(nil)" in text.split("Timing is on.")[1] and re.search(r"Time: \d+\.\d{3} ms", text)
+    assert "ERROR:  \\pset: only null is supported" in text
+    assert "ERROR:  invalid command \\x; try \\? for help" in text

@@ -223,6 +223,8 @@ class Shell:
             if len(args) > 1:
                 self.null = args[1]
             self.console.print(Text(f'Null display is "{self.null}".'), highlight=False)
+        elif name == "\\pset":
+            error(self.console, "\\pset: only null is supported (\\pset null 'X')")
         elif name == "\\d" and args:
             self.describe(args[0])
         elif name in _LIST_KINDS:
