@@ -26,10 +26,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 class Terminal:
     """A process on a pty: type lines, read what it prints up to the next prompt."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], home: Path) -> None:
+        env = {**os.environ, "HOME": str(home)}  # its history file is the test's
         pid, fd = pty.fork()
         if pid == 0:  # the child: the pty is its controlling terminal
-            os.execv(sys.executable, [sys.executable, *argv])
+            os.execve(sys.executable, [sys.executable, *argv], env)
         self.pid, self.fd = pid, fd
 
     def read_until(self, text: str, timeout: float = 120.0) -> str:
@@ -74,7 +75,7 @@ class Terminal:
 
 @pytest.fixture
 def shell(tmp_path: Path) -> Iterator[Terminal]:
-    term = Terminal(["-m", "spate", "sql", str(tmp_path / "env")])
+    term = Terminal(["-m", "spate", "sql", str(tmp_path / "env")], home=tmp_path)
     try:
         term.read_until(PROMPT)
         yield term
@@ -126,6 +127,7 @@ def test_shell_in_a_terminal(shell: Terminal, tmp_path: Path) -> None:
 
     assert shell.close() == 0
     assert not (tmp_path / "env" / "services").exists()  # no replica was started
+    assert "INSERT INTO t VALUES" in (tmp_path / ".spate_sql_history").read_text()
 
 
 def test_command_prints_each_statement_result(tmp_path: Path) -> None:
