@@ -41,11 +41,19 @@ def serve(
     tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate chain (PEM)")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
     max_connections: Annotated[int, typer.Option(help="concurrent client connections")] = 256,
+    keep_replicas: Annotated[
+        bool,
+        typer.Option(
+            "--keep-replicas",
+            help="on Ctrl-C or SIGTERM, leave the replicas running for the next open to adopt",
+        ),
+    ] = False,
 ) -> None:
     """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
 
     Without a password, only loopback clients are served (trust); listening on any other
-    address needs --password-file or --password-env.
+    address needs --password-file or --password-env. Ctrl-C (or SIGTERM) stops the server
+    and the environment's replicas, unless --keep-replicas.
     """
     from spate.environment.api import Environment
     from spate.pgwire.auth import read_password
@@ -67,7 +75,22 @@ def serve(
         server = Server(EnvironmentEngine(env), config)
         asyncio.run(_serve(server))
     finally:
-        env.close(stop_replicas=False)
+        replicas = sum(len(c.replicas) for c in env.runtime.catalog.clusters)
+        typer.echo(stopping_message(replicas, keep_replicas), err=True)
+        env.close(stop_replicas=not keep_replicas)
+
+
+def stopping_message(replicas: int, keep_replicas: bool) -> str:
+    """What ``spate serve`` says as it stops, about the environment's ``replicas``."""
+    if not replicas:
+        return "spate: stopping"
+    some = f"{replicas} replica{'s' if replicas != 1 else ''}"
+    if keep_replicas:
+        return (
+            f"spate: stopping; leaving {some} running (--keep-replicas): the next open of "
+            "the environment adopts them, else they exit after their grace period"
+        )
+    return f"spate: stopping the server and {some} (--keep-replicas would leave them running)"
 
 
 async def _serve(server: object) -> None:

@@ -183,6 +183,9 @@ class EnvironmentBase:
             raise CallTimeout(
                 f"the call did not finish within {timeout} s (it was canceled)"
             ) from None
+        except KeyboardInterrupt:  # Ctrl-C while waiting: the call is canceled too
+            future.cancel()
+            raise
 
     def _start(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         """Start ``coro`` on the event loop without waiting for it (as :meth:`_run` checks).

@@ -9,6 +9,7 @@ objects, columns and frontiers. Each runs on the environment's event loop
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -487,7 +488,17 @@ class EnvironmentOperations(EnvironmentBase):
                     return
         finally:
             if self._rt is not None:
-                self._run(stream.aclose(), 60)
+                self._run(_close(stream), 60)
+
+
+async def _close(stream: AsyncGenerator[Changes, None]) -> None:
+    """Close a subscribe's stream; a wait for its next batch that was canceled (Ctrl-C) may
+    still be unwinding, and closing a running generator fails."""
+    for _ in range(500):
+        if not getattr(stream, "ag_running", False):
+            break
+        await asyncio.sleep(0.01)
+    await stream.aclose()
 
 
 _SELECT_KEYWORDS = frozenset(

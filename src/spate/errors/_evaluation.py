@@ -20,6 +20,10 @@ FIELD_SEP: Final = "\x1f"
 """Between the fields of an error record (sqlstate, message, expression, row)."""
 
 _SQLSTATE: Final = re.compile(r"\[SQLSTATE ([0-9A-Z]{5})\]")
+_DESCRIBED: Final = re.compile(r"^(?:[^:]*): (.*?) \[SQLSTATE [0-9A-Z]{5}\]", re.S)
+"""A message of :func:`describe_error` (or :meth:`EvaluationFailed.of`): what, then
+PostgreSQL's text, then the SQLSTATE."""
+_WHERE: Final = " evaluating "
 
 
 def error_record(sqlstate: str, message: str, expression: str, row: str) -> str:
@@ -44,11 +48,16 @@ class EvaluationFailed(ReadFailed):
     more than one row). The read succeeds again once the offending input is retracted.
 
     ``sqlstate`` is PostgreSQL's code for the error (``22012``, ``22003``, ``22P02``,
-    ``21000``…)."""
+    ``21000``…); ``pg_message`` is PostgreSQL's text for it (``division by zero``), without
+    the collection, the expression and the row that the message names (what a PostgreSQL
+    client is answered)."""
 
     def __init__(self, message: str, sqlstate: str = "22000") -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
+        found = _DESCRIBED.match(message)
+        bare = found.group(1) if found is not None else message
+        self.pg_message: str = bare.split(_WHERE, 1)[0] or message
 
     @staticmethod
     def of(what: str, error: BaseException) -> EvaluationFailed:

@@ -6,6 +6,8 @@ result becomes :class:`Rows` with its tag; SUBSCRIBE's iterator becomes a :class
 tables with ``mz_timestamp`` (numeric: a number to machines), ``mz_diff`` and the data
 columns. The statement's tag is derived from its text (``CREATE TABLE``); INSERT, UPDATE and
 DELETE tags carry the rows the session's statement wrote, matched or removed (``UPDATE 3``).
+An evaluation error is answered as PostgreSQL does (``division by zero``, 22012), without the
+expression and row spate's message names.
 
 :meth:`describe` finds a query's columns by planning it (parameters as typed NULLs), and a
 parameter's type from the column it is compared with or the type it is cast to.
@@ -22,11 +24,12 @@ import pyarrow as pa
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
-from spate.errors import UsageError
+from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
 from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
+from spate.pgwire.errors import PgError
 from spate.repr.arrow import data_schema
 from spate.sql import plan_statements
 from spate.sql import statements as st
@@ -157,7 +160,10 @@ class EnvironmentEngine:
         self._sql(sql, ctx)
 
     def execute(self, sql: str, ctx: Context) -> Result:
-        result = self._sql(sql, ctx)
+        try:
+            result = self._sql(sql, ctx)
+        except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
+            raise PgError(e.sqlstate, e.pg_message) from e
         if isinstance(result, pa.Table):
             first = lexer.strip_comments(sql).lstrip()[:4].upper()
             return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")

@@ -11,11 +11,13 @@ alone (a bad derive, a dropped table), a whole-group error fails every write of 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 
 import pytest
 
 from spate.frontier import Antichain
+from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
 from spate.repr.types import Row
 from spate.storage.controller import StorageController
@@ -224,6 +226,28 @@ async def test_a_new_committer_reads_each_table_once_in_the_background() -> None
             await commit.write_derived(U1, delete_one((1, "a")))
         await commit.write_derived(U2, lambda now: [((7, "x"), 1)])
         assert commit.reads == 2
+        assert await contents(c, U1) == Counter({(2, "b"): 1})
+        await c.shutdown()
+
+
+async def test_a_restarted_committer_holds_a_table_until_its_background_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A table's since follows its upper: the read of its contents as of the upper before
+    the first group holds the table, so the since does not pass it when that group appends
+    (it was read at a time before the since, logged a warning and read again)."""
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        c.set_read_policy([(U1, ReadPolicy.lag_writes_by(1, 1))])
+        oracle = Oracle(c)
+        await GroupCommit(c, oracle).write(U1, changes((1, "a")))
+        commit = GroupCommit(c, oracle)  # as after a restart
+        await commit.write(U1, changes((2, "b")))
+        await commit.write_derived(U1, delete_one((1, "a")))  # waits for the read
+        assert commit.reads == 1
+        assert [r.message for r in caplog.records if r.levelno >= logging.WARNING] == []
         assert await contents(c, U1) == Counter({(2, "b"): 1})
         await c.shutdown()
 

@@ -72,6 +72,7 @@ from typing import Final, Protocol
 import pyarrow as pa
 
 from spate.frontier.antichain import Antichain
+from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
@@ -127,12 +128,16 @@ class _Write:
 class _Kept:
     """A table's contents as of its ``upper`` (module docs); ``loading``: the read of its
     snapshot, still to be added to them; ``read_at``: the upper as of which that read is due
-    (not started yet: it starts once the group's append is done, or when a write needs it)."""
+    (not started yet: it starts once the group's append is done, or when a write needs it);
+    ``hold``: a read hold on the table from when the contents were taken until that read is
+    done, so that the table's since, which follows its upper, does not pass ``read_at``
+    meanwhile."""
 
     upper: int | None
     contents: TableContents
     loading: asyncio.Task[None] | None = None
     read_at: int | None = None
+    hold: ReadHold | None = None
 
 
 class GroupCommit:
@@ -263,8 +268,12 @@ class GroupCommit:
                 self._kept[id] = kept[id]
                 if kept[id].read_at is not None:  # off the append's path (module docs)
                     self._start_read(id, kept[id])
-            elif loading is not None:
-                loading.cancel()
+            else:
+                if loading is not None:
+                    loading.cancel()
+                hold = kept[id].hold
+                if hold is not None:  # a read never started
+                    hold.release()
             if isinstance(outcome, BaseException):
                 failed = failed or outcome
                 _log.warning("table %s: group commit at %d failed: %s", id, ts, outcome)
@@ -374,7 +383,8 @@ class GroupCommit:
         contents = TableContents.empty(desc)
         if upper is None or upper == 0:
             return _Kept(upper, contents)
-        return _Kept(upper, contents, read_at=upper)
+        (hold,) = self._storage.acquire_read_holds([id])
+        return _Kept(upper, contents, read_at=upper, hold=hold)
 
     def _start_read(self, id: GlobalId, kept: _Kept) -> None:
         assert kept.read_at is not None
@@ -383,6 +393,9 @@ class GroupCommit:
             self._load(id, kept.read_at, kept.contents), name=f"read table {id}"
         )
         loading.add_done_callback(_log_failure)
+        hold, kept.hold = kept.hold, None
+        if hold is not None:
+            loading.add_done_callback(lambda _: hold.release())
         kept.loading, kept.read_at = loading, None
 
     async def _load(self, id: GlobalId, upper: int, contents: TableContents) -> None:
