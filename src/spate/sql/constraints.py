@@ -17,11 +17,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
 from spate.sql import statements as st
+from spate.sql.declared import column_defs
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedColumn
 from spate.sql.parse import position
 from spate.sql.scalar import ScalarBinder
@@ -176,16 +175,8 @@ def _choose(out: TableConstraints, name: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _defaults(create_sql: str) -> tuple[tuple[str, exp.Expression], ...]:
-    try:
-        node = sqlglot.parse_one(create_sql, read="postgres")
-    except SqlglotError:
-        return ()
-    if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
-        return ()
     out: list[tuple[str, exp.Expression]] = []
-    for c in node.this.expressions:
-        if not isinstance(c, exp.ColumnDef):
-            continue
+    for c in column_defs(create_sql):
         for cons in c.args.get("constraints") or []:
             kind = cons.args.get("kind")
             if isinstance(kind, exp.DefaultColumnConstraint):

@@ -34,19 +34,26 @@ _VARCHAR = (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
 
 
 @functools.lru_cache(maxsize=256)
-def _declared(create_sql: str) -> tuple[tuple[str, PgType | None, int | None], ...]:
-    """Each column of a ``CREATE TABLE`` text: its name, ``integer``/``smallint``/``real`` for
-    a narrow integer or a single-precision float, and ``n`` for a ``varchar(n)`` (``None``
-    where not)."""
+def column_defs(create_sql: str) -> tuple[exp.ColumnDef, ...]:
+    """The column definitions of a ``CREATE TABLE`` text (none if it is not one). Shared,
+    cached trees: copy what is kept."""
     try:
         node = sqlglot.parse_one(create_sql, read="postgres")
     except SqlglotError:
         return ()
     if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
         return ()
+    return tuple(c for c in node.this.expressions if isinstance(c, exp.ColumnDef))
+
+
+@functools.lru_cache(maxsize=256)
+def _declared(create_sql: str) -> tuple[tuple[str, PgType | None, int | None], ...]:
+    """Each column of a ``CREATE TABLE`` text: its name, ``integer``/``smallint``/``real`` for
+    a narrow integer or a single-precision float, and ``n`` for a ``varchar(n)`` (``None``
+    where not)."""
     out: list[tuple[str, PgType | None, int | None]] = []
-    for c in node.this.expressions:
-        kind = c.args.get("kind") if isinstance(c, exp.ColumnDef) else None
+    for c in column_defs(create_sql):
+        kind = c.args.get("kind")
         if not isinstance(kind, exp.DataType):
             continue
         limit: int | None = None
