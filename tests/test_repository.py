@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,18 +88,18 @@ def test_dependencies_are_ranges_pinned_in_constraints() -> None:
 
 
 MAX_MODULE_LINES = 600
+"""Modules are cut by concept, never by a line count: a module longer than this is worth a look
+(is it one concept?), not a failure. The test warns, naming each."""
 
-# Modules allowed over the limit until they are split; each entry says why.
-OVER_THE_LIMIT_ALLOWED: set[str] = set()
 
-
-def test_modules_are_at_most_600_lines() -> None:
+def test_long_modules_are_named_in_a_warning() -> None:
     lines = {
         path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
         for path in sorted((ROOT / "src" / "spate").rglob("*.py"))
     }
-    over = {p: n for p, n in lines.items() if n > MAX_MODULE_LINES}
-    offenders = [f"{p}: {n} lines" for p, n in over.items() if p not in OVER_THE_LIMIT_ALLOWED]
-    assert offenders == [], f"modules over {MAX_MODULE_LINES} lines: {offenders}"
-    stale = sorted(p for p in OVER_THE_LIMIT_ALLOWED if p not in over)
-    assert stale == [], f"within the limit now, drop from OVER_THE_LIMIT_ALLOWED: {stale}"
+    over = sorted(f"{p}: {n} lines" for p, n in lines.items() if n > MAX_MODULE_LINES)
+    if over:
+        warnings.warn(
+            f"modules over {MAX_MODULE_LINES} lines (one concept each?): {over}", stacklevel=1
+        )
+    assert lines, "no module found under src/spate"
