@@ -56,6 +56,9 @@ class Session:
     (:mod:`spate.environment.small_reads`); ``False``: every read that needs a dataflow builds
     one on a replica, as ``small_read_updates = 0`` does for the whole environment."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+    cancel: threading.Event | None = None
+    """Set from another thread to cancel the read in progress (a wire client's cancel request,
+    its statement timeout): see ``Environment.select``'s ``cancel``."""
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""

@@ -72,7 +72,9 @@ class EnvironmentEngine:
         return session
 
     def _sql(self, text: str, ctx: Context) -> object:
-        result: object = self._session(ctx).sql(text)
+        session = self._session(ctx)
+        session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
+        result: object = session.sql(text)
         return result
 
     # -- the contract ----------------------------------------------------------------------------

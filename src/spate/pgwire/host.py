@@ -24,6 +24,8 @@ class SessionOptions:
     ssl_context: ssl.SSLContext | None = None
     server_version: str = "9.5.0"
     max_stream_stall: float = 300.0
+    statement_timeout_ms: int = 0
+    """The sessions' ``statement_timeout`` until they SET it (0: none)."""
 
 
 class Connection(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from spate.pgwire import codec, statements
+from spate.pgwire import codec, guc, statements
 from spate.pgwire.auth import MECHANISM, AuthFailed, ScramExchange, is_loopback
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import Connection
@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 STARTUP_LIMIT: Final = 10_000
 
 
-def default_vars(user: str, database: str, application: str, version: str) -> dict[str, str]:
+def default_vars(
+    user: str, database: str, application: str, version: str, *, statement_timeout: str = "0"
+) -> dict[str, str]:
     return {
         "server_version": version,
         "server_encoding": "UTF8",
@@ -48,7 +50,7 @@ def default_vars(user: str, database: str, application: str, version: str) -> di
         "lc_ctype": "C",
         "jit": "off",
         "default_table_access_method": "heap",
-        "statement_timeout": "0",
+        "statement_timeout": statement_timeout,
     }
 
 
@@ -100,6 +102,7 @@ async def handshake(s: Connection) -> bool:
             params.get("database", user),
             params.get("application_name", ""),
             s.options.server_version,
+            statement_timeout=guc.show_ms(s.options.statement_timeout_ms),
         )
     )
     for name in sorted(statements.REPORTED):
