@@ -311,6 +311,10 @@ class ComputeRuntime:
         """Dataflow ``key`` is being dropped: stop stepping it and cancel its Spark jobs
         (event loop thread; the cancelling runs on a thread of its own)."""
         self._dropping.add(key)
+        r = self._running.get(key)
+        cancel = getattr(r.dataflow, "cancel", None) if r is not None else None
+        if cancel is not None:
+            cancel()  # a failing step is not retried
         if self._busy == key:
             self._canceler.submit(self._cancel_while_busy, key)
 
