@@ -230,8 +230,8 @@ class Session:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
-        with 57014, the client closing its connection with :class:`Closed`; each sets
-        ``ctx.canceled``, so that the engine stops too."""
+        with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
+        so that the engine stops too."""
         timeout = guc.timeout_seconds("statement_timeout", self.vars.get("statement_timeout", "0"))
         self._ctx.canceled = threading.Event()  # the call's own: set stays set (see Context)
         fut = asyncio.get_running_loop().run_in_executor(self._executor, fn)
@@ -245,7 +245,9 @@ class Session:
             self._ctx.canceled.set()
             fut.cancel()
             if gone.done() and gone.result():
-                raise Closed()
+                # as PostgreSQL's client_connection_check_interval says it; nobody reads it,
+                # and the session ends at its next read
+                raise PgError("08006", "connection to client lost", fatal=True)
             raise PgError("57014", "canceling statement due to statement timeout")
         except asyncio.CancelledError:
             if self._canceled:
