@@ -74,6 +74,8 @@ class FakeEngine:
         self.table = pa.Table.from_pylist(rows(n), schema=SCHEMA)
         self.streams_open = 0
         self.executed: list[str] = []
+        self.stopped: list[float] = []
+        """Seconds each SLEEP ran before its cancel event stopped it."""
         self._lock = threading.Lock()
 
     def relations(self) -> Sequence[Relation]:
@@ -134,8 +136,12 @@ class FakeEngine:
         m = re.fullmatch(r"SLEEP (\d+(?:\.\d+)?)", s, re.I)
         if m:
             deadline = time.monotonic() + float(m.group(1))
-            while time.monotonic() < deadline and not ctx.canceled.is_set():
+            canceled = ctx.canceled  # this call's (see Context)
+            started = time.monotonic()
+            while time.monotonic() < deadline and not canceled.is_set():
                 time.sleep(0.01)
+            if canceled.is_set():
+                self.stopped.append(time.monotonic() - started)
             return Rows(None, "SLEEP")
         if s.upper().startswith("SUBSCRIBE"):
             return self._subscribe(s)

@@ -46,11 +46,14 @@ def _connect(dsn: str, proc: subprocess.Popen[bytes]) -> psycopg.Connection[tupl
 
 def test_serve_answers_sql_and_stops_on_sigterm(tmp_path: Path) -> None:
     port = _free_port()
-    proc = _serve(str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}")
+    proc = _serve(
+        str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}", "--statement-timeout", "45000"
+    )
     try:
         dsn = f"host=127.0.0.1 port={port} user=me dbname=spate sslmode=disable"
         with _connect(dsn, proc) as conn:
             assert conn.execute("SELECT 1 + 1").fetchone() == (2,)
+            assert conn.execute("SHOW statement_timeout").fetchone() == ("45s",)
             conn.execute("CREATE TABLE made_over_the_wire (a bigint NOT NULL)")
             names = conn.execute(
                 "SELECT c.relname FROM pg_catalog.pg_class c "
@@ -75,6 +78,18 @@ def test_serve_refuses_a_public_address_without_password(tmp_path: Path) -> None
     assert proc.returncode != 0
     assert b"needs a password" in err
     assert not (tmp_path / "data").exists()  # refused before the environment was opened
+
+
+def test_serve_refuses_a_statement_timeout_postgresql_would_not_accept(tmp_path: Path) -> None:
+    proc = _serve(str(tmp_path / "data"), "--statement-timeout", "5 parsecs")
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert b'invalid value for parameter "statement_timeout": "5 parsecs"' in err
+    assert not (tmp_path / "data").exists()
 
 
 def test_serve_with_a_password_from_the_environment(tmp_path: Path) -> None:

@@ -19,6 +19,10 @@ class BadListenAddress(UsageError, ValueError):
     """A --listen value that is not host:port."""
 
 
+class BadStatementTimeout(UsageError, ValueError):
+    """A --statement-timeout value PostgreSQL would not accept."""
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     """``host:port`` (``[v6]:port`` for IPv6) as (host, port)."""
     host, sep, port = text.rpartition(":")
@@ -48,6 +52,13 @@ def serve(
             help="on Ctrl-C or SIGTERM, leave the replicas running for the next open to adopt",
         ),
     ] = False,
+    statement_timeout: Annotated[
+        str,
+        typer.Option(
+            help="the sessions' default statement_timeout, as PostgreSQL reads it ('30s', "
+            "'5min', an integer in ms; 0: none); a session may SET its own"
+        ),
+    ] = "0",
 ) -> None:
     """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
 
@@ -58,16 +69,27 @@ def serve(
     from spate.environment.api import Environment
     from spate.pgwire.auth import read_password
     from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.errors import PgError
+    from spate.pgwire.guc import parse_ms
     from spate.pgwire.server import Server, ServerConfig, check_config
 
     host, port = parse_listen(listen)
+    try:
+        timeout_ms = parse_ms("statement_timeout", statement_timeout)
+    except PgError as e:
+        raise BadStatementTimeout(f"--statement-timeout: {e}") from None
     password = read_password(file=password_file, env=password_env)
     ctx = None
     if tls_cert is not None:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(tls_cert, tls_key)
     config = ServerConfig(
-        host=host, port=port, password=password, ssl_context=ctx, max_connections=max_connections
+        host=host,
+        port=port,
+        password=password,
+        ssl_context=ctx,
+        max_connections=max_connections,
+        statement_timeout_ms=timeout_ms,
     )
     check_config(config)  # before opening anything
     env = Environment.open(data_dir)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 from spate.config import Settings, load_settings
 from spate.environment import hydration
@@ -30,6 +31,7 @@ from spate.errors import (
     EnvironmentClosed,
     InvalidArgument,
     InvalidArgumentValue,
+    QueryCanceled,
     check_argument,
 )
 from spate.orchestrator.supervisor import Supervisor
@@ -172,10 +174,17 @@ class EnvironmentBase:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def _submit(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+    def _submit(
+        self,
+        coro: Coroutine[Any, Any, T],
+        timeout: float | None,
+        cancel: threading.Event | None = None,
+    ) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
-            return future.result(timeout)
+            if cancel is None:
+                return future.result(timeout)
+            return _result_unless_canceled(future, timeout, cancel)
         except TimeoutError:
             future.cancel()
             if future.done() and not future.cancelled() and future.exception() is not None:
@@ -206,11 +215,18 @@ class EnvironmentBase:
                     raise failure.with_traceback(None)
                 raise EnvironmentClosed(f"the environment stopped working: {failure}") from failure
 
-    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 300.0) -> T:
+    def _run(
+        self,
+        coro: Coroutine[Any, Any, T],
+        timeout: float | None = 300.0,
+        cancel: threading.Event | None = None,
+    ) -> T:
+        """``coro`` carried out on the environment's loop; with ``cancel``, setting that event
+        (from any thread) cancels it there and raises :class:`QueryCanceled` here."""
         self._check_open(coro)
         operation = getattr(coro, "__name__", "call")
         try:
-            return self._submit(coro, timeout)
+            return self._submit(coro, timeout, cancel)
         except Exception as e:
             self._metrics.error(operation, e)
             raise
@@ -270,6 +286,30 @@ class EnvironmentBase:
             env.names()         # ['best', 'best_by_auction', 'bids']
         """
         return self._run(call(lambda: sorted(i.name for i in self.runtime.catalog)))
+
+
+CANCEL_POLL_S: Final = 0.02
+"""How often a cancelable call looks at its cancel event."""
+
+
+def _result_unless_canceled(future: Future[T], timeout: float | None, cancel: threading.Event) -> T:
+    """``future``'s result within ``timeout`` (else ``TimeoutError``), unless ``cancel`` is set
+    first: then ``future`` is cancelled and :class:`QueryCanceled` raised."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if cancel.is_set():
+            future.cancel()
+            raise QueryCanceled("the read was canceled")
+        wait = CANCEL_POLL_S
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
+            if wait <= 0:
+                raise TimeoutError
+        try:
+            return future.result(wait)
+        except TimeoutError:
+            if future.done():
+                raise  # the call itself raised a TimeoutError
 
 
 def check_timeout(timeout: object) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -378,6 +379,7 @@ class EnvironmentOperations(EnvironmentBase):
         isolation: Isolation = "strict serializable",
         real_time_recency: bool = False,
         small_reads: bool = True,
+        cancel: threading.Event | None = None,
     ) -> pa.Table:
         """The contents of ``target`` (a name or a plan) at ``as_of``. ``order_by`` names
         columns, ``-name`` for descending.
@@ -396,6 +398,10 @@ class EnvironmentOperations(EnvironmentBase):
         dataflow on a replica anyway.
 
         A time before what ``target`` retains raises :class:`~spate.errors.ReadBeforeSince`.
+
+        Setting ``cancel`` (from another thread) cancels the read: the call raises
+        :class:`~spate.errors.QueryCanceled` at once, and a one-off dataflow the read built is
+        dropped on every replica, its Spark jobs cancelled.
 
         Example::
 
@@ -420,6 +426,7 @@ class EnvironmentOperations(EnvironmentBase):
                     small_reads=small_reads,
                 ),
                 timeout * (2 if real_time_recency else 1) + 30,
+                cancel,
             )
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:

@@ -87,6 +87,7 @@ def read(
         real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
         small_reads=session.small_reads,
+        cancel=session.cancel,
     )
 
 

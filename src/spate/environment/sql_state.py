@@ -88,6 +88,9 @@ class Session:
     bytes), oldest first; a wire client is sent them (:mod:`spate.sql.notices`)."""
     block: Block | None = None
     """The open transaction block (``None``: each statement is its own transaction)."""
+    cancel: threading.Event | None = None
+    """Set from another thread to cancel the read in progress (a wire client's cancel request,
+    its statement timeout): see ``Environment.select``'s ``cancel``."""
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""

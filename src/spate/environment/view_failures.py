@@ -73,8 +73,21 @@ async def await_answer(
 ) -> T:
     """``future``'s result within ``timeout`` (else ``TimeoutError``); :class:`ViewFailed`
     (and ``future`` cancelled) as soon as a view ``reads`` depends on failed (module docs),
-    its message starting with ``what``. A subscribe waits for each batch this way."""
-    watched = list(reads)
+    its message starting with ``what``. A subscribe waits for each batch this way. However the
+    wait ends without the answer (the caller cancelled too), ``future`` is cancelled."""
+    try:
+        return await _await_answer(rt, future, timeout, list(reads), what)
+    except BaseException:
+        # a failure, a timeout, or the read itself cancelled (its client went away): the
+        # answer is not wanted any more, and a peek's future cancelled frees the peek's hold,
+        # so that its one-off dataflow can be dropped on the replicas at once
+        future.cancel()
+        raise
+
+
+async def _await_answer(
+    rt: Runtime, future: asyncio.Future[T], timeout: float, watched: list[GlobalId], what: str
+) -> T:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:

@@ -59,6 +59,14 @@ class ReadTimeout(SpateError, TimeoutError):
     """A read was not answered in time (its inputs did not reach its timestamp)."""
 
 
+class QueryCanceled(SpateError):
+    """A read was canceled: its caller asked (a wire client's cancel request, a closed
+    connection) or its statement timeout passed. Its one-off dataflow, if it had one, is
+    dropped on every replica. PostgreSQL's ``57014``."""
+
+    sqlstate = "57014"
+
+
 class InvalidReadArgument(UsageError, ValueError):
     """A read argument of the right type with a value that is not allowed."""
 

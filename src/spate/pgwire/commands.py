@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spate.pgwire import codec, lexer, statements
+from spate.pgwire import codec, guc, lexer, statements
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
@@ -80,7 +80,10 @@ async def run_session_statement(
             if stmt.name in ENGINE_VARS:
                 value = "DEFAULT" if stmt.value is None else lexer.literal(stmt.value)
                 await s.engine_execute(f"SET {stmt.name} = {value}")
-            s.set_var(stmt.name, stmt.value)
+            if stmt.name == "statement_timeout" and stmt.value is not None:
+                s.set_var(stmt.name, guc.show_ms(guc.parse_ms(stmt.name, stmt.value)))
+            else:
+                s.set_var(stmt.name, stmt.value)
             s.send(codec.command_complete("SET" if stmt.value is not None else "RESET"))
     elif isinstance(stmt, statements.Show):
         _show(s, stmt.name, describe=describe, formats=formats)

@@ -24,7 +24,10 @@ class Context:
     """The calling session: its variables (``cluster``, ``search_path``…) and a cancel flag.
 
     A long-running engine call SHOULD look at ``canceled`` when it can stop early; the session
-    answers ``57014`` as soon as the flag is set, whatever the call does afterwards. ``state``
+    answers ``57014`` as soon as the flag is set, whatever the call does afterwards (a cancel
+    request, the statement timeout, the client closing its connection). Every engine call gets
+    an event of its own, which once set stays set: a call takes ``ctx.canceled`` when it
+    starts (the session may have moved on to its next call when it looks). ``state``
     is the engine's own per-session state (it lives as long as the connection).
     """
 

@@ -76,6 +76,7 @@ class EnvironmentEngine:
 
     def _sql(self, text: str, ctx: Context) -> object:
         session = self._session(ctx)
+        session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
         try:
             result: object = session.sql(text)
         finally:  # raised before the statement failed, too

@@ -26,6 +26,8 @@ class SessionOptions:
     max_stream_stall: float = 300.0
     default_cluster: Callable[[], str] = lambda: "default"
     """What ``SHOW cluster`` says before a ``SET cluster`` (the engine's default cluster)."""
+    statement_timeout_ms: int = 0
+    """The sessions' ``statement_timeout`` until they SET it (0: none)."""
 
 
 class Connection(Protocol):

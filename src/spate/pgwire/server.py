@@ -35,6 +35,7 @@ class ServerConfig:
     max_message_bytes: int = 16 * 1024 * 1024
     workers: int = 64
     max_stream_stall: float = 300.0  # seconds a subscription may wait on a client not reading
+    statement_timeout_ms: int = 0  # the sessions' default statement_timeout (0: none)
 
 
 def check_config(config: ServerConfig) -> None:
@@ -61,6 +62,7 @@ class Server:
             ssl_context=config.ssl_context,
             max_stream_stall=config.max_stream_stall,
             default_cluster=getattr(engine, "default_cluster", lambda: "default"),
+            statement_timeout_ms=config.statement_timeout_ms,
         )
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="pgwire-engine")
         self._sessions: dict[tuple[int, int], Session] = {}

@@ -8,7 +8,10 @@ keeps serving every other session. Output is buffered and written at ReadyForQue
 full buffer, and every streamed batch.
 
 A CancelRequest (from another connection, carrying this session's key) ends the statement in
-progress with ``57014``; the session stays usable. A malformed message, an oversized one, or
+progress with ``57014``; so does ``statement_timeout`` (per engine call; 0: none); and a client
+that closes its connection while a statement runs ends it too. Each time the engine is told
+(:attr:`Context.canceled`), so that a read stops its work (its one-off dataflow is dropped on
+the replicas); the session stays usable. A malformed message, an oversized one, or
 an unknown message type is answered with a FATAL error and the connection is closed.
 """
 
@@ -19,11 +22,12 @@ import contextlib
 import logging
 import secrets
 import ssl
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
-from spate.pgwire import codec, lexer, statements
+from spate.pgwire import codec, guc, lexer, statements
 from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
 from spate.pgwire.catalog import Catalog
 from spate.pgwire.commands import run_session_statement
@@ -38,6 +42,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLUSH_BYTES: Final = 64 * 1024
+WATCH_BYTES: Final = 1 << 20
+"""How much a client may send while a statement runs and the session watches its connection
+(it is kept for after the statement); beyond it, the session stops watching."""
 
 
 class Closed(Exception):
@@ -74,6 +81,7 @@ class Session:
         self._ctx = Context(self.vars)
         self._running: asyncio.Future[Any] | None = None
         self._canceled = False
+        self._unread = bytearray()  # what the client sent while a statement ran
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -95,8 +103,14 @@ class Session:
             await self.flush()
 
     async def read_exact(self, n: int) -> bytes:
+        head = b""
+        if self._unread:
+            head = bytes(self._unread[:n])
+            del self._unread[:n]
+            if len(head) == n:
+                return head
         try:
-            return await self.reader.readexactly(n)
+            return head + await self.reader.readexactly(n - len(head))
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             raise Closed() from e
 
@@ -210,7 +224,6 @@ class Session:
         if code == "XX000":
             log.error("internal error in session %d", self.pid, exc_info=e)
         self._canceled = False
-        self._ctx.canceled.clear()
         if self._status == "T":
             self._status = "E"
         detail = getattr(e, "detail", None)  # a constraint violation's Key (k)=(1) …
@@ -226,12 +239,26 @@ class Session:
         )
 
     async def _call(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` on a worker thread; a CancelRequest ends the wait with 57014."""
-        self._ctx.canceled.clear()
+        """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
+        with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
+        so that the engine stops too."""
+        timeout = guc.timeout_seconds("statement_timeout", self.vars.get("statement_timeout", "0"))
+        self._ctx.canceled = threading.Event()  # the call's own: set stays set (see Context)
         fut = asyncio.get_running_loop().run_in_executor(self._executor, fn)
         self._running = fut
+        gone = asyncio.ensure_future(self._client_gone())
+        waiting: set[asyncio.Future[Any]] = {fut, gone}
         try:
-            return await fut
+            await asyncio.wait(waiting, timeout=timeout, return_when="FIRST_COMPLETED")
+            if fut.done():
+                return fut.result()
+            self._ctx.canceled.set()
+            fut.cancel()
+            if gone.done() and gone.result():
+                # as PostgreSQL's client_connection_check_interval says it; nobody reads it,
+                # and the session ends at its next read
+                raise PgError("08006", "connection to client lost", fatal=True)
+            raise PgError("57014", "canceling statement due to statement timeout")
         except asyncio.CancelledError:
             if self._canceled:
                 raise PgError("57014", "canceling statement due to user request") from None
@@ -239,6 +266,9 @@ class Session:
         finally:
             self._running = None
             self._send_notices()
+            gone.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await gone
 
     def _send_notices(self) -> None:
         """The notices the engine raised (before the call's result or error, as PostgreSQL's
@@ -246,6 +276,20 @@ class Session:
         for sqlstate, message in self._ctx.notices:
             self.send(codec.notice_response(message, sqlstate=sqlstate))
         self._ctx.notices.clear()
+
+    async def _client_gone(self) -> bool:
+        """Keep what the client sends (for :meth:`read_exact`) until it closes its connection
+        (``True``) or has sent :data:`WATCH_BYTES` (``False``: no longer watched)."""
+        while len(self._unread) < WATCH_BYTES:
+            try:
+                data = await self.reader.read(WATCH_BYTES)
+            except ConnectionError:
+                data = b""
+            if not data:
+                return True
+            self._unread += data
+        await asyncio.Future()  # watched no more: wait to be cancelled
+        return False
 
     # -- simple query ------------------------------------------------------------------------------
 
@@ -552,6 +596,7 @@ class Session:
                 "",
                 self.options.server_version,
                 self.options.default_cluster(),
+                statement_timeout=guc.show_ms(self.options.statement_timeout_ms),
             )
             if name in defaults:
                 self.vars[name] = defaults[name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from spate.pgwire import codec, statements
+from spate.pgwire import codec, guc, statements
 from spate.pgwire.auth import MECHANISM, AuthFailed, ScramExchange, is_loopback
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import Connection
@@ -22,7 +22,13 @@ STARTUP_LIMIT: Final = 10_000
 
 
 def default_vars(
-    user: str, database: str, application: str, version: str, cluster: str = "default"
+    user: str,
+    database: str,
+    application: str,
+    version: str,
+    cluster: str = "default",
+    *,
+    statement_timeout: str = "0",
 ) -> dict[str, str]:
     return {
         "server_version": version,
@@ -50,7 +56,7 @@ def default_vars(
         "lc_ctype": "C",
         "jit": "off",
         "default_table_access_method": "heap",
-        "statement_timeout": "0",
+        "statement_timeout": statement_timeout,
     }
 
 
@@ -103,6 +109,7 @@ async def handshake(s: Connection) -> bool:
             params.get("application_name", ""),
             s.options.server_version,
             s.options.default_cluster(),
+            statement_timeout=guc.show_ms(s.options.statement_timeout_ms),
         )
     )
     for name in sorted(statements.REPORTED):

@@ -174,6 +174,7 @@ class Dataflow:
         self.errors = ErrorCollection()
         """Evaluation errors (module docs)."""
         self._capture = False
+        self._canceled = False
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -228,7 +229,7 @@ class Dataflow:
         try:
             return self._step_once(lo, hi, target)
         except DataflowError as e:
-            if self._capture:
+            if self._capture or self._canceled:
                 raise
             _log.info("dataflow %s: step failed (%s); again, capturing errors", self.name, e)
             self._capture = True
@@ -464,6 +465,11 @@ class Dataflow:
             live.append(self._upper - 1)
         if live:
             self.errors.compact(min(live))
+
+    def cancel(self) -> None:
+        """The dataflow is being dropped and its Spark jobs cancelled (any thread): a step
+        that fails now is not tried again capturing errors."""
+        self._canceled = True
 
     def drop(self) -> None:
         for _, node in self._objects:

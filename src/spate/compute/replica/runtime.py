@@ -12,6 +12,13 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
   and after each step (an index another dataflow imports may have advanced). It then steps,
   round-robin, each scheduled dataflow whose inputs allow progress (``ready_upper() > upper``),
   one step per dataflow per turn, until none can progress.
+* **Drops cancel.** A dataflow dropped while the worker runs Spark jobs for it (a one-off
+  read canceled or timed out) has those jobs cancelled at once, from the event loop's side:
+  each build and step runs its jobs under the dataflow's job tag (``spate-df<key>``, with
+  ``interruptOnCancel``), and a drop cancels that tag (again every :data:`CANCEL_REPEAT_S`
+  while the worker is still in that dataflow, so a job it starts next is cancelled too). The
+  build or step then fails quietly, the worker moves on to the drop, and every other dataflow
+  keeps being stepped and served.
 * **Failures stay local.** A step that raises is retried with backoff (``STEP_ATTEMPTS`` in a
   row); then the dataflow is reported failed (``DataflowFailed``) and no longer stepped. A build
   that raises reports ``DataflowFailed`` at once. Nothing else is affected.
@@ -27,11 +34,12 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +92,14 @@ STEP_ATTEMPTS: Final = 3
 STEP_BACKOFF_S: Final = 0.5
 MAINTENANCE_S: Final = 1.0
 LEASE_RENEWAL_S: Final = 60.0
+CANCEL_REPEAT_S: Final = 0.1
+"""How often a drop cancels the Spark jobs of its dataflow again while the worker is still in
+it (a cancel reaches only the jobs already running)."""
+
+
+def job_tag(key: int) -> str:
+    """The Spark job tag of dataflow ``key``'s builds and steps."""
+    return f"spate-df{key}"
 
 
 @dataclass
@@ -145,6 +161,12 @@ class ComputeRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._closed = False
+        self._dropping: set[int] = set()
+        """Dataflows a drop is pending for: not stepped again, their Spark jobs cancelled."""
+        self._busy: int | None = None
+        """The dataflow the worker is building or stepping now."""
+        self._canceler = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-cancel")
+        self._interrupting = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -161,7 +183,11 @@ class ComputeRuntime:
             self._submit(self._warm_up, "warm-up")
 
     async def close(self) -> None:
-        """Stop scheduling, drop every dataflow (expiring readers and writers)."""
+        """Stop scheduling, drop every dataflow (expiring readers and writers); a Spark job
+        running for one is cancelled first."""
+        busy = self._busy
+        for key in {*self._running, *([] if busy is None else [busy])}:
+            self._cancel_jobs(key)
         self._closed = True
         for fut in self._peeks.values():
             fut.cancel()
@@ -171,6 +197,7 @@ class ComputeRuntime:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._worker, self._drop_all)
         self._worker.shutdown(wait=True)
+        self._canceler.shutdown(wait=True)
         self._sink_writer.shutdown()
         self._peeker.shutdown(wait=True)
 
@@ -243,6 +270,7 @@ class ComputeRuntime:
         elif isinstance(action, DropSink):
             self._submit(lambda: self._drop_sink(action), "dropping a sink")
         elif isinstance(action, DropDataflow):
+            self._cancel_jobs(action.key)
             self._submit(lambda: self._drop(action.key), f"dropping dataflow {action.key}")
         elif isinstance(action, EnableWrites):
             self._submit(lambda: self._enable_writes(action), "allowing writes")
@@ -257,6 +285,48 @@ class ComputeRuntime:
                 fut.cancel()
         else:
             raise TypeError(f"the runtime does not perform {type(action).__name__}")
+
+    # -- cancelling ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _jobs_of(self, key: int) -> Iterator[None]:
+        """Run the Spark jobs started inside under dataflow ``key``'s job tag (worker thread)."""
+        sc = getattr(self.spark(), "sparkContext", None)  # None: a renderer without Spark
+        if sc is not None:
+            if not self._interrupting:  # a thread-local setting of the (one) worker thread
+                sc.setInterruptOnCancel(True)
+                self._interrupting = True
+            sc.addJobTag(job_tag(key))
+        self._busy = key
+        try:
+            if key in self._dropping:
+                raise DataflowCanceled(f"dataflow {key} was dropped")
+            yield
+        finally:
+            self._busy = None
+            if sc is not None:
+                sc.removeJobTag(job_tag(key))
+
+    def _cancel_jobs(self, key: int) -> None:
+        """Dataflow ``key`` is being dropped: stop stepping it and cancel its Spark jobs
+        (event loop thread; the cancelling runs on a thread of its own)."""
+        self._dropping.add(key)
+        r = self._running.get(key)
+        cancel = getattr(r.dataflow, "cancel", None) if r is not None else None
+        if cancel is not None:
+            cancel()  # a failing step is not retried
+        if self._busy == key:
+            self._canceler.submit(self._cancel_while_busy, key)
+
+    def _cancel_while_busy(self, key: int) -> None:
+        sc = getattr(self._spark, "sparkContext", None)
+        while sc is not None and self._busy == key:
+            try:
+                sc.cancelJobsWithTag(job_tag(key))
+            except Exception as e:  # the JVM going away: nothing left to cancel
+                _log.warning("replica=%s: cancelling dataflow %d: %s", self.name, key, e)
+                return
+            time.sleep(CANCEL_REPEAT_S)
 
     # -- worker-thread jobs -------------------------------------------------------------------
 
@@ -276,7 +346,10 @@ class ComputeRuntime:
                 arrangements=lambda id: self._arrangement(sources, id),
             )
             renderer = self._renderer or spark_renderer()
-            dataflow = renderer(desc, inputs, spark=self.spark(), scratch=scratch, name=f"df{key}")
+            with self._jobs_of(key):
+                dataflow = renderer(
+                    desc, inputs, spark=self.spark(), scratch=scratch, name=f"df{key}"
+                )
             for s in desc.sink_exports:
                 if s.is_materialized_view():
                     sinks[s.id] = self._open_sink(desc, s.id, s.from_desc, s.connection)
@@ -286,6 +359,9 @@ class ComputeRuntime:
             if inputs is not None:
                 inputs.close()
             shutil.rmtree(scratch, ignore_errors=True)
+            if key in self._dropping:
+                _log.info("replica=%s: dataflow %d dropped while building", self.name, key)
+                return
             self._metrics.dataflow_failures.inc()
             self._post(DataflowFailed(key, f"building the dataflow failed: {_short(e)}"))
             return
@@ -364,6 +440,7 @@ class ComputeRuntime:
         self._flush(r)
 
     def _drop(self, key: int) -> None:
+        self._dropping.discard(key)
         r = self._running.pop(key, None)
         if r is None:
             return
@@ -409,7 +486,7 @@ class ComputeRuntime:
             key = self._rr.pop(0)
             self._rr.append(key)
             r = self._running[key]
-            if not r.scheduled or r.failed:
+            if not r.scheduled or r.failed or key in self._dropping:
                 continue
             not_before = max(r.retry_at, r.last_step + self._step_interval_s)
             try:
@@ -433,10 +510,19 @@ class ComputeRuntime:
         started = time.perf_counter()
         r.last_step = time.monotonic()
         try:
-            with r.lock:
+            with self._jobs_of(r.key), r.lock:
                 report = r.dataflow.step(ready)
             r.inputs.after_step()
         except Exception as e:
+            if r.key in self._dropping:
+                _log.info(
+                    "replica=%s: dataflow %d dropped while stepping (%.2f s): its Spark jobs "
+                    "were cancelled",
+                    self.name,
+                    r.key,
+                    time.perf_counter() - started,
+                )
+                return
             self._step_failed(r, e)
             return
         r.failures = 0
@@ -588,6 +674,10 @@ class ComputeRuntime:
         check_imports(self._running.values(), r, peek.timestamp)
         self._metrics.peek_seconds("index", time.perf_counter() - started)
         return rows
+
+
+class DataflowCanceled(Exception):
+    """A build or step of a dataflow that is being dropped is not started."""
 
 
 def _short(e: BaseException) -> str:
