@@ -41,6 +41,13 @@ def serve(
     tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate chain (PEM)")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM)")] = None,
     max_connections: Annotated[int, typer.Option(help="concurrent client connections")] = 256,
+    startup_timeout: Annotated[
+        float,
+        typer.Option(help="seconds a client may take to connect and authenticate, then closed"),
+    ] = 60.0,
+    max_message_bytes: Annotated[
+        int, typer.Option(help="the longest message (statement, Bind) a client may send")
+    ] = 16 * 1024 * 1024,
 ) -> None:
     """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
 
@@ -59,7 +66,13 @@ def serve(
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(tls_cert, tls_key)
     config = ServerConfig(
-        host=host, port=port, password=password, ssl_context=ctx, max_connections=max_connections
+        host=host,
+        port=port,
+        password=password,
+        ssl_context=ctx,
+        max_connections=max_connections,
+        startup_timeout=startup_timeout,
+        max_message_bytes=max_message_bytes,
     )
     check_config(config)  # before opening anything
     env = Environment.open(data_dir)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spate.pgwire.auth import ScramVerifier
@@ -24,6 +24,12 @@ class SessionOptions:
     ssl_context: ssl.SSLContext | None = None
     server_version: str = "9.5.0"
     max_stream_stall: float = 300.0
+    startup_timeout: float = 60.0
+    """Seconds a connection may take from its first byte to ReadyForQuery (SSL, the startup
+    packet, authentication); PostgreSQL's ``authentication_timeout``."""
+    admit: Callable[[], bool] | None = field(default=None, compare=False)
+    """Asked once a startup packet has arrived: ``False`` if the server has no room for
+    another session (the client is refused with 53300)."""
 
 
 class Connection(Protocol):
