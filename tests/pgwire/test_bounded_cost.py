@@ -12,9 +12,13 @@ import time
 from collections.abc import Iterator
 
 import psycopg
+import pyarrow as pa
 import pytest
 
+from spate.pgwire.engine import Context, Result, Rows
 from spate.pgwire.server import ServerConfig, ServerThread
+from spate.sql import MemoryCatalog, plan_statements
+from spate.sql.depth import MAX_NESTING
 from tests.pgwire import wire
 from tests.pgwire.fake_engine import FakeEngine
 
@@ -249,3 +253,29 @@ def test_a_count_larger_than_the_message_is_refused(server: ServerThread) -> Non
         assert b"exceeds the message" in msgs[-1][1]
     finally:
         sock.close()
+
+
+class _Planning(FakeEngine):
+    """The fake engine, but a ``SELECT (`` is parsed and planned by spate's SQL front end."""
+
+    def execute(self, sql: str, ctx: Context) -> Result:
+        if sql.startswith("SELECT ("):
+            plan_statements(sql, MemoryCatalog())
+            return Rows(pa.table({"ok": pa.array([1], pa.int64())}), "SELECT 1")
+        return super().execute(sql, ctx)
+
+
+def test_5000_nested_parentheses_answer_and_deeper_is_54001() -> None:
+    s = ServerThread(_Planning(), ServerConfig(port=0))
+    try:
+        dsn = f"host=127.0.0.1 port={s.port} user=t dbname=spate sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for n in (49, 5000):
+                assert c.execute("SELECT " + "(" * n + "1" + ")" * n).fetchone() == (1,)
+            n = MAX_NESTING + 1
+            with pytest.raises(psycopg.errors.StatementTooComplex) as e:
+                c.execute("SELECT " + "(" * n + "1" + ")" * n)
+            assert e.value.sqlstate == "54001"
+            assert c.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        s.close()

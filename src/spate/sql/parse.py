@@ -25,6 +25,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import Token, TokenType
 
+from spate.sql.depth import MAX_NESTING, too_complex
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 from spate.sql.spark import spark_to_postgres
 
@@ -95,12 +96,25 @@ class Source:
 
 
 def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token]]]:
-    """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped)."""
+    """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped).
+
+    Parentheses nested deeper than :data:`~spate.sql.depth.MAX_NESTING` are refused here
+    (``54001``), before sqlglot's recursive parser sees them."""
     tokens = tokenize(text, 0, dialect)
     out: list[tuple[Source, list[Token]]] = []
     current: list[Token] = []
+    depth = 0
     for tok in [*tokens, None]:
+        if tok is not None and tok.token_type is TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise too_complex(
+                    f"parentheses nested deeper than {MAX_NESTING}", tok.start + 1, text
+                )
+        elif tok is not None and tok.token_type is TokenType.R_PAREN:
+            depth = max(0, depth - 1)
         if tok is None or tok.token_type is TokenType.SEMICOLON:
+            depth = 0
             if current:
                 src = Source(text, current[0].start, current[-1].end + 1, dialect)
                 out.append((src, current))
