@@ -105,8 +105,7 @@ class Reader:
 
     def count(self) -> int:
         """A count of fields (parameters, formats, values): unsigned 16-bit, up to 65,535, as
-        PostgreSQL reads it. A count larger than the bytes left could hold (every item takes
-        at least ``least`` bytes) is refused here, before anything is allocated for it."""
+        PostgreSQL reads it (a signed read made 32,768 and more a "negative count")."""
         if self._pos + 2 > len(self._buf):
             raise self._fail("truncated count")
         (n,) = _U16.unpack_from(self._buf, self._pos)
@@ -114,7 +113,8 @@ class Reader:
         return int(n)
 
     def counted(self, least: int) -> int:
-        """:meth:`count`, checked against the bytes left (each item takes ``least`` or more)."""
+        """:meth:`count` of items of ``least`` bytes or more each: a count the rest of the
+        message could not hold is refused here, before anything is allocated for it."""
         n = self.count()
         if n * least > len(self._buf) - self._pos:
             raise self._fail(f"count {n} exceeds the message")
