@@ -269,6 +269,8 @@ class _Planning(FakeEngine):
     """The fake engine, but a ``SELECT (`` is parsed and planned by spate's SQL front end."""
 
     def execute(self, sql: str, ctx: Context) -> Result:
+        if sql == "SELECT deep":  # an engine that recursed too deeply running a statement
+            raise RecursionError("maximum recursion depth exceeded")
         if sql.startswith("SELECT ("):
             plan_statements(sql, MemoryCatalog())
             return Rows(pa.table({"ok": pa.array([1], pa.int64())}), "SELECT 1")
@@ -286,6 +288,8 @@ def test_5000_nested_parentheses_answer_and_deeper_is_54001() -> None:
             with pytest.raises(psycopg.errors.StatementTooComplex) as e:
                 c.execute("SELECT " + "(" * n + "1" + ")" * n)
             assert e.value.sqlstate == "54001"
+            with pytest.raises(psycopg.errors.StatementTooComplex):
+                c.execute("SELECT deep")
             assert c.execute("SELECT 1").fetchone() == (1,)
     finally:
         s.close()

@@ -31,6 +31,7 @@ from spate.repr.arrow import data_schema
 from spate.sql import plan_statements
 from spate.sql import statements as st
 from spate.sql.declared import column_types
+from spate.sql.depth import too_complex
 from spate.sql.results import result_schema
 
 if TYPE_CHECKING:
@@ -72,7 +73,13 @@ class EnvironmentEngine:
         return session
 
     def _sql(self, text: str, ctx: Context) -> object:
-        result: object = self._session(ctx).sql(text)
+        try:
+            result: object = self._session(ctx).sql(text)
+        except RecursionError:
+            # Planning takes deep statements (spate.sql.depth), but optimizing and running one
+            # may recurse as well (evaluating a 600-term IN): 54001, not an internal error. (Run
+            # again on a deep stack, a 2,000-term sum was still optimizing after minutes.)
+            raise too_complex("it nests deeper than running it can follow") from None
         return result
 
     # -- the contract ----------------------------------------------------------------------------

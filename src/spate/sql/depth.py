@@ -54,10 +54,13 @@ def run_deep(fn: Callable[[], T]) -> T:
         return fn()
     except RecursionError:
         pass
-    return _on_deep_stack(fn)
+    return on_deep_stack(fn)
 
 
-def _on_deep_stack(fn: Callable[[], T]) -> T:
+def on_deep_stack(fn: Callable[[], T]) -> T:
+    """``fn()`` on a thread with a large stack under a raised recursion limit (the caller
+    waits); :class:`StatementTooComplex` if it still runs out of frames. Only for work that
+    changes nothing, or nothing before it recursed."""
     global _deep_runs, _saved_limit
     result: list[T] = []
     failure: list[BaseException] = []
