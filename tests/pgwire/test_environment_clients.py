@@ -7,6 +7,7 @@ environment (one cluster with one replica) serves the whole module.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -350,3 +351,17 @@ def test_psycopg_real_time_recency_is_a_session_variable_the_engine_checks(dsn: 
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="requires a Boolean"):
             c.execute("SET real_time_recency = 'maybe'")
         assert c.execute("SHOW real_time_recency").fetchall() == [("on",)]
+
+
+def test_deep_statements_answer_or_are_54001_never_internal_errors(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SELECT " + "(" * 5000 + "1" + ")" * 5000).fetchone() == (1,)
+        for sql in (
+            "SELECT 1 WHERE 1 IN (" + ", ".join(map(str, range(600))) + ")",
+            "SELECT " + " + ".join(map(str, range(2000))),
+            "SELECT " + "(" * 5001 + "1" + ")" * 5001,
+        ):
+            # an answer or 54001; an internal error (XX000) would be another class
+            with contextlib.suppress(psycopg.errors.StatementTooComplex):
+                c.execute(sql).fetchall()
+        assert c.execute("SELECT 2").fetchone() == (2,)

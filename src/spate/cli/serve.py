@@ -59,6 +59,13 @@ def serve(
             "'5min', an integer in ms; 0: none); a session may SET its own"
         ),
     ] = "0",
+    startup_timeout: Annotated[
+        float,
+        typer.Option(help="seconds a client may take to connect and authenticate, then closed"),
+    ] = 60.0,
+    max_message_bytes: Annotated[
+        int, typer.Option(help="the longest message (statement, Bind) a client may send")
+    ] = 16 * 1024 * 1024,
 ) -> None:
     """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
 
@@ -90,6 +97,8 @@ def serve(
         ssl_context=ctx,
         max_connections=max_connections,
         statement_timeout_ms=timeout_ms,
+        startup_timeout=startup_timeout,
+        max_message_bytes=max_message_bytes,
     )
     check_config(config)  # before opening anything
     env = Environment.open(data_dir)

@@ -9,6 +9,7 @@ treats it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from spate.pgwire import codec, lexer
 from spate.pgwire import types as pgt
@@ -23,8 +24,17 @@ class Prepared:
     described: Described | None = None
 
 
+MAX_PARAMS: Final = 65535
+"""The most parameters a statement can have: the protocol counts them in an unsigned 16-bit
+field (Parse, Bind, ParameterDescription)."""
+
+
 def param_types(oids: tuple[int, ...], count: int) -> tuple[int, ...]:
     """``count`` parameter type oids: the declared ones, ``0`` (unknown) for the rest."""
+    if count > MAX_PARAMS:
+        raise PgError(
+            "54023", f"${count} is beyond the {MAX_PARAMS} parameters a statement can have"
+        )
     return tuple(oids[:count]) + (0,) * max(0, count - len(oids))
 
 

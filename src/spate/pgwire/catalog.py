@@ -30,13 +30,34 @@ _CATALOG: Final = re.compile(
     re.I,
 )
 
+_WINDOW: Final = 4096
+_OVERLAP: Final = 256  # longer than any name the pattern looks for
+_KEYS: Final = (  # every match holds one of these
+    "pg_", "information_schema", "version", "current_", "session_user", "set_config", "to_reg",
+    "format_type", "::",
+)  # fmt: skip
+
 
 class Catalog:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
     def handles(self, sql: str) -> bool:
-        return _CATALOG.search(sql) is not None
+        """Whether ``sql`` names the catalog. A long text is searched a window at a time (each
+        search holds the GIL; the whole of a 10 MiB text at once would stall every thread for
+        seconds); a match cut off at a window's end is checked against the whole text."""
+        if len(sql) <= _WINDOW:
+            return _CATALOG.search(sql) is not None
+        for start in range(0, len(sql), _WINDOW):
+            at, stop = start, min(len(sql), start + _WINDOW + _OVERLAP)
+            window = sql[start:stop].lower()
+            if not any(key in window for key in _KEYS):
+                continue
+            while (m := _CATALOG.search(sql, at, stop)) is not None:
+                if m.end() < stop or _CATALOG.match(sql, m.start()) is not None:
+                    return True
+                at = m.start() + 1
+        return False
 
     def answer(self, sql: str, ctx: Context) -> Rows:
         known = answer_known(sql, ctx.vars, self._engine.relations)

@@ -24,6 +24,7 @@ CANCEL_REQUEST: Final = 80877102
 FRONTEND_TYPES: Final = frozenset(bytes([c]) for c in b"QPBDECSHXFdcfp")
 
 _I16: Final = struct.Struct("!h")
+_U16: Final = struct.Struct("!H")
 _I32: Final = struct.Struct("!i")
 _U32: Final = struct.Struct("!I")
 _HEAD: Final = struct.Struct("!ci")
@@ -103,9 +104,20 @@ class Reader:
         return self.bytes_(1).decode("latin-1")
 
     def count(self) -> int:
-        n = self.int16()
-        if n < 0:
-            raise self._fail(f"negative count {n}")
+        """A count of fields (parameters, formats, values): unsigned 16-bit, up to 65,535, as
+        PostgreSQL reads it (a signed read made 32,768 and more a "negative count")."""
+        if self._pos + 2 > len(self._buf):
+            raise self._fail("truncated count")
+        (n,) = _U16.unpack_from(self._buf, self._pos)
+        self._pos += 2
+        return int(n)
+
+    def counted(self, least: int) -> int:
+        """:meth:`count` of items of ``least`` bytes or more each: a count the rest of the
+        message could not hold is refused here, before anything is allocated for it."""
+        n = self.count()
+        if n * least > len(self._buf) - self._pos:
+            raise self._fail(f"count {n} exceeds the message")
         return n
 
     def end(self) -> None:
@@ -168,7 +180,7 @@ class Parse:
 def parse_parse(body: bytes) -> Parse:
     r = Reader(body, "Parse")
     name, query = r.cstr(), r.cstr()
-    oids = tuple(r.uint32() for _ in range(r.count()))
+    oids = tuple(r.uint32() for _ in range(r.counted(4)))
     r.end()
     return Parse(name, query, oids)
 
@@ -185,12 +197,12 @@ class Bind:
 def parse_bind(body: bytes) -> Bind:
     r = Reader(body, "Bind")
     portal, stmt = r.cstr(), r.cstr()
-    pformats = tuple(r.int16() for _ in range(r.count()))
+    pformats = tuple(r.int16() for _ in range(r.counted(2)))
     values: list[bytes | None] = []
-    for _ in range(r.count()):
+    for _ in range(r.counted(4)):
         n = r.int32()
         values.append(None if n == -1 else r.bytes_(n))
-    rformats = tuple(r.int16() for _ in range(r.count()))
+    rformats = tuple(r.int16() for _ in range(r.counted(2)))
     r.end()
     for f in pformats + rformats:
         if f not in (0, 1):
@@ -292,7 +304,7 @@ class FieldDesc:
 
 
 def row_description(fields: Sequence[FieldDesc], formats: Sequence[int]) -> bytes:
-    parts = [_I16.pack(len(fields))]
+    parts = [_U16.pack(len(fields))]
     for f, fmt in zip(fields, formats, strict=True):
         parts.append(cstr(f.name))
         parts.append(_FIELD.pack(f.table_oid, f.column, f.type_oid, f.type_len, f.type_mod, fmt))
@@ -300,11 +312,11 @@ def row_description(fields: Sequence[FieldDesc], formats: Sequence[int]) -> byte
 
 
 def parameter_description(oids: Sequence[int]) -> bytes:
-    return msg(b"t", _I16.pack(len(oids)) + b"".join(_U32.pack(o) for o in oids))
+    return msg(b"t", _U16.pack(len(oids)) + b"".join(_U32.pack(o) for o in oids))
 
 
 def data_row(values: Sequence[bytes | None]) -> bytes:
-    parts = [_I16.pack(len(values))]
+    parts = [_U16.pack(len(values))]
     for v in values:
         if v is None:
             parts.append(b"\xff\xff\xff\xff")
@@ -319,7 +331,7 @@ def command_complete(tag: str) -> bytes:
 
 
 def copy_out_response(ncols: int, fmt: int = 0) -> bytes:
-    return msg(b"H", bytes([fmt]) + _I16.pack(ncols) + _I16.pack(fmt) * ncols)
+    return msg(b"H", bytes([fmt]) + _U16.pack(ncols) + _I16.pack(fmt) * ncols)
 
 
 def copy_data(data: bytes) -> bytes:

@@ -34,6 +34,7 @@ from spate.repr.arrow import data_schema
 from spate.sql import plan_statements
 from spate.sql import statements as st
 from spate.sql.declared import column_types
+from spate.sql.depth import too_complex
 from spate.sql.results import result_schema
 
 if TYPE_CHECKING:
@@ -79,6 +80,11 @@ class EnvironmentEngine:
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
         try:
             result: object = session.sql(text)
+        except RecursionError:
+            # Planning takes deep statements (spate.sql.depth), but optimizing and running one
+            # may recurse as well (evaluating a 600-term IN): 54001, not an internal error. (Run
+            # again on a deep stack, a 2,000-term sum was still optimizing after minutes.)
+            raise too_complex("it nests deeper than running it can follow") from None
         finally:  # raised before the statement failed, too
             ctx.notices.extend((n.sqlstate, n.message) for n in session.session.notices)
             session.session.notices.clear()

@@ -83,6 +83,8 @@ def sqlstate_of(e: BaseException) -> str:
         return code
     if isinstance(e, asyncio.CancelledError):
         return QUERY_CANCELED
+    if isinstance(e, RecursionError):
+        return "54001"  # statement too complex (too deep to follow), never an internal error
     for cls in type(e).__mro__:
         if cls.__name__ in _BY_CLASS:
             return _BY_CLASS[cls.__name__]

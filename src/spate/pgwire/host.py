@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from spate.pgwire.auth import ScramVerifier
@@ -28,6 +28,12 @@ class SessionOptions:
     """What ``SHOW cluster`` says before a ``SET cluster`` (the engine's default cluster)."""
     statement_timeout_ms: int = 0
     """The sessions' ``statement_timeout`` until they SET it (0: none)."""
+    startup_timeout: float = 60.0
+    """Seconds a connection may take from its first byte to ReadyForQuery (SSL, the startup
+    packet, authentication); PostgreSQL's ``authentication_timeout``."""
+    admit: Callable[[], bool] | None = field(default=None, compare=False)
+    """Asked once a startup packet has arrived: ``False`` if the server has no room for
+    another session (the client is refused with 53300)."""
 
 
 class Connection(Protocol):

@@ -18,6 +18,27 @@ _DOLLAR_TAG: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _PARAM: Final = re.compile(r"\$(\d+)")
 
 
+_SPECIAL: Final = re.compile(r"['\"$/-]")
+"""Where a quoted or commented span may start (a character class: scanned fast)."""
+_E_STOP: Final = re.compile(r"[\\']")
+_COMMENT_STOP: Final = re.compile(r"/\*|\*/")
+_CHUNK: Final = 64 * 1024
+"""The most text one regex search looks at: a search holds the GIL, and the session runs
+these over a long statement on a worker thread, beside the event loop."""
+
+
+def _find(pattern: re.Pattern[str], text: str, i: int) -> re.Match[str] | None:
+    """``pattern.search(text, i)``, a chunk at a time (every match here is at most 2 long)."""
+    n = len(text)
+    while i < n:
+        end = min(n, i + _CHUNK)
+        m = pattern.search(text, i, end)
+        if m is not None or end == n:
+            return m
+        i = end - 1
+    return None
+
+
 def _skip(text: str, i: int) -> int:
     """If a quoted or commented span starts at ``i``, the index after it; else ``i``."""
     c = text[i]
@@ -25,17 +46,23 @@ def _skip(text: str, i: int) -> int:
     if c == "'":
         escaped = i > 0 and text[i - 1] in "eE" and (i < 2 or not text[i - 2].isalnum())
         j = i + 1
-        while j < n:
-            if escaped and text[j] == "\\":
-                j += 2
-                continue
-            if text[j] == "'":
-                if j + 1 < n and text[j + 1] == "'":
+        while True:
+            if escaped:
+                m = _find(_E_STOP, text, j)
+                if m is None:
+                    return n
+                j = m.start()
+                if text[j] == "\\":
                     j += 2
                     continue
-                return j + 1
-            j += 1
-        return n
+            else:
+                j = text.find("'", j)
+                if j == -1:
+                    return n
+            if j + 1 < n and text[j + 1] == "'":
+                j += 2
+                continue
+            return j + 1
     if c == '"':
         j = text.find('"', i + 1)
         while j != -1 and j + 1 < n and text[j + 1] == '"':
@@ -46,13 +73,12 @@ def _skip(text: str, i: int) -> int:
         return n if j == -1 else j + 1
     if c == "/" and text.startswith("/*", i):
         depth, j = 1, i + 2
-        while j < n and depth:
-            if text.startswith("/*", j):
-                depth, j = depth + 1, j + 2
-            elif text.startswith("*/", j):
-                depth, j = depth - 1, j + 2
-            else:
-                j += 1
+        while depth:
+            m = _find(_COMMENT_STOP, text, j)
+            if m is None:
+                return n
+            depth += 1 if m.group() == "/*" else -1
+            j = m.end()
         return j
     if c == "$" and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
         m = _DOLLAR_TAG.match(text, i)
@@ -66,6 +92,10 @@ def _code_spans(text: str) -> Iterator[tuple[int, int]]:
     """Spans of ``text`` outside quotes and comments."""
     i, start, n = 0, 0, len(text)
     while i < n:
+        m = _find(_SPECIAL, text, i)
+        if m is None:
+            break
+        i = m.start()
         j = _skip(text, i)
         if j != i:
             if start < i:
@@ -118,6 +148,10 @@ def strip_comments(text: str) -> str:
     parts: list[str] = []
     i, start, n = 0, 0, len(text)
     while i < n:
+        m = _find(_SPECIAL, text, i)
+        if m is None:
+            break
+        i = m.start()
         j = _skip(text, i)
         if j != i:
             if text.startswith("--", i) or text.startswith("/*", i):

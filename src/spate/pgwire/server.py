@@ -2,9 +2,15 @@
 
 One asyncio event loop owns every socket, all parsing and all encoding; engine calls run on a
 bounded thread pool. CancelRequests find their session through a registry keyed by
-(pid, secret). Beyond ``max_connections`` a new client gets ``53300`` and is closed. A listen
-address that is not loopback is refused unless a password is configured (SCRAM-SHA-256), so
-the server never trusts the network.
+(pid, secret). A listen address that is not loopback is refused unless a password is
+configured (SCRAM-SHA-256), so the server never trusts the network.
+
+Every connection costs the server a bounded amount: its startup (SSL, startup packet,
+authentication) must end within ``startup_timeout`` seconds, and at most ``max_startups``
+connections may be starting at once (beyond that the one waiting longest is closed), so
+sockets that send nothing, or a byte at a time, neither pile up nor keep real clients out.
+A session counts against ``max_connections`` from its startup packet on, as in PostgreSQL;
+beyond it a new client gets ``53300`` and is closed.
 """
 
 from __future__ import annotations
@@ -16,7 +22,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from spate.pgwire import codec
 from spate.pgwire.auth import AuthConfigError, ScramVerifier, is_loopback
 from spate.pgwire.catalog import Catalog
 from spate.pgwire.engine import Engine
@@ -36,6 +41,9 @@ class ServerConfig:
     workers: int = 64
     max_stream_stall: float = 300.0  # seconds a subscription may wait on a client not reading
     statement_timeout_ms: int = 0  # the sessions' default statement_timeout (0: none)
+    startup_timeout: float = 60.0  # seconds from connecting to ReadyForQuery (PostgreSQL's
+    # authentication_timeout)
+    max_startups: int = 1024  # connections in their startup at once (beyond: the oldest closes)
 
 
 def check_config(config: ServerConfig) -> None:
@@ -63,10 +71,14 @@ class Server:
             max_stream_stall=config.max_stream_stall,
             default_cluster=getattr(engine, "default_cluster", lambda: "default"),
             statement_timeout_ms=config.statement_timeout_ms,
+            startup_timeout=config.startup_timeout,
+            admit=self._admit,
         )
         self._executor = ThreadPoolExecutor(config.workers, thread_name_prefix="pgwire-engine")
         self._sessions: dict[tuple[int, int], Session] = {}
         self._open = 0
+        self._starting: dict[asyncio.Task[None], None] = {}  # in arrival order
+        self._admitted: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -80,9 +92,18 @@ class Server:
     def sessions(self) -> int:
         return self._open
 
+    @property
+    def starting(self) -> int:
+        """Connections still in their startup (not yet admitted as sessions)."""
+        return len(self._starting)
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._accept, self._config.host, self._config.port, limit=2**20
+            self._accept,
+            self._config.host,
+            self._config.port,
+            limit=2**20,
+            backlog=min(4096, self._config.max_connections + self._config.max_startups),
         )
         log.info("pgwire listening on %s:%d", self._config.host, self.port)
 
@@ -109,12 +130,12 @@ class Server:
         assert task is not None
         self._tasks.add(task)
         self._open += 1
+        self._starting[task] = None
+        if len(self._starting) > self._config.max_startups:
+            oldest = next(iter(self._starting))
+            self._starting.pop(oldest)
+            oldest.cancel()  # closes its socket (below)
         try:
-            if self._open > self._config.max_connections:
-                writer.write(codec.error_response("FATAL", "53300", "too many connections"))
-                await writer.drain()
-                writer.close()
-                return
             session = Session(
                 reader,
                 writer,
@@ -135,6 +156,18 @@ class Server:
         finally:
             self._open -= 1
             self._tasks.discard(task)
+            self._starting.pop(task, None)
+            self._admitted.discard(task)
+
+    def _admit(self) -> bool:
+        """A connection's startup packet arrived: make it a session if there is room."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._starting.pop(task, None)
+        if len(self._admitted) >= self._config.max_connections:
+            return False
+        self._admitted.add(task)
+        return True
 
     def _register(self, s: Session) -> None:
         self._sessions[(s.pid, s.secret)] = s

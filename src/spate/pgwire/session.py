@@ -46,6 +46,10 @@ WATCH_BYTES: Final = 1 << 20
 """How much a client may send while a statement runs and the session watches its connection
 (it is kept for after the statement); beyond it, the session stops watching."""
 
+OFF_LOOP_CHARS: Final = 8 * 1024
+"""Statement text longer than this is split, classified and bound on a worker thread, so that
+one client's huge statement never stalls the event loop (every other session)."""
+
 
 class Closed(Exception):
     """The connection ended (client went away, Terminate, or a fatal error)."""
@@ -238,6 +242,12 @@ class Session:
             )
         )
 
+    async def _text(self, fn: Callable[[], T], size: int) -> T:
+        """``fn``, work on statement text of ``size`` characters: off the loop if it is long."""
+        if size <= OFF_LOOP_CHARS:
+            return fn()
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
     async def _call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
         with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
@@ -294,7 +304,7 @@ class Session:
     # -- simple query ------------------------------------------------------------------------------
 
     async def _simple(self, text: str) -> None:
-        parts = lexer.split(text)
+        parts = await self._text(lambda: lexer.split(text), len(text))
         if not parts:
             self.send(codec.EMPTY_QUERY)
             return
@@ -317,7 +327,7 @@ class Session:
         m = codec.parse_parse(body)
         if m.name and m.name in self._statements:
             raise PgError("42P05", f'prepared statement "{m.name}" already exists')
-        parts = lexer.split(m.query)
+        parts = await self._text(lambda: lexer.split(m.query), len(m.query))
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
         self._statements[m.name] = Prepared(parts[0] if parts else "", m.param_oids)
@@ -340,7 +350,7 @@ class Session:
         stmt = self._statement(m.statement)
         if needs_description(stmt, m):
             stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
-        sql = bind_sql(stmt, m)
+        sql = await self._text(lambda: bind_sql(stmt, m), len(stmt.sql) + 16 * len(m.params))
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
@@ -406,8 +416,7 @@ class Session:
     # -- describing and running statements -----------------------------------------------------
 
     async def _describe_sql(self, sql: str, param_oids: tuple[int, ...]) -> Described:
-        stmt = statements.classify(lexer.strip_comments(sql)) if sql else None
-        nparams = lexer.param_count(sql)
+        stmt, nparams = await self._text(lambda: (_classify(sql), lexer.param_count(sql)), len(sql))
         if stmt is not None or not sql:
             schema = None
             if isinstance(stmt, statements.Show):
@@ -415,7 +424,7 @@ class Session:
             elif isinstance(stmt, statements.Fetch):
                 schema = self._portal(stmt.name).schema
             return Described(param_types(param_oids, nparams), schema)
-        if self._catalog.handles(sql):
+        if await self._text(lambda: self._catalog.handles(sql), len(sql)):
             schema = await self._call(lambda: self._catalog.describe(sql, self._ctx))
             return Described(param_types(param_oids, nparams), schema)
         d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
@@ -423,14 +432,14 @@ class Session:
 
     async def _prepare_portal(self, portal: Portal) -> None:
         """Find the portal's columns: run it now (finished results) or describe it (streams)."""
-        stmt = statements.classify(lexer.strip_comments(portal.sql)) if portal.sql else None
+        stmt = await self._text(lambda: _classify(portal.sql), len(portal.sql))
         if stmt is not None:
             if isinstance(stmt, statements.Show):
                 portal.schema = _show_schema(stmt.name)
             elif isinstance(stmt, statements.Fetch):
                 portal.schema = self._portal(stmt.name).schema
             return
-        if _is_subscribe(portal.sql):
+        if await self._text(lambda: _is_subscribe(portal.sql), len(portal.sql)):
             d = await self._call(lambda: self._engine.describe(portal.sql, (), self._ctx))
             portal.schema = d.schema
             return
@@ -441,7 +450,7 @@ class Session:
         portal.ran = True
         sql = portal.sql
         result: Rows | Stream
-        if self._catalog.handles(sql):
+        if await self._text(lambda: self._catalog.handles(sql), len(sql)):
             result = await self._call(lambda: self._catalog.answer(sql, self._ctx))
         else:
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
@@ -466,7 +475,7 @@ class Session:
         if portal.done and portal.ran and portal.rows is None:
             self.send(codec.command_complete(portal.tag))
             return
-        stmt = statements.classify(lexer.strip_comments(portal.sql)) if portal.sql else None
+        stmt = await self._text(lambda: _classify(portal.sql), len(portal.sql))
         if self._status == "E" and not isinstance(stmt, (statements.Commit, statements.Rollback)):
             raise PgError(
                 "25P02",
@@ -634,5 +643,9 @@ def _select_tag(tag: str, sent: int) -> str:
     return tag
 
 
+def _classify(sql: str) -> statements.SessionStatement | None:
+    return statements.classify(lexer.strip_comments(sql)) if sql else None
+
+
 def _is_subscribe(sql: str) -> bool:
-    return lexer.strip_comments(sql).lstrip().upper().startswith("SUBSCRIBE")
+    return lexer.strip_comments(sql).lstrip()[:9].upper() == "SUBSCRIBE"

@@ -7,6 +7,8 @@ without saying why, and logged without the password.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Final
 
@@ -70,8 +72,26 @@ DISPLAY: Final = {
 async def handshake(s: Connection) -> bool:
     """SSL negotiation, the startup packet, authentication, the session's parameters.
 
-    ``False`` when the connection was only a CancelRequest (or was refused).
+    ``False`` when the connection was only a CancelRequest (or was refused). The whole of it
+    must be over within ``startup_timeout`` seconds (PostgreSQL's ``authentication_timeout``):
+    a client that sends nothing, or its startup a byte at a time, is closed then, so silent
+    sockets cannot hold the server's connections.
     """
+    try:
+        async with asyncio.timeout(s.options.startup_timeout):
+            return await _handshake(s)
+    except TimeoutError:
+        log.info("closing a connection from %s: startup took over %ss", s.peer,
+                 s.options.startup_timeout)  # fmt: skip
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            # written, never waited for: the client may not be reading
+            s.writer.write(
+                codec.error_response("FATAL", "57014", "canceling authentication due to timeout")
+            )
+        return False
+
+
+async def _handshake(s: Connection) -> bool:
     ssl_done = False
     while True:
         head = await s.read_exact(4)
@@ -100,6 +120,9 @@ async def handshake(s: Connection) -> bool:
     user = params.get("user", "")
     if not user:
         await s.fatal("28000", "no user name in the startup packet")
+        return False
+    if s.options.admit is not None and not s.options.admit():
+        await s.fatal("53300", "sorry, too many clients already (too many connections)")
         return False
     await _authenticate(s, user)
     s.vars.update(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from sqlglot.tokenizer_core import Token
 
 from spate.sql.catalog import Catalog, CatalogObject, MemoryCatalog
+from spate.sql.depth import run_deep
 from spate.sql.errors import SqlError
 from spate.sql.parse import Source, split
 from spate.sql.statements import Statement
@@ -53,12 +54,15 @@ def plan_statement(
     parsed: Parsed, catalog: Catalog, *, recursion_limit: int | None = None
 ) -> Statement:
     """Plan one parsed statement against ``catalog``; ``recursion_limit``: the rounds a WITH
-    RECURSIVE may take before it fails (SQLSTATE 54001; default 10,000)."""
+    RECURSIVE may take before it fails (SQLSTATE 54001; default 10,000). A statement nested
+    too deeply to parse and plan fails with SQLSTATE 54001 as well (:mod:`spate.sql.depth`)."""
     from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
     from spate.sql.plan import plan_one
 
     limit = DEFAULT_MAX_ITERATIONS if recursion_limit is None else recursion_limit
-    return plan_one(parsed.source, list(parsed.tokens), catalog, limit)
+    # sqlglot's parser and the planner recurse: a deeply nested statement is planned on a
+    # deep stack, or fails with 54001 (spate.sql.depth)
+    return run_deep(lambda: plan_one(parsed.source, list(parsed.tokens), catalog, limit))
 
 
 def plan_statements(text: str, catalog: Catalog, *, dialect: str = "postgres") -> list[Statement]:

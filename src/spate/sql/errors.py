@@ -71,6 +71,12 @@ class SqlSyntaxError(SqlError):
     sqlstate = "42601"
 
 
+class StatementTooComplex(SqlError):
+    """Nested deeper than the parser and planner take (PostgreSQL's ``54001``)."""
+
+    sqlstate = "54001"
+
+
 class UndefinedTable(SqlError, KeyError):
     sqlstate = "42P01"
 

@@ -25,6 +25,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import Token, TokenType
 
+from spate.sql.depth import MAX_NESTING, too_complex
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 from spate.sql.notices import truncate_identifier, warn_if_truncated
 from spate.sql.spark import spark_to_postgres
@@ -96,7 +97,10 @@ class Source:
 
 
 def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token]]]:
-    """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped)."""
+    """The ``;``-separated statements of ``text`` with their tokens (empty ones dropped).
+
+    Parentheses nested deeper than :data:`~spate.sql.depth.MAX_NESTING` are refused here
+    (``54001``), before sqlglot's recursive parser sees them."""
     tokens = tokenize(text, 0, dialect)
     for token in tokens:  # PostgreSQL's lexer: a notice per identifier it truncates, up front
         if token.token_type is TokenType.IDENTIFIER:
@@ -105,8 +109,18 @@ def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token
             warn_if_truncated(token.text.lower())
     out: list[tuple[Source, list[Token]]] = []
     current: list[Token] = []
+    depth = 0
     for tok in [*tokens, None]:
+        if tok is not None and tok.token_type is TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise too_complex(
+                    f"parentheses nested deeper than {MAX_NESTING}", tok.start + 1, text
+                )
+        elif tok is not None and tok.token_type is TokenType.R_PAREN:
+            depth = max(0, depth - 1)
         if tok is None or tok.token_type is TokenType.SEMICOLON:
+            depth = 0
             if current:
                 src = Source(text, current[0].start, current[-1].end + 1, dialect)
                 out.append((src, current))
