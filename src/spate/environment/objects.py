@@ -522,6 +522,14 @@ def _drop_items(state: CatalogState, doomed: Sequence[Item]) -> CatalogState:
     return state
 
 
+def rename(rt: Runtime, name: str, new: str) -> None:
+    """Rename ``name`` to ``new`` in one catalog commit; plans read objects by id, so its
+    dependents (views, indexes, sinks) and running dataflows keep reading it."""
+    check_argument(name, str, "the name to rename")
+    check_argument(new, str, f"the new name of {name!r}")
+    rt.commit(lambda s: s.rename_item(name, new))
+
+
 async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
     check_argument(name, str, "the name to drop")

@@ -353,6 +353,16 @@ class EnvironmentOperations(EnvironmentBase):
         """
         self._run(call(lambda: objects.set_retain_history(self.runtime, name, duration_ms)))
 
+    def rename(self, name: str, new: str) -> None:
+        """Rename ``name`` (any object) to ``new``; what reads it keeps reading it. Raises
+        :class:`~spate.errors.NameExists` when ``new`` is taken.
+
+        Example::
+
+            env.rename("best", "best_old")
+        """
+        self._run(call(lambda: objects.rename(self.runtime, name, new)))
+
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:
         """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.
         Without ``cascade``, an object others depend on raises

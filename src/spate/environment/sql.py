@@ -314,6 +314,11 @@ def execute(
             ms = stmt.duration_ms if stmt.duration_ms is not None else DEFAULT_RETAIN_HISTORY_MS
             env.set_retain_history(stmt.name, ms)
             return None
+        case st.RenameObject():
+            _rename(env, stmt, defs)
+            return None
+        case st.NoChange():
+            return None
         case st.SetVariable():
             _set(env, stmt, session)
             return None
@@ -322,6 +327,13 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _rename(env: EnvironmentOperations, stmt: st.RenameObject, defs: Definitions) -> None:
+    state = env.runtime.catalog
+    readers = [d.name for d in state.dependents(state.get(stmt.name).id)]
+    env.rename(stmt.name, stmt.new)
+    defs.rename(stmt.name, stmt.new, readers)
 
 
 def _own_indexes(env: EnvironmentOperations, table: str) -> list[str]:

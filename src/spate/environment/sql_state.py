@@ -135,6 +135,23 @@ class Definitions:
                 self.types[name] = list(types)
         self.save()
 
+    def rename(self, old: str, new: str, readers: list[str]) -> None:
+        """``old`` renamed ``new``: its statement and types kept under the new name, naming it
+        by it, and the statements of ``readers`` (what reads it) naming it by it too."""
+        from spate.sql.renaming import renamed_own, renamed_reference
+
+        sql = self.items.pop(old, None)
+        if sql is not None:
+            self.items[new] = renamed_own(sql, old, new)
+        types = self.types.pop(old, None)
+        if types is not None:
+            self.types[new] = types
+        for reader in readers:
+            text = self.items.get(reader)
+            if text is not None:
+                self.items[reader] = renamed_reference(text, old, new)
+        self.save()
+
     def save(self) -> None:
         with self.lock:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

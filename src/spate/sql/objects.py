@@ -11,6 +11,7 @@ from sqlglot.tokenizer_core import TokenType
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
+from spate.sql.catalog import CatalogObject
 from spate.sql.constraints import read_constraints
 from spate.sql.errors import (
     DependentObjects,
@@ -23,6 +24,7 @@ from spate.sql.errors import (
     UndefinedObject,
     UndefinedTable,
 )
+from spate.sql.notices import notice
 from spate.sql.parse import parse_sql, position
 from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
@@ -404,7 +406,11 @@ def _kind(p: StatementPlanner, name: str) -> str:
     return obj.kind if obj is not None else "object"
 
 
-def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
+_RELATIONS = frozenset({"table", "view", "materialized view", "index", "source", "subsource"})
+"""What ``ALTER TABLE`` and ``ALTER INDEX`` rename: any relation, as in PostgreSQL."""
+
+
+def plan_alter(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("ALTER")
     word = c.word()
@@ -413,9 +419,14 @@ def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
     c.i += 1
     if word == "MATERIALIZED":
         c.expect("VIEW")
+    kind = _KINDS[word]
+    if_exists = c.accept("IF", "EXISTS")
     at = c.here()
     name = c.dotted_name("an object name")
-    if p.catalog.lookup(name) is None:
+    obj = p.catalog.lookup(name)
+    if c.at_words("RENAME") or c.at_words("OWNER"):
+        return _alter_relation(p, kind, name, obj, at, if_exists)
+    if obj is None:
         raise UndefinedTable(f'"{name}" does not exist', position=at + 1, text=p.src.text)
     if c.accept("RESET"):
         c.expect_token(TokenType.L_PAREN, "(")
@@ -444,3 +455,59 @@ def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
             sqlstate="22023",
         )
     return st.AlterRetainHistory(p.src.sql, name, ms)
+
+
+def _alter_relation(
+    p: StatementPlanner,
+    kind: str,
+    name: str,
+    obj: CatalogObject | None,
+    at: int,
+    if_exists: bool,
+) -> st.Statement:
+    """``ALTER <kind> [IF EXISTS] name RENAME TO new`` and ``… OWNER TO role``, as PostgreSQL
+    checks them: ``ALTER TABLE`` and ``ALTER INDEX`` take any relation, ``ALTER VIEW`` and
+    ``ALTER MATERIALIZED VIEW`` only their own kind."""
+    c = p.cur
+    new: str | None = None
+    new_at = c.here()
+    if c.accept("RENAME"):
+        if not c.accept("TO"):
+            raise p.unsupported("ALTER … RENAME supports only RENAME TO (no RENAME COLUMN)")
+        new_at = c.here()
+        new = c.name("the new name")
+    else:
+        c.expect("OWNER", "TO")
+        c.name("a role name")
+    c.end()
+    if obj is None:
+        if not if_exists:
+            raise UndefinedTable(
+                f'relation "{name}" does not exist', position=at + 1, text=p.src.text
+            )
+        notice("00000", f'relation "{name}" does not exist, skipping')
+        return st.NoChange(p.src.sql)
+    fits = obj.kind in _RELATIONS if kind in ("table", "index") else obj.kind == kind
+    if kind == "source":
+        fits = obj.kind in ("source", "subsource")
+    if not fits:
+        raise SqlError(
+            f'"{name}" is not {_article(kind)} {kind}',
+            position=at + 1,
+            text=p.src.text,
+            sqlstate="42809",
+        )
+    if new is None:
+        return st.NoChange(p.src.sql)
+    if p.catalog.lookup(new) is not None:
+        raise SqlError(
+            f'relation "{new}" already exists',
+            position=new_at + 1,
+            text=p.src.text,
+            sqlstate="42P07",
+        )
+    return st.RenameObject(p.src.sql, name, new)
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"

@@ -121,6 +121,30 @@ class AlterRetainHistory(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class RenameObject(Statement):
+    """``ALTER <kind> name RENAME TO new``."""
+
+    name: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommentOn(Statement):
+    """``COMMENT ON <kind> name IS 'text'`` (``column``: ``COMMENT ON COLUMN name.column``);
+    ``text`` ``None``: ``IS NULL``, the comment removed."""
+
+    name: str
+    column: str | None
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoChange(Statement):
+    """A DDL statement that changes nothing: ``ALTER … OWNER TO`` (spate has one role),
+    ``ALTER … IF EXISTS`` of an object that is not there."""
+
+
+@dataclass(frozen=True, slots=True)
 class CreateSecret(Statement):
     name: str
     value: str
