@@ -257,6 +257,9 @@ def execute(
             env.create_table(stmt.name, stmt.desc, constraints=_constraints(stmt))
             defs.set(stmt.name, stmt.sql)
             return None
+        case st.CreateTableAs():
+            _create_table_as(env, stmt, session, defs)
+            return None
         case st.CreateView():
             _create_view(env, stmt, session, defs)
             return None
@@ -327,6 +330,24 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _create_table_as(
+    env: EnvironmentOperations, stmt: st.CreateTableAs, session: Session, defs: Definitions
+) -> None:
+    """The query is read first (at one timestamp), so that one that fails creates nothing;
+    then the table is created and the rows written at once."""
+    rows = read_rows(env, stmt.plan, session) if stmt.with_data else []
+    env.create_table(stmt.name, stmt.desc)
+    defs.set(stmt.name, stmt.create_sql)
+    if rows:
+        try:
+            env.insert(stmt.name, rows)
+        except BaseException:
+            for dropped in env.drop(stmt.name):
+                defs.set(dropped, None)
+            raise
+    session.rows_affected = len(rows) if stmt.with_data else None
 
 
 def _rename(env: EnvironmentOperations, stmt: st.RenameObject, defs: Definitions) -> None:

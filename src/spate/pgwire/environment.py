@@ -282,12 +282,18 @@ def command_tag(sql: str, rows: int | None = None) -> str:
         return f"INSERT 0 {_values_rows(lexer.strip_comments(sql)) if rows is None else rows}"
     if head in ("UPDATE", "DELETE"):
         return f"{head} {rows or 0}"
+    if head == "CREATE" and _TABLE_AS.match(text):
+        return f"SELECT {rows}" if rows is not None else "CREATE TABLE AS"
     if head in ("CREATE", "DROP", "ALTER"):
         rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
         if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:
             return f"{head} {rest[0]} {rest[1]}"
         return f"{head} {rest[0]}" if rest else head
     return head
+
+
+_TABLE_AS = re.compile(r'CREATE TABLE (IF NOT EXISTS )?("(?:[^"]|"")+"|[^ (]+) AS\b')
+"""``CREATE TABLE … AS``: tagged ``SELECT n`` when it wrote n rows, as PostgreSQL tags it."""
 
 
 def _values_rows(sql: str) -> int:

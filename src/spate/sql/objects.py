@@ -4,6 +4,7 @@ connections are in :mod:`spate.sql.ddl`)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
@@ -25,12 +26,12 @@ from spate.sql.errors import (
     UndefinedTable,
 )
 from spate.sql.notices import notice
-from spate.sql.parse import parse_sql, position
+from spate.sql.parse import find_top_level, parse_sql, position
 from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import PG_INTERVAL_VALUE, PgType
+from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, PgType, display_name
 
 _KINDS = {
     "TABLE": "table",
@@ -87,12 +88,21 @@ def plan_create(p: StatementPlanner) -> st.Statement:
     )
 
 
-def _create_table(p: StatementPlanner) -> st.CreateTable:
-    node = parse_sql(p.src, p.src.start)
+def _create_table(p: StatementPlanner) -> st.CreateTable | st.CreateTableAs | st.NoChange:
+    with_data = True
+    end = None
+    for words, data in ((("WITH", "NO", "DATA"), False), (("WITH", "DATA"), True)):
+        at = find_top_level(p.tokens, 0, *words)
+        if at is not None and at + len(words) == len(p.tokens):
+            end, with_data = p.tokens[at].start, data
+            break
+    node = parse_sql(p.src, p.src.start, end)
     assert isinstance(node, exp.Create)
     schema = node.this
+    if node.expression is not None:
+        return _create_table_as(p, node, with_data)
     if not isinstance(schema, exp.Schema):
-        raise p.unsupported("CREATE TABLE needs a column list (CREATE TABLE … AS is not supported)")
+        raise p.unsupported("CREATE TABLE needs a column list or AS and a query")
     name = schema.this.name
     existing = p.catalog.lookup(name)
     if existing is not None and not node.args.get("exists"):
@@ -144,6 +154,58 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
     columns = [dataclasses.replace(c, nullable=False) if c.name in key else c for c in columns]
     if_not_exists = bool(node.args.get("exists"))
     return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists, found.all)
+
+
+def _create_table_as(
+    p: StatementPlanner, node: exp.Create, with_data: bool
+) -> st.CreateTableAs | st.NoChange:
+    """``CREATE TABLE [IF NOT EXISTS] name AS query [WITH [NO] DATA]``: a table with the
+    query's column names and types (all nullable, as PostgreSQL makes them)."""
+    target = node.this
+    if isinstance(target, exp.Schema):
+        raise p.unsupported("column names in CREATE TABLE … AS are not supported")
+    name = target.name
+    existing = p.catalog.lookup(name)
+    if existing is not None:
+        if node.args.get("exists"):
+            notice("42P07", f'relation "{name}" already exists, skipping')
+            return st.NoChange(p.src.sql)
+        raise SqlError(
+            f'relation "{name}" already exists',
+            position=position(target),
+            text=p.src.text,
+            sqlstate="42P07",
+        )
+    p.qp.today = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    out = p.qp.relation(node.expression)
+    names = list(out.names)
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise DuplicateColumn(
+            f'column "{dup}" specified more than once', position=p.src.start + 1, text=p.src.text
+        )
+    plan = rename(out.rel.expr, names)
+    columns: list[Column] = []
+    declared: list[str] = []
+    for col, t in zip(plan.desc.columns, out.types[: len(names)], strict=True):
+        if t.name == "unknown":
+            t = PG_TEXT  # an untyped literal is text, as PostgreSQL makes it
+        if t.scalar is None:
+            raise FeatureNotSupported(
+                f'column "{col.name}": type {display_name(t)} cannot be stored (cast it)',
+                position=p.src.start + 1,
+                text=p.src.text,
+            )
+        columns.append(Column(col.name, col.type, True))
+        declared.append(f"{_quote(col.name)} {display_name(t)}")
+    create_sql = f"CREATE TABLE {_quote(name)} ({', '.join(declared)})"
+    return st.CreateTableAs(p.src.sql, name, RelationDesc(columns), plan, with_data, create_sql)
+
+
+def _quote(name: str) -> str:
+    if name.isidentifier() and name == name.lower() and name.isascii():
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:

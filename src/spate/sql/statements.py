@@ -50,6 +50,19 @@ class CreateTable(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class CreateTableAs(Statement):
+    """``CREATE TABLE name AS query [WITH [NO] DATA]``: table ``name`` with columns ``desc``,
+    filled (``with_data``) with what ``plan`` returns at one timestamp. ``create_sql``: the
+    equivalent ``CREATE TABLE name (col type, …)``, kept as its definition."""
+
+    name: str
+    desc: RelationDesc
+    plan: RelationExpr
+    with_data: bool
+    create_sql: str
+
+
+@dataclass(frozen=True, slots=True)
 class CreateView(Statement):
     """``CREATE [OR REPLACE] [MATERIALIZED] VIEW``."""
 
