@@ -363,6 +363,17 @@ class EnvironmentOperations(EnvironmentBase):
         """
         self._run(call(lambda: objects.rename(self.runtime, name, new)))
 
+    def comment(self, name: str, text: str | None, *, column: str | None = None) -> None:
+        """Set the comment of ``name`` (or of its ``column``) to ``text``; ``None`` removes it.
+        Comments are kept in the catalog and dropped with their object.
+
+        Example::
+
+            env.comment("bids", "one row per bid")
+            env.comment("bids", "in cents", column="price")
+        """
+        self._run(call(lambda: objects.set_comment(self.runtime, name, column, text)))
+
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:
         """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.
         Without ``cascade``, an object others depend on raises

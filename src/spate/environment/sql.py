@@ -322,6 +322,9 @@ def execute(
             return None
         case st.NoChange():
             return None
+        case st.CommentOn():
+            env.comment(stmt.name, stmt.text, column=stmt.column)
+            return None
         case st.SetVariable():
             _set(env, stmt, session)
             return None

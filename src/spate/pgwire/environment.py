@@ -15,6 +15,7 @@ parameter's type from the column it is compared with or the type it is cast to.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -101,7 +102,8 @@ class EnvironmentEngine:
 
     def relations(self) -> Sequence[Relation]:
         catalog = EnvironmentCatalog(self._env, self._env.sql_session().definitions)
-        items = sorted(self._env.runtime.catalog, key=lambda i: i.name)
+        state = self._env.runtime.catalog
+        items = sorted(state, key=lambda i: i.name)
         schemas: dict[GlobalId, pa.Schema] = {}
         for item in items:
             obj = None if isinstance(item, IndexItem) else catalog.lookup(item.name)
@@ -120,10 +122,14 @@ class EnvironmentEngine:
                 cols = tuple(on_desc.names[k] for k in item.key)
                 schema = pa.schema([f for f in schemas[on.id] if f.name in cols])
                 oid = relation_oid(item.id.value)
-                out.append(Relation(oid, item.name, kind, schema, on.name, cols))
+                text = state.comment(item.id, None)
+                out.append(Relation(oid, item.name, kind, schema, on.name, cols, description=text))
             elif item.id in schemas:
                 oid = relation_oid(item.id.value)
-                out.append(Relation(oid, item.name, kind, schemas[item.id]))
+                columns = tuple(state.comment(item.id, i) for i in range(len(schemas[item.id])))
+                text = state.comment(item.id, None)
+                relation = Relation(oid, item.name, kind, schemas[item.id], description=text)
+                out.append(dataclasses.replace(relation, column_descriptions=columns))
         for b in BUILTINS:
             schema, _, name = b.name.partition(".")
             oid = SYSTEM_OID_BASE + b.id.value
