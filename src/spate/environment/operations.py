@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
-from spate.environment.catalog import Constraint, item_desc, kind_of
+from spate.environment.catalog import CatalogState, Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
 from spate.environment.read_holds import ReadHolds
@@ -373,6 +373,12 @@ class EnvironmentOperations(EnvironmentBase):
             env.comment("bids", "in cents", column="price")
         """
         self._run(call(lambda: objects.set_comment(self.runtime, name, column, text)))
+
+    def _commit_catalog(self, change: Callable[[CatalogState], CatalogState]) -> None:
+        """Commit ``change`` (pure, validating) to the catalog in one compare-and-set: for
+        changes that touch nothing but the catalog (renames, comments, views), composed by a
+        SQL transaction block (:mod:`spate.environment.sql_ddl_block`)."""
+        self._run(call(lambda: self.runtime.commit(change)))
 
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:
         """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spate.environment import sql_block
+from spate.environment import sql_block, sql_ddl_block
 from spate.environment.catalog import (
     CheckConstraint,
     Constraint,
@@ -43,7 +43,7 @@ from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
 from spate.environment.transaction import Transaction
-from spate.errors import InputMissing, check_argument
+from spate.errors import CatalogError, InputMissing, check_argument
 from spate.ids import GlobalId
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.sql import Parsed, parse, plan_statement
@@ -187,15 +187,20 @@ def _run_one(
             return None
         if control == "COMMIT":
             _, ddl = sql_block.commit(session)
-            if ddl is not None:
-                execute(env, ddl, session, defs)
+            if ddl:
+                _carry_out_ddl(env, ddl, session, defs)
             return None
         catalog = EnvironmentCatalog(env, defs)
+        if block is not None and block.kind == "ddl" and block.ddl:
+            # planned against the catalog as the block's earlier statements will leave it
+            done = [s for s in block.ddl if isinstance(s, st.Statement)]
+            catalog.state = sql_ddl_block.pending(catalog.state, done)
         stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
         if block is not None:
             stmt = sql_block.admit(env, stmt, block)
-            if block.kind == "ddl" and block.ddl is None:
-                block.ddl = stmt  # carried out at COMMIT
+            if block.kind == "ddl":
+                sql_ddl_block.check_reads(stmt, env.runtime.catalog)
+                block.ddl.append(stmt)  # carried out at COMMIT
                 return None
         try:
             return execute(env, stmt, session, defs)
@@ -351,6 +356,36 @@ def _create_table_as(
                 defs.set(dropped, None)
             raise
     session.rows_affected = len(rows) if stmt.with_data else None
+
+
+def _carry_out_ddl(
+    env: EnvironmentOperations, ddl: list[st.Statement], session: Session, defs: Definitions
+) -> None:
+    """A DDL block's statements at its COMMIT: the first as it would run alone, the pure
+    catalog changes after it in one catalog commit, checked before the first runs
+    (:mod:`spate.environment.sql_ddl_block`)."""
+    first, pure = (None, ddl) if sql_ddl_block.is_pure(ddl[0]) else (ddl[0], ddl[1:])
+    if first is not None and not pure:
+        execute(env, first, session, defs)
+        return
+    state = env.runtime.catalog
+    if first is not None:
+        state = sql_ddl_block.change_of(first)(state)
+    try:
+        sql_ddl_block.combined(pure, state)  # raises if a change no longer applies
+    except CatalogError as e:
+        raise SqlError(f"the transaction block no longer applies: {e}", sqlstate="40001") from e
+    if first is not None:
+        execute(env, first, session, defs)
+    change, renames = sql_ddl_block.combined(pure, env.runtime.catalog)
+    env._commit_catalog(change)
+    readers = iter(renames)
+    for stmt in pure:  # the kept definitions, in the block's order
+        if isinstance(stmt, st.CreateView):
+            defs.set(stmt.name, stmt.sql, stmt.types)
+        elif isinstance(stmt, st.RenameObject):
+            r = next(readers)
+            defs.rename(r.old, r.new, list(r.readers))
 
 
 def _rename(env: EnvironmentOperations, stmt: st.RenameObject, defs: Definitions) -> None:

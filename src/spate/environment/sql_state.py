@@ -49,7 +49,7 @@ class Block:
     """An open transaction block (``BEGIN`` … ``COMMIT``/``ROLLBACK``), as Materialize runs
     one: its first statement makes it a read block (SELECT, SUBSCRIBE: every read at the
     timestamp ``read_ts`` chosen at the first), a write block (INSERT, UPDATE, DELETE: buffered
-    in ``writes`` and committed together at COMMIT) or a DDL block (the one DDL statement,
+    in ``writes`` and committed together at COMMIT) or a DDL block (its DDL statements,
     ``ddl``, carried out at COMMIT). ``failed``: a statement failed, and every statement until
     COMMIT or ROLLBACK is refused (25P02); COMMIT then rolls back."""
 
@@ -58,13 +58,14 @@ class Block:
     read_ts: int | None = None
     holds: ReadHolds | None = None
     """What holds every object at ``read_ts`` until the block ends (:mod:`.read_holds`)."""
-    ddl: object | None = None
+    ddl: list[object] = field(default_factory=list)
+    """The DDL statements, carried out at COMMIT (:mod:`.sql_ddl_block`)."""
     failed: bool = False
-    savepoints: list[tuple[str, tuple[object, str | None, object | None]]] = field(
+    savepoints: list[tuple[str, tuple[object, str | None, list[object]]]] = field(
         default_factory=list
     )
     """The savepoints, oldest first: each name and what the block held then (its buffered
-    writes, its kind, its DDL statement)."""
+    writes, its kind, its DDL statements)."""
 
 
 @dataclass

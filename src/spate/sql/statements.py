@@ -60,6 +60,8 @@ class CreateTableAs(Statement):
     plan: RelationExpr
     with_data: bool
     create_sql: str
+    if_not_exists: bool = False
+    """Always ``False``: ``IF NOT EXISTS`` of a table that exists plans as :class:`NoChange`."""
 
 
 @dataclass(frozen=True, slots=True)
