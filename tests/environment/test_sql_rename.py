@@ -147,3 +147,30 @@ def test_quoted_names_and_aliases() -> None:
         "CREATE VIEW v AS SELECT t.a FROM q AS t"
     )
     assert renamed_reference("CREATE INDEX i ON t (a)", "t", "q") == "CREATE INDEX i ON q (a)"
+
+
+def test_materialized_view_and_its_index_renamed(env: Environment) -> None:
+    env.create_cluster("c", replicas=0)  # no process: the catalog is all this test needs
+    env.sql("CREATE TABLE t (a int)")
+    env.sql("CREATE MATERIALIZED VIEW mv IN CLUSTER c AS SELECT a FROM t")
+    env.sql("CREATE INDEX mv_a IN CLUSTER c ON mv (a)")
+    env.sql("CREATE VIEW over AS SELECT mv.a FROM mv")
+    with pytest.raises(SqlError) as e:
+        env.sql("ALTER VIEW mv RENAME TO mv2")
+    assert e.value.sqlstate == "42809"
+    env.sql("ALTER MATERIALIZED VIEW mv RENAME TO mv2")
+    env.sql("ALTER INDEX mv_a RENAME TO mv2_a")
+    shown = {
+        n: env.sql(f"SHOW CREATE {k} {n}").to_pylist()[0]["create_sql"]
+        for k, n in (("MATERIALIZED VIEW", "mv2"), ("INDEX", "mv2_a"), ("VIEW", "over"))
+    }
+    assert shown == {
+        "mv2": "CREATE MATERIALIZED VIEW mv2 IN CLUSTER c AS SELECT a FROM t",
+        "mv2_a": "CREATE INDEX mv2_a IN CLUSTER c ON mv2 (a)",
+        "over": "CREATE VIEW over AS SELECT mv2.a FROM mv2",
+    }
+    index = env.runtime.catalog.get("mv2_a")
+    assert env.runtime.catalog.by_id(index.on).name == "mv2"  # type: ignore[union-attr]
+    with pytest.raises(SqlError) as e:
+        env.sql("CREATE SECRET s AS 'x'; ALTER TABLE s RENAME TO s2")
+    assert e.value.sqlstate == "0A000"

@@ -549,6 +549,8 @@ def _alter_relation(
             )
         notice("00000", f'relation "{name}" does not exist, skipping')
         return st.NoChange(p.src.sql)
+    if obj.kind in ("secret", "connection"):
+        raise p.unsupported(f"ALTER of a {obj.kind} is not supported")
     fits = obj.kind in _RELATIONS if kind in ("table", "index") else obj.kind == kind
     if kind == "source":
         fits = obj.kind in ("source", "subsource")
