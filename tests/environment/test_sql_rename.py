@@ -174,3 +174,24 @@ def test_materialized_view_and_its_index_renamed(env: Environment) -> None:
     with pytest.raises(SqlError) as e:
         env.sql("CREATE SECRET s AS 'x'; ALTER TABLE s RENAME TO s2")
     assert e.value.sqlstate == "0A000"
+
+
+def test_view_definition_over_the_wire_names_the_new_name(env: Environment) -> None:
+    from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.server import ServerConfig, ServerThread
+
+    env.sql("CREATE TABLE t (a int); CREATE VIEW v AS SELECT t.a AS b FROM t WHERE (a > 0)")
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    dsn = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            assert c.execute("ALTER TABLE t RENAME TO t2").statusmessage == "ALTER TABLE"
+            got = c.execute("SELECT pg_get_viewdef('v'::regclass)").fetchall()
+            assert got == [("SELECT t2.a AS b FROM t2 WHERE (a > 0)",)]
+            got = c.execute(
+                "SELECT c.relname, pg_catalog.pg_get_viewdef(c.oid, true) "
+                "FROM pg_catalog.pg_class c WHERE c.relname = 'v'"
+            ).fetchall()
+            assert got == [("v", "SELECT t2.a AS b FROM t2 WHERE (a > 0)")]
+    finally:
+        server.close()

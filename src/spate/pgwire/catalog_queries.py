@@ -378,6 +378,13 @@ def _call(name: str, args: list[str], row: Mapping[str, Any], vars: Mapping[str,
         return format_type(pgt.BY_OID[oid]) if isinstance(oid, int) and oid in pgt.BY_OID else None
     if name in ("obj_description", "col_description"):
         return _description(name, arg(0), arg(1), relations())
+    if name == "pg_get_viewdef":
+        oid = arg(0)
+        if isinstance(oid, str):  # 'name'::regclass
+            oid = _regclass_oid(oid, relations())
+        if oid is None and "definition" in row:
+            return row["definition"]
+        return next((r.definition for r in relations() if r.oid == oid), None)
     if name == "pg_get_indexdef":
         return row.get("indexdef")
     if name == "pg_get_userbyid":

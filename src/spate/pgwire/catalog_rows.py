@@ -170,7 +170,7 @@ def _class_row(r: Relation, user: str) -> dict[str, Any]:
         "hasrules": False,
         "hastriggers": False,
         "rowsecurity": False,
-        "definition": None,
+        "definition": r.definition,
         "description": r.description,
     }
 

@@ -129,7 +129,10 @@ class EnvironmentEngine:
                 columns = tuple(state.comment(item.id, i) for i in range(len(schemas[item.id])))
                 text = state.comment(item.id, None)
                 relation = Relation(oid, item.name, kind, schemas[item.id], description=text)
-                out.append(dataclasses.replace(relation, column_descriptions=columns))
+                query = view_query(catalog.definitions.get(item.name))
+                out.append(
+                    dataclasses.replace(relation, column_descriptions=columns, definition=query)
+                )
         for b in BUILTINS:
             schema, _, name = b.name.partition(".")
             oid = SYSTEM_OID_BASE + b.id.value
@@ -276,6 +279,21 @@ def subscribe_query(sql: str) -> str:
     if not name:
         raise UsageError(f"SUBSCRIBE needs a relation name or a query: {text[:60]!r}")
     return name.group(1)
+
+
+def view_query(create_sql: str | None) -> str | None:
+    """The query of a ``CREATE [MATERIALIZED] VIEW`` text (what ``pg_get_viewdef`` shows):
+    what follows its first ``AS`` outside parentheses; ``None`` for other statements."""
+    if not create_sql or not re.match(
+        r"\s*CREATE\s+(OR\s+REPLACE\s+)?(MATERIALIZED\s+)?VIEW\b", create_sql, re.I
+    ):
+        return None
+    text = lexer.strip_comments(create_sql)
+    depth = lexer.depths(text)
+    for m in re.finditer(r"\bAS\b", text, re.I):
+        if depth[m.start()] == 0:
+            return text[m.end() :].strip().rstrip(";")
+    return None
 
 
 def command_tag(sql: str, rows: int | None = None) -> str:
