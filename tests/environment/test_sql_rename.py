@@ -195,3 +195,15 @@ def test_view_definition_over_the_wire_names_the_new_name(env: Environment) -> N
             assert got == [("v", "SELECT t2.a AS b FROM t2 WHERE (a > 0)")]
     finally:
         server.close()
+
+
+def test_python_object_renamed_over_stale_definitions(env: Environment) -> None:
+    from spate.repr import INT64, RelationDesc
+
+    env.sql("CREATE TABLE gone (a int DEFAULT 5)")
+    env.drop("gone")  # through Python: SQL's kept definition of "gone" is not forgotten
+    env.create_table("py", RelationDesc.of(("z", INT64)))
+    env.sql("ALTER TABLE py RENAME TO gone")
+    assert env.sql("SHOW CREATE TABLE gone").to_pylist()[0]["create_sql"] == (
+        "CREATE TABLE gone (z bigint)"
+    )

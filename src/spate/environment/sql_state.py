@@ -142,9 +142,11 @@ class Definitions:
         from spate.sql.renaming import renamed_own, renamed_reference
 
         sql = self.items.pop(old, None)
+        types = self.types.pop(old, None)
+        self.items.pop(new, None)  # nothing of an earlier object of that name stays
+        self.types.pop(new, None)
         if sql is not None:
             self.items[new] = renamed_own(sql, old, new)
-        types = self.types.pop(old, None)
         if types is not None:
             self.types[new] = types
         for reader in readers:
