@@ -193,6 +193,11 @@ def test_view_definition_over_the_wire_names_the_new_name(env: Environment) -> N
                 "FROM pg_catalog.pg_class c WHERE c.relname = 'v'"
             ).fetchall()
             assert got == [("v", "SELECT t2.a AS b FROM t2 WHERE (a > 0)")]
+            (oid,) = c.execute("SELECT oid FROM pg_catalog.pg_class WHERE relname = 'v'").fetchone()
+            got = c.execute(  # as psql's \d+ asks
+                f"SELECT pg_catalog.pg_get_viewdef('{oid}'::pg_catalog.oid, true)"
+            ).fetchall()
+            assert got == [("SELECT t2.a AS b FROM t2 WHERE (a > 0)",)]
     finally:
         server.close()
 

@@ -338,11 +338,17 @@ def _case(e: str, row: Mapping[str, Any], vars: Mapping[str, str],
     return _eval(default, row, vars, relations)
 
 
+def _oid(value: Any, relations: Sequence[Relation]) -> Any:
+    """A relation's oid given as a number, as ``'16386'::oid`` or as ``'name'::regclass``."""
+    if isinstance(value, str):
+        return int(value) if value.isdigit() else _regclass_oid(value, relations)
+    return value
+
+
 def _description(name: str, oid: Any, sub: Any, relations: Sequence[Relation]) -> str | None:
     """``obj_description(oid[, 'pg_class'])`` and ``col_description(oid, attnum)``: the
     ``COMMENT ON`` texts of a relation and of its columns."""
-    if isinstance(oid, str):  # 'name'::regclass
-        oid = _regclass_oid(oid, relations)
+    oid = _oid(oid, relations)
     r = next((r for r in relations if r.oid == oid), None)
     if r is None:
         return None
@@ -379,9 +385,7 @@ def _call(name: str, args: list[str], row: Mapping[str, Any], vars: Mapping[str,
     if name in ("obj_description", "col_description"):
         return _description(name, arg(0), arg(1), relations())
     if name == "pg_get_viewdef":
-        oid = arg(0)
-        if isinstance(oid, str):  # 'name'::regclass
-            oid = _regclass_oid(oid, relations())
+        oid = _oid(arg(0), relations())
         if oid is None and "definition" in row:
             return row["definition"]
         return next((r.definition for r in relations() if r.oid == oid), None)
