@@ -153,3 +153,18 @@ def test_what_a_ddl_block_refuses(env: Environment) -> None:
     s.sql("BEGIN; ALTER VIEW a RENAME TO b; SAVEPOINT p; ALTER VIEW b RENAME TO c")
     s.sql("ROLLBACK TO p; COMMIT")
     assert sorted(i.name for i in env.runtime.catalog) == ["b"]
+
+
+def test_statements_that_change_nothing_may_precede_the_first(env: Environment) -> None:
+    """dbt drops leftovers with ``DROP … IF EXISTS`` in the block that then builds the model."""
+    s = env.sql_session()
+    s.sql("CREATE TABLE src (a int); INSERT INTO src VALUES (4)")
+    s.sql(
+        "BEGIN; DROP TABLE IF EXISTS t__dbt_tmp CASCADE; ALTER TABLE IF EXISTS t OWNER TO me;"
+        "CREATE TABLE t__dbt_tmp AS SELECT a FROM src; ALTER TABLE t__dbt_tmp RENAME TO t; COMMIT"
+    )
+    assert s.sql("SELECT a FROM t").to_pylist() == [{"a": 4}]
+    with pytest.raises(SqlError) as e:  # a drop that drops something still goes first only
+        s.sql("BEGIN; DROP TABLE IF EXISTS t; CREATE TABLE u (a int)")
+    assert e.value.sqlstate == "25000"
+    s.sql("ROLLBACK")

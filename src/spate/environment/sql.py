@@ -193,8 +193,7 @@ def _run_one(
         catalog = EnvironmentCatalog(env, defs)
         if block is not None and block.kind == "ddl" and block.ddl:
             # planned against the catalog as the block's earlier statements will leave it
-            done = [s for s in block.ddl if isinstance(s, st.Statement)]
-            catalog.state = sql_ddl_block.pending(catalog.state, done)
+            catalog.state = sql_ddl_block.pending(catalog.state, block.ddl)
         stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
         if block is not None:
             stmt = sql_block.admit(env, stmt, block)
@@ -364,7 +363,9 @@ def _carry_out_ddl(
     """A DDL block's statements at its COMMIT: the first as it would run alone, the pure
     catalog changes after it in one catalog commit, checked before the first runs
     (:mod:`spate.environment.sql_ddl_block`)."""
-    first, pure = (None, ddl) if sql_ddl_block.is_pure(ddl[0]) else (ddl[0], ddl[1:])
+    # at most one statement is not pure, and only statements that change nothing precede it
+    first = next((s for s in ddl if not sql_ddl_block.is_pure(s)), None)
+    pure = [s for s in ddl if sql_ddl_block.is_pure(s)]
     if first is not None and not pure:
         execute(env, first, session, defs)
         return

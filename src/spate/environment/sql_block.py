@@ -35,7 +35,7 @@ import dataclasses
 import itertools
 from typing import TYPE_CHECKING
 
-from spate.environment.sql_ddl_block import is_pure
+from spate.environment.sql_ddl_block import is_noop, is_pure
 from spate.environment.sql_state import Block, Session
 from spate.errors import RowsNotFound
 from spate.sql import Parsed
@@ -141,7 +141,7 @@ def admit(env: EnvironmentOperations, stmt: st.Statement, block: Block) -> st.St
         return stmt
     kind = "read" if isinstance(stmt, _READS) else "write" if isinstance(stmt, _WRITES) else "ddl"
     if block.kind == "ddl":
-        if kind == "ddl" and is_pure(stmt):
+        if kind == "ddl" and (is_pure(stmt) or all(is_noop(s) for s in block.ddl)):
             return stmt  # one more catalog change, committed with the others
         raise SqlError(
             "a transaction block with a DDL statement can hold no other statement but renames, "
@@ -186,7 +186,7 @@ def commit(session: Session) -> tuple[bool, list[st.Statement]]:
         block.writes.rollback()
         return False, []
     if block.kind == "ddl":
-        return True, [s for s in block.ddl if isinstance(s, st.Statement)]
+        return True, list(block.ddl)
     try:
         block.writes.commit()
     except RowsNotFound as e:

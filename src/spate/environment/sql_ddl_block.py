@@ -1,6 +1,7 @@
 """The DDL statements of one transaction block, carried out together at COMMIT.
 
-A DDL block holds one DDL statement of any kind first, then any number of statements that are
+A DDL block holds one DDL statement of any kind first (after statements that change nothing,
+such as a ``DROP … IF EXISTS`` of what is not there), then any number of statements that are
 *pure catalog changes*: ``ALTER … RENAME TO``, ``ALTER … OWNER TO``, ``COMMENT ON``, and
 ``CREATE VIEW`` of a view that is not materialized (and replaces nothing). These change only the
 catalog, so they are composed into one function of the catalog state and committed with one
@@ -44,10 +45,16 @@ Change = Callable[[CatalogState], CatalogState]
 Creating = st.CreateView | st.CreateTable | st.CreateTableAs
 
 
+def is_noop(stmt: st.Statement) -> bool:
+    """Whether ``stmt`` changes nothing: ``ALTER … IF EXISTS`` or ``DROP … IF EXISTS`` of what
+    is not there, ``ALTER … OWNER TO``."""
+    return isinstance(stmt, st.NoChange) or (isinstance(stmt, st.DropObjects) and not stmt.names)
+
+
 def is_pure(stmt: st.Statement) -> bool:
     """Whether ``stmt`` changes nothing but the catalog (it may follow another DDL statement in
     a block)."""
-    if isinstance(stmt, (st.RenameObject, st.CommentOn, st.NoChange)):
+    if isinstance(stmt, (st.RenameObject, st.CommentOn)) or is_noop(stmt):
         return True
     return isinstance(stmt, st.CreateView) and not stmt.materialized and not stmt.replace
 

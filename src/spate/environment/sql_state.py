@@ -22,6 +22,7 @@ from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
 from spate.sql.notices import Notice
+from spate.sql.statements import Statement
 from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
@@ -58,10 +59,10 @@ class Block:
     read_ts: int | None = None
     holds: ReadHolds | None = None
     """What holds every object at ``read_ts`` until the block ends (:mod:`.read_holds`)."""
-    ddl: list[object] = field(default_factory=list)
+    ddl: list[Statement] = field(default_factory=list)
     """The DDL statements, carried out at COMMIT (:mod:`.sql_ddl_block`)."""
     failed: bool = False
-    savepoints: list[tuple[str, tuple[object, str | None, list[object]]]] = field(
+    savepoints: list[tuple[str, tuple[object, str | None, list[Statement]]]] = field(
         default_factory=list
     )
     """The savepoints, oldest first: each name and what the block held then (its buffered
