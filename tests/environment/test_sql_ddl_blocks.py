@@ -168,3 +168,18 @@ def test_statements_that_change_nothing_may_precede_the_first(env: Environment) 
         s.sql("BEGIN; DROP TABLE IF EXISTS t; CREATE TABLE u (a int)")
     assert e.value.sqlstate == "25000"
     s.sql("ROLLBACK")
+
+
+def test_a_view_of_the_block_reads_an_object_renamed_before_it(env: Environment) -> None:
+    s = env.sql_session()
+    s.sql("CREATE TABLE t (a int); INSERT INTO t VALUES (5)")
+    s.sql("BEGIN; ALTER TABLE t RENAME TO t2; CREATE VIEW v AS SELECT a FROM t2")
+    with pytest.raises(SqlError) as e:  # planned against the block's catalog: t is gone
+        s.sql("CREATE VIEW w AS SELECT a FROM t")
+    assert e.value.sqlstate == "42P01"
+    s.sql("ROLLBACK")
+    s.sql("BEGIN; ALTER TABLE t RENAME TO t2; CREATE VIEW v AS SELECT a FROM t2; COMMIT")
+    assert s.sql("SELECT a FROM v").to_pylist() == [{"a": 5}]
+    assert s.sql("SHOW CREATE VIEW v").to_pylist()[0]["create_sql"] == (
+        "CREATE VIEW v AS SELECT a FROM t2"
+    )
