@@ -147,6 +147,10 @@ def test_quoted_names_and_aliases() -> None:
         "CREATE VIEW v AS SELECT t.a FROM q AS t"
     )
     assert renamed_reference("CREATE INDEX i ON t (a)", "t", "q") == "CREATE INDEX i ON q (a)"
+    cte = "CREATE VIEW v AS WITH t AS (SELECT 1 AS a) SELECT a FROM t"
+    assert renamed_reference(cte, "t", "q") == cte  # t is the WITH query there
+    quoted = 'CREATE VIEW v AS SELECT "from" t FROM u'  # a column "from" aliased t
+    assert renamed_reference(quoted, "t", "q") == quoted
 
 
 def test_materialized_view_and_its_index_renamed(env: Environment) -> None:

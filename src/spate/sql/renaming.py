@@ -7,7 +7,8 @@ object's own name right after its ``CREATE <kind> [IF NOT EXISTS]``, and in a de
 every name that refers to a relation: one right after ``FROM``, ``JOIN``, ``ON`` (an index's
 object), ``TO`` (``SUBSCRIBE``), a ``,`` of a FROM list, or one that qualifies a column
 (``old.col``, unless an alias is named ``old``). Where a name could be a column or a relation
-and none of these say which, it is left alone.
+and none of these say which, it is left alone; a text with a WITH query named ``old`` is left
+as it is.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ def renamed_reference(sql: str, old: str, new: str) -> str:
     tokens = _tokens(sql)
     if tokens is None:
         return sql
+    if any(  # a WITH query named old: the text's old is that query, left as it is
+        _folded(t) == old
+        and i + 2 < len(tokens)
+        and tokens[i + 1].text.upper() == "AS"
+        and tokens[i + 2].token_type is TokenType.L_PAREN
+        for i, t in enumerate(tokens)
+    ):
+        return sql
     at: list[int] = []
     aliased = any(  # an alias named old: old.col refers to it, not to the relation
         _folded(t) == old and i and tokens[i - 1].text.upper() == "AS" for i, t in enumerate(tokens)
@@ -99,7 +108,11 @@ def renamed_reference(sql: str, old: str, new: str) -> str:
             continue
         prev = tokens[i - 1] if i else None
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        prev_word = prev.text.upper() if prev is not None else ""
+        prev_word = (
+            prev.text.upper()
+            if prev is not None and prev.token_type is not TokenType.IDENTIFIER
+            else ""
+        )
         if prev is not None and prev.token_type is TokenType.DOT:
             # schema.old, or a column old of something (a.old): a relation if more follows
             before = tokens[i - 2] if i >= 2 else None
