@@ -239,6 +239,27 @@ def dependencies(item: Item) -> frozenset[GlobalId]:
     return frozenset()
 
 
+@wire("catalog.comment")
+@dataclass(frozen=True, slots=True)
+class Comment:
+    """``COMMENT ON``: the text of item ``id`` (``column`` ``None``) or of one of its columns
+    (``column``: the column's position, from 0)."""
+
+    id: GlobalId
+    column: int | None
+    text: str
+
+
+def _constraint_renamed(item: StoredItem, index: IndexItem, old: str, new: str) -> StoredItem:
+    if not isinstance(item, TableItem) or item.id != index.on:
+        return item
+    constraints = tuple(
+        dataclasses.replace(c, name=new) if isinstance(c, UniqueConstraint) and c.name == old else c
+        for c in item.constraints
+    )
+    return dataclasses.replace(item, constraints=constraints)
+
+
 # --- state ------------------------------------------------------------------------------------
 
 
@@ -252,6 +273,8 @@ class CatalogState:
     next_id: int = 1
     next_instance: int = 1
     next_replica: int = 1
+    comments: tuple[Comment, ...] = field(default=(), metadata={ADDED: True})
+    """The ``COMMENT ON`` texts of items and their columns; they go with their item."""
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -340,7 +363,38 @@ class CatalogState:
         )
 
     def remove_items(self, ids: frozenset[GlobalId]) -> CatalogState:
-        return dataclasses.replace(self, items=tuple(i for i in self.items if i.id not in ids))
+        return dataclasses.replace(
+            self,
+            items=tuple(i for i in self.items if i.id not in ids),
+            comments=tuple(c for c in self.comments if c.id not in ids),
+        )
+
+    def rename_item(self, name: str, new: str) -> CatalogState:
+        """``name`` renamed ``new``: items read each other by id, so every dependent keeps
+        reading it. A unique index takes its table's constraint of the same name along, as
+        PostgreSQL renames an index's constraint with it."""
+        found = self.get(name)
+        item = next((i for i in self.items if i.id == found.id), None)
+        if item is None:
+            raise InvalidName(f"{name} is a system relation: it cannot be renamed")
+        check_name(new, kind_of(item))
+        if self.find(new) is not None:
+            raise NameExists(f"{kind_of(self.get(new))} {new!r} already exists")
+        renamed = dataclasses.replace(item, name=new)
+        items = tuple(renamed if i.id == item.id else i for i in self.items)
+        if isinstance(item, IndexItem):
+            items = tuple(_constraint_renamed(i, item, name, new) for i in items)
+        return dataclasses.replace(self, items=items)
+
+    def comment(self, id: GlobalId, column: int | None) -> str | None:
+        return next((c.text for c in self.comments if c.id == id and c.column == column), None)
+
+    def set_comment(self, id: GlobalId, column: int | None, text: str | None) -> CatalogState:
+        """Item ``id``'s (or its column's) comment set to ``text`` (``None``: removed)."""
+        self.by_id(id)
+        kept = tuple(c for c in self.comments if (c.id, c.column) != (id, column))
+        added = (Comment(id, column, text),) if text is not None else ()
+        return dataclasses.replace(self, comments=kept + added)
 
     def add_cluster(self, name: str) -> tuple[CatalogState, ClusterItem]:
         check_name(name, "cluster")

@@ -522,6 +522,34 @@ def _drop_items(state: CatalogState, doomed: Sequence[Item]) -> CatalogState:
     return state
 
 
+def rename(rt: Runtime, name: str, new: str) -> None:
+    """Rename ``name`` to ``new`` in one catalog commit; plans read objects by id, so its
+    dependents (views, indexes, sinks) and running dataflows keep reading it."""
+    check_argument(name, str, "the name to rename")
+    check_argument(new, str, f"the new name of {name!r}")
+    rt.commit(lambda s: s.rename_item(name, new))
+
+
+def set_comment(rt: Runtime, name: str, column: str | None, text: str | None) -> None:
+    """``COMMENT ON``: ``name``'s comment (or its ``column``'s) set to ``text`` (``None``:
+    removed), durably in the catalog; it goes with the object."""
+    check_argument(name, str, "the object to comment on")
+    if text is not None:
+        check_argument(text, str, f"the comment on {name!r}")
+
+    def change(state: CatalogState) -> CatalogState:
+        item = state.get(name)
+        position = None
+        if column is not None:
+            desc = item_desc(item)
+            if desc is None or column not in desc.names:
+                raise InvalidObject(f"{kind_of(item)} {name} has no column {column!r}")
+            position = desc.names.index(column)
+        return state.set_comment(item.id, position, text)
+
+    rt.commit(change)
+
+
 async def drop(rt: Runtime, name: str, *, cascade: bool) -> list[str]:
     """Drop ``name`` (and, with ``cascade``, everything that depends on it). Returns the names."""
     check_argument(name, str, "the name to drop")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
 from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
-from spate.environment.catalog import Constraint, item_desc, kind_of
+from spate.environment.catalog import CatalogState, Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
 from spate.environment.pipeline import WritePipeline
 from spate.environment.read_holds import ReadHolds
@@ -353,6 +353,33 @@ class EnvironmentOperations(EnvironmentBase):
             env.set_retain_history("bids", 60_000)      # a minute of history
         """
         self._run(call(lambda: objects.set_retain_history(self.runtime, name, duration_ms)))
+
+    def rename(self, name: str, new: str) -> None:
+        """Rename ``name`` (any object) to ``new``; what reads it keeps reading it. Raises
+        :class:`~spate.errors.NameExists` when ``new`` is taken.
+
+        Example::
+
+            env.rename("best", "best_old")
+        """
+        self._run(call(lambda: objects.rename(self.runtime, name, new)))
+
+    def comment(self, name: str, text: str | None, *, column: str | None = None) -> None:
+        """Set the comment of ``name`` (or of its ``column``) to ``text``; ``None`` removes it.
+        Comments are kept in the catalog and dropped with their object.
+
+        Example::
+
+            env.comment("bids", "one row per bid")
+            env.comment("bids", "in cents", column="price")
+        """
+        self._run(call(lambda: objects.set_comment(self.runtime, name, column, text)))
+
+    def _commit_catalog(self, change: Callable[[CatalogState], CatalogState]) -> None:
+        """Commit ``change`` (pure, validating) to the catalog in one compare-and-set: for
+        changes that touch nothing but the catalog (renames, comments, views), composed by a
+        SQL transaction block (:mod:`spate.environment.sql_ddl_block`)."""
+        self._run(call(lambda: self.runtime.commit(change)))
 
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:
         """Drop ``name``; with ``cascade`` also what depends on it. Returns the names dropped.

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spate.environment import sql_block
+from spate.environment import sql_block, sql_ddl_block
 from spate.environment.catalog import (
     CheckConstraint,
     Constraint,
@@ -43,7 +43,7 @@ from spate.environment.sql_reads import dml_rows, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
 from spate.environment.transaction import Transaction
-from spate.errors import InputMissing, check_argument
+from spate.errors import CatalogError, InputMissing, check_argument
 from spate.ids import GlobalId
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.sql import Parsed, parse, plan_statement
@@ -187,15 +187,19 @@ def _run_one(
             return None
         if control == "COMMIT":
             _, ddl = sql_block.commit(session)
-            if ddl is not None:
-                execute(env, ddl, session, defs)
+            if ddl:
+                _carry_out_ddl(env, ddl, session, defs)
             return None
         catalog = EnvironmentCatalog(env, defs)
+        if block is not None and block.kind == "ddl" and block.ddl:
+            # planned against the catalog as the block's earlier statements will leave it
+            catalog.state = sql_ddl_block.pending(catalog.state, block.ddl)
         stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
         if block is not None:
             stmt = sql_block.admit(env, stmt, block)
-            if block.kind == "ddl" and block.ddl is None:
-                block.ddl = stmt  # carried out at COMMIT
+            if block.kind == "ddl":
+                sql_ddl_block.check_reads(stmt, env.runtime.catalog)
+                block.ddl.append(stmt)  # carried out at COMMIT
                 return None
         try:
             return execute(env, stmt, session, defs)
@@ -257,6 +261,9 @@ def execute(
             env.create_table(stmt.name, stmt.desc, constraints=_constraints(stmt))
             defs.set(stmt.name, stmt.sql)
             return None
+        case st.CreateTableAs():
+            _create_table_as(env, stmt, session, defs)
+            return None
         case st.CreateView():
             _create_view(env, stmt, session, defs)
             return None
@@ -314,6 +321,14 @@ def execute(
             ms = stmt.duration_ms if stmt.duration_ms is not None else DEFAULT_RETAIN_HISTORY_MS
             env.set_retain_history(stmt.name, ms)
             return None
+        case st.RenameObject():
+            _rename(env, stmt, defs)
+            return None
+        case st.NoChange():
+            return None
+        case st.CommentOn():
+            env.comment(stmt.name, stmt.text, column=stmt.column)
+            return None
         case st.SetVariable():
             _set(env, stmt, session)
             return None
@@ -322,6 +337,63 @@ def execute(
         case st.ShowObjects():
             return _show_objects(env, stmt)
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
+
+
+def _create_table_as(
+    env: EnvironmentOperations, stmt: st.CreateTableAs, session: Session, defs: Definitions
+) -> None:
+    """The query is read first (at one timestamp), so that one that fails creates nothing;
+    then the table is created and the rows written at once."""
+    rows = read_rows(env, stmt.plan, session) if stmt.with_data else []
+    env.create_table(stmt.name, stmt.desc)
+    defs.set(stmt.name, stmt.create_sql)
+    if rows:
+        try:
+            env.insert(stmt.name, rows)
+        except BaseException:
+            for dropped in env.drop(stmt.name):
+                defs.set(dropped, None)
+            raise
+    session.rows_affected = len(rows) if stmt.with_data else None
+
+
+def _carry_out_ddl(
+    env: EnvironmentOperations, ddl: list[st.Statement], session: Session, defs: Definitions
+) -> None:
+    """A DDL block's statements at its COMMIT: the first as it would run alone, the pure
+    catalog changes after it in one catalog commit, checked before the first runs
+    (:mod:`spate.environment.sql_ddl_block`)."""
+    # at most one statement is not pure, and only statements that change nothing precede it
+    first = next((s for s in ddl if not sql_ddl_block.is_pure(s)), None)
+    pure = [s for s in ddl if sql_ddl_block.is_pure(s)]
+    if first is not None and not pure:
+        execute(env, first, session, defs)
+        return
+    state = env.runtime.catalog
+    if first is not None:
+        state = sql_ddl_block.change_of(first)(state)
+    try:
+        sql_ddl_block.combined(pure, state)  # raises if a change no longer applies
+    except CatalogError as e:
+        raise SqlError(f"the transaction block no longer applies: {e}", sqlstate="40001") from e
+    if first is not None:
+        execute(env, first, session, defs)
+    change, renames = sql_ddl_block.combined(pure, env.runtime.catalog)
+    env._commit_catalog(change)
+    readers = iter(renames)
+    for stmt in pure:  # the kept definitions, in the block's order
+        if isinstance(stmt, st.CreateView):
+            defs.set(stmt.name, stmt.sql, stmt.types)
+        elif isinstance(stmt, st.RenameObject):
+            r = next(readers)
+            defs.rename(r.old, r.new, list(r.readers))
+
+
+def _rename(env: EnvironmentOperations, stmt: st.RenameObject, defs: Definitions) -> None:
+    state = env.runtime.catalog
+    readers = [d.name for d in state.dependents(state.get(stmt.name).id)]
+    env.rename(stmt.name, stmt.new)
+    defs.rename(stmt.name, stmt.new, readers)
 
 
 def _own_indexes(env: EnvironmentOperations, table: str) -> list[str]:

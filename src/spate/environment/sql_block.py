@@ -14,9 +14,10 @@ CREATE, EXPLAIN and the other statements that read no data do not count, and run
   table the block already wrote is refused: ``0A000``); the rows it removes are checked again at
   COMMIT, and if another writer removed them meanwhile COMMIT fails with ``40001`` and nothing
   is written. A read in a write block is refused: ``25000`` *transaction in write-only mode*.
-* **DDL** (CREATE, DROP, ALTER): the block holds that one statement, checked when it runs and
-  carried out at COMMIT; ROLLBACK discards it. Any other statement after it is refused:
-  ``25000``.
+* **DDL** (CREATE, DROP, ALTER, COMMENT): the block holds that statement, checked when it runs
+  and carried out at COMMIT; ROLLBACK discards it. After it, the block takes renames, comments
+  and views (``CREATE VIEW``), which COMMIT carries out in one catalog commit
+  (:mod:`.sql_ddl_block`); any other statement is refused: ``25000``.
 
 ``SAVEPOINT``, ``RELEASE`` and ``ROLLBACK TO`` work as in PostgreSQL: a rollback to a savepoint
 restores the block's buffered writes (and its kind) as they were then; the block's read
@@ -34,6 +35,7 @@ import dataclasses
 import itertools
 from typing import TYPE_CHECKING
 
+from spate.environment.sql_ddl_block import is_noop, is_pure
 from spate.environment.sql_state import Block, Session
 from spate.errors import RowsNotFound
 from spate.sql import Parsed
@@ -86,7 +88,7 @@ def savepoint(session: Session, what: str, name: str) -> None:
     if block is None:
         raise SqlError(f"{what} can only be used in transaction blocks", sqlstate="25P01")
     if what == "SAVEPOINT":
-        block.savepoints.append((name, (block.writes.snapshot(), block.kind, block.ddl)))
+        block.savepoints.append((name, (block.writes.snapshot(), block.kind, list(block.ddl))))
         return
     at = next(
         (i for i in reversed(range(len(block.savepoints))) if block.savepoints[i][0] == name), None
@@ -97,7 +99,8 @@ def savepoint(session: Session, what: str, name: str) -> None:
         del block.savepoints[at:]
         return
     del block.savepoints[at + 1 :]
-    writes, block.kind, block.ddl = block.savepoints[at][1]
+    writes, block.kind, ddl = block.savepoints[at][1]
+    block.ddl = list(ddl)
     block.writes.restore(writes)
     block.failed = False
 
@@ -138,8 +141,11 @@ def admit(env: EnvironmentOperations, stmt: st.Statement, block: Block) -> st.St
         return stmt
     kind = "read" if isinstance(stmt, _READS) else "write" if isinstance(stmt, _WRITES) else "ddl"
     if block.kind == "ddl":
+        if kind == "ddl" and (is_pure(stmt) or all(is_noop(s) for s in block.ddl)):
+            return stmt  # one more catalog change, committed with the others
         raise SqlError(
-            "a transaction block with a DDL statement can hold no other statement",
+            "a transaction block with a DDL statement can hold no other statement but renames, "
+            "comments and views (CREATE VIEW), which COMMIT carries out with it",
             sqlstate="25000",
         )
     if kind == "ddl" and block.kind is not None:
@@ -168,24 +174,23 @@ def admit(env: EnvironmentOperations, stmt: st.Statement, block: Block) -> st.St
     return stmt
 
 
-def commit(session: Session) -> tuple[bool, st.Statement | None]:
+def commit(session: Session) -> tuple[bool, list[st.Statement]]:
     """End the block: write what it buffered (all or nothing). Returns whether it committed
-    (``False``: it had failed and was rolled back) and the DDL statement the caller still has to
-    carry out."""
+    (``False``: it had failed and was rolled back) and the DDL statements the caller still has
+    to carry out (:mod:`.sql_ddl_block`)."""
     block, session.block = session.block, None
     if block is None:
-        return True, None
+        return True, []
     _release(block)
     if block.failed:
         block.writes.rollback()
-        return False, None
+        return False, []
     if block.kind == "ddl":
-        assert isinstance(block.ddl, st.Statement)
-        return True, block.ddl
+        return True, list(block.ddl)
     try:
         block.writes.commit()
     except RowsNotFound as e:
         raise SqlError(
             f"could not serialize access due to concurrent update: {e}", sqlstate="40001"
         ) from e
-    return True, None
+    return True, []

@@ -22,6 +22,7 @@ from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
 from spate.sql.notices import Notice
+from spate.sql.statements import Statement
 from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class Block:
     """An open transaction block (``BEGIN`` … ``COMMIT``/``ROLLBACK``), as Materialize runs
     one: its first statement makes it a read block (SELECT, SUBSCRIBE: every read at the
     timestamp ``read_ts`` chosen at the first), a write block (INSERT, UPDATE, DELETE: buffered
-    in ``writes`` and committed together at COMMIT) or a DDL block (the one DDL statement,
+    in ``writes`` and committed together at COMMIT) or a DDL block (its DDL statements,
     ``ddl``, carried out at COMMIT). ``failed``: a statement failed, and every statement until
     COMMIT or ROLLBACK is refused (25P02); COMMIT then rolls back."""
 
@@ -58,13 +59,14 @@ class Block:
     read_ts: int | None = None
     holds: ReadHolds | None = None
     """What holds every object at ``read_ts`` until the block ends (:mod:`.read_holds`)."""
-    ddl: object | None = None
+    ddl: list[Statement] = field(default_factory=list)
+    """The DDL statements, carried out at COMMIT (:mod:`.sql_ddl_block`)."""
     failed: bool = False
-    savepoints: list[tuple[str, tuple[object, str | None, object | None]]] = field(
+    savepoints: list[tuple[str, tuple[object, str | None, list[Statement]]]] = field(
         default_factory=list
     )
     """The savepoints, oldest first: each name and what the block held then (its buffered
-    writes, its kind, its DDL statement)."""
+    writes, its kind, its DDL statements)."""
 
 
 @dataclass
@@ -136,6 +138,25 @@ class Definitions:
             self.items[name] = sql
             if types:
                 self.types[name] = list(types)
+        self.save()
+
+    def rename(self, old: str, new: str, readers: list[str]) -> None:
+        """``old`` renamed ``new``: its statement and types kept under the new name, naming it
+        by it, and the statements of ``readers`` (what reads it) naming it by it too."""
+        from spate.sql.renaming import renamed_own, renamed_reference
+
+        sql = self.items.pop(old, None)
+        types = self.types.pop(old, None)
+        self.items.pop(new, None)  # nothing of an earlier object of that name stays
+        self.types.pop(new, None)
+        if sql is not None:
+            self.items[new] = renamed_own(sql, old, new)
+        if types is not None:
+            self.types[new] = types
+        for reader in readers:
+            text = self.items.get(reader)
+            if text is not None:
+                self.items[reader] = renamed_reference(text, old, new)
         self.save()
 
     def save(self) -> None:

@@ -25,7 +25,7 @@ _CATALOG: Final = re.compile(
     r"sequence|stat_\w+|statistic_ext|publication\w*|opclass|authid|get_\w+|table_is_visible|"
     r"type_is_visible|advisory_\w+|encoding_to_char|backend_pid|is_in_recovery|"
     r"postmaster_start_time)\b|\bversion\s*\(|\bcurrent_(?:schema|schemas|database|setting|"
-    r"user|role|catalog)\b|\bsession_user\b|\bset_config\s*\(|\bto_reg\w+\s*\(|\bformat_type\s*\(|"
+    r"user|role|catalog)\b|\bsession_user\b|\b(?:obj|col)_description\s*\(|\bset_config\s*\(|\bto_reg\w+\s*\(|\bformat_type\s*\(|"
     r"::\s*reg\w+",
     re.I,
 )

@@ -338,6 +338,27 @@ def _case(e: str, row: Mapping[str, Any], vars: Mapping[str, str],
     return _eval(default, row, vars, relations)
 
 
+def _oid(value: Any, relations: Sequence[Relation]) -> Any:
+    """A relation's oid given as a number, as ``'16386'::oid`` or as ``'name'::regclass``."""
+    if isinstance(value, str):
+        return int(value) if value.isdigit() else _regclass_oid(value, relations)
+    return value
+
+
+def _description(name: str, oid: Any, sub: Any, relations: Sequence[Relation]) -> str | None:
+    """``obj_description(oid[, 'pg_class'])`` and ``col_description(oid, attnum)``: the
+    ``COMMENT ON`` texts of a relation and of its columns."""
+    oid = _oid(oid, relations)
+    r = next((r for r in relations if r.oid == oid), None)
+    if r is None:
+        return None
+    if name == "obj_description":
+        return r.description if sub in (None, "pg_class") else None
+    if isinstance(sub, int) and 1 <= sub <= len(r.column_descriptions):
+        return r.column_descriptions[sub - 1]
+    return None
+
+
 def _call(name: str, args: list[str], row: Mapping[str, Any], vars: Mapping[str, str],
           relations: Callable[[], Sequence[Relation]]) -> Any:  # fmt: skip
     def arg(i: int) -> Any:
@@ -361,6 +382,13 @@ def _call(name: str, args: list[str], row: Mapping[str, Any], vars: Mapping[str,
             return row["format_type"]
         oid = arg(0)
         return format_type(pgt.BY_OID[oid]) if isinstance(oid, int) and oid in pgt.BY_OID else None
+    if name in ("obj_description", "col_description"):
+        return _description(name, arg(0), arg(1), relations())
+    if name == "pg_get_viewdef":
+        oid = _oid(arg(0), relations())
+        if oid is None and "definition" in row:
+            return row["definition"]
+        return next((r.definition for r in relations() if r.oid == oid), None)
     if name == "pg_get_indexdef":
         return row.get("indexdef")
     if name == "pg_get_userbyid":

@@ -170,8 +170,8 @@ def _class_row(r: Relation, user: str) -> dict[str, Any]:
         "hasrules": False,
         "hastriggers": False,
         "rowsecurity": False,
-        "definition": None,
-        "description": None,
+        "definition": r.definition,
+        "description": r.description,
     }
 
 
@@ -187,6 +187,7 @@ def _attribute_rows(r: Relation, user: str) -> list[dict[str, Any]]:
             atttypid=pg.oid,
             atttypmod=pg.typmod,
             attnum=i,
+            description=(r.column_descriptions[i - 1] if i <= len(r.column_descriptions) else None),
             attlen=pg.typlen,
             attnotnull=not f.nullable,
             attisdropped=False,

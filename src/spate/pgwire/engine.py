@@ -92,6 +92,9 @@ class Relation:
     on: str | None = None  # an index's relation
     key: tuple[str, ...] = ()  # an index's key columns
     namespace: str = "public"  # or spate_catalog, for spate's introspection relations
+    description: str | None = None  # COMMENT ON the relation
+    column_descriptions: tuple[str | None, ...] = ()  # COMMENT ON COLUMN, by column
+    definition: str | None = None  # a view's query (pg_get_viewdef, pg_views.definition)
 
 
 ENGINE_VARS: Final = frozenset(

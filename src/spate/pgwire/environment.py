@@ -15,6 +15,7 @@ parameter's type from the column it is compared with or the type it is cast to.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -108,7 +109,8 @@ class EnvironmentEngine:
 
     def relations(self) -> Sequence[Relation]:
         catalog = EnvironmentCatalog(self._env, self._env.sql_session().definitions)
-        items = sorted(self._env.runtime.catalog, key=lambda i: i.name)
+        state = self._env.runtime.catalog
+        items = sorted(state, key=lambda i: i.name)
         schemas: dict[GlobalId, pa.Schema] = {}
         for item in items:
             obj = None if isinstance(item, IndexItem) else catalog.lookup(item.name)
@@ -127,10 +129,17 @@ class EnvironmentEngine:
                 cols = tuple(on_desc.names[k] for k in item.key)
                 schema = pa.schema([f for f in schemas[on.id] if f.name in cols])
                 oid = relation_oid(item.id.value)
-                out.append(Relation(oid, item.name, kind, schema, on.name, cols))
+                text = state.comment(item.id, None)
+                out.append(Relation(oid, item.name, kind, schema, on.name, cols, description=text))
             elif item.id in schemas:
                 oid = relation_oid(item.id.value)
-                out.append(Relation(oid, item.name, kind, schemas[item.id]))
+                columns = tuple(state.comment(item.id, i) for i in range(len(schemas[item.id])))
+                text = state.comment(item.id, None)
+                relation = Relation(oid, item.name, kind, schemas[item.id], description=text)
+                query = view_query(catalog.definitions.get(item.name))
+                out.append(
+                    dataclasses.replace(relation, column_descriptions=columns, definition=query)
+                )
         for b in BUILTINS:
             schema, _, name = b.name.partition(".")
             oid = SYSTEM_OID_BASE + b.id.value
@@ -279,6 +288,21 @@ def subscribe_query(sql: str) -> str:
     return name.group(1)
 
 
+def view_query(create_sql: str | None) -> str | None:
+    """The query of a ``CREATE [MATERIALIZED] VIEW`` text (what ``pg_get_viewdef`` shows):
+    what follows its first ``AS`` outside parentheses; ``None`` for other statements."""
+    if not create_sql or not re.match(
+        r"\s*CREATE\s+(OR\s+REPLACE\s+)?(MATERIALIZED\s+)?VIEW\b", create_sql, re.I
+    ):
+        return None
+    text = lexer.strip_comments(create_sql)
+    depth = lexer.depths(text)
+    for m in re.finditer(r"\bAS\b", text, re.I):
+        if depth[m.start()] == 0:
+            return text[m.end() :].strip().rstrip(";")
+    return None
+
+
 def command_tag(sql: str, rows: int | None = None) -> str:
     """PostgreSQL's CommandComplete tag for a statement that returns no rows; ``rows``: how
     many an INSERT, UPDATE or DELETE wrote, matched or removed (if known)."""
@@ -289,12 +313,18 @@ def command_tag(sql: str, rows: int | None = None) -> str:
         return f"INSERT 0 {_values_rows(lexer.strip_comments(sql)) if rows is None else rows}"
     if head in ("UPDATE", "DELETE"):
         return f"{head} {rows or 0}"
+    if head == "CREATE" and _TABLE_AS.match(text):
+        return f"SELECT {rows}" if rows is not None else "CREATE TABLE AS"
     if head in ("CREATE", "DROP", "ALTER"):
         rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
         if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:
             return f"{head} {rest[0]} {rest[1]}"
         return f"{head} {rest[0]}" if rest else head
     return head
+
+
+_TABLE_AS = re.compile(r'CREATE TABLE (IF NOT EXISTS )?("(?:[^"]|"")+"|[^ (]+) AS\b')
+"""``CREATE TABLE … AS``: tagged ``SELECT n`` when it wrote n rows, as PostgreSQL tags it."""
 
 
 def _values_rows(sql: str) -> int:

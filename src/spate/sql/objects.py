@@ -4,6 +4,7 @@ connections are in :mod:`spate.sql.ddl`)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 from sqlglot import exp
 from sqlglot.tokenizer_core import TokenType
@@ -11,6 +12,7 @@ from sqlglot.tokenizer_core import TokenType
 from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
+from spate.sql.catalog import CatalogObject
 from spate.sql.constraints import read_constraints
 from spate.sql.errors import (
     DependentObjects,
@@ -23,12 +25,13 @@ from spate.sql.errors import (
     UndefinedObject,
     UndefinedTable,
 )
-from spate.sql.parse import parse_sql, position
+from spate.sql.notices import notice
+from spate.sql.parse import find_top_level, parse_sql, position
 from spate.sql.relops import rename
 from spate.sql.scalar import ScalarBinder, type_from_ast
 from spate.sql.scope import Scope
 from spate.sql.statement_planner import StatementPlanner
-from spate.sql.types import PG_INTERVAL_VALUE, PgType
+from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, PgType, display_name
 
 _KINDS = {
     "TABLE": "table",
@@ -85,12 +88,21 @@ def plan_create(p: StatementPlanner) -> st.Statement:
     )
 
 
-def _create_table(p: StatementPlanner) -> st.CreateTable:
-    node = parse_sql(p.src, p.src.start)
+def _create_table(p: StatementPlanner) -> st.CreateTable | st.CreateTableAs | st.NoChange:
+    with_data = True
+    end = None
+    for words, data in ((("WITH", "NO", "DATA"), False), (("WITH", "DATA"), True)):
+        at = find_top_level(p.tokens, 0, *words)
+        if at is not None and at + len(words) == len(p.tokens):
+            end, with_data = p.tokens[at].start, data
+            break
+    node = parse_sql(p.src, p.src.start, end)
     assert isinstance(node, exp.Create)
     schema = node.this
+    if node.expression is not None:
+        return _create_table_as(p, node, with_data)
     if not isinstance(schema, exp.Schema):
-        raise p.unsupported("CREATE TABLE needs a column list (CREATE TABLE … AS is not supported)")
+        raise p.unsupported("CREATE TABLE needs a column list or AS and a query")
     name = schema.this.name
     existing = p.catalog.lookup(name)
     if existing is not None and not node.args.get("exists"):
@@ -142,6 +154,58 @@ def _create_table(p: StatementPlanner) -> st.CreateTable:
     columns = [dataclasses.replace(c, nullable=False) if c.name in key else c for c in columns]
     if_not_exists = bool(node.args.get("exists"))
     return st.CreateTable(p.src.sql, name, RelationDesc(columns), if_not_exists, found.all)
+
+
+def _create_table_as(
+    p: StatementPlanner, node: exp.Create, with_data: bool
+) -> st.CreateTableAs | st.NoChange:
+    """``CREATE TABLE [IF NOT EXISTS] name AS query [WITH [NO] DATA]``: a table with the
+    query's column names and types (all nullable, as PostgreSQL makes them)."""
+    target = node.this
+    if isinstance(target, exp.Schema):
+        raise p.unsupported("column names in CREATE TABLE … AS are not supported")
+    name = target.name
+    existing = p.catalog.lookup(name)
+    if existing is not None:
+        if node.args.get("exists"):
+            notice("42P07", f'relation "{name}" already exists, skipping')
+            return st.NoChange(p.src.sql)
+        raise SqlError(
+            f'relation "{name}" already exists',
+            position=position(target),
+            text=p.src.text,
+            sqlstate="42P07",
+        )
+    p.qp.today = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    out = p.qp.relation(node.expression)
+    names = list(out.names)
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if dup is not None:
+        raise DuplicateColumn(
+            f'column "{dup}" specified more than once', position=p.src.start + 1, text=p.src.text
+        )
+    plan = rename(out.rel.expr, names)
+    columns: list[Column] = []
+    declared: list[str] = []
+    for col, t in zip(plan.desc.columns, out.types[: len(names)], strict=True):
+        if t.name == "unknown":
+            t = PG_TEXT  # an untyped literal is text, as PostgreSQL makes it
+        if t.scalar is None:
+            raise FeatureNotSupported(
+                f'column "{col.name}": type {display_name(t)} cannot be stored (cast it)',
+                position=p.src.start + 1,
+                text=p.src.text,
+            )
+        columns.append(Column(col.name, col.type, True))
+        declared.append(f"{_quote(col.name)} {display_name(t)}")
+    create_sql = f"CREATE TABLE {_quote(name)} ({', '.join(declared)})"
+    return st.CreateTableAs(p.src.sql, name, RelationDesc(columns), plan, with_data, create_sql)
+
+
+def _quote(name: str) -> str:
+    if name.isidentifier() and name == name.lower() and name.isascii():
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
@@ -404,7 +468,11 @@ def _kind(p: StatementPlanner, name: str) -> str:
     return obj.kind if obj is not None else "object"
 
 
-def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
+_RELATIONS = frozenset({"table", "view", "materialized view", "index", "source", "subsource"})
+"""What ``ALTER TABLE`` and ``ALTER INDEX`` rename: any relation, as in PostgreSQL."""
+
+
+def plan_alter(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("ALTER")
     word = c.word()
@@ -413,9 +481,14 @@ def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
     c.i += 1
     if word == "MATERIALIZED":
         c.expect("VIEW")
+    kind = _KINDS[word]
+    if_exists = c.accept("IF", "EXISTS")
     at = c.here()
     name = c.dotted_name("an object name")
-    if p.catalog.lookup(name) is None:
+    obj = p.catalog.lookup(name)
+    if c.at_words("RENAME") or c.at_words("OWNER"):
+        return _alter_relation(p, kind, name, obj, at, if_exists)
+    if obj is None:
         raise UndefinedTable(f'"{name}" does not exist', position=at + 1, text=p.src.text)
     if c.accept("RESET"):
         c.expect_token(TokenType.L_PAREN, "(")
@@ -444,3 +517,61 @@ def plan_alter(p: StatementPlanner) -> st.AlterRetainHistory:
             sqlstate="22023",
         )
     return st.AlterRetainHistory(p.src.sql, name, ms)
+
+
+def _alter_relation(
+    p: StatementPlanner,
+    kind: str,
+    name: str,
+    obj: CatalogObject | None,
+    at: int,
+    if_exists: bool,
+) -> st.Statement:
+    """``ALTER <kind> [IF EXISTS] name RENAME TO new`` and ``… OWNER TO role``, as PostgreSQL
+    checks them: ``ALTER TABLE`` and ``ALTER INDEX`` take any relation, ``ALTER VIEW`` and
+    ``ALTER MATERIALIZED VIEW`` only their own kind."""
+    c = p.cur
+    new: str | None = None
+    new_at = c.here()
+    if c.accept("RENAME"):
+        if not c.accept("TO"):
+            raise p.unsupported("ALTER … RENAME supports only RENAME TO (no RENAME COLUMN)")
+        new_at = c.here()
+        new = c.name("the new name")
+    else:
+        c.expect("OWNER", "TO")
+        c.name("a role name")
+    c.end()
+    if obj is None:
+        if not if_exists:
+            raise UndefinedTable(
+                f'relation "{name}" does not exist', position=at + 1, text=p.src.text
+            )
+        notice("00000", f'relation "{name}" does not exist, skipping')
+        return st.NoChange(p.src.sql)
+    if obj.kind in ("secret", "connection"):
+        raise p.unsupported(f"ALTER of a {obj.kind} is not supported")
+    fits = obj.kind in _RELATIONS if kind in ("table", "index") else obj.kind == kind
+    if kind == "source":
+        fits = obj.kind in ("source", "subsource")
+    if not fits:
+        raise SqlError(
+            f'"{name}" is not {_article(kind)} {kind}',
+            position=at + 1,
+            text=p.src.text,
+            sqlstate="42809",
+        )
+    if new is None:
+        return st.NoChange(p.src.sql)
+    if p.catalog.lookup(new) is not None:
+        raise SqlError(
+            f'relation "{new}" already exists',
+            position=new_at + 1,
+            text=p.src.text,
+            sqlstate="42P07",
+        )
+    return st.RenameObject(p.src.sql, name, new)
+
+
+def _article(kind: str) -> str:
+    return "an" if kind[0] in "aeiou" else "a"

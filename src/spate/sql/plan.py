@@ -108,6 +108,10 @@ class _Planner:
             return self.explain()
         if first == "ALTER":
             return plan_alter(self)
+        if first == "COMMENT":
+            from spate.sql.comment import plan_comment
+
+            return plan_comment(self)
         if first in ("BEGIN", "COMMIT", "ROLLBACK", "START"):
             raise self.unsupported("transactions (BEGIN/COMMIT) are not supported")
         raise SqlSyntaxError(

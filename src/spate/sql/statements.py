@@ -50,6 +50,21 @@ class CreateTable(Statement):
 
 
 @dataclass(frozen=True, slots=True)
+class CreateTableAs(Statement):
+    """``CREATE TABLE name AS query [WITH [NO] DATA]``: table ``name`` with columns ``desc``,
+    filled (``with_data``) with what ``plan`` returns at one timestamp. ``create_sql``: the
+    equivalent ``CREATE TABLE name (col type, …)``, kept as its definition."""
+
+    name: str
+    desc: RelationDesc
+    plan: RelationExpr
+    with_data: bool
+    create_sql: str
+    if_not_exists: bool = False
+    """Always ``False``: ``IF NOT EXISTS`` of a table that exists plans as :class:`NoChange`."""
+
+
+@dataclass(frozen=True, slots=True)
 class CreateView(Statement):
     """``CREATE [OR REPLACE] [MATERIALIZED] VIEW``."""
 
@@ -118,6 +133,30 @@ class AlterRetainHistory(Statement):
     name: str
     duration_ms: int | None
     """``None``: back to the default (``RESET (RETAIN HISTORY)``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenameObject(Statement):
+    """``ALTER <kind> name RENAME TO new``."""
+
+    name: str
+    new: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommentOn(Statement):
+    """``COMMENT ON <kind> name IS 'text'`` (``column``: ``COMMENT ON COLUMN name.column``);
+    ``text`` ``None``: ``IS NULL``, the comment removed."""
+
+    name: str
+    column: str | None
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NoChange(Statement):
+    """A DDL statement that changes nothing: ``ALTER … OWNER TO`` (spate has one role),
+    ``ALTER … IF EXISTS`` of an object that is not there."""
 
 
 @dataclass(frozen=True, slots=True)
