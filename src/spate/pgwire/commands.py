@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from spate.pgwire import codec, lexer, statements
+from spate.pgwire.copy import CopyFrom, copy_in
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
@@ -100,6 +101,8 @@ async def run_session_statement(
             s.send(codec.command_complete("CLOSE CURSOR"))
     elif isinstance(stmt, statements.Copy):
         await _copy(s, stmt)
+    elif isinstance(stmt, CopyFrom):
+        await copy_in(s, stmt)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from spate.pgwire.copy import CopyFrom, parse_copy_from
 from spate.pgwire.errors import SYNTAX_ERROR, PgError
 
 _ENGINE_SHOW: Final = frozenset(
@@ -110,7 +111,9 @@ class Copy:
     format: str  # text | csv
 
 
-SessionStatement = Begin | Commit | Rollback | NoOp | Set | Show | Declare | Fetch | Close | Copy
+SessionStatement = (
+    Begin | Commit | Rollback | NoOp | Set | Show | Declare | Fetch | Close | Copy | CopyFrom
+)
 
 _IDENT: Final = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _DECLARE: Final = re.compile(
@@ -199,7 +202,7 @@ def classify(sql: str) -> SessionStatement | None:
     if head == "CLOSE":
         return Close(None if second == "ALL" else unquote(words[1])) if second else None
     if head == "COPY":
-        return _copy(s)
+        return parse_copy_from(s) or _copy(s)
     return None
 
 
