@@ -143,10 +143,10 @@ class SqlSession:
     def sql(self, text: str, *, dialect: str = "postgres") -> Result:
         return run(self.env, text, dialect, self.session, self.definitions)
 
-    def insert_rows(self, table: str, rows: Sequence[Sequence[Any]]) -> int:
-        """``rows`` (whole rows of ``table``) written as an ``INSERT`` of them is: checked
-        and written at once, or buffered in the session's transaction block under its rules
-        (a COPY FROM STDIN). Returns how many rows."""
+    def insert_rows(self, table: str, rows: Sequence[Sequence[Any]] | pa.Table) -> int:
+        """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
+        ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
+        session's transaction block under its rules (a COPY FROM STDIN). Returns how many."""
         return insert_rows(self.env, self.session, self.definitions, table, rows)
 
 
@@ -222,7 +222,7 @@ def insert_rows(
     session: Session,
     defs: Definitions,
     table: str,
-    rows: Sequence[Sequence[Any]],
+    rows: Sequence[Sequence[Any]] | pa.Table,
 ) -> int:
     """The statement ``INSERT INTO table VALUES rows…``, its rows already values."""
     session.rows_affected = None
@@ -230,11 +230,15 @@ def insert_rows(
     try:
         if block is not None and block.failed:
             raise sql_block.aborted()
-        stmt: st.Statement = st.Insert(
-            f"COPY {table} FROM STDIN", table, tuple(tuple(r) for r in rows)
+        if block is None:
+            if len(rows):  # the columnar path of env.insert, for an Arrow table
+                env.insert(table, rows)
+            return len(rows)
+        if isinstance(rows, pa.Table):
+            rows = list(zip(*(c.to_pylist() for c in rows.columns), strict=True))
+        stmt = sql_block.admit(
+            env, st.Insert(f"COPY {table} FROM STDIN", table, tuple(map(tuple, rows))), block
         )
-        if block is not None:
-            stmt = sql_block.admit(env, stmt, block)
         execute(env, stmt, session, defs)
     except BaseException:
         if block is not None and session.block is block:

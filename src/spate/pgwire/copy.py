@@ -201,22 +201,36 @@ class TextReader:
         self._null = stmt.null.encode()
         self._header = stmt.header
         self._buf = b""
+        self._flat = b"\\" in self._null  # a block without backslashes has no NULL
         self.line = 0
         self.ended = False
 
-    def feed(self, data: bytes) -> Iterator[list[Field]]:
+    def feed(self, data: bytes, out: Columns) -> None:
         buf = self._buf + data if self._buf else data
         end = buf.rfind(b"\n")
         if end < 0:
             self._buf = buf
             return
         self._buf = buf[end + 1 :]
-        yield from self._lines(buf[:end].split(b"\n"))
+        self._block(buf[:end], out)
 
-    def finish(self) -> Iterator[list[Field]]:
+    def finish(self, out: Columns) -> None:
         rest, self._buf = self._buf, b""
         if rest:
-            yield from self._lines([rest])
+            self._block(rest, out)
+
+    def _block(self, block: bytes, out: Columns) -> None:
+        """Whole lines: split at once when they have no escapes, no NULL, no end marker and
+        each the right number of fields (the usual case); else line by line."""
+        plain = b"\\" not in block and b"\r" not in block
+        if plain and self._flat and not self._header and not self.ended:
+            lines = block.count(b"\n") + 1
+            flat = block.replace(b"\n", self._delim).split(self._delim)
+            if len(flat) == lines * out.width:
+                self.line += lines
+                out.add_flat(flat, lines)
+                return
+        out.add(self._lines(block.split(b"\n")))
 
     def _lines(self, lines: list[bytes]) -> Iterator[list[Field]]:
         delim, null = self._delim, self._null
@@ -307,7 +321,13 @@ class CsvReader:
         self.line = 0
         self.ended = False
 
-    def feed(self, data: bytes) -> Iterator[list[Field]]:
+    def feed(self, data: bytes, out: Columns) -> None:
+        out.add(self._feed(data))
+
+    def finish(self, out: Columns) -> None:
+        out.add(self._finish())
+
+    def _feed(self, data: bytes) -> Iterator[list[Field]]:
         buf = self._buf + data if self._buf else data
         end = buf.rfind(b"\n")
         if end < 0:
@@ -316,7 +336,7 @@ class CsvReader:
         self._buf = buf[end + 1 :]
         yield from self._records(buf[: end + 1], final=False)
 
-    def finish(self) -> Iterator[list[Field]]:
+    def _finish(self) -> Iterator[list[Field]]:
         rest, self._buf = self._buf, b""
         if rest:
             yield from self._records(rest + b"\n", final=True)
@@ -411,17 +431,19 @@ class BinaryReader:
         self.line = 0
         self.ended = False
 
-    def feed(self, data: bytes) -> Iterator[list[Field]]:
+    def feed(self, data: bytes, out: Columns) -> None:
+        out.add(self._feed(data))
+
+    def finish(self, out: Columns) -> None:
+        if not self.ended:
+            raise PgError(INVALID_BINARY, "unexpected EOF in COPY data (no file trailer)")
+
+    def _feed(self, data: bytes) -> Iterator[list[Field]]:
         self._buf += data
         yield from self._rows()
         if self._pos:
             del self._buf[: self._pos]
             self._pos = 0
-
-    def finish(self) -> Iterator[list[Field]]:
-        if not self.ended:
-            raise PgError(INVALID_BINARY, "unexpected EOF in COPY data (no file trailer)")
-        return iter(())
 
     def _rows(self) -> Iterator[list[Field]]:
         buf = self._buf
@@ -534,26 +556,46 @@ def _text(dec: Callable[[str], Any]) -> Callable[[bytes], Any]:
 _DECODE_ERRORS: Final = (ValueError, struct.error, InvalidOperation, OverflowError, TypeError)
 
 
-def rows(
-    t: Target, fields: Iterator[list[Field]], fmt: str, where: Callable[[], int]
-) -> list[tuple[Any, ...]]:
-    """Every row of the table: the given columns decoded, the others NULL. ``where()`` is the
-    line (or row) being read, for error messages."""
+class Columns:
+    """The fields read so far, column by column (one list per given column)."""
+
+    def __init__(self, t: Target) -> None:
+        self.target = t
+        self.width = len(t.given)
+        self.data: list[list[Field]] = [[] for _ in t.given]
+        self.count = 0
+
+    def add(self, lines: Iterator[list[Field]]) -> None:
+        """Lines' fields, each line checked to have one per given column (``22P04``)."""
+        k, data, t = self.width, self.data, self.target
+        for f in lines:
+            if len(f) != k:
+                if len(f) < k:
+                    col = t.names[t.given[len(f)]]
+                    raise PgError(BAD_COPY_DATA, f'missing data for column "{col}"')
+                raise PgError(BAD_COPY_DATA, "extra data after last expected column")
+            for column, v in zip(data, f, strict=True):
+                column.append(v)
+            self.count += 1
+
+    def add_flat(self, flat: list[bytes], lines: int) -> None:
+        """``lines`` lines' fields, one after the other."""
+        for j, column in enumerate(self.data):
+            column.extend(flat[j :: self.width])
+        self.count += lines
+
+
+def rows(t: Target, cols: Columns, fmt: str) -> list[tuple[Any, ...]]:
+    """Every row of the table: the given columns decoded, the others NULL."""
     convs = converters(t, fmt)
     width, given = len(t.names), t.given
-    k = len(given)
     full = given == tuple(range(width))
     out: list[tuple[Any, ...]] = []
-    for f in fields:
-        if len(f) != k:
-            if len(f) < k:
-                col = t.names[given[len(f)]]
-                raise PgError(BAD_COPY_DATA, f'missing data for column "{col}"')
-            raise PgError(BAD_COPY_DATA, "extra data after last expected column")
+    for line, f in enumerate(zip(*cols.data, strict=True), 1):
         try:
             values = [None if v is None else c(v) for c, v in zip(convs, f, strict=True)]
         except _DECODE_ERRORS:
-            raise _bad_value(t, f, convs, fmt, where()) from None
+            raise _bad_value(t, list(f), convs, fmt, line) from None
         if full:
             out.append(tuple(values))
         else:
@@ -562,6 +604,30 @@ def rows(
                 row[i] = v
             out.append(tuple(row))
     return out
+
+
+_ARROW_CASTS: Final = frozenset({20, 21, 23, 25, 700, 701, 1043})
+"""Types whose text form Arrow's cast from a string reads as PostgreSQL does (a value it does
+not read sends the whole COPY down the row path, which decodes each value itself)."""
+
+
+def columnar(t: Target, schema: pa.Schema, cols: Columns) -> pa.Table | None:
+    """The rows of a text or CSV COPY as an Arrow table of ``schema``, cast by Arrow; ``None``
+    when a column is of another type or a value does not cast (then :func:`rows`)."""
+    if any(t.types[i].oid not in _ARROW_CASTS for i in t.given):
+        return None
+    n = cols.count
+    arrays: dict[int, pa.Array] = {}
+    try:
+        for raw, i in zip(cols.data, t.given, strict=True):
+            text = pa.array(raw, pa.binary()).cast(pa.string())
+            arrays[i] = text.cast(schema.field(i).type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    plain = pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+    return pa.Table.from_arrays(
+        [arrays.get(i, pa.nulls(n, f.type)) for i, f in enumerate(plain)], schema=plain
+    )
 
 
 def _bad_value(
@@ -596,15 +662,14 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
     s.send(codec.msg(b"G", bytes([fmt]) + _I16.pack(len(t.given)) + _I16.pack(fmt) * len(t.given)))
     await s.flush()
     r = reader(stmt)
-    parsed: list[tuple[Any, ...]] = []
-    where: Callable[[], int] = lambda: r.line  # noqa: E731
+    cols = Columns(t)
     while True:
         kind, body = await s.read_message()
         if kind == b"d":
             if not r.ended:
-                parsed.extend(rows(t, r.feed(body), stmt.format, where))
+                r.feed(body, cols)
         elif kind == b"c":
-            parsed.extend(rows(t, r.finish(), stmt.format, where))
+            r.finish(cols)
             break
         elif kind == b"f":
             reason = body.rstrip(b"\0").decode(errors="replace")
@@ -615,6 +680,9 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
             raise PgError(
                 "08P01", f"unexpected message type 0x{kind[0]:02X} during COPY from stdin"
             )
+    parsed = (columnar(t, schema, cols) if stmt.format != "binary" else None) or rows(
+        t, cols, stmt.format
+    )
     n = await s.engine_call(lambda engine, ctx: _copy_rows(engine, t.table, parsed, ctx))
     s.send(codec.command_complete(f"COPY {n}"))
 
@@ -627,6 +695,8 @@ def _copy_schema(engine: object, table: str, ctx: object) -> pa.Schema:
     return schema
 
 
-def _copy_rows(engine: object, table: str, parsed: list[tuple[Any, ...]], ctx: object) -> int:
+def _copy_rows(
+    engine: object, table: str, parsed: pa.Table | list[tuple[Any, ...]], ctx: object
+) -> int:
     n: int = engine.copy_in(table, parsed, ctx)  # type: ignore[attr-defined]
     return n

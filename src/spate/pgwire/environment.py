@@ -172,7 +172,7 @@ class EnvironmentEngine:
         assert obj is not None and obj.desc is not None
         return result_schema(obj.desc, obj.desc.names, [t.name for t in column_types(obj)])
 
-    def copy_in(self, table: str, rows: Sequence[tuple[Any, ...]], ctx: Context) -> int:
+    def copy_in(self, table: str, rows: Sequence[tuple[Any, ...]] | pa.Table, ctx: Context) -> int:
         """Write the rows of a COPY FROM STDIN as an INSERT of them: in one write, or into
         the connection's transaction block."""
         return self._session(ctx).insert_rows(table, rows)
