@@ -79,14 +79,15 @@ def _copy(
 ) -> int:
     """Run ``sql`` (a COPY FROM STDIN) sending ``rows`` (write_row) then ``data`` (raw);
     with ``fail``, raise it inside the copy (psycopg then sends CopyFail)."""
-    with c.cursor() as cur, cur.copy(sql) as copy:
-        for r in rows:
-            copy.write_row(r)
-        for d in data:
-            copy.write(d)
-        if fail is not None:
-            raise RuntimeError(fail)
-    return cur.rowcount
+    with c.cursor() as cur:
+        with cur.copy(sql) as copy:
+            for r in rows:
+                copy.write_row(r)
+            for d in data:
+                copy.write(d)
+            if fail is not None:
+                raise RuntimeError(fail)
+        return cur.rowcount
 
 
 def _rows(c: Conn, table: str) -> list[tuple[Any, ...]]:
@@ -185,6 +186,8 @@ BAD = {
     "extra column": ("1\t1\n2\t2\t2\n", "1\t1\n2\t2\t2\n", "22P04"),
     "duplicate key": ("1\t1\n2\t2\n1\t3\n", "1\t1\n2\t2\n1\t3\n", "23505"),
     "null key": ("1\t1\n\\N\t2\n", "1\t1\n\\N\t2\n", "23502"),
+    "integer out of range": ("1\t1\n", "1\t1\n2\t3000000000\n", "22003"),
+    "bad integer in a plain block": ("1\t1\n", "1\t1\n2\t2.5\n3\t3\n", "22P02"),
     "bad date": ("1\t1\n", "1\t2020-01-01\n2\tnot a date\n", "22007"),
 }
 
@@ -202,6 +205,18 @@ def test_a_bad_copy_writes_nothing(both: tuple[list[tuple[str, Conn]], str], cas
         assert [r[0] for r in _rows(c, table)] == [100], name
         c.execute(f"INSERT INTO {table} (k, s) VALUES (101, 'after')")  # still usable
     _same(conns, table)
+
+
+def test_many_plain_rows(both: tuple[list[tuple[str, Conn]], str]) -> None:
+    """Lines without escapes or NULLs: split a block at a time and cast by Arrow."""
+    conns, table = both
+    data = "".join(f"{k}\t{k % 1000 - 500}\tvalue {k}\t{k / 7}\n" for k in range(3000))
+    for _, c in conns:
+        assert (
+            _copy(c, f"COPY {table} (k, i, s, f) FROM STDIN", data=(data[:5000], data[5000:]))
+            == 3000
+        )
+    assert len(_same(conns, table)) == 3000
 
 
 def test_copy_fail_writes_nothing(both: tuple[list[tuple[str, Conn]], str]) -> None:

@@ -541,8 +541,28 @@ def converters(t: Target, fmt: str) -> list[Callable[[bytes], Any]]:
             out.append(pgt.binary_decoder(oid))
         else:
             dec = pgt.text_decoder(oid)
-            out.append(_text(dec) if dec is not None else _utf8)
+            if oid in _INT_RANGES:
+                out.append(_ranged(*_INT_RANGES[oid]))
+            else:
+                out.append(_text(dec) if dec is not None else _utf8)
     return out
+
+
+_INT_RANGES: Final = {21: (-(2**15), 2**15 - 1), 23: (-(2**31), 2**31 - 1)}
+
+
+class OutOfRange(OverflowError):
+    """An integer beyond its column's type (``22003``)."""
+
+
+def _ranged(lo: int, hi: int) -> Callable[[bytes], int]:
+    def dec(b: bytes) -> int:
+        v = int(b)
+        if not lo <= v <= hi:
+            raise OutOfRange(v)
+        return v
+
+    return dec
 
 
 def _utf8(b: bytes) -> str:
@@ -638,6 +658,10 @@ def _bad_value(
             continue
         try:
             c(v)
+        except OutOfRange:
+            col = t.given[i]
+            shown = v.decode(errors="replace")
+            return PgError("22003", f'value "{shown}" is out of range for type {t.types[col].name}')
         except _DECODE_ERRORS:
             col = t.given[i]
             typ = t.types[col].name
