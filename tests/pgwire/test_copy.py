@@ -341,3 +341,35 @@ def test_parse_copy_from() -> None:
     with pytest.raises(PgError) as err:
         parse_copy_from("COPY t FROM STDIN WITH (QUOTE 'x')")
     assert err.value.sqlstate == "0A000"
+
+
+def test_raw_protocol_copy_fail_and_stray_data(server: ServerThread, spate_dsn: str) -> None:
+    """CopyInResponse describes the columns; CopyFail is 57014 and writes nothing; CopyData
+    after an error is ignored until CopyDone, and the session goes on."""
+    from . import wire
+
+    with psycopg.connect(spate_dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE copy_raw (a bigint, b text)")
+        try:
+            sock = wire.connect(server.port)
+            sock.sendall(wire.message(b"Q", b"COPY copy_raw FROM STDIN\0"))
+            (kind, body), *_ = wire.until(sock, b"G")
+            assert kind == b"G" and body == b"\0\0\2\0\0\0\0"  # text, 2 columns, text each
+            sock.sendall(wire.message(b"d", b"1\tone\n") + wire.message(b"f", b"stop\0"))
+            got = wire.until(sock, b"Z")
+            assert [wire.error_code(b) for k, b in got if k == b"E"] == ["57014"]
+            sock.sendall(wire.message(b"Q", b"COPY copy_raw FROM STDIN WITH (FORMAT binary)\0"))
+            wire.until(sock, b"G")
+            sock.sendall(wire.message(b"d", b"NOTPGCOPY\n\0\0\0\0\0\0\0\0\0"))
+            got = wire.until(sock, b"Z")
+            assert [wire.error_code(b) for k, b in got if k == b"E"] == ["22P03"]
+            sock.sendall(wire.message(b"d", b"more\n") + wire.message(b"c"))  # ignored
+            sock.sendall(wire.message(b"Q", b"COPY copy_raw FROM STDIN\0"))
+            wire.until(sock, b"G")
+            sock.sendall(wire.message(b"d", b"2\ttwo\n\\.\n") + wire.message(b"c"))
+            got = wire.until(sock, b"Z")
+            assert (b"C", b"COPY 1\0") in got
+            sock.close()
+            assert c.execute("SELECT * FROM copy_raw").fetchall() == [(2, "two")]
+        finally:
+            c.execute("DROP TABLE copy_raw")
