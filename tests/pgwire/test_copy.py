@@ -373,3 +373,17 @@ def test_raw_protocol_copy_fail_and_stray_data(server: ServerThread, spate_dsn: 
             assert c.execute("SELECT * FROM copy_raw").fetchall() == [(2, "two")]
         finally:
             c.execute("DROP TABLE copy_raw")
+
+
+def test_check_constraint(spate_dsn: str, postgres_url: str) -> None:
+    table = f"c_{uuid.uuid4().hex[:8]}"
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (a bigint, CONSTRAINT pos CHECK (a > 0))")
+            try:
+                with pytest.raises(psycopg.errors.CheckViolation):
+                    _copy(c, f"COPY {table} FROM STDIN", data=("1\n2\n-3\n",))
+                assert c.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,)
+                assert _copy(c, f"COPY {table} FROM STDIN", data=("1\n2\n",)) == 2
+            finally:
+                c.execute(f"DROP TABLE {table}")
