@@ -704,11 +704,18 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
             raise PgError(
                 "08P01", f"unexpected message type 0x{kind[0]:02X} during COPY from stdin"
             )
-    parsed = (columnar(t, schema, cols) if stmt.format != "binary" else None) or rows(
-        t, cols, stmt.format
+    # decoding a large COPY takes a while: on the worker thread, not the event loop
+    n = await s.engine_call(
+        lambda engine, ctx: _copy_rows(engine, t.table, _decoded(t, schema, cols, stmt), ctx)
     )
-    n = await s.engine_call(lambda engine, ctx: _copy_rows(engine, t.table, parsed, ctx))
     s.send(codec.command_complete(f"COPY {n}"))
+
+
+def _decoded(
+    t: Target, schema: pa.Schema, cols: Columns, stmt: CopyFrom
+) -> pa.Table | list[tuple[Any, ...]]:
+    fast = columnar(t, schema, cols) if stmt.format != "binary" else None
+    return fast if fast is not None else rows(t, cols, stmt.format)
 
 
 def _copy_schema(engine: object, table: str, ctx: object) -> pa.Schema:
