@@ -387,3 +387,23 @@ def test_check_constraint(spate_dsn: str, postgres_url: str) -> None:
                 assert _copy(c, f"COPY {table} FROM STDIN", data=("1\n2\n",)) == 2
             finally:
                 c.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize("options", ["", "WITH (FORMAT csv)", "WITH CSV"])
+def test_copy_to_stdout_as_postgresql(
+    both: tuple[list[tuple[str, Conn]], str], options: str
+) -> None:
+    """What COPY FROM wrote comes back out of COPY TO as PostgreSQL's does."""
+    conns, table = both
+    out = {}
+    for name, c in conns:
+        _copy(c, f"COPY {table} FROM STDIN", rows=tuple(ROWS))
+        got = []
+        for sql in (
+            f"COPY {table} TO STDOUT {options}",
+            f"COPY (SELECT k, s FROM {table}) TO STDOUT {options}",
+        ):
+            with c.cursor() as cur, cur.copy(sql) as copy:
+                got.append(sorted(bytes(b) for b in copy))
+        out[name] = got
+    assert out["spate"] == out["postgres"]
