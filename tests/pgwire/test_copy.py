@@ -188,6 +188,7 @@ BAD = {
     "null key": ("1\t1\n\\N\t2\n", "1\t1\n\\N\t2\n", "23502"),
     "integer out of range": ("1\t1\n", "1\t1\n2\t3000000000\n", "22003"),
     "bad integer in a plain block": ("1\t1\n", "1\t1\n2\t2.5\n3\t3\n", "22P02"),
+    "numeric overflow": ("1\t1\n", "1\t1.5\n2\t123456789.001\n", "22003"),
     "bad date": ("1\t1\n", "1\t2020-01-01\n2\tnot a date\n", "22007"),
 }
 
@@ -196,7 +197,7 @@ BAD = {
 def test_a_bad_copy_writes_nothing(both: tuple[list[tuple[str, Conn]], str], case: str) -> None:
     conns, table = both
     _, data, sqlstate = BAD[case]
-    columns = "(k, d)" if case == "bad date" else "(k, i)"
+    columns = {"bad date": "(k, d)", "numeric overflow": "(k, n)"}.get(case, "(k, i)")
     for name, c in conns:
         c.execute(f"INSERT INTO {table} (k, s) VALUES (100, 'before')")
         with pytest.raises(psycopg.Error) as err:
@@ -205,6 +206,19 @@ def test_a_bad_copy_writes_nothing(both: tuple[list[tuple[str, Conn]], str], cas
         assert [r[0] for r in _rows(c, table)] == [100], name
         c.execute(f"INSERT INTO {table} (k, s) VALUES (101, 'after')")  # still usable
     _same(conns, table)
+
+
+def test_values_as_postgresql_reads_them(both: tuple[list[tuple[str, Conn]], str]) -> None:
+    """numeric rounded to its scale, float and boolean spellings, spaces around numbers."""
+    conns, table = both
+    data = "1\t1.555\tInfinity\tyes\n2\t -2.345\t 1e-3\t0\n3\t7\t-inf\tOFF\n"
+    for _, c in conns:
+        _copy(c, f"COPY {table} (k, n, f, b) FROM STDIN", data=(data,))
+    assert [r[3] for r in _same(conns, table)] == [
+        Decimal("1.56"),
+        Decimal("-2.35"),
+        Decimal("7.00"),
+    ]
 
 
 def test_many_plain_rows(both: tuple[list[tuple[str, Conn]], str]) -> None:

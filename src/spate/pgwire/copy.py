@@ -21,7 +21,7 @@ import itertools
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Final
 
 import pyarrow as pa
@@ -515,13 +515,15 @@ class Target:
     names: tuple[str, ...]
     types: tuple[pgt.PgType, ...]
     given: tuple[int, ...]
+    arrow: tuple[pa.DataType, ...] = ()
 
 
 def target(stmt: CopyFrom, schema: pa.Schema) -> Target:
     names = tuple(schema.names)
     types = tuple(pgt.for_field(f) for f in schema)
+    arrow = tuple(f.type for f in schema)
     if stmt.columns is None:
-        return Target(stmt.table, names, types, tuple(range(len(names))))
+        return Target(stmt.table, names, types, tuple(range(len(names))), arrow)
     given = []
     for c in stmt.columns:
         if c not in names:
@@ -529,7 +531,7 @@ def target(stmt: CopyFrom, schema: pa.Schema) -> Target:
         if names.index(c) in given:
             raise PgError("42701", f'column "{c}" specified more than once')
         given.append(names.index(c))
-    return Target(stmt.table, names, types, tuple(given))
+    return Target(stmt.table, names, types, tuple(given), arrow)
 
 
 def converters(t: Target, fmt: str) -> list[Callable[[bytes], Any]]:
@@ -537,15 +539,37 @@ def converters(t: Target, fmt: str) -> list[Callable[[bytes], Any]]:
     out: list[Callable[[bytes], Any]] = []
     for i in t.given:
         oid = t.types[i].oid
+        conv: Callable[[bytes], Any]
         if fmt == "binary":
-            out.append(pgt.binary_decoder(oid))
+            conv = pgt.binary_decoder(oid)
         else:
             dec = pgt.text_decoder(oid)
             if oid in _INT_RANGES:
-                out.append(_ranged(*_INT_RANGES[oid]))
+                conv = _ranged(*_INT_RANGES[oid])
             else:
-                out.append(_text(dec) if dec is not None else _utf8)
+                conv = _text(dec) if dec is not None else _utf8
+        typ = t.arrow[i] if t.arrow else None
+        if isinstance(typ, pa.Decimal128Type | pa.Decimal256Type):
+            conv = _rounded(conv, typ.precision, typ.scale)
+        out.append(conv)
     return out
+
+
+def _rounded(conv: Callable[[bytes], Any], precision: int, scale: int) -> Callable[[bytes], Any]:
+    """A numeric(p,s) value rounded to its scale (half away from zero), as PostgreSQL does;
+    one with too many digits before the point is ``22003``."""
+    unit = Decimal(1).scaleb(-scale)
+    limit = Decimal(10) ** (precision - scale)
+
+    def dec(b: bytes) -> Any:
+        v = conv(b)
+        if isinstance(v, Decimal) and v.is_finite():
+            v = v.quantize(unit, rounding=ROUND_HALF_UP)
+            if abs(v) >= limit:
+                raise OutOfRange(v)
+        return v
+
+    return dec
 
 
 _INT_RANGES: Final = {21: (-(2**15), 2**15 - 1), 23: (-(2**31), 2**31 - 1)}
@@ -661,6 +685,8 @@ def _bad_value(
         except OutOfRange:
             col = t.given[i]
             shown = v.decode(errors="replace")
+            if t.types[col].oid == 1700:
+                return PgError("22003", "numeric field overflow")
             return PgError("22003", f'value "{shown}" is out of range for type {t.types[col].name}')
         except _DECODE_ERRORS:
             col = t.given[i]
