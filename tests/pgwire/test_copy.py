@@ -421,3 +421,18 @@ def test_copy_to_stdout_as_postgresql(
                 got.append(sorted(bytes(b) for b in copy))
         out[name] = got
     assert out["spate"] == out["postgres"]
+
+
+def test_an_engine_without_copy_refuses_it() -> None:
+    """The test engine (``FakeEngine``) has no ``copy_in``: 0A000, and the session goes on."""
+    from .fake_engine import FakeEngine
+
+    fake = ServerThread(FakeEngine(), ServerConfig(port=0))
+    try:
+        dsn = f"host=127.0.0.1 port={fake.port} user=tester dbname=spate sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            with pytest.raises(psycopg.errors.FeatureNotSupported):
+                _copy(c, "COPY t FROM STDIN", data=("1\n",))
+            assert c.execute("SELECT 1").fetchone() is not None
+    finally:
+        fake.close()
