@@ -436,3 +436,42 @@ def test_an_engine_without_copy_refuses_it() -> None:
             assert c.execute("SELECT 1").fetchone() is not None
     finally:
         fake.close()
+
+
+@pytest.mark.parametrize("fmt", ["text", "binary"])
+def test_smallint_real_timestamptz(spate_dsn: str, postgres_url: str, fmt: str) -> None:
+    """spate keeps a timestamptz as the UTC time (read back without a zone): compared so."""
+    table = f"z_{uuid.uuid4().hex[:8]}"
+    rows = [
+        (-3, 2.5, dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))),
+        (None, None, None),
+    ]
+    got = []
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (s smallint, r real, tz timestamptz)")
+            try:
+                with c.cursor() as cur, cur.copy(f"COPY {table} FROM STDIN (FORMAT {fmt})") as cp:
+                    if fmt == "binary":
+                        cp.set_types(["int2", "float4", "timestamptz"])
+                    for r in rows:
+                        cp.write_row(r)
+                read = c.execute(f"SELECT * FROM {table}").fetchall()
+                got.append(
+                    sorted(
+                        (
+                            tuple(
+                                v.astimezone(dt.UTC).replace(tzinfo=None)
+                                if isinstance(v, dt.datetime) and v.tzinfo
+                                else v
+                                for v in r
+                            )
+                            for r in read
+                        ),
+                        key=repr,
+                    )
+                )
+            finally:
+                c.execute(f"DROP TABLE {table}")
+    assert got[0] == got[1]
+    assert got[0][0][2] == dt.datetime(2020, 1, 2, 1, 4, 5)

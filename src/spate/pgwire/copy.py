@@ -17,6 +17,7 @@ quote), ``22P02`` a value that is not of its column's type, ``22P03`` malformed 
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import struct
 from collections.abc import Callable, Iterator, Sequence
@@ -549,10 +550,25 @@ def converters(t: Target, fmt: str) -> list[Callable[[bytes], Any]]:
             else:
                 conv = _text(dec) if dec is not None else _utf8
         typ = t.arrow[i] if t.arrow else None
+        if oid == 1114 and fmt != "binary":
+            conv = _naive_utc(conv)
         if isinstance(typ, pa.Decimal128Type | pa.Decimal256Type):
             conv = _rounded(conv, typ.precision, typ.scale)
         out.append(conv)
     return out
+
+
+def _naive_utc(conv: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """A timestamp with an offset (a client's ``timestamptz`` text, for a column spate keeps
+    as a timestamp in UTC) as the UTC time it is."""
+
+    def dec(b: bytes) -> Any:
+        v = conv(b)
+        if isinstance(v, dt.datetime) and v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        return v
+
+    return dec
 
 
 def _rounded(conv: Callable[[bytes], Any], precision: int, scale: int) -> Callable[[bytes], Any]:
