@@ -221,15 +221,23 @@ def test_values_as_postgresql_reads_them(both: tuple[list[tuple[str, Conn]], str
     ]
 
 
-def test_many_plain_rows(both: tuple[list[tuple[str, Conn]], str]) -> None:
-    """Lines without escapes or NULLs: split a block at a time and cast by Arrow."""
+@pytest.mark.parametrize("null_at", [None, 2500])
+def test_many_plain_rows(
+    both: tuple[list[tuple[str, Conn]], str], monkeypatch: pytest.MonkeyPatch, null_at: int | None
+) -> None:
+    """Lines without escapes or NULLs: split a block at a time, kept as Arrow arrays every
+    few hundred rows, and cast by Arrow; with a NULL late on, the row path over the arrays."""
+    from spate.pgwire import copy
+
+    monkeypatch.setattr(copy, "SPILL_ROWS", 300)
     conns, table = both
-    data = "".join(f"{k}\t{k % 1000 - 500}\tvalue {k}\t{k / 7}\n" for k in range(3000))
+    data = "".join(
+        f"{k}\t{k % 1000 - 500}\t{'value' if k != null_at else chr(92) + 'N'}\t{k / 7}\n"
+        for k in range(3000)
+    )
     for _, c in conns:
-        assert (
-            _copy(c, f"COPY {table} (k, i, s, f) FROM STDIN", data=(data[:5000], data[5000:]))
-            == 3000
-        )
+        n = _copy(c, f"COPY {table} (k, i, s, f) FROM STDIN", data=(data[:5000], data[5000:]))
+        assert n == 3000
     assert len(_same(conns, table)) == 3000
 
 

@@ -616,14 +616,35 @@ def _text(dec: Callable[[str], Any]) -> Callable[[bytes], Any]:
 _DECODE_ERRORS: Final = (ValueError, struct.error, InvalidOperation, OverflowError, TypeError)
 
 
+SPILL_ROWS: Final = 16384
+
+
 class Columns:
-    """The fields read so far, column by column (one list per given column)."""
+    """The fields read so far, column by column: the latest in a list per given column, the
+    earlier ones moved to Arrow binary arrays every :data:`SPILL_ROWS` rows (a few bytes a
+    field instead of a Python object each)."""
 
     def __init__(self, t: Target) -> None:
         self.target = t
         self.width = len(t.given)
         self.data: list[list[Field]] = [[] for _ in t.given]
+        self.chunks: list[list[pa.Array]] = [[] for _ in t.given]
         self.count = 0
+
+    def _maybe_spill(self) -> None:
+        if self.data and len(self.data[0]) >= SPILL_ROWS:
+            self._spill()
+
+    def _spill(self) -> None:
+        for j, column in enumerate(self.data):
+            if column:
+                self.chunks[j].append(pa.array(column, pa.binary()))
+                self.data[j] = []
+
+    def arrays(self) -> list[pa.ChunkedArray]:
+        """Every column's fields (NULL for a NULL field)."""
+        self._spill()
+        return [pa.chunked_array(c, pa.binary()) for c in self.chunks]
 
     def add(self, lines: Iterator[list[Field]]) -> None:
         """Lines' fields, each line checked to have one per given column (``22P04``)."""
@@ -637,12 +658,14 @@ class Columns:
             for column, v in zip(data, f, strict=True):
                 column.append(v)
             self.count += 1
+        self._maybe_spill()
 
     def add_flat(self, flat: list[bytes], lines: int) -> None:
         """``lines`` lines' fields, one after the other."""
         for j, column in enumerate(self.data):
             column.extend(flat[j :: self.width])
         self.count += lines
+        self._maybe_spill()
 
 
 def rows(t: Target, cols: Columns, fmt: str) -> list[tuple[Any, ...]]:
@@ -651,7 +674,8 @@ def rows(t: Target, cols: Columns, fmt: str) -> list[tuple[Any, ...]]:
     width, given = len(t.names), t.given
     full = given == tuple(range(width))
     out: list[tuple[Any, ...]] = []
-    for line, f in enumerate(zip(*cols.data, strict=True), 1):
+    columns = [a.to_pylist() for a in cols.arrays()]
+    for line, f in enumerate(zip(*columns, strict=True), 1):
         try:
             values = [None if v is None else c(v) for c, v in zip(convs, f, strict=True)]
         except _DECODE_ERRORS:
@@ -677,10 +701,10 @@ def columnar(t: Target, schema: pa.Schema, cols: Columns) -> pa.Table | None:
     if any(t.types[i].oid not in _ARROW_CASTS for i in t.given):
         return None
     n = cols.count
-    arrays: dict[int, pa.Array] = {}
+    arrays: dict[int, pa.Array | pa.ChunkedArray] = {}
     try:
-        for raw, i in zip(cols.data, t.given, strict=True):
-            text = pa.array(raw, pa.binary()).cast(pa.string())
+        for raw, i in zip(cols.arrays(), t.given, strict=True):
+            text = raw.cast(pa.string())
             arrays[i] = text.cast(schema.field(i).type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
