@@ -346,6 +346,15 @@ def test_psql_backslash_copy_csv_header(
             assert out.stdout.strip() == "COPY 3"
             rows = c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall()
             assert rows == [(1, "ann"), (2, "bo, b"), (3, None)]
+            back = tmp_path / "back.csv"
+            out = subprocess.run(
+                ["psql", "-X", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1",
+                 "-p", str(server.port), "-U", "tester", "-d", "spate",
+                 "-c", f"\\copy (SELECT * FROM {table} ORDER BY id) to '{back}' csv header"],
+                capture_output=True, text=True, timeout=60, env={"PGSSLMODE": "disable"},
+            )  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            assert back.read_text() == path.read_text()
         finally:
             c.execute(f"DROP TABLE {table}")
 
@@ -411,7 +420,9 @@ def test_check_constraint(spate_dsn: str, postgres_url: str) -> None:
                 c.execute(f"DROP TABLE {table}")
 
 
-@pytest.mark.parametrize("options", ["", "WITH (FORMAT csv)", "WITH CSV"])
+@pytest.mark.parametrize(
+    "options", ["", "WITH (FORMAT csv)", "WITH CSV", "WITH (FORMAT csv, HEADER)", "WITH CSV HEADER"]
+)
 def test_copy_to_stdout_as_postgresql(
     both: tuple[list[tuple[str, Conn]], str], options: str
 ) -> None:

@@ -24,7 +24,7 @@ from spate.pgwire.copy import CopyFrom, copy_in
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
-from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
+from spate.pgwire.output import CopyEncoder, RowEncoder, copy_line, field_descs
 from spate.pgwire.portal import Portal
 
 
@@ -228,6 +228,13 @@ async def _copy(s: SessionHost, stmt: statements.Copy) -> None:
             raise PgError("0A000", "COPY needs a statement that returns rows")
         enc = CopyEncoder(portal.schema, stmt.format)
         s.send(codec.copy_out_response(len(portal.schema)))
+        if stmt.header:
+            names = portal.schema.names
+            s.send(
+                codec.copy_data(
+                    copy_line([str.encode] * len(names), names, csv=stmt.format == "csv")
+                )
+            )
         if portal.rows is not None:
             for row in portal.rows:
                 s.send(codec.copy_data(enc.line(row)))

@@ -67,11 +67,7 @@ class CopyFrom:
 
 def parse_copy_from(sql: str) -> CopyFrom | None:
     """``sql`` as a COPY FROM STDIN; ``None`` for any other statement (COPY … TO included)."""
-    tree: exp.Expr | None
-    try:
-        tree = sqlglot.parse_one(sql, read="postgres")
-    except (ParseError, TokenError):
-        tree = _with_options(sql)
+    tree = _parsed(sql, "STDIN")
     if not isinstance(tree, exp.Copy) or not tree.args.get("kind"):
         return None
     files = tree.args.get("files") or []
@@ -92,7 +88,23 @@ def parse_copy_from(sql: str) -> CopyFrom | None:
     return CopyFrom(_ident(target.this), columns, **options)
 
 
-def _with_options(sql: str) -> exp.Expr | None:
+def copy_to_header(sql: str) -> bool:
+    """Whether ``COPY … TO STDOUT`` asks for a header line (``HEADER``); ``False`` for one
+    sqlglot cannot read (``COPY (SUBSCRIBE t) TO STDOUT``)."""
+    tree = _parsed(sql, "STDOUT")
+    if not isinstance(tree, exp.Copy) or tree.args.get("kind"):
+        return False
+    return bool(_options(tree.args.get("params") or []).get("header"))
+
+
+def _parsed(sql: str, end: str) -> exp.Expr | None:
+    try:
+        return sqlglot.parse_one(sql, read="postgres")
+    except (ParseError, TokenError):
+        return _with_options(sql, end)
+
+
+def _with_options(sql: str, end: str) -> exp.Expr | None:
     """``COPY t FROM STDIN (FORMAT binary)`` (asyncpg's form), which sqlglot parses only with
     ``WITH`` before the options: parsed again with it."""
     try:
@@ -100,7 +112,7 @@ def _with_options(sql: str) -> exp.Expr | None:
     except TokenError:
         return None
     for tok, after in itertools.pairwise(tokens):
-        if tok.text.upper() == "STDIN" and after.token_type == TokenType.L_PAREN:
+        if tok.text.upper() == end and after.token_type == TokenType.L_PAREN:
             try:
                 return sqlglot.parse_one(
                     f"{sql[: tok.end + 1]} WITH {sql[tok.end + 1 :]}", read="postgres"

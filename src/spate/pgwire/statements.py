@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from spate.pgwire.copy import CopyFrom, parse_copy_from
+from spate.pgwire.copy import CopyFrom, copy_to_header, parse_copy_from
 from spate.pgwire.errors import SYNTAX_ERROR, PgError
 
 _ENGINE_SHOW: Final = frozenset(
@@ -109,6 +109,7 @@ class Close:
 class Copy:
     query: str
     format: str  # text | csv
+    header: bool = False
 
 
 SessionStatement = (
@@ -272,4 +273,4 @@ def _copy(s: str) -> Copy:
         fmt = "csv"
     if fmt not in ("text", "csv"):
         raise PgError("0A000", f"COPY format {fmt} is not supported (text, csv)")
-    return Copy(query, fmt)
+    return Copy(query, fmt, copy_to_header(s))
