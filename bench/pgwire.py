@@ -15,16 +15,27 @@ job); the same comparison is also made for a read of a small indexed view as a w
 (``SELECT * FROM small_mv``, a peek of its whole index). Results go to
 ``bench/results/pgwire.json``.
 
+``--case copy`` measures ``COPY t FROM STDIN`` instead (no cluster, no JVM): ``--copy-rows``
+rows (``id bigint PRIMARY KEY, v text, x double precision``) sent with psycopg's
+``cursor.copy``, into spate's server and into the PostgreSQL at ``--postgres``
+(``SPATE_TEST_POSTGRES_URL``), alternately: once with ``write_row`` (psycopg encodes every
+row: the client's share of the time is large) and once as text-format lines already encoded,
+in 1 MiB ``write`` calls (the servers' share). Reported: rows/s of each, and spate's as a
+ratio of PostgreSQL's. Results go to ``bench/results/pgwire_copy.json``.
+
     python -m bench.pgwire [--rows N] [--lookups N] [--rounds N] [--seed S]
+    python -m bench.pgwire --case copy [--copy-rows N] [--rounds N] [--postgres URL]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +67,13 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=200, help="index reads per round and path")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--case", choices=["lookups", "copy"], default="lookups")
+    parser.add_argument("--copy-rows", type=int, default=1_000_000)
+    parser.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     args = parser.parse_args()
+    if args.case == "copy":
+        _copy_main(args)
+        return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -148,6 +165,78 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
         "index_reads_10_rows": {"psycopg": wr, "environment_select": br, "ratio_qps": ratio_reads},
         "target_ratio": 0.5,
     }
+
+
+def _copy_main(args: argparse.Namespace) -> None:
+    if not args.postgres:
+        raise SystemExit("--copy needs --postgres URL (or SPATE_TEST_POSTGRES_URL)")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = Environment.open(Path(tmp) / "data")
+        server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+        try:
+            dsn = f"host=127.0.0.1 port={server.port} user=bench dbname=spate sslmode=disable"
+            figures = _copy_run(dsn, args.postgres, args.copy_rows, args.rounds)
+        finally:
+            server.close()
+            env.close()
+    write_result("pgwire_copy", figures)
+
+
+def _copy_once(dsn: str, rows: list[tuple[int, str, float]] | list[bytes], n: int) -> float:
+    """Seconds to COPY ``rows`` into a fresh table (created and dropped outside the timing):
+    tuples with ``write_row``, or blocks of text-format lines already encoded."""
+    table = f"copy_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, v text, x double precision)")
+        try:
+            started = time.perf_counter()
+            with conn.cursor() as cur, cur.copy(f"COPY {table} FROM STDIN") as copy:
+                for row in rows:
+                    if isinstance(row, bytes):
+                        copy.write(row)
+                    else:
+                        copy.write_row(row)
+            elapsed = time.perf_counter() - started
+            count = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            assert count == (n,), count
+        finally:
+            conn.execute(f"DROP TABLE {table}")
+    return elapsed
+
+
+def _copy_run(dsn: str, postgres: str, n: int, rounds: int) -> dict[str, Any]:
+    rows = [(i, f"value {i}", i * 0.5) for i in range(n)]
+    text = "".join(f"{i}\tvalue {i}\t{i * 0.5}\n" for i in range(n)).encode()
+    blocks, at = [], 0
+    while at < len(text):  # 1 MiB blocks, whole lines
+        end = text.find(b"\n", at + (1 << 20)) + 1 or len(text)
+        blocks.append(text[at:end])
+        at = end
+    out: dict[str, Any] = {"rows": n, "rounds": rounds}
+    for case, data in (("write_row", rows), ("text_blocks", blocks)):
+        spate_s: list[float] = []
+        pg_s: list[float] = []
+        for r in range(rounds):
+            spate_s.append(_copy_once(dsn, data, n))
+            pg_s.append(_copy_once(postgres, data, n))
+            print(
+                f"{case} round {r + 1}/{rounds}: spate {n / spate_s[-1]:,.0f} rows/s, "
+                f"PostgreSQL {n / pg_s[-1]:,.0f} rows/s"
+            )
+        spate_rate, pg_rate = n / statistics.median(spate_s), n / statistics.median(pg_s)
+        ratio = round(spate_rate / pg_rate, 3)
+        print(
+            f"COPY FROM STDIN of {n:,} rows ({case}, text format): spate "
+            f"{spate_rate:,.0f} rows/s, PostgreSQL {pg_rate:,.0f} rows/s, ratio {ratio}"
+        )
+        out[case] = {
+            "spate_rows_per_s": round(spate_rate),
+            "postgres_rows_per_s": round(pg_rate),
+            "spate_seconds": [round(x, 2) for x in spate_s],
+            "postgres_seconds": [round(x, 2) for x in pg_s],
+            "ratio": ratio,
+        }
+    return out
 
 
 if __name__ == "__main__":

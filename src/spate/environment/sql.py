@@ -143,6 +143,12 @@ class SqlSession:
     def sql(self, text: str, *, dialect: str = "postgres") -> Result:
         return run(self.env, text, dialect, self.session, self.definitions)
 
+    def insert_rows(self, table: str, rows: Sequence[Sequence[Any]] | pa.Table) -> int:
+        """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
+        ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
+        session's transaction block under its rules (a COPY FROM STDIN). Returns how many."""
+        return insert_rows(self.env, self.session, self.definitions, table, rows)
+
 
 def run(
     env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
@@ -213,6 +219,36 @@ def _run_one(
         if block is not None and session.block is block:
             block.failed = True
         raise
+
+
+def insert_rows(
+    env: EnvironmentOperations,
+    session: Session,
+    defs: Definitions,
+    table: str,
+    rows: Sequence[Sequence[Any]] | pa.Table,
+) -> int:
+    """The statement ``INSERT INTO table VALUES rows…``, its rows already values."""
+    session.rows_affected = None
+    block = session.block
+    try:
+        if block is not None and block.failed:
+            raise sql_block.aborted()
+        if block is None:
+            if len(rows):  # the columnar path of env.insert, for an Arrow table
+                env.insert(table, rows)
+            return len(rows)
+        if isinstance(rows, pa.Table):
+            rows = list(zip(*(c.to_pylist() for c in rows.columns), strict=True))
+        stmt = sql_block.admit(
+            env, st.Insert(f"COPY {table} FROM STDIN", table, tuple(map(tuple, rows))), block
+        )
+        execute(env, stmt, session, defs)
+    except BaseException:
+        if block is not None and session.block is block:
+            block.failed = True
+        raise
+    return len(rows)
 
 
 def execute(

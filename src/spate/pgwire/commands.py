@@ -20,10 +20,11 @@ from typing import Any
 import pyarrow as pa
 
 from spate.pgwire import codec, guc, lexer, statements
+from spate.pgwire.copy import CopyFrom, copy_in
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
-from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
+from spate.pgwire.output import CopyEncoder, RowEncoder, copy_line, field_descs
 from spate.pgwire.portal import Portal
 
 
@@ -103,6 +104,8 @@ async def run_session_statement(
             s.send(codec.command_complete("CLOSE CURSOR"))
     elif isinstance(stmt, statements.Copy):
         await _copy(s, stmt)
+    elif isinstance(stmt, CopyFrom):
+        await copy_in(s, stmt)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
 
@@ -228,6 +231,13 @@ async def _copy(s: SessionHost, stmt: statements.Copy) -> None:
             raise PgError("0A000", "COPY needs a statement that returns rows")
         enc = CopyEncoder(portal.schema, stmt.format)
         s.send(codec.copy_out_response(len(portal.schema)))
+        if stmt.header:
+            names = portal.schema.names
+            s.send(
+                codec.copy_data(
+                    copy_line([str.encode] * len(names), names, csv=stmt.format == "csv")
+                )
+            )
         if portal.rows is not None:
             for row in portal.rows:
                 s.send(codec.copy_data(enc.line(row)))

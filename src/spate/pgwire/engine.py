@@ -109,6 +109,12 @@ class Engine(Protocol):
     SAVEPOINT "name"`` and ``ROLLBACK TO SAVEPOINT "name"`` (an engine
     without it sees none of them, and its transactions are the session's bookkeeping only).
     ``COMMIT`` either writes everything of the block or raises, and ends the block either way.
+
+    An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
+    ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->
+    int`` (write ``rows``, whole rows of the table as tuples or an Arrow table of its columns,
+    all or none, as an INSERT of them would be, inside the session's transaction block if one
+    is open); without them COPY FROM STDIN is refused (``0A000``).
     """
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:

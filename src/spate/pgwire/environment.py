@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa
 
 from spate.environment.builtins import BUILTINS
-from spate.environment.catalog import IndexItem, item_desc, kind_of
+from spate.environment.catalog import IndexItem, TableItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
 from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
@@ -174,6 +174,24 @@ class EnvironmentEngine:
         """BEGIN, COMMIT, ROLLBACK of the connection's SQL session (its transaction block:
         :mod:`spate.environment.sql_block`)."""
         self._sql(sql, ctx)
+
+    def copy_schema(self, table: str, ctx: Context) -> pa.Schema:
+        """The columns of ``table``, which a COPY FROM STDIN writes (42P01 if there is no
+        such relation, 42809 if it is not a table)."""
+        session = self._session(ctx)
+        item = self._env.runtime.catalog.find(table)
+        if item is None:
+            raise PgError("42P01", f'relation "{table}" does not exist')
+        if not isinstance(item, TableItem):
+            raise PgError("42809", f'cannot copy to {kind_of(item)} "{table}"')
+        obj = EnvironmentCatalog(self._env, session.definitions).lookup(table)
+        assert obj is not None and obj.desc is not None
+        return result_schema(obj.desc, obj.desc.names, [t.name for t in column_types(obj)])
+
+    def copy_in(self, table: str, rows: Sequence[tuple[Any, ...]] | pa.Table, ctx: Context) -> int:
+        """Write the rows of a COPY FROM STDIN as an INSERT of them: in one write, or into
+        the connection's transaction block."""
+        return self._session(ctx).insert_rows(table, rows)
 
     def execute(self, sql: str, ctx: Context) -> Result:
         try:

@@ -11,10 +11,13 @@ import asyncio
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from spate.pgwire.auth import ScramVerifier
+from spate.pgwire.engine import Context, Engine
 from spate.pgwire.portal import Portal
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,8 @@ class SessionHost(Connection, Protocol):
 
     @property
     def portals(self) -> dict[str, Portal]: ...
+
+    async def engine_call(self, fn: Callable[[Engine, Context], T]) -> T: ...
 
     async def engine_execute(self, sql: str) -> None: ...
 

@@ -578,6 +578,10 @@ class Session:
     def portals(self) -> dict[str, Portal]:
         return self._portals
 
+    async def engine_call(self, fn: Callable[[Engine, Context], T]) -> T:
+        """``fn(engine, context)`` on a worker thread (COPY FROM STDIN's engine calls)."""
+        return await self._call(lambda: fn(self._engine, self._ctx))
+
     async def engine_execute(self, sql: str) -> None:
         await self._call(lambda: self._engine.execute(sql, self._ctx))
 

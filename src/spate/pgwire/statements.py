@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from spate.pgwire.copy import CopyFrom, copy_to_header, parse_copy_from
 from spate.pgwire.errors import SYNTAX_ERROR, PgError
 
 _ENGINE_SHOW: Final = frozenset(
@@ -108,9 +109,12 @@ class Close:
 class Copy:
     query: str
     format: str  # text | csv
+    header: bool = False
 
 
-SessionStatement = Begin | Commit | Rollback | NoOp | Set | Show | Declare | Fetch | Close | Copy
+SessionStatement = (
+    Begin | Commit | Rollback | NoOp | Set | Show | Declare | Fetch | Close | Copy | CopyFrom
+)
 
 _IDENT: Final = r'(?:"(?:[^"]|"")+"|[A-Za-z_][\w$]*)'
 _DECLARE: Final = re.compile(
@@ -199,7 +203,7 @@ def classify(sql: str) -> SessionStatement | None:
     if head == "CLOSE":
         return Close(None if second == "ALL" else unquote(words[1])) if second else None
     if head == "COPY":
-        return _copy(s)
+        return parse_copy_from(s) or _copy(s)
     return None
 
 
@@ -269,4 +273,4 @@ def _copy(s: str) -> Copy:
         fmt = "csv"
     if fmt not in ("text", "csv"):
         raise PgError("0A000", f"COPY format {fmt} is not supported (text, csv)")
-    return Copy(query, fmt)
+    return Copy(query, fmt, copy_to_header(s))

@@ -552,3 +552,18 @@ def decode_param(oid: int, fmt: int, raw: bytes | None, index: int) -> Any:
     except (ValueError, struct.error, UnicodeDecodeError, InvalidOperation, OverflowError) as e:
         name = BY_OID[oid].name if oid in BY_OID else f"type {oid}"
         raise InvalidParameter(f"parameter ${index} is not a valid {name}: {e}") from None
+
+
+def text_decoder(oid: int) -> Callable[[str], Any] | None:
+    """How a value of type ``oid`` in text format becomes its Python value (``None``: the
+    text is the value)."""
+    return _TEXT_DECODERS.get(oid)
+
+
+def binary_decoder(oid: int) -> Decoder:
+    """How a value of type ``oid`` in binary format becomes its Python value (a type without
+    a binary decoder is read as UTF-8 text, as ``text`` and ``varchar`` are)."""
+    dec = _BINARY_DECODERS.get(oid)
+    if dec is not None:
+        return dec
+    return lambda b: b.decode()
