@@ -205,18 +205,40 @@ _TRUE: Final = ("true", "on", "1", "yes")
 Field = bytes | None
 
 
-class TextReader:
-    """PostgreSQL's text format: one row a line, fields split at the delimiter, backslash
-    escapes; a field that is the NULL string (before unescaping) is NULL."""
+class _LineReader:
+    """What the text and the CSV format share: the options of lines, their count, the header
+    line and the end marker."""
 
     def __init__(self, stmt: CopyFrom) -> None:
         self._delim = stmt.delimiter.encode()
         self._null = stmt.null.encode()
         self._header = stmt.header
         self._buf = b""
-        self._flat = b"\\" in self._null  # a block without backslashes has no NULL
         self.line = 0
         self.ended = False
+
+    def _data_line(self, line: bytes) -> bytes | None:
+        """``line`` (counted) without its CR; ``None`` for the end marker ``\\.`` (then
+        ``ended``) and for the header line (skipped)."""
+        self.line += 1
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line == b"\\.":
+            self.ended = True
+            return None
+        if self._header:
+            self._header = False
+            return None
+        return line
+
+
+class TextReader(_LineReader):
+    """PostgreSQL's text format: one row a line, fields split at the delimiter, backslash
+    escapes; a field that is the NULL string (before unescaping) is NULL."""
+
+    def __init__(self, stmt: CopyFrom) -> None:
+        super().__init__(stmt)
+        self._flat = b"\\" in self._null  # a block without backslashes has no NULL
 
     def feed(self, data: bytes, out: Columns) -> None:
         buf = self._buf + data if self._buf else data
@@ -247,17 +269,11 @@ class TextReader:
 
     def _lines(self, lines: list[bytes]) -> Iterator[list[Field]]:
         delim, null = self._delim, self._null
-        for line in lines:
+        for raw in lines:
             if self.ended:
                 return
-            self.line += 1
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if line == b"\\.":
-                self.ended = True
-                return
-            if self._header:
-                self._header = False
+            line = self._data_line(raw)
+            if line is None:
                 continue
             if b"\\" not in line:
                 yield [None if f == null else f for f in line.split(delim)]
@@ -319,20 +335,15 @@ def _unescape(raw: bytes) -> bytes:
     return bytes(out)
 
 
-class CsvReader:
+class CsvReader(_LineReader):
     """PostgreSQL's CSV format: a quoted field may hold delimiters, quotes (doubled, or after
     the escape character) and newlines; an unquoted field equal to the NULL string is NULL, a
     quoted one never is."""
 
     def __init__(self, stmt: CopyFrom) -> None:
-        self._delim = stmt.delimiter.encode()
-        self._null = stmt.null.encode()
+        super().__init__(stmt)
         self._quote = stmt.quote.encode()
         self._escape = stmt.escape.encode()
-        self._header = stmt.header
-        self._buf = b""
-        self.line = 0
-        self.ended = False
 
     def feed(self, data: bytes, out: Columns) -> None:
         out.add(self._feed(data))
@@ -364,16 +375,9 @@ class CsvReader:
             line = text[pos:nl]
             if quote not in line:
                 pos = nl + 1
-                self.line += 1
-                if line.endswith(b"\r"):
-                    line = line[:-1]
-                if line == b"\\.":
-                    self.ended = True
-                    return
-                if self._header:
-                    self._header = False
-                    continue
-                yield [None if f == null else f for f in line.split(delim)]
+                data = self._data_line(line)
+                if data is not None:
+                    yield [None if f == null else f for f in data.split(delim)]
                 continue
             parsed = self._quoted(text, pos)
             if parsed is None:
