@@ -54,8 +54,6 @@ from spate.testing.replica_launch import (
 from tests.compute.replica.tables import Table, Tables
 from tests.compute.replica.views import KV, as_rows, oracle, table_index, totals
 
-pytest.importorskip("spate.render.dataflow", reason="the Spark renderer has not landed")
-
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 

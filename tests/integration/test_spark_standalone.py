@@ -39,8 +39,6 @@ from spate.testing.spark_cluster import SparkStandalone, standalone_cluster, una
 from tests.compute.replica.tables import Tables
 from tests.compute.replica.views import KV, as_rows, oracle, totals
 
-pytest.importorskip("spate.render.dataflow", reason="the Spark renderer has not landed")
-
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 APP = "spate-compute-rc"

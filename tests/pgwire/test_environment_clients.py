@@ -31,10 +31,7 @@ from spate.pgwire.server import ServerConfig, ServerThread
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, BYTES, DATE, FLOAT64, INT64, JSONB, TEXT, TIMESTAMP, numeric
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not hasattr(Environment, "sql"), reason="needs Environment.sql"),
-]
+pytestmark = [pytest.mark.integration]
 
 N = 200
 PSQL = shutil.which("psql")

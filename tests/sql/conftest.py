@@ -21,8 +21,6 @@ def corpus_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment
     users drop what they create."""
     from spate.environment.api import Environment
 
-    if not hasattr(Environment, "sql"):
-        pytest.skip("Environment.sql is not available yet: spate side of the corpus skipped")
     env = Environment.open(tmp_path_factory.mktemp("corpus") / "data")
     try:
         env.create_cluster(CLUSTER, replicas=1)

@@ -39,8 +39,6 @@ from .inprocess import replica
 from .tables import Table, Tables
 from .views import KV, as_rows, oracle, over_index, table_index, totals
 
-pytest.importorskip("spate.render.dataflow", reason="the Spark renderer has not landed")
-
 pytestmark = pytest.mark.timeout(300)
 
 

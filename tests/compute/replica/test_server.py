@@ -30,8 +30,6 @@ from .fake_render import FakeIndex
 from .tables import Tables
 from .views import KV, table_index
 
-pytest.importorskip("spate.render.dataflow", reason="the Spark renderer has not landed")
-
 pytestmark = pytest.mark.timeout(60)
 
 
