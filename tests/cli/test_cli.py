@@ -42,6 +42,19 @@ def test_config_prints_effective_settings_with_secrets_redacted(tmp_path: Path) 
     assert "hunter2" not in out.stdout + out.stderr
 
 
+def test_config_shows_where_a_fresh_environment_keeps_its_data(tmp_path: Path) -> None:
+    """Defaults are printed too: the embedded stores under the data directory, and the names
+    of the settings that stay unset."""
+    data = tmp_path / "d"
+    out = spate_cmd("config", "--data-dir", str(data))
+    assert out.returncode == 0, out.stderr
+    assert f'blob = "file://{data}/blob"' in out.stdout
+    assert f'consensus = "sqlite://{data}/consensus.db"' in out.stdout
+    assert f'secrets_dir = "{data}/secrets"' in out.stdout
+    unset = next(line for line in out.stdout.splitlines() if line.startswith("# unset: "))
+    assert "metrics_port" in unset and "tls.cert_file" in unset
+
+
 def test_an_error_is_one_line_and_a_traceback_with_debug(tmp_path: Path) -> None:
     out = spate_cmd("status", str(tmp_path / "nothing"))
     assert out.returncode == 1
