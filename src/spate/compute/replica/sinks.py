@@ -212,6 +212,11 @@ class MaterializedViewSink:
         if desired and not new_upper.is_empty():
             bound = new_upper.elements[0]
             desired = [b.filter(pc.less(b.column(TIME_COLUMN), bound)) for b in desired]
+        if not held.num_rows and lower <= self._as_of:
+            # An empty shard (a new view): the view's updates as they are (each step's are
+            # consolidated, and none is below the lower): no group-by over the whole snapshot.
+            table = pa.concat_tables(desired) if desired else None
+            return table if table is not None and table.num_rows else None
         if held.num_rows:
             idx = schema.get_field_index(DIFF_COLUMN)
             negated = held.set_column(idx, schema.field(idx), pc.negate(held.column(idx)))
