@@ -304,19 +304,22 @@ class GroupCommit:
             contents = kept.contents
             if rows or keys:  # a part that only adds rows to an unkeyed table does not wait
                 contents = await self._loaded(id, kept, [])
-                await self._ready_for(contents, rows or None)
+            if rows:  # rows to count (keys are counted from the loaded contents as they are)
+                await self._ready_for(contents, rows)
             try:
                 changes = derive(contents)
                 changed = trusted_changes(self._storage.collection(id).description.desc, changes)
-                # Keys first, here: a part the commit below refused would leave the others.
+                # Keys here, once, for every part before any is written: a part the commit
+                # below refused would leave the others (it runs alone in its group, so the
+                # contents cannot change before it).
                 _check_keys(contents, keys, changed)
             except Exception as e:
                 _fail(txn, e)
                 return
             if rows:
-                writes.append(_Write(id, None, _constant(changes), self._future(), rows, keys))
+                writes.append(_Write(id, None, _constant(changes), self._future(), rows))
             else:
-                writes.append(_Write(id, changed, None, self._future(), keys=keys))
+                writes.append(_Write(id, changed, None, self._future()))
         try:
             await self._commit(writes, atomic=True)
         finally:
