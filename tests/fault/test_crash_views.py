@@ -16,12 +16,9 @@ of crashes (1 by default, the CI size; the soak: ``SPATE_CRASH_ROUNDS=20``), and
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -29,10 +26,17 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.fault._harness import (
+    kill_tree,
+    processes_of,
+    read_journal,
+    start_worker,
+    wait_ready,
+)
+
 ROUNDS = int(os.environ.get("SPATE_CRASH_ROUNDS", "1"))
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600 + 600 * ROUNDS)]
-REPO = Path(__file__).resolve().parents[2]
 KILL_SETS = [
     ("environment",),
     ("environment", "compute"),
@@ -43,30 +47,6 @@ KILL_SETS = [
 ]
 """What a crash kills: the environment process (the controllers and the pgwire server), the
 compute replica with its Spark JVM, the JVM alone, the storage replica. "all" twice as often."""
-
-
-def _records(journal: Path) -> list[dict[str, object]]:
-    out = []
-    if not journal.exists():
-        return out
-    for line in journal.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):  # a killed writer's last line
-            out.append(json.loads(line))
-    return out
-
-
-def _wait_ready(journal: Path, life: int, proc: subprocess.Popen[bytes]) -> dict[str, object]:
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
-        for r in _records(journal):
-            if r.get("op") == "ready" and r.get("life") == life:
-                return r
-        if proc.poll() is not None:
-            raise AssertionError(
-                f"the environment process of life {life} exited ({proc.returncode})"
-            )
-        time.sleep(0.2)
-    raise AssertionError(f"the environment process of life {life} was not ready in time")
 
 
 def _service_tree(data: Path, prefix: str) -> list[psutil.Process]:
@@ -80,15 +60,6 @@ def _service_tree(data: Path, prefix: str) -> list[psutil.Process]:
                 p = psutil.Process(int(pid_file.read_text()))
                 out += [*p.children(recursive=True), p]
     return out
-
-
-def _processes_of(data: Path) -> list[psutil.Process]:
-    mine = []
-    for p in psutil.process_iter(["cmdline"]):
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            if any(str(data) in part for part in p.info["cmdline"] or []):
-                mine.append(p)
-    return mine
 
 
 class PgWriter(threading.Thread):
@@ -128,28 +99,20 @@ def test_views_stay_exact_through_crashes_of_every_process_set(tmp_path: Path, s
     rng = random.Random(seed)
     data = tmp_path / "data"
     journal = tmp_path / "journal.jsonl"
-    env_vars = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
     pg_acked: set[int] = set()
     pg_in_flight: set[int] = set()
     killed: list[tuple[str, ...]] = []
     try:
         for life in range(ROUNDS + 1):
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.fault._crash_worker",
-                    str(data),
-                    str(journal),
-                    str(seed),
-                    str(life),
-                ],
-                cwd=REPO,
-                env=env_vars,
-                stdout=subprocess.DEVNULL,
-                stderr=open(tmp_path / f"life-{life}.log", "wb"),  # noqa: SIM115
+            proc = start_worker(
+                "tests.fault._crash_worker",
+                data,
+                journal,
+                seed,
+                life,
+                tmp_path / f"life-{life}.log",
             )
-            ready = _wait_ready(journal, life, proc)
+            ready = wait_ready(journal, "life", life, proc, within=400)
             if life == ROUNDS:  # the last life only checks
                 for p in [psutil.Process(proc.pid), *_service_tree(data, "")]:
                     with contextlib.suppress(psutil.NoSuchProcess):
@@ -180,7 +143,7 @@ def test_views_stay_exact_through_crashes_of_every_process_set(tmp_path: Path, s
                 pg_acked |= w.acked
                 pg_in_flight |= w.in_flight
 
-        records = _records(journal)
+        records = read_journal(journal)
         api_acked = {
             int(r["id"]) for r in records if r.get("op") == "insert" and r["phase"] == "ack"
         }
@@ -213,11 +176,9 @@ def test_views_stay_exact_through_crashes_of_every_process_set(tmp_path: Path, s
             unknown = sorted(present - acked - in_flight)
             assert unknown == [], f"life {life}: rows nobody wrote: {unknown[:10]}"
         deadline = time.monotonic() + 60
-        while (left := _processes_of(data)) and time.monotonic() < deadline:
+        while (left := processes_of(data)) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert left == [], f"processes left behind: {[p.pid for p in left]}"
     finally:
-        for p in _processes_of(data):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                for c in [*p.children(recursive=True), p]:
-                    c.kill()
+        for p in processes_of(data):
+            kill_tree(p)

@@ -10,13 +10,9 @@ kills of the environment (3 by default, the CI size).
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,33 +21,18 @@ import psutil
 import pytest
 
 from spate.environment.api import Environment
+from tests.fault._harness import (
+    kill_tree,
+    processes_of,
+    read_journal,
+    start_worker,
+    wait_ready,
+)
 from tests.fault._worker import recompute, view_rows
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROUNDS = int(os.environ.get("SPATE_SOAK_ROUNDS", "3"))
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _records(journal: Path) -> list[dict[str, object]]:
-    out = []
-    for line in journal.read_text(encoding="utf-8").splitlines():
-        with contextlib.suppress(json.JSONDecodeError):  # a killed worker's last line
-            out.append(json.loads(line))
-    return out
-
-
-def _wait_ready(journal: Path, round_: int, proc: subprocess.Popen[bytes], within: float) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if journal.exists() and any(
-            r.get("op") == "ready" and r.get("round") == round_ for r in _records(journal)
-        ):
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"worker of round {round_} exited with {proc.returncode}")
-        time.sleep(0.2)
-    raise AssertionError(f"worker of round {round_} was not ready within {within} s")
 
 
 def _service_pid(data: Path, prefix: str) -> int | None:
@@ -67,50 +48,22 @@ def _service_pid(data: Path, prefix: str) -> int | None:
     return None
 
 
-def _processes_of(data: Path) -> list[psutil.Process]:
-    mine = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(str(data) in part for part in p.info["cmdline"] or []):
-                mine.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return mine
-
-
-def _kill_tree(pid: int) -> None:
-    try:
-        proc = psutil.Process(pid)
-        for p in [*proc.children(recursive=True), proc]:
-            p.kill()
-    except psutil.NoSuchProcess:
-        pass
-
-
 def test_no_acknowledged_write_is_lost_under_random_kills(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     data = tmp_path / "data"
     journal = tmp_path / "journal.jsonl"
-    env_vars = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
     try:
         for round_ in range(ROUNDS):
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "tests.fault._worker",
-                    str(data),
-                    str(journal),
-                    str(seed),
-                    str(round_),
-                ],
-                cwd=REPO,
-                env=env_vars,
-                stdout=subprocess.DEVNULL,
-                stderr=open(tmp_path / f"worker-{round_}.log", "wb"),  # noqa: SIM115
+            proc = start_worker(
+                "tests.fault._worker",
+                data,
+                journal,
+                seed,
+                round_,
+                tmp_path / f"worker-{round_}.log",
             )
             try:
-                _wait_ready(journal, round_, proc, within=300)
+                wait_ready(journal, "round", round_, proc, within=300)
                 deadline = time.monotonic() + rng.uniform(6.0, 15.0)
                 while time.monotonic() < deadline:
                     time.sleep(rng.uniform(0.3, 1.5))
@@ -130,7 +83,7 @@ def test_no_acknowledged_write_is_lost_under_random_kills(tmp_path: Path, seed: 
                 proc.kill()
                 proc.wait()
 
-        records = _records(journal)
+        records = read_journal(journal)
         acked: dict[tuple[str, int], dict[str, object]] = {}
         begun: dict[tuple[str, int], dict[str, object]] = {}
         for r in records:
@@ -167,9 +120,9 @@ def test_no_acknowledged_write_is_lost_under_random_kills(tmp_path: Path, seed: 
             assert unknown == [], f"rows nobody acknowledged or attempted: {unknown[:10]}"
             assert view_rows(totals) == recompute(rows)
         deadline = time.monotonic() + 60
-        while (left := _processes_of(data)) and time.monotonic() < deadline:
+        while (left := processes_of(data)) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert left == [], f"processes left behind: {[p.pid for p in left]}"
     finally:
-        for p in _processes_of(data):
-            _kill_tree(p.pid)
+        for p in processes_of(data):
+            kill_tree(p)
