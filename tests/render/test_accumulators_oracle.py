@@ -223,6 +223,29 @@ def test_accumulator_state_compacted_or_beyond_capacity_stays_exact(
         assert sum(folds) > 0, "some keys were folded from their deltas alone"
 
 
+def test_a_group_of_null_values_hydrated_on_spark_is_folded_at_its_next_step(
+    spark: SparkSession,
+    tmp_path_factory: pytest.TempPathFactory,
+    folds: list[int],
+    hydrated: list[int],
+) -> None:
+    """A group whose values are all NULL at the as_of (sum NULL, count of values 0), hydrated
+    by a Spark job: its accumulated sum is 0, not NULL, so the next step folds the group from
+    its delta alone. (Spark's sum of no values is NULL; the accumulators took that NULL, every
+    fold of the group failed, and each step dropped every accumulator.) Over a join: a reduce
+    over an input hydrates from rows on the driver (pyarrow) here."""
+    facts = [((1, None, "a", EPOCH), 0, 1), ((1, None, None, EPOCH), 1, 1)]
+    facts += [((2, 4, "b", EPOCH), 0, 1)]
+    facts += [((1, 7, "c", EPOCH), 2, 1), ((2, 5, None, EPOCH), 2, 1), ((1, 2, None, EPOCH), 3, 1)]
+    dims = [((k, f"d{k}"), 0, 1) for k in (1, 2)]
+    inputs = {FACTS_ID: FACTS, DIMS_ID: DIMS}
+    streams = {FACTS_ID: facts, DIMS_ID: dims}
+    dataflow = single_plan_dataflow(_plan("mixed", over_join=True), inputs, as_of=1)
+    run_and_check(spark, tmp_path_factory.mktemp("nulls"), dataflow, streams, inputs, [3, 4])
+    assert hydrated and hydrated[0] == 2, f"Spark hydrated both groups ({hydrated})"
+    assert sum(folds) >= 2, f"the steps folded the all-NULL group from its delta ({folds})"
+
+
 def test_a_hydration_with_sums_beyond_the_accumulators_range_declines_and_stays_exact(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, hydrated: list[int]
 ) -> None:

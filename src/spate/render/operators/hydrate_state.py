@@ -94,7 +94,10 @@ def _plan(layout: Layout, d: DataFrame, at: int) -> DataFrame:
         if _nullable(layout, i):
             aggs.append(F.sum(F.when(c.isNull(), F.lit(0)).otherwise(diff)))
         if agg.func in (F_.SUM, F_.AVG):
-            aggs.append(F.sum(c.cast("decimal(38,0)") * diff.cast("decimal(20,0)")))
+            # Σ v·m over the rows whose v is not NULL: 0 for a group whose values are all
+            # NULL (Spark's sum would say NULL), as the accumulators hold it (_n says NULL)
+            product = c.cast("decimal(38,0)") * diff.cast("decimal(20,0)")
+            aggs.append(F.coalesce(F.sum(product), F.lit(0).cast("decimal(38,0)")))
         elif agg.func is F_.MIN:  # (every multiplicity is positive: KeyedNode._hydrate)
             aggs.append(F.min(c))
         elif agg.func is F_.MAX:
