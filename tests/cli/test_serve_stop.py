@@ -32,7 +32,7 @@ def env(monkeypatch: pytest.MonkeyPatch) -> _Env:
     fake = _Env()
     monkeypatch.setattr(Environment, "open", staticmethod(lambda *a, **k: fake))
 
-    async def interrupted(server: Any) -> None:  # the server ran until Ctrl-C
+    async def interrupted(*args: Any) -> None:  # the server ran until Ctrl-C
         return None
 
     monkeypatch.setattr(serve_cli, "_serve", interrupted)

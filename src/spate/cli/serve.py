@@ -104,7 +104,7 @@ def serve(
     env = Environment.open(data_dir)
     try:
         server = Server(EnvironmentEngine(env), config)
-        asyncio.run(_serve(server))
+        asyncio.run(_serve(server, data_dir, host, password is not None))
     finally:
         replicas = sum(len(c.replicas) for c in env.runtime.catalog.clusters)
         typer.echo(stopping_message(replicas, keep_replicas), err=True)
@@ -124,7 +124,10 @@ def stopping_message(replicas: int, keep_replicas: bool) -> str:
     return f"spate: stopping the server and {some} (--keep-replicas would leave them running)"
 
 
-async def _serve(server: object) -> None:
+async def _serve(server: object, data_dir: Path, host: str, password: bool) -> None:
+    import os
+
+    from spate.cli.served import Served, announce
     from spate.pgwire.server import Server
 
     assert isinstance(server, Server)
@@ -135,5 +138,8 @@ async def _serve(server: object) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    # `spate sql` on the same data directory connects here instead of opening it again
+    served = Served(os.getpid(), host, server.port, password)
+    with announce(data_dir, served):
+        await stop.wait()
     await server.close()

@@ -34,6 +34,7 @@ from spate.plan.evaluation.casts import float_text
 from spate.sql.parse import split
 
 if TYPE_CHECKING:
+    from spate.cli.remote import RemoteRunner
     from spate.environment.operations import EnvironmentOperations
     from spate.environment.sql import SqlSession
 
@@ -115,6 +116,9 @@ def error(console: Console, message: object) -> None:
         console.print(Text(f"DETAIL:  {message}"), highlight=False)
         return
     console.print(Text(f"ERROR:  {message}", style="red"), highlight=False)
+    detail = getattr(message, "detail", None)  # a server's error (spate.cli.remote)
+    if isinstance(detail, str) and detail:
+        console.print(Text(f"DETAIL:  {detail}"), highlight=False)
 
 
 HELP: Final = """\
@@ -153,6 +157,8 @@ class Shell:
     """The command tag of a statement that just ran without rows (``INSERT 0 3``)."""
     env: EnvironmentOperations | None = None
     """The environment ``\\d`` describes (none: ``\\d`` says it has nothing to list)."""
+    remote: RemoteRunner | None = None
+    """The server the statements run on (``\\d`` asks it), when not an environment here."""
     null: str = ""
     timing: bool = False
     _buffer: list[str] = field(default_factory=list)
@@ -233,11 +239,24 @@ class Shell:
             error(self.console, f"invalid command {name}; try \\? for help")
         return True
 
-    def list_relations(self, kinds: tuple[str, ...]) -> None:
+    def _objects(self) -> list[tuple[str, str]]:
+        """(name, kind) of every object, from the environment or the server."""
         from spate.environment.catalog import kind_of
 
+        if self.remote is not None:
+            table = self.remote.run("SHOW OBJECTS")
+            assert isinstance(table, pa.Table)
+            names, kinds = table.column("name").to_pylist(), table.column("type").to_pylist()
+            return [(str(n), str(k)) for n, k in zip(names, kinds, strict=True)]
         items = [] if self.env is None else list(self.env.runtime.catalog)
-        rows = sorted((i.name, kind_of(i)) for i in items if kind_of(i) in kinds)
+        return [(i.name, kind_of(i)) for i in items]
+
+    def list_relations(self, kinds: tuple[str, ...]) -> None:
+        try:
+            rows = sorted((name, kind) for name, kind in self._objects() if kind in kinds)
+        except Exception as e:  # the server failed the listing: say so, the shell goes on
+            error(self.console, e)
+            return
         if not rows:
             self.console.print("Did not find any relations.", markup=False)
             return
@@ -258,6 +277,9 @@ class Shell:
         from spate.environment.sql_state import Definitions
         from spate.sql.declared import column_types
 
+        if self.remote is not None:
+            self._describe_remote(self.remote, name)
+            return
         item = None if self.env is None else self.env.runtime.catalog.find(name)
         if self.env is None or item is None:
             self.console.print(Text(f'Did not find any relation named "{name}".'), highlight=False)
@@ -289,6 +311,31 @@ class Shell:
         )
         out = render(table)
         out.title = Text(f'{kind_of(item).capitalize()} "public.{name}"')
+        out.caption = None
+        self.console.print(out)
+
+    def _describe_remote(self, remote: RemoteRunner, name: str) -> None:
+        kinds = dict(self._objects())
+        if name not in kinds:
+            self.console.print(Text(f'Did not find any relation named "{name}".'), highlight=False)
+            return
+        quoted = '"' + name.replace('"', '""') + '"'
+        try:
+            found = remote.run(f"SHOW COLUMNS FROM {quoted}")
+        except Exception as e:  # an object without columns (a sink…)
+            self.console.print(Text(f'{kinds[name]} "{name}": {e}'), highlight=False)
+            return
+        assert isinstance(found, pa.Table)
+        nullable = found.column("nullable").to_pylist()
+        table = pa.table(
+            {
+                "Column": found.column("name"),
+                "Type": found.column("type"),
+                "Nullable": ["" if n in ("t", "true") else "not null" for n in nullable],
+            }
+        )
+        out = render(table)
+        out.title = Text(f'{kinds[name].capitalize()} "public.{name}"')
         out.caption = None
         self.console.print(out)
 
@@ -344,31 +391,67 @@ def sql(
     ] = None,
     dialect: Annotated[str, typer.Option(help="postgres or spark")] = "postgres",
 ) -> None:
-    """An interactive SQL shell on an environment (or -c "…" for one command)."""
-    from spate.environment.api import Environment
+    """An interactive SQL shell on an environment (or -c "…" for one command).
+
+    When ``spate serve`` serves the data directory, the shell connects to that server (its
+    password from PGPASSWORD, else asked for) instead of opening the environment a second
+    time; otherwise it opens the environment itself."""
+    from spate.cli.served import find
 
     console = Console()
+    served = find(data_dir)
+    if served is not None:
+        if dialect != "postgres":
+            raise typer.BadParameter("--dialect: a server runs postgres statements only")
+        _remote_shell(served, console, data_dir, command)
+        return
+    from spate.environment.api import Environment
+
     env = Environment.open(data_dir, settings=settings(data_dir=data_dir))
     try:
         shell = session_shell(env.sql_session(), console, dialect)
-        if command is not None and command.strip().startswith("\\"):
-            shell.command(command.strip())  # a backslash command, as with psql -c
-            return
-        if command is not None:
-            for text in statements(command, dialect):
-                if not shell.statement(text):
-                    raise typer.Exit(1)
-            return
-        console.print(
-            Text(f"spate SQL on {data_dir} ({dialect}); statements end with ';', "),
-            Text("\\? is help, \\q quits"),
-            sep="",
-            highlight=False,
-        )
-        with _history():
-            repl(shell, input)
+        _run_shell(shell, console, command, f"spate SQL on {data_dir} ({dialect})")
     finally:
         env.close()
+
+
+def _remote_shell(served: Any, console: Console, data_dir: Path, command: str | None) -> None:
+    """The shell on the server ``served`` of ``data_dir``."""
+    import getpass
+    import os
+
+    from spate.cli.remote import RemoteRunner, connect
+
+    password = os.environ.get("PGPASSWORD") if served.password else None
+    if served.password and password is None:
+        password = getpass.getpass(f"Password for the server of {data_dir}: ")
+    conn = connect(served.connect_host, served.port, password)
+    try:
+        runner = RemoteRunner(conn, notice=lambda m: console.print(Text(m), highlight=False))
+        shell = Shell(run=runner.run, console=console, tag=runner.tag, remote=runner)
+        where = f"the server of {data_dir} (port {served.port}, pid {served.pid})"
+        _run_shell(shell, console, command, f"spate SQL on {where}")
+    finally:
+        conn.close()
+
+
+def _run_shell(shell: Shell, console: Console, command: str | None, banner: str) -> None:
+    if command is not None and command.strip().startswith("\\"):
+        shell.command(command.strip())  # a backslash command, as with psql -c
+        return
+    if command is not None:
+        for text in statements(command, shell.dialect):
+            if not shell.statement(text):
+                raise typer.Exit(1)
+        return
+    console.print(
+        Text(f"{banner}; statements end with ';', "),
+        Text("\\? is help, \\q quits"),
+        sep="",
+        highlight=False,
+    )
+    with _history():
+        repl(shell, input)
 
 
 @contextlib.contextmanager
