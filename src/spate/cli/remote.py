@@ -104,7 +104,7 @@ class RemoteRunner:
                 if canceled:
                     raise
                 canceled = True
-                self.conn.cancel()
+                self.conn.cancel_safe()
                 continue
             res = pg.get_result()
             if res is None:
@@ -132,7 +132,7 @@ class RemoteRunner:
                     yield [(int(t or 0), tuple(row), int(d or 0))]
         finally:
             if self.conn.pgconn.is_busy() or self.conn.pgconn.transaction_status == 1:
-                self.conn.cancel()
+                self.conn.cancel_safe()
                 for _ in self._drain():
                     pass
 

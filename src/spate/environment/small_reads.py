@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -30,11 +31,12 @@ from typing import Final
 from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.environment.view_failures import await_answer
-from spate.errors import EvaluationFailed, ReadTimeout, describe_error
+from spate.errors import EvaluationFailed, QueryCanceled, ReadTimeout, describe_error
 from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId
 from spate.persist.error_shard import errors_at
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.interrupt import interruptible
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
 from spate.plan.relation import RelationExpr
 from spate.repr.arrow import table_to_updates
@@ -79,17 +81,30 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
     finally:
         for hold in holds:
             hold.release()
+    stop = threading.Event()  # set when the read is canceled: the evaluation's thread stops
     try:
-        return await asyncio.to_thread(evaluate, plan, inputs, ts, max_rows=MAX_INTERMEDIATE_ROWS)
+        return await asyncio.to_thread(_evaluate, stop, plan, inputs, ts)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
     except TooLarge:
         return None
     except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
         raise EvaluationFailed.of("query", e) from None
+    except QueryCanceled:
+        raise
     except Exception:  # an evaluator bug must not fail a read a dataflow can answer
         _log.warning(
             "evaluating a small read here failed; reading it with a dataflow", exc_info=True
         )
         return None
+
+
+def _evaluate(
+    stop: threading.Event, plan: RelationExpr, inputs: dict[GlobalId, Multiset], ts: int
+) -> Multiset:
+    with interruptible(stop):
+        return evaluate(plan, inputs, ts, max_rows=MAX_INTERMEDIATE_ROWS)
 
 
 def _snapshots(

@@ -31,6 +31,7 @@ from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
+from spate.plan.evaluation.interrupt import interruptible
 from spate.repr.arrow import data_schema
 from spate.sql import plan_statements
 from spate.sql import statements as st
@@ -80,7 +81,8 @@ class EnvironmentEngine:
         session = self._session(ctx)
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
         try:
-            result: object = session.sql(text)
+            with interruptible(ctx.canceled):  # and an evaluation in process (its thread's)
+                result: object = session.sql(text)
         except RecursionError:
             # Planning takes deep statements (spate.sql.depth), but optimizing and running one
             # may recurse as well (evaluating a 600-term IN): 54001, not an internal error. (Run

@@ -30,6 +30,7 @@ from typing import Any
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
+from spate.plan.evaluation.interrupt import check, checked
 from spate.plan.evaluation.recursive import fixpoint, free_subplans
 from spate.plan.evaluation.scalar import compile_scalar
 from spate.plan.evaluation.values import (
@@ -91,7 +92,7 @@ _identity = id  # ``go`` binds ``id`` in its match
 def consolidated(pairs: Iterable[tuple[Row, int]]) -> Multiset:
     """Sum multiplicities per row; drop zeros."""
     out: Multiset = Counter()
-    for row, diff in pairs:
+    for row, diff in checked(pairs):  # (a canceled evaluation stops here: .interrupt)
         out[row] += diff
     return Counter({r: d for r, d in out.items() if d != 0})
 
@@ -150,6 +151,7 @@ class _Evaluator:
         return out
 
     def contents(self, plan: RelationExpr) -> Multiset:
+        check()
         if self.fixed and _identity(plan) in self.fixed:
             return self.fixed[_identity(plan)]
         match plan:
@@ -163,7 +165,7 @@ class _Evaluator:
                 return self.map(plan)
             case Filter(inp, predicates):
                 keep = self.predicate(predicates, inp.desc.columns)
-                return consolidated((r, m) for r, m in self.go(inp).items() if keep(r))
+                return consolidated((r, m) for r, m in checked(self.go(inp).items()) if keep(r))
             case Project(inp, outputs, _):
                 return consolidated(
                     (tuple(r[i] for i in outputs), m) for r, m in self.go(inp).items()
@@ -222,11 +224,11 @@ class _Evaluator:
 
     @staticmethod
     def rows_of(pairs: Iterable[tuple[Row, int]], desc: RelationDesc, what: str) -> Multiset:
-        checked: list[tuple[Row, int]] = []
-        for i, (row, m) in enumerate(pairs):
+        valid: list[tuple[Row, int]] = []
+        for i, (row, m) in enumerate(checked(pairs)):
             desc.validate_row(row, collection=what, row_index=i)
-            checked.append((canonical_row(tuple(row), desc.columns), m))
-        return consolidated(checked)
+            valid.append((canonical_row(tuple(row), desc.columns), m))
+        return consolidated(valid)
 
     def nonnegative(self, inp: RelationExpr, node: str) -> Multiset:
         rows = self.go(inp)
@@ -251,7 +253,7 @@ class _Evaluator:
             for i, s in enumerate(plan.scalars)
         ]
         out: list[tuple[Row, int]] = []
-        for row, m in self.go(inp).items():
+        for row, m in checked(self.go(inp).items()):
             values = list(row)
             for s, (fn, t) in zip(plan.scalars, compiled, strict=True):
                 try:
@@ -274,7 +276,7 @@ class _Evaluator:
             args = [fn(row, self.now) for fn in compiled]
             if self.max_rows is not None and func is TableFunc.GENERATE_SERIES:
                 self.check_size(len(out) + _series_length(args), "FlatMap")
-            out.extend(((*row, v), m) for v in table_function(func, args))
+            out.extend(((*row, v), m) for v in checked(table_function(func, args)))
             self.check_size(len(out), "FlatMap")
         return consolidated(out)
 
@@ -311,23 +313,23 @@ class _Evaluator:
                 pairs = itertools.product(partial, contents.items())
             partial = [
                 (left + right, m1 * m2)
-                for (left, m1), (right, m2) in pairs
+                for (left, m1), (right, m2) in checked(pairs)
                 if all(_all_equal([(left + right)[p] for p in cls]) for cls in checks)
             ]
         keep = self.predicate(plan.predicates, plan.desc.columns)
-        return consolidated((r, m) for r, m in partial if keep(r))
+        return consolidated((r, m) for r, m in checked(partial) if keep(r))
 
     def reduce(self, plan: Reduce) -> Multiset:
         inp, key, aggregates = plan.input, plan.group_key, plan.aggregates
         rows = self.nonnegative(inp, "Reduce")
         groups: dict[Row, list[tuple[Row, int]]] = {}
-        for r, m in rows.items():
+        for r, m in checked(rows.items()):
             groups.setdefault(tuple(r[i] for i in key), []).append((r, m))
         out_types = [c.type for c in plan.desc.columns[len(key) :]]
         compiled = [compile_scalar(a.expr, inp.desc.columns) for a in aggregates]
         scales = [_scale(a.expr, inp.desc.columns) for a in aggregates]
         out: Multiset = Counter()
-        for k, members in groups.items():
+        for k, members in checked(groups.items()):
             values = []
             for agg, fn, t, s in zip(aggregates, compiled, out_types, scales, strict=True):
                 pairs = [(fn(r, self.now), m) for r, m in members]
@@ -345,7 +347,7 @@ class _Evaluator:
     ) -> Multiset:
         rows = self.nonnegative(inp, "TopK")
         groups: dict[Row, list[tuple[Row, int]]] = {}
-        for r, m in rows.items():
+        for r, m in checked(rows.items()):
             groups.setdefault(tuple(r[i] for i in key), []).append((r, m))
         order = functools.cmp_to_key(functools.partial(compare_ordered, order_by))
         end = None if limit is None else offset + limit
