@@ -31,12 +31,14 @@ from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
-from spate.repr.arrow import data_schema
-from spate.sql import plan_statements
+from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.sql import statements as st
 from spate.sql.declared import column_types
 from spate.sql.depth import too_complex
-from spate.sql.results import result_schema
+from spate.sql.describe import describe as describe_statement
+from spate.sql.results import TAGGED, result_schema
+from spate.sql.types import PgType as SqlType
+from spate.sql.types import named_type
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -147,28 +149,23 @@ class EnvironmentEngine:
         return out
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
-        n = lexer.param_count(sql)
-        oids = self._param_types(sql, param_oids, n)
-        head = lexer.strip_comments(sql).lstrip().split(None, 1)
-        first = head[0].upper() if head else ""
-        if first == "SUBSCRIBE":
-            return Described(oids, self._subscribe_schema(sql, ctx))
-        if first not in _ROWS_FIRST:
-            return Described(oids, None)
-        if first in ("SHOW", "EXPLAIN"):
-            table = self._sql(sql, ctx)
+        """The planner's description of ``sql`` (:func:`spate.sql.describe.describe`): its
+        parameters typed by their contexts, its result columns as planned. Nothing is run
+        but a ``SHOW`` of spate's objects, which lists the catalog."""
+        session = self._session(ctx)
+        declared = [sql_type(o) for o in param_oids]
+        catalog = EnvironmentCatalog(session.env, session.definitions)
+        d = describe_statement(sql, catalog, declared)
+        oids = tuple(pg_oid(t) for t in d.params)
+        stmt = d.statement
+        if isinstance(stmt, st.Subscribe):
+            return Described(oids, subscribe_schema(d.columns or pa.schema([])))
+        if isinstance(stmt, st.ShowVariable):
+            return Described(oids, pa.schema([pa.field(stmt.name.lower(), pa.string())]))
+        if isinstance(stmt, st.ShowObjects):
+            table = self._schema_sql(sql, ctx)
             return Described(oids, table.schema if isinstance(table, pa.Table) else None)
-        nulls = [
-            f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
-        ]  # fmt: skip
-        bound = lexer.bind(sql, nulls)
-        planned = _planned_schema(self._session(ctx), bound)
-        if planned is not None:
-            return Described(oids, planned)
-        table = self._schema_sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
-        if not isinstance(table, pa.Table):
-            return Described(oids, None)
-        return Described(oids, table.schema)
+        return Described(oids, d.columns)
 
     def transaction(self, sql: str, ctx: Context) -> None:
         """BEGIN, COMMIT, ROLLBACK of the connection's SQL session (its transaction block:
@@ -186,7 +183,17 @@ class EnvironmentEngine:
             raise PgError("42809", f'cannot copy to {kind_of(item)} "{table}"')
         obj = EnvironmentCatalog(self._env, session.definitions).lookup(table)
         assert obj is not None and obj.desc is not None
-        return result_schema(obj.desc, obj.desc.names, [t.name for t in column_types(obj)])
+        # COPY decodes each column into its stored type: timestamptz values as UTC
+        # timestamps, intervals as stored (spate.pgwire.copy)
+        types = [t.name for t in column_types(obj)]
+        schema = result_schema(obj.desc, obj.desc.names, types)
+        stored = data_schema(obj.desc)
+        return pa.schema(
+            [
+                stored.field(i) if t in TAGGED or f.type == USER_INTERVAL else f
+                for i, (f, t) in enumerate(zip(schema, types, strict=True))
+            ]
+        )
 
     def copy_in(self, table: str, rows: Sequence[tuple[Any, ...]] | pa.Table, ctx: Context) -> int:
         """Write the rows of a COPY FROM STDIN as an INSERT of them: in one write, or into
@@ -209,42 +216,10 @@ class EnvironmentEngine:
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _param_types(self, sql: str, declared: Sequence[int], n: int) -> tuple[int, ...]:
-        out = list(declared[:n]) + [0] * max(0, n - len(declared))
-        columns: dict[str, int] = {}
-        for r in self.relations():
-            for f in r.schema:
-                columns.setdefault(f.name.lower(), pgt.for_field(f).oid)
-        for m in _CAST.finditer(sql):
-            i = int(m.group(1)) - 1
-            oid = _TYPE_NAMES.get(" ".join(m.group(2).lower().split()))
-            if 0 <= i < n and not out[i] and oid:
-                out[i] = oid
-        for m in _COMPARE.finditer(sql):
-            i = int(m.group(2)) - 1
-            if 0 <= i < n and not out[i]:
-                out[i] = columns.get(m.group(1).lower(), 0)
-        for m in _COMPARE_REV.finditer(sql):
-            i = int(m.group(1)) - 1
-            if 0 <= i < n and not out[i]:
-                out[i] = columns.get(m.group(2).lower(), 0)
-        return tuple(out)
-
     def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
-        data = _planned_schema(self._session(ctx), sql)
-        if data is None:
-            query = subscribe_query(sql)
-            table = self._schema_sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608
-            if not isinstance(table, pa.Table):
-                raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
-            data = table.schema
-        return pa.schema(
-            [
-                pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
-                pa.field("mz_diff", pa.int64()),
-                *data,
-            ]
-        )
+        session = self._session(ctx)
+        catalog = EnvironmentCatalog(session.env, session.definitions)
+        return subscribe_schema(describe_statement(sql, catalog).columns or pa.schema([]))
 
     def _stream(
         self, sql: str, changes: Iterator[list[tuple[int, Any, int]]], ctx: Context
@@ -273,18 +248,33 @@ class EnvironmentEngine:
         return Stream(schema, batches(), close)
 
 
-def _planned_schema(session: SqlSession, sql: str) -> pa.Schema | None:
-    """The data columns of a SELECT or SUBSCRIBE from the SQL planner, without reading
-    anything; ``None`` for other statements or when planning fails (the statement's own run
-    then reports the error)."""
+def subscribe_schema(data: pa.Schema) -> pa.Schema:
+    """The columns a SUBSCRIBE streams: ``mz_timestamp``, ``mz_diff`` and its data columns."""
+    return pa.schema(
+        [
+            pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
+            pa.field("mz_diff", pa.int64()),
+            *data,
+        ]
+    )
+
+
+def sql_type(oid: int) -> SqlType | None:
+    """The SQL layer's type of a parameter a client declared (``None``: undeclared, or a
+    type spate's SQL does not have, which its context then decides)."""
+    pg = pgt.BY_OID.get(oid)
+    if pg is None or oid == pgt.UNKNOWN.oid:
+        return None
     try:
-        planned = plan_statements(sql, EnvironmentCatalog(session.env, session.definitions))
-    except Exception:
+        return named_type(pg.name)
+    except KeyError:
         return None
-    if len(planned) != 1 or not isinstance(planned[0], (st.Select, st.Subscribe)):
-        return None
-    stmt = planned[0]
-    return result_schema(stmt.plan.desc, stmt.names, stmt.types)
+
+
+def pg_oid(t: SqlType) -> int:
+    """The PostgreSQL type OID of a SQL layer type (``text`` for one the wire has not)."""
+    pg = pgt.BY_NAME.get(t.name)
+    return pg.oid if pg is not None else pgt.TEXT.oid
 
 
 def subscribe_query(sql: str) -> str:
