@@ -15,11 +15,14 @@ their values bound.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Final
+
+from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, PgType
 
@@ -73,3 +76,17 @@ def typing_parameters(declared: Sequence[PgType | None] = ()) -> Iterator[Parame
 def current() -> Parameters | None:
     """The parameters being typed (``None``: parameters are not allowed here)."""
     return _CURRENT.get()
+
+
+def highest_parameter(tokens: Sequence[Token]) -> int:
+    """The highest ``n`` of a parameter ``$n`` among a statement's tokens (0: none)."""
+    highest = 0
+    for tok, nxt in itertools.pairwise(tokens):
+        if (
+            tok.token_type is TokenType.PARAMETER
+            and nxt.token_type is TokenType.NUMBER
+            and nxt.text.isdigit()
+            and tok.end + 1 == nxt.start
+        ):
+            highest = max(highest, int(nxt.text))
+    return highest

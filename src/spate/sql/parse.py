@@ -151,6 +151,10 @@ def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token
     return out
 
 
+_COMMANDS = (TokenType.SHOW, TokenType.COMMAND, TokenType.FETCH, TokenType.EXECUTE)
+"""Heads after which sqlglot keeps the rest of the statement as one string."""
+
+
 def tokenize(text: str, base: int, dialect: str) -> list[Token]:
     """sqlglot's tokens of ``text``; the rest of a "command" (SHOW, EXPLAIN, RESET…), which
     sqlglot keeps as one string, tokenized as well."""
@@ -162,7 +166,7 @@ def tokenize(text: str, base: int, dialect: str) -> list[Token]:
     for i, tok in enumerate(tokens):
         prev = tokens[i - 1] if i else None
         start = -1
-        if prev is not None and prev.token_type in (TokenType.SHOW, TokenType.COMMAND):
+        if prev is not None and prev.token_type in _COMMANDS:
             start = prev.end + 1
             while start < len(text) and text[start].isspace():
                 start += 1
