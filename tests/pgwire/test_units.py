@@ -15,10 +15,11 @@ from spate.pgwire import types as pgt
 from spate.pgwire.binding import Prepared, bind_text
 from spate.pgwire.catalog_queries import answer_known, select_list_names
 from spate.pgwire.engine import Relation
-from spate.pgwire.environment import command_tag, subscribe_query
+from spate.pgwire.environment import view_query
 from spate.pgwire.errors import PgError
 from spate.pgwire.split import split_statements
 from spate.sql.errors import SqlError
+from spate.sql.tags import command_tag
 
 
 def test_split_respects_quotes_comments_and_dollar_quotes() -> None:
@@ -191,15 +192,21 @@ def test_catalog_answers_filter_and_evaluate() -> None:
     ]  # fmt: skip
 
 
-def test_command_tags_and_subscribe_targets() -> None:
-    assert command_tag("CREATE MATERIALIZED VIEW v AS SELECT 1") == "CREATE MATERIALIZED VIEW"
-    assert command_tag("create or replace view v as select 1") == "CREATE VIEW"
-    assert command_tag("INSERT INTO t VALUES (1, 'a'), (2, '(b)')") == "INSERT 0 2"
-    assert command_tag("DROP TABLE t CASCADE") == "DROP TABLE"
-    assert subscribe_query("SUBSCRIBE TO best WITH (SNAPSHOT = false)") == "best"
-    assert (
-        subscribe_query("SUBSCRIBE (SELECT a FROM t) AS OF 5") == "(SELECT a FROM t) AS _subscribed"
-    )
+def test_command_tags_from_the_statement_tokens() -> None:
+    def tag(sql: str, rows: int | None = None) -> str:
+        return command_tag(split_statements(sql)[0][1], rows)
+
+    assert tag("CREATE MATERIALIZED VIEW v AS SELECT 1") == "CREATE MATERIALIZED VIEW"
+    assert tag("create or replace view v as select 1") == "CREATE VIEW"
+    assert tag("INSERT INTO t VALUES (1, 'a'), (2, '(b)')", 2) == "INSERT 0 2"
+    assert tag("DROP TABLE t CASCADE") == "DROP TABLE"
+    assert tag("CREATE TABLE t AS SELECT 1", 1) == "SELECT 1"
+    assert tag('CREATE TABLE "as" (a int)') == "CREATE TABLE"
+    assert tag("CREATE UNIQUE INDEX i ON t (a)") == "CREATE INDEX"
+    assert tag("ALTER MATERIALIZED VIEW v RENAME TO w") == "ALTER MATERIALIZED VIEW"
+    assert tag("UPDATE t SET a = 1", 3) == "UPDATE 3"
+    assert view_query("CREATE VIEW v (a) AS SELECT (1) AS a;") == "SELECT (1) AS a"
+    assert view_query("CREATE TABLE t (a int)") is None
 
 
 def test_parse_listen() -> None:

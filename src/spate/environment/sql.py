@@ -52,6 +52,7 @@ from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
 from spate.sql.notices import collecting
 from spate.sql.results import narrow_table
+from spate.sql.tags import command_tag
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
@@ -166,7 +167,9 @@ def _run(
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
+        session.tag = None
         result = _run_one(env, parsed, session, defs)
+        session.tag = command_tag(parsed, session.rows_affected)
     return result
 
 

@@ -16,22 +16,23 @@ parameter's type from the column it is compared with or the type it is cast to.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
+from sqlglot.tokenizer_core import TokenType
 
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, TableItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
 from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
-from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
 from spate.repr.arrow import USER_INTERVAL, data_schema
+from spate.sql import SqlError
+from spate.sql import parse as parse_sql
 from spate.sql import statements as st
 from spate.sql.declared import column_types
 from spate.sql.depth import too_complex
@@ -46,18 +47,6 @@ if TYPE_CHECKING:
 USER_OID_BASE: Final = 20000
 SYSTEM_OID_BASE: Final = 15000
 """spate_catalog relations (system ids s1, s2…) get oids below PostgreSQL's first user oid."""
-_ROWS_FIRST: Final = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
-_COMPARE: Final = re.compile(r"([A-Za-z_][\w$]*)\s*(?:=|<>|!=|<=|>=|<|>)\s*\$(\d+)\b")
-_COMPARE_REV: Final = re.compile(
-    r"\$(\d+)\s*(?:=|<>|!=|<=|>=|<|>)\s*(?:[\w$]+\.)?([A-Za-z_][\w$]*)"
-)
-_CAST: Final = re.compile(r"\$(\d+)\s*::\s*([A-Za-z_][\w ]*?)(?=[^\w ]|$)")
-_TYPE_NAMES: Final = {
-    "bigint": 20, "int8": 20, "integer": 23, "int": 23, "int4": 23, "smallint": 21, "int2": 21,
-    "text": 25, "varchar": 1043, "character varying": 1043, "boolean": 16, "bool": 16,
-    "double precision": 701, "float8": 701, "real": 700, "float4": 700, "numeric": 1700,
-    "date": 1082, "timestamp": 1114, "timestamptz": 1184, "jsonb": 3802, "bytea": 17,
-}  # fmt: skip
 
 
 def relation_oid(value: int) -> int:
@@ -205,11 +194,11 @@ class EnvironmentEngine:
             result = self._sql(sql, ctx)
         except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
             raise PgError(e.sqlstate, e.pg_message) from e
+        tag = self._session(ctx).session.tag or ""
         if isinstance(result, pa.Table):
-            first = lexer.strip_comments(sql).lstrip()[:4].upper()
-            return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")
+            return Rows(result, "SHOW" if tag == "SHOW" else f"SELECT {result.num_rows}")
         if result is None:
-            return Rows(None, command_tag(sql, self._session(ctx).session.rows_affected))
+            return Rows(None, tag)
         if isinstance(result, Iterator):
             return self._stream(sql, result, ctx)
         raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
@@ -277,72 +266,27 @@ def pg_oid(t: SqlType) -> int:
     return pg.oid if pg is not None else pgt.TEXT.oid
 
 
-def subscribe_query(sql: str) -> str:
-    """The relation a SUBSCRIBE reads, as a FROM item: ``name`` or ``(query) AS s``."""
-    text = lexer.strip_comments(sql).strip().rstrip(";")
-    m = re.match(r"SUBSCRIBE\s+(?:TO\s+)?", text, re.I)
-    if not m:
-        raise UsageError(f"not a SUBSCRIBE: {text[:60]!r}")
-    rest = text[m.end() :]
-    if rest.startswith("("):
-        depth = lexer.depths(rest)
-        end = next((i for i, c in enumerate(rest) if c == ")" and depth[i] == 1), -1)
-        if end < 0:
-            raise UsageError("SUBSCRIBE (…: unbalanced parentheses")
-        return f"{rest[: end + 1]} AS _subscribed"
-    name = re.match(r'("(?:[^"]|"")+"|[\w$.]+)', rest)
-    if not name:
-        raise UsageError(f"SUBSCRIBE needs a relation name or a query: {text[:60]!r}")
-    return name.group(1)
-
-
 def view_query(create_sql: str | None) -> str | None:
     """The query of a ``CREATE [MATERIALIZED] VIEW`` text (what ``pg_get_viewdef`` shows):
     what follows its first ``AS`` outside parentheses; ``None`` for other statements."""
-    if not create_sql or not re.match(
-        r"\s*CREATE\s+(OR\s+REPLACE\s+)?(MATERIALIZED\s+)?VIEW\b", create_sql, re.I
-    ):
+    if not create_sql:
         return None
-    text = lexer.strip_comments(create_sql)
-    depth = lexer.depths(text)
-    for m in re.finditer(r"\bAS\b", text, re.I):
-        if depth[m.start()] == 0:
-            return text[m.end() :].strip().rstrip(";")
+    try:
+        parsed = parse_sql(create_sql)
+    except SqlError:
+        return None
+    if len(parsed) != 1:
+        return None
+    tokens = parsed[0].tokens
+    words = [t.text.upper() for t in tokens[:6]]
+    if words[:1] != ["CREATE"] or "VIEW" not in words:
+        return None
+    depth = 0
+    for tok in tokens:
+        if tok.token_type is TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type is TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and tok.token_type is TokenType.ALIAS:
+            return create_sql[tok.end + 1 : parsed[0].source.end].strip()
     return None
-
-
-def command_tag(sql: str, rows: int | None = None) -> str:
-    """PostgreSQL's CommandComplete tag for a statement that returns no rows; ``rows``: how
-    many an INSERT, UPDATE or DELETE wrote, matched or removed (if known)."""
-    text = " ".join(lexer.strip_comments(sql).split()).upper()
-    words = text.split(" ")
-    head = words[0] if words else ""
-    if head == "INSERT":
-        return f"INSERT 0 {_values_rows(lexer.strip_comments(sql)) if rows is None else rows}"
-    if head in ("UPDATE", "DELETE"):
-        return f"{head} {rows or 0}"
-    if head == "CREATE" and _TABLE_AS.match(text):
-        return f"SELECT {rows}" if rows is not None else "CREATE TABLE AS"
-    if head in ("CREATE", "DROP", "ALTER"):
-        rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
-        if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:
-            return f"{head} {rest[0]} {rest[1]}"
-        return f"{head} {rest[0]}" if rest else head
-    return head
-
-
-_TABLE_AS = re.compile(r'CREATE TABLE (IF NOT EXISTS )?("(?:[^"]|"")+"|[^ (]+) AS\b')
-"""``CREATE TABLE … AS``: tagged ``SELECT n`` when it wrote n rows, as PostgreSQL tags it."""
-
-
-def _values_rows(sql: str) -> int:
-    m = re.search(r"\bVALUES\b", sql, re.I)
-    if not m:
-        return 0
-    rest = sql[m.end() :]
-    depth = lexer.depths(rest)
-    return sum(1 for i, c in enumerate(rest) if c == "(" and depth[i] == 1)
-
-
-def _cast_name(oid: int) -> str | None:
-    return pgt.BY_OID[oid].name if oid in pgt.BY_OID and oid not in (0, 705) else None

@@ -57,6 +57,8 @@ _META: Final = PG_TYPE_KEY
 class InvalidParameter(UsageError, ValueError):
     """A bound parameter value that does not decode as its declared type (22P02)."""
 
+    sqlstate = "22P02"
+
 
 @dataclass(frozen=True, slots=True)
 class PgType:
