@@ -47,6 +47,8 @@ PREPARED = [
     "SELECT '1 day'::interval, '2024-01-01 00:00:00+00'::timestamptz, 1.5::numeric(5,2)",
     "UPDATE {t} SET s = $1 WHERE k = $2",
     "DELETE FROM {t} WHERE n > $1",
+    "SELECT k FROM {t} ORDER BY k LIMIT $1 OFFSET $2",
+    "SELECT $1 + 1, $2 || 'x', $3 LIKE 'a%'",
 ]
 
 
@@ -165,6 +167,8 @@ def test_planner_types_parameters_without_running() -> None:
     assert d.columns is not None and d.columns.names == ["?column?", "k"]
     quoted = [t.text for t in tokenize("SELECT $x$a$1$x$, $$b$$", 0, "postgres")]
     assert quoted == ["SELECT", "a$1", ",", "b"]
+    d = describe("SELECT k FROM t ORDER BY k LIMIT $1 OFFSET $2", catalog)
+    assert [t.name for t in d.params] == ["int8", "int8"]  # as PostgreSQL types them
     d = describe("SELECT $1, $2 FROM t", catalog, [INT8])
     assert [t.name for t in d.params] == ["int8", "text"]
     with pytest.raises(UndefinedFunction):  # as PostgreSQL: text = bigint does not exist
