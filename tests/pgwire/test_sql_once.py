@@ -90,3 +90,60 @@ def test_each_statement_is_parsed_once_by_the_session(
     over = {s: n for s, n in tokenize_count.items() if n > 2}
     assert over == {}, over
     assert all(tokenize_count[s] == 2 for s in statements), tokenize_count
+
+
+def test_each_statement_is_parsed_once_on_its_way_to_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a real environment behind the server, a statement is split and tokenized once in
+    all: by the session; the environment runs the session's tokens (``run_parsed``). The
+    transaction statements the session passes on are the exception (see below)."""
+    import uuid
+
+    import spate.environment.sql
+    from spate.environment.api import Environment
+    from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.server import ServerConfig, ServerThread
+
+    counts: Counter[str] = Counter()
+    real = spate.sql.parse
+
+    def counting(text: str, **kwargs: Any) -> list[spate.sql.Parsed]:
+        for parsed in (out := real(text, **kwargs)):
+            counts[parsed.sql] += 1
+        return out
+
+    monkeypatch.setattr(spate.pgwire.split, "parse_sql", counting)
+    monkeypatch.setattr(spate.environment.sql, "parse", counting)
+    t = f"once_{uuid.uuid4().hex[:8]}"
+    statements = [
+        f"CREATE TABLE {t} (k integer, s text)",
+        f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b')",
+        f"UPDATE {t} SET s = 'c' WHERE k = 2",
+        f"SELECT k, s FROM {t} ORDER BY k",
+        "BEGIN",
+        f"SELECT count(*) FROM {t}",
+        "COMMIT",
+        f"DELETE FROM {t} WHERE k = 1",
+        f"DROP TABLE {t}",
+    ]
+    env = Environment.open(tmp_path / "data")
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    try:
+        dsn = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            tags = []
+            for sql in statements:
+                cur = c.execute(sql)  # type: ignore[call-overload]
+                tags.append(cur.statusmessage)
+    finally:
+        server.close()
+        env.close()
+    assert tags == [
+        "CREATE TABLE", "INSERT 0 2", "UPDATE 1", "SELECT 2", "BEGIN", "SELECT 1", "COMMIT",
+        "DELETE 1", "DROP TABLE",
+    ]  # fmt: skip
+    # BEGIN and COMMIT are answered by the session and passed on to the engine's transaction
+    # (Engine.transaction) as the session's own text, which the engine reads
+    once = {s: 2 if s in ("BEGIN", "COMMIT") else 1 for s in statements}
+    assert {s: counts[s] for s in statements} == once

@@ -16,7 +16,7 @@ parameter's type from the column it is compared with or the type it is cast to.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
 from spate.repr.arrow import USER_INTERVAL, data_schema
-from spate.sql import SqlError
+from spate.sql import Parsed, SqlError
 from spate.sql import parse as parse_sql
 from spate.sql import statements as st
 from spate.sql.declared import column_types
@@ -68,10 +68,13 @@ class EnvironmentEngine:
         return session
 
     def _sql(self, text: str, ctx: Context) -> object:
+        return self._sql_call(lambda session: session.sql(text), ctx)
+
+    def _sql_call(self, run: Callable[[SqlSession], object], ctx: Context) -> object:
         session = self._session(ctx)
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
         try:
-            result: object = session.sql(text)
+            result: object = run(session)
         except RecursionError:
             # Planning takes deep statements (spate.sql.depth), but optimizing and running one
             # may recurse as well (evaluating a 600-term IN): 54001, not an internal error. (Run
@@ -190,8 +193,15 @@ class EnvironmentEngine:
         return self._session(ctx).insert_rows(table, rows)
 
     def execute(self, sql: str, ctx: Context) -> Result:
+        return self._answer(sql, lambda session: session.sql(sql), ctx)
+
+    def execute_parsed(self, parsed: Parsed, ctx: Context) -> Result:
+        """:meth:`execute` of a statement the session split already (not split again)."""
+        return self._answer(parsed.sql, lambda session: session.run_parsed(parsed), ctx)
+
+    def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
         try:
-            result = self._sql(sql, ctx)
+            result = self._sql_call(run, ctx)
         except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
             raise PgError(e.sqlstate, e.pg_message) from e
         tag = self._session(ctx).session.tag or ""

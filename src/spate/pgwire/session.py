@@ -463,6 +463,9 @@ class Session:
         result: Rows | Stream
         if await self._text(lambda: self._catalog.handles(sql), len(sql)):
             result = await self._call(lambda: self._catalog.answer(sql, self._ctx))
+        elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
+            parsed = portal.parsed  # split once: the engine does not split it again
+            result = await self._call(lambda: run(parsed, self._ctx))
         else:
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
