@@ -12,23 +12,35 @@ import pytest
 from spate.cli.serve import BadListenAddress, parse_listen
 from spate.pgwire import lexer, statements
 from spate.pgwire import types as pgt
+from spate.pgwire.binding import Prepared, bind_text
 from spate.pgwire.catalog_queries import answer_known, select_list_names
 from spate.pgwire.engine import Relation
-from spate.pgwire.environment import command_tag, subscribe_query
+from spate.pgwire.environment import view_query
+from spate.pgwire.errors import PgError
+from spate.pgwire.split import split_statements
+from spate.sql.errors import SqlError
+from spate.sql.tags import command_tag
 
 
 def test_split_respects_quotes_comments_and_dollar_quotes() -> None:
     text = "SELECT ';' AS a; -- c;\nSELECT $x$ ; $x$ /* ; /* ; */ */; SELECT \"a;b\" FROM t;;"
-    assert lexer.split(text) == [
+    parts = split_statements(text)
+    assert [p.sql for _, p in parts] == [
         "SELECT ';' AS a",
-        "-- c;\nSELECT $x$ ; $x$ /* ; /* ; */ */",
+        "SELECT $x$ ; $x$",
         'SELECT "a;b" FROM t',
     ]
+    assert [text[start : start + len(p.sql)] for start, p in parts] == [p.sql for _, p in parts]
 
 
 def test_bind_replaces_parameters_outside_quotes_only() -> None:
-    sql = "SELECT '$1', $1, $2 FROM t WHERE x = $1"
-    assert lexer.bind(sql, ["7", "'a''b'"]) == "SELECT '$1', 7, 'a''b' FROM t WHERE x = 7"
+    sql = "SELECT '$1', $1, $2 FROM t WHERE x = $1||$2"
+    prepared = Prepared(sql, (), parsed=split_statements(sql)[0][1])
+    bound = bind_text(prepared, ["7", "'a''b'"], what="bind message")
+    assert bound == "SELECT '$1', 7, 'a''b' FROM t WHERE x = 7||'a''b'"
+    with pytest.raises(PgError) as e:
+        bind_text(prepared, ["7"], what="bind message")
+    assert e.value.sqlstate == "08P01"
     assert lexer.literal("it's") == "'it''s'"
     assert lexer.literal(-3) == "(-3)"
     assert lexer.literal(Decimal("1.50"), "numeric") == "CAST(1.50 AS numeric)"
@@ -43,28 +55,64 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
         ("BEGIN", statements.Begin()),
         ("start transaction isolation level serializable", statements.Begin()),
         ("BEGIN READ ONLY", statements.Begin(read_only=True)),
-        ("ROLLBACK TO SAVEPOINT a", statements.Rollback(to_savepoint=True, savepoint="a")),
-        ('rollback to "B"', statements.Rollback(to_savepoint=True, savepoint="B")),
-        ("SAVEPOINT _pg3_1", statements.NoOp("SAVEPOINT", True, "_pg3_1")),
-        ("RELEASE SAVEPOINT S", statements.NoOp("RELEASE", True, "s")),
-        ("RELEASE s", statements.NoOp("RELEASE", True, "s")),
+        ("COMMIT", statements.Commit()),
+        ("end work", statements.Commit()),
+        ("ROLLBACK", statements.Rollback()),
+        ("ROLLBACK TO SAVEPOINT a", statements.Rollback(savepoint="a")),
+        ('rollback to "B"', statements.Rollback(savepoint="B")),
+        ("SAVEPOINT _pg3_1", statements.Savepoint("_pg3_1")),
+        ("RELEASE SAVEPOINT S", statements.Release("s")),
+        ("RELEASE s", statements.Release("s")),
         ("SET cluster TO 'c1'", statements.Set("cluster", "c1")),
         ("SET SESSION timezone = utc", statements.Set("timezone", "utc")),
         ("SET TIME ZONE 'UTC'", statements.Set("timezone", "UTC")),
+        ('SET search_path TO public, "x"', statements.Set("search_path", 'public, "x"')),
+        ("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", statements.Set(None, None)),
         ("RESET ALL", statements.Set(None, None)),
+        ("RESET statement_timeout", statements.Set("statement_timeout", None)),
         ("SHOW transaction isolation level", statements.Show("transaction_isolation")),
         ("SHOW TABLES", None),
         ("SHOW cluster", statements.Show("cluster")),
-        ("FETCH FORWARD 5 FROM c WITH (timeout = '1s')", statements.Fetch("c", 5, 1.0)),
+        ("SHOW ALL", statements.Show("all")),
+        ("FETCH FORWARD 5 FROM c WITH (timeout = '1s')", statements.Fetch("c", 5, "1s")),
         ("FETCH ALL c", statements.Fetch("c", None, None)),
+        ("FETCH c", statements.Fetch("c", 1, None)),
+        ("MOVE FORWARD 10 IN c", statements.Fetch("c", 10, None, move=True)),
+        ("MOVE ALL c", statements.Fetch("c", None, None, move=True)),
         ('DECLARE "C" CURSOR FOR SUBSCRIBE t', statements.Declare("C", "SUBSCRIBE t")),
-        ("COPY t TO STDOUT (FORMAT csv)", statements.Copy("SELECT * FROM t", "csv")),
-        ("COPY (SUBSCRIBE t) TO STDOUT", statements.Copy("SUBSCRIBE t", "text")),
+        ("DECLARE c NO SCROLL CURSOR WITH HOLD FOR SELECT 1", statements.Declare("c", "SELECT 1")),
+        ("CLOSE c", statements.Close("c")),
+        ("CLOSE ALL", statements.Close(None)),
+        ("COPY t TO STDOUT (FORMAT csv)", statements.CopyTo('SELECT * FROM "t"', "csv")),
+        ("COPY (SUBSCRIBE t) TO STDOUT", statements.CopyTo("SUBSCRIBE t", "text")),
+        ("COPY t TO STDOUT WITH CSV HEADER", statements.CopyTo('SELECT * FROM "t"', "csv", True)),
+        ("COPY t (a, b) FROM STDIN", statements.CopyFrom("COPY t (a, b) FROM STDIN")),
+        (
+            "PREPARE p (int, numeric(10,2)) AS SELECT $1",
+            statements.Prepare("p", ("int", "numeric(10,2)"), "SELECT $1"),
+        ),
+        ("EXECUTE p (1, 'a,b', f(2, 3))", statements.Execute("p", ("1", "'a,b'", "f(2, 3)"))),
+        ("EXECUTE p", statements.Execute("p", ())),
+        ("DEALLOCATE PREPARE p", statements.Deallocate("p")),
+        ("DEALLOCATE ALL", statements.Deallocate(None)),
+        ("DISCARD ALL", statements.Discard("ALL")),
+        ("LISTEN ch", statements.Listen("ch")),
+        ("UNLISTEN *", statements.Listen(None, unlisten=True)),
         ("SELECT 1", None),
+        ("INSERT INTO t VALUES (1)", None),
     ],
 )
 def test_classify(sql: str, expected: object) -> None:
-    assert statements.classify(sql) == expected
+    assert statements.classify(split_statements(sql)[0][1]) == expected
+
+
+@pytest.mark.parametrize(
+    "sql", ["FETCH 5", "DECLARE c CURSOR", "SET x", "CLOSE", "DISCARD nothing", "PREPARE p AS"]
+)
+def test_malformed_session_statements_are_syntax_errors(sql: str) -> None:
+    with pytest.raises(SqlError) as e:
+        statements.classify(split_statements(sql)[0][1])
+    assert e.value.sqlstate == "42601"
 
 
 def test_float_and_timestamp_text_match_postgresql() -> None:
@@ -144,15 +192,21 @@ def test_catalog_answers_filter_and_evaluate() -> None:
     ]  # fmt: skip
 
 
-def test_command_tags_and_subscribe_targets() -> None:
-    assert command_tag("CREATE MATERIALIZED VIEW v AS SELECT 1") == "CREATE MATERIALIZED VIEW"
-    assert command_tag("create or replace view v as select 1") == "CREATE VIEW"
-    assert command_tag("INSERT INTO t VALUES (1, 'a'), (2, '(b)')") == "INSERT 0 2"
-    assert command_tag("DROP TABLE t CASCADE") == "DROP TABLE"
-    assert subscribe_query("SUBSCRIBE TO best WITH (SNAPSHOT = false)") == "best"
-    assert (
-        subscribe_query("SUBSCRIBE (SELECT a FROM t) AS OF 5") == "(SELECT a FROM t) AS _subscribed"
-    )
+def test_command_tags_from_the_statement_tokens() -> None:
+    def tag(sql: str, rows: int | None = None) -> str:
+        return command_tag(split_statements(sql)[0][1], rows)
+
+    assert tag("CREATE MATERIALIZED VIEW v AS SELECT 1") == "CREATE MATERIALIZED VIEW"
+    assert tag("create or replace view v as select 1") == "CREATE VIEW"
+    assert tag("INSERT INTO t VALUES (1, 'a'), (2, '(b)')", 2) == "INSERT 0 2"
+    assert tag("DROP TABLE t CASCADE") == "DROP TABLE"
+    assert tag("CREATE TABLE t AS SELECT 1", 1) == "SELECT 1"
+    assert tag('CREATE TABLE "as" (a int)') == "CREATE TABLE"
+    assert tag("CREATE UNIQUE INDEX i ON t (a)") == "CREATE INDEX"
+    assert tag("ALTER MATERIALIZED VIEW v RENAME TO w") == "ALTER MATERIALIZED VIEW"
+    assert tag("UPDATE t SET a = 1", 3) == "UPDATE 3"
+    assert view_query("CREATE VIEW v (a) AS SELECT (1) AS a;") == "SELECT (1) AS a"
+    assert view_query("CREATE TABLE t (a int)") is None
 
 
 def test_parse_listen() -> None:

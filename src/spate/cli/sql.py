@@ -372,13 +372,11 @@ def session_shell(
     session: SqlSession, console: Console, dialect: str = "postgres", env: Any = None
 ) -> Shell:
     """A shell running statements in ``session`` (tags with the rows each DML wrote)."""
-    from spate.pgwire.environment import command_tag
-
     return Shell(
         run=lambda text: session.sql(text, dialect=dialect),
         console=console,
         dialect=dialect,
-        tag=lambda text: command_tag(text, session.session.rows_affected),
+        tag=lambda text: session.session.tag or "",
         env=env if env is not None else session.env,
     )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from sqlglot.tokenizer_core import TokenType
 
 from spate.environment import sql_block, sql_ddl_block
 from spate.environment.catalog import (
@@ -50,8 +51,9 @@ from spate.sql import Parsed, parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
 from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
-from spate.sql.notices import collecting
+from spate.sql.notices import collecting, warn_if_truncated
 from spate.sql.results import narrow_table
+from spate.sql.tags import command_tag
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
@@ -143,6 +145,22 @@ class SqlSession:
     def sql(self, text: str, *, dialect: str = "postgres") -> Result:
         return run(self.env, text, dialect, self.session, self.definitions)
 
+    def run_parsed(self, parsed: Parsed) -> Result:
+        """Run one statement a caller already split (``spate.sql.parse``): it is not split
+        or tokenized again (a wire session splits each query once)."""
+        check_argument(parsed, Parsed, "the parsed statement")
+        self.session.notices.clear()
+        with collecting(self.session.notices):
+            for token in parsed.tokens:  # the notices the split raised, as run's split does
+                if token.token_type is TokenType.IDENTIFIER:
+                    warn_if_truncated(token.text)
+                elif token.token_type is TokenType.VAR:
+                    warn_if_truncated(token.text.lower())
+            self.session.tag = None
+            result = _run_one(self.env, parsed, self.session, self.definitions)
+            self.session.tag = command_tag(parsed, self.session.rows_affected)
+            return result
+
     def insert_rows(self, table: str, rows: Sequence[Sequence[Any]] | pa.Table) -> int:
         """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
         ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
@@ -166,7 +184,9 @@ def _run(
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
+        session.tag = None
         result = _run_one(env, parsed, session, defs)
+        session.tag = command_tag(parsed, session.rows_affected)
     return result
 
 

@@ -96,6 +96,9 @@ class Session:
     rows_affected: int | None = None
     """How many rows the last INSERT, UPDATE or DELETE wrote, matched or removed (for the
     CommandComplete tag of a wire client); ``None`` after any other statement."""
+    tag: str | None = None
+    """PostgreSQL's command tag of the last statement run (:func:`spate.sql.tags.command_tag`:
+    ``CREATE TABLE``, ``INSERT 0 3``…), read from its tokens and rows, for a wire client."""
 
     def read_timeout(self) -> float:
         """Seconds a read waits (``SET statement_timeout`` in ms; 0, the default: 300 s)."""

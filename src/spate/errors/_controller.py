@@ -79,6 +79,8 @@ class ReplicaMissing(ControllerError, KeyError):
 class CollectionMissing(ControllerError, KeyError):
     """No collection with this id (on this instance)."""
 
+    sqlstate = "42P01"
+
     def __init__(self, id: object, instance: object | None = None) -> None:
         self.id = id
         self.instance = instance
@@ -115,6 +117,8 @@ class ReadBeforeSince(SinceViolation):
 
     ``timestamp`` is ``None`` when the collection cannot be read at any time any more (its
     since is the empty frontier: it was dropped)."""
+
+    sqlstate = "55000"
 
     def __init__(
         self, id: object, *, since: object, timestamp: int | None, detail: str = ""

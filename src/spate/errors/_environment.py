@@ -8,6 +8,8 @@ from spate.errors._roots import SchemaMismatch, SpateError, UsageError
 class EnvironmentClosed(SpateError, RuntimeError):
     """The environment was closed (or its background work failed)."""
 
+    sqlstate = "57P01"
+
 
 class CatalogError(UsageError):
     """A catalog change that is not allowed."""
@@ -16,6 +18,8 @@ class CatalogError(UsageError):
 class UnknownName(CatalogError, KeyError):
     """No object of this name in the catalog."""
 
+    sqlstate = "42P01"
+
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
@@ -23,13 +27,19 @@ class UnknownName(CatalogError, KeyError):
 class NameExists(CatalogError, ValueError):
     """An object of this name exists already."""
 
+    sqlstate = "42P07"
+
 
 class HasDependents(CatalogError, ValueError):
     """Dropping an object that others still read."""
 
+    sqlstate = "2BP01"
+
 
 class InvalidName(CatalogError, ValueError):
     """A name that is not an identifier (a letter or '_', then letters, digits or '_')."""
+
+    sqlstate = "42602"
 
 
 class InvalidObject(UsageError, ValueError):
@@ -50,9 +60,13 @@ class InputMissing(InvalidObject):
 class NotReadable(UsageError, ValueError):
     """No time exists at which every input of a query is readable."""
 
+    sqlstate = "55000"
+
 
 class ReadFailed(UsageError, RuntimeError):
     """The replica answered a read with an error."""
+
+    sqlstate = "55000"
 
 
 class ReadTimeout(SpateError, TimeoutError):

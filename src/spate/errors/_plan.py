@@ -24,6 +24,8 @@ class InvalidPlan(UsageError, ValueError):
 class PlanTypeError(InvalidPlan, TypeError):
     """Operand, predicate or result types that do not fit."""
 
+    sqlstate = "42804"
+
 
 class PlanColumnMissing(InvalidPlan, ColumnMissing):
     """A column referenced by name or position that the input does not have."""

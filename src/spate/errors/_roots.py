@@ -81,6 +81,8 @@ class InvalidReadPolicy(UsageError, ValueError):
 class ColumnMissing(UsageError, KeyError):
     """A column name that the relation does not have."""
 
+    sqlstate = "42703"
+
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
 
@@ -91,6 +93,8 @@ class InvalidRelationDesc(UsageError, ValueError):
 
 class SchemaMismatch(UsageError, TypeError):
     """A row (or table) does not fit its collection's relation description."""
+
+    sqlstate = "42804"
 
     def __init__(
         self,
@@ -145,3 +149,5 @@ def check_argument(value: object, expected: type | tuple[type, ...], what: str) 
 
 class InvalidScalarType(UsageError, ValueError):
     """A type name or numeric precision/scale that spate does not support."""
+
+    sqlstate = "42704"

@@ -55,6 +55,8 @@ class InvalidAppend(UsageError, ValueError):
 class AsOfBeforeSince(UsageError, ValueError):
     """A read at a time that is not at or beyond the since (persist's ``Since`` error)."""
 
+    sqlstate = "55000"
+
     def __init__(self, shard: str, as_of: int, since: Antichain[int]) -> None:
         self.shard, self.as_of, self.since = shard, as_of, since
         super().__init__(f"shard {shard}: read as of {as_of} is not beyond its since {since}")

@@ -8,13 +8,18 @@ treats it.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from sqlglot.tokenizer_core import TokenType
 
 from spate.pgwire import codec, lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Described
 from spate.pgwire.errors import PgError
+from spate.sql import Parsed
 
 
 @dataclass(slots=True)
@@ -22,6 +27,8 @@ class Prepared:
     sql: str
     param_oids: tuple[int, ...]
     described: Described | None = None
+    parsed: Parsed | None = None
+    """``sql`` as the SQL layer split it (``None``: an empty statement)."""
 
 
 MAX_PARAMS: Final = 65535
@@ -63,10 +70,30 @@ def bind_sql(stmt: Prepared, m: codec.Bind) -> str:
     for i, raw in enumerate(m.params):
         value = pgt.decode_param(oids[i], _format(m, i), raw, i + 1)
         literals.append(lexer.literal(value, cast_name(pgt.BY_OID.get(oids[i]))))
-    try:
-        return lexer.bind(stmt.sql, literals)
-    except IndexError as e:
-        raise PgError("08P01", f"bind message supplies {n} parameters, but ${e} is used") from None
+    return bind_text(stmt, literals, what="bind message")
+
+
+def bind_text(stmt: Prepared, literals: Sequence[str], *, what: str) -> str:
+    """The statement's text with ``literals[n - 1]`` in place of each ``$n``, found among
+    the tokens the SQL layer split the statement into (``08P01`` for a ``$n`` beyond them)."""
+    if stmt.parsed is None:
+        return stmt.sql
+    out: list[str] = []
+    last = 0
+    tokens = stmt.parsed.tokens
+    for tok, nxt in itertools.pairwise(tokens):
+        if tok.token_type is not TokenType.PARAMETER or nxt.token_type is not TokenType.NUMBER:
+            continue
+        if not nxt.text.isdigit() or tok.end + 1 != nxt.start:
+            continue
+        n = int(nxt.text)
+        if not 1 <= n <= len(literals):
+            raise PgError("08P01", f"{what} supplies {len(literals)} parameters, but ${n} is used")
+        out.append(stmt.sql[last : tok.start])
+        out.append(literals[n - 1])
+        last = nxt.end + 1
+    out.append(stmt.sql[last:])
+    return "".join(out)
 
 
 def cast_name(pg: pgt.PgType | None) -> str | None:

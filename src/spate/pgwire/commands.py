@@ -19,13 +19,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from spate.pgwire import codec, guc, lexer, statements
-from spate.pgwire.copy import CopyFrom, copy_in
+from spate.pgwire import codec, guc, statements
+from spate.pgwire import types as pgt
+from spate.pgwire.binding import Prepared, bind_text, cast_name
+from spate.pgwire.copy import copy_in, parse_copy_from
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
+from spate.pgwire.lexer import literal
 from spate.pgwire.output import CopyEncoder, RowEncoder, copy_line, field_descs
 from spate.pgwire.portal import Portal
+from spate.pgwire.split import split_statements
+from spate.sql.types import named_type
 
 
 async def run_session_statement(
@@ -64,14 +69,31 @@ async def run_session_statement(
             _end_transaction(s)
             await s.engine_transaction("ROLLBACK")
         s.send(codec.command_complete("ROLLBACK"))
-    elif isinstance(stmt, statements.NoOp):
-        if stmt.in_transaction and s.status == "I":
-            raise PgError("25P01", f"{stmt.tag} can only be used in transaction blocks")
-        if stmt.tag in ("SAVEPOINT", "RELEASE"):
-            await s.engine_transaction(f"{stmt.tag} SAVEPOINT {_ident(stmt.savepoint)}")
-        if stmt.tag == "DISCARD ALL" or stmt.tag == "CLOSE CURSOR ALL":
+    elif isinstance(stmt, (statements.Savepoint, statements.Release)):
+        tag = "SAVEPOINT" if isinstance(stmt, statements.Savepoint) else "RELEASE"
+        if s.status == "I":
+            raise PgError("25P01", f"{tag} can only be used in transaction blocks")
+        await s.engine_transaction(f"{tag} SAVEPOINT {_ident(stmt.name)}")
+        s.send(codec.command_complete(tag))
+    elif isinstance(stmt, statements.Discard):
+        if stmt.what == "ALL":
             _close_cursors(s)
-        s.send(codec.command_complete(stmt.tag))
+            s.prepared.clear()
+        s.send(codec.command_complete(f"DISCARD {stmt.what}"))
+    elif isinstance(stmt, statements.Listen):
+        s.send(codec.command_complete("UNLISTEN" if stmt.unlisten else "LISTEN"))
+    elif isinstance(stmt, statements.Prepare):
+        await _prepare(s, stmt)
+    elif isinstance(stmt, statements.Execute):
+        await _execute(s, stmt, describe=describe, formats=formats)
+    elif isinstance(stmt, statements.Deallocate):
+        if stmt.name is None:
+            s.prepared.clear()
+            s.send(codec.command_complete("DEALLOCATE ALL"))
+        else:
+            if s.prepared.pop(stmt.name, None) is None:
+                raise PgError("26000", f'prepared statement "{stmt.name}" does not exist')
+            s.send(codec.command_complete("DEALLOCATE"))
     elif isinstance(stmt, statements.Set):
         if stmt.name is None and stmt.value is None:
             s.send(codec.command_complete("SET"))
@@ -79,7 +101,7 @@ async def run_session_statement(
             s.send(codec.command_complete("RESET"))
         else:
             if stmt.name in ENGINE_VARS:
-                value = "DEFAULT" if stmt.value is None else lexer.literal(stmt.value)
+                value = "DEFAULT" if stmt.value is None else literal(stmt.value)
                 await s.engine_execute(f"SET {stmt.name} = {value}")
             if stmt.name == "statement_timeout" and stmt.value is not None:
                 s.set_var(stmt.name, guc.show_ms(guc.parse_ms(stmt.name, stmt.value)))
@@ -102,10 +124,13 @@ async def run_session_statement(
                 raise PgError("34000", f'cursor "{stmt.name}" does not exist')
             portal.close()
             s.send(codec.command_complete("CLOSE CURSOR"))
-    elif isinstance(stmt, statements.Copy):
+    elif isinstance(stmt, statements.CopyTo):
         await _copy(s, stmt)
-    elif isinstance(stmt, CopyFrom):
-        await copy_in(s, stmt)
+    elif isinstance(stmt, statements.CopyFrom):
+        copy_from = parse_copy_from(stmt.sql)
+        if copy_from is None:
+            raise PgError("42601", "syntax error in COPY … FROM STDIN")
+        await copy_in(s, copy_from)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
 
@@ -168,23 +193,29 @@ async def _declare(s: SessionHost, stmt: statements.Declare) -> None:
 async def _fetch(
     s: SessionHost, stmt: statements.Fetch, *, describe: bool, formats: tuple[int, ...]
 ) -> None:
-    portal = s.portals.get(stmt.name)
-    if portal is None or not portal.cursor:
+    portal = s.portals.get(stmt.name)  # a DECLAREd cursor or a protocol portal (asyncpg)
+    if portal is None:
         raise PgError("34000", f'cursor "{stmt.name}" does not exist')
+    if not portal.ran:
+        await s.start_portal(portal)
     if portal.schema is None:
         raise PgError("24000", f'cursor "{stmt.name}" does not return rows')
     fmts = _fmts(formats, len(portal.schema))
-    if describe:
+    if describe and not stmt.move:
         s.send(codec.row_description(field_descs(portal.schema), fmts))
     enc = RowEncoder(portal.schema, fmts)
     limit = stmt.count
     out: list[Any] = []
+    timeout = None if stmt.timeout is None else statements.duration_seconds(stmt.timeout)
     if portal.rows is not None:
         end = len(portal.rows) if limit is None else min(len(portal.rows), portal.offset + limit)
         out = portal.rows[portal.offset : end]
         portal.offset = end
     elif portal.pump is not None and not portal.done:
-        out = await _fetch_stream(s, portal, limit, stmt.timeout)
+        out = await _fetch_stream(s, portal, limit, timeout)
+    if stmt.move:  # the rows are skipped
+        s.send(codec.command_complete(f"MOVE {len(out)}"))
+        return
     for row in out:
         s.send(enc.row(row))
     s.send(codec.command_complete(f"FETCH {len(out)}"))
@@ -223,7 +254,7 @@ async def _fetch_stream(
     return [portal.pending.popleft() for _ in range(n)]
 
 
-async def _copy(s: SessionHost, stmt: statements.Copy) -> None:
+async def _copy(s: SessionHost, stmt: statements.CopyTo) -> None:
     portal = Portal(stmt.query, ())
     try:
         await s.start_portal(portal)
@@ -246,5 +277,59 @@ async def _copy(s: SessionHost, stmt: statements.Copy) -> None:
             n = await s.stream_rows(portal, lambda row: s.send(codec.copy_data(enc.line(row))), 0)
         s.send(codec.COPY_DONE)
         s.send(codec.command_complete(f"COPY {n}"))
+    finally:
+        portal.close()
+
+
+async def _prepare(s: SessionHost, stmt: statements.Prepare) -> None:
+    """SQL ``PREPARE name [(types)] AS statement``: a prepared statement as a Parse makes one
+    (the same names: ``EXECUTE`` and the protocol's Bind both use it)."""
+    if not stmt.name or stmt.name in s.prepared:
+        raise PgError("42P05", f'prepared statement "{stmt.name}" already exists')
+    oids = tuple(_type_oid(t) for t in stmt.param_types)
+    parts = split_statements(stmt.statement)
+    if len(parts) != 1:
+        raise PgError("42601", "PREPARE takes one statement")
+    parsed = parts[0][1]
+    prepared = Prepared(parsed.sql, oids, parsed=parsed)
+    prepared.described = await s.describe_prepared(prepared)  # errors now, as PostgreSQL's
+    s.prepared[stmt.name] = prepared
+    s.send(codec.command_complete("PREPARE"))
+
+
+def _type_oid(name: str) -> int:
+    base = name.split("(")[0].strip()
+    try:
+        t = named_type(base)
+    except KeyError:
+        raise PgError("42704", f'type "{name}" does not exist') from None
+    pg = pgt.BY_NAME.get(t.name)
+    return pg.oid if pg is not None else pgt.TEXT.oid
+
+
+async def _execute(
+    s: SessionHost, stmt: statements.Execute, *, describe: bool, formats: tuple[int, ...]
+) -> None:
+    """SQL ``EXECUTE name (args)``: each argument cast to its parameter's type."""
+    prepared = s.prepared.get(stmt.name)
+    if prepared is None:
+        raise PgError("26000", f'prepared statement "{stmt.name}" does not exist')
+    if prepared.described is None:
+        prepared.described = await s.describe_prepared(prepared)
+    oids = prepared.described.param_oids
+    if len(stmt.args) != len(oids):
+        raise PgError(
+            "42601",
+            f'wrong number of parameters for prepared statement "{stmt.name}": '
+            f"expected {len(oids)}, got {len(stmt.args)}",
+        )
+    literals = []
+    for arg, oid in zip(stmt.args, oids, strict=True):
+        name = cast_name(pgt.BY_OID.get(oid)) or "text"
+        literals.append(f"CAST(({arg}) AS {name})")
+    sql = bind_text(prepared, literals, what="EXECUTE")
+    portal = Portal(sql, formats)
+    try:
+        await s.run_portal(portal, describe=describe)
     finally:
         portal.close()

@@ -110,6 +110,11 @@ class Engine(Protocol):
     without it sees none of them, and its transactions are the session's bookkeeping only).
     ``COMMIT`` either writes everything of the block or raises, and ends the block either way.
 
+    An engine MAY also have ``execute_parsed(parsed, ctx) -> Result``: :meth:`execute` of a
+    statement the session split with the SQL layer (:class:`spate.sql.Parsed`), which the
+    engine MUST NOT split or tokenize again; the session then calls it instead of
+    :meth:`execute` whenever it has the statement's tokens.
+
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->
     int`` (write ``rows``, whole rows of the table as tuples or an Arrow table of its columns,

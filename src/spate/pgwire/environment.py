@@ -16,28 +16,31 @@ parameter's type from the column it is compared with or the type it is cast to.
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
+from sqlglot.tokenizer_core import TokenType
 
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, TableItem, item_desc, kind_of
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
 from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
-from spate.pgwire import lexer
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
 from spate.plan.evaluation.interrupt import interruptible
-from spate.repr.arrow import data_schema
-from spate.sql import plan_statements
+from spate.repr.arrow import USER_INTERVAL, data_schema
+from spate.sql import Parsed, SqlError
+from spate.sql import parse as parse_sql
 from spate.sql import statements as st
 from spate.sql.declared import column_types
 from spate.sql.depth import too_complex
-from spate.sql.results import result_schema
+from spate.sql.describe import describe as describe_statement
+from spate.sql.results import TAGGED, result_schema
+from spate.sql.types import PgType as SqlType
+from spate.sql.types import named_type
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -45,18 +48,6 @@ if TYPE_CHECKING:
 USER_OID_BASE: Final = 20000
 SYSTEM_OID_BASE: Final = 15000
 """spate_catalog relations (system ids s1, s2…) get oids below PostgreSQL's first user oid."""
-_ROWS_FIRST: Final = ("SELECT", "WITH", "VALUES", "TABLE", "SHOW", "EXPLAIN")
-_COMPARE: Final = re.compile(r"([A-Za-z_][\w$]*)\s*(?:=|<>|!=|<=|>=|<|>)\s*\$(\d+)\b")
-_COMPARE_REV: Final = re.compile(
-    r"\$(\d+)\s*(?:=|<>|!=|<=|>=|<|>)\s*(?:[\w$]+\.)?([A-Za-z_][\w$]*)"
-)
-_CAST: Final = re.compile(r"\$(\d+)\s*::\s*([A-Za-z_][\w ]*?)(?=[^\w ]|$)")
-_TYPE_NAMES: Final = {
-    "bigint": 20, "int8": 20, "integer": 23, "int": 23, "int4": 23, "smallint": 21, "int2": 21,
-    "text": 25, "varchar": 1043, "character varying": 1043, "boolean": 16, "bool": 16,
-    "double precision": 701, "float8": 701, "real": 700, "float4": 700, "numeric": 1700,
-    "date": 1082, "timestamp": 1114, "timestamptz": 1184, "jsonb": 3802, "bytea": 17,
-}  # fmt: skip
 
 
 def relation_oid(value: int) -> int:
@@ -78,11 +69,14 @@ class EnvironmentEngine:
         return session
 
     def _sql(self, text: str, ctx: Context) -> object:
+        return self._sql_call(lambda session: session.sql(text), ctx)
+
+    def _sql_call(self, run: Callable[[SqlSession], object], ctx: Context) -> object:
         session = self._session(ctx)
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
         try:
             with interruptible(ctx.canceled):  # and an evaluation in process (its thread's)
-                result: object = session.sql(text)
+                result: object = run(session)
         except RecursionError:
             # Planning takes deep statements (spate.sql.depth), but optimizing and running one
             # may recurse as well (evaluating a 600-term IN): 54001, not an internal error. (Run
@@ -149,28 +143,23 @@ class EnvironmentEngine:
         return out
 
     def describe(self, sql: str, param_oids: Sequence[int], ctx: Context) -> Described:
-        n = lexer.param_count(sql)
-        oids = self._param_types(sql, param_oids, n)
-        head = lexer.strip_comments(sql).lstrip().split(None, 1)
-        first = head[0].upper() if head else ""
-        if first == "SUBSCRIBE":
-            return Described(oids, self._subscribe_schema(sql, ctx))
-        if first not in _ROWS_FIRST:
-            return Described(oids, None)
-        if first in ("SHOW", "EXPLAIN"):
-            table = self._sql(sql, ctx)
+        """The planner's description of ``sql`` (:func:`spate.sql.describe.describe`): its
+        parameters typed by their contexts, its result columns as planned. Nothing is run
+        but a ``SHOW`` of spate's objects, which lists the catalog."""
+        session = self._session(ctx)
+        declared = [sql_type(o) for o in param_oids]
+        catalog = EnvironmentCatalog(session.env, session.definitions)
+        d = describe_statement(sql, catalog, declared)
+        oids = tuple(pg_oid(t) for t in d.params)
+        stmt = d.statement
+        if isinstance(stmt, st.Subscribe):
+            return Described(oids, subscribe_schema(d.columns or pa.schema([])))
+        if isinstance(stmt, st.ShowVariable):
+            return Described(oids, pa.schema([pa.field(stmt.name.lower(), pa.string())]))
+        if isinstance(stmt, st.ShowObjects):
+            table = self._schema_sql(sql, ctx)
             return Described(oids, table.schema if isinstance(table, pa.Table) else None)
-        nulls = [
-            f"CAST(NULL AS {_cast_name(o)})" if _cast_name(o) else "NULL" for o in oids
-        ]  # fmt: skip
-        bound = lexer.bind(sql, nulls)
-        planned = _planned_schema(self._session(ctx), bound)
-        if planned is not None:
-            return Described(oids, planned)
-        table = self._schema_sql(f"SELECT * FROM ({bound}) AS _described LIMIT 0", ctx)  # noqa: S608
-        if not isinstance(table, pa.Table):
-            return Described(oids, None)
-        return Described(oids, table.schema)
+        return Described(oids, d.columns)
 
     def transaction(self, sql: str, ctx: Context) -> None:
         """BEGIN, COMMIT, ROLLBACK of the connection's SQL session (its transaction block:
@@ -188,7 +177,17 @@ class EnvironmentEngine:
             raise PgError("42809", f'cannot copy to {kind_of(item)} "{table}"')
         obj = EnvironmentCatalog(self._env, session.definitions).lookup(table)
         assert obj is not None and obj.desc is not None
-        return result_schema(obj.desc, obj.desc.names, [t.name for t in column_types(obj)])
+        # COPY decodes each column into its stored type: timestamptz values as UTC
+        # timestamps, intervals as stored (spate.pgwire.copy)
+        types = [t.name for t in column_types(obj)]
+        schema = result_schema(obj.desc, obj.desc.names, types)
+        stored = data_schema(obj.desc)
+        return pa.schema(
+            [
+                stored.field(i) if t in TAGGED or f.type == USER_INTERVAL else f
+                for i, (f, t) in enumerate(zip(schema, types, strict=True))
+            ]
+        )
 
     def copy_in(self, table: str, rows: Sequence[tuple[Any, ...]] | pa.Table, ctx: Context) -> int:
         """Write the rows of a COPY FROM STDIN as an INSERT of them: in one write, or into
@@ -196,57 +195,32 @@ class EnvironmentEngine:
         return self._session(ctx).insert_rows(table, rows)
 
     def execute(self, sql: str, ctx: Context) -> Result:
+        return self._answer(sql, lambda session: session.sql(sql), ctx)
+
+    def execute_parsed(self, parsed: Parsed, ctx: Context) -> Result:
+        """:meth:`execute` of a statement the session split already (not split again)."""
+        return self._answer(parsed.sql, lambda session: session.run_parsed(parsed), ctx)
+
+    def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
         try:
-            result = self._sql(sql, ctx)
+            result = self._sql_call(run, ctx)
         except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
             raise PgError(e.sqlstate, e.pg_message) from e
+        tag = self._session(ctx).session.tag or ""
         if isinstance(result, pa.Table):
-            first = lexer.strip_comments(sql).lstrip()[:4].upper()
-            return Rows(result, "SHOW" if first == "SHOW" else f"SELECT {result.num_rows}")
+            return Rows(result, "SHOW" if tag == "SHOW" else f"SELECT {result.num_rows}")
         if result is None:
-            return Rows(None, command_tag(sql, self._session(ctx).session.rows_affected))
+            return Rows(None, tag)
         if isinstance(result, Iterator):
             return self._stream(sql, result, ctx)
         raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _param_types(self, sql: str, declared: Sequence[int], n: int) -> tuple[int, ...]:
-        out = list(declared[:n]) + [0] * max(0, n - len(declared))
-        columns: dict[str, int] = {}
-        for r in self.relations():
-            for f in r.schema:
-                columns.setdefault(f.name.lower(), pgt.for_field(f).oid)
-        for m in _CAST.finditer(sql):
-            i = int(m.group(1)) - 1
-            oid = _TYPE_NAMES.get(" ".join(m.group(2).lower().split()))
-            if 0 <= i < n and not out[i] and oid:
-                out[i] = oid
-        for m in _COMPARE.finditer(sql):
-            i = int(m.group(2)) - 1
-            if 0 <= i < n and not out[i]:
-                out[i] = columns.get(m.group(1).lower(), 0)
-        for m in _COMPARE_REV.finditer(sql):
-            i = int(m.group(1)) - 1
-            if 0 <= i < n and not out[i]:
-                out[i] = columns.get(m.group(2).lower(), 0)
-        return tuple(out)
-
     def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
-        data = _planned_schema(self._session(ctx), sql)
-        if data is None:
-            query = subscribe_query(sql)
-            table = self._schema_sql(f"SELECT * FROM {query} LIMIT 0", ctx)  # noqa: S608
-            if not isinstance(table, pa.Table):
-                raise UsageError("SUBSCRIBE needs a relation or a query that returns rows")
-            data = table.schema
-        return pa.schema(
-            [
-                pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
-                pa.field("mz_diff", pa.int64()),
-                *data,
-            ]
-        )
+        session = self._session(ctx)
+        catalog = EnvironmentCatalog(session.env, session.definitions)
+        return subscribe_schema(describe_statement(sql, catalog).columns or pa.schema([]))
 
     def _stream(
         self, sql: str, changes: Iterator[list[tuple[int, Any, int]]], ctx: Context
@@ -275,86 +249,56 @@ class EnvironmentEngine:
         return Stream(schema, batches(), close)
 
 
-def _planned_schema(session: SqlSession, sql: str) -> pa.Schema | None:
-    """The data columns of a SELECT or SUBSCRIBE from the SQL planner, without reading
-    anything; ``None`` for other statements or when planning fails (the statement's own run
-    then reports the error)."""
+def subscribe_schema(data: pa.Schema) -> pa.Schema:
+    """The columns a SUBSCRIBE streams: ``mz_timestamp``, ``mz_diff`` and its data columns."""
+    return pa.schema(
+        [
+            pgt.field_with_type("mz_timestamp", "numeric", pa.int64()),
+            pa.field("mz_diff", pa.int64()),
+            *data,
+        ]
+    )
+
+
+def sql_type(oid: int) -> SqlType | None:
+    """The SQL layer's type of a parameter a client declared (``None``: undeclared, or a
+    type spate's SQL does not have, which its context then decides)."""
+    pg = pgt.BY_OID.get(oid)
+    if pg is None or oid == pgt.UNKNOWN.oid:
+        return None
     try:
-        planned = plan_statements(sql, EnvironmentCatalog(session.env, session.definitions))
-    except Exception:
+        return named_type(pg.name)
+    except KeyError:
         return None
-    if len(planned) != 1 or not isinstance(planned[0], (st.Select, st.Subscribe)):
-        return None
-    stmt = planned[0]
-    return result_schema(stmt.plan.desc, stmt.names, stmt.types)
 
 
-def subscribe_query(sql: str) -> str:
-    """The relation a SUBSCRIBE reads, as a FROM item: ``name`` or ``(query) AS s``."""
-    text = lexer.strip_comments(sql).strip().rstrip(";")
-    m = re.match(r"SUBSCRIBE\s+(?:TO\s+)?", text, re.I)
-    if not m:
-        raise UsageError(f"not a SUBSCRIBE: {text[:60]!r}")
-    rest = text[m.end() :]
-    if rest.startswith("("):
-        depth = lexer.depths(rest)
-        end = next((i for i, c in enumerate(rest) if c == ")" and depth[i] == 1), -1)
-        if end < 0:
-            raise UsageError("SUBSCRIBE (…: unbalanced parentheses")
-        return f"{rest[: end + 1]} AS _subscribed"
-    name = re.match(r'("(?:[^"]|"")+"|[\w$.]+)', rest)
-    if not name:
-        raise UsageError(f"SUBSCRIBE needs a relation name or a query: {text[:60]!r}")
-    return name.group(1)
+def pg_oid(t: SqlType) -> int:
+    """The PostgreSQL type OID of a SQL layer type (``text`` for one the wire has not)."""
+    pg = pgt.BY_NAME.get(t.name)
+    return pg.oid if pg is not None else pgt.TEXT.oid
 
 
 def view_query(create_sql: str | None) -> str | None:
     """The query of a ``CREATE [MATERIALIZED] VIEW`` text (what ``pg_get_viewdef`` shows):
     what follows its first ``AS`` outside parentheses; ``None`` for other statements."""
-    if not create_sql or not re.match(
-        r"\s*CREATE\s+(OR\s+REPLACE\s+)?(MATERIALIZED\s+)?VIEW\b", create_sql, re.I
-    ):
+    if not create_sql:
         return None
-    text = lexer.strip_comments(create_sql)
-    depth = lexer.depths(text)
-    for m in re.finditer(r"\bAS\b", text, re.I):
-        if depth[m.start()] == 0:
-            return text[m.end() :].strip().rstrip(";")
+    try:
+        parsed = parse_sql(create_sql)
+    except SqlError:
+        return None
+    if len(parsed) != 1:
+        return None
+    tokens = parsed[0].tokens
+    words = [t.text.upper() for t in tokens[:6]]
+    if words[:1] != ["CREATE"] or "VIEW" not in words:
+        return None
+    depth = 0
+    for tok in tokens:
+        if tok.token_type is TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type is TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and tok.token_type is TokenType.ALIAS:
+            return create_sql[tok.end + 1 : parsed[0].source.end].strip()
     return None
-
-
-def command_tag(sql: str, rows: int | None = None) -> str:
-    """PostgreSQL's CommandComplete tag for a statement that returns no rows; ``rows``: how
-    many an INSERT, UPDATE or DELETE wrote, matched or removed (if known)."""
-    text = " ".join(lexer.strip_comments(sql).split()).upper()
-    words = text.split(" ")
-    head = words[0] if words else ""
-    if head == "INSERT":
-        return f"INSERT 0 {_values_rows(lexer.strip_comments(sql)) if rows is None else rows}"
-    if head in ("UPDATE", "DELETE"):
-        return f"{head} {rows or 0}"
-    if head == "CREATE" and _TABLE_AS.match(text):
-        return f"SELECT {rows}" if rows is not None else "CREATE TABLE AS"
-    if head in ("CREATE", "DROP", "ALTER"):
-        rest = [w for w in words[1:] if w not in ("OR", "REPLACE", "DEFAULT", "TEMPORARY", "TEMP")]
-        if rest[:2] == ["MATERIALIZED", "VIEW"] or rest[:2] == ["CLUSTER", "REPLICA"]:
-            return f"{head} {rest[0]} {rest[1]}"
-        return f"{head} {rest[0]}" if rest else head
-    return head
-
-
-_TABLE_AS = re.compile(r'CREATE TABLE (IF NOT EXISTS )?("(?:[^"]|"")+"|[^ (]+) AS\b')
-"""``CREATE TABLE … AS``: tagged ``SELECT n`` when it wrote n rows, as PostgreSQL tags it."""
-
-
-def _values_rows(sql: str) -> int:
-    m = re.search(r"\bVALUES\b", sql, re.I)
-    if not m:
-        return 0
-    rest = sql[m.end() :]
-    depth = lexer.depths(rest)
-    return sum(1 for i, c in enumerate(rest) if c == "(" and depth[i] == 1)
-
-
-def _cast_name(oid: int) -> str | None:
-    return pgt.BY_OID[oid].name if oid in pgt.BY_OID and oid not in (0, 705) else None

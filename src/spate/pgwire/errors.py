@@ -1,15 +1,18 @@
 """SQLSTATE codes for spate's errors, and the error the server raises itself.
 
-An exception that carries a ``sqlstate`` attribute (a five-character string) is sent with that
-code; otherwise the code comes from the exception's class (the table below, first match in the
-method resolution order), then from the built-in it mixes in. Anything that is not a
-:class:`~spate.errors.SpateError` is ``XX000`` (internal error) and is logged by the session.
+An exception that carries a ``sqlstate`` attribute (a five-character string: its class's, as
+spate's error classes declare it, or its own) is sent with that code; otherwise the code comes
+from the built-in it mixes in, then from its kind (usage ``42000``, location ``58030``).
+Anything that is not a :class:`~spate.errors.SpateError` is ``XX000`` (internal error) and is
+logged by the session.
 """
 
 from __future__ import annotations
 
 import asyncio
 from typing import Final
+
+from sqlglot.errors import ParseError
 
 from spate.errors import LocationError, SpateError, UsageError
 
@@ -44,26 +47,6 @@ DUPLICATE_STATEMENT: Final = "42P05"
 DUPLICATE_CURSOR: Final = "42P03"
 INTERNAL_ERROR: Final = "XX000"
 
-_BY_CLASS: Final[dict[str, str]] = {
-    "UnknownName": UNDEFINED_TABLE,
-    "CollectionMissing": UNDEFINED_TABLE,
-    "ColumnMissing": UNDEFINED_COLUMN,
-    "PlanColumnMissing": UNDEFINED_COLUMN,
-    "NameExists": "42P07",
-    "HasDependents": "2BP01",
-    "InvalidName": "42602",
-    "SchemaMismatch": "42804",
-    "PlanTypeError": "42804",
-    "InvalidScalarType": UNDEFINED_OBJECT,
-    "InvalidParameter": INVALID_TEXT,
-    "ReadBeforeSince": "55000",
-    "AsOfBeforeSince": "55000",
-    "NotReadable": "55000",
-    "ReadFailed": "55000",
-    "EnvironmentClosed": ADMIN_SHUTDOWN,
-    "EvalError": "22000",
-}
-
 _BY_BUILTIN: Final[tuple[tuple[type[BaseException], str], ...]] = (
     (ZeroDivisionError, "22012"),
     (OverflowError, "22003"),
@@ -78,6 +61,8 @@ _BY_BUILTIN: Final[tuple[tuple[type[BaseException], str], ...]] = (
 
 
 def sqlstate_of(e: BaseException) -> str:
+    """``e``'s SQLSTATE: the code it carries (its own, or its class's ``sqlstate``), else its
+    kind's (module docs). Never read from the class's name or the message."""
     code = getattr(e, "sqlstate", None)
     if isinstance(code, str) and len(code) == 5:
         return code
@@ -85,17 +70,22 @@ def sqlstate_of(e: BaseException) -> str:
         return QUERY_CANCELED
     if isinstance(e, RecursionError):
         return "54001"  # statement too complex (too deep to follow), never an internal error
-    for cls in type(e).__mro__:
-        if cls.__name__ in _BY_CLASS:
-            return _BY_CLASS[cls.__name__]
-        if cls.__name__.endswith("SyntaxError") or cls.__name__ == "ParseError":
-            return SYNTAX_ERROR
-    if isinstance(e, SpateError):
-        for builtin, code in _BY_BUILTIN:
-            if isinstance(e, builtin):
-                return code
-        if isinstance(e, LocationError):
+    return class_sqlstate(type(e))
+
+
+def class_sqlstate(cls: type[BaseException]) -> str:
+    """The SQLSTATE of an error of class ``cls`` that carries none of its own."""
+    code = getattr(cls, "sqlstate", None)
+    if isinstance(code, str) and len(code) == 5:
+        return code
+    if issubclass(cls, (SyntaxError, ParseError)):
+        return SYNTAX_ERROR
+    if issubclass(cls, SpateError):
+        for builtin, found in _BY_BUILTIN:
+            if issubclass(cls, builtin):
+                return found
+        if issubclass(cls, LocationError):
             return "58030"
-        if isinstance(e, UsageError):
+        if issubclass(cls, UsageError):
             return "42000"
     return INTERNAL_ERROR

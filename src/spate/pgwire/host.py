@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from spate.pgwire.auth import ScramVerifier
-from spate.pgwire.engine import Context, Engine
+from spate.pgwire.binding import Prepared
+from spate.pgwire.engine import Context, Described, Engine
 from spate.pgwire.portal import Portal
 
 T = TypeVar("T")
@@ -80,6 +81,17 @@ class SessionHost(Connection, Protocol):
     async def engine_transaction(self, sql: str) -> None: ...
 
     async def start_portal(self, portal: Portal) -> None: ...
+
+    @property
+    def prepared(self) -> dict[str, Prepared]:
+        """The session's prepared statements (Parse and SQL PREPARE share the names)."""
+        ...
+
+    async def describe_prepared(self, prepared: Prepared) -> Described: ...
+
+    async def run_portal(self, portal: Portal, *, describe: bool) -> None:
+        """Run ``portal`` to its end as a statement of the current query."""
+        ...
 
     async def stream_rows(
         self, portal: Portal, emit: Callable[[Any], None], max_rows: int

@@ -1,8 +1,11 @@
-"""Just enough lexing of SQL text to split statements and bind ``$n`` parameters.
+"""SQL literals of values (:func:`literal`: a Bind's values become typed literals), and the
+comment stripping and parenthesis depths the catalog emulation still uses.
 
-Quoted strings (``'…'`` with ``''``, ``E'…'`` with backslash escapes), quoted identifiers,
-dollar-quoted strings, ``--`` and nested ``/* */`` comments are skipped, so a ``;`` or ``$1``
-inside them is never taken for a separator or a parameter.
+Statements are split, recognised and their ``$n`` found by the SQL layer
+(:mod:`spate.pgwire.split`, :mod:`spate.sql.session_statements`), not here. Quoted strings
+(``'…'`` with ``''``, ``E'…'`` with backslash escapes), quoted identifiers, dollar-quoted
+strings, ``--`` and nested ``/* */`` comments are skipped by :func:`strip_comments` and
+:func:`depths`.
 """
 
 from __future__ import annotations
@@ -10,14 +13,11 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, Final
 
 _DOLLAR_TAG: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
-_PARAM: Final = re.compile(r"\$(\d+)")
-
-
 _SPECIAL: Final = re.compile(r"['\"$/-]")
 """Where a quoted or commented span may start (a character class: scanned fast)."""
 _E_STOP: Final = re.compile(r"[\\']")
@@ -129,20 +129,6 @@ def depths(sql: str) -> list[int]:
     return out
 
 
-def split(text: str) -> list[str]:
-    """The non-empty statements of ``text``, split at top-level semicolons."""
-    out: list[str] = []
-    start = 0
-    for a, b in _code_spans(text):
-        k = text.find(";", a, b)
-        while k != -1:
-            out.append(text[start:k])
-            start = k + 1
-            k = text.find(";", start, b)
-    out.append(text[start:])
-    return [s.strip() for s in out if strip_comments(s).strip()]
-
-
 def strip_comments(text: str) -> str:
     """``text`` with comments removed (quoted spans kept)."""
     parts: list[str] = []
@@ -164,26 +150,6 @@ def strip_comments(text: str) -> str:
             i += 1
     parts.append(text[start:])
     return "".join(parts)
-
-
-def param_count(text: str) -> int:
-    """The highest ``$n`` used in ``text`` (0 if none)."""
-    top = 0
-    for a, b in _code_spans(text):
-        for m in _PARAM.finditer(text, a, b):
-            top = max(top, int(m.group(1)))
-    return top
-
-
-def param_positions(text: str) -> list[tuple[int, int, int]]:
-    """Each ``$n`` outside quotes: (start, end, n)."""
-    out = []
-    for a, b in _code_spans(text):
-        for m in _PARAM.finditer(text, a, b):
-            if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"):
-                continue
-            out.append((m.start(), m.end(), int(m.group(1))))
-    return out
 
 
 def literal(value: Any, type_name: str | None = None) -> str:
@@ -212,17 +178,3 @@ def literal(value: Any, type_name: str | None = None) -> str:
     else:
         text = "'" + str(value).replace("'", "''") + "'"
     return f"CAST({text} AS {type_name})" if type_name else text
-
-
-def bind(text: str, literals: Sequence[str]) -> str:
-    """``text`` with every ``$n`` outside quotes replaced by ``literals[n - 1]``."""
-    out: list[str] = []
-    last = 0
-    for start, end, n in param_positions(text):
-        if not 1 <= n <= len(literals):
-            raise IndexError(n)
-        out.append(text[last:start])
-        out.append(literals[n - 1])
-        last = end
-    out.append(text[last:])
-    return "".join(out)

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from spate.pgwire.engine import Stream
 from spate.pgwire.errors import PgError
+from spate.sql import Parsed
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,8 @@ class Portal:
     done: bool = False
     ran: bool = False
     cursor: bool = False  # declared with DECLARE (closed at the end of the transaction)
+    parsed: Parsed | None = None
+    """``sql`` as the SQL layer split it (``None``: not yet; a bound text is split once)."""
 
     def close(self) -> None:
         if self.pump is not None:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
-from spate.pgwire import codec, guc, lexer, statements
+from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
 from spate.pgwire.catalog import Catalog
 from spate.pgwire.commands import run_session_statement
@@ -36,7 +36,10 @@ from spate.pgwire.errors import PgError, sqlstate_of
 from spate.pgwire.host import SessionOptions as SessionOptions
 from spate.pgwire.output import RowEncoder, field_descs
 from spate.pgwire.portal import Portal, StreamPump, table_rows
+from spate.pgwire.split import split_statements
 from spate.pgwire.startup import DISPLAY, default_vars, handshake
+from spate.sql import Parsed
+from spate.sql.parameters import highest_parameter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -304,14 +307,16 @@ class Session:
     # -- simple query ------------------------------------------------------------------------------
 
     async def _simple(self, text: str) -> None:
-        parts = await self._text(lambda: lexer.split(text), len(text))
+        try:
+            parts = await self._text(lambda: split_statements(text), len(text))
+        except Exception as e:
+            self._error(e, offset=0)
+            return
         if not parts:
             self.send(codec.EMPTY_QUERY)
             return
-        start = 0
-        for sql in parts:
-            start = max(text.find(sql, start), 0)
-            portal = Portal(sql, ())
+        for start, parsed in parts:
+            portal = Portal(parsed.sql, (), parsed=parsed)
             try:
                 await self._run(portal, max_rows=0, describe=True)
             except Exception as e:
@@ -327,10 +332,13 @@ class Session:
         m = codec.parse_parse(body)
         if m.name and m.name in self._statements:
             raise PgError("42P05", f'prepared statement "{m.name}" already exists')
-        parts = await self._text(lambda: lexer.split(m.query), len(m.query))
+        parts = await self._text(lambda: split_statements(m.query), len(m.query))
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
-        self._statements[m.name] = Prepared(parts[0] if parts else "", m.param_oids)
+        parsed = parts[0][1] if parts else None
+        self._statements[m.name] = Prepared(
+            parsed.sql if parsed else "", m.param_oids, parsed=parsed
+        )
         self.send(codec.PARSE_COMPLETE)
 
     def _statement(self, name: str) -> Prepared:
@@ -349,13 +357,14 @@ class Session:
         m = codec.parse_bind(body)
         stmt = self._statement(m.statement)
         if needs_description(stmt, m):
-            stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
+            stmt.described = await self._describe_sql(stmt)
         sql = await self._text(lambda: bind_sql(stmt, m), len(stmt.sql) + 16 * len(m.params))
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
             self._portals.pop("").close()
-        self._portals[m.portal] = Portal(sql, m.result_formats)
+        parsed = stmt.parsed if not m.params else None  # bound values make a new text
+        self._portals[m.portal] = Portal(sql, m.result_formats, parsed=parsed)
         self.send(codec.BIND_COMPLETE)
 
     async def _describe(self, body: bytes) -> None:
@@ -363,7 +372,7 @@ class Session:
         if m.kind == "S":
             stmt = self._statement(m.name)
             if stmt.described is None:
-                stmt.described = await self._describe_sql(stmt.sql, stmt.param_oids)
+                stmt.described = await self._describe_sql(stmt)
             d = stmt.described
             oids = [o or 25 for o in d.param_oids]
             self.send(codec.parameter_description(oids))
@@ -415,8 +424,10 @@ class Session:
 
     # -- describing and running statements -----------------------------------------------------
 
-    async def _describe_sql(self, sql: str, param_oids: tuple[int, ...]) -> Described:
-        stmt, nparams = await self._text(lambda: (_classify(sql), lexer.param_count(sql)), len(sql))
+    async def _describe_sql(self, prepared: Prepared) -> Described:
+        sql, param_oids, parsed = prepared.sql, prepared.param_oids, prepared.parsed
+        stmt = await self._text(lambda: statements.classify(parsed), len(sql))
+        nparams = highest_parameter(parsed.tokens) if parsed is not None else 0
         if stmt is not None or not sql:
             schema = None
             if isinstance(stmt, statements.Show):
@@ -432,14 +443,14 @@ class Session:
 
     async def _prepare_portal(self, portal: Portal) -> None:
         """Find the portal's columns: run it now (finished results) or describe it (streams)."""
-        stmt = await self._text(lambda: _classify(portal.sql), len(portal.sql))
+        stmt = await self._text(lambda: _classify(portal), len(portal.sql))
         if stmt is not None:
             if isinstance(stmt, statements.Show):
                 portal.schema = _show_schema(stmt.name)
             elif isinstance(stmt, statements.Fetch):
                 portal.schema = self._portal(stmt.name).schema
             return
-        if await self._text(lambda: _is_subscribe(portal.sql), len(portal.sql)):
+        if _is_subscribe(portal):
             d = await self._call(lambda: self._engine.describe(portal.sql, (), self._ctx))
             portal.schema = d.schema
             return
@@ -452,6 +463,9 @@ class Session:
         result: Rows | Stream
         if await self._text(lambda: self._catalog.handles(sql), len(sql)):
             result = await self._call(lambda: self._catalog.answer(sql, self._ctx))
+        elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
+            parsed = portal.parsed  # split once: the engine does not split it again
+            result = await self._call(lambda: run(parsed, self._ctx))
         else:
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
@@ -475,7 +489,7 @@ class Session:
         if portal.done and portal.ran and portal.rows is None:
             self.send(codec.command_complete(portal.tag))
             return
-        stmt = await self._text(lambda: _classify(portal.sql), len(portal.sql))
+        stmt = await self._text(lambda: _classify(portal), len(portal.sql))
         if self._status == "E" and not isinstance(stmt, (statements.Commit, statements.Rollback)):
             raise PgError(
                 "25P02",
@@ -595,6 +609,16 @@ class Session:
     async def start_portal(self, portal: Portal) -> None:
         await self._start(portal)
 
+    @property
+    def prepared(self) -> dict[str, Prepared]:
+        return self._statements
+
+    async def describe_prepared(self, prepared: Prepared) -> Described:
+        return await self._describe_sql(prepared)
+
+    async def run_portal(self, portal: Portal, *, describe: bool) -> None:
+        await self._run(portal, max_rows=0, describe=describe)
+
     async def stream_rows(self, portal: Portal, emit: Callable[[Any], None], max_rows: int) -> int:
         return await self._stream(portal, emit, max_rows)
 
@@ -647,9 +671,22 @@ def _select_tag(tag: str, sent: int) -> str:
     return tag
 
 
-def _classify(sql: str) -> statements.SessionStatement | None:
-    return statements.classify(lexer.strip_comments(sql)) if sql else None
+def _parsed(portal: Portal) -> Parsed | None:
+    """The portal's statement as the SQL layer split it (a bound text is split here, once)."""
+    if portal.parsed is None and portal.sql:
+        parts = split_statements(portal.sql)
+        if len(parts) > 1:
+            raise PgError("42601", "cannot insert multiple commands into a prepared statement")
+        portal.parsed = parts[0][1] if parts else None
+    return portal.parsed
 
 
-def _is_subscribe(sql: str) -> bool:
-    return lexer.strip_comments(sql).lstrip()[:9].upper() == "SUBSCRIBE"
+def _classify(portal: Portal) -> statements.SessionStatement | None:
+    return statements.classify(_parsed(portal))
+
+
+def _is_subscribe(portal: Portal) -> bool:
+    parsed = _parsed(portal)
+    return (
+        parsed is not None and bool(parsed.tokens) and parsed.tokens[0].text.upper() == "SUBSCRIBE"
+    )

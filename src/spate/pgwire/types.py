@@ -43,6 +43,7 @@ import pyarrow as pa
 from spate.errors import UsageError
 from spate.plan.evaluation.casts import float_text as single_text
 from spate.repr.interval import Interval
+from spate.sql.results import PG_TYPE_KEY
 
 Encoder = Callable[[Any], bytes]
 Decoder = Callable[[bytes], Any]
@@ -50,11 +51,13 @@ Decoder = Callable[[bytes], Any]
 _EPOCH_DATE: Final = dt.date(2000, 1, 1)
 _EPOCH_TS: Final = dt.datetime(2000, 1, 1)
 _EPOCH_TSZ: Final = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-_META: Final = b"pg.type"
+_META: Final = PG_TYPE_KEY
 
 
 class InvalidParameter(UsageError, ValueError):
     """A bound parameter value that does not decode as its declared type (22P02)."""
+
+    sqlstate = "22P02"
 
 
 @dataclass(frozen=True, slots=True)

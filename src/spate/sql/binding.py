@@ -45,6 +45,7 @@ from spate.sql.errors import (
     NumericOutOfRange,
     SqlError,
 )
+from spate.sql.parameters import current as current_parameters
 from spate.sql.parse import position
 from spate.sql.scope import Scope
 from spate.sql.types import (
@@ -75,6 +76,9 @@ class Typed:
     interval_parts: tuple[ScalarExpr, ScalarExpr, ScalarExpr] | None = None
     """An interval's months, days and microseconds (int64 expressions) as PostgreSQL splits
     them, for a result column (``expr`` is what comparisons and time arithmetic use)."""
+    param: int | None = None
+    """``n`` of a parameter ``$n`` of unknown type: its first coercion types it
+    (:mod:`spate.sql.parameters`)."""
 
 
 Override = Callable[[exp.Expression], "Typed | None"]
@@ -182,6 +186,9 @@ class BinderBase:
                 FeatureNotSupported, f"type {display_name(target)} is not a column type", node
             )
         if t.type.name == "unknown":
+            params = current_parameters()
+            if t.param is not None and params is not None:
+                params.note(t.param, target)
             if isinstance(t.expr, Literal) and t.expr.value is None:
                 return Typed(Literal(None, target.scalar), target)
             assert t.raw is not None

@@ -5,9 +5,9 @@ spate stores ``integer`` and ``smallint`` columns as int64 (the IR has one integ
 ``real`` columns as float64, but PostgreSQL computes with them at 32 and 16 bits and in single
 precision, and refuses values outside their range. A table created in SQL keeps its ``CREATE
 TABLE`` text in the catalog; the planner reads the declared types back from it, so a column
-reference is typed ``integer``, ``smallint`` or ``real`` as in PostgreSQL (arithmetic checked
-by :func:`spate.sql.checks.int_range` or rounded to single precision, assignments
-range-checked or rounded). A view made in SQL keeps its columns' types
+reference is typed ``integer``, ``smallint``, ``real`` or ``timestamptz`` as in PostgreSQL
+(arithmetic checked by :func:`spate.sql.checks.int_range` or rounded to single precision,
+assignments range-checked or rounded). A view made in SQL keeps its columns' types
 (:attr:`~spate.sql.catalog.CatalogObject.types`). Tables made through the Python API, and every
 other object, have their stored types.
 """
@@ -21,12 +21,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from spate.sql.catalog import CatalogObject
-from spate.sql.types import FLOAT4, INT2, INT4, PgType, from_scalar
+from spate.sql.types import FLOAT4, INT2, INT4, PG_TIMESTAMPTZ, PgType, from_scalar
 
 _NARROW = {
     exp.DataType.Type.INT: INT4,
     exp.DataType.Type.SMALLINT: INT2,
     exp.DataType.Type.FLOAT: FLOAT4,
+    exp.DataType.Type.TIMESTAMPTZ: PG_TIMESTAMPTZ,
 }
 _KEPT = {t.name: t for t in _NARROW.values()}
 """The types a view keeps for its columns beyond their stored types."""

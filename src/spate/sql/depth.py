@@ -17,6 +17,7 @@ changes nothing, so running it again is safe.
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 from collections.abc import Callable
@@ -65,9 +66,11 @@ def on_deep_stack(fn: Callable[[], T]) -> T:
     result: list[T] = []
     failure: list[BaseException] = []
 
+    context = contextvars.copy_context()  # the caller's (spate.sql.parameters)
+
     def target() -> None:
         try:
-            result.append(fn())
+            result.append(context.run(fn))
         except RecursionError:
             failure.append(too_complex("it nests deeper than the parser and planner can follow"))
         except BaseException as e:  # handed to the caller's thread

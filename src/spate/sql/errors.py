@@ -158,6 +158,10 @@ class WindowingError(SqlError):
     sqlstate = "42P20"
 
 
+class UndefinedParameter(SqlError):
+    sqlstate = "42P02"
+
+
 class InvalidParameterValue(SqlError):
     sqlstate = "22023"
 

@@ -23,7 +23,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.parsers.postgres import PostgresParser
-from sqlglot.tokenizer_core import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenizerCore, TokenType
 
 from spate.sql.depth import MAX_NESTING, too_complex
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
@@ -61,11 +61,32 @@ class _Parser(PostgresParser):
         return out
 
 
+class _TokenizerCore(TokenizerCore):
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        # ``$`` and a digit is a parameter (``$1``), as PostgreSQL's lexer reads it: no dollar
+        # quote tag starts with a digit. sqlglot takes ``$1,$`` of ``($1,$2)`` for the opening
+        # of a dollar-quoted string.
+        if start == "$" and self._peek.isdigit():
+            self._add(TokenType.PARAMETER)
+            return True
+        return bool(super()._scan_string(start))
+
+
+class _Tokenizer(Postgres.Tokenizer):
+    def _init_core(self) -> TokenizerCore:
+        core = super()._init_core()
+        core.__class__ = _TokenizerCore  # the same slots; only the ``$n`` rule differs
+        return core
+
+
 class SpatePostgres(Postgres):
-    """PostgreSQL as sqlglot reads it, but for ``date_part`` and interval constants (see
-    :class:`_Parser`)."""
+    """PostgreSQL as sqlglot reads it, but for ``date_part``, interval constants (see
+    :class:`_Parser`) and parameters ``$n`` next to a ``$`` (:class:`_TokenizerCore`)."""
 
     Parser = _Parser
+    Tokenizer = _Tokenizer
 
 
 def _reader(dialect: str) -> str | type[Postgres]:
@@ -130,18 +151,22 @@ def split(text: str, dialect: str = "postgres") -> list[tuple[Source, list[Token
     return out
 
 
+_COMMANDS = (TokenType.SHOW, TokenType.COMMAND, TokenType.FETCH, TokenType.EXECUTE)
+"""Heads after which sqlglot keeps the rest of the statement as one string."""
+
+
 def tokenize(text: str, base: int, dialect: str) -> list[Token]:
     """sqlglot's tokens of ``text``; the rest of a "command" (SHOW, EXPLAIN, RESET…), which
     sqlglot keeps as one string, tokenized as well."""
     try:
-        tokens = list(Dialect.get_or_raise(sqlglot_dialect(dialect)).tokenize(text))
+        tokens = list(Dialect.get_or_raise(_reader(dialect)).tokenize(text))
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", position=base + 1, text=text) from None
     out: list[Token] = []
     for i, tok in enumerate(tokens):
         prev = tokens[i - 1] if i else None
         start = -1
-        if prev is not None and prev.token_type in (TokenType.SHOW, TokenType.COMMAND):
+        if prev is not None and prev.token_type in _COMMANDS:
             start = prev.end + 1
             while start < len(text) and text[start].isspace():
                 start += 1

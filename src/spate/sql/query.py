@@ -271,7 +271,7 @@ class QueryPlanner:
             raise self.err(
                 DatatypeMismatch, f"argument of {what} must be an integer constant", node
             )
-        if t.raw is not None:
+        if t.raw is not None or t.param is not None:  # a parameter of LIMIT $1 is bigint
             from spate.sql.types import INT8
 
             t = self.binder(Scope([], text=self.text)).coerce(t, INT8, node)

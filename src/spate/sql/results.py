@@ -16,8 +16,9 @@ from typing import Final
 
 import pyarrow as pa
 
-from spate.repr.arrow import data_schema
+from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.repr.desc import RelationDesc
+from spate.repr.types import ScalarKind
 
 NARROW: Final[dict[str, pa.DataType]] = {
     "int2": pa.int16(),
@@ -27,21 +28,45 @@ NARROW: Final[dict[str, pa.DataType]] = {
 """The PostgreSQL types whose result columns are narrower than their stored type."""
 
 
+PG_TYPE_KEY: Final = b"pg.type"
+"""Field metadata naming a column's PostgreSQL type where its Arrow type does not tell it:
+``timestamptz`` (spate keeps its values as UTC timestamps, Arrow ``timestamp[us]``)."""
+
+TAGGED: Final = frozenset({"timestamptz"})
+"""The PostgreSQL types a result column carries in its field's :data:`PG_TYPE_KEY`."""
+
+
 def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]) -> pa.Schema:
     """The Arrow schema of the first ``len(names)`` columns of ``desc``, named ``names``, whose
-    PostgreSQL types are ``types`` (names such as ``int4``; may be empty: the stored types)."""
+    PostgreSQL types are ``types`` (names such as ``int4``; may be empty: the stored types),
+    as a result reaches the user: intervals as ``month_day_nano_interval`` (:func:`to_user`)
+    and ``timestamptz`` columns tagged (:data:`PG_TYPE_KEY`), as :func:`narrow_table` does."""
     fields = list(data_schema(desc))[: len(names)]
     out = []
     for i, (f, name) in enumerate(zip(fields, names, strict=True)):
-        narrow = NARROW.get(types[i]) if i < len(types) else None
-        out.append((f if narrow is None else f.with_type(narrow)).with_name(name))
+        pg = types[i] if i < len(types) else ""
+        narrow = NARROW.get(pg)
+        if desc.columns[i].type.kind is ScalarKind.INTERVAL:
+            narrow = USER_INTERVAL
+        field = (f if narrow is None else f.with_type(narrow)).with_name(name)
+        out.append(_tagged(field, pg))
     return pa.schema(out)
+
+
+def _tagged(field: pa.Field, pg: str) -> pa.Field:
+    if pg not in TAGGED:
+        return field
+    return field.with_metadata({**(field.metadata or {}), PG_TYPE_KEY: pg.encode()})
 
 
 def narrow_table(table: pa.Table, types: Sequence[str]) -> pa.Table:
     """``table`` with each column whose PostgreSQL type (``types``) is narrower than its stored
-    type cast to that type (integers checked to fit, floats already single-precision)."""
+    type cast to that type (integers checked to fit, floats already single-precision), and
+    each ``timestamptz`` column tagged (:data:`PG_TYPE_KEY`)."""
     for i, name in enumerate(types[: table.num_columns]):
+        if name in TAGGED:
+            table = table.set_column(i, _tagged(table.schema.field(i), name), table.column(i))
+            continue
         narrow = NARROW.get(name)
         column = table.column(i)
         if narrow is None or column.type == narrow:

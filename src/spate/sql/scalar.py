@@ -30,7 +30,7 @@ from spate.plan.expr import (
     VariadicFunc,
     lift,
 )
-from spate.repr.types import BOOL, INT64, TEXT
+from spate.repr.types import BOOL, INT64, INTERVAL, TEXT
 from spate.sql.binding import BinderBase, Override, Typed
 from spate.sql.checks import SUBSTRING_ERROR, int_range, strict_cast
 from spate.sql.errors import (
@@ -39,10 +39,12 @@ from spate.sql.errors import (
     FeatureNotSupported,
     GroupingError,
     UndefinedFunction,
+    UndefinedParameter,
 )
 from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
 from spate.sql.functions import BUILTINS
 from spate.sql.operators import _ARITH, _VARIADIC, COMPARISON_OPS, OperatorBinding
+from spate.sql.parameters import current as current_parameters
 from spate.sql.parse import position
 from spate.sql.temporal import TemporalBinding, interval_constant, parse_interval
 from spate.sql.types import (
@@ -95,6 +97,20 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
 
     def null(self, node: exp.Expression) -> Typed:
         return Typed(Literal(None, TEXT), UNKNOWN)
+
+    def parameter(self, node: exp.Expression) -> Typed:
+        """``$n``: a NULL of its type while a statement's parameters are typed
+        (:mod:`spate.sql.parameters`); one of unknown type until a context decides it."""
+        assert isinstance(node, exp.Parameter)
+        params = current_parameters()
+        if params is None or not node.name.isdigit():
+            raise self.err(UndefinedParameter, f"there is no parameter ${node.name}", node)
+        n = int(node.name)
+        known = params.type_of(n)
+        if known is not None:
+            scalar = known.scalar if known.scalar is not None else INTERVAL
+            return Typed(Literal(None, scalar), known)
+        return Typed(Literal(None, TEXT), UNKNOWN, param=n)
 
     def boolean(self, node: exp.Expression) -> Typed:
         assert isinstance(node, exp.Boolean)
@@ -328,6 +344,7 @@ _DISPATCH: dict[type, Callable[[ScalarBinder, exp.Expression], Typed]] = {
     exp.Column: ScalarBinder.column,
     exp.Literal: ScalarBinder.literal,
     exp.Null: ScalarBinder.null,
+    exp.Parameter: ScalarBinder.parameter,
     exp.Boolean: ScalarBinder.boolean,
     exp.Paren: ScalarBinder.paren,
     exp.Alias: ScalarBinder.alias,

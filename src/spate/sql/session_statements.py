@@ -1,0 +1,511 @@
+"""Session statements, recognised from a statement's tokens into typed statements.
+
+A wire session answers some statements itself — transaction control, ``SET``/``RESET``/
+``SHOW`` of its variables, cursors (``DECLARE``/``FETCH``/``MOVE``/``CLOSE``), ``COPY``,
+SQL prepared statements (``PREPARE``/``EXECUTE``/``DEALLOCATE``), ``DISCARD``, ``LISTEN``/
+``UNLISTEN``. :func:`recognise` reads them from the tokens the statement was split with
+(:func:`spate.sql.parse`), over :class:`~spate.sql.parse.Cursor`, and returns one of the types
+below; any other statement (``None``) is planned (:func:`spate.sql.plan_statement`). A query a
+session statement carries (``DECLARE … FOR query``, ``COPY (query) TO``, ``PREPARE … AS
+statement``) is kept as its text, a statement of its own.
+
+A malformed session statement is a syntax error (``42601``) naming what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sqlglot.tokenizer_core import TokenType
+
+from spate.sql import Parsed
+from spate.sql.parse import Cursor
+
+ENGINE_SHOW: Final = frozenset(
+    [
+        "tables",
+        "views",
+        "materialized",
+        "sources",
+        "sinks",
+        "indexes",
+        "clusters",
+        "columns",
+        "create",
+        "objects",
+        "secrets",
+        "connections",
+        "schemas",
+        "databases",
+        "subsources",
+    ]
+)
+"""``SHOW`` of spate's objects, which the planner answers (:mod:`spate.sql.show`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Rollback:
+    """``ROLLBACK`` (``savepoint`` ``None``) or ``ROLLBACK TO [SAVEPOINT] name``."""
+
+    savepoint: str | None = None
+
+    @property
+    def to_savepoint(self) -> bool:
+        return self.savepoint is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Savepoint:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Set:
+    """``SET name = value``; ``value`` ``None``: ``RESET name``; ``name`` ``None``: a ``SET``
+    that changes nothing here (``SET TRANSACTION …``, ``RESET ALL`` when ``value`` is None)."""
+
+    name: str | None
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Show:
+    name: str  # lower-case; "all" for SHOW ALL
+
+
+@dataclass(frozen=True, slots=True)
+class Declare:
+    name: str
+    query: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """``FETCH`` (``move`` false) or ``MOVE`` (``move``: the rows are skipped, not sent)
+    of ``count`` rows (``None``: ALL); ``timeout``: Materialize's ``WITH (timeout = …)``."""
+
+    name: str
+    count: int | None
+    timeout: str | None = None
+    move: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    name: str | None  # None: CLOSE ALL
+
+
+@dataclass(frozen=True, slots=True)
+class CopyTo:
+    """``COPY (query) TO STDOUT`` or ``COPY table TO STDOUT``: ``query`` is a SELECT."""
+
+    query: str
+    format: str  # text | csv
+    header: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CopyFrom:
+    """``COPY table … FROM STDIN …``: its options are read by the wire's COPY
+    (:mod:`spate.pgwire.copy`, over sqlglot's tree of the same text)."""
+
+    sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prepare:
+    name: str
+    param_types: tuple[str, ...]
+    statement: str
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    name: str
+    args: tuple[str, ...]
+    """Each argument's SQL text (an expression: a literal, a cast…)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deallocate:
+    name: str | None  # None: DEALLOCATE ALL
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    what: str  # ALL, PLANS, SEQUENCES, TEMP
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    channel: str | None  # None: UNLISTEN *
+    unlisten: bool = False
+
+
+SessionStatement = (
+    Begin
+    | Commit
+    | Rollback
+    | Savepoint
+    | Release
+    | Set
+    | Show
+    | Declare
+    | Fetch
+    | Close
+    | CopyTo
+    | CopyFrom
+    | Prepare
+    | Execute
+    | Deallocate
+    | Discard
+    | Listen
+)
+
+
+def recognise(parsed: Parsed) -> SessionStatement | None:
+    """The session statement ``parsed`` is, or ``None`` for a statement to plan."""
+    c = Cursor(parsed.source, list(parsed.tokens))
+    head = c.word()
+    if head in ("BEGIN", "START"):
+        return _begin(c)
+    if head in ("COMMIT", "END"):
+        c.i += 1
+        c.accept("WORK") or c.accept("TRANSACTION")
+        c.end()
+        return Commit()
+    if head in ("ROLLBACK", "ABORT"):
+        c.i += 1
+        c.accept("WORK") or c.accept("TRANSACTION")
+        savepoint = None
+        if c.accept("TO"):
+            c.accept("SAVEPOINT")
+            savepoint = c.name("a savepoint name")
+        c.end()
+        return Rollback(savepoint)
+    if head == "SAVEPOINT":
+        c.i += 1
+        return Savepoint(_last_name(c, "a savepoint name"))
+    if head == "RELEASE":
+        c.i += 1
+        c.accept("SAVEPOINT")
+        return Release(_last_name(c, "a savepoint name"))
+    if head == "SET":
+        return _set(c)
+    if head == "RESET":
+        c.i += 1
+        if c.accept("ALL"):
+            c.end()
+            return Set(None, None)
+        return Set(_dotted(c), None)
+    if head == "SHOW":
+        return _show(c)
+    if head == "DECLARE":
+        return _declare(c)
+    if head in ("FETCH", "MOVE"):
+        return _fetch(c, move=head == "MOVE")
+    if head == "CLOSE":
+        c.i += 1
+        if c.accept("ALL"):
+            c.end()
+            return Close(None)
+        return Close(_last_name(c, "a cursor name"))
+    if head == "COPY":
+        return _copy(c)
+    if head == "PREPARE":
+        return _prepare(c)
+    if head == "EXECUTE":
+        return _execute(c)
+    if head == "DEALLOCATE":
+        c.i += 1
+        c.accept("PREPARE")
+        if c.accept("ALL"):
+            c.end()
+            return Deallocate(None)
+        return Deallocate(_last_name(c, "a prepared statement name"))
+    if head == "DISCARD":
+        c.i += 1
+        what = c.word()
+        if what not in ("ALL", "PLANS", "SEQUENCES", "TEMP", "TEMPORARY"):
+            raise c.error("expected ALL, PLANS, SEQUENCES or TEMP")
+        c.i += 1
+        c.end()
+        return Discard("TEMP" if what == "TEMPORARY" else what)
+    if head in ("LISTEN", "UNLISTEN"):
+        c.i += 1
+        if head == "UNLISTEN" and c.accept_token(TokenType.STAR):
+            c.end()
+            return Listen(None, unlisten=True)
+        return Listen(_last_name(c, "a channel name"), unlisten=head == "UNLISTEN")
+    return None
+
+
+# -- the statements --------------------------------------------------------------------------
+
+
+def _last_name(c: Cursor, what: str) -> str:
+    name = c.name(what)
+    c.end()
+    return name
+
+
+def _dotted(c: Cursor) -> str:
+    """A variable name: ``name`` or ``a.b`` (kept whole, lower-cased unless quoted)."""
+    parts = [c.name("a variable name")]
+    while c.accept_token(TokenType.DOT):
+        parts.append(c.name("a variable name"))
+    c.end()
+    return ".".join(parts)
+
+
+def _rest(c: Cursor) -> str:
+    """The text from the current token to the statement's end."""
+    return c.src.text[c.here() : c.src.end].strip()
+
+
+def _begin(c: Cursor) -> Begin:
+    if c.accept("START"):
+        c.expect("TRANSACTION")
+    else:
+        c.expect("BEGIN")
+        c.accept("WORK") or c.accept("TRANSACTION")
+    read_only = False
+    while not c.at_end():  # transaction modes: ISOLATION LEVEL …, READ ONLY|WRITE, …
+        if c.accept("READ", "ONLY"):
+            read_only = True
+        else:
+            c.i += 1
+    return Begin(read_only)
+
+
+def _set(c: Cursor) -> Set:
+    c.expect("SET")
+    if c.accept("SESSION", "CHARACTERISTICS") or c.accept("TRANSACTION"):
+        return Set(None, None)
+    c.accept("SESSION") or c.accept("LOCAL")
+    if c.accept("TIME", "ZONE"):
+        return Set("timezone", _value(c))
+    if c.accept("NAMES"):
+        return Set("client_encoding", _value(c))
+    parts = [c.name("a variable name")]
+    while c.accept_token(TokenType.DOT):
+        parts.append(c.name("a variable name"))
+    if not c.accept_token(TokenType.EQ):
+        c.expect("TO")
+    return Set(".".join(parts), _value(c))
+
+
+def _value(c: Cursor) -> str:
+    """A SET value as written: the text of one quoted string, else the rest as it stands."""
+    tok = c.peek()
+    if tok is None:
+        raise c.error("expected a value")
+    if tok.token_type is TokenType.STRING and c.peek(1) is None:
+        c.i += 1
+        return tok.text
+    return _rest(c)
+
+
+def _show(c: Cursor) -> Show | None:
+    c.expect("SHOW")
+    if c.at_end():
+        raise c.error("expected a variable name")
+    first = c.word().lower()
+    if first in ENGINE_SHOW:
+        return None
+    if first == "cluster" and c.peek(1) is not None:
+        return None
+    words: list[str] = []
+    while not c.at_end():
+        tok = c.peek()
+        assert tok is not None
+        if tok.token_type is TokenType.IDENTIFIER:
+            words.append(tok.text)
+        elif tok.token_type is TokenType.DOT:
+            words.append(".")
+        else:
+            words.append(tok.text.lower())
+        c.i += 1
+    name = " ".join(words).replace(" . ", ".")
+    if name == "transaction isolation level":
+        return Show("transaction_isolation")
+    if name == "time zone":
+        return Show("timezone")
+    return Show(name)
+
+
+def _declare(c: Cursor) -> Declare:
+    c.expect("DECLARE")
+    name = c.name("a cursor name")
+    for word in ("BINARY", "INSENSITIVE", "ASENSITIVE"):
+        c.accept(word)
+    c.accept("NO", "SCROLL") or c.accept("SCROLL")
+    c.expect("CURSOR")
+    if c.accept("WITH", "HOLD") or c.accept("WITHOUT", "HOLD"):
+        pass
+    c.expect("FOR")
+    if c.at_end():
+        raise c.error("expected a query")
+    return Declare(name, _rest(c))
+
+
+def _fetch(c: Cursor, *, move: bool) -> Fetch:
+    c.i += 1
+    count: int | None = 1
+    if c.accept("ALL") or c.accept("FORWARD", "ALL"):
+        count = None
+    elif c.accept("NEXT"):
+        count = 1
+    elif c.accept("FORWARD"):
+        count = _count(c, default=1)
+    else:
+        count = _count(c, default=1)
+    if not c.accept("FROM"):
+        c.accept("IN")
+    name = c.name("a cursor name")
+    timeout: str | None = None
+    if c.accept("WITH"):
+        options = c.options()
+        for key, (value, _) in options.items():
+            if key != "TIMEOUT":
+                raise c.error(f"unknown FETCH option {key}")
+            timeout = str(value)
+    c.end()
+    return Fetch(name, count, timeout, move)
+
+
+def _count(c: Cursor, *, default: int) -> int:
+    tok = c.peek()
+    if tok is not None and tok.token_type is TokenType.NUMBER:
+        return c.integer("a row count")
+    return default
+
+
+def _copy(c: Cursor) -> CopyTo | CopyFrom:
+    c.expect("COPY")
+    start = c.here()
+    if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
+        c.skip_parens()
+        query = c.src.text[start + 1 : _prev_end(c)].strip()
+        query = query[: query.rfind(")")].strip() if query.endswith(")") else query
+    else:
+        parts = [c.name("a table name")]
+        while c.accept_token(TokenType.DOT):
+            parts.append(c.name("a table name"))
+        if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
+            c.skip_parens()  # a column list
+        if c.accept("FROM"):
+            return CopyFrom(c.src.sql)
+        quoted = ".".join('"' + p.replace('"', '""') + '"' for p in parts)
+        query = f"SELECT * FROM {quoted}"  # noqa: S608 (quoted identifiers)
+    if c.accept("FROM"):
+        return CopyFrom(c.src.sql)
+    c.expect("TO")
+    if not c.accept("STDOUT"):
+        raise c.error("only COPY … TO STDOUT is supported")
+    fmt, header = "text", False
+    c.accept("WITH")
+    if c.accept_token(TokenType.L_PAREN):  # (name [value], …)
+        while not c.accept_token(TokenType.R_PAREN):
+            key = c.word()
+            c.i += 1
+            tok = c.peek()
+            value = ""
+            if tok is not None and tok.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
+                value = tok.text.lower()
+                c.i += 1
+            if key == "FORMAT":
+                fmt = value
+            elif key == "HEADER":
+                header = value in ("", "true", "on", "1")
+            if not c.accept_token(TokenType.COMMA) and c.peek() is None:
+                raise c.error("expected )")
+    while not c.at_end():
+        word = c.word()
+        if word == "CSV":
+            fmt = "csv"
+        elif word == "HEADER":
+            header = True
+        elif word == "BINARY":
+            fmt = "binary"
+        c.i += 1
+    return CopyTo(query, fmt, header)
+
+
+def _prev_end(c: Cursor) -> int:
+    tok = c.tokens[c.i - 1]
+    return tok.end + 1
+
+
+def _prepare(c: Cursor) -> Prepare:
+    c.expect("PREPARE")
+    name = c.name("a prepared statement name")
+    types: list[str] = []
+    if c.accept_token(TokenType.L_PAREN):
+        start, depth = c.here(), 0
+        while True:
+            tok = c.peek()
+            if tok is None:
+                raise c.error("expected )")
+            if tok.token_type is TokenType.L_PAREN:
+                depth += 1
+            elif tok.token_type is TokenType.R_PAREN and depth > 0:
+                depth -= 1
+            elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
+                typename = " ".join(c.src.text[start : tok.start].lower().split())
+                if not typename:
+                    raise c.error("expected a type name")
+                types.append(typename)
+                c.i += 1
+                if tok.token_type is TokenType.R_PAREN:
+                    break
+                start = c.here()
+                continue
+            c.i += 1
+    c.expect("AS")
+    if c.at_end():
+        raise c.error("expected a statement")
+    return Prepare(name, tuple(types), _rest(c))
+
+
+def _execute(c: Cursor) -> Execute:
+    c.expect("EXECUTE")
+    name = c.name("a prepared statement name")
+    args: list[str] = []
+    if c.accept_token(TokenType.L_PAREN):
+        depth = 0
+        start = c.here()
+        while True:
+            tok = c.peek()
+            if tok is None:
+                raise c.error("expected )")
+            if tok.token_type is TokenType.L_PAREN:
+                depth += 1
+            elif tok.token_type is TokenType.R_PAREN and depth > 0:
+                depth -= 1
+            elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
+                args.append(c.src.text[start : tok.start].strip())
+                c.i += 1
+                if tok.token_type is TokenType.R_PAREN:
+                    break
+                start = c.here()
+                continue
+            c.i += 1
+    c.end()
+    return Execute(name, tuple(args))

@@ -1,0 +1,149 @@
+"""pgwire reads no SQL itself: no regular expression in the server's modules recognises SQL,
+and each statement a client sends is split and tokenized by the SQL layer once on its way
+through the session (the engine then plans it)."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import spate.pgwire
+import spate.pgwire.split
+import spate.sql
+from tests.pgwire.fake_engine import FakeEngine
+
+PGWIRE = Path(spate.pgwire.__file__).parent
+
+NOT_SQL: dict[str, str] = {
+    "guc.py": "setting values (numbers with units), as PostgreSQL's GUC parser reads them",
+    "lexer.py": "SQL literals of values; comments stripped for the catalog emulation",
+    "catalog.py": "the catalog emulation, being replaced by engine relations",
+    "catalog_queries.py": "the catalog emulation, being replaced by engine relations",
+    "catalog_rows.py": "the catalog emulation, being replaced by engine relations",
+    "catalog_indexes.py": "the catalog emulation, being replaced by engine relations",
+}
+"""The modules that may use regular expressions, and on what (none of them on statements the
+session dispatches)."""
+
+
+def _regex_uses(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name == "re" for a in node.names):
+            found.append(f"{path.name}:{node.lineno}: import re")
+        elif isinstance(node, ast.ImportFrom) and node.module == "re":
+            found.append(f"{path.name}:{node.lineno}: from re import")
+    return found
+
+
+def test_no_sql_recognising_regular_expressions_in_pgwire() -> None:
+    found = [
+        use
+        for path in sorted(PGWIRE.glob("*.py"))
+        if path.name not in NOT_SQL
+        for use in _regex_uses(path)
+    ]
+    assert found == []
+
+
+@pytest.fixture
+def tokenize_count(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each statement text is split into statements by the SQL layer."""
+    counts: Counter[str] = Counter()
+    real = spate.sql.parse
+
+    def counting(text: str, **kwargs: Any) -> list[spate.sql.Parsed]:
+        for parsed in (out := real(text, **kwargs)):
+            counts[parsed.sql] += 1
+        return out
+
+    monkeypatch.setattr(spate.pgwire.split, "parse_sql", counting)
+    return counts
+
+
+def test_each_statement_is_parsed_once_by_the_session(
+    dsn: str, engine: FakeEngine, tokenize_count: Counter[str]
+) -> None:
+    statements = [
+        "BEGIN",
+        "SET application_name = 'x'",
+        "SHOW application_name",
+        "SELECT 1",
+        "DECLARE c CURSOR FOR SELECT 1",
+        "MOVE 1 IN c",
+        "FETCH 1 c",
+        "CLOSE c",
+        "COMMIT",
+    ]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("; ".join(statements))  # one simple query of them all
+        for sql in statements:  # the extended protocol, each on its own
+            c.execute(sql)  # type: ignore[call-overload]
+    # Once for the simple query's split, once for each Parse (a Bind without values keeps
+    # the Parse's tokens); a DECLAREd query is split when the cursor starts.
+    over = {s: n for s, n in tokenize_count.items() if n > 2}
+    assert over == {}, over
+    assert all(tokenize_count[s] == 2 for s in statements), tokenize_count
+
+
+def test_each_statement_is_parsed_once_on_its_way_to_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a real environment behind the server, a statement is split and tokenized once in
+    all: by the session; the environment runs the session's tokens (``run_parsed``). The
+    transaction statements the session passes on are the exception (see below)."""
+    import uuid
+
+    import spate.environment.sql
+    from spate.environment.api import Environment
+    from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.server import ServerConfig, ServerThread
+
+    counts: Counter[str] = Counter()
+    real = spate.sql.parse
+
+    def counting(text: str, **kwargs: Any) -> list[spate.sql.Parsed]:
+        for parsed in (out := real(text, **kwargs)):
+            counts[parsed.sql] += 1
+        return out
+
+    monkeypatch.setattr(spate.pgwire.split, "parse_sql", counting)
+    monkeypatch.setattr(spate.environment.sql, "parse", counting)
+    t = f"once_{uuid.uuid4().hex[:8]}"
+    statements = [
+        f"CREATE TABLE {t} (k integer, s text)",
+        f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b')",
+        f"UPDATE {t} SET s = 'c' WHERE k = 2",
+        f"SELECT k, s FROM {t} ORDER BY k",
+        "BEGIN",
+        f"SELECT count(*) FROM {t}",
+        "COMMIT",
+        f"DELETE FROM {t} WHERE k = 1",
+        f"DROP TABLE {t}",
+    ]
+    env = Environment.open(tmp_path / "data")
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    try:
+        dsn = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            tags = []
+            for sql in statements:
+                cur = c.execute(sql)  # type: ignore[call-overload]
+                tags.append(cur.statusmessage)
+    finally:
+        server.close()
+        env.close()
+    assert tags == [
+        "CREATE TABLE", "INSERT 0 2", "UPDATE 1", "SELECT 2", "BEGIN", "SELECT 1", "COMMIT",
+        "DELETE 1", "DROP TABLE",
+    ]  # fmt: skip
+    # BEGIN and COMMIT are answered by the session and passed on to the engine's transaction
+    # (Engine.transaction) as the session's own text, which the engine reads
+    once = {s: 2 if s in ("BEGIN", "COMMIT") else 1 for s in statements}
+    assert {s: counts[s] for s in statements} == once
