@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from spate.environment import sql_block, sql_ddl_block
+from spate.environment import pg_catalog, sql_block, sql_ddl_block
 from spate.environment.catalog import (
     CheckConstraint,
     Constraint,
@@ -113,6 +113,9 @@ class EnvironmentCatalog:
         )
 
     def lookup(self, name: str) -> CatalogObject | None:
+        relation = pg_catalog.find(name)  # pg_catalog first, as PostgreSQL's search path
+        if relation is not None:
+            return relation.catalog_object()
         item = self.state.find(name)
         if item is not None:
             return self._object(item)

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from spate.repr.arrow import data_schema
 from spate.repr.desc import RelationDesc
+from spate.sql.types import catalog_type
 
 NARROW: Final[dict[str, pa.DataType]] = {
     "int2": pa.int16(),
@@ -25,6 +26,16 @@ NARROW: Final[dict[str, pa.DataType]] = {
     "float4": pa.float32(),
 }
 """The PostgreSQL types whose result columns are narrower than their stored type."""
+
+TYPE_METADATA: Final = b"pg.type"
+"""The field metadata key that names a column's PostgreSQL type where its Arrow type does not
+say it (the catalog types: ``oid``, ``name``, ``_text``…)."""
+
+
+def _tagged(field: pa.Field, type_name: str) -> pa.Field:
+    if catalog_type(type_name) is None:
+        return field
+    return field.with_metadata({**(field.metadata or {}), TYPE_METADATA: type_name.encode()})
 
 
 def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]) -> pa.Schema:
@@ -34,7 +45,10 @@ def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]
     out = []
     for i, (f, name) in enumerate(zip(fields, names, strict=True)):
         narrow = NARROW.get(types[i]) if i < len(types) else None
-        out.append((f if narrow is None else f.with_type(narrow)).with_name(name))
+        f = f if narrow is None else f.with_type(narrow)
+        if i < len(types):
+            f = _tagged(f, types[i])
+        out.append(f.with_name(name))
     return pa.schema(out)
 
 
@@ -44,6 +58,8 @@ def narrow_table(table: pa.Table, types: Sequence[str]) -> pa.Table:
     for i, name in enumerate(types[: table.num_columns]):
         narrow = NARROW.get(name)
         column = table.column(i)
+        if catalog_type(name) is not None:
+            table = table.set_column(i, _tagged(table.schema.field(i), name), column)
         if narrow is None or column.type == narrow:
             continue
         field = table.schema.field(i).with_type(narrow)
