@@ -1,4 +1,4 @@
-"""Regenerate ``src/spate/environment/pg_catalog_data.py`` from a PostgreSQL 15 server.
+"""Regenerate ``src/spate/sql/pg_catalog_data.py`` from a PostgreSQL 15 server.
 
 The pg_catalog and information_schema relations spate serves have PostgreSQL's columns
 (names and types), and the rows of ``pg_type``, ``pg_proc`` and ``pg_settings`` that describe
@@ -221,7 +221,7 @@ def main(url: str) -> None:
         settings = _rows(
             conn, "SELECT * FROM pg_settings WHERE name = ANY(%s) ORDER BY name", SETTINGS
         )
-    out = Path(__file__).parent.parent / "src/spate/environment/pg_catalog_data.py"
+    out = Path(__file__).parent.parent / "src/spate/sql/pg_catalog_data.py"
     text = (
         '"""PostgreSQL 15\'s columns of the pg_catalog and information_schema relations spate\n'
         "serves, and its rows of ``pg_type``, ``pg_proc`` and ``pg_settings`` for what spate has\n"

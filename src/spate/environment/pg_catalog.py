@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from spate.environment.pg_catalog_data import COLUMNS
 from spate.ids import GlobalId
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, TIMESTAMP, ScalarType
 from spate.sql.catalog import CatalogObject
+from spate.sql.pg_catalog_data import COLUMNS
 
 PG_CATALOG: Final = "pg_catalog"
 INFORMATION_SCHEMA: Final = "information_schema"

@@ -20,13 +20,13 @@ from spate.environment.pg_catalog import (
     ROW_TYPE_OFFSET,
     CatalogRelation,
 )
-from spate.environment.pg_catalog_data import COLUMNS, PROCS, SETTINGS, TYPES
 from spate.environment.pg_catalog_snapshot import (
     TYPE_OIDS,
     ColumnInfo,
     RelationInfo,
     Snapshot,
 )
+from spate.sql.pg_catalog_data import COLUMNS, PROCS, SETTINGS, TYPES
 
 Row = dict[str, Any]
 _CLASS_OID: Final = 1259

@@ -22,10 +22,10 @@ from spate.environment.pg_catalog import (
     PG_CATALOG,
     user_oid,
 )
-from spate.environment.pg_catalog_data import TYPES
 from spate.repr.types import ScalarKind
 from spate.sql.catalog import CatalogObject
 from spate.sql.declared import column_defs, column_types
+from spate.sql.pg_catalog_data import TYPES
 
 TYPE_OIDS: Final[dict[str, int]] = {str(r[1]): int(r[0]) for r in TYPES}  # type: ignore[call-overload]
 """PostgreSQL's oid of each type spate has, by name (``int4`` → 23, ``_int4`` → 1007)."""

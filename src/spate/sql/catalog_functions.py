@@ -1,0 +1,505 @@
+"""PostgreSQL's catalog functions and object-identifier casts, written in SQL over the
+``pg_catalog`` relations.
+
+Clients' catalog queries call ``format_type``, ``pg_get_indexdef``, ``obj_description``,
+``quote_ident``, ``current_setting``… and cast names to ``regclass``. Each is rewritten, in the
+parsed statement before it is planned, into an expression spate plans like any other: a CASE,
+or a scalar subquery over ``pg_catalog`` (``obj_description(c.oid)`` is ``(SELECT description
+FROM pg_catalog.pg_description WHERE objoid = c.oid AND objsubid = 0)``), so the functions
+combine with everything else SQL allows and a read that uses them reads the catalog as it is.
+
+Also normalized here: schema-qualified calls (``pg_catalog.quote_ident(…)``), operators
+(``OPERATOR(pg_catalog.~)``) and ``COLLATE pg_catalog.default`` (spate has one collation).
+
+What PostgreSQL does that these do not: a name that names nothing (``'nope'::regclass``) is
+NULL, not an error (42P01).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Final, cast
+
+import sqlglot
+from sqlglot import exp
+
+from spate.sql.pg_catalog_data import TYPES
+
+_CATALOG_RELATION_OIDS: Final = "(_c.oid < 14500 OR _c.oid >= 20000)"
+"""The relations on the search path (``pg_catalog`` and ``public``): see
+:mod:`spate.environment.pg_catalog`'s oids."""
+
+_RESERVED: Final = [
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+]
+
+_TYPE_NAMES: Final = {
+    "bool": "boolean", "bpchar": "character", "varchar": "character varying",
+    "int2": "smallint", "int4": "integer", "int8": "bigint", "float4": "real",
+    "float8": "double precision", "timestamp": "timestamp without time zone",
+    "timestamptz": "timestamp with time zone", "time": "time without time zone",
+    "char": '"char"',
+}  # fmt: skip
+_TYPE_ALIASES: Final = {
+    "boolean": "bool", "character": "bpchar", "character varying": "varchar",
+    "smallint": "int2", "integer": "int4", "int": "int4", "bigint": "int8", "real": "float4",
+    "double precision": "float8", "timestamp without time zone": "timestamp",
+    "timestamp with time zone": "timestamptz", "decimal": "numeric", '"char"': "char",
+}  # fmt: skip
+
+_MACROS: Final[dict[str, str]] = {
+    "quote_ident": (
+        "CASE WHEN $1 ~ '^[a-z_][a-z0-9_$]*$' AND $1 NOT IN ({reserved}) THEN CAST($1 AS text) "
+        "ELSE '\"' || replace($1, '\"', '\"\"') || '\"' END"
+    ),
+    "pg_get_expr": "CAST($1 AS text)",
+    "pg_get_indexdef/1": (
+        "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
+        " WHERE _d.oid = $1 AND _d.kind = 'index' AND _d.objsubid = 0)"
+    ),
+    "pg_get_indexdef/3": (
+        "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
+        " WHERE _d.oid = $1 AND _d.kind = 'index' AND _d.objsubid = $2)"
+    ),
+    "pg_get_constraintdef": (
+        "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
+        " WHERE _d.oid = $1 AND _d.kind = 'constraint')"
+    ),
+    "pg_get_viewdef": (
+        "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
+        " WHERE _d.oid = $1 AND _d.kind = 'view')"
+    ),
+    "obj_description": (
+        "(SELECT _d.description FROM pg_catalog.pg_description AS _d"
+        " WHERE _d.objoid = $1 AND _d.objsubid = 0)"
+    ),
+    "col_description": (
+        "(SELECT _d.description FROM pg_catalog.pg_description AS _d"
+        " WHERE _d.objoid = $1 AND _d.objsubid = $2)"
+    ),
+    "shobj_description": "CAST(NULL AS text)",
+    "pg_table_is_visible": "($1 < 14500 OR $1 >= 20000)",
+    "pg_type_is_visible": "CASE WHEN $1 IS NULL THEN NULL ELSE TRUE END",
+    "pg_function_is_visible": "CASE WHEN $1 IS NULL THEN NULL ELSE TRUE END",
+    "has_table_privilege": "TRUE",
+    "has_schema_privilege": "TRUE",
+    "has_database_privilege": "TRUE",
+    "has_column_privilege": "TRUE",
+    "has_any_column_privilege": "TRUE",
+    "has_function_privilege": "TRUE",
+    "has_sequence_privilege": "TRUE",
+    "pg_has_role": "TRUE",
+    "pg_is_in_recovery": "FALSE",
+    "current_setting": (
+        "(SELECT _s.setting FROM pg_catalog.pg_settings AS _s WHERE lower(_s.name) = lower($1))"
+    ),
+    "current_schema": "CAST('public' AS name)",
+    "current_schemas": (
+        "CASE WHEN $1 THEN CAST('{{pg_catalog,public}}' AS name[])"
+        " ELSE CAST('{{public}}' AS name[]) END"
+    ),
+    "current_database": "(SELECT _d.datname FROM pg_catalog.pg_database AS _d)",
+    "current_user": "(SELECT _r.rolname FROM pg_catalog.pg_roles AS _r)",
+    "pg_get_userbyid": "(SELECT _r.rolname FROM pg_catalog.pg_roles AS _r WHERE _r.oid = $1)",
+    "version": (
+        "(SELECT 'PostgreSQL ' || _s.setting || ' (spate) on x86_64-pc-linux-gnu'"
+        " FROM pg_catalog.pg_settings AS _s WHERE _s.name = 'server_version')"
+    ),
+    "pg_encoding_to_char": "CASE WHEN $1 = 6 THEN CAST('UTF8' AS name) ELSE CAST('' AS name) END",
+    "format_type": (
+        "CASE WHEN $1 IS NULL THEN NULL ELSE COALESCE((SELECT CASE"
+        " WHEN $2 IS NULL OR $2 < 0 THEN _v.n"
+        " WHEN _v.t = 'varchar' THEN 'character varying(' || CAST($2 - 4 AS text) || ')'"
+        " WHEN _v.t = 'bpchar' THEN 'character(' || CAST($2 - 4 AS text) || ')'"
+        " WHEN _v.t = 'numeric' THEN 'numeric(' || CAST(($2 - 4) / 65536 AS text) || ','"
+        " || CAST(($2 - 4) % 65536 AS text) || ')'"
+        " ELSE _v.n END FROM (VALUES {types}) AS _v(o, t, n) WHERE _v.o = $1),"
+        " (SELECT CAST(_ty.typname AS text) FROM pg_catalog.pg_type AS _ty WHERE _ty.oid = $1),"
+        " '???') END"
+    ),
+    "to_regclass": (
+        "(SELECT _c.oid FROM pg_catalog.pg_class AS _c JOIN pg_catalog.pg_namespace AS _n"
+        " ON _n.oid = _c.relnamespace WHERE _n.nspname || '.' || _c.relname = $1"
+        " OR (_c.relname = $1 AND {visible}))"
+    ),
+    "to_regtype": ("(SELECT _ty.oid FROM pg_catalog.pg_type AS _ty WHERE _ty.typname = $1)"),
+    # the display of an object id cast to regclass, regtype, regnamespace
+    "regclass_name": (
+        "(SELECT CASE WHEN {visible} THEN CAST(_c.relname AS text)"
+        " ELSE _n.nspname || '.' || _c.relname END FROM pg_catalog.pg_class AS _c"
+        " JOIN pg_catalog.pg_namespace AS _n ON _n.oid = _c.relnamespace WHERE _c.oid = $1)"
+    ),
+    "regnamespace_name": (
+        "(SELECT CAST(_n.nspname AS text) FROM pg_catalog.pg_namespace AS _n WHERE _n.oid = $1)"
+    ),
+    "regclass_of": (
+        "(SELECT _c.oid FROM pg_catalog.pg_class AS _c JOIN pg_catalog.pg_namespace AS _n"
+        " ON _n.oid = _c.relnamespace WHERE _c.relname = $2 AND _n.nspname = $1)"
+    ),
+    "regclass_search": (  # pg_catalog's oids are below public's: pg_catalog first
+        "(SELECT min(_c.oid) FROM pg_catalog.pg_class AS _c WHERE _c.relname = $1 AND {visible})"
+    ),
+    "regnamespace_of": "(SELECT _n.oid FROM pg_catalog.pg_namespace AS _n WHERE _n.nspname = $1)",
+    "regproc_of": "(SELECT min(_p.oid) FROM pg_catalog.pg_proc AS _p WHERE _p.proname = $1)",
+    "regtype_of": "(SELECT _ty.oid FROM pg_catalog.pg_type AS _ty WHERE _ty.typname = $1)",
+}
+"""Each function as SQL over its arguments ``$1``, ``$2``…; ``name/n`` is the form with n
+arguments."""
+_ALIASES: Final = {
+    "currentschema": "current_schema",
+    "currentschemas": "current_schemas",
+    "currentdatabase": "current_database",
+    "currentcatalog": "current_database",
+    "currentuser": "current_user",
+    "sessionuser": "current_user",
+    "currentversion": "version",
+}
+_OID_TYPES: Final = ("regclass", "regtype", "regproc", "regprocedure", "regnamespace", "oid")
+
+
+def rewrite(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with every catalog function and object-identifier cast written as SQL
+    (module docs). Leaves every other node as it is."""
+    if not _mentions_catalog(tree):
+        return tree
+    return tree.transform(_rewrite_node, copy=False)
+
+
+def _mentions_catalog(tree: exp.Expression) -> bool:
+    for node in tree.walk():
+        if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot)):
+            return True
+        if isinstance(node, exp.Func) and type(node).__name__.lower() in _ALIASES:
+            return True
+        if isinstance(node, (exp.Cast, exp.TryCast)) and _cast_target(node) is not None:
+            return True
+    return False
+
+
+def _rewrite_node(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func):
+        schema = node.this
+        if isinstance(schema, exp.Identifier) and schema.name.lower() == "pg_catalog":
+            inner = cast(exp.Expression, node.expression)
+            return _rewrite_node(inner)
+    if isinstance(node, exp.Operator):
+        return _operator(node)
+    if isinstance(node, exp.Collate):
+        collated: exp.Expression = node.this
+        return collated
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        target = _cast_target(node)
+        if target is not None:
+            return _cast(node, target)
+        return node
+    name = _function_name(node)
+    if name is None:
+        return node
+    args = [a for a in node.args.get("expressions") or ()] if isinstance(node, exp.Anonymous) else [
+        a for a in (node.args.get("this"),) if isinstance(a, exp.Expression)
+    ]  # fmt: skip
+    key = f"{name}/{len(args)}"
+    if key not in _MACROS and name not in _MACROS:
+        return node
+    out = _expand(key if key in _MACROS else name, args)
+    return _named(node, out, name)
+
+
+def _function_name(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return _ALIASES.get(type(node).__name__.lower())
+    return None
+
+
+def _named(original: exp.Expression, out: exp.Expression, name: str) -> exp.Expression:
+    """``out`` keeps the column name PostgreSQL gives the call it replaces."""
+    parent = original.parent
+    if isinstance(parent, exp.Select) and original.arg_key == "expressions":
+        return exp.Alias(this=out, alias=exp.to_identifier(name))
+    return out
+
+
+def _expand(key: str, args: list[exp.Expression]) -> exp.Expression:
+    body = _parsed(key).copy()
+
+    def put(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, (exp.Parameter, exp.Placeholder)):
+            index = _index(n)
+            if index is not None:
+                return args[index].copy() if index < len(args) else exp.null()
+        return n
+
+    return body.transform(put, copy=False)
+
+
+def _index(n: exp.Expression) -> int | None:
+    text = n.sql(dialect="postgres")
+    if text.startswith("$") and text[1:].isdigit():
+        return int(text[1:]) - 1
+    return None
+
+
+@functools.cache
+def _parsed(key: str) -> exp.Expression:
+    text = _MACROS[key].format(
+        reserved=", ".join(f"'{w}'" for w in _RESERVED),
+        visible=_CATALOG_RELATION_OIDS,
+        types=", ".join(f"({o}, '{t}', '{d}')" for o, t, d in _type_display()),
+    )
+    select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
+    assert isinstance(select, exp.Select)
+    first: exp.Expression = select.expressions[0]
+    return first
+
+
+def _type_display() -> list[tuple[int, str, str]]:
+    """``(oid, typname, what format_type shows)`` of every type spate has."""
+    rows = [(int(r[0]), str(r[1]), int(r[13])) for r in TYPES]  # type: ignore[call-overload]
+    names = {oid: name for oid, name, _ in rows}
+
+    def display(name: str) -> str:
+        return _TYPE_NAMES.get(name, name).replace("'", "''")
+
+    out = []
+    for oid, name, elem in rows:
+        if name.startswith("_") and elem in names:
+            out.append((oid, name, display(names[elem]) + "[]"))
+        else:
+            out.append((oid, name, display(name)))
+    return out
+
+
+_OPERATORS: Final[dict[str, Callable[[exp.Expression, exp.Expression], exp.Expression]]] = {
+    "~": lambda a, b: exp.RegexpLike(this=a, expression=b),
+    "!~": lambda a, b: exp.Not(this=exp.RegexpLike(this=a, expression=b)),
+    "~*": lambda a, b: exp.RegexpILike(this=a, expression=b),
+    "!~*": lambda a, b: exp.Not(this=exp.RegexpILike(this=a, expression=b)),
+    "=": lambda a, b: exp.EQ(this=a, expression=b),
+    "<>": lambda a, b: exp.NEQ(this=a, expression=b),
+    "<": lambda a, b: exp.LT(this=a, expression=b),
+    ">": lambda a, b: exp.GT(this=a, expression=b),
+    "<=": lambda a, b: exp.LTE(this=a, expression=b),
+    ">=": lambda a, b: exp.GTE(this=a, expression=b),
+    "~~": lambda a, b: exp.Like(this=a, expression=b),
+    "~~*": lambda a, b: exp.ILike(this=a, expression=b),
+    "||": lambda a, b: exp.DPipe(this=a, expression=b),
+}
+
+
+def _operator(node: exp.Operator) -> exp.Expression:
+    op = str(node.args.get("operator") or "").split(".")[-1].strip()
+    make = _OPERATORS.get(op)
+    if make is None:
+        return node
+    right = node.expression
+    if isinstance(right, exp.Collate):
+        right = right.this
+    return make(node.this, right)
+
+
+def _cast_target(node: exp.Cast | exp.TryCast | exp.Expression) -> str | None:
+    """``regclass``, ``regtype``, ``oid``… when ``node`` casts to an object-identifier type
+    (or ``"char"``)."""
+    to = node.args.get("to")
+    if isinstance(to, exp.ObjectIdentifier):
+        name = str(to.this).lower()
+        return name if name in _OID_TYPES else None
+    if isinstance(to, exp.DataType) and to.this == exp.DataType.Type.USERDEFINED:
+        kind = to.args.get("kind")
+        if isinstance(kind, exp.Dot):
+            kind = kind.expression
+        if isinstance(kind, exp.Identifier):
+            name = str(kind.this).lower()
+            if name in _OID_TYPES:
+                return name
+            if name == "char" and kind.quoted:
+                return '"char"'
+    return None
+
+
+def _cast(node: exp.Expression, target: str) -> exp.Expression:
+    value = node.this
+    if target == '"char"':
+        return exp.Cast(this=value, to=exp.DataType.build("text"))
+    if target == "oid":
+        return exp.Cast(this=value, to=exp.DataType.build("bigint"))
+    literal = value.this if isinstance(value, exp.Literal) and value.is_string else None
+    oid = _literal_oid(str(literal), target) if literal is not None else value
+    if not _displayed(node):
+        return oid  # an object id: compared, joined, passed to a function
+    if target == "regclass":
+        return _expand("regclass_name", [oid])
+    if target == "regtype":
+        return _expand("format_type", [oid, exp.null()])
+    if target == "regnamespace":
+        return _expand("regnamespace_name", [oid])
+    return oid
+
+
+def _displayed(node: exp.Expression) -> bool:
+    """Whether ``node`` (a cast to an object-identifier type) is shown as text: a result
+    column, concatenated or cast to text (PostgreSQL prints a ``regclass`` as its name)."""
+    parent = node.parent
+    while isinstance(parent, (exp.Paren, exp.Alias)):
+        parent = parent.parent
+    if isinstance(parent, exp.Select):
+        return node.arg_key == "expressions" or (
+            isinstance(node.parent, exp.Alias) and node.parent.arg_key == "expressions"
+        )
+    if isinstance(parent, exp.DPipe):
+        return True
+    return (
+        isinstance(parent, exp.Cast)
+        and _cast_target(parent) is None
+        and (parent.to.this in (exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR))
+    )
+
+
+def _literal_oid(text: str, target: str) -> exp.Expression:
+    """The oid a name cast to ``target`` names (NULL if none)."""
+    parts = _split_name(text)
+    if target == "regclass":
+        if len(parts) > 1:
+            return _expand(
+                "regclass_of", [exp.Literal.string(parts[0]), exp.Literal.string(parts[-1])]
+            )
+        return _expand("regclass_search", [exp.Literal.string(parts[-1])])
+    if target == "regtype":
+        name = " ".join(text.lower().split())
+        name = _TYPE_ALIASES.get(name, name)
+        if name.endswith("[]"):
+            name = "_" + _TYPE_ALIASES.get(name[:-2].strip(), name[:-2].strip())
+        return _expand("regtype_of", [exp.Literal.string(name.split("(")[0].strip())])
+    if target == "regnamespace":
+        return _expand("regnamespace_of", [exp.Literal.string(parts[-1])])
+    return _expand("regproc_of", [exp.Literal.string(parts[-1].split("(")[0])])
+
+
+def _split_name(text: str) -> list[str]:
+    """``public."My T"`` → ``['public', 'My T']``; unquoted parts fold to lower case."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] == '"':
+            j, part = i + 1, []
+            while j < n:
+                if text[j] == '"':
+                    if j + 1 < n and text[j + 1] == '"':
+                        part.append('"')
+                        j += 2
+                        continue
+                    break
+                part.append(text[j])
+                j += 1
+            out.append("".join(part))
+            i = j + 1
+        else:
+            j = text.find(".", i)
+            j = n if j < 0 else j
+            out.append(text[i:j].strip().lower())
+            i = j
+        if i < n and text[i] == ".":
+            i += 1
+    return out
