@@ -213,7 +213,8 @@ def _columns(obj: CatalogObject, state: CatalogState) -> tuple[ColumnInfo, ...]:
             name, typmod = _declared_type(d, name, typmod)
             default = _default(d, name)
         comment = state.comment(obj.id, i)
-        out.append(ColumnInfo(c.name, name, typmod, not c.nullable, default, comment))
+        not_null = not c.nullable and obj.kind == "table"  # a view's columns: never NOT NULL
+        out.append(ColumnInfo(c.name, name, typmod, not_null, default, comment))
     return tuple(out)
 
 

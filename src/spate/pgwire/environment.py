@@ -79,6 +79,7 @@ class EnvironmentEngine:
     def _sql(self, text: str, ctx: Context) -> object:
         session = self._session(ctx)
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
+        session.session.client_settings = dict(ctx.vars)  # current_setting, pg_settings
         try:
             result: object = session.sql(text)
         except RecursionError:

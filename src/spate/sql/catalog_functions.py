@@ -262,7 +262,17 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
     (module docs). Leaves every other node as it is."""
     if not _mentions_catalog(tree):
         return tree
+    # casts first: a function's arguments are copied into its SQL as they are then
+    tree = tree.transform(_rewrite_cast, copy=False)
     return tree.transform(_rewrite_node, copy=False)
+
+
+def _rewrite_cast(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        target = _cast_target(node)
+        if target is not None:
+            return _cast(node, target)
+    return node
 
 
 def _mentions_catalog(tree: exp.Expression) -> bool:
@@ -287,11 +297,6 @@ def _rewrite_node(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Collate):
         collated: exp.Expression = node.this
         return collated
-    if isinstance(node, (exp.Cast, exp.TryCast)):
-        target = _cast_target(node)
-        if target is not None:
-            return _cast(node, target)
-        return node
     name = _function_name(node)
     if name is None:
         return node
