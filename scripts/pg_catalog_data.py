@@ -20,7 +20,12 @@ RELATIONS = {
         "pg_class", "pg_namespace", "pg_attribute", "pg_type", "pg_index", "pg_constraint",
         "pg_attrdef", "pg_description", "pg_proc", "pg_database", "pg_roles", "pg_user",
         "pg_settings", "pg_tables", "pg_views", "pg_matviews", "pg_indexes", "pg_am",
-        "pg_inherits", "pg_collation", "pg_extension",
+        "pg_inherits", "pg_collation", "pg_extension", "pg_policy", "pg_statistic_ext",
+        "pg_publication", "pg_publication_rel", "pg_publication_namespace", "pg_trigger",
+        "pg_rewrite", "pg_partitioned_table", "pg_sequence", "pg_depend", "pg_tablespace",
+        "pg_auth_members", "pg_shdescription", "pg_foreign_table", "pg_foreign_server",
+        "pg_foreign_data_wrapper", "pg_opclass", "pg_enum", "pg_range", "pg_event_trigger",
+        "pg_sequences", "pg_language", "pg_cast", "pg_operator", "pg_aggregate",
     ],
     "information_schema": [
         "tables", "columns", "views", "schemata", "table_constraints", "key_column_usage",

@@ -49,10 +49,22 @@ _FIXED_OIDS: Final = {
     "pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
     "pg_database": 1262, "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606,
     "pg_description": 2609, "pg_index": 2610, "pg_inherits": 2611, "pg_namespace": 2615,
-    "pg_extension": 3079, "pg_collation": 3456,
+    "pg_extension": 3079, "pg_collation": 3456, "pg_policy": 3256, "pg_trigger": 2620,
+    "pg_rewrite": 2618, "pg_depend": 2608, "pg_tablespace": 1213, "pg_shdescription": 2396,
+    "pg_opclass": 2616, "pg_enum": 3501, "pg_range": 3541, "pg_language": 2612,
+    "pg_cast": 2605, "pg_operator": 2617, "pg_aggregate": 2600, "pg_sequence": 2224,
 }  # fmt: skip
 _VIEWS: Final = frozenset(
-    {"pg_roles", "pg_user", "pg_settings", "pg_tables", "pg_views", "pg_matviews", "pg_indexes"}
+    {
+        "pg_roles",
+        "pg_user",
+        "pg_settings",
+        "pg_tables",
+        "pg_views",
+        "pg_matviews",
+        "pg_indexes",
+        "pg_sequences",
+    }
 )
 _ID_BASE: Final = 1_000_000
 """Catalog relations have system ids ``s1000001``…, far above ``spate_catalog``'s."""

@@ -243,7 +243,7 @@ def settings_of(snap: Snapshot) -> dict[str, str]:
     """The session's settings by lower-case name, with ``server_version_num`` derived from
     ``server_version``."""
     out = {k.lower(): v for k, v in snap.settings.items()}
-    out.setdefault("server_version", "9.5.0")
+    out.setdefault("server_version", "15.0")
     out.setdefault("search_path", "public")
     out["server_version_num"] = version_num(out["server_version"])
     return out
@@ -312,6 +312,20 @@ def _collations(snap: Snapshot) -> Iterator[Row]:
         "oid": 100, "collname": "default", "collnamespace": 11, "collowner": ROLE_OID,
         "collprovider": "d", "collisdeterministic": True, "collencoding": -1,
     }  # fmt: skip
+
+
+def _tablespaces(snap: Snapshot) -> Iterator[Row]:
+    for oid, name in ((1663, "pg_default"), (1664, "pg_global")):
+        yield {"oid": oid, "spcname": name, "spcowner": ROLE_OID}
+
+
+def _languages(snap: Snapshot) -> Iterator[Row]:
+    for oid, name, trusted in ((12, "internal", False), (13, "c", False), (14, "sql", True)):
+        yield {
+            "oid": oid, "lanname": name, "lanowner": ROLE_OID, "lanispl": False,
+            "lanpltrusted": trusted, "lanplcallfoid": 0, "laninline": 0,
+            "lanvalidator": {12: 2246, 13: 2247, 14: 2248}[oid],
+        }  # fmt: skip
 
 
 def _none(snap: Snapshot) -> Iterator[Row]:
@@ -518,6 +532,36 @@ _BUILDERS: Final[dict[str, Callable[[Snapshot], Iterator[Row]]]] = {
     "pg_catalog.pg_inherits": _none,
     "pg_catalog.pg_collation": _collations,
     "pg_catalog.pg_extension": _none,
+    **{
+        f"pg_catalog.{name}": _none
+        for name in (
+            "pg_policy",
+            "pg_statistic_ext",
+            "pg_publication",
+            "pg_publication_rel",
+            "pg_publication_namespace",
+            "pg_trigger",
+            "pg_rewrite",
+            "pg_partitioned_table",
+            "pg_sequence",
+            "pg_depend",
+            "pg_auth_members",
+            "pg_shdescription",
+            "pg_foreign_table",
+            "pg_foreign_server",
+            "pg_foreign_data_wrapper",
+            "pg_opclass",
+            "pg_enum",
+            "pg_range",
+            "pg_event_trigger",
+            "pg_sequences",
+            "pg_cast",
+            "pg_operator",
+            "pg_aggregate",
+        )
+    },
+    "pg_catalog.pg_tablespace": _tablespaces,
+    "pg_catalog.pg_language": _languages,
     f"{INFORMATION_SCHEMA}.tables": _is_tables,
     f"{INFORMATION_SCHEMA}.columns": _is_columns,
     f"{INFORMATION_SCHEMA}.views": _is_views,

@@ -190,6 +190,29 @@ _MACROS: Final[dict[str, str]] = {
     "has_sequence_privilege": "TRUE",
     "pg_has_role": "TRUE",
     "pg_is_in_recovery": "FALSE",
+    "pg_relation_is_publishable": "$1 IS NOT NULL",
+    # definitions of objects spate never has (statistics objects, triggers, rules, partitions,
+    # policies): NULL, as the relations that would list them are empty
+    **dict.fromkeys(
+        ("pg_get_statisticsobjdef_columns", "pg_get_statisticsobjdef", "pg_get_triggerdef",
+         "pg_get_ruledef", "pg_get_partkeydef", "pg_get_partition_constraintdef",
+         "pg_get_function_arguments", "pg_get_function_identity_arguments",
+         "pg_get_functiondef", "pg_get_serial_sequence"),
+        "CAST(NULL AS text)",
+    ),
+    # the catalog's arrays are their text form ({a,b}): their elements, separated
+    "array_to_string": (
+        "regexp_replace(substr(CAST($1 AS text), 2, length(CAST($1 AS text)) - 2), ',', $2, 'g')"
+    ),
+    # x = ANY(a catalog array column, held as its text form {a,b})
+    "any_of_array": (
+        "(',' || substr(CAST($2 AS text), 2, length(CAST($2 AS text)) - 2) || ',')"
+        " LIKE ('%,' || CAST($1 AS text) || ',%')"
+    ),
+    "pg_get_function_result": (
+        "(SELECT format_type(_p.prorettype, NULL) FROM pg_catalog.pg_proc AS _p WHERE _p.oid = $1)"
+    ),
+    "pg_advisory_unlock_all": "CAST('' AS text)",  # spate takes no advisory locks
     "current_setting": (
         "(SELECT _s.setting FROM pg_catalog.pg_settings AS _s WHERE lower(_s.name) = lower($1))"
     ),
@@ -267,21 +290,85 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
     return tree.transform(_rewrite_node, copy=False)
 
 
+def _array_of_query(node: exp.Array) -> exp.Expression:
+    """``ARRAY(SELECT x FROM … WHERE …)`` as the text form of the array (``{a,b}``): the
+    query with ``x`` aggregated (the catalog's arrays are held as their text form)."""
+    query = node.expressions[0] if len(node.expressions) == 1 else None
+    if (
+        not isinstance(query, exp.Select)
+        or len(query.expressions) != 1
+        or any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct"))
+    ):
+        return node
+    query = query.transform(_rewrite_cast, copy=False)  # replaced: not visited after
+    order = query.args.get("order")
+    value = query.expressions[0]
+    if isinstance(value, exp.Alias):
+        value = value.this
+    element = exp.Cast(this=value.copy(), to=exp.DataType.build("text"))
+    if order is not None:  # the elements in the aggregate's order (spate's: by value)
+        query.set("order", None)
+    agg = exp.Anonymous(this="string_agg", expressions=[element, exp.Literal.string(",")])
+    joined = exp.DPipe(
+        this=exp.DPipe(
+            this=exp.Literal.string("{"),
+            expression=exp.Coalesce(this=agg, expressions=[exp.Literal.string("")]),
+        ),
+        expression=exp.Literal.string("}"),
+    )
+    query.set("expressions", [joined])
+    return exp.Subquery(this=query)
+
+
 def _rewrite_cast(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Array) and node.expressions and isinstance(
+        node.expressions[0], exp.Select
+    ):
+        return _array_of_query(node)
+    if isinstance(node, exp.ByteString):  # E'…': its escapes already read
+        return exp.Literal.string(str(node.this))
+    if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+        array = node.expression.this
+        while isinstance(array, exp.Paren):
+            array = array.this
+        if isinstance(array, (exp.Column, exp.Dot)):
+            return _expand("any_of_array", [node.this, array])
     if isinstance(node, (exp.Cast, exp.TryCast)):
         target = _cast_target(node)
         if target is not None:
             return _cast(node, target)
+        unqualified = _unqualified_type(node.args.get("to"))
+        if unqualified is not None:
+            node.set("to", unqualified)
     return node
+
+
+def _unqualified_type(to: object) -> exp.DataType | None:
+    """``pg_catalog.text`` → ``text`` (the types are all in ``pg_catalog``)."""
+    if not isinstance(to, exp.DataType) or to.this != exp.DataType.Type.USERDEFINED:
+        return None
+    kind = to.args.get("kind")
+    if not isinstance(kind, exp.Dot) or not isinstance(kind.this, exp.Identifier):
+        return None
+    if kind.this.name.lower() != "pg_catalog" or not isinstance(kind.expression, exp.Identifier):
+        return None
+    try:
+        return exp.DataType.build(kind.expression.name, dialect="postgres")
+    except Exception:  # a type sqlglot does not know: the planner names it
+        return None
 
 
 def _mentions_catalog(tree: exp.Expression) -> bool:
     for node in tree.walk():
-        if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot)):
+        if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot, exp.ByteString)):
+            return True
+        if isinstance(node, (exp.Any, exp.Array)):
             return True
         if isinstance(node, exp.Func) and type(node).__name__.lower() in _ALIASES:
             return True
-        if isinstance(node, (exp.Cast, exp.TryCast)) and _cast_target(node) is not None:
+        if isinstance(node, (exp.Cast, exp.TryCast)) and (
+            _cast_target(node) is not None or _unqualified_type(node.args.get("to")) is not None
+        ):
             return True
     return False
 
@@ -328,6 +415,7 @@ def _named(original: exp.Expression, out: exp.Expression, name: str) -> exp.Expr
 
 def _expand(key: str, args: list[exp.Expression]) -> exp.Expression:
     body = _parsed(key).copy()
+    args = [a.copy().transform(_rewrite_node, copy=False) for a in args]
 
     def put(n: exp.Expression) -> exp.Expression:
         if isinstance(n, (exp.Parameter, exp.Placeholder)):
@@ -353,7 +441,7 @@ def _parsed(key: str) -> exp.Expression:
         visible=_CATALOG_RELATION_OIDS,
         types=", ".join(f"({o}, '{t}', '{d}')" for o, t, d in _type_display()),
     )
-    select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
+    select = rewrite(sqlglot.parse_one(f"SELECT {text}", read="postgres"))
     assert isinstance(select, exp.Select)
     first: exp.Expression = select.expressions[0]
     return first
