@@ -26,6 +26,7 @@ from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, TIMESTAMP, ScalarType
 from spate.sql.catalog import CatalogObject
 from spate.sql.pg_catalog_data import COLUMNS
+from spate.sql.pg_catalog_oids import DEFINITIONS, NAMES, relation_oid
 
 PG_CATALOG: Final = "pg_catalog"
 INFORMATION_SCHEMA: Final = "information_schema"
@@ -45,15 +46,6 @@ DATABASE_OID: Final = 16384
 ROW_TYPE_OFFSET: Final = 1_000_000
 """A relation's row type has oid ``relation oid + ROW_TYPE_OFFSET``; its array type that plus
 ``ROW_TYPE_OFFSET`` again."""
-_FIXED_OIDS: Final = {
-    "pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
-    "pg_database": 1262, "pg_am": 2601, "pg_attrdef": 2604, "pg_constraint": 2606,
-    "pg_description": 2609, "pg_index": 2610, "pg_inherits": 2611, "pg_namespace": 2615,
-    "pg_extension": 3079, "pg_collation": 3456, "pg_policy": 3256, "pg_trigger": 2620,
-    "pg_rewrite": 2618, "pg_depend": 2608, "pg_tablespace": 1213, "pg_shdescription": 2396,
-    "pg_opclass": 2616, "pg_enum": 3501, "pg_range": 3541, "pg_language": 2612,
-    "pg_cast": 2605, "pg_operator": 2617, "pg_aggregate": 2600, "pg_sequence": 2224,
-}  # fmt: skip
 _VIEWS: Final = frozenset(
     {
         "pg_roles",
@@ -68,9 +60,6 @@ _VIEWS: Final = frozenset(
 )
 _ID_BASE: Final = 1_000_000
 """Catalog relations have system ids ``s1000001``…, far above ``spate_catalog``'s."""
-DEFINITIONS: Final = "pg_catalog.spate_definitions"
-"""Not a PostgreSQL relation: the texts ``pg_get_indexdef``, ``pg_get_constraintdef`` and
-``pg_get_viewdef`` answer with, by object oid (not listed in ``pg_class``)."""
 
 _SCALARS: Final[dict[str, ScalarType]] = {
     "oid": INT64, "int2": INT64, "int4": INT64, "int8": INT64, "xid": INT64,
@@ -107,10 +96,8 @@ def _relation(n: int, name: str, columns: tuple[tuple[str, str], ...]) -> Catalo
     schema, _, rel = name.partition(".")
     desc = RelationDesc.of(*((c, _SCALARS.get(t, TEXT), True) for c, t in columns))
     types = tuple(t for _, t in columns)
-    if schema == PG_CATALOG:
-        oid = _FIXED_OIDS.get(rel, 14000 + n)
-    else:
-        oid = 14500 + n
+    oid = relation_oid(name)
+    assert oid is not None
     kind = "v" if schema == INFORMATION_SCHEMA or rel in _VIEWS else "r"
     return CatalogRelation(name, GlobalId.system(_ID_BASE + n), oid, kind, desc, types)
 
@@ -123,10 +110,8 @@ _DEFINITION_COLUMNS: Final = (
 )
 
 RELATIONS: Final[tuple[CatalogRelation, ...]] = tuple(
-    _relation(n, name, columns)
-    for n, (name, columns) in enumerate(
-        [*COLUMNS.items(), (DEFINITIONS, _DEFINITION_COLUMNS)], start=1
-    )
+    _relation(n, name, COLUMNS.get(name, _DEFINITION_COLUMNS))
+    for n, name in enumerate(NAMES, start=1)
 )
 LISTED: Final = tuple(r for r in RELATIONS if r.name != DEFINITIONS)
 """The relations ``pg_class`` lists (all but :data:`DEFINITIONS`)."""

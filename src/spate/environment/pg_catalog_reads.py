@@ -19,6 +19,7 @@ import pyarrow as pa
 from spate.environment.pg_catalog import by_id, is_catalog_id
 from spate.environment.pg_catalog_rows import rows
 from spate.environment.pg_catalog_snapshot import Snapshot, build
+from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_state import Session
 from spate.errors import EvalError, EvaluationFailed
 from spate.ids import GlobalId
@@ -40,8 +41,6 @@ def reads_catalog(plan: RelationExpr) -> bool:
 
 def snapshot(env: EnvironmentOperations, session: Session) -> Snapshot:
     """The catalog as the relations show it now, for ``session`` (its user and settings)."""
-    from spate.environment.sql import EnvironmentCatalog
-
     sql_session = getattr(env, "sql_session", None)
     if sql_session is None:  # an environment without SQL state: nothing made in SQL
         from spate.environment.sql_state import Definitions

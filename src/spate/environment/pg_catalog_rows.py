@@ -11,7 +11,6 @@ from typing import Any, Final
 
 from spate.environment.pg_catalog import (
     DATABASE_OID,
-    DEFINITIONS,
     INFORMATION_SCHEMA,
     NAMESPACE_OIDS,
     PG_CATALOG,
@@ -27,6 +26,7 @@ from spate.environment.pg_catalog_snapshot import (
     Snapshot,
 )
 from spate.sql.pg_catalog_data import COLUMNS, PROCS, SETTINGS, TYPES
+from spate.sql.pg_catalog_oids import DEFINITIONS
 
 Row = dict[str, Any]
 _CLASS_OID: Final = 1259
@@ -75,8 +75,9 @@ def _class_row(
     return {
         "oid": oid, "relname": name, "relnamespace": namespace, "reltype": reltype,
         "reloftype": 0, "relowner": ROLE_OID, "relam": {"r": 2, "m": 2, "i": 403}.get(kind, 0),
-        "relfilenode": oid if kind != "v" else 0, "reltablespace": 0, "relpages": 0,
-        "reltuples": -1.0, "relallvisible": 0, "reltoastrelid": 0, "relhasindex": hasindex,
+        "relfilenode": oid if kind != "v" else 0, "reltablespace": 0,
+        "relpages": int(kind == "i"), "reltuples": 0.0 if kind == "i" else -1.0,
+        "relallvisible": 0, "reltoastrelid": 0, "relhasindex": hasindex,
         "relisshared": False, "relpersistence": "p", "relkind": kind, "relnatts": natts,
         "relchecks": checks, "relhasrules": kind == "v", "relhastriggers": False,
         "relhassubclass": False, "relrowsecurity": False, "relforcerowsecurity": False,

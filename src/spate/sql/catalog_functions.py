@@ -25,6 +25,7 @@ import sqlglot
 from sqlglot import exp
 
 from spate.sql.pg_catalog_data import TYPES
+from spate.sql.pg_catalog_oids import relation_oid
 
 _CATALOG_RELATION_OIDS: Final = "(_c.oid < 14500 OR _c.oid >= 20000)"
 """The relations on the search path (``pg_catalog`` and ``public``): see
@@ -180,6 +181,7 @@ _MACROS: Final[dict[str, str]] = {
     "shobj_description": "CAST(NULL AS text)",
     "pg_table_is_visible": "($1 < 14500 OR $1 >= 20000)",
     "pg_type_is_visible": "CASE WHEN $1 IS NULL THEN NULL ELSE TRUE END",
+    "pg_collation_is_visible": "CASE WHEN $1 IS NULL THEN NULL ELSE TRUE END",
     "pg_function_is_visible": "CASE WHEN $1 IS NULL THEN NULL ELSE TRUE END",
     "has_table_privilege": "TRUE",
     "has_schema_privilege": "TRUE",
@@ -194,10 +196,18 @@ _MACROS: Final[dict[str, str]] = {
     # definitions of objects spate never has (statistics objects, triggers, rules, partitions,
     # policies): NULL, as the relations that would list them are empty
     **dict.fromkeys(
-        ("pg_get_statisticsobjdef_columns", "pg_get_statisticsobjdef", "pg_get_triggerdef",
-         "pg_get_ruledef", "pg_get_partkeydef", "pg_get_partition_constraintdef",
-         "pg_get_function_arguments", "pg_get_function_identity_arguments",
-         "pg_get_functiondef", "pg_get_serial_sequence"),
+        (
+            "pg_get_statisticsobjdef_columns",
+            "pg_get_statisticsobjdef",
+            "pg_get_triggerdef",
+            "pg_get_ruledef",
+            "pg_get_partkeydef",
+            "pg_get_partition_constraintdef",
+            "pg_get_function_arguments",
+            "pg_get_function_identity_arguments",
+            "pg_get_functiondef",
+            "pg_get_serial_sequence",
+        ),
         "CAST(NULL AS text)",
     ),
     # the catalog's arrays are their text form ({a,b}): their elements, separated
@@ -285,9 +295,28 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
     (module docs). Leaves every other node as it is."""
     if not _mentions_catalog(tree):
         return tree
+    for select in list(tree.find_all(exp.Select)):
+        _expand_arrays(select)
+    _qualify_arguments(tree)
     # casts first: a function's arguments are copied into its SQL as they are then
-    tree = tree.transform(_rewrite_cast, copy=False)
+    tree = _post_order(tree, _rewrite_cast)
     return tree.transform(_rewrite_node, copy=False)
+
+
+def _post_order(
+    tree: exp.Expression, fn: Callable[[exp.Expression], exp.Expression]
+) -> exp.Expression:
+    """``tree`` with ``fn`` applied to every node, children before their parent (a replaced
+    node's parts are rewritten already)."""
+    for node in reversed(list(tree.walk())):
+        assert isinstance(node, exp.Expression)
+        new = fn(node)
+        if new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
 
 
 def _array_of_query(node: exp.Array) -> exp.Expression:
@@ -300,7 +329,6 @@ def _array_of_query(node: exp.Array) -> exp.Expression:
         or any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct"))
     ):
         return node
-    query = query.transform(_rewrite_cast, copy=False)  # replaced: not visited after
     order = query.args.get("order")
     value = query.expressions[0]
     if isinstance(value, exp.Alias):
@@ -320,9 +348,44 @@ def _array_of_query(node: exp.Array) -> exp.Expression:
     return exp.Subquery(this=query)
 
 
+def _subscript(node: exp.Bracket) -> exp.Expression:
+    """``a[i]`` of a catalog array held as its text form: an ``int2vector`` (``1 2``) counts
+    from 0, an array (``{1,2}``) from 1."""
+    if len(node.expressions) != 1:
+        return node
+    text = f"CAST({node.this.sql(dialect='postgres')} AS text)"
+    words = f"trim(translate({text}, '{{}},', '   '))"
+    index = node.expressions[0].sql(dialect="postgres")
+    sql = (
+        f"CAST(NULLIF(split_part({words}, ' ', CAST(({index}) + CASE WHEN left({text}, 1) = '{{'"
+        f" THEN 0 ELSE 1 END AS integer)), '') AS integer)"
+    )
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+
+def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
+    """``a & 2^k`` (a flag of ``indoption``): ``(a / 2^k) % 2 * 2^k``."""
+    bit = node.expression
+    while isinstance(bit, (exp.Cast, exp.Paren)):
+        bit = bit.this
+    if not isinstance(bit, exp.Literal) or bit.is_string:
+        return node
+    value = int(str(bit.this))
+    if value <= 0 or value & (value - 1):
+        return node
+    a = node.this.sql(dialect="postgres")
+    return cast(exp.Expression, sqlglot.parse_one(f"(({a}) / {value}) % 2 * {value}"))
+
+
 def _rewrite_cast(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.Array) and node.expressions and isinstance(
-        node.expressions[0], exp.Select
+    if isinstance(node, exp.Bracket):
+        return _subscript(node)
+    if isinstance(node, exp.BitwiseAnd):
+        return _bitwise_and(node)
+    if (
+        isinstance(node, exp.Array)
+        and node.expressions
+        and isinstance(node.expressions[0], exp.Select)
     ):
         return _array_of_query(node)
     if isinstance(node, exp.ByteString):  # E'…': its escapes already read
@@ -333,6 +396,10 @@ def _rewrite_cast(node: exp.Expression) -> exp.Expression:
             array = array.this
         if isinstance(array, (exp.Column, exp.Dot)):
             return _expand("any_of_array", [node.this, array])
+        if isinstance(array, exp.Array) and not any(
+            isinstance(e, exp.Select) for e in array.expressions
+        ):  # x = ANY(ARRAY[a, b]): x IN (a, b)
+            return exp.In(this=node.this, expressions=list(array.expressions))
     if isinstance(node, (exp.Cast, exp.TryCast)):
         target = _cast_target(node)
         if target is not None:
@@ -358,11 +425,108 @@ def _unqualified_type(to: object) -> exp.DataType | None:
         return None
 
 
+_MAX_ELEMENTS: Final = 32
+"""The most elements an expanded catalog array has (an index's keys: PostgreSQL's 32)."""
+
+
+def _expandarray_call(node: exp.Expression) -> exp.Anonymous | None:
+    """The ``_pg_expandarray(a)`` call ``node`` is (``information_schema.`` or not)."""
+    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
+        node = node.expression
+    if isinstance(node, exp.Anonymous) and str(node.name).lower() == "_pg_expandarray":
+        return node
+    return None
+
+
+def _expand_arrays(select: exp.Select) -> None:
+    """``information_schema._pg_expandarray(a)`` in a select list (pgjdbc's getPrimaryKeys
+    and getIndexInfo, and the tools that copied them): a row per element of ``a``, as
+    PostgreSQL's set-returning function gives; ``(…).n`` is the element's position and the
+    call itself (and ``(keys).x`` of it, outside) its value. The catalog's arrays are their text
+    form (``1 2``, ``{1,2}``): joined with the positions 1…32 up to their length."""
+    calls = [
+        (node, call)
+        for node in select.expressions
+        for call in [_expandarray_call(n) for n in node.walk()]
+        if call is not None
+    ]
+    if not calls:
+        return
+    array = calls[0][1].expressions[0].copy()
+    if any(c.expressions[0] != array for _, c in calls):
+        return  # two different arrays: not expanded (the call then fails to plan)
+    words = f"trim(translate(CAST({array.sql(dialect='postgres')} AS text), '{{}},', '   '))"
+    count = (
+        f"CASE WHEN {words} = '' THEN 0 ELSE length({words}) - "
+        f"length(replace({words}, ' ', '')) + 1 END"
+    )
+    element = cast(
+        exp.Expression,
+        sqlglot.parse_one(f"CAST(split_part({words}, ' ', _ea.n) AS integer)", read="postgres"),
+    )
+    position = cast(exp.Expression, exp.column("n", table="_ea"))
+
+    def swap(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Dot) and isinstance(n.this, exp.Paren):
+            inner = _expandarray_call(n.this.this)
+            if inner is not None:
+                field = n.expression.name.lower()
+                return position.copy() if field == "n" else element.copy()
+        if _expandarray_call(n) is not None:
+            return element.copy()
+        return n
+
+    select.set("expressions", [e.transform(swap) for e in select.expressions])
+    positions = ", ".join(f"({i})" for i in range(1, _MAX_ELEMENTS + 1))
+    select.join(
+        f"(VALUES {positions}) AS _ea(n)", on=f"_ea.n <= {count}", copy=False, dialect="postgres"
+    )
+    parent = select.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        parent = parent.parent
+    if isinstance(parent, exp.Select):  # (result.keys).x outside: the value itself
+        for dot in list(parent.find_all(exp.Dot)):
+            if isinstance(dot.this, exp.Paren) and isinstance(dot.this.this, exp.Column):
+                dot.replace(dot.this.this.copy())
+
+
+def _qualify_arguments(tree: exp.Expression) -> None:
+    """Qualify the unqualified columns in the arguments of the functions and casts written as
+    subqueries here, when their query reads one relation: ``oid::regtype`` in ``FROM pg_type t``
+    means ``t.oid``, not the ``oid`` of the relation the subquery reads."""
+    for node in list(tree.walk()):
+        assert isinstance(node, exp.Expression)
+        called = _function_name(node)
+        is_call = called is not None and called in _MACROS
+        if not is_call and not (isinstance(node, (exp.Cast, exp.TryCast)) and _cast_target(node)):
+            continue
+        select = node.parent
+        while select is not None and not isinstance(select, exp.Select):
+            select = select.parent
+        if select is None or select.args.get("joins"):
+            continue
+        source = select.args.get("from_") or select.args.get("from")
+        relation = source.this if isinstance(source, exp.From) else None
+        name = relation.alias_or_name if isinstance(relation, exp.Table) else None
+        if not name:
+            continue
+        for column in node.find_all(exp.Column):
+            if not column.table and _enclosing_select(column) is select:
+                column.set("table", exp.to_identifier(name))
+
+
+def _enclosing_select(node: exp.Expression) -> exp.Select | None:
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        parent = parent.parent
+    return parent
+
+
 def _mentions_catalog(tree: exp.Expression) -> bool:
     for node in tree.walk():
         if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot, exp.ByteString)):
             return True
-        if isinstance(node, (exp.Any, exp.Array)):
+        if isinstance(node, (exp.Any, exp.Array, exp.Bracket, exp.BitwiseAnd)):
             return True
         if isinstance(node, exp.Func) and type(node).__name__.lower() in _ALIASES:
             return True
@@ -441,7 +605,7 @@ def _parsed(key: str) -> exp.Expression:
         visible=_CATALOG_RELATION_OIDS,
         types=", ".join(f"({o}, '{t}', '{d}')" for o, t, d in _type_display()),
     )
-    select = rewrite(sqlglot.parse_one(f"SELECT {text}", read="postgres"))
+    select = rewrite(cast(exp.Expression, sqlglot.parse_one(f"SELECT {text}", read="postgres")))
     assert isinstance(select, exp.Select)
     first: exp.Expression = select.expressions[0]
     return first
@@ -554,6 +718,10 @@ def _literal_oid(text: str, target: str) -> exp.Expression:
     """The oid a name cast to ``target`` names (NULL if none)."""
     parts = _split_name(text)
     if target == "regclass":
+        qualified = ".".join(parts) if len(parts) > 1 else f"pg_catalog.{parts[0]}"
+        fixed = relation_oid(qualified)
+        if fixed is not None:  # pg_catalog first, as on every search path
+            return exp.Literal.number(fixed)
         if len(parts) > 1:
             return _expand(
                 "regclass_of", [exp.Literal.string(parts[0]), exp.Literal.string(parts[-1])]
