@@ -377,7 +377,27 @@ def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
     return cast(exp.Expression, sqlglot.parse_one(f"(({a}) / {value}) % 2 * {value}"))
 
 
+def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
+    """``array_agg(x [ORDER BY k])`` as the text form of the array (``{a,"b c"}``), typed
+    ``text[]``: the catalog's arrays are their text form."""
+    inner = node.this
+    order: list[exp.Expression] = []
+    if isinstance(inner, exp.Order):
+        order = list(inner.expressions)
+        inner = inner.this
+    value = f"CAST({inner.sql(dialect='postgres')} AS text)"
+    element = (
+        f"CASE WHEN {value} IS NULL THEN 'NULL' WHEN {value} ~ '^[A-Za-z0-9_]+$' THEN {value}"
+        f" ELSE '\"' || replace(replace({value}, '\\', '\\\\'), '\"', '\\\"') || '\"' END"
+    )
+    by = f" ORDER BY {', '.join(o.sql(dialect='postgres') for o in order)}" if order else ""
+    sql = f"CAST('{{' || COALESCE(string_agg({element}, ','{by}), '') || '}}' AS text[])"
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+
 def _rewrite_cast(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.ArrayAgg):
+        return _array_agg(node)
     if isinstance(node, exp.Bracket):
         return _subscript(node)
     if isinstance(node, exp.BitwiseAnd):
@@ -438,32 +458,60 @@ def _expandarray_call(node: exp.Expression) -> exp.Anonymous | None:
     return None
 
 
+def _set_returning(node: exp.Expression) -> tuple[str, exp.Expression] | None:
+    """``(kind, array)`` of a set-returning call over a catalog array in a select list:
+    ``_pg_expandarray(a)`` (``expand``), ``unnest(a)`` (``unnest``), ``generate_subscripts(a,
+    1)`` (``subscripts``)."""
+    call = _expandarray_call(node)
+    if call is not None and call.expressions:
+        return "expand", call.expressions[0]
+    if isinstance(node, exp.Explode) and isinstance(node.this, exp.Expression):
+        return "unnest", node.this
+    if (
+        isinstance(node, exp.Anonymous)
+        and str(node.name).lower() == "generate_subscripts"
+        and node.expressions
+    ):
+        return "subscripts", node.expressions[0]
+    return None
+
+
 def _expand_arrays(select: exp.Select) -> None:
-    """``information_schema._pg_expandarray(a)`` in a select list (pgjdbc's getPrimaryKeys
-    and getIndexInfo, and the tools that copied them): a row per element of ``a``, as
-    PostgreSQL's set-returning function gives; ``(…).n`` is the element's position and the
-    call itself (and ``(keys).x`` of it, outside) its value. The catalog's arrays are their text
-    form (``1 2``, ``{1,2}``): joined with the positions 1…32 up to their length."""
+    """Set-returning calls over catalog arrays in a select list (pgjdbc's getPrimaryKeys and
+    getIndexInfo use ``information_schema._pg_expandarray(a)``, SQLAlchemy ``unnest(a)`` and
+    ``generate_subscripts(a, 1)``): a row per element, the calls in lockstep, as PostgreSQL's
+    set-returning functions in a select list give. ``(…).n`` of ``_pg_expandarray`` is the
+    element's position and the call itself (and ``(keys).x`` of it, outside) its value. The
+    catalog's arrays are their text form (``1 2``, ``{1,2}``): the query is joined with the
+    positions 1…32 up to the first array's length."""
     calls = [
-        (node, call)
+        found
         for node in select.expressions
-        for call in [_expandarray_call(n) for n in node.walk()]
-        if call is not None
+        for found in [_set_returning(n) for n in node.walk()]
+        if found is not None
     ]
     if not calls:
         return
-    array = calls[0][1].expressions[0].copy()
-    if any(c.expressions[0] != array for _, c in calls):
-        return  # two different arrays: not expanded (the call then fails to plan)
-    words = f"trim(translate(CAST({array.sql(dialect='postgres')} AS text), '{{}},', '   '))"
+
+    def words(array: exp.Expression) -> str:
+        text = f"CAST({array.sql(dialect='postgres')} AS text)"
+        return f"trim(translate({text}, '{{}},', '   '))"
+
+    first = words(calls[0][1])
     count = (
-        f"CASE WHEN {words} = '' THEN 0 ELSE length({words}) - "
-        f"length(replace({words}, ' ', '')) + 1 END"
+        f"CASE WHEN {first} = '' THEN 0 ELSE length({first}) - "
+        f"length(replace({first}, ' ', '')) + 1 END"
     )
-    element = cast(
-        exp.Expression,
-        sqlglot.parse_one(f"CAST(split_part({words}, ' ', _ea.n) AS integer)", read="postgres"),
-    )
+
+    def element(array: exp.Expression) -> exp.Expression:
+        sql = f"CAST(split_part({words(array)}, ' ', _ea.n) AS integer)"
+        return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+    def subscript(array: exp.Expression) -> exp.Expression:
+        text = f"CAST({array.sql(dialect='postgres')} AS text)"  # an int2vector counts from 0
+        sql = f"_ea.n - CASE WHEN left({text}, 1) = '{{' THEN 0 ELSE 1 END"
+        return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
     position = cast(exp.Expression, exp.column("n", table="_ea"))
 
     def swap(n: exp.Expression) -> exp.Expression:
@@ -471,9 +519,11 @@ def _expand_arrays(select: exp.Select) -> None:
             inner = _expandarray_call(n.this.this)
             if inner is not None:
                 field = n.expression.name.lower()
-                return position.copy() if field == "n" else element.copy()
-        if _expandarray_call(n) is not None:
-            return element.copy()
+                return position.copy() if field == "n" else element(inner.expressions[0])
+        found = _set_returning(n)
+        if found is not None:
+            kind, array = found
+            return subscript(array) if kind == "subscripts" else element(array)
         return n
 
     select.set("expressions", [e.transform(swap) for e in select.expressions])
@@ -526,7 +576,9 @@ def _mentions_catalog(tree: exp.Expression) -> bool:
     for node in tree.walk():
         if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot, exp.ByteString)):
             return True
-        if isinstance(node, (exp.Any, exp.Array, exp.Bracket, exp.BitwiseAnd)):
+        if isinstance(
+            node, (exp.Any, exp.Array, exp.Bracket, exp.BitwiseAnd, exp.Explode, exp.ArrayAgg)
+        ):
             return True
         if isinstance(node, exp.Func) and type(node).__name__.lower() in _ALIASES:
             return True
@@ -551,6 +603,8 @@ def _rewrite_node(node: exp.Expression) -> exp.Expression:
     name = _function_name(node)
     if name is None:
         return node
+    if name == "json_build_object" and isinstance(node, exp.Anonymous):
+        return _named(node, _json_object(list(node.expressions)), name)
     args = [a for a in node.args.get("expressions") or ()] if isinstance(node, exp.Anonymous) else [
         a for a in (node.args.get("this"),) if isinstance(a, exp.Expression)
     ]  # fmt: skip
@@ -559,6 +613,25 @@ def _rewrite_node(node: exp.Expression) -> exp.Expression:
         return node
     out = _expand(key if key in _MACROS else name, args)
     return _named(node, out, name)
+
+
+def _json_object(args: list[exp.Expression]) -> exp.Expression:
+    """``json_build_object(k1, v1, …)`` as its JSON text: each value as a JSON string (or
+    null). spate builds no JSON values in SQL; the catalog queries that ask for one
+    (SQLAlchemy's reflection of identity and collation options) build objects of names."""
+    parts = []
+    args = [a.copy().transform(_rewrite_node, copy=False) for a in args]
+    for i in range(0, len(args) - 1, 2):
+        key = args[i].sql(dialect="postgres")
+        value = args[i + 1].sql(dialect="postgres")
+        quoted = "replace(replace(CAST({} AS text), '\\', '\\\\'), '\"', '\\\"')"
+        parts.append(
+            f"'\"' || {quoted.format(key)} || '\": ' || COALESCE('\"' || "
+            f"{quoted.format(value)} || '\"', 'null')"
+        )
+    body = " || ', ' || ".join(parts) if parts else "''"
+    sql = f"'{{' || {body} || '}}'"
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
 
 
 def _function_name(node: exp.Expression) -> str | None:

@@ -297,7 +297,9 @@ _CATEGORY.update({"oid": "N", **dict.fromkeys(_TEXT_LIKE, "S"), **dict.fromkeys(
 _CATEGORY["xid"] = "U"
 _CATEGORY["aclitem"] = "U"
 _NUMERIC_RANK["oid"] = 2
-_NAMED.update({"oid": PG_OID, "name": PG_NAME, "name[]": PG_NAME_ARRAY})
+_NAMED.update(
+    {"oid": PG_OID, "name": PG_NAME, "name[]": PG_NAME_ARRAY, "text[]": CATALOG_TYPES["_text"]}
+)
 
 
 def catalog_type(name: str) -> PgType | None:
