@@ -271,3 +271,71 @@ def test_an_unknown_catalog_relation_fails_instead_of_answering_partially(
         _run(spate_dsn, "SELECT * FROM pg_catalog.pg_foo")
     with pytest.raises(psycopg.Error, match="set_config"):
         _run(spate_dsn, "SELECT set_config('search_path', 'x', false)")
+
+
+# --- DBeaver and Grafana ---------------------------------------------------------------------
+
+
+def test_dbeaver_namespace_table_and_type_queries(spate_dsn: str, pg_schema: str) -> None:
+    compare(
+        spate_dsn,
+        pg_schema,
+        "SELECT n.oid,n.*,d.description FROM pg_catalog.pg_namespace n"
+        " LEFT OUTER JOIN pg_catalog.pg_description d ON d.objoid=n.oid AND d.objsubid=0"
+        " AND d.classoid='pg_namespace'::regclass WHERE nspname = '{schema}'",
+    )
+    compare(
+        spate_dsn,
+        pg_schema,
+        "select c.oid,c.*,d.description,pg_catalog.pg_get_expr(c.relpartbound, c.oid)"
+        " as partition_expr, pg_catalog.pg_get_partkeydef(c.oid) as partition_key"
+        " from pg_catalog.pg_class c left outer join pg_catalog.pg_description d"
+        " on d.objoid=c.oid and d.objsubid=0 and d.classoid='pg_class'::regclass"
+        " where c.relnamespace=(select oid from pg_catalog.pg_namespace"
+        " where nspname = '{schema}') and c.relkind not in ('i','I','c')",
+        masked=("relfrozenxid", "relminmxid"),
+    )
+    # the types query: no relation is a type of its own (it once listed every relation)
+    dbeaver_types = (
+        "SELECT t.oid,t.*,c.relkind,format_type(nullif(t.typbasetype, 0), t.typtypmod)"
+        " as base_type_name, d.description FROM pg_catalog.pg_type t"
+        " LEFT OUTER JOIN pg_catalog.pg_type et ON et.oid=t.typelem"
+        " LEFT OUTER JOIN pg_catalog.pg_class c ON c.oid=t.typrelid"
+        " LEFT OUTER JOIN pg_catalog.pg_description d ON t.oid=d.objoid"
+        " WHERE t.typname IS NOT NULL AND (c.relkind IS NULL OR c.relkind = 'c')"
+        " AND (et.typcategory IS NULL OR et.typcategory <> 'C')"
+    )
+    compare(
+        spate_dsn,
+        pg_schema,
+        dbeaver_types
+        + " AND t.typnamespace = (select oid from pg_namespace where nspname = '{schema}')",
+    )
+    compare(
+        spate_dsn,
+        pg_schema,
+        dbeaver_types + " AND t.typnamespace = 11 AND t.typname IN ('int4', 'text', 'varchar',"
+        " 'numeric', 'bool', 'timestamp', 'name', '_int4', 'jsonb')",
+    )
+
+
+def test_grafana_queries(spate_dsn: str, pg_schema: str) -> None:
+    compare(
+        spate_dsn, pg_schema, "SELECT current_setting('server_version_num')::int/100 as version"
+    )
+    compare(
+        spate_dsn, pg_schema, "SELECT extversion FROM pg_extension WHERE extname = 'timescaledb'"
+    )
+    compare(
+        spate_dsn,
+        pg_schema,
+        'SELECT quote_ident(table_name) AS "table" FROM information_schema.tables'
+        " WHERE quote_ident(table_schema) = '{schema}' ORDER BY 1",
+    )
+    _, _, rows = _run(
+        spate_dsn,
+        'SELECT schema_name AS "name" FROM information_schema.schemata'
+        " WHERE schema_name NOT IN ('information_schema', 'pg_catalog', 'pg_toast')"
+        " ORDER BY schema_name",
+    )
+    assert rows == [("public",), ("spate_catalog",)]

@@ -25,7 +25,7 @@ from spate.environment.pg_catalog_snapshot import (
     RelationInfo,
     Snapshot,
 )
-from spate.sql.pg_catalog_data import COLUMNS, PROCS, SETTINGS, TYPES
+from spate.sql.pg_catalog_data import COLUMNS, DESCRIPTIONS, PROCS, SETTINGS, TYPES
 from spate.sql.pg_catalog_oids import DEFINITIONS
 
 Row = dict[str, Any]
@@ -181,6 +181,8 @@ def _attrdefs(snap: Snapshot) -> Iterator[Row]:
 
 
 def _descriptions(snap: Snapshot) -> Iterator[Row]:
+    for oid, classoid, sub, text in DESCRIPTIONS:  # PostgreSQL's, of its types and functions
+        yield {"objoid": oid, "classoid": classoid, "objsubid": sub, "description": text}
     for r in snap.relations:
         if r.comment is not None:
             yield _description(r.oid, 0, r.comment)
