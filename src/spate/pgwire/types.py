@@ -388,7 +388,8 @@ CATALOG_TEXT: Final[dict[str, PgType]] = {
         ("oidvector", 30, -1, "A"), ("pg_node_tree", 194, -1, "Z"), ("aclitem", 1033, 12, "U"),
         ("anyarray", 2277, -1, "P"), ("_aclitem", 1034, -1, "A"), ("_text", 1009, -1, "A"),
         ("_int2", 1005, -1, "A"), ("_oid", 1028, -1, "A"), ("_char", 1002, -1, "A"),
-        ("_float4", 1021, -1, "A"), ("_name", 1003, -1, "A"),
+        ("_float4", 1021, -1, "A"), ("_name", 1003, -1, "A"), ("_bool", 1000, -1, "A"),
+        ("_int8", 1016, -1, "A"), ("_int4", 1007, -1, "A"),
     )
 }  # fmt: skip
 """Catalog column types whose values spate holds as their PostgreSQL text form (``{a,b}``,

@@ -377,25 +377,87 @@ def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
     return cast(exp.Expression, sqlglot.parse_one(f"(({a}) / {value}) % 2 * {value}"))
 
 
+_ARRAY_OF: Final = {
+    exp.DataType.Type.TEXT: "text[]",
+    exp.DataType.Type.VARCHAR: "text[]",
+    exp.DataType.Type.BIGINT: "bigint[]",
+    exp.DataType.Type.INT: "integer[]",
+    exp.DataType.Type.SMALLINT: "smallint[]",
+}
+_PREDICATES: Final = (
+    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Not, exp.And, exp.Or, exp.Is,
+    exp.Boolean,
+)  # fmt: skip
+
+
+def _element_type(value: exp.Expression) -> str | None:
+    """The array type ``array_agg(value)`` makes, where the expression says it: a cast's type,
+    ``boolean[]`` for a comparison, a CASE's branches' (``None``: not known here)."""
+    while isinstance(value, exp.Paren):
+        value = value.this
+    if isinstance(value, exp.Cast) and isinstance(value.to, exp.DataType):
+        return _ARRAY_OF.get(value.to.this)
+    if isinstance(value, _PREDICATES):
+        return "boolean[]"
+    if isinstance(value, exp.Case):
+        branches = [i.args.get("true") for i in value.args.get("ifs") or ()]
+        branches.append(value.args.get("default"))
+        types = {
+            _element_type(b) if not isinstance(b, exp.Anonymous) else "text[]"
+            for b in branches
+            if isinstance(b, exp.Expression)
+        }
+        return types.pop() if len(types) == 1 else None
+    return None
+
+
 def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
-    """``array_agg(x [ORDER BY k])`` as the text form of the array (``{a,"b c"}``), typed
-    ``text[]``: the catalog's arrays are their text form."""
+    """``array_agg(x [ORDER BY k])`` as the text form of the array (``{a,"b c"}``, ``{t,f}``),
+    typed as the array of ``x``'s type where the expression says it (a cast, a comparison);
+    otherwise left as it is (and refused): the catalog's arrays are their text form."""
     inner = node.this
     order: list[exp.Expression] = []
     if isinstance(inner, exp.Order):
         order = list(inner.expressions)
         inner = inner.this
+    array_type = _element_type(inner)
+    if array_type is None:
+        return node
     value = f"CAST({inner.sql(dialect='postgres')} AS text)"
+    if array_type == "boolean[]":
+        b = inner.sql(dialect="postgres")
+        value = f"CASE WHEN {b} THEN 't' WHEN NOT ({b}) THEN 'f' END"
     element = (
         f"CASE WHEN {value} IS NULL THEN 'NULL' WHEN {value} ~ '^[A-Za-z0-9_]+$' THEN {value}"
         f" ELSE '\"' || replace(replace({value}, '\\', '\\\\'), '\"', '\\\"') || '\"' END"
     )
     by = f" ORDER BY {', '.join(o.sql(dialect='postgres') for o in order)}" if order else ""
-    sql = f"CAST('{{' || COALESCE(string_agg({element}, ','{by}), '') || '}}' AS text[])"
+    sql = f"CAST('{{' || COALESCE(string_agg({element}, ','{by}), '') || '}}' AS {array_type})"
     return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
 
 
+def _escape(node: exp.Escape) -> exp.Expression:
+    """``LIKE p ESCAPE 'c'`` (SQLAlchemy escapes with ``/``) as ``LIKE p'``, ``p`` with ``c``
+    written as spate's one escape character, the backslash."""
+    like, char = node.this, node.expression
+    if (
+        not isinstance(like, (exp.Like, exp.ILike))
+        or not isinstance(char, exp.Literal)
+        or not char.is_string
+        or len(str(char.this)) != 1
+        or str(char.this) == "\\"
+    ):
+        return node
+    c = str(char.this).replace("'", "''")
+    pattern = like.expression.sql(dialect="postgres")
+    sql = f"replace(replace({pattern}, '\\', '\\\\'), '{c}', '\\')"
+    like.set("expression", sqlglot.parse_one(sql, read="postgres"))
+    return cast(exp.Expression, like)
+
+
 def _rewrite_cast(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Escape):
+        return _escape(node)
     if isinstance(node, exp.ArrayAgg):
         return _array_agg(node)
     if isinstance(node, exp.Bracket):
@@ -577,7 +639,16 @@ def _mentions_catalog(tree: exp.Expression) -> bool:
         if isinstance(node, (exp.Anonymous, exp.Operator, exp.Collate, exp.Dot, exp.ByteString)):
             return True
         if isinstance(
-            node, (exp.Any, exp.Array, exp.Bracket, exp.BitwiseAnd, exp.Explode, exp.ArrayAgg)
+            node,
+            (
+                exp.Any,
+                exp.Array,
+                exp.Bracket,
+                exp.BitwiseAnd,
+                exp.Explode,
+                exp.ArrayAgg,
+                exp.Escape,
+            ),
         ):
             return True
         if isinstance(node, exp.Func) and type(node).__name__.lower() in _ALIASES:

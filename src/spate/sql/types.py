@@ -285,7 +285,7 @@ PG_NAME_ARRAY: Final = PgType("_name", TEXT)
 _TEXT_LIKE: Final = ("name", "char", "varchar", "regproc", "pg_node_tree")
 _OPAQUE: Final = (
     "xid", "aclitem", "int2vector", "oidvector", "anyarray", "_aclitem", "_text", "_int2",
-    "_oid", "_char", "_float4", "_name",
+    "_oid", "_char", "_float4", "_name", "_bool", "_int8", "_int4",
 )  # fmt: skip
 CATALOG_TYPES: Final[dict[str, PgType]] = {
     "oid": PG_OID,
@@ -298,7 +298,16 @@ _CATEGORY["xid"] = "U"
 _CATEGORY["aclitem"] = "U"
 _NUMERIC_RANK["oid"] = 2
 _NAMED.update(
-    {"oid": PG_OID, "name": PG_NAME, "name[]": PG_NAME_ARRAY, "text[]": CATALOG_TYPES["_text"]}
+    {
+        "oid": PG_OID,
+        "name": PG_NAME,
+        "name[]": PG_NAME_ARRAY,
+        "text[]": CATALOG_TYPES["_text"],
+        "boolean[]": CATALOG_TYPES["_bool"],
+        "bigint[]": CATALOG_TYPES["_int8"],
+        "integer[]": CATALOG_TYPES["_int4"],
+        "smallint[]": CATALOG_TYPES["_int2"],
+    }
 )
 
 
