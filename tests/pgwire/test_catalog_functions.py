@@ -10,6 +10,8 @@ import pytest
 
 from spate.environment.api import Environment
 from spate.environment.pg_catalog_rows import version_num
+from spate.repr.desc import RelationDesc
+from spate.repr.types import INT64, TEXT
 from spate.sql.catalog_functions import _split_name
 
 
@@ -18,6 +20,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     e = Environment.open(tmp_path_factory.mktemp("catalog_functions") / "data")
     try:
         e.sql("CREATE TABLE t (a integer PRIMARY KEY, b text)")  # type: ignore[attr-defined]
+        e.create_table("made_in_python", RelationDesc.of(("k", INT64, False), ("v", TEXT)))
         yield e
     finally:
         e.close()
@@ -44,8 +47,10 @@ def test_no_relation_is_listed_as_a_type_of_its_own(env: Environment) -> None:
 
 def test_any_of_an_array_escape_and_array_agg(env: Environment) -> None:
     got = rows(env, "SELECT relname FROM pg_class WHERE relkind = ANY(ARRAY['r', 'v'])"
-                    " AND relnamespace = 2200")  # fmt: skip
+                    " AND relnamespace = 2200 AND relname = 't'")  # fmt: skip
     assert got == [("t",)]
+    assert rows(env, "SELECT pg_catalog.version() LIKE 'PostgreSQL 15.%'") == [(True,)]
+    assert env.sql("SELECT pg_catalog.version()").column_names == ["version"]  # type: ignore[attr-defined]
     got = rows(env, "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg/_%' ESCAPE '/'"
                     " AND nspname LIKE 'p%'")  # fmt: skip
     assert got == [("public",)]
@@ -69,3 +74,13 @@ def test_names_and_versions() -> None:
     assert _split_name("Public.T") == ["public", "t"]
     assert version_num("15.0") == "150000" and version_num("15.4") == "150004"
     assert version_num("9.5.0") == "90500"
+
+
+def test_a_table_made_in_python_has_its_stored_types(env: Environment) -> None:
+    got = rows(
+        env,
+        "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull"
+        " FROM pg_attribute a WHERE a.attrelid = 'made_in_python'::regclass AND a.attnum > 0"
+        " ORDER BY a.attnum",
+    )
+    assert got == [("k", "bigint", True), ("v", "text", False)]

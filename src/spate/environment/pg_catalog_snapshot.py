@@ -200,7 +200,9 @@ def _stored_column(name: str, kind: ScalarKind, nullable: bool) -> ColumnInfo:
 
 def _columns(obj: CatalogObject, state: CatalogState) -> tuple[ColumnInfo, ...]:
     assert obj.desc is not None and obj.id is not None
-    declared = {c.name: c for c in column_defs(obj.create_sql)} if obj.kind == "table" else {}
+    declared = {}  # a table made in Python has no CREATE text: its stored types
+    if obj.kind == "table" and obj.create_sql:
+        declared = {c.name: c for c in column_defs(obj.create_sql)}
     types = column_types(obj)
     out = []
     for i, (c, t) in enumerate(zip(obj.desc.columns, types, strict=True)):

@@ -716,6 +716,8 @@ def _function_name(node: exp.Expression) -> str | None:
 def _named(original: exp.Expression, out: exp.Expression, name: str) -> exp.Expression:
     """``out`` keeps the column name PostgreSQL gives the call it replaces."""
     parent = original.parent
+    if isinstance(parent, exp.Dot):  # pg_catalog.f(…)
+        original, parent = parent, parent.parent
     if isinstance(parent, exp.Select) and original.arg_key == "expressions":
         return exp.Alias(this=out, alias=exp.to_identifier(name))
     return out
