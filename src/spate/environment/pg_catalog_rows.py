@@ -368,6 +368,10 @@ def _definitions(snap: Snapshot) -> Iterator[Row]:
                 yield {"oid": i.oid, "objsubid": n, "kind": "index", "definition": name}
     for c in snap.constraints:
         yield {"oid": c.oid, "objsubid": 0, "kind": "constraint", "definition": c.definition}
+        pretty = c.definition
+        if c.contype == "c" and pretty.startswith("CHECK ((") and pretty.endswith("))"):
+            pretty = "CHECK (" + pretty[len("CHECK ((") : -2] + ")"
+        yield {"oid": c.oid, "objsubid": 1, "kind": "constraint", "definition": pretty}
     for r in snap.relations:
         if r.definition is not None:
             yield {"oid": r.oid, "objsubid": 0, "kind": "view", "definition": r.definition}

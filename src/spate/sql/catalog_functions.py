@@ -162,9 +162,14 @@ _MACROS: Final[dict[str, str]] = {
         "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
         " WHERE _d.oid = $1 AND _d.kind = 'index' AND _d.objsubid = $2)"
     ),
-    "pg_get_constraintdef": (
+    "pg_get_constraintdef/1": (
         "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
-        " WHERE _d.oid = $1 AND _d.kind = 'constraint')"
+        " WHERE _d.oid = $1 AND _d.kind = 'constraint' AND _d.objsubid = 0)"
+    ),
+    "pg_get_constraintdef/2": (  # pretty: a CHECK's expression without its outer parentheses
+        "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
+        " WHERE _d.oid = $1 AND _d.kind = 'constraint'"
+        " AND _d.objsubid = CASE WHEN $2 THEN 1 ELSE 0 END)"
     ),
     "pg_get_viewdef": (
         "(SELECT _d.definition FROM pg_catalog.spate_definitions AS _d"
@@ -218,6 +223,13 @@ _MACROS: Final[dict[str, str]] = {
     "any_of_array": (
         "(',' || substr(CAST($2 AS text), 2, length(CAST($2 AS text)) - 2) || ',')"
         " LIKE ('%,' || CAST($1 AS text) || ',%')"
+    ),
+    # the last subscript of a catalog array held as its text form (an int2vector from 0)
+    "array_upper": (
+        "CASE WHEN trim(translate(CAST($1 AS text), '{{}},', '   ')) = '' THEN NULL ELSE"
+        " length(trim(translate(CAST($1 AS text), '{{}},', '   ')))"
+        " - length(replace(trim(translate(CAST($1 AS text), '{{}},', '   ')), ' ', ''))"
+        " + CASE WHEN left(CAST($1 AS text), 1) = '{{' THEN 1 ELSE 0 END END"
     ),
     "pg_get_function_result": (
         "(SELECT format_type(_p.prorettype, NULL) FROM pg_catalog.pg_proc AS _p WHERE _p.oid = $1)"
@@ -297,6 +309,7 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
         return tree
     for select in list(tree.find_all(exp.Select)):
         _expand_arrays(select)
+        _series_over_array(select)
     _qualify_arguments(tree)
     # casts first: a function's arguments are copied into its SQL as they are then
     tree = _post_order(tree, _rewrite_cast)
@@ -494,6 +507,15 @@ def _rewrite_cast(node: exp.Expression) -> exp.Expression:
 
 def _unqualified_type(to: object) -> exp.DataType | None:
     """``pg_catalog.text`` → ``text`` (the types are all in ``pg_catalog``)."""
+    if (
+        isinstance(to, exp.DataType)
+        and to.this == exp.DataType.Type.ARRAY
+        and len(to.expressions) == 1
+    ):
+        element = _unqualified_type(to.expressions[0])
+        if element is None:
+            return None
+        return exp.DataType.build(f"{element.sql(dialect='postgres')}[]", dialect="postgres")
     if not isinstance(to, exp.DataType) or to.this != exp.DataType.Type.USERDEFINED:
         return None
     kind = to.args.get("kind")
@@ -600,6 +622,37 @@ def _expand_arrays(select: exp.Select) -> None:
         for dot in list(parent.find_all(exp.Dot)):
             if isinstance(dot.this, exp.Paren) and isinstance(dot.this.this, exp.Column):
                 dot.replace(dot.this.this.copy())
+
+
+def _series_over_array(select: exp.Select) -> None:
+    """``FROM generate_series(0|1, array_upper(a, 1)) s`` (psql's ``\\d`` walks a catalog
+    array so) as the positions 0…32 joined by ``s`` between the bounds in WHERE, so that a
+    bound read from the enclosing query correlates as a condition."""
+    source = select.args.get("from_") or select.args.get("from")
+    table = source.this if isinstance(source, exp.From) else None
+    series = table.this if isinstance(table, exp.Table) else None
+    if not isinstance(series, exp.ExplodingGenerateSeries) or not isinstance(table, exp.Table):
+        return
+    start, end = series.args.get("start"), series.args.get("end")
+    name = table.alias_or_name
+    if (
+        not isinstance(start, exp.Literal)
+        or start.is_string
+        or str(start.this) not in ("0", "1")
+        or not isinstance(end, exp.Expression)
+        or "array_upper" not in end.sql(dialect="postgres").lower()
+        or not name
+    ):
+        return
+    positions = ", ".join(f"({i})" for i in range(_MAX_ELEMENTS + 1))
+    values = sqlglot.parse_one(
+        f"SELECT 1 FROM (VALUES {positions}) AS {name}({name})",  # noqa: S608 (not run: parsed)
+        read="postgres",
+    )
+    assert isinstance(values, exp.Select) and isinstance(source, exp.From)
+    source.set("this", (values.args.get("from_") or values.args["from"]).this)
+    bounds = f"{name}.{name} >= {start.sql()} AND {name}.{name} <= ({end.sql(dialect='postgres')})"
+    select.where(bounds, append=True, copy=False, dialect="postgres")
 
 
 def _qualify_arguments(tree: exp.Expression) -> None:
