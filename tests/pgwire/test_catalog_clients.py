@@ -185,6 +185,7 @@ def test_sqlalchemy_reflection_equals_postgres(spate_port: int, pg_schema: str) 
                 "columns": [(c["name"], str(c["type"]), c["nullable"], c["default"]) for c in cols],
                 "pk": insp.get_pk_constraint("items", schema=schema),
                 "unique": insp.get_unique_constraints("items", schema=schema),
+                "indexes": insp.get_indexes("items", schema=schema),
                 "checks": insp.get_check_constraints("items", schema=schema),
                 "comment": insp.get_table_comment("items", schema=schema),
             }

@@ -416,12 +416,35 @@ def _element_type(value: exp.Expression) -> str | None:
         branches = [i.args.get("true") for i in value.args.get("ifs") or ()]
         branches.append(value.args.get("default"))
         types = {
-            _element_type(b) if not isinstance(b, exp.Anonymous) else "text[]"
+            "text[]" if isinstance(b, (exp.Anonymous, exp.Dot)) else _element_type(b)
             for b in branches
             if isinstance(b, exp.Expression)
         }
         return types.pop() if len(types) == 1 else None
     return None
+
+
+def _defining(value: exp.Expression, at: exp.Expression) -> exp.Expression:
+    """The expression a column of a derived table stands for (``idx_attr.element`` in
+    ``FROM (SELECT CASE … END AS element …) AS idx_attr``), else ``value``."""
+    if not isinstance(value, exp.Column) or not value.table:
+        return value
+    select = _enclosing_select(at)
+    if select is None:
+        return value
+    sources: list[exp.Expression] = []
+    source = select.args.get("from_") or select.args.get("from")
+    if isinstance(source, exp.From):
+        sources.append(source.this)
+    sources += [j.this for j in select.args.get("joins") or ()]
+    for s in sources:
+        if isinstance(s, exp.Subquery) and s.alias_or_name == value.table:
+            query = s.this
+            if isinstance(query, exp.Select):
+                for e in query.expressions:
+                    if e.alias_or_name == value.name:
+                        return cast(exp.Expression, e.this if isinstance(e, exp.Alias) else e)
+    return value
 
 
 def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
@@ -433,7 +456,7 @@ def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
     if isinstance(inner, exp.Order):
         order = list(inner.expressions)
         inner = inner.this
-    array_type = _element_type(inner)
+    array_type = _element_type(_defining(inner, node))
     if array_type is None:
         return node
     value = f"CAST({inner.sql(dialect='postgres')} AS text)"
