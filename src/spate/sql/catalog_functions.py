@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from spate.sql.pg_catalog_data import TYPES
 from spate.sql.pg_catalog_oids import relation_oid
+from spate.sql.types import ARRAY_PREFIX
 
 _CATALOG_RELATION_OIDS: Final = "(_c.oid < 14500 OR _c.oid >= 20000)"
 """The relations on the search path (``pg_catalog`` and ``public``): see
@@ -240,8 +241,8 @@ _MACROS: Final[dict[str, str]] = {
     ),
     "current_schema": "CAST('public' AS name)",
     "current_schemas": (
-        "CASE WHEN $1 THEN CAST('{{pg_catalog,public}}' AS name[])"
-        " ELSE CAST('{{public}}' AS name[]) END"
+        "CASE WHEN $1 THEN CAST('{{pg_catalog,public}}' AS spate_catalog_array_name)"
+        " ELSE CAST('{{public}}' AS spate_catalog_array_name) END"
     ),
     "current_database": "(SELECT _d.datname FROM pg_catalog.pg_database AS _d)",
     "current_user": "(SELECT _r.rolname FROM pg_catalog.pg_roles AS _r)",
@@ -391,11 +392,11 @@ def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
 
 
 _ARRAY_OF: Final = {
-    exp.DataType.Type.TEXT: "text[]",
-    exp.DataType.Type.VARCHAR: "text[]",
-    exp.DataType.Type.BIGINT: "bigint[]",
-    exp.DataType.Type.INT: "integer[]",
-    exp.DataType.Type.SMALLINT: "smallint[]",
+    exp.DataType.Type.TEXT: f"{ARRAY_PREFIX}text",
+    exp.DataType.Type.VARCHAR: f"{ARRAY_PREFIX}text",
+    exp.DataType.Type.BIGINT: f"{ARRAY_PREFIX}int8",
+    exp.DataType.Type.INT: f"{ARRAY_PREFIX}int4",
+    exp.DataType.Type.SMALLINT: f"{ARRAY_PREFIX}int2",
 }
 _PREDICATES: Final = (
     exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Not, exp.And, exp.Or, exp.Is,
@@ -404,19 +405,20 @@ _PREDICATES: Final = (
 
 
 def _element_type(value: exp.Expression) -> str | None:
-    """The array type ``array_agg(value)`` makes, where the expression says it: a cast's type,
-    ``boolean[]`` for a comparison, a CASE's branches' (``None``: not known here)."""
+    """The array type ``array_agg(value)`` makes, where the expression says it: a cast's
+    type, ``boolean[]`` for a comparison, a CASE's branches' (``None``: not known here).
+    spate names these types with :data:`ARRAY_PREFIX`."""
     while isinstance(value, exp.Paren):
         value = value.this
     if isinstance(value, exp.Cast) and isinstance(value.to, exp.DataType):
         return _ARRAY_OF.get(value.to.this)
     if isinstance(value, _PREDICATES):
-        return "boolean[]"
+        return f"{ARRAY_PREFIX}bool"
     if isinstance(value, exp.Case):
         branches = [i.args.get("true") for i in value.args.get("ifs") or ()]
         branches.append(value.args.get("default"))
         types = {
-            "text[]" if isinstance(b, (exp.Anonymous, exp.Dot)) else _element_type(b)
+            f"{ARRAY_PREFIX}text" if isinstance(b, (exp.Anonymous, exp.Dot)) else _element_type(b)
             for b in branches
             if isinstance(b, exp.Expression)
         }
@@ -460,7 +462,7 @@ def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
     if array_type is None:
         return node
     value = f"CAST({inner.sql(dialect='postgres')} AS text)"
-    if array_type == "boolean[]":
+    if array_type == f"{ARRAY_PREFIX}bool":
         b = inner.sql(dialect="postgres")
         value = f"CASE WHEN {b} THEN 't' WHEN NOT ({b}) THEN 'f' END"
     element = (
@@ -536,9 +538,10 @@ def _unqualified_type(to: object) -> exp.DataType | None:
         and len(to.expressions) == 1
     ):
         element = _unqualified_type(to.expressions[0])
-        if element is None:
+        name = _ARRAY_OF.get(element.this) if element is not None else None
+        if name is None:
             return None
-        return exp.DataType.build(f"{element.sql(dialect='postgres')}[]", dialect="postgres")
+        return exp.DataType.build(name, dialect="postgres", udt=True)
     if not isinstance(to, exp.DataType) or to.this != exp.DataType.Type.USERDEFINED:
         return None
     kind = to.args.get("kind")

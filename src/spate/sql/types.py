@@ -282,6 +282,8 @@ PG_NAME: Final = PgType("name", TEXT)
 PG_CHAR: Final = PgType("char", TEXT)
 PG_VARCHAR: Final = PgType("varchar", TEXT)
 PG_NAME_ARRAY: Final = PgType("_name", TEXT)
+ARRAY_PREFIX: Final = "spate_catalog_array_"
+"""``CAST(x AS spate_catalog_array_text)``: a catalog array (its text form) typed ``text[]``."""
 _TEXT_LIKE: Final = ("name", "char", "varchar", "regproc", "pg_node_tree")
 _OPAQUE: Final = (
     "xid", "aclitem", "int2vector", "oidvector", "anyarray", "_aclitem", "_text", "_int2",
@@ -297,16 +299,12 @@ _CATEGORY.update({"oid": "N", **dict.fromkeys(_TEXT_LIKE, "S"), **dict.fromkeys(
 _CATEGORY["xid"] = "U"
 _CATEGORY["aclitem"] = "U"
 _NUMERIC_RANK["oid"] = 2
+_NAMED.update({"oid": PG_OID, "name": PG_NAME})
+# the catalog's arrays in the casts spate.sql.catalog_functions writes (not column types)
 _NAMED.update(
     {
-        "oid": PG_OID,
-        "name": PG_NAME,
-        "name[]": PG_NAME_ARRAY,
-        "text[]": CATALOG_TYPES["_text"],
-        "boolean[]": CATALOG_TYPES["_bool"],
-        "bigint[]": CATALOG_TYPES["_int8"],
-        "integer[]": CATALOG_TYPES["_int4"],
-        "smallint[]": CATALOG_TYPES["_int2"],
+        f"{ARRAY_PREFIX}{n}": CATALOG_TYPES[f"_{n}"]
+        for n in ("name", "text", "bool", "int8", "int4", "int2")
     }
 )
 
