@@ -24,7 +24,7 @@ from typing import Final, cast
 import sqlglot
 from sqlglot import exp
 
-from spate.sql.pg_catalog_data import TYPES
+from spate.sql.pg_catalog_data import COLUMNS, TYPES
 from spate.sql.pg_catalog_oids import relation_oid
 from spate.sql.types import ARRAY_PREFIX
 
@@ -398,6 +398,24 @@ _ARRAY_OF: Final = {
     exp.DataType.Type.INT: f"{ARRAY_PREFIX}int4",
     exp.DataType.Type.SMALLINT: f"{ARRAY_PREFIX}int2",
 }
+
+
+def _catalog_column_arrays() -> dict[str, str]:
+    """The array type of each catalog column name that has one type wherever it occurs."""
+    kinds: dict[str, set[str]] = {}
+    for columns in COLUMNS.values():
+        for name, type_name in columns:
+            kinds.setdefault(name, set()).add(type_name)
+    text = {"name", "text", "varchar", "char"}
+    out = {}
+    for name, types in kinds.items():
+        if types <= text:
+            out[name] = f"{ARRAY_PREFIX}text"
+        elif types == {"bool"}:
+            out[name] = f"{ARRAY_PREFIX}bool"
+    return out
+
+
 _PREDICATES: Final = (
     exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Not, exp.And, exp.Or, exp.Is,
     exp.Boolean,
@@ -414,6 +432,8 @@ def _element_type(value: exp.Expression) -> str | None:
         return _ARRAY_OF.get(value.to.this)
     if isinstance(value, _PREDICATES):
         return f"{ARRAY_PREFIX}bool"
+    if isinstance(value, exp.Column):  # a catalog column: its type where its name says it
+        return _CATALOG_COLUMN_ARRAYS.get(value.name)
     if isinstance(value, exp.Case):
         branches = [i.args.get("true") for i in value.args.get("ifs") or ()]
         branches.append(value.args.get("default"))
@@ -447,6 +467,9 @@ def _defining(value: exp.Expression, at: exp.Expression) -> exp.Expression:
                     if e.alias_or_name == value.name:
                         return cast(exp.Expression, e.this if isinstance(e, exp.Alias) else e)
     return value
+
+
+_CATALOG_COLUMN_ARRAYS: Final = _catalog_column_arrays()
 
 
 def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
