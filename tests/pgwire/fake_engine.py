@@ -117,6 +117,8 @@ class FakeEngine:
                 key = int(re.sub(r"[^\d-]", "", value))
                 t = self.table.filter(pa.compute.equal(self.table["id"], key))
             return Rows(t, f"SELECT {t.num_rows}")
+        if re.fullmatch(r"SELECT pg_advisory_unlock_all\(\);?", s, re.I):  # asyncpg's pool reset
+            return Rows(pa.table({"pg_advisory_unlock_all": [""]}), "SELECT 1")
         if re.fullmatch(r"SELECT \* FROM t", s, re.I):
             return Rows(self.table, f"SELECT {self.table.num_rows}")
         m = re.fullmatch(r"SELECT (.+?)(?: AS (\w+))?", s, re.I)

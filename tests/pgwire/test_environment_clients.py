@@ -213,7 +213,7 @@ def test_psql_ddl_query_describe_and_copy_subscribe(env: Environment, server: Se
     assert "from_psql" in listing and "items" in listing
     desc = psql(r"\d items")
     assert "numeric(10,2)" in desc and "timestamp without time zone" in desc
-    assert '"items_by_id" arrangement (id)' in psql(r"\d items_mv")
+    assert '"items_by_id" btree (id)' in psql(r"\d items_mv")  # as PostgreSQL lists an index
     proc = subprocess.Popen(
         [*STDBUF, *base, "-c", "COPY (SUBSCRIBE from_psql) TO STDOUT"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=run_env,

@@ -6,15 +6,12 @@ import datetime as dt
 import struct
 from decimal import Decimal
 
-import pyarrow as pa
 import pytest
 
 from spate.cli.serve import BadListenAddress, parse_listen
 from spate.pgwire import lexer, statements
 from spate.pgwire import types as pgt
 from spate.pgwire.binding import Prepared, bind_text
-from spate.pgwire.catalog_queries import answer_known, select_list_names
-from spate.pgwire.engine import Relation
 from spate.pgwire.environment import view_query
 from spate.pgwire.errors import PgError
 from spate.pgwire.split import split_statements
@@ -152,44 +149,6 @@ def test_every_spate_type_has_a_postgresql_type() -> None:
                 TEXT: 25, TIMESTAMP: 1114, numeric(10, 2): 1700}  # fmt: skip
     for t, oid in expected.items():
         assert pgt.for_field(arrow_field(Column("c", t, True))).oid == oid
-
-
-def _relations() -> list[Relation]:
-    return [
-        Relation(20001, "bids", "table", pa.schema([("id", pa.int64()), ("who", pa.string())])),
-        Relation(20002, "best", "materialized view", pa.schema([("id", pa.int64())])),
-    ]
-
-
-def test_catalog_answers_filter_and_evaluate() -> None:
-    vars = {"user": "u", "database": "d", "server_version": "9.5.0"}
-    got = answer_known(
-        "SELECT c.relname, CASE c.relkind WHEN 'r' THEN 'table' WHEN 'm' THEN 'mv' END AS k "
-        "FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relkind IN ('r','m') AND n.nspname !~ '^pg_' ORDER BY 1",
-        vars,
-        _relations,
-    )
-    assert got is not None and got.to_pylist() == [
-        {"relname": "bids", "k": "table"},
-        {"relname": "best", "k": "mv"},
-    ]
-    cols = answer_known(
-        "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull "
-        "FROM pg_catalog.pg_attribute a WHERE a.attrelid = '20001' AND a.attnum > 0",
-        vars,
-        _relations,
-    )
-    assert cols is not None and cols.column(1).to_pylist() == ["bigint", "text"]
-    empty = answer_known(
-        "SELECT i.indexrelid FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON true",
-        vars,
-        _relations,
-    )
-    assert empty is not None and empty.num_rows == 0
-    assert select_list_names("SELECT a AS \"X\", b.c, count(*), (SELECT 1) FROM t") == [
-        "X", "c", "count", "?column?",
-    ]  # fmt: skip
 
 
 def test_command_tags_from_the_statement_tokens() -> None:

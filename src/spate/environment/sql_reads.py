@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from spate.environment import pg_catalog_reads
 from spate.environment.catalog import (
     TableItem,
 )
@@ -40,6 +41,13 @@ def read(
     """The contents of ``plan``: a read through the environment, or, for a plan that reads no
     collection (``SELECT 1``, ``VALUES …``), evaluated here in plain Python
     (a dataflow without inputs would never see its frontier advance)."""
+    if pg_catalog_reads.reads_catalog(plan):  # pg_catalog, information_schema: read here
+
+        def other(get: Get) -> list[Row]:
+            return table_rows(read(env, get, session, as_of), get.desc)
+
+        now = as_of if as_of is not None else env.runtime.oracle.read_ts()
+        return pg_catalog_reads.read(env, plan, session, now, other)
     if not plan.depends_on():
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
         try:

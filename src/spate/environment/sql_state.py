@@ -85,6 +85,9 @@ class Session:
     (:mod:`spate.environment.small_reads`); ``False``: every read that needs a dataflow builds
     one on a replica, as ``small_read_updates = 0`` does for the whole environment."""
     settings: dict[str, str] = field(default_factory=lambda: dict(ACCEPTED_SETTINGS))
+    client_settings: dict[str, str] = field(default_factory=dict)
+    """What a wire client's session has set and was told (``server_version``, ``user``,
+    ``DateStyle``…): the values ``current_setting`` and ``pg_settings`` show."""
     notices: list[Notice] = field(default_factory=list)
     """The notices the last text run in this session raised (an identifier truncated to 63
     bytes), oldest first; a wire client is sent them (:mod:`spate.sql.notices`)."""

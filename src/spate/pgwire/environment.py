@@ -74,6 +74,7 @@ class EnvironmentEngine:
     def _sql_call(self, run: Callable[[SqlSession], object], ctx: Context) -> object:
         session = self._session(ctx)
         session.session.cancel = ctx.canceled  # this call's: set, it cancels the call's read
+        session.session.client_settings = dict(ctx.vars)  # current_setting, pg_settings
         try:
             with interruptible(ctx.canceled):  # and an evaluation in process (its thread's)
                 result: object = run(session)

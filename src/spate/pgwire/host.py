@@ -26,7 +26,9 @@ class SessionOptions:
     max_message_bytes: int = 16 * 1024 * 1024
     verifier: ScramVerifier | None = None
     ssl_context: ssl.SSLContext | None = None
-    server_version: str = "9.5.0"
+    server_version: str = "15.0"
+    """The PostgreSQL version spate reports: its pg_catalog has PostgreSQL 15's relations, so
+    clients send the catalog queries they send PostgreSQL 15."""
     max_stream_stall: float = 300.0
     default_cluster: Callable[[], str] = lambda: "default"
     """What ``SHOW cluster`` says before a ``SET cluster`` (the engine's default cluster)."""

@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from spate.pgwire.auth import AuthConfigError, ScramVerifier, is_loopback
-from spate.pgwire.catalog import Catalog
 from spate.pgwire.engine import Engine
 from spate.pgwire.session import Session, SessionOptions
 
@@ -62,7 +61,6 @@ class Server:
         check_config(config)
         self._engine = engine
         self._config = config
-        self._catalog = Catalog(engine)
         verifier = ScramVerifier.from_password(config.password) if config.password else None
         self._options = SessionOptions(
             max_message_bytes=config.max_message_bytes,
@@ -140,7 +138,6 @@ class Server:
                 reader,
                 writer,
                 engine=self._engine,
-                catalog=self._catalog,
                 executor=self._executor,
                 options=self._options,
                 register=self._register,

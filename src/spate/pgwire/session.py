@@ -2,8 +2,8 @@
 
 The session owns its socket, its variables, its transaction status (``I`` idle, ``T`` in a
 block, ``E`` failed block), its prepared statements and portals. Statements that belong to the
-session (:mod:`spate.pgwire.statements`) never reach the engine; catalog queries go to
-:mod:`spate.pgwire.catalog`; the rest runs on the engine in a worker thread, so the event loop
+session (:mod:`spate.pgwire.statements`) never reach the engine; the rest (catalog queries
+too: ``pg_catalog`` is the engine's) runs on the engine in a worker thread, so the event loop
 keeps serving every other session. Output is buffered and written at ReadyForQuery, Flush, a
 full buffer, and every streamed batch.
 
@@ -29,7 +29,6 @@ from typing import Any, Final, TypeVar
 
 from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
-from spate.pgwire.catalog import Catalog
 from spate.pgwire.commands import run_session_statement
 from spate.pgwire.engine import Context, Described, Engine, Rows, Stream
 from spate.pgwire.errors import PgError, sqlstate_of
@@ -65,7 +64,6 @@ class Session:
         writer: asyncio.StreamWriter,
         *,
         engine: Engine,
-        catalog: Catalog,
         executor: Executor,
         options: SessionOptions,
         register: Callable[[Session], None],
@@ -73,7 +71,7 @@ class Session:
         cancel: Callable[[int, int], None],
     ) -> None:
         self.reader, self.writer = reader, writer
-        self._engine, self._catalog, self._executor = engine, catalog, executor
+        self._engine, self._executor = engine, executor
         self.options = options
         self._register, self._unregister, self.cancel_other = register, unregister, cancel
         self.pid = secrets.randbelow(2**31 - 1) + 1
@@ -435,9 +433,6 @@ class Session:
             elif isinstance(stmt, statements.Fetch):
                 schema = self._portal(stmt.name).schema
             return Described(param_types(param_oids, nparams), schema)
-        if await self._text(lambda: self._catalog.handles(sql), len(sql)):
-            schema = await self._call(lambda: self._catalog.describe(sql, self._ctx))
-            return Described(param_types(param_oids, nparams), schema)
         d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
         return Described(param_types(d.param_oids or param_oids, nparams), d.schema)
 
@@ -461,9 +456,7 @@ class Session:
         portal.ran = True
         sql = portal.sql
         result: Rows | Stream
-        if await self._text(lambda: self._catalog.handles(sql), len(sql)):
-            result = await self._call(lambda: self._catalog.answer(sql, self._ctx))
-        elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
+        if portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
             parsed = portal.parsed  # split once: the engine does not split it again
             result = await self._call(lambda: run(parsed, self._ctx))
         else:

@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 STARTUP_LIMIT: Final = 10_000
 
 
+def version_num(version: str) -> str:
+    """PostgreSQL's ``server_version_num`` of ``version``: ``15.4`` → ``150004``, ``9.5.0`` →
+    ``90500``."""
+    parts = [int(p) for p in version.split()[0].split(".") if p.isdigit()] + [0, 0]
+    if parts[0] >= 10:
+        return str(parts[0] * 10000 + parts[1])
+    return str(parts[0] * 10000 + parts[1] * 100 + parts[2])
+
+
 def default_vars(
     user: str,
     database: str,
@@ -34,6 +43,7 @@ def default_vars(
 ) -> dict[str, str]:
     return {
         "server_version": version,
+        "server_version_num": version_num(version),
         "server_encoding": "UTF8",
         "client_encoding": "UTF8",
         "datestyle": "ISO, MDY",

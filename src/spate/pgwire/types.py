@@ -384,12 +384,28 @@ def array_of(elem: PgType) -> PgType:
 
 ARRAYS: Final[dict[int, PgType]] = {t.array_oid: array_of(t) for t in SCALARS}
 
+CATALOG_TEXT: Final[dict[str, PgType]] = {
+    name: PgType(oid, name, length, _t_str, _b_str, category=category)
+    for name, oid, length, category in (
+        ("int2vector", 22, -1, "A"), ("regproc", 24, 4, "N"), ("xid", 28, 4, "U"),
+        ("oidvector", 30, -1, "A"), ("pg_node_tree", 194, -1, "Z"), ("aclitem", 1033, 12, "U"),
+        ("anyarray", 2277, -1, "P"), ("_aclitem", 1034, -1, "A"), ("_text", 1009, -1, "A"),
+        ("_int2", 1005, -1, "A"), ("_oid", 1028, -1, "A"), ("_char", 1002, -1, "A"),
+        ("_float4", 1021, -1, "A"), ("_name", 1003, -1, "A"), ("_bool", 1000, -1, "A"),
+        ("_int8", 1016, -1, "A"), ("_int4", 1007, -1, "A"),
+    )
+}  # fmt: skip
+"""Catalog column types whose values spate holds as their PostgreSQL text form (``{a,b}``,
+``1 2``): sent as that text."""
+
 
 def for_field(field: pa.Field) -> PgType:
     """The PostgreSQL type a column of ``field`` is sent as."""
     meta = field.metadata or {}
     if _META in meta:
         name = meta[_META].decode()
+        if name in CATALOG_TEXT:
+            return CATALOG_TEXT[name]
         if name.startswith("_"):
             return ARRAYS[BY_NAME[name[1:]].array_oid]
         return BY_NAME[name]

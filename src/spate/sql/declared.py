@@ -21,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from spate.sql.catalog import CatalogObject
-from spate.sql.types import FLOAT4, INT2, INT4, PG_TIMESTAMPTZ, PgType, from_scalar
+from spate.sql.types import FLOAT4, INT2, INT4, PG_TIMESTAMPTZ, PgType, catalog_type, from_scalar
 
 _NARROW = {
     exp.DataType.Type.INT: INT4,
@@ -86,7 +86,7 @@ def column_types(obj: CatalogObject) -> list[PgType]:
     assert obj.desc is not None
     if obj.types and len(obj.types) == len(obj.desc.columns):
         return [
-            _KEPT.get(name) or from_scalar(c.type)
+            _KEPT.get(name) or catalog_type(name) or from_scalar(c.type)
             for c, name in zip(obj.desc.columns, obj.types, strict=True)
         ]
     narrow: dict[str, PgType] = {}

@@ -25,6 +25,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import Token, TokenizerCore, TokenType
 
+from spate.sql import catalog_functions
 from spate.sql.depth import MAX_NESTING, too_complex
 from spate.sql.errors import FeatureNotSupported, SqlError, SqlSyntaxError
 from spate.sql.notices import truncate_identifier, warn_if_truncated
@@ -230,6 +231,8 @@ def parse_sql(src: Source, start: int, end: int | None = None) -> exp.Expression
             node.set("this", truncate_identifier(node.this))  # the notice came from split
     if src.dialect == "spark":
         normalized = spark_to_postgres(normalized)
+    else:  # format_type(…), 'x'::regclass…: SQL over pg_catalog (spate.sql.catalog_functions)
+        normalized = catalog_functions.rewrite(normalized)
     _shift(normalized, start)
     return normalized
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.repr.desc import RelationDesc
 from spate.repr.types import ScalarKind
+from spate.sql.types import catalog_type
 
 NARROW: Final[dict[str, pa.DataType]] = {
     "int2": pa.int16(),
@@ -27,13 +28,13 @@ NARROW: Final[dict[str, pa.DataType]] = {
 }
 """The PostgreSQL types whose result columns are narrower than their stored type."""
 
-
 PG_TYPE_KEY: Final = b"pg.type"
 """Field metadata naming a column's PostgreSQL type where its Arrow type does not tell it:
 ``timestamptz`` (spate keeps its values as UTC timestamps, Arrow ``timestamp[us]``)."""
 
 TAGGED: Final = frozenset({"timestamptz"})
-"""The PostgreSQL types a result column carries in its field's :data:`PG_TYPE_KEY`."""
+"""The PostgreSQL types a result column carries in its field's :data:`PG_TYPE_KEY` (and the
+catalog types: ``oid``, ``name``, ``_text``…, :func:`~spate.sql.types.catalog_type`)."""
 
 
 def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]) -> pa.Schema:
@@ -54,7 +55,7 @@ def result_schema(desc: RelationDesc, names: Sequence[str], types: Sequence[str]
 
 
 def _tagged(field: pa.Field, pg: str) -> pa.Field:
-    if pg not in TAGGED:
+    if pg not in TAGGED and catalog_type(pg) is None:
         return field
     return field.with_metadata({**(field.metadata or {}), PG_TYPE_KEY: pg.encode()})
 
@@ -69,6 +70,8 @@ def narrow_table(table: pa.Table, types: Sequence[str]) -> pa.Table:
             continue
         narrow = NARROW.get(name)
         column = table.column(i)
+        if catalog_type(name) is not None:
+            table = table.set_column(i, _tagged(table.schema.field(i), name), column)
         if narrow is None or column.type == narrow:
             continue
         field = table.schema.field(i).with_type(narrow)

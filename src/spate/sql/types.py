@@ -169,6 +169,8 @@ def can_implicit(src: PgType, dst: PgType) -> bool:
     """Whether PostgreSQL converts ``src`` to ``dst`` implicitly."""
     if src.name == dst.name or src.name == "unknown":
         return True
+    if src.category == "S" and dst.category == "S":
+        return True  # text, name, "char", varchar (catalog identifiers compare as text)
     if src.is_numeric and dst.is_numeric:
         return _NUMERIC_RANK[src.name] <= _NUMERIC_RANK[dst.name]
     if src.name == "date" and dst.name in ("timestamp", "timestamptz"):
@@ -199,6 +201,8 @@ def common_type(types: list[PgType]) -> PgType | None:
     if any(t.category != category for t in known):
         return None
     pick = known[0]
+    if category == "S" and any(t.name == "text" for t in known):
+        pick = PG_TEXT  # text with name/"char"/varchar (catalog identifiers): text
     for t in known[1:]:
         if pick.name in _PREFERRED:
             break
@@ -264,3 +268,47 @@ def named_type(name: str, precision: int | None = None, scale: int | None = None
             return pg_numeric(DEFAULT_NUMERIC)
         return pg_numeric(numeric(precision, scale or 0))
     return _NAMED[name]
+
+
+# --- the types of the catalog relations ------------------------------------------------------
+# pg_catalog and information_schema columns have PostgreSQL types spate does not store: object
+# ids (``oid``, int64 values), identifiers (``name``, ``"char"``, ``varchar``: text values) and
+# the array and opaque types (``int2vector``, ``_text``, ``aclitem``…: their PostgreSQL text
+# form, as text values). They keep their names (a client sees a ``name`` column as ``name``);
+# object ids are numbers and identifiers are strings for comparisons and conversions.
+
+PG_OID: Final = PgType("oid", INT64)
+PG_NAME: Final = PgType("name", TEXT)
+PG_CHAR: Final = PgType("char", TEXT)
+PG_VARCHAR: Final = PgType("varchar", TEXT)
+PG_NAME_ARRAY: Final = PgType("_name", TEXT)
+ARRAY_PREFIX: Final = "spate_catalog_array_"
+"""``CAST(x AS spate_catalog_array_text)``: a catalog array (its text form) typed ``text[]``."""
+_TEXT_LIKE: Final = ("name", "char", "varchar", "regproc", "pg_node_tree")
+_OPAQUE: Final = (
+    "xid", "aclitem", "int2vector", "oidvector", "anyarray", "_aclitem", "_text", "_int2",
+    "_oid", "_char", "_float4", "_name", "_bool", "_int8", "_int4",
+)  # fmt: skip
+CATALOG_TYPES: Final[dict[str, PgType]] = {
+    "oid": PG_OID,
+    **{n: PgType(n, TEXT) for n in _TEXT_LIKE},
+    **{n: PgType(n, INT64 if n == "xid" else TEXT) for n in _OPAQUE},
+}
+"""The PostgreSQL types of catalog columns beyond spate's own, by name."""
+_CATEGORY.update({"oid": "N", **dict.fromkeys(_TEXT_LIKE, "S"), **dict.fromkeys(_OPAQUE, "A")})
+_CATEGORY["xid"] = "U"
+_CATEGORY["aclitem"] = "U"
+_NUMERIC_RANK["oid"] = 2
+_NAMED.update({"oid": PG_OID, "name": PG_NAME})
+# the catalog's arrays in the casts spate.sql.catalog_functions writes (not column types)
+_NAMED.update(
+    {
+        f"{ARRAY_PREFIX}{n}": CATALOG_TYPES[f"_{n}"]
+        for n in ("name", "text", "bool", "int8", "int4", "int2")
+    }
+)
+
+
+def catalog_type(name: str) -> PgType | None:
+    """The catalog column type called ``name`` (``oid``, ``name``, ``_text``…), if it is one."""
+    return CATALOG_TYPES.get(name)
