@@ -209,3 +209,30 @@ def test_statement_timeout_stops_the_runaway_on_the_replica(env: Environment, ds
 def test_a_closed_connection_stops_the_runaway_on_the_replica(env: Environment, dsn: str) -> None:
     _, ended, latencies, _ = _runaway(dsn, ["SET cluster = c"], "close")
     _check_freed(env, dsn, "closed connection", ended, latencies)
+
+
+def test_a_one_off_too_large_for_memory_is_refused_with_53200(env: Environment, dsn: str) -> None:
+    """A one-off whose estimated rows (a product of cross-joined inputs) exceed the replica's
+    ``max_one_off_rows`` is refused before it runs, with 53200 through pgwire; the replica
+    keeps serving, and a one-off under the cap runs."""
+    from spate.compute.replica.cardinality import DEFAULT_MAX_ONE_OFF_ROWS
+    from spate.environment.base import call
+    from spate.protocol.compute import ComputeParameters
+
+    def cap(rows: int) -> None:
+        params = ComputeParameters(max_one_off_rows=rows)
+        env._submit(call(lambda: env.runtime.compute.update_configuration(params)), 10)
+
+    seven_ways = "SELECT count(*) FROM " + ", ".join(f"t t{i}" for i in range(7))
+    cap(1_000_000)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SET cluster = c")
+            with pytest.raises(psycopg.errors.OutOfMemory) as e:
+                c.execute(seven_ways)
+            assert e.value.sqlstate == "53200"
+            assert "max_one_off_rows" in (e.value.diag.message_primary or "")
+            assert c.execute("SELECT count(*) FROM t a, t b").fetchall() == [(100,)]
+            assert c.execute("SELECT v FROM k WHERE id = 2").fetchall() == [("two",)]
+    finally:
+        cap(DEFAULT_MAX_ONE_OFF_ROWS)
