@@ -73,7 +73,7 @@ class ComputeParameters:
     max_one_off_rows: int | None = None
     """Largest estimated row count of a one-off read's dataflow (a product of cross-joined
     inputs); a larger one is refused before it runs, its peeks answered with an error of
-    SQLSTATE 53200. Unset: the replica's default (10^12)."""
+    SQLSTATE 53200. Unset: the replica's default (10^8)."""
 
     def update(self, later: ComputeParameters) -> ComputeParameters:
         return merge_set_fields(self, later)

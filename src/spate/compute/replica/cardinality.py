@@ -31,8 +31,10 @@ from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
 from spate.plan.relation import Constant, Get, Join, Reduce, RelationExpr, TopK, Union
 
-DEFAULT_MAX_ONE_OFF_ROWS: Final = 10**12
-"""The estimate beyond which a one-off is refused when ``max_one_off_rows`` is not set."""
+DEFAULT_MAX_ONE_OFF_ROWS: Final = 10**8
+"""The estimate beyond which a one-off is refused when ``max_one_off_rows`` is not set. (A
+seven-way cross join of a ten-row table, 10^7 rows, already ran a replica's JVM out of its
+default heap under ``count(*)``; 10^8 leaves room for a larger heap.)"""
 
 
 def is_one_off(desc: DataflowDescription) -> bool:
