@@ -296,7 +296,7 @@ def subscribe_query(sql: str) -> str:
     rest = text[m.end() :]
     if rest.startswith("("):
         depth = lexer.depths(rest)
-        end = next((i for i, c in enumerate(rest) if c == ")" and depth[i] == 1), -1)
+        end = next((m.start() for m in re.finditer(r"\)", rest) if depth[m.start()] == 1), -1)
         if end < 0:
             raise UsageError("SUBSCRIBE (…: unbalanced parentheses")
         return f"{rest[: end + 1]} AS _subscribed"
@@ -351,7 +351,7 @@ def _values_rows(sql: str) -> int:
         return 0
     rest = sql[m.end() :]
     depth = lexer.depths(rest)
-    return sum(1 for i, c in enumerate(rest) if c == "(" and depth[i] == 1)
+    return sum(1 for m in re.finditer(r"\(", rest) if depth[m.start()] == 1)
 
 
 def _cast_name(oid: int) -> str | None:
