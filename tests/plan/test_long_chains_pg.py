@@ -86,3 +86,17 @@ def test_a_chain_of_5000_links_compiles_and_evaluates_in_a_loop() -> None:
     f = compile_scalar(expr, [Column("a", INT64, nullable=True)])
     assert f((7,), 0) == 7 + sum(i % 3 for i in range(5000))
     assert f((None,), 0) is None
+
+
+def test_messages_name_an_expression_over_a_huge_literal_without_printing_it() -> None:
+    from spate.plan.evaluation.scalar import SHOWN_CHARS, shown
+    from spate.plan.expr import CallUnary, UnaryFunc
+    from spate.repr.types import TEXT
+
+    huge = CallUnary(UnaryFunc.LENGTH, Literal("x" * 1_000_000, TEXT))
+    assert shown(huge, []) == "(an expression over a literal of 1000000 characters)"
+    long_sum = ColumnRef(0)
+    for _ in range(200):
+        long_sum = CallBinary(BinaryFunc.ADD, long_sum, Literal(1, INT64))
+    text = shown(long_sum, ["a"])
+    assert len(text) == SHOWN_CHARS and text.endswith("…")

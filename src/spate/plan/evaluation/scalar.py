@@ -63,6 +63,7 @@ from spate.plan.expr import (
     VariadicFunc,
     children,
     show,
+    walk,
 )
 from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
@@ -368,7 +369,12 @@ SHOWN_CHARS: Final = 300
 
 def shown(e: ScalarExpr, names: Sequence[str]) -> str:
     """``show(e)`` for messages: at most :data:`SHOWN_CHARS` characters, and a placeholder for
-    an expression nested too deeply to print."""
+    an expression nested too deeply to print or holding a literal too long to (a 10 MiB
+    string's ``repr`` took 0.2 s, on every evaluation of a statement that held one)."""
+    for x in walk(e):
+        value = x.value if isinstance(x, Literal) else None
+        if isinstance(value, (str, bytes)) and len(value) > SHOWN_CHARS:
+            return f"(an expression over a literal of {len(value)} characters)"
     try:
         text = show(e, names)
     except RecursionError:
