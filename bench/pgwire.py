@@ -23,8 +23,17 @@ row: the client's share of the time is large) and once as text-format lines alre
 in 1 MiB ``write`` calls (the servers' share). Reported: rows/s of each, and spate's as a
 ratio of PostgreSQL's. Results go to ``bench/results/pgwire_copy.json``.
 
+``--case big-statement`` measures what one client's huge statement costs the others: ``spate
+serve``'s server (an environment without clusters, in a process of its own) answers 10 sessions
+running ``SELECT 1`` back to back (in another process) while the bench sends 10 MiB statements
+(``SELECT length('xxx…')``, simple and extended protocol in turn), and, as the baseline in the
+same run, without them. Reported: p50/p99 of ``SELECT 1`` in both (target: p99 <= 50 ms beside
+the big statements) and how long each big statement took. Results go to
+``bench/results/pgwire_big_statement.json``.
+
     python -m bench.pgwire [--rows N] [--lookups N] [--rounds N] [--seed S]
     python -m bench.pgwire --case copy [--copy-rows N] [--rounds N] [--postgres URL]
+    python -m bench.pgwire --case big-statement [--rounds N] [--seconds S]
 """
 
 from __future__ import annotations
@@ -67,12 +76,16 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=200, help="index reads per round and path")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--case", choices=["lookups", "copy"], default="lookups")
+    parser.add_argument("--case", choices=["lookups", "copy", "big-statement"], default="lookups")
+    parser.add_argument("--seconds", type=float, default=8.0, help="per big-statement phase")
     parser.add_argument("--copy-rows", type=int, default=1_000_000)
     parser.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     args = parser.parse_args()
     if args.case == "copy":
         _copy_main(args)
+        return
+    if args.case == "big-statement":
+        _big_statement_main(args)
         return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}")
@@ -237,6 +250,118 @@ def _copy_run(dsn: str, postgres: str, n: int, rounds: int) -> dict[str, Any]:
             "ratio": ratio,
         }
     return out
+
+
+# --- big-statement ---------------------------------------------------------------------------
+
+_SERVER = """
+import sys, pathlib
+from spate.environment.api import Environment
+from spate.pgwire.environment import EnvironmentEngine
+from spate.pgwire.server import ServerConfig, ServerThread
+env = Environment.open(pathlib.Path(sys.argv[1]) / "data")
+server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+print(server.port, flush=True)
+sys.stdin.read()
+server.close()
+env.close()
+"""
+
+_CLIENTS = """
+import json, sys, threading, time
+import psycopg
+dsn, seconds = sys.argv[1], float(sys.argv[2])
+out = [[] for _ in range(10)]
+def run(lat):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for _ in range(5):  # the session's first statements set it up: not measured
+            c.execute("SELECT 1").fetchall()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            t0 = time.perf_counter()
+            c.execute("SELECT 1").fetchall()
+            lat.append(time.perf_counter() - t0)
+threads = [threading.Thread(target=run, args=(lat,)) for lat in out]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps([x for lat in out for x in lat]))
+"""
+
+
+def _latency_stats(latencies: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(latencies, n=100)
+    return {
+        "queries": len(latencies),
+        "p50_ms": round(q[49] * 1000, 2),
+        "p99_ms": round(q[98] * 1000, 2),
+        "max_ms": round(max(latencies) * 1000, 2),
+    }
+
+
+def _big_statement_main(args: argparse.Namespace) -> None:
+    import json
+    import subprocess
+    import sys
+
+    big = "SELECT length('" + "x" * (10 * 1024 * 1024) + "')"
+    with tempfile.TemporaryDirectory() as tmp:
+        server = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, tmp], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            dsn = f"host=127.0.0.1 port={port} user=bench dbname=spate sslmode=disable"
+            baseline: list[float] = []
+            beside: list[float] = []
+            big_s: list[float] = []
+            for r in range(args.rounds):
+                for loaded in (False, True):
+                    clients = subprocess.Popen(
+                        [sys.executable, "-c", _CLIENTS, dsn, str(args.seconds)],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                    if loaded:
+                        time.sleep(1.0)  # the sessions are connected
+                        end = time.monotonic() + args.seconds - 2.0
+                        with (
+                            psycopg.connect(dsn, autocommit=True) as ext,
+                            psycopg.connect(
+                                dsn, autocommit=True, cursor_factory=psycopg.ClientCursor
+                            ) as simple,  # psycopg's client cursor: the simple protocol
+                        ):
+                            n = 0
+                            while time.monotonic() < end:
+                                t0 = time.perf_counter()
+                                c = ext if n % 2 else simple
+                                assert c.execute(big).fetchall() == [(10 * 1024 * 1024,)]
+                                big_s.append(time.perf_counter() - t0)
+                                n += 1
+                    out, _ = clients.communicate(timeout=args.seconds + 120)
+                    lat = json.loads(out)
+                    (beside if loaded else baseline).extend(lat)
+                    print(
+                        f"round {r} {'beside big statements' if loaded else 'baseline'}: "
+                        f"{_latency_stats(lat)}"
+                    )
+        finally:
+            assert server.stdin is not None
+            server.stdin.close()
+            server.wait(60)
+    figures = {
+        "baseline": _latency_stats(baseline),
+        "beside_10_mib_statements": _latency_stats(beside),
+        "big_statements": len(big_s),
+        "big_statement_s_median": round(statistics.median(big_s), 2) if big_s else None,
+        "target_p99_ms": 50,
+        "load_average_1m": round(os.getloadavg()[0], 1),
+    }
+    print(figures)
+    path = write_result("pgwire_big_statement", figures)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

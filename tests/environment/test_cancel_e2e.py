@@ -50,6 +50,18 @@ P99_MS = 400.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+RUNAWAY_ROWS = 10**WAYS
+
+
+def _cap_one_offs(env: Environment, rows: int) -> None:
+    """Set the cluster's ``max_one_off_rows`` (the default, 10^8, refuses the runaway)."""
+    from spate.environment.base import call
+    from spate.protocol.compute import ComputeParameters
+
+    params = ComputeParameters(max_one_off_rows=rows)
+    env._submit(call(lambda: env.runtime.compute.update_configuration(params)), 10)
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     e = Environment.open(tmp_path_factory.mktemp("cancel") / "data")
@@ -62,6 +74,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         e.sql("SET cluster = c")
         e.sql("CREATE INDEX k_by_id ON k (id)")
         assert e.select("k", timeout=280).num_rows == 2  # hydrated
+        _cap_one_offs(e, RUNAWAY_ROWS)  # the runaway is let run, to be cancelled
         yield e
     finally:
         e.close()
@@ -209,3 +222,22 @@ def test_statement_timeout_stops_the_runaway_on_the_replica(env: Environment, ds
 def test_a_closed_connection_stops_the_runaway_on_the_replica(env: Environment, dsn: str) -> None:
     _, ended, latencies, _ = _runaway(dsn, ["SET cluster = c"], "close")
     _check_freed(env, dsn, "closed connection", ended, latencies)
+
+
+def test_a_one_off_too_large_for_memory_is_refused_with_53200(env: Environment, dsn: str) -> None:
+    """A one-off whose estimated rows (a product of cross-joined inputs) exceed the replica's
+    ``max_one_off_rows`` is refused before it runs, with 53200 through pgwire; the replica
+    keeps serving, and a one-off under the cap runs."""
+    seven_ways = "SELECT count(*) FROM " + ", ".join(f"t t{i}" for i in range(7))
+    _cap_one_offs(env, 1_000_000)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SET cluster = c")
+            with pytest.raises(psycopg.errors.OutOfMemory) as e:
+                c.execute(seven_ways)
+            assert e.value.sqlstate == "53200"
+            assert "max_one_off_rows" in (e.value.diag.message_primary or "")
+            assert c.execute("SELECT count(*) FROM t a, t b").fetchall() == [(100,)]
+            assert c.execute("SELECT v FROM k WHERE id = 2").fetchall() == [("two",)]
+    finally:
+        _cap_one_offs(env, RUNAWAY_ROWS)

@@ -82,7 +82,12 @@ from spate.errors._environment import (
     UniqueViolation,
     UnknownName,
 )
-from spate.errors._evaluation import EvaluationFailed, describe_error, error_record
+from spate.errors._evaluation import (
+    EvaluationFailed,
+    OutOfMemory,
+    describe_error,
+    error_record,
+)
 from spate.errors._plan import (
     EvalError,
     InvalidDataflow,
@@ -160,6 +165,7 @@ __all__ = [
     "NegativeCount",
     "NotNullViolation",
     "NotReadable",
+    "OutOfMemory",
     "PeekExists",
     "PeekSinceViolation",
     "PeekTargetInvalid",

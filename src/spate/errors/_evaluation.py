@@ -75,4 +75,18 @@ class EvaluationFailed(ReadFailed):
         found = _SQLSTATE.search(message)
         if found is None:
             return None
+        if found.group(1) == OUT_OF_MEMORY:
+            return OutOfMemory(message)
         return EvaluationFailed(message, found.group(1))
+
+
+OUT_OF_MEMORY: Final = "53200"
+
+
+class OutOfMemory(EvaluationFailed, MemoryError):
+    """A read would need more memory than the cluster may use for it (a one-off read whose
+    estimated rows exceed the replica's ``max_one_off_rows``: a cross join of many inputs). It
+    was refused before it ran; SQLSTATE ``53200`` (out of memory), as in PostgreSQL."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, OUT_OF_MEMORY)

@@ -10,16 +10,19 @@ strings, ``--`` and nested ``/* */`` comments are skipped by :func:`strip_commen
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, overload
 
 _DOLLAR_TAG: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 _SPECIAL: Final = re.compile(r"['\"$/-]")
 """Where a quoted or commented span may start (a character class: scanned fast)."""
+_DEPTH_STOP: Final = re.compile(r"['\"$/()-]")
+"""Where the paren depth may change or a quoted or commented span may start."""
 _E_STOP: Final = re.compile(r"[\\']")
 _COMMENT_STOP: Final = re.compile(r"/\*|\*/")
 _CHUNK: Final = 64 * 1024
@@ -107,25 +110,68 @@ def _code_spans(text: str) -> Iterator[tuple[int, int]]:
         yield start, n
 
 
-def depths(sql: str) -> list[int]:
-    """Paren depth at each character; quoted spans count as depth -1 (never top level)."""
-    out = [0] * (len(sql) + 1)
-    depth, i, n = 0, 0, len(sql)
+class Depths(Sequence[int]):
+    """The paren depth at each position of a text and one past its end (see :func:`depths`),
+    kept as runs: as many entries as the text has parentheses, quotes and comments, however
+    long it is (a 10 MiB literal is one run)."""
+
+    __slots__ = ("_length", "_starts", "_values")
+
+    def __init__(self, length: int) -> None:
+        self._length = length
+        self._starts: list[int] = []
+        self._values: list[int] = []
+
+    def _run(self, start: int, value: int) -> None:
+        if not self._values or self._values[-1] != value:
+            self._starts.append(start)
+            self._values.append(value)
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._length))]
+        if i < 0:
+            i += self._length
+        if not 0 <= i < self._length:
+            raise IndexError(i)
+        return self._values[bisect.bisect_right(self._starts, i) - 1]
+
+
+def depths(sql: str) -> Depths:
+    """Paren depth at each character (and one past the end: the depth the text ends at);
+    quoted spans count as depth -1 (never top level). Only parentheses, quotes and comments
+    are looked at one by one: the text between them is a run found at C speed."""
+    n = len(sql)
+    out = Depths(n + 1)
+    depth, i = 0, 0
+    out._run(0, 0)
     while i < n:
+        m = _find(_DEPTH_STOP, sql, i)
+        if m is None:
+            break
+        i = m.start()
+        out._run(i, depth)
         j = _skip(sql, i)
         if j != i:
-            for k in range(i, j):
-                out[k] = -1
+            out._run(i, -1)
+            out._run(j, depth)
             i = j
             continue
         c = sql[i]
         if c == "(":
             depth += 1
-        out[i] = depth
+        out._run(i, depth)
         if c == ")":
             depth -= 1
         i += 1
-    out[n] = depth
+        out._run(i, depth)
     return out
 
 

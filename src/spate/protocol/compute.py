@@ -70,6 +70,10 @@ class ComputeParameters:
     """How often the replica steps its dataflows when inputs advance."""
     arrangement_merge_effort: int | None = None
     """How much merging an arrangement does per step (higher: fewer, larger batches)."""
+    max_one_off_rows: int | None = None
+    """Largest estimated row count of a one-off read's dataflow (a product of cross-joined
+    inputs); a larger one is refused before it runs, its peeks answered with an error of
+    SQLSTATE 53200. Unset: the replica's default (10^8)."""
 
     def update(self, later: ComputeParameters) -> ComputeParameters:
         return merge_set_fields(self, later)

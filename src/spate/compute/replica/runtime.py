@@ -64,6 +64,11 @@ from spate.compute.replica.actions import (
     ScheduleDataflow,
     Stepped,
 )
+from spate.compute.replica.cardinality import (
+    DEFAULT_MAX_ONE_OFF_ROWS,
+    estimate_rows,
+    is_one_off,
+)
 from spate.compute.replica.inputs import InputUnavailable, ReplicaInputs
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.persist_peek import serve_persist_peek
@@ -158,6 +163,7 @@ class ComputeRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._peeks: dict[PeekId, asyncio.Future[Any]] = {}
         self._step_interval_s = 0.0
+        self._max_one_off_rows = DEFAULT_MAX_ONE_OFF_ROWS
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._closed = False
@@ -277,6 +283,8 @@ class ComputeRuntime:
         elif isinstance(action, Configure):
             ms = action.params.step_interval_ms
             self._step_interval_s = 0.0 if ms is None else ms / 1000
+            cap = action.params.max_one_off_rows
+            self._max_one_off_rows = DEFAULT_MAX_ONE_OFF_ROWS if cap is None else cap
         elif isinstance(action, RunPeek):
             self._run_peek(action)
         elif isinstance(action, AbortPeek):
@@ -337,8 +345,13 @@ class ComputeRuntime:
         scratch = self._scratch / f"df{key}"
         inputs: ReplicaInputs | None = None
         sinks: dict[GlobalId, MaterializedViewSink] = {}
+        sources = dict(action.index_sources)
+        too_large = self._too_large(desc, sources)
+        if too_large is not None:
+            self._metrics.dataflow_failures.inc()
+            self._post(DataflowFailed(key, too_large))
+            return
         try:
-            sources = dict(action.index_sources)
             inputs = ReplicaInputs(
                 desc,
                 persist=self._persist,
@@ -379,6 +392,32 @@ class ComputeRuntime:
             time.perf_counter() - started,
         )
         self._post(DataflowReady(key, dataflow.upper))
+
+    def _too_large(self, desc: DataflowDescription, sources: Mapping[GlobalId, int]) -> str | None:
+        """Why one-off ``desc`` is refused before it is built (``None``: it is not): its
+        estimated rows exceed ``max_one_off_rows`` (:mod:`~spate.compute.replica.cardinality`)."""
+        if not is_one_off(desc):
+            return None
+        rows: dict[GlobalId, int] = {}
+        try:
+            for s in desc.source_imports:
+                if s.shard is not None and self._persist is not None:
+                    batches = self._persist.fetch_state(s.shard).batches
+                    rows[s.id] = sum(b.num_updates for b in batches)
+            for i in desc.index_imports:
+                rows[i.id] = self._arrangement(sources, i.id).rows
+        except Exception as e:  # the build reports what is missing
+            _log.debug("replica=%s: no row estimate for %s: %s", self.name, desc.debug_name, e)
+            return None
+        estimate = estimate_rows(desc, rows)
+        cap = self._max_one_off_rows
+        if estimate <= cap:
+            return None
+        ids = ",".join(str(i) for i in desc.export_ids())
+        return (
+            f"one-off read {ids}: out of memory: it would produce about {estimate:.3g} rows, "
+            f"more than the {cap:.3g} a one-off read may (max_one_off_rows) [SQLSTATE 53200]"
+        )
 
     def _open_sink(
         self, desc: DataflowDescription, id: GlobalId, from_desc: RelationDesc, connection: object

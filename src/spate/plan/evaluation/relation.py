@@ -32,7 +32,7 @@ from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.interrupt import check, checked
 from spate.plan.evaluation.recursive import fixpoint, free_subplans
-from spate.plan.evaluation.scalar import compile_scalar
+from spate.plan.evaluation.scalar import compile_scalar, shown
 from spate.plan.evaluation.values import (
     canonical,
     canonical_row,
@@ -44,7 +44,7 @@ from spate.plan.evaluation.values import (
     fit_numeric,
     value_key,
 )
-from spate.plan.expr import ScalarExpr, show
+from spate.plan.expr import ScalarExpr
 from spate.plan.finishing import ColumnOrder
 from spate.plan.infer import typ
 from spate.plan.numeric_division import divide
@@ -264,7 +264,7 @@ class _Evaluator:
                         f"{n}={'NULL' if v is None else v!s}"
                         for n, v in zip(names, row, strict=False)
                     ]
-                    where = f"evaluating {show(s, names)} on row ({', '.join(cells)})"
+                    where = f"evaluating {shown(s, names)} on row ({', '.join(cells)})"
                     raise EvalError(f"{e} {where}", sqlstate=e.sqlstate) from None
             out.append((tuple(values), m))
         return consolidated(out)

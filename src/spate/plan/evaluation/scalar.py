@@ -7,6 +7,11 @@ It favours being obviously right over being fast.
 
 Values are canonical Python datums: ``float`` for float64 (NaN as one shared object, ``-0.0``
 as ``0.0``), ``Decimal`` for numeric, naive ``datetime`` for timestamp (see :func:`canonical`).
+
+Long chains (:data:`CHAIN_MIN` links or more, each a function call one of whose operands is
+the next: a 2,000-term sum, a 600-element ``IN`` list, which the planner builds as a left-deep
+``OR`` of ``=``, ``1 + (1 + (1 + …))``) are compiled and evaluated in a loop, so their length is
+not bounded by Python's stack; only input nested otherwise (``CASE`` in ``CASE``) recurses.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.casts import cast_function
@@ -56,7 +61,9 @@ from spate.plan.expr import (
     TimeUnit,
     UnaryFunc,
     VariadicFunc,
+    children,
     show,
+    walk,
 )
 from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
@@ -83,6 +90,7 @@ __all__ = [
     "fit_numeric",
     "format_timestamp",
     "row_key",
+    "shown",
     "value_key",
 ]
 
@@ -109,6 +117,36 @@ class _Compiler:
         return typ(e, self.columns).type
 
     def go(self, e: ScalarExpr) -> Evaluator:
+        spine = _spine(e)
+        if len(spine) >= CHAIN_MIN:
+            return self.chain(spine)
+        return self.node(e)
+
+    def chain(self, spine: list[tuple[ScalarExpr, int]]) -> Evaluator:
+        """A long chain (module docs), evaluated in a loop: each link is compiled as the node
+        with its deep operand replaced by an extra input column holding the link below's
+        value, so neither compiling, typing nor evaluating recurses along the chain. (The
+        deep operand is evaluated first; a link's operands are all evaluated either way.)"""
+        last, i = spine[-1]
+        base = _operands(last)[i]
+        below = self.go(base)
+        below_type = typ(base, self.columns)
+        links: list[Evaluator] = []
+        for node, i in reversed(spine):
+            extended = [*self.columns, Column("…", below_type.type, below_type.nullable)]
+            shallow = _with_operand(node, i, ColumnRef(len(self.columns)))
+            links.append(_Compiler(extended).node(shallow))
+            below_type = typ(shallow, extended)
+
+        def chained(row: Row, now: int) -> Datum:
+            value = below(row, now)
+            for link in links:
+                value = link((*row, value), now)
+            return value
+
+        return chained
+
+    def node(self, e: ScalarExpr) -> Evaluator:
         match e:
             case ColumnRef(i):
                 return lambda row, now: row[i]
@@ -156,7 +194,7 @@ class _Compiler:
 
     def unary(self, e: ScalarExpr, f: UnaryFunc, x: ScalarExpr) -> Evaluator:
         inner = self.go(x)
-        what = show(e, self.names)
+        what = shown(e, self.names)
         if f is UnaryFunc.IS_NULL:
             return lambda row, now: inner(row, now) is None
         fn: _Fn1
@@ -189,7 +227,7 @@ class _Compiler:
         self, e: ScalarExpr, f: BinaryFunc, left: ScalarExpr, right: ScalarExpr
     ) -> Evaluator:
         a, b = self.go(left), self.go(right)
-        what = show(e, self.names)
+        what = shown(e, self.names)
         if f is BinaryFunc.AND:
 
             def and_(row: Row, now: int) -> Datum:
@@ -289,7 +327,7 @@ class _Compiler:
         if f in SIGNATURES:
             e = CallVariadic(f, xs)
             types = [self.type_of(x) for x in xs]
-            fn = fixed_function(f, xs, types, self.type_of(e), show(e, self.names))
+            fn = fixed_function(f, xs, types, self.type_of(e), shown(e, self.names))
 
             def fixed(row: Row, now: int) -> Datum:
                 values = [a(row, now) for a in args]
@@ -324,6 +362,74 @@ class _Compiler:
 
             return substr_
         raise EvalError(f"unknown variadic function {f}")
+
+
+SHOWN_CHARS: Final = 300
+
+
+def shown(e: ScalarExpr, names: Sequence[str]) -> str:
+    """``show(e)`` for messages: at most :data:`SHOWN_CHARS` characters, and a placeholder for
+    an expression nested too deeply to print or holding a literal too long to (a 10 MiB
+    string's ``repr`` took 0.2 s, on every evaluation of a statement that held one)."""
+    for x in walk(e):
+        value = x.value if isinstance(x, Literal) else None
+        if isinstance(value, (str, bytes)) and len(value) > SHOWN_CHARS:
+            return f"(an expression over a literal of {len(value)} characters)"
+    try:
+        text = show(e, names)
+    except RecursionError:
+        return "(an expression nested too deeply to print)"
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+CHAIN_MIN: Final = 64
+"""The length from which a chain of calls (``a + b + c …``, ``x = 1 OR x = 2 OR …`` as the
+planner builds ``IN`` lists, a function of a function …) is compiled and evaluated in a loop
+instead of recursively (one Python frame or two per link)."""
+
+
+_LINKS: Final = (CallUnary, CallBinary, CallVariadic, Cast, DateTrunc, Extract)
+
+
+def _operands(e: ScalarExpr) -> tuple[ScalarExpr, ...]:
+    return children(e) if isinstance(e, _LINKS) else ()
+
+
+def _deep_operand(e: ScalarExpr) -> int | None:
+    """Which operand of ``e`` a chain continues through: the first that is itself a link
+    (``None``: ``e`` ends the chain)."""
+    for i, x in enumerate(_operands(e)):
+        if isinstance(x, _LINKS):
+            return i
+    return None
+
+
+def _with_operand(e: ScalarExpr, i: int, x: ScalarExpr) -> ScalarExpr:
+    """``e`` with its operand ``i`` replaced by ``x``."""
+    match e:
+        case CallUnary(f, _):
+            return CallUnary(f, x)
+        case Cast(_, to):
+            return Cast(x, to)
+        case DateTrunc(unit, _):
+            return DateTrunc(unit, x)
+        case Extract(unit, _):
+            return Extract(unit, x)
+        case CallBinary(f, left, right):
+            return CallBinary(f, x, right) if i == 0 else CallBinary(f, left, x)
+        case CallVariadic(f, xs):
+            return CallVariadic(f, (*xs[:i], x, *xs[i + 1 :]))
+    raise AssertionError(f"not a link of a chain: {e!r}")
+
+
+def _spine(e: ScalarExpr) -> list[tuple[ScalarExpr, int]]:
+    """The links from ``e`` down, each with the operand the chain continues through (top
+    first); the last link's operand is where the chain starts."""
+    out: list[tuple[ScalarExpr, int]] = []
+    while (i := _deep_operand(e)) is not None:
+        out.append((e, i))
+        e = _operands(e)[i]
+    return out
 
 
 # --- function definitions --------------------------------------------------------------------
