@@ -13,18 +13,13 @@ then applied to those rows by the plan's plain-Python evaluation
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-import pyarrow as pa
-
 from spate.environment.catalog import IndexItem
 from spate.environment.runtime import Runtime
-from spate.errors import EvalError, EvaluationFailed
-from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -89,23 +84,6 @@ def index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> IndexL
             rows = tuple(tuple(r) for r in itertools.product(*sets))
             return IndexLookup(item, base, rows)
     return None
-
-
-def is_index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> bool:
-    """Whether a read of ``plan`` on ``cluster`` is an index lookup (no dataflow, no scan)."""
-    return index_lookup(rt, plan, cluster) is not None
-
-
-def apply_plan(plan: RelationExpr, base: Get, rows: pa.Table, now: int, *, name: str) -> list[Row]:
-    """``plan`` on the ``rows`` (one per unit of multiplicity) read for ``base`` (called
-    ``name``); an evaluation error is :class:`~spate.errors.EvaluationFailed` naming it."""
-    columns = [rows.column(i).to_pylist() for i in range(rows.num_columns)]
-    contents = Counter(tuple(c[i] for c in columns) for i in range(rows.num_rows))
-    try:
-        counts = evaluate(plan, {base.id: contents}, now)
-    except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
-        raise EvaluationFailed.of(f"reading {name}", e) from None
-    return [r for r, n in counts.items() for _ in range(n)]
 
 
 # -- finding the key values --------------------------------------------------------------------

@@ -115,6 +115,16 @@ def _snapshots(
             reader.expire()
 
 
+def snapshot_here(rt: Runtime, id: GlobalId, ts: int, limit: int | None) -> Multiset | None:
+    """The contents of collection ``id`` at ``ts`` (its upper passed it, the caller holds it)
+    read here, or ``None`` (nothing fetched) when it holds more than ``limit`` updates."""
+    found = _snapshots(rt, [id], ts, _NO_LIMIT if limit is None else limit)
+    return None if found is None else found[id]
+
+
+_NO_LIMIT: Final = 2**63
+
+
 async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
     """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
     shard, :mod:`spate.persist.error_shard`, is not empty there)."""
