@@ -110,6 +110,7 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
     env.insert("small", [(i, f"v{i}") for i in range(10)])
     env.create_materialized_view("small_mv", env.get("small"), cluster="c")
     env.create_index("small_by_k", on="small_mv", key=["k"], cluster="c")
+    env.wait_hydrated(timeout=600)  # the indexes answer (until then, persist would)
     assert env.select("items_mv", timeout=600).num_rows == args.rows
     assert env.select("small_mv", timeout=600).num_rows == 10
     server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))

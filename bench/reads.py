@@ -22,6 +22,14 @@ and spate's p50 as a multiple of PostgreSQL's (target ≤ 3). Results go to
 ``bench/results/reads_pgwire.json``.
 
     python bench/reads.py --case pgwire [--reps 50] [--big-rows 10000] [--postgres URL]
+
+``--case warm`` measures first contact: the seconds from starting ``spate serve`` on a new
+data directory to the first answered aggregate over a new table (psycopg: CREATE TABLE,
+INSERT, SELECT count/sum; target ≤ 15 s), and from reopening an environment with
+``--views`` indexed materialized views (its replicas stopped) to the first serializable
+read of one of them (target ≤ 5 s). Results go to ``bench/results/reads_warm.json``.
+
+    python bench/reads.py --case warm [--views 10]
 """
 
 from __future__ import annotations
@@ -189,9 +197,92 @@ def _pgwire_compare(sp: Any, pg: Any, reps: int) -> dict[str, Any]:
     return out
 
 
+def _first_aggregate_after_serve() -> dict[str, float]:
+    import socket
+    import subprocess
+
+    import psycopg
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        command = [sys.executable, "-m", "spate", "serve", str(Path(tmp) / "data")]
+        command += ["--listen", f"127.0.0.1:{port}"]
+        proc = subprocess.Popen(
+            command,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            dsn = f"host=127.0.0.1 port={port} user=bench dbname=spate sslmode=disable"
+            while True:
+                try:
+                    conn = psycopg.connect(dsn, autocommit=True, connect_timeout=2)
+                    break
+                except psycopg.OperationalError:
+                    if time.perf_counter() - started > 120:
+                        raise
+                    time.sleep(0.05)
+            listening = time.perf_counter() - started
+            with conn:
+                conn.execute("CREATE TABLE t (k bigint, v bigint)")
+                conn.execute("INSERT INTO t SELECT i % 10, i FROM generate_series(1, 1000) i")
+                got = conn.execute("SELECT count(*), sum(v) FROM t").fetchall()
+                assert got == [(1000, 500500)], got
+            answered = time.perf_counter() - started
+        finally:
+            proc.send_signal(2)
+            try:
+                _, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+    print("".join("    | " + line + "\n" for line in err.splitlines() if "spate:" in line), end="")
+    return {"listening_s": round(listening, 2), "first_aggregate_s": round(answered, 2)}
+
+
+def _first_read_after_reopen(views: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        with Environment.open(data) as env:
+            env.create_cluster("c", replicas=1)
+            env.sql("SET cluster = c; CREATE TABLE items (id bigint NOT NULL, v text)")
+            env.sql("INSERT INTO items SELECT i, 'v' || i FROM generate_series(1, 1000) i")
+            for i in range(views):
+                env.sql(f"CREATE MATERIALIZED VIEW mv{i} AS SELECT id, v FROM items WHERE id > {i}")
+                env.sql(f"CREATE INDEX mv{i}_id ON mv{i} (id)")
+            env.wait_hydrated(timeout=600)
+        started = time.perf_counter()
+        with Environment.open(data) as env:
+            opened = time.perf_counter() - started
+            session = env.sql_session()
+            session.sql("SET transaction_isolation = 'serializable'")
+            got = session.sql("SELECT v FROM mv3 WHERE id = 500")
+            answered = time.perf_counter() - started
+            assert got.to_pylist() == [{"v": "v500"}], got
+            plan = [
+                r["Optimized Plan"]
+                for r in session.sql("EXPLAIN SELECT v FROM mv3 WHERE id = 500").to_pylist()
+            ]
+            route = next(str(line) for line in plan if str(line).startswith("Read plan"))
+    return {"open_s": round(opened, 2), "first_read_s": round(answered, 2), "route": route}
+
+
+def _warm_main(args: argparse.Namespace) -> int:
+    serve = _first_aggregate_after_serve()
+    print(f"spate serve on a new data directory: {serve} (target first_aggregate_s <= 15)")
+    reopen = _first_read_after_reopen(args.views)
+    print(f"reopen with {args.views} indexed views: {reopen} (target first_read_s <= 5)")
+    write_result("reads_warm", {"serve_new": serve, "reopen": reopen, "views": args.views})
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--case", choices=["here", "pgwire"], default="here")
+    ap.add_argument("--case", choices=["here", "pgwire", "warm"], default="here")
+    ap.add_argument("--views", type=int, default=10, help="--case warm: indexed views")
     ap.add_argument("--reps", type=int, default=None, help="measured runs per query")
     ap.add_argument("--rows", type=int, default=100, help="rows of the outer table")
     ap.add_argument("--big-rows", type=int, default=10_000, help="--case pgwire: largest table")
@@ -200,6 +291,8 @@ def main() -> int:
     if args.case == "pgwire":
         args.reps = args.reps or 50
         return _pgwire_main(args)
+    if args.case == "warm":
+        return _warm_main(args)
     args.reps = args.reps or 5
     print("baseline: every read builds a one-off dataflow (small_read_updates = 0)")
     before, before_answers = _run(0, args.rows, args.reps)

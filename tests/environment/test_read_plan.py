@@ -70,6 +70,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
         e.sql("SET cluster = c")
         for stmt in SCHEMA + SPATE_ONLY:
             e.sql(stmt)
+        e.wait_hydrated(timeout=600)  # the index answers (before, persist would)
         assert e.select("rp_m", timeout=600).num_rows == 41
         yield e
     finally:

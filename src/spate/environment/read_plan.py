@@ -11,6 +11,9 @@ one of a closed set of cases, cheapest first (Materialize calls this the peek pl
   Spark job), the rest of the plan applied to the rows found (:mod:`spate.environment.lookup`).
 * :class:`FastPathScan` — an indexed object, maybe under ``Map``/``Filter``/``Project``: a peek
   of the whole index, the rest of the plan applied here.
+  An index that has not hydrated on any replica yet (after a reopen) is not used when what it
+  indexes is a storage collection: that is read from persist instead (the warm start: a
+  ``serializable`` read is answered at once from the persisted contents).
 * :class:`PersistRead` — a storage collection (table, subsource, materialized view, a
   ``spate_catalog`` relation), maybe under ``Map``/``Filter``/``Project``: its snapshot read
   from persist, in this process when it holds at most ``small_read_updates`` updates (or no
@@ -40,6 +43,7 @@ from spate.environment.catalog import (
 )
 from spate.environment.planning import inline_views
 from spate.environment.runtime import Runtime
+from spate.errors import CollectionMissing, InstanceMissing
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
 from spate.repr.types import Row
 
@@ -137,12 +141,12 @@ def plan_read(
     if introspection.reads_only_system(inlined):
         return Introspection(inlined)
     found = lookup.index_lookup(rt, plan, cluster)
-    if found is not None:
+    if found is not None and not _rehydrating(rt, found.index):
         return FastPathLookup(plan, found.index, found.base, found.constraints)
     base = _linear_base(plan)
-    if base is not None and (small_reads or base is plan):
+    if base is not None and (small_reads or base is plan or found is not None):
         index = _index_on(rt, base, cluster)
-        if index is not None:
+        if index is not None and not _rehydrating(rt, index):
             return FastPathScan(plan, index, base)
         item = rt.catalog.by_id(base.id)
         if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem, IntrospectionItem)):
@@ -160,6 +164,20 @@ def plan_read(
     ):
         return InProcess(inlined, limit, dataflow)
     return dataflow
+
+
+def _rehydrating(rt: Runtime, index: IndexItem) -> bool:
+    """Whether ``index`` has not hydrated on any replica yet while what it indexes is a
+    storage collection: persist has its contents (the warm start after a reopen), so a read
+    need not wait for the replicas to rebuild the index."""
+    if not isinstance(
+        rt.catalog.find_id(index.on), (TableItem, SubsourceItem, MaterializedViewItem)
+    ):
+        return False
+    try:
+        return not rt.compute.collection_hydrated(rt.instance_of(index.cluster), index.id)
+    except (CollectionMissing, InstanceMissing):  # not known to the controller: use the index
+        return False
 
 
 def _linear_base(plan: RelationExpr) -> Get | None:
