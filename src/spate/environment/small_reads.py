@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -32,8 +34,11 @@ from spate.environment.runtime import Runtime
 from spate.environment.view_failures import await_answer
 from spate.errors import EvaluationFailed, ReadTimeout, describe_error
 from spate.frontier.antichain import Antichain
-from spate.ids import GlobalId
+from spate.ids import GlobalId, ShardId
+from spate.persist.client import PersistClient
 from spate.persist.error_shard import errors_at
+from spate.persist.read import batches_for
+from spate.persist.state import HollowBatch
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
 from spate.plan.relation import RelationExpr
@@ -96,7 +101,92 @@ def _snapshots(
     rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
 ) -> dict[GlobalId, Multiset] | None:
     """Each input's contents at ``ts`` (their uppers passed it), or ``None`` (nothing fetched)
-    when they are too large for :func:`read_here`."""
+    when they are too large for :func:`read_here`. Contents complete at ``ts`` come from
+    :class:`SnapshotCache` when their batches have not changed since they were read."""
+    metas = [rt.storage.collection_metadata(id) for id in ids]
+    states = [rt.persist.fetch_state(m.shard) for m in metas]
+    if any(s.upper.less_equal(ts) for s in states):  # not final at ts in this state: wait
+        return _read_snapshots(rt, ids, ts, limit)
+    found = [batches_for(s, ts) for s in states]
+    if sum(b.num_updates for batches in found for b in batches) > limit:
+        return None
+    cache = _cache_of(rt)
+    out: dict[GlobalId, Multiset] = {}
+    missing: list[tuple[GlobalId, ShardId, tuple[str, ...] | None]] = []
+    for id, meta, batches in zip(ids, metas, found, strict=True):
+        key = complete_key(batches, ts)
+        hit = cache.get(meta.shard, key)
+        if hit is not None:
+            out[id] = Counter(hit)
+        else:
+            missing.append((id, meta.shard, key))
+    if missing:
+        read = _read_snapshots(rt, [id for id, _, _ in missing], ts, _NO_LIMIT)
+        assert read is not None
+        for id, shard, key in missing:
+            out[id] = read[id]
+            if key is not None:
+                cache.put(shard, key, Counter(read[id]))
+    return out
+
+
+def complete_key(batches: Sequence[HollowBatch], ts: int) -> tuple[str, ...] | None:
+    """The parts of ``batches`` when every update in them is at a time ``<= ts`` (their
+    contents at ``ts`` are then their contents at any later time, whatever the later time);
+    else ``None``."""
+    for b in batches:
+        upper = b.upper.as_option()
+        if upper is None or upper > ts + 1:
+            return None
+    return tuple(p.key for b in batches for p in b.parts)
+
+
+class SnapshotCache:
+    """The last contents read here of each shard, keyed by the parts they were read from.
+
+    Parts are immutable and a key is stored only for batches whose updates are all at or
+    before the read's timestamp, so a hit is exactly the contents a read of those parts at any
+    later timestamp gives. A write or a compaction makes new parts: a new key, a miss."""
+
+    def __init__(self, max_shards: int = 256) -> None:
+        self._max = max_shards
+        self._entries: dict[ShardId, tuple[tuple[str, ...], Multiset]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, shard: ShardId, key: tuple[str, ...] | None) -> Multiset | None:
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._entries.get(shard)
+        return entry[1] if entry is not None and entry[0] == key else None
+
+    def put(self, shard: ShardId, key: tuple[str, ...], contents: Multiset) -> None:
+        with self._lock:
+            self._entries.pop(shard, None)
+            while len(self._entries) >= self._max:
+                del self._entries[next(iter(self._entries))]  # the oldest
+            self._entries[shard] = (key, contents)
+
+
+_CACHES: Final[weakref.WeakKeyDictionary[PersistClient, SnapshotCache]] = (
+    weakref.WeakKeyDictionary()
+)
+"""One cache per persist client (one per open environment)."""
+_CACHES_LOCK: Final = threading.Lock()
+
+
+def _cache_of(rt: Runtime) -> SnapshotCache:
+    with _CACHES_LOCK:
+        cache = _CACHES.get(rt.persist)
+        if cache is None:
+            cache = _CACHES[rt.persist] = SnapshotCache()
+        return cache
+
+
+def _read_snapshots(
+    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+) -> dict[GlobalId, Multiset] | None:
+    """:func:`_snapshots` read through leased readers (they wait for the uppers)."""
     readers = []
     try:
         for id in ids:
