@@ -58,6 +58,7 @@ def test_cached_reads_equal_fresh_reads_through_writes(
     monkeypatch.setattr(small_reads, "_read_snapshots", counting)
     with Environment.open(tmp_path / "data") as env:  # no cluster: every read is here
         env.sql("CREATE TABLE a (k bigint, v bigint); CREATE TABLE b (k bigint, w text)")
+        env.set_retain_history("a", 3_600_000)  # AS OF the earlier steps below
         model_a: Counter[tuple[Any, ...]] = Counter()
         model_b: Counter[tuple[Any, ...]] = Counter()
         history: list[tuple[int, Counter[tuple[Any, ...]]]] = []
@@ -77,6 +78,12 @@ def test_cached_reads_equal_fresh_reads_through_writes(
                 before = len(fetched)
                 assert _rows(env, "SELECT * FROM a") == model_a
                 assert _rows(env, "SELECT k, v FROM a WHERE v >= 0") == model_a
+                for key in (k, (k + 1) % 5):  # through a hash index of the cached contents
+                    want = Counter({r: n for r, n in model_a.items() if r[0] == key})
+                    assert _rows(env, f"SELECT * FROM a WHERE k = {key}") == want
+                    assert _rows(env, f"SELECT v FROM a WHERE k IN ({key}, 7)") == Counter(
+                        {(r[1],): n for r, n in want.items()}
+                    )
                 joined = Counter(
                     (ka, v, w)
                     for (ka, v), n in model_a.items()

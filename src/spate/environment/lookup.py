@@ -86,6 +86,26 @@ def index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> IndexL
     return None
 
 
+def fixed_column(plan: RelationExpr) -> tuple[int, tuple[Datum, ...]] | None:
+    """For ``Map``/``Filter``/``Project`` over a ``Get``: a column of the ``Get`` its filters
+    fix to at most :data:`MAX_CONSTRAINTS` literal values (the fewest), and those values —
+    every row the plan keeps has one of them there; else ``None``."""
+    chain: list[RelationExpr] = []
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        if isinstance(node, Filter) and node.is_temporal():
+            return None
+        chain.append(node)
+        node = node.input
+    if not isinstance(node, Get):
+        return None
+    found = sorted(_key_values(node, chain).items(), key=lambda kv: len(kv[1]))
+    if not found or len(found[0][1]) > MAX_CONSTRAINTS:
+        return None
+    column, values = found[0]
+    return column, tuple(values)
+
+
 # -- finding the key values --------------------------------------------------------------------
 
 

@@ -45,10 +45,11 @@ from spate.environment.planning import inline_views
 from spate.environment.runtime import Runtime
 from spate.errors import CollectionMissing, InstanceMissing
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.types import Row
+from spate.repr.types import Datum, Row
 
 StorageItem = TableItem | SubsourceItem | MaterializedViewItem | IntrospectionItem
 """What a :class:`PersistRead` reads: a collection with a persist shard."""
+_STORED = (TableItem, SubsourceItem, MaterializedViewItem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +69,18 @@ class Introspection:
 @dataclass(frozen=True, slots=True)
 class FastPathLookup:
     """Peek ``index`` (on ``base``) for the key tuples ``constraints`` (none: no row can
-    match, nothing is peeked), then evaluate ``plan`` over the rows found."""
+    match, nothing is peeked), then evaluate ``plan`` over the rows found.
+
+    When ``base`` is a storage collection (``here_up_to > 0``) whose snapshot holds at most
+    ``here_up_to`` updates, the rows with those keys are taken from its persisted contents
+    here instead (cached and hashed by ``only``'s column: no replica round trip)."""
 
     plan: RelationExpr
     index: IndexItem
     base: Get
     constraints: tuple[Row, ...]
+    here_up_to: int = 0
+    only: tuple[int, tuple[Datum, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +104,9 @@ class PersistRead:
     base: Get
     cluster: str | None
     here_up_to: int
+    only: tuple[int, tuple[Datum, ...]] | None = None
+    """A column ``plan``'s filters fix, and its values: read here, only those rows are
+    evaluated (through a hash index of the cached contents)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +152,10 @@ def plan_read(
         return Introspection(inlined)
     found = lookup.index_lookup(rt, plan, cluster)
     if found is not None and not _rehydrating(rt, found.index):
-        return FastPathLookup(plan, found.index, found.base, found.constraints)
+        stored = isinstance(rt.catalog.find_id(found.base.id), _STORED)
+        here = rt.settings.small_read_updates if small_reads and stored else 0
+        only = lookup.fixed_column(plan) if here else None
+        return FastPathLookup(plan, found.index, found.base, found.constraints, here, only)
     base = _linear_base(plan)
     if base is not None and (small_reads or base is plan or found is not None):
         index = _index_on(rt, base, cluster)
@@ -153,7 +166,8 @@ def plan_read(
             replicas = cluster is not None or any(c.replicas for c in rt.catalog.clusters)
             limit = rt.settings.small_read_updates if small_reads else 0
             via = rt.default_cluster(cluster) if replicas else None
-            return PersistRead(plan, item, base, via, limit)
+            only = lookup.fixed_column(plan) if plan is not base else None
+            return PersistRead(plan, item, base, via, limit, only)
     dataflow = OneOffDataflow(inlined, cluster)
     none = cluster is None and not rt.catalog.clusters  # read here before creating one
     limit = rt.settings.small_read_updates
@@ -240,9 +254,15 @@ def explain_lines(rt: Runtime, read: ReadPlan) -> list[str]:
             return ["Read plan: introspection (spate_catalog relations read here, no dataflow)"]
         case FastPathLookup(plan=plan, index=index, base=base, constraints=keys):
             shown = ", ".join(_row(k) for k in keys[:8]) + (", …" if len(keys) > 8 else "")
+            here = (
+                [f"  from the persisted contents here when they hold at most {n} updates"]
+                if (n := read.here_up_to)
+                else []
+            )
             return [
                 f"Read plan: fast path: lookup of index {index.name} on {name(base.id)} "
                 f"(cluster {index.cluster}), key values {shown or 'none (no row can match)'}",
+                *here,
                 *then(plan, base),
             ]
         case FastPathScan(plan=plan, index=index, base=base):

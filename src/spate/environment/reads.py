@@ -77,7 +77,7 @@ from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
 from spate.repr.arrow import arrow_rows, data_schema, to_user
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
-from spate.repr.types import Row
+from spate.repr.types import Datum, Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,6 +396,14 @@ async def execute_read(
             counts = await introspection.evaluate_here(rt, plan, ts, timeout)
             return _rows_table(desc, list(counts.items()), finishing)
         case read_plan.FastPathLookup(plan=plan, index=index, base=base, constraints=keys):
+            if keys and route.here_up_to > 0:
+                item = rt.catalog.by_id(base.id)
+                ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
+                assert isinstance(item, read_plan.StorageItem)
+                here = await _read_here(rt, item, ts, timeout, route.here_up_to, route.only)
+                if here is not None:
+                    found = _apply(rt, plan, base, here, rt.oracle.read_ts())
+                    return _rows_table(desc, found, finishing)
             ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, isolation)
             if not keys:
                 return _rows_table(desc, [], finishing)
@@ -425,6 +433,33 @@ async def execute_read(
             )
 
 
+async def _read_here(
+    rt: Runtime,
+    item: read_plan.StorageItem,
+    ts: int,
+    timeout: float,
+    limit: int | None,
+    only: tuple[int, tuple[Datum, ...]] | None,
+) -> Multiset | None:
+    """The contents of ``item`` at ``ts`` (only the rows ``only`` selects) read here once its
+    upper passed ``ts``, or ``None`` when it holds more than ``limit`` updates; a materialized
+    view in error at ``ts`` fails the read as its errors shard says."""
+    # Hold the collection at ts while waiting for its upper to pass ts.
+    (hold,) = rt.storage.acquire_read_holds([item.id])
+    try:
+        hold.try_downgrade(Antichain.of(ts))
+        try:
+            await rt.controller.wait_for_uppers([item.id], ts, timeout)
+        except TimeoutError as e:
+            raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
+        contents = await asyncio.to_thread(snapshot_here, rt, item.id, ts, limit, only)
+        if contents is not None and isinstance(item, MaterializedViewItem):
+            await check_errors_shard(rt, item, ts)
+        return contents
+    finally:
+        hold.release()
+
+
 async def _persist_read(
     rt: Runtime,
     route: read_plan.PersistRead,
@@ -438,21 +473,9 @@ async def _persist_read(
     item, base, plan = route.item, route.base, route.plan
     ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
     contents: Multiset | None = None
-    limit = route.here_up_to if route.cluster is not None else None
-    # Hold the collection at ts while waiting for its upper to pass ts.
-    (hold,) = rt.storage.acquire_read_holds([item.id])
-    try:
-        hold.try_downgrade(Antichain.of(ts))
-        if route.cluster is None or route.here_up_to > 0:
-            try:
-                await rt.controller.wait_for_uppers([item.id], ts, timeout)
-            except TimeoutError as e:
-                raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
-            contents = await asyncio.to_thread(snapshot_here, rt, item.id, ts, limit)
-            if contents is not None and isinstance(item, MaterializedViewItem):
-                await check_errors_shard(rt, item, ts)
-    finally:
-        hold.release()
+    if route.cluster is None or route.here_up_to > 0:
+        limit = route.here_up_to if route.cluster is not None else None
+        contents = await _read_here(rt, item, ts, timeout, limit, route.only)
     if contents is None:
         assert route.cluster is not None
         name = await cluster_for(rt, route.cluster)
