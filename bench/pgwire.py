@@ -15,6 +15,11 @@ job); the same comparison is also made for a read of a small indexed view as a w
 (``SELECT * FROM small_mv``, a peek of its whole index). Results go to
 ``bench/results/pgwire.json``.
 
+With ``--postgres`` (``SPATE_TEST_POSTGRES_URL``) the same lookups also run against PostgreSQL
+in the same run (a primary-key lookup of a table of the same rows there): one connection with a
+prepared statement (queries/s, target >= 0.5x PostgreSQL's), then ``--clients`` connections at
+once, ``--per-client`` lookups each (total queries/s and p99; target >= 5,000 q/s, p99 <= 20 ms).
+
 ``--case copy`` measures ``COPY t FROM STDIN`` instead (no cluster, no JVM): ``--copy-rows``
 rows (``id bigint PRIMARY KEY, v text, x double precision``) sent with psycopg's
 ``cursor.copy``, into spate's server and into the PostgreSQL at ``--postgres``
@@ -43,6 +48,7 @@ import os
 import random
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -80,6 +86,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="per big-statement phase")
     parser.add_argument("--copy-rows", type=int, default=1_000_000)
     parser.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
+    parser.add_argument("--clients", type=int, default=16, help="lookups: concurrent clients")
+    parser.add_argument("--per-client", type=int, default=200, help="lookups per client")
+    parser.add_argument("--single", type=int, default=2000, help="lookups on one connection")
     args = parser.parse_args()
     if args.case == "copy":
         _copy_main(args)
@@ -114,6 +123,7 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
     env.insert("small", [(i, f"v{i}") for i in range(10)])
     env.create_materialized_view("small_mv", env.get("small"), cluster="c")
     env.create_index("small_by_k", on="small_mv", key=["k"], cluster="c")
+    env.wait_hydrated(timeout=600)  # the indexes answer (until then, persist would)
     assert env.select("items_mv", timeout=600).num_rows == args.rows
     assert env.select("small_mv", timeout=600).num_rows == 10
     server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
@@ -164,6 +174,7 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
                 print(f"             lookups select {_stats(base, base_time)}")
                 print(f"             index reads wire {_stats(wire_reads, wire_reads_time)}")
                 print(f"             index reads select {_stats(base_reads, base_reads_time)}")
+        versus = _versus_postgres(dsn, args, rng) if args.postgres else None
     finally:
         server.close()
     w, b = _stats(wire, wire_time), _stats(base, base_time)
@@ -177,6 +188,97 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
         "point_lookups": {"psycopg": w, "environment_select": b, "ratio_qps": ratio},
         "index_reads_10_rows": {"psycopg": wr, "environment_select": br, "ratio_qps": ratio_reads},
         "target_ratio": 0.5,
+        **({"versus_postgres": versus} if versus else {}),
+    }
+
+
+_LOOKUP = "SELECT * FROM items_mv WHERE id = %s"
+_PG_LOOKUP = "SELECT * FROM items WHERE id = %s"
+
+
+def _lookups(dsn: str, sql: str, keys: list[int], setup: list[str]) -> list[float]:
+    """Latencies (s) of a prepared lookup of each key on one new connection."""
+    out = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in setup:
+            conn.execute(stmt)
+        conn.execute(sql, (keys[0],), prepare=True).fetchall()
+        for k in keys:
+            t0 = time.perf_counter()
+            got = conn.execute(sql, (k,), prepare=True).fetchall()
+            out.append(time.perf_counter() - t0)
+            assert got == [(k, f"value {k}")], got
+    return out
+
+
+def _concurrent(
+    dsn: str, sql: str, keys: list[list[int]], setup: list[str]
+) -> tuple[list[float], float]:
+    """Every client's lookups at once, one connection each: latencies and seconds overall."""
+    results: list[list[float]] = [[] for _ in keys]
+    ready = threading.Barrier(len(keys) + 1)
+    errors: list[BaseException] = []
+
+    def client(i: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                for stmt in setup:
+                    conn.execute(stmt)
+                conn.execute(sql, (keys[i][0],), prepare=True).fetchall()
+                ready.wait()
+                for k in keys[i]:
+                    t0 = time.perf_counter()
+                    got = conn.execute(sql, (k,), prepare=True).fetchall()
+                    results[i].append(time.perf_counter() - t0)
+                    assert got == [(k, f"value {k}")], got
+        except BaseException as e:  # reported by the caller
+            errors.append(e)
+            ready.abort()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(keys))]
+    for t in threads:
+        t.start()
+    ready.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return [x for r in results for x in r], elapsed
+
+
+def _versus_postgres(dsn: str, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    schema = f"bench_pgwire_{os.getpid()}"
+    pg_setup = [f"SET search_path = {schema}"]
+    sp_setup = ["SET transaction_isolation = 'serializable'"]
+    with psycopg.connect(args.postgres, autocommit=True) as pg:
+        pg.execute(f"CREATE SCHEMA {schema}")
+        try:
+            pg.execute(f"CREATE TABLE {schema}.items (id bigint PRIMARY KEY, v text)")
+            with pg.cursor() as cur, cur.copy(f"COPY {schema}.items FROM STDIN") as copy:
+                for i in range(args.rows):
+                    copy.write_row((i, f"value {i}"))
+            pg.execute(f"ANALYZE {schema}.items")
+            single = [rng.randrange(args.rows) for _ in range(args.single)]
+            s_lat = _lookups(dsn, _LOOKUP, single, sp_setup)
+            p_lat = _lookups(args.postgres, _PG_LOOKUP, single, pg_setup)
+            many = [[rng.randrange(args.rows) for _ in range(args.per_client)]] * args.clients
+            s_many, s_el = _concurrent(dsn, _LOOKUP, many, sp_setup)
+            p_many, p_el = _concurrent(args.postgres, _PG_LOOKUP, many, pg_setup)
+        finally:
+            pg.execute(f"DROP SCHEMA {schema} CASCADE")
+    one = {"spate": _stats(s_lat, sum(s_lat)), "postgres": _stats(p_lat, sum(p_lat))}
+    one["ratio_qps"] = round(one["spate"]["qps"] / one["postgres"]["qps"], 3)
+    conc = {"spate": _stats(s_many, s_el), "postgres": _stats(p_many, p_el)}
+    conc["ratio_qps"] = round(conc["spate"]["qps"] / conc["postgres"]["qps"], 3)
+    print(f"one connection, prepared: {one} (target ratio >= 0.5)")
+    print(f"{args.clients} connections: {conc} (target >= 5000 q/s, p99 <= 20 ms)")
+    return {
+        "one_connection": one,
+        "clients": args.clients,
+        "concurrent": conc,
+        "targets": {"one_ratio_qps": 0.5, "concurrent_qps": 5000, "concurrent_p99_ms": 20},
     }
 
 

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import ssl
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
 
 from spate.cli.app import app
-from spate.errors import UsageError
+from spate.errors import SpateError, UsageError
+
+if TYPE_CHECKING:
+    from spate.environment.api import Environment
+
+_log: Final = logging.getLogger("spate.cli.serve")
 
 
 class BadListenAddress(UsageError, ValueError):
@@ -66,6 +75,14 @@ def serve(
     max_message_bytes: Annotated[
         int, typer.Option(help="the longest message (statement, Bind) a client may send")
     ] = 16 * 1024 * 1024,
+    warm: Annotated[
+        bool,
+        typer.Option(
+            "--warm/--no-warm",
+            help="start the default cluster's replicas at once (creating the cluster in a new "
+            "environment) and report their progress",
+        ),
+    ] = True,
 ) -> None:
     """Serve the environment over the PostgreSQL wire protocol (psql, psycopg, JDBC…).
 
@@ -102,13 +119,62 @@ def serve(
     )
     check_config(config)  # before opening anything
     env = Environment.open(data_dir)
+    stop = threading.Event()
     try:
+        if warm:
+            echo = lambda line: typer.echo(line, err=True)  # noqa: E731
+            threading.Thread(
+                target=warm_start, args=(env, echo, stop), name="spate-warm-start", daemon=True
+            ).start()
         server = Server(EnvironmentEngine(env), config)
         asyncio.run(_serve(server, data_dir, host, password is not None))
     finally:
+        stop.set()
         replicas = sum(len(c.replicas) for c in env.runtime.catalog.clusters)
         typer.echo(stopping_message(replicas, keep_replicas), err=True)
         env.close(stop_replicas=not keep_replicas)
+
+
+def warm_start(
+    env: Environment, echo: Callable[[str], None], stop: threading.Event, poll: float = 0.5
+) -> None:
+    """Start the default cluster's replicas now — in a new environment, create the default
+    cluster (``Settings.default_cluster``), which every read that needs a replica would create
+    anyway — and say how they come up, one line per change, until every replica is connected
+    and every index and materialized view hydrated (or ``stop`` is set). Reads do not wait
+    for this: small reads and serializable reads of persisted views need no replica."""
+    started = time.monotonic()
+    try:
+        rt = env.runtime
+        default = rt.settings.default_cluster
+        if default and not rt.catalog.clusters:
+            from spate.environment.clusters import replica_names
+
+            names = replica_names(rt.settings.default_cluster_replicas)
+            echo(f"spate: starting cluster {default} (replicas {', '.join(names)})")
+            env.create_cluster(default, replicas=names)
+        last = None
+        while not stop.is_set():
+            status = env.status()
+            connected = sum(r.health == "connected" for r in status.replicas)
+            views = [c for c in status.collections if c.hydrated is not None]
+            done = sum(bool(c.hydrated) for c in views)
+            line = (
+                f"{connected}/{len(status.replicas)} replicas connected, {done}/{len(views)} "
+                "indexes and materialized views hydrated"
+            )
+            elapsed = time.monotonic() - started
+            if line != last:
+                echo(f"spate: {line} ({elapsed:.1f} s)")
+                last = line
+            if connected == len(status.replicas) and done == len(views):
+                echo(f"spate: replicas ready after {elapsed:.1f} s")
+                return
+            stop.wait(poll)
+    except SpateError as e:  # the environment closed or failed: serve says so itself
+        _log.info("warm start stopped: %s", e)
+    except Exception:  # a report, never a reason to stop serving
+        _log.warning("warm start failed", exc_info=True)
 
 
 def stopping_message(replicas: int, keep_replicas: bool) -> str:

@@ -13,18 +13,13 @@ then applied to those rows by the plan's plain-Python evaluation
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
-import pyarrow as pa
-
 from spate.environment.catalog import IndexItem
 from spate.environment.runtime import Runtime
-from spate.errors import EvalError, EvaluationFailed
-from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -91,21 +86,24 @@ def index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> IndexL
     return None
 
 
-def is_index_lookup(rt: Runtime, plan: RelationExpr, cluster: str | None) -> bool:
-    """Whether a read of ``plan`` on ``cluster`` is an index lookup (no dataflow, no scan)."""
-    return index_lookup(rt, plan, cluster) is not None
-
-
-def apply_plan(plan: RelationExpr, base: Get, rows: pa.Table, now: int, *, name: str) -> list[Row]:
-    """``plan`` on the ``rows`` (one per unit of multiplicity) read for ``base`` (called
-    ``name``); an evaluation error is :class:`~spate.errors.EvaluationFailed` naming it."""
-    columns = [rows.column(i).to_pylist() for i in range(rows.num_columns)]
-    contents = Counter(tuple(c[i] for c in columns) for i in range(rows.num_rows))
-    try:
-        counts = evaluate(plan, {base.id: contents}, now)
-    except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
-        raise EvaluationFailed.of(f"reading {name}", e) from None
-    return [r for r, n in counts.items() for _ in range(n)]
+def fixed_column(plan: RelationExpr) -> tuple[int, tuple[Datum, ...]] | None:
+    """For ``Map``/``Filter``/``Project`` over a ``Get``: a column of the ``Get`` its filters
+    fix to at most :data:`MAX_CONSTRAINTS` literal values (the fewest), and those values —
+    every row the plan keeps has one of them there; else ``None``."""
+    chain: list[RelationExpr] = []
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        if isinstance(node, Filter) and node.is_temporal():
+            return None
+        chain.append(node)
+        node = node.input
+    if not isinstance(node, Get):
+        return None
+    found = sorted(_key_values(node, chain).items(), key=lambda kv: len(kv[1]))
+    if not found or len(found[0][1]) > MAX_CONSTRAINTS:
+        return None
+    column, values = found[0]
+    return column, tuple(values)
 
 
 # -- finding the key values --------------------------------------------------------------------

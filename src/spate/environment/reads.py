@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import Counter
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
@@ -34,13 +35,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.compute.controller.responses import SubscribeResponse
-from spate.environment import introspection, lookup, subscriptions
-from spate.environment.builtins import IntrospectionItem, builtin_by_id
+from spate.environment import introspection, read_plan, subscriptions
+from spate.environment.builtins import builtin_by_id
 from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,
     SubsourceItem,
-    TableItem,
     item_desc,
     kind_of,
 )
@@ -55,7 +55,7 @@ from spate.environment.planning import (
 )
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
-from spate.environment.small_reads import check_errors_shard, read_here
+from spate.environment.small_reads import check_errors_shard, read_here, snapshot_here
 from spate.environment.tables import advance_tables
 from spate.environment.view_failures import await_answer
 from spate.errors import (
@@ -70,12 +70,14 @@ from spate.errors import ReadFailed as ReadFailed
 from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId, PeekId
+from spate.plan.errors import EvalError
+from spate.plan.evaluation.relation import Multiset, evaluate
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
 from spate.repr.arrow import arrow_rows, data_schema, to_user
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
-from spate.repr.types import Row
+from spate.repr.types import Datum, Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,8 +327,7 @@ async def _select(
     real_time_recency: bool,
     small_reads: bool,
 ) -> pa.Table:
-    desc = t.plan.desc
-    finishing = _finishing(desc, order_by, limit)
+    finishing = _finishing(t.plan.desc, order_by, limit)
     if as_of is None and level == "strict serializable":
         await _await_first_ingestion(rt, t.plan, timeout)
     if real_time_recency:
@@ -335,87 +336,159 @@ async def _select(
         await await_recency(rt, t.plan, timeout)
     if as_of is None and level == "strict serializable":
         as_of = await _introspection_time(rt, inline_views(t.plan, rt.catalog))
-    inlined = inline_views(t.plan, rt.catalog)
-    if introspection.reads_only_system(inlined):
-        inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
-        ts = _pick_timestamp(rt, inputs, as_of, level)
-        counts = await introspection.evaluate_here(rt, inlined, ts, timeout)
-        return _rows_table(desc, list(counts.items()), finishing)
-    found = lookup.index_lookup(rt, t.plan, cluster)
-    if found is not None:
-        return await _select_lookup(rt, t.plan, found, as_of, finishing, timeout, level)
-    if isinstance(t.plan, Get):
-        item = rt.catalog.by_id(t.plan.id)
-        index = next(
-            (
-                i
-                for i in rt.catalog
-                if isinstance(i, IndexItem)
-                and i.on == item.id
-                and (cluster is None or i.cluster == cluster)
-                and rt.catalog.cluster(i.cluster).replicas
-            ),
-            None,
-        )
-        if index is not None:
-            ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, level)
-            return await _peek(
-                rt, index.cluster, IndexTarget(index.id), ts, desc, finishing, timeout
-            )
-        if isinstance(item, (TableItem, SubsourceItem, MaterializedViewItem, IntrospectionItem)):
-            ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, level)
-            with_replicas = [c.name for c in rt.catalog.clusters if c.replicas]
-            if cluster is None and not with_replicas:
-                # Hold the collection at ts while waiting for its upper to pass ts.
-                (hold,) = rt.storage.acquire_read_holds([item.id])
-                try:
-                    hold.try_downgrade(Antichain.of(ts))
-                    try:
-                        await rt.controller.wait_for_uppers([item.id], ts, timeout)
-                    except TimeoutError as e:
-                        raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
-                    rows = await rt.storage.snapshot(item.id, ts)
-                    if isinstance(item, MaterializedViewItem):
-                        await check_errors_shard(rt, item, ts)
-                finally:
-                    hold.release()
-                return _rows_table(desc, rows, finishing)
-            name = await cluster_for(rt, cluster)
-            shard = rt.storage.collection_metadata(item.id).shard
-            return await _peek(
-                rt, name, PersistTarget(item.id, shard, desc), ts, desc, finishing, timeout
-            )
-    return await _select_dataflow(
-        rt, t.plan, as_of, cluster, finishing, timeout, level, small_reads
+    route = read_plan.plan_read(rt, t.plan, cluster, small_reads=small_reads)
+    return await execute_read(
+        rt, route, as_of=as_of, finishing=finishing, timeout=timeout, isolation=level
     )
 
 
-async def _select_lookup(
+class LocalEvaluationFailed(EvaluationFailed):
+    """An evaluation error of a read evaluated in this process, its message already naming
+    what was read (as a dataflow's read error would)."""
+
+
+def evaluate_constant(plan: RelationExpr, now: int) -> list[tuple[Row, int]]:
+    """A :class:`~spate.environment.read_plan.Constant` read, evaluated at ``now``."""
+    try:
+        return list(evaluate(plan, {}, now).items())
+    except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
+        raise LocalEvaluationFailed(str(EvaluationFailed.of("query", e)), e.sqlstate) from None
+
+
+def _apply(
+    rt: Runtime, plan: RelationExpr, base: Get, contents: Multiset, now: int
+) -> list[tuple[Row, int]]:
+    """``plan`` over the rows ``contents`` read for ``base``."""
+    try:
+        return list(evaluate(plan, {base.id: contents}, now).items())
+    except EvalError as e:
+        name = rt.catalog.by_id(base.id).name
+        failed = EvaluationFailed.of(f"reading {name}", e)
+        raise LocalEvaluationFailed(str(failed), failed.sqlstate) from None
+
+
+def _contents(table: pa.Table) -> Multiset:
+    """The rows of a peek's answer (one per unit of multiplicity) as a multiset."""
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return Counter(tuple(c[i] for c in columns) for i in range(table.num_rows))
+
+
+async def execute_read(
     rt: Runtime,
-    plan: RelationExpr,
-    found: lookup.IndexLookup,
+    route: read_plan.ReadPlan,
+    *,
     as_of: int | None,
     finishing: RowSetFinishing,
     timeout: float,
     isolation: Isolation,
 ) -> pa.Table:
-    index, base = found.index, found.base
-    ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, isolation)
-    if not found.constraints:
-        return _rows_table(plan.desc, [], finishing)
-    rows = await _peek(
-        rt,
-        index.cluster,
-        IndexTarget(index.id),
-        ts,
-        base.desc,
-        RowSetFinishing(),
-        timeout,
-        literal_constraints=found.constraints,
-    )
-    name = rt.catalog.by_id(base.id).name
-    result = lookup.apply_plan(plan, base, rows, rt.oracle.read_ts(), name=name)
-    return _rows_table(plan.desc, [(r, 1) for r in result], finishing)
+    """Carry out the read ``route`` (chosen by :func:`~spate.environment.read_plan.plan_read`)
+    at ``as_of`` (``None``: the timestamp ``isolation`` picks); the rows of ``route.plan``
+    with ``finishing`` applied, in the plan's data schema."""
+    desc = route.plan.desc
+    match route:
+        case read_plan.Constant(plan=plan):
+            now = as_of if as_of is not None else rt.oracle.read_ts()
+            return _rows_table(desc, evaluate_constant(plan, now), finishing)
+        case read_plan.Introspection(plan=plan):
+            inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(plan)]
+            ts = _pick_timestamp(rt, inputs, as_of, isolation)
+            counts = await introspection.evaluate_here(rt, plan, ts, timeout)
+            return _rows_table(desc, list(counts.items()), finishing)
+        case read_plan.FastPathLookup(plan=plan, index=index, base=base, constraints=keys):
+            if keys and route.here_up_to > 0:
+                item = rt.catalog.by_id(base.id)
+                ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
+                assert isinstance(item, read_plan.StorageItem)
+                here = await _read_here(rt, item, ts, timeout, route.here_up_to, route.only)
+                if here is not None:
+                    found = _apply(rt, plan, base, here, rt.oracle.read_ts())
+                    return _rows_table(desc, found, finishing)
+            ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, isolation)
+            if not keys:
+                return _rows_table(desc, [], finishing)
+            target = IndexTarget(index.id)
+            rows = await _peek(
+                rt, index.cluster, target, ts, base.desc, RowSetFinishing(), timeout, keys
+            )
+            found = _apply(rt, plan, base, _contents(rows), rt.oracle.read_ts())
+            return _rows_table(desc, found, finishing)
+        case read_plan.FastPathScan(plan=plan, index=index, base=base):
+            ts = _pick_timestamp(rt, [_index_input(rt, index)], as_of, isolation)
+            target = IndexTarget(index.id)
+            if plan is base:
+                return await _peek(rt, index.cluster, target, ts, desc, finishing, timeout)
+            rows = await _peek(rt, index.cluster, target, ts, base.desc, RowSetFinishing(), timeout)
+            found = _apply(rt, plan, base, _contents(rows), rt.oracle.read_ts())
+            return _rows_table(desc, found, finishing)
+        case read_plan.PersistRead():
+            return await _persist_read(rt, route, as_of, finishing, timeout, isolation)
+        case read_plan.InProcess(plan=plan, otherwise=dataflow):
+            return await _select_dataflow(
+                rt, plan, as_of, dataflow.cluster, finishing, timeout, isolation, True
+            )
+        case read_plan.OneOffDataflow(plan=plan, cluster=cluster):
+            return await _select_dataflow(
+                rt, plan, as_of, cluster, finishing, timeout, isolation, False
+            )
+
+
+async def _read_here(
+    rt: Runtime,
+    item: read_plan.StorageItem,
+    ts: int,
+    timeout: float,
+    limit: int | None,
+    only: tuple[int, tuple[Datum, ...]] | None,
+) -> Multiset | None:
+    """The contents of ``item`` at ``ts`` (only the rows ``only`` selects) read here once its
+    upper passed ``ts``, or ``None`` when it holds more than ``limit`` updates; a materialized
+    view in error at ``ts`` fails the read as its errors shard says."""
+    # Hold the collection at ts while waiting for its upper to pass ts.
+    (hold,) = rt.storage.acquire_read_holds([item.id])
+    try:
+        hold.try_downgrade(Antichain.of(ts))
+        try:
+            await rt.controller.wait_for_uppers([item.id], ts, timeout)
+        except TimeoutError as e:
+            raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
+        contents = await asyncio.to_thread(snapshot_here, rt, item.id, ts, limit, only)
+        if contents is not None and isinstance(item, MaterializedViewItem):
+            await check_errors_shard(rt, item, ts)
+        return contents
+    finally:
+        hold.release()
+
+
+async def _persist_read(
+    rt: Runtime,
+    route: read_plan.PersistRead,
+    as_of: int | None,
+    finishing: RowSetFinishing,
+    timeout: float,
+    isolation: Isolation,
+) -> pa.Table:
+    """A :class:`~spate.environment.read_plan.PersistRead`: the snapshot read here when it is
+    small or no cluster has replicas, else peeked by a replica; the plan applied here."""
+    item, base, plan = route.item, route.base, route.plan
+    ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
+    contents: Multiset | None = None
+    if route.cluster is None or route.here_up_to > 0:
+        limit = route.here_up_to if route.cluster is not None else None
+        contents = await _read_here(rt, item, ts, timeout, limit, route.only)
+    if contents is None:
+        assert route.cluster is not None
+        name = await cluster_for(rt, route.cluster)
+        shard = rt.storage.collection_metadata(item.id).shard
+        target = PersistTarget(item.id, shard, base.desc)
+        if plan is base:
+            return await _peek(rt, name, target, ts, base.desc, finishing, timeout)
+        rows = await _peek(rt, name, target, ts, base.desc, RowSetFinishing(), timeout)
+        contents = _contents(rows)
+    if plan is base:
+        return _rows_table(plan.desc, list(contents.items()), finishing)
+    found = _apply(rt, plan, base, contents, rt.oracle.read_ts())
+    return _rows_table(plan.desc, found, finishing)
 
 
 def _rows_table(

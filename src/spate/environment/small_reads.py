@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
@@ -33,13 +34,17 @@ from spate.environment.runtime import Runtime
 from spate.environment.view_failures import await_answer
 from spate.errors import EvaluationFailed, QueryCanceled, ReadTimeout, describe_error
 from spate.frontier.antichain import Antichain
-from spate.ids import GlobalId
-from spate.persist.error_shard import errors_at
+from spate.ids import GlobalId, ShardId
+from spate.persist.client import PersistClient
+from spate.persist.error_shard import errors_at, errors_shard
+from spate.persist.read import batches_for
+from spate.persist.state import HollowBatch
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.interrupt import interruptible
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
 from spate.plan.relation import RelationExpr
 from spate.repr.arrow import table_to_updates
+from spate.repr.types import Datum
 
 MAX_INTERMEDIATE_ROWS: Final = 250_000
 """A plan one of whose nodes holds more rows than this on the inputs read (or one of whose joins
@@ -108,10 +113,148 @@ def _evaluate(
 
 
 def _snapshots(
-    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    ts: int,
+    limit: int,
+    only: tuple[int, tuple[Datum, ...]] | None = None,
 ) -> dict[GlobalId, Multiset] | None:
     """Each input's contents at ``ts`` (their uppers passed it), or ``None`` (nothing fetched)
-    when they are too large for :func:`read_here`."""
+    when they are too large for :func:`read_here`. Contents complete at ``ts`` come from
+    :class:`SnapshotCache` when their batches have not changed since they were read."""
+    metas = [rt.storage.collection_metadata(id) for id in ids]
+    states = [rt.persist.fetch_state(m.shard) for m in metas]
+    if any(s.upper.less_equal(ts) for s in states):  # not final at ts in this state: wait
+        return _read_snapshots(rt, ids, ts, limit)
+    found = [batches_for(s, ts) for s in states]
+    if sum(b.num_updates for batches in found for b in batches) > limit:
+        return None
+    cache = _cache_of(rt)
+    out: dict[GlobalId, Multiset] = {}
+    missing: list[tuple[GlobalId, ShardId, tuple[str, ...] | None]] = []
+    for id, meta, batches in zip(ids, metas, found, strict=True):
+        key = complete_key(batches, ts)
+        if only is not None and key is not None:
+            index = cache.index(meta.shard, key, only[0])
+            if index is not None:
+                out[id] = _pick(index, only[1])
+                continue
+        hit = cache.get(meta.shard, key)
+        if hit is not None:
+            out[id] = _select_rows(hit, only) if only is not None else Counter(hit)
+        else:
+            missing.append((id, meta.shard, key))
+    if missing:
+        read = _read_snapshots(rt, [id for id, _, _ in missing], ts, _NO_LIMIT)
+        assert read is not None
+        for id, shard, key in missing:
+            out[id] = read[id]
+            if key is not None:
+                cache.put(shard, key, Counter(read[id]))
+            if only is not None:
+                out[id] = _select_rows(read[id], only)
+    if only is not None:
+        for _id, meta, batches in zip(ids, metas, found, strict=True):
+            key = complete_key(batches, ts)
+            if key is not None and cache.index(meta.shard, key, only[0]) is None:
+                cache.build_index(meta.shard, key, only[0])
+    return out
+
+
+def _select_rows(contents: Multiset, only: tuple[int, tuple[Datum, ...]]) -> Multiset:
+    column, values = only
+    wanted = set(values)
+    return Counter({r: n for r, n in contents.items() if r[column] in wanted})
+
+
+def _pick(index: dict[Datum, Multiset], values: tuple[Datum, ...]) -> Multiset:
+    out: Multiset = Counter()
+    for v in dict.fromkeys(values):
+        out.update(index.get(v, {}))
+    return out
+
+
+def complete_key(batches: Sequence[HollowBatch], ts: int) -> tuple[str, ...] | None:
+    """The parts of ``batches`` when every update in them is at a time ``<= ts`` (their
+    contents at ``ts`` are then their contents at any later time, whatever the later time);
+    else ``None``."""
+    for b in batches:
+        upper = b.upper.as_option()
+        if upper is None or upper > ts + 1:
+            return None
+    return tuple(p.key for b in batches for p in b.parts)
+
+
+class SnapshotCache:
+    """The last contents read here of each shard, keyed by the parts they were read from.
+
+    Parts are immutable and a key is stored only for batches whose updates are all at or
+    before the read's timestamp, so a hit is exactly the contents a read of those parts at any
+    later timestamp gives. A write or a compaction makes new parts: a new key, a miss."""
+
+    def __init__(self, max_shards: int = 256) -> None:
+        self._max = max_shards
+        self._entries: dict[ShardId, tuple[tuple[str, ...], Multiset]] = {}
+        self._indexes: dict[tuple[ShardId, int], tuple[tuple[str, ...], dict[Datum, Multiset]]]
+        self._indexes = {}
+        self._lock = threading.Lock()
+
+    def index(
+        self, shard: ShardId, key: tuple[str, ...], column: int
+    ) -> dict[Datum, Multiset] | None:
+        """The cached contents of ``shard`` (read from the parts ``key``) by ``column``."""
+        with self._lock:
+            entry = self._indexes.get((shard, column))
+        return entry[1] if entry is not None and entry[0] == key else None
+
+    def build_index(self, shard: ShardId, key: tuple[str, ...], column: int) -> None:
+        """Index the cached contents of ``shard`` by ``column`` (if they are those of ``key``)."""
+        contents = self.get(shard, key)
+        if contents is None:
+            return
+        by: dict[Datum, Multiset] = {}
+        for row, n in contents.items():
+            by.setdefault(row[column], Counter())[row] = n
+        with self._lock:
+            if shard in self._entries:
+                self._indexes[(shard, column)] = (key, by)
+
+    def get(self, shard: ShardId, key: tuple[str, ...] | None) -> Multiset | None:
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._entries.get(shard)
+        return entry[1] if entry is not None and entry[0] == key else None
+
+    def put(self, shard: ShardId, key: tuple[str, ...], contents: Multiset) -> None:
+        with self._lock:
+            self._entries.pop(shard, None)
+            while len(self._entries) >= self._max:
+                del self._entries[next(iter(self._entries))]  # the oldest
+            self._entries[shard] = (key, contents)
+            alive = self._entries
+            self._indexes = {k: v for k, v in self._indexes.items() if k[0] in alive}
+
+
+_CACHES: Final[weakref.WeakKeyDictionary[PersistClient, SnapshotCache]] = (
+    weakref.WeakKeyDictionary()
+)
+"""One cache per persist client (one per open environment)."""
+_CACHES_LOCK: Final = threading.Lock()
+
+
+def _cache_of(rt: Runtime) -> SnapshotCache:
+    with _CACHES_LOCK:
+        cache = _CACHES.get(rt.persist)
+        if cache is None:
+            cache = _CACHES[rt.persist] = SnapshotCache()
+        return cache
+
+
+def _read_snapshots(
+    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+) -> dict[GlobalId, Multiset] | None:
+    """:func:`_snapshots` read through leased readers (they wait for the uppers)."""
     readers = []
     try:
         for id in ids:
@@ -130,11 +273,40 @@ def _snapshots(
             reader.expire()
 
 
+def snapshot_here(
+    rt: Runtime,
+    id: GlobalId,
+    ts: int,
+    limit: int | None,
+    only: tuple[int, tuple[Datum, ...]] | None = None,
+) -> Multiset | None:
+    """The contents of collection ``id`` at ``ts`` (its upper passed it, the caller holds it)
+    read here, or ``None`` (nothing fetched) when it holds more than ``limit`` updates. With
+    ``only = (column, values)``: just the rows whose ``column`` is one of ``values``, found
+    through a hash index of the cached contents on that column."""
+    found = _snapshots(rt, [id], ts, _NO_LIMIT if limit is None else limit, only)
+    return None if found is None else found[id]
+
+
+_NO_LIMIT: Final = 2**63
+
+
+def _errors_at(
+    persist: PersistClient, shard: ShardId, timestamp: int
+) -> list[tuple[str, int]] | None:
+    """:func:`errors_at`, without opening a reader when the errors shard holds no update at
+    or before ``timestamp`` (the common case: no error)."""
+    state = persist.fetch_state(errors_shard(shard))
+    if not batches_for(state, timestamp):
+        return None
+    return errors_at(persist, shard, timestamp)
+
+
 async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
     """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
     shard, :mod:`spate.persist.error_shard`, is not empty there)."""
     shard = rt.storage.collection_metadata(item.id).shard
-    found = await asyncio.to_thread(errors_at, rt.persist, shard, timestamp)
+    found = await asyncio.to_thread(_errors_at, rt.persist, shard, timestamp)
     if found:
         count = sum(n for _, n in found)
         text = describe_error(f"materialized view {item.name}", found[0][0], count)

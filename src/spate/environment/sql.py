@@ -36,7 +36,7 @@ from spate.environment.catalog import (
 from spate.environment.clusters import cluster_names
 from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_external import create_external, drop_external
-from spate.environment.sql_reads import dml_rows, read_rows, select
+from spate.environment.sql_reads import dml_rows, explain_read, read_rows, select
 from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
 from spate.environment.transaction import Transaction
@@ -212,7 +212,10 @@ def execute(
         case st.Select():
             return narrow_table(select(env, stmt, session), stmt.types)
         case st.Rows():
-            return pa.table({n: [r[i] for r in stmt.rows] for i, n in enumerate(stmt.names)})
+            out = list(stmt.rows)
+            if stmt.explained is not None:  # EXPLAIN SELECT: how it would be read
+                out += [(line,) for line in explain_read(env, stmt.explained, session)]
+            return pa.table({n: [r[i] for r in out] for i, n in enumerate(stmt.names)})
         case st.Subscribe():
             changes = env.subscribe(
                 stmt.plan,

@@ -1,9 +1,9 @@
 """Reads for SQL: SELECT, the rows an UPDATE or DELETE changes, and ORDER BY/OFFSET/LIMIT
 applied to what a read returns.
 
-Plans that need no dataflow are evaluated here in plain Python (:mod:`spate.plan.evaluation`):
-constant SELECTs, UPDATE/DELETE whose WHERE reads only the table, and SELECTs that only map,
-filter or project one object (read without a dataflow)."""
+How a read is answered is the read plan's (:mod:`spate.environment.read_plan`); UPDATE/DELETE
+whose WHERE reads only the table read the table once and evaluate the rest here in plain
+Python (:mod:`spate.plan.evaluation`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from spate.environment import pg_catalog_reads
 from spate.environment.catalog import (
     TableItem,
 )
-from spate.environment.lookup import is_index_lookup
-from spate.environment.reads import check_isolation
+from spate.environment.read_plan import Constant, explain_lines, plan_read
+from spate.environment.reads import check_isolation, evaluate_constant
 from spate.environment.sql_state import Session
 from spate.errors import EvalError, EvaluationFailed
 from spate.ids import GlobalId
@@ -38,9 +38,11 @@ if TYPE_CHECKING:
 def read(
     env: EnvironmentOperations, plan: RelationExpr, session: Session, as_of: int | None = None
 ) -> pa.Table:
-    """The contents of ``plan``: a read through the environment, or, for a plan that reads no
-    collection (``SELECT 1``, ``VALUES …``), evaluated here in plain Python
-    (a dataflow without inputs would never see its frontier advance)."""
+    """The contents of ``plan``, read by the route :func:`~spate.environment.read_plan.plan_read`
+    chooses (``pg_catalog`` and ``information_schema`` are read here, from the catalog). A
+    constant plan (``SELECT 1``, ``VALUES …``) is evaluated on the caller's thread; interval
+    result columns computed over a read (which dataflows do not compute) are split off and
+    evaluated here over the read of what is under them."""
     if pg_catalog_reads.reads_catalog(plan):  # pg_catalog, information_schema: read here
 
         def other(get: Get) -> list[Row]:
@@ -48,29 +50,10 @@ def read(
 
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
         return pg_catalog_reads.read(env, plan, session, now, other)
-    if not plan.depends_on():
+    route = plan_read(env.runtime, plan, session.cluster, small_reads=session.small_reads)
+    if isinstance(route, Constant):
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
-        try:
-            counts = evaluate(plan, {}, now)
-        except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
-            raise EvaluationFailed.of("query", e) from None
-        rows = [r for r, n in counts.items() for _ in range(max(n, 0))]
-        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
-    base = _linear_over_get(plan)
-    if (
-        base is not None
-        and base is not plan
-        and not is_index_lookup(env.runtime, plan, session.cluster)
-    ):
-        # map/filter/project over one object: read the object (an index or a collection,
-        # no dataflow) and apply the rest here, in plain Python
-        contents = Counter(table_rows(read(env, base, session, as_of), base.desc))
-        try:
-            counts = evaluate(plan, {base.id: contents}, env.runtime.oracle.read_ts())
-        except EvalError as e:
-            name = env.runtime.catalog.by_id(base.id).name
-            raise EvaluationFailed.of(f"reading {name}", e) from None
-        rows = [r for r, n in counts.items() for _ in range(n)]
+        rows = [r for r, n in evaluate_constant(plan, now) for _ in range(max(n, 0))]
         return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
     split = _interval_top(plan)
     if split is not None:
@@ -97,6 +80,12 @@ def read(
         small_reads=session.small_reads,
         cancel=session.cancel,
     )
+
+
+def explain_read(env: EnvironmentOperations, plan: RelationExpr, session: Session) -> list[str]:
+    """How a read of ``plan`` in ``session`` would be answered now (``EXPLAIN``'s last lines)."""
+    route = plan_read(env.runtime, plan, session.cluster, small_reads=session.small_reads)
+    return explain_lines(env.runtime, route)
 
 
 _HERE = GlobalId.transient(2**63 - 1)
@@ -126,17 +115,6 @@ def _interval_top(plan: RelationExpr) -> tuple[RelationExpr, RelationExpr] | Non
     for above in reversed(chain):
         top = dataclasses.replace(above, input=top)
     return top, node
-
-
-def _linear_over_get(plan: RelationExpr) -> Get | None:
-    """The ``Get`` under a chain of ``Map``/``Filter``/``Project`` (no temporal filter) that
-    reads a catalog object other than a view; else ``None``."""
-    node = plan
-    while isinstance(node, (Map, Filter, Project)):
-        if isinstance(node, Filter) and node.is_temporal():
-            return None
-        node = node.input
-    return node if isinstance(node, Get) else None
 
 
 def table_rows(table: pa.Table, desc: RelationDesc) -> list[Row]:

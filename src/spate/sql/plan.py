@@ -342,6 +342,7 @@ class _Planner:
         if c.accept("AS"):
             c.i += 1
         c.accept("FOR")
+        explained: RelationExpr | None = None
         if c.at_words("CREATE"):
             sub = _Planner(
                 Source(self.src.text, c.here(), self.src.end, self.src.dialect),
@@ -371,8 +372,10 @@ class _Planner:
             if not isinstance(stmt, st.Select):
                 raise self.unsupported("EXPLAIN applies to queries, views and indexes")
             plan = stmt.plan
+            explained = plan
         lines = plan.explain().splitlines()
-        return st.Rows(self.src.sql, ("Optimized Plan",), tuple((line,) for line in lines))
+        rows = tuple((line,) for line in lines)
+        return st.Rows(self.src.sql, ("Optimized Plan",), rows, explained)
 
 
 __all__ = ["_QUERY_STARTS", "ColumnRef", "Literal", "Map", "ScalarExpr", "plan_one"]

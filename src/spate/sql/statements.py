@@ -267,6 +267,8 @@ class Rows(Statement):
 
     names: tuple[str, ...]
     rows: tuple[tuple[str | int | bool | None, ...], ...]
+    explained: RelationExpr | None = None
+    """For ``EXPLAIN SELECT``: the query, whose read route the environment adds."""
 
 
 # --- session ---------------------------------------------------------------------------------
