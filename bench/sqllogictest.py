@@ -113,6 +113,17 @@ def _statement_causes(report: FileReport) -> dict[str, int]:
     return out
 
 
+def _write(out: str, limit: int | None, files: dict[str, Any]) -> None:
+    totals = {
+        key: sum(f[key] for f in files.values())
+        for key in ("queries", "spate_passed", "postgresql_passed", "wrong", "errors")
+    }
+    totals["spate_seconds"] = round(sum(f["spate_seconds"] for f in files.values()), 1)
+    totals["postgresql_seconds"] = round(sum(f["postgresql_seconds"] for f in files.values()), 1)
+    print(f"total so far: {totals}")
+    write_result(out, {"limit": limit, "totals": totals, "files": files})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("globs", nargs="*", help="file paths below the corpus folder (fnmatch)")
@@ -150,14 +161,6 @@ def main() -> int:
             print(
                 f"    WRONG #{w['record']} line {w['line']}: {w['sql'][:100]!r}: {w['why'][:200]}"
             )
-    totals = {
-        key: sum(f[key] for f in files.values())
-        for key in ("queries", "spate_passed", "postgresql_passed", "wrong", "errors")
-    }
-    totals["spate_seconds"] = round(sum(f["spate_seconds"] for f in files.values()), 1)
-    totals["postgresql_seconds"] = round(sum(f["postgresql_seconds"] for f in files.values()), 1)
-    print(f"total: {totals}")
-    write_result(args.out, {"limit": args.limit, "totals": totals, "files": files})
     return 0
 
 
