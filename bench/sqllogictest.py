@@ -161,6 +161,7 @@ def main() -> int:
             print(
                 f"    WRONG #{w['record']} line {w['line']}: {w['sql'][:100]!r}: {w['why'][:200]}"
             )
+        _write(args.out, args.limit, files)  # after every file: a run cut short keeps its figures
     return 0
 
 
