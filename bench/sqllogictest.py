@@ -80,6 +80,7 @@ def figures_of(
         "ratio_of_postgresql_passes": round(vs.ratio, 5),
         "wrong": len(vs.wrong),
         "wrong_where_postgresql_fails": len(vs.wrong_where_postgres_fails),
+        "passes_where_postgresql_fails": report.passed - vs.passed,
         "errors": len(report.errors),
         "errors_by_cause": dict(report.causes.most_common()),
         "statements_ok": report.statements_ok,
