@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ from spate.testing.sqllogictest import (
     Baseline,
     EnvironmentEngine,
     FileReport,
+    Outcome,
     PostgresEngine,
     corpus_dir,
     parse_file,
@@ -53,10 +56,29 @@ def select_files(corpus: Path, globs: list[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatch(n, g) or g in n for g in globs)]
 
 
-def run_spate(path: Path, limit: int | None) -> FileReport:
+class _Watch:
+    """Prints progress every 1,000 records and keeps the slowest records."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.started = time.monotonic()
+        self.slowest: list[tuple[float, int, str]] = []
+
+    def __call__(self, outcome: Outcome, seconds: float) -> None:
+        self.count += 1
+        self.slowest = sorted(
+            [*self.slowest, (seconds, outcome.record.number, outcome.record.sql)]
+        )[-5:]
+        if self.count % 1000 == 0:
+            elapsed = time.monotonic() - self.started
+            print(f"  {self.name}: {self.count} records, {elapsed:.0f} s", flush=True)
+
+
+def run_spate(path: Path, limit: int | None, watch: _Watch) -> FileReport:
     script = parse_file(path)
     with tempfile.TemporaryDirectory() as tmp, Environment.open(Path(tmp) / "data") as env:
-        return run_file(script, EnvironmentEngine(env), limit=limit)
+        return run_file(script, EnvironmentEngine(env), limit=limit, observe=watch)
 
 
 def run_postgres(path: Path, url: str, limit: int | None) -> FileReport:
@@ -132,6 +154,8 @@ def main() -> int:
     ap.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     ap.add_argument("--out", default="sqllogictest", help="bench/results/<OUT>.json")
     args = ap.parse_args()
+    # a terminated run closes its environments (and stops their replicas) on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     corpus = corpus_dir(ROOT)
     if not corpus.is_dir():
         print(f"no corpus at {corpus} (set $SPATE_SLT_CORPUS)")
@@ -139,9 +163,14 @@ def main() -> int:
     baselines = read_baseline(corpus)
     files: dict[str, Any] = {}
     for name in select_files(corpus, args.globs):
-        report = run_spate(corpus / name, args.limit)
+        watch = _Watch(name)
+        report = run_spate(corpus / name, args.limit, watch)
         pg = run_postgres(corpus / name, args.postgres, args.limit) if args.postgres else None
         files[name] = figures_of(name, report, baselines[name], pg)
+        files[name]["slowest"] = [
+            {"record": n, "seconds": round(t, 2), "sql": sql[:300]}
+            for t, n, sql in watch.slowest[::-1]
+        ]
         f = files[name]
         print(
             f"{name}: {f['queries']} queries, spate {f['spate_passed']} / PostgreSQL"

@@ -42,7 +42,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -363,9 +363,15 @@ class FileReport:
         return Counter(o.detail for o in self.outcomes if o.kind == "error")
 
 
-def run_file(script: Script, engine: Engine, *, limit: int | None = None) -> FileReport:
+def run_file(
+    script: Script,
+    engine: Engine,
+    *,
+    limit: int | None = None,
+    observe: Callable[[Outcome, float], None] | None = None,
+) -> FileReport:
     """Run ``script``'s records for the engine label in order (the first ``limit`` records of
-    the file, if given) and classify each."""
+    the file, if given) and classify each; ``observe`` sees each outcome and its seconds."""
     report = FileReport(script.path)
     started = time.monotonic()
     for record in script.records:
@@ -376,7 +382,10 @@ def run_file(script: Script, engine: Engine, *, limit: int | None = None) -> Fil
             if record.kind == "query":
                 report.skipped_queries += 1
             continue
+        began = time.monotonic()
         outcome = run_record(record, engine)
+        if observe is not None:
+            observe(outcome, time.monotonic() - began)
         if record.kind == "query":
             report.outcomes.append(outcome)
         elif outcome.kind == "pass":
