@@ -86,11 +86,22 @@ class _Resolver:
     def __init__(self, columns: Sequence[Column]) -> None:
         self.columns = columns
         self.names = [c.name for c in columns]
+        # by node identity: lowered SQL shares subexpressions (a checked float operation
+        # repeats its operands), so a tree of 4^n nodes may be a DAG of n; resolve it once
+        self.done: dict[int, tuple[ScalarExpr, tuple[ScalarExpr, ColumnType]]] = {}
 
     def show(self, e: ScalarExpr) -> str:
         return show(e, self.names)
 
     def go(self, e: ScalarExpr) -> tuple[ScalarExpr, ColumnType]:
+        found = self.done.get(id(e))
+        if found is not None and found[0] is e:
+            return found[1]
+        out = self.resolve(e)
+        self.done[id(e)] = (e, out)
+        return out
+
+    def resolve(self, e: ScalarExpr) -> tuple[ScalarExpr, ColumnType]:
         match e:
             case ColumnRef(i):
                 if i >= len(self.columns):

@@ -48,16 +48,26 @@ def checked_division(
     divisor_type: ScalarType,
     out: ScalarType,
     dividend: ScalarExpr | None = None,
+    *,
+    nan_check: bool = True,
 ) -> ScalarExpr:
-    """``value`` (``a / b`` or ``a % b``), failing with 22012 where the divisor is zero. A
-    double precision ``dividend`` that is NaN divides by zero into NaN, as in PostgreSQL."""
+    """``value`` (``a / b`` or ``a % b``), failing with 22012 where the divisor is zero and
+    the ``dividend`` (when given) is not NULL. A double precision ``dividend`` that is NaN
+    divides by zero into NaN, as in PostgreSQL."""
     if op not in (BinaryFunc.DIV, BinaryFunc.MOD):
         return value
     if isinstance(divisor, Literal) and divisor.value is not None and divisor.value != 0:
         return value
-    zero = CallBinary(BinaryFunc.EQ, divisor, Literal(zero_of(divisor_type), divisor_type))
+    zero: ScalarExpr = CallBinary(
+        BinaryFunc.EQ, divisor, Literal(zero_of(divisor_type), divisor_type)
+    )
+    if dividend is not None and not isinstance(dividend, Literal):
+        # the operator is strict: a NULL dividend gives NULL before the divisor is looked at
+        # (PostgreSQL's NULL / 0 is NULL, as min(x) / count(*) of no rows)
+        known = CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, dividend))
+        zero = CallBinary(BinaryFunc.AND, zero, known)
     error = (zero, RaiseError(DIVISION_BY_ZERO, "division by zero", out))
-    if dividend is not None and divisor_type.kind is ScalarKind.FLOAT64:
+    if dividend is not None and divisor_type.kind is ScalarKind.FLOAT64 and nan_check:
         # NaN = NaN holds in the IR (PostgreSQL's float ordering), so this tests for NaN
         nan = Literal(float("nan"), FLOAT64)
         is_nan = CallBinary(BinaryFunc.AND, zero, CallBinary(BinaryFunc.EQ, dividend, nan))

@@ -14,6 +14,7 @@ from spate.sql.errors import (
     SqlError,
     UndefinedFunction,
 )
+from spate.sql.parse import UNARY_PLUS
 from spate.sql.query import Context, QueryPlanner
 from spate.sql.relops import build_join
 from spate.sql.scope import Col, Rel, Scope, hide, unique_names
@@ -225,7 +226,7 @@ def table_function(
 
 
 def split_and(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
+    while isinstance(node, exp.Paren) and not node.meta.get(UNARY_PLUS):
         node = node.this
     if isinstance(node, exp.And):
         return split_and(node.this) + split_and(node.expression)

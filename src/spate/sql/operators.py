@@ -90,6 +90,16 @@ class OperatorBinding(BinderBase):
             )
         return Typed(int_range(CallUnary(UnaryFunc.NEG, t.expr), t.type.name), t.type)
 
+    def unary_plus(self, t: Typed, node: exp.Expression) -> Typed:
+        """``+ x``: ``x`` itself, for numbers only, as PostgreSQL's prefix ``+`` operators."""
+        if t.type.name == "unknown":
+            return self.coerce(t, FLOAT8, node)
+        if not t.type.is_numeric:
+            raise self.err(
+                UndefinedFunction, f"operator does not exist: + {display_name(t.type)}", node
+            )
+        return t
+
     def comparison(self, node: exp.Expression) -> Typed:
         f = COMPARISON_OPS[type(node)]
         if isinstance(node.this, exp.Tuple) or isinstance(node.expression, exp.Tuple):
@@ -103,6 +113,10 @@ class OperatorBinding(BinderBase):
             )
             return Typed(CallBinary(f, a, b), PG_BOOL)
         left, right = self.compared(left, right, node, "=")
+        if null_constant(left.expr) or null_constant(right.expr):
+            # PostgreSQL folds a strict operator with a NULL constant operand to NULL when it
+            # plans the query: the other operand is never evaluated (``x / 0 = NULL`` is NULL)
+            return Typed(Literal(None, BOOL), PG_BOOL)
         return Typed(CallBinary(f, left.expr, right.expr), PG_BOOL)
 
     def compared(
@@ -364,6 +378,20 @@ class OperatorBinding(BinderBase):
                 f"{display_name(right.type)}",
                 node,
             )
+        out = self.numeric_arith(node, op, left, right, target, original)
+        if null_constant(left.expr) or null_constant(right.expr):
+            return null_of(out)  # folded, as PostgreSQL folds a strict operator of a NULL
+        return out
+
+    def numeric_arith(
+        self,
+        node: exp.Expression,
+        op: BinaryFunc,
+        left: Typed,
+        right: Typed,
+        target: PgType,
+        original: tuple[PgType, PgType],
+    ) -> Typed:
         if (
             op is BinaryFunc.DIV
             and isinstance(node, exp.Div)
@@ -373,14 +401,16 @@ class OperatorBinding(BinderBase):
             a = Cast(left.expr, FLOAT64)
             b = Cast(right.expr, FLOAT64)
             quotient = float_range(op, CallBinary(op, a, b), a, b, FLOAT64)
-            return Typed(checked_division(op, quotient, b, FLOAT64, FLOAT64), FLOAT8)
+            return Typed(
+                checked_division(op, quotient, b, FLOAT64, FLOAT64, a, nan_check=False), FLOAT8
+            )
         if op is BinaryFunc.DIV and target.name == "numeric":
             # numeric division: exact, each quotient rounded as PostgreSQL rounds it
             assert left.type.scalar is not None and right.type.scalar is not None
             out_t = numeric(38, division_scale(left.type.scalar, right.type.scalar))
             quotient = CallBinary(op, left.expr, right.expr)
             return Typed(
-                checked_division(op, quotient, right.expr, right.type.scalar, out_t),
+                checked_division(op, quotient, right.expr, right.type.scalar, out_t, left.expr),
                 pg_numeric(out_t),
             )
         out_type = target
@@ -570,6 +600,20 @@ COMPARISON_OPS: dict[type, BinaryFunc] = {  # sqlglot comparison node -> IR func
     exp.GT: BinaryFunc.GT,
     exp.GTE: BinaryFunc.GE,
 }
+
+
+def null_constant(e: ScalarExpr) -> bool:
+    """Whether ``e`` is a NULL constant (a NULL literal, cast or not)."""
+    while isinstance(e, Cast):
+        e = e.expr
+    return isinstance(e, Literal) and e.value is None
+
+
+def null_of(t: Typed) -> Typed:
+    """A NULL of ``t``'s type."""
+    assert t.type.scalar is not None
+    return Typed(Literal(None, t.type.scalar), t.type)
+
 
 _ARITH: dict[type, BinaryFunc] = {
     exp.Add: BinaryFunc.ADD,

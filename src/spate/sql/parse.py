@@ -37,7 +37,27 @@ DIALECTS = {"postgres": "postgres", "materialize": "postgres", "spark": "spark"}
 _ONE_UNIT = re.compile(r"\s*-?[0-9]+(?:\.[0-9]+)?\s*[a-zA-Z]+\s*")
 
 
+UNARY_PLUS = "unary_plus"
+"""The mark (in ``Expression.meta``) of parentheses that stand for a unary ``+``."""
+
+
 class _Parser(PostgresParser):
+    # sqlglot drops a unary plus; PostgreSQL types it (numbers only: ``+ text`` fails with
+    # 42883), so it is kept as parentheses marked UNARY_PLUS (printed back as parentheses). In
+    # front of a number it changes nothing and stays dropped.
+    UNARY_PARSERS: ClassVar = {
+        **PostgresParser.UNARY_PARSERS,
+        TokenType.PLUS: lambda self: self._parse_unary_plus(),
+    }
+
+    def _parse_unary_plus(self) -> exp.Expr | None:
+        inner = self._parse_unary()
+        if inner is None or (isinstance(inner, exp.Literal) and not inner.is_string):
+            return inner
+        out = exp.Paren(this=inner)
+        out.meta[UNARY_PLUS] = True
+        return out
+
     # date_part(text, x) stays a function of its own (sqlglot makes it an EXTRACT, whose
     # result is numeric where date_part's is double precision)
     FUNCTION_PARSERS: ClassVar = {

@@ -45,7 +45,7 @@ from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
 from spate.sql.functions import BUILTINS
 from spate.sql.operators import _ARITH, _VARIADIC, COMPARISON_OPS, OperatorBinding
 from spate.sql.parameters import current as current_parameters
-from spate.sql.parse import position
+from spate.sql.parse import UNARY_PLUS, position
 from spate.sql.temporal import TemporalBinding, interval_constant, parse_interval
 from spate.sql.types import (
     FLOAT8,
@@ -126,7 +126,8 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         raise self.err(CannotCoerce, f"cannot cast type {display_name(t.type)} to interval", node)
 
     def paren(self, node: exp.Expression) -> Typed:
-        return self._bind(node.this)
+        t = self._bind(node.this)
+        return self.unary_plus(t, node) if node.meta.get(UNARY_PLUS) else t
 
     def alias(self, node: exp.Expression) -> Typed:
         return self._bind(node.this)

@@ -24,7 +24,7 @@ from spate.sql.from_clause import from_clause, joined, split_and, table_function
 from spate.sql.grouping_sets import is_grouping
 from spate.sql.interval_ops import canonical_rows
 from spate.sql.interval_ops import key as interval_key
-from spate.sql.parse import position
+from spate.sql.parse import UNARY_PLUS, position
 from spate.sql.query import Context, Output, QueryPlanner
 from spate.sql.scalar import Typed
 from spate.sql.scope import Col, Scope, project, unique_names
@@ -255,7 +255,7 @@ def output_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Alias):
         return node.alias
     n = node
-    while isinstance(n, (exp.Paren,)):
+    while isinstance(n, (exp.Paren,)) and not n.meta.get(UNARY_PLUS):
         n = n.this
     if isinstance(n, exp.Column):
         return n.name

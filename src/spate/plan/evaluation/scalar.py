@@ -108,19 +108,45 @@ def eval_scalar(expr: ScalarExpr, columns: Sequence[Column], row: Row, now: int)
     return compile_scalar(expr, columns)(canonical_row(row, columns), now)
 
 
+class _Shown:
+    """``show(expr)``, built only when an error message prints it: the text of a large
+    expression is costly, and most evaluators never fail."""
+
+    __slots__ = ("expr", "names")
+
+    def __init__(self, expr: ScalarExpr, names: Sequence[str]) -> None:
+        self.expr = expr
+        self.names = names
+
+    def __str__(self) -> str:
+        return shown(self.expr, self.names)
+
+
 class _Compiler:
     def __init__(self, columns: Sequence[Column]) -> None:
         self.columns = columns
         self.names = [c.name for c in columns]
+        # by node identity: lowered SQL shares subexpressions (a checked float operation
+        # repeats its operands), so compile and type each shared node once
+        self.compiled: dict[int, tuple[ScalarExpr, Evaluator]] = {}
+        self.types: dict[int, tuple[ScalarExpr, ScalarType]] = {}
 
     def type_of(self, e: ScalarExpr) -> ScalarType:
-        return typ(e, self.columns).type
+        found = self.types.get(id(e))
+        if found is not None and found[0] is e:
+            return found[1]
+        out = typ(e, self.columns).type
+        self.types[id(e)] = (e, out)
+        return out
 
     def go(self, e: ScalarExpr) -> Evaluator:
+        found = self.compiled.get(id(e))
+        if found is not None and found[0] is e:
+            return found[1]
         spine = _spine(e)
-        if len(spine) >= CHAIN_MIN:
-            return self.chain(spine)
-        return self.node(e)
+        out = self.chain(spine) if len(spine) >= CHAIN_MIN else self.node(e)
+        self.compiled[id(e)] = (e, out)
+        return out
 
     def chain(self, spine: list[tuple[ScalarExpr, int]]) -> Evaluator:
         """A long chain (module docs), evaluated in a loop: each link is compiled as the node
@@ -194,7 +220,7 @@ class _Compiler:
 
     def unary(self, e: ScalarExpr, f: UnaryFunc, x: ScalarExpr) -> Evaluator:
         inner = self.go(x)
-        what = shown(e, self.names)
+        what = _Shown(e, self.names)
         if f is UnaryFunc.IS_NULL:
             return lambda row, now: inner(row, now) is None
         fn: _Fn1
@@ -227,7 +253,7 @@ class _Compiler:
         self, e: ScalarExpr, f: BinaryFunc, left: ScalarExpr, right: ScalarExpr
     ) -> Evaluator:
         a, b = self.go(left), self.go(right)
-        what = shown(e, self.names)
+        what = _Shown(e, self.names)
         if f is BinaryFunc.AND:
 
             def and_(row: Row, now: int) -> Datum:
@@ -263,7 +289,7 @@ class _Compiler:
         f: BinaryFunc,
         operand: ScalarType,
         result: ScalarType,
-        what: str,
+        what: object,
         *,
         divisor: ScalarType,
     ) -> _Fn2:
@@ -439,13 +465,13 @@ def _none_or(value: Datum, fn: _Fn1) -> Datum:
     return None if value is None else fn(value)
 
 
-def _neg(v: Any, what: str) -> Any:
+def _neg(v: Any, what: object) -> Any:
     if isinstance(v, int) and not isinstance(v, bool):
         return check_int64(-v, what)
     return canonical(-v, _FLOAT) if isinstance(v, float) else -v
 
 
-def _abs(v: Any, what: str) -> Datum:
+def _abs(v: Any, what: object) -> Datum:
     if isinstance(v, int) and not isinstance(v, bool):
         return check_int64(abs(v), what)
     return canonical(abs(v), _FLOAT) if isinstance(v, float) else abs(v)
@@ -454,7 +480,7 @@ def _abs(v: Any, what: str) -> Datum:
 _FLOAT = ScalarType(K.FLOAT64)
 
 
-def _numeric_div(a: ScalarType, b: ScalarType, result: ScalarType, what: str) -> _Fn2:
+def _numeric_div(a: ScalarType, b: ScalarType, result: ScalarType, what: object) -> _Fn2:
     """PostgreSQL's rounding of each quotient (:mod:`spate.plan.numeric_division`), the
     operands' type scales standing for their display scales."""
     assert a.scale is not None and b.scale is not None and result.scale is not None
@@ -472,7 +498,7 @@ def _numeric_div(a: ScalarType, b: ScalarType, result: ScalarType, what: str) ->
     return div
 
 
-def _int_div(x: int, y: int, what: str) -> int | None:
+def _int_div(x: int, y: int, what: object) -> int | None:
     if y == 0:
         return None
     q = abs(x) // abs(y)
@@ -495,21 +521,21 @@ def _float_mod(x: float, y: float) -> float | None:
     return 0.0 if out == 0 else out
 
 
-def _from_epoch_ms(v: Any, what: str) -> Datum:
+def _from_epoch_ms(v: Any, what: object) -> Datum:
     try:
         return EPOCH + dt.timedelta(milliseconds=v)
     except OverflowError:
         raise EvalError(f"timestamp out of range in {what}: {v} ms", sqlstate="22008") from None
 
 
-def _shift(ts: dt.datetime, ms: int, what: str) -> dt.datetime:
+def _shift(ts: dt.datetime, ms: int, what: object) -> dt.datetime:
     try:
         return ts + dt.timedelta(milliseconds=ms)
     except OverflowError:
         raise EvalError(f"timestamp out of range in {what}", sqlstate="22008") from None
 
 
-def _add_days(d: dt.date, days: int, what: str) -> dt.date:
+def _add_days(d: dt.date, days: int, what: object) -> dt.date:
     try:
         return d + dt.timedelta(days=days)
     except OverflowError:

@@ -88,13 +88,13 @@ row_key = functools.cmp_to_key(compare_rows)
 value_key = functools.cmp_to_key(compare_nulls_last)
 
 
-def check_int64(value: int, what: str) -> int:
+def check_int64(value: int, what: object) -> int:
     if not INT64_MIN <= value <= INT64_MAX:
         raise EvalError(f"int64 overflow in {what}: {value}", sqlstate="22003")
     return value
 
 
-def fit_numeric(value: Decimal, type: ScalarType, what: str) -> Decimal:
+def fit_numeric(value: Decimal, type: ScalarType, what: object) -> Decimal:
     """Round half away from zero to the type's scale; more digits than it holds: EvalError."""
     assert type.scale is not None
     q = value.quantize(Decimal(1).scaleb(-type.scale), context=_CTX)

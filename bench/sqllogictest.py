@@ -1,0 +1,199 @@
+"""Benchmark: SQLite's public SQL corpus (sqllogictest) through ``Environment.sql``, whole files.
+
+Each script of the corpus (``../shared/sqllogictest``, or ``$SPATE_SLT_CORPUS``) runs in a fresh
+environment with its embedded defaults, through :mod:`spate.testing.sqllogictest`. Reported per
+file: the queries run for the ``postgresql`` label, spate's passes, PostgreSQL's passes on the
+same queries (``postgresql-baseline.json``), the ratio, wrong answers (where PostgreSQL passes,
+and where it does not), errors by cause, and spate's time.
+
+Baseline, for time: PostgreSQL 15 on the same records, measured in the same run by the same
+runner when ``--postgres URL`` (or ``SPATE_TEST_POSTGRES_URL``) is given; else the baseline
+file's time (measured on this machine by the corpus's own run).
+
+    python bench/sqllogictest.py [GLOB ...] [--limit N] [--postgres URL] [--out NAME]
+
+GLOBs match file paths below the corpus folder (default: every ``*.test``); ``--limit`` runs
+only each file's first N records (statements and queries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._results import write_result
+from spate.environment.api import Environment
+from spate.testing.sqllogictest import (
+    Baseline,
+    EnvironmentEngine,
+    FileReport,
+    Outcome,
+    PostgresEngine,
+    corpus_dir,
+    parse_file,
+    read_baseline,
+    run_file,
+    versus,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def select_files(corpus: Path, globs: list[str]) -> list[str]:
+    names = sorted(str(p.relative_to(corpus)) for p in corpus.rglob("*.test"))
+    if not globs:
+        return names
+    return [n for n in names if any(fnmatch.fnmatch(n, g) or g in n for g in globs)]
+
+
+class _Watch:
+    """Prints progress every 1,000 records and keeps the slowest records."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.started = time.monotonic()
+        self.slowest: list[tuple[float, int, str]] = []
+
+    def __call__(self, outcome: Outcome, seconds: float) -> None:
+        self.count += 1
+        self.slowest = sorted(
+            [*self.slowest, (seconds, outcome.record.number, outcome.record.sql)]
+        )[-5:]
+        if self.count % 1000 == 0:
+            elapsed = time.monotonic() - self.started
+            print(f"  {self.name}: {self.count} records, {elapsed:.0f} s", flush=True)
+
+
+def run_spate(path: Path, limit: int | None, watch: _Watch) -> FileReport:
+    script = parse_file(path)
+    with tempfile.TemporaryDirectory() as tmp, Environment.open(Path(tmp) / "data") as env:
+        return run_file(script, EnvironmentEngine(env), limit=limit, observe=watch)
+
+
+def run_postgres(path: Path, url: str, limit: int | None) -> FileReport:
+    engine = PostgresEngine(url, "bench_slt")
+    try:
+        return run_file(parse_file(path), engine, limit=limit)
+    finally:
+        engine.close()
+
+
+def figures_of(
+    name: str, report: FileReport, baseline: Baseline, pg: FileReport | None
+) -> dict[str, Any]:
+    vs = versus(report, baseline)
+    pg_seconds = pg.seconds if pg is not None else baseline.seconds
+    return {
+        "queries": report.queries,
+        "complete": report.complete,
+        "spate_passed": report.passed,
+        "postgresql_passed": vs.postgres_passed,
+        "ratio_of_postgresql_passes": round(vs.ratio, 5),
+        "wrong": len(vs.wrong),
+        "wrong_where_postgresql_fails": len(vs.wrong_where_postgres_fails),
+        "passes_where_postgresql_fails": report.passed - vs.passed,
+        "errors": len(report.errors),
+        "errors_by_cause": dict(report.causes.most_common()),
+        "statements_ok": report.statements_ok,
+        "statements_failed": len(report.statements_failed),
+        "statement_failures_by_cause": _statement_causes(report),
+        "wrong_examples": [
+            {"record": o.record.number, "line": o.record.line, "sql": o.record.sql, "why": o.detail}
+            for o in vs.wrong[:5]
+        ],
+        "spate_seconds": round(report.seconds, 1),
+        "postgresql_seconds": round(pg_seconds, 1),
+        "postgresql_seconds_from": "this run" if pg is not None else "baseline file",
+        "time_ratio": round(report.seconds / pg_seconds, 2) if pg_seconds else None,
+    } | ({} if pg is None else _runner_check(pg, baseline))
+
+
+def _runner_check(pg: FileReport, baseline: Baseline) -> dict[str, Any]:
+    """PostgreSQL's outcomes in this run against the baseline file's: the runner's check."""
+    disagree = [
+        o.record.number
+        for o in pg.outcomes
+        if (o.kind == "pass") == (o.record.number in baseline.not_passed)
+    ]
+    return {"postgresql_passed_this_run": pg.passed, "runner_disagrees_on": disagree[:20]}
+
+
+def _statement_causes(report: FileReport) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for o in report.statements_failed:
+        out[o.detail] = out.get(o.detail, 0) + 1
+    return out
+
+
+def _write(out: str, limit: int | None, files: dict[str, Any]) -> None:
+    totals = {
+        key: sum(f[key] for f in files.values())
+        for key in ("queries", "spate_passed", "postgresql_passed", "wrong", "errors")
+    }
+    totals["spate_seconds"] = round(sum(f["spate_seconds"] for f in files.values()), 1)
+    totals["postgresql_seconds"] = round(sum(f["postgresql_seconds"] for f in files.values()), 1)
+    print(f"total so far: {totals}")
+    write_result(out, {"limit": limit, "totals": totals, "files": files})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("globs", nargs="*", help="file paths below the corpus folder (fnmatch)")
+    ap.add_argument("--limit", type=int, default=None, help="run each file's first N records")
+    ap.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
+    ap.add_argument("--out", default="sqllogictest", help="bench/results/<OUT>.json")
+    args = ap.parse_args()
+    # a terminated run closes its environments (and stops their replicas) on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    corpus = corpus_dir(ROOT)
+    if not corpus.is_dir():
+        print(f"no corpus at {corpus} (set $SPATE_SLT_CORPUS)")
+        return 2
+    baselines = read_baseline(corpus)
+    files: dict[str, Any] = {}
+    for name in select_files(corpus, args.globs):
+        watch = _Watch(name)
+        report = run_spate(corpus / name, args.limit, watch)
+        pg = run_postgres(corpus / name, args.postgres, args.limit) if args.postgres else None
+        files[name] = figures_of(name, report, baselines[name], pg)
+        files[name]["slowest"] = [
+            {"record": n, "seconds": round(t, 2), "sql": sql[:300]}
+            for t, n, sql in watch.slowest[::-1]
+        ]
+        f = files[name]
+        print(
+            f"{name}: {f['queries']} queries, spate {f['spate_passed']} / PostgreSQL"
+            f" {f['postgresql_passed']} ({100 * f['ratio_of_postgresql_passes']:.2f} %),"
+            f" wrong {f['wrong']} (+{f['wrong_where_postgresql_fails']} where PostgreSQL"
+            f" fails), errors {f['errors']}, {f['spate_seconds']} s vs"
+            f" {f['postgresql_seconds']} s",
+            flush=True,
+        )
+        if pg is not None:
+            print(
+                f"    PostgreSQL this run: {pg.passed} passed; disagrees with the baseline on"
+                f" records {f['runner_disagrees_on']}"
+            )
+        for cause, n in list(f["errors_by_cause"].items())[:5]:
+            print(f"    {n:6d}  {cause}")
+        for w in f["wrong_examples"][:3]:
+            print(
+                f"    WRONG #{w['record']} line {w['line']}: {w['sql'][:100]!r}: {w['why'][:200]}"
+            )
+        _write(args.out, args.limit, files)  # after every file: a run cut short keeps its figures
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
