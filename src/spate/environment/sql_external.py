@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from spate.environment import sql_kafka
 from spate.environment.sql_state import Definitions
 from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.storage_desc import (
@@ -38,6 +39,7 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Defini
         return
     if isinstance(stmt, st.CreateConnection):
         defs.connections[stmt.name] = {
+            "kind": stmt.kind,
             "options": dict(stmt.options),
             "secret": stmt.password_secret,
         }
@@ -46,7 +48,8 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Defini
         return
     if isinstance(stmt, st.CreateSource):
         connection, tables = _source_connection(stmt, defs)
-        env.create_source(stmt.name, connection, tables=tables, desc=stmt.desc)
+        desc = None if stmt.kind == "kafka" else stmt.desc  # a Kafka source carries its own
+        env.create_source(stmt.name, connection, tables=tables, desc=desc)
         defs.set(stmt.name, stmt.sql)
         return
     assert isinstance(stmt, st.CreateSink)
@@ -92,6 +95,8 @@ def _source_connection(
     stmt: st.CreateSource, defs: Definitions
 ) -> tuple[SourceConnection, list[str] | None]:
     opts = dict(stmt.options)
+    if stmt.kind == "kafka":
+        return sql_kafka.source(stmt, defs), None
     if stmt.kind == "load-generator":
         kwargs: dict[str, Any] = {}
         if "tick interval" in opts:

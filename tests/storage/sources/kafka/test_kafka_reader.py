@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from spate.protocol.kafka import KafkaEnvelope, KafkaFormat, KafkaSource, kafka_client_settings
 from spate.repr.arrow import table_to_rows
@@ -217,3 +217,32 @@ def test_start_offset_and_a_point_resumes_exactly(brokers: str) -> None:
     more = _drain(again, upper, 3)
     assert sorted(r[0] for r in _total(more, "data")) == ["10", "11", "12"]
     again.close()
+
+
+class _Growing(KafkaReader):
+    """Sees only partition 0 until ``grown``: a topic that gains partitions."""
+
+    grown = False
+
+    def _discover(self, consumer: Consumer) -> tuple[int, ...]:
+        found = super()._discover(consumer)
+        return found if self.grown else found[:1]
+
+
+def test_new_partitions_are_read_from_their_start(brokers: str) -> None:
+    topic = _topic()
+    p = Producer({"bootstrap.servers": brokers})
+    for i in range(6):
+        p.produce(topic, value=str(i).encode(), partition=0 if i < 3 else 2)
+    p.flush(30)
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = _Growing(source, discovery_interval_ms=0)
+    first = _drain(reader, (), 3)
+    assert sorted(r[0] for r in _total(first, "data")) == ["0", "1", "2"]
+    lower = first[-1][1]
+    assert dict(lower) == {0: 3}
+    reader.grown = True
+    more = _drain(reader, lower, 3)
+    assert sorted(r[0] for r in _total(more, "data")) == ["3", "4", "5"]
+    assert dict(more[-1][1]) == {0: 3, 2: 3}
+    reader.close()
