@@ -130,3 +130,32 @@ def test_the_source_it_describes(cat: MemoryCatalog) -> None:
 def _with(cat: MemoryCatalog, name: str) -> MemoryCatalog:
     cat.add(name, None, "connection")
     return cat
+
+
+def test_sinks(cat: MemoryCatalog) -> None:
+    from spate.repr.desc import RelationDesc
+    from spate.repr.types import INT64
+
+    cat.add("v", RelationDesc.of(("id", INT64, False)), "view")
+    s = _one(
+        "CREATE SINK o FROM v INTO KAFKA CONNECTION k (TOPIC 'out', PROGRESS TOPIC 'p') "
+        "KEY (id) NOT ENFORCED FORMAT JSON ENVELOPE UPSERT",
+        cat,
+    )
+    assert isinstance(s, st.CreateSink) and s.kind == "kafka"
+    assert dict(s.options) == {
+        "topic": "out",
+        "progress topic": "p",
+        "key": "id",
+        "envelope": "upsert",
+    }
+    conn = sql_kafka.sink(s, _Defs())  # type: ignore[arg-type]
+    assert (conn.topic, conn.key, conn.progress_topic) == ("out", ("id",), "p")
+    for bad in (
+        "CREATE SINK o FROM v INTO KAFKA CONNECTION k (TOPIC 'o') FORMAT JSON ENVELOPE UPSERT",
+        "CREATE SINK o FROM v INTO KAFKA CONNECTION k (TOPIC 'o') FORMAT AVRO ENVELOPE DEBEZIUM",
+        "CREATE SINK o FROM v INTO KAFKA CONNECTION k (PROGRESS TOPIC 'p') FORMAT JSON "
+        "ENVELOPE DEBEZIUM",
+    ):
+        with pytest.raises(SqlError):
+            plan_statements(bad, cat)

@@ -58,7 +58,7 @@ from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec, position
 from spate.plan.relation import Get, RelationExpr
-from spate.protocol.kafka import KafkaSource
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
 from spate.protocol.storage_desc import (
     FileFormat,
     FileSource,
@@ -409,7 +409,11 @@ async def _create_source(
 async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnection) -> GlobalId:
     check_argument(name, str, "a sink name")
     check_argument(from_, str, f"what sink {name!r} reads")
-    check_argument(connection, (ParquetSinkConnection, PostgresSinkConnection), f"sink {name!r}")
+    check_argument(
+        connection,
+        (ParquetSinkConnection, PostgresSinkConnection, KafkaSinkConnection),
+        f"sink {name!r}",
+    )
     source = rt.catalog.get(from_)
     if not isinstance(source, (TableItem, SubsourceItem, MaterializedViewItem)):
         raise InvalidObject(

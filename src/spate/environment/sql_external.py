@@ -46,6 +46,11 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Defini
         defs.items[stmt.name] = stmt.sql
         defs.save()
         return
+    if isinstance(stmt, st.CreateSource) and stmt.kind == "webhook":
+        assert stmt.desc is not None  # a webhook source is a collection the environment writes
+        env.create_table(stmt.name, stmt.desc)
+        defs.set(stmt.name, stmt.sql)
+        return
     if isinstance(stmt, st.CreateSource):
         connection, tables = _source_connection(stmt, defs)
         desc = None if stmt.kind == "kafka" else stmt.desc  # a Kafka source carries its own
@@ -135,6 +140,8 @@ def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
     opts = dict(stmt.options)
     if stmt.kind == "parquet":
         return ParquetSinkConnection(str(opts["path"]))
+    if stmt.kind == "kafka":
+        return sql_kafka.sink(stmt, defs)
     assert stmt.connection is not None
     key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
     mode = PostgresSinkMode(str(opts.get("mode", "upsert" if key else "changelog")).lower())

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from spate.environment.sql_state import Definitions
-from spate.protocol.kafka import KafkaEnvelope, KafkaFormat, KafkaSource, kafka_client_settings
+from spate.protocol.kafka import (
+    KafkaEnvelope,
+    KafkaFormat,
+    KafkaSinkConnection,
+    KafkaSinkEnvelope,
+    KafkaSource,
+    kafka_client_settings,
+)
 from spate.protocol.secret import Secret
 from spate.sql import statements as st
 from spate.sql.errors import SqlError
@@ -49,3 +56,20 @@ def source(stmt: st.CreateSource, defs: Definitions) -> KafkaSource:
     if "value avro schema" in opts:
         kwargs["value_avro_schema"] = str(opts["value avro schema"])
     return KafkaSource(client_settings(defs, stmt.connection), str(opts["topic"]), **kwargs)
+
+
+def sink(stmt: st.CreateSink, defs: Definitions) -> KafkaSinkConnection:
+    """The Kafka sink ``stmt`` describes."""
+    assert stmt.connection is not None
+    opts = dict(stmt.options)
+    kwargs: dict[str, Any] = {}
+    if "progress topic" in opts:
+        kwargs["progress_topic"] = str(opts["progress topic"])
+    key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
+    return KafkaSinkConnection(
+        client_settings(defs, stmt.connection),
+        str(opts["topic"]),
+        KafkaSinkEnvelope(str(opts["envelope"])),
+        key,
+        **kwargs,
+    )

@@ -125,3 +125,38 @@ class KafkaSource:
         if partition < len(self.start_offsets):
             return self.start_offsets[partition]
         return 0
+
+
+class KafkaSinkEnvelope(enum.Enum):
+    UPSERT = "upsert"
+    """A record per key and time: the key's new row, or a tombstone (NULL value) when the key
+    is gone."""
+    DEBEZIUM = "debezium"
+    """A record per change: ``{"before": row | null, "after": row | null}``."""
+
+
+@wire("storage.kafka_sink")
+@dataclass(frozen=True, slots=True)
+class KafkaSinkConnection:
+    """Write a collection's changes into ``topic`` as JSON, exactly once.
+
+    Each closed interval ``[lower, upper)`` is one Kafka transaction holding its records and a
+    progress record (key: the sink, value: ``upper``) in ``progress_topic``, so the data and the
+    sink's frontier commit together; a restarted sink reads its frontier back (read_committed)
+    and its transactional id fences a previous incarnation. ``key``: the columns of the record
+    key (required for ``UPSERT``).
+    """
+
+    connection: Secret | SecretRef
+    topic: str
+    envelope: KafkaSinkEnvelope
+    key: tuple[str, ...] = ()
+    progress_topic: str = "_spate_progress"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not self.topic:
+            raise InvalidConnection("a Kafka sink needs a topic")
+        if self.envelope is KafkaSinkEnvelope.UPSERT and not self.key:
+            raise InvalidConnection(f"an UPSERT Kafka sink into {self.topic!r} needs KEY (…)")
+        if not self.progress_topic or self.progress_topic == self.topic:
+            raise InvalidConnection("a Kafka sink's progress topic must differ from its topic")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from spate.errors import InvalidConnection
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
-from spate.protocol.kafka import KafkaSource
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
 from spate.protocol.secret import Secret, SecretRef
 from spate.repr.desc import RelationDesc
 from spate.wire import wire
@@ -255,7 +255,7 @@ class PostgresSinkConnection:
             raise InvalidConnection(f"upsert sink into {self.table!r} needs a key")
 
 
-SinkConnection = ParquetSinkConnection | PostgresSinkConnection
+SinkConnection = ParquetSinkConnection | PostgresSinkConnection | KafkaSinkConnection
 
 
 @wire("storage.sink")
@@ -271,7 +271,7 @@ class SinkDescription:
     from_id: GlobalId
     from_shard: ShardId
     from_desc: RelationDesc
-    connection: ParquetSinkConnection | PostgresSinkConnection
+    connection: ParquetSinkConnection | PostgresSinkConnection | KafkaSinkConnection
     as_of: Frontier
     with_snapshot: bool = True
     up_to: Frontier = Antichain.empty()

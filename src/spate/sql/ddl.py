@@ -11,7 +11,8 @@ source and Parquet sink)::
     CREATE SINK out FROM view INTO POSTGRES CONNECTION pg (TABLE 'out', MODE 'upsert', KEY (id));
     CREATE SINK out FROM view INTO PARQUET (PATH '/data/out');
 
-Kafka connections and sources: :mod:`spate.sql.ddl_kafka`.
+Kafka connections and sources: :mod:`spate.sql.ddl_kafka`; webhook sources:
+:mod:`spate.sql.ddl_webhook`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import dataclasses
 from sqlglot.tokenizer_core import TokenType
 
 from spate.repr.desc import Column, RelationDesc
-from spate.sql import ddl_kafka
+from spate.sql import ddl_kafka, ddl_webhook
 from spate.sql import statements as st
 from spate.sql.errors import DuplicateObject, FeatureNotSupported, SqlError, UndefinedObject
 from spate.sql.scalar import type_from_ast
@@ -194,6 +195,8 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
             tables = tuple(_qualified(n) for n in c.name_list("a table name"))
         c.end()
         return st.CreateSource(p.src.sql, name, "postgres", _plain(opts), connection, tables)
+    if c.accept("WEBHOOK"):
+        return ddl_webhook.plan_source(p, name)
     if c.accept("KAFKA"):
         c.expect("CONNECTION")
         connection = _connection_object(p, c.here())
@@ -214,7 +217,9 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
                 position=p.src.start + 1,
             )
         return st.CreateSource(p.src.sql, name, "files", _plain(opts), None, None, desc)
-    raise c.error("expected LOAD GENERATOR, POSTGRES CONNECTION, KAFKA CONNECTION or FILES")
+    raise c.error(
+        "expected LOAD GENERATOR, POSTGRES CONNECTION, KAFKA CONNECTION, WEBHOOK or FILES"
+    )
 
 
 def _qualified(table: str) -> str:
@@ -234,6 +239,9 @@ def _sink(p: StatementPlanner, name: str) -> st.CreateSink:
     from_ = c.dotted_name("an object name")
     p.readable(from_, at)
     c.expect("INTO")
+    if c.accept("KAFKA"):
+        c.expect("CONNECTION")
+        return ddl_kafka.plan_sink(p, name, from_, _connection_object(p, c.here()))
     if c.accept("POSTGRES"):
         c.expect("CONNECTION")
         connection = _connection_object(p, c.here())

@@ -133,3 +133,49 @@ def plan_source(p: StatementPlanner, name: str, connection: str) -> st.CreateSou
     if include:
         options.append(("include", ",".join(include)))
     return st.CreateSource(p.src.sql, name, "kafka", tuple(sorted(options)), connection, None, None)
+
+
+def plan_sink(p: StatementPlanner, name: str, from_: str, connection: str) -> st.CreateSink:
+    """After ``INTO KAFKA CONNECTION k``: ``(TOPIC 't' [, PROGRESS TOPIC 'p']) [KEY (a, …)
+    [NOT ENFORCED]] FORMAT JSON ENVELOPE UPSERT | DEBEZIUM``."""
+    c = p.cur
+    options: list[tuple[str, str | int | bool]] = []
+    c.expect_token(TokenType.L_PAREN, "(")
+    while True:
+        if c.accept("TOPIC"):
+            c.accept_token(TokenType.EQ)
+            options.append(("topic", c.string("the topic as a quoted string")))
+        elif c.accept("PROGRESS", "TOPIC"):
+            c.accept_token(TokenType.EQ)
+            options.append(("progress topic", c.string("the topic as a quoted string")))
+        else:
+            raise c.error("expected TOPIC or PROGRESS TOPIC")
+        if not c.accept_token(TokenType.COMMA):
+            break
+    c.expect_token(TokenType.R_PAREN, ")")
+    if not any(k == "topic" for k, _ in options):
+        raise SqlError("a KAFKA sink needs TOPIC", position=p.src.start + 1, text=p.src.text)
+    if c.accept("KEY"):
+        options.append(("key", ",".join(c.name_list("a key column"))))
+        c.accept("NOT", "ENFORCED")
+    c.expect("FORMAT")
+    at = c.here()
+    if not c.accept("JSON"):
+        raise FeatureNotSupported(
+            "a KAFKA sink writes FORMAT JSON", position=at + 1, text=p.src.text
+        )
+    c.expect("ENVELOPE")
+    at = c.here()
+    envelope = c.word()
+    if envelope not in ("UPSERT", "DEBEZIUM"):
+        raise FeatureNotSupported(
+            f"unknown sink envelope {envelope or '?'}; envelopes: UPSERT, DEBEZIUM",
+            position=at + 1,
+            text=p.src.text,
+        )
+    c.i += 1
+    c.end()
+    if envelope == "UPSERT" and not any(k == "key" for k, _ in options):
+        raise SqlError("ENVELOPE UPSERT needs KEY (…)", position=at + 1, text=p.src.text)
+    options.append(("envelope", envelope.lower()))
+    return st.CreateSink(p.src.sql, name, from_, "kafka", tuple(sorted(options)), connection)

@@ -30,7 +30,13 @@ from spate.plan.relation import Get
 from spate.protocol import compute, handshake, storage
 from spate.protocol import storage_desc as sd
 from spate.protocol.common import Hello
-from spate.protocol.kafka import KafkaEnvelope, KafkaFormat, KafkaSource
+from spate.protocol.kafka import (
+    KafkaEnvelope,
+    KafkaFormat,
+    KafkaSinkConnection,
+    KafkaSinkEnvelope,
+    KafkaSource,
+)
 from spate.protocol.secret import Secret
 from spate.repr.arrow import rows_to_table
 from spate.repr.desc import RelationDesc
@@ -355,6 +361,13 @@ def sinks() -> S[sd.SinkDescription]:
     connection = st.one_of(
         st.builds(sd.ParquetSinkConnection, names()),
         st.sampled_from(sd.PostgresSinkMode).flatmap(postgres),
+        st.builds(
+            KafkaSinkConnection,
+            secrets_(),
+            names().filter(lambda n: bool(n) and n != "_spate_progress"),
+            st.just(KafkaSinkEnvelope.UPSERT),
+            st.lists(names(), min_size=1, max_size=2).map(tuple),
+        ),
     )
     return st.builds(
         sd.SinkDescription,
