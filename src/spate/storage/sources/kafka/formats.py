@@ -39,6 +39,8 @@ from spate.repr.types import (
 )
 
 _EPOCH: Final = dt.datetime(1970, 1, 1)
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
 
 
 class DecodeError(ValueError):
@@ -264,6 +266,11 @@ def _from_json(value: object, t: ScalarType, name: str) -> Datum:
 
 
 def _fit(c: Column, value: Datum) -> Datum:
+    kind = c.type.kind
+    if (kind is ScalarKind.INT64 and type(value) is int and _INT64_MIN <= value <= _INT64_MAX) or (
+        kind is ScalarKind.FLOAT64 and type(value) is float
+    ):
+        return value  # the common cases, without the general check
     if value is None:
         if not c.nullable:
             raise DecodeError(f"field {c.name!r} is missing or null; the column is NOT NULL")
