@@ -117,3 +117,36 @@ def test_intervals_commit_once_across_reopen_and_fence(broker: TansuBroker) -> N
     ]
     b.close()
     a.close()
+
+
+class _StaleWatermarks:
+    """A consumer whose high watermarks are stale (as a broker may answer before a fetch)."""
+
+    def __init__(self, inner: Consumer) -> None:
+        self._inner = inner
+
+    def get_watermark_offsets(self, *args: object, **kwargs: object) -> tuple[int, int]:
+        return (0, 0)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def test_a_stale_high_watermark_does_not_hide_progress(
+    broker: TansuBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spate.storage.sources.kafka import client
+
+    topic = f"out{random.randrange(1 << 30):x}"
+    conn = KafkaSinkConnection(
+        kafka_client_settings(broker.bootstrap), topic, KafkaSinkEnvelope.DEBEZIUM
+    )
+    a = KafkaSink(conn, DESC, sink="u1", progress_key=f"u1/{topic}")
+    for t in range(5):
+        a.write(_ups((t, "x", t, 1)), lower=Antichain.of(t), upper=Antichain.of(t + 1))
+    a.close()
+    real = client.consumer
+    monkeypatch.setattr(client, "consumer", lambda *a, **k: _StaleWatermarks(real(*a, **k)))
+    b = KafkaSink(conn, DESC, sink="u1", progress_key=f"u1/{topic}")
+    assert b.upper == Antichain.of(5)
+    b.close()
