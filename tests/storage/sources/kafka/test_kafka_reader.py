@@ -246,3 +246,57 @@ def test_new_partitions_are_read_from_their_start(brokers: str) -> None:
     assert sorted(r[0] for r in _total(more, "data")) == ["3", "4", "5"]
     assert dict(more[-1][1]) == {0: 3, 2: 3}
     reader.close()
+
+
+def test_avro_values_with_a_given_schema(brokers: str) -> None:
+    import io
+
+    import fastavro
+
+    schema = {
+        "type": "record",
+        "name": "click",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "name", "type": ["null", "string"]},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        ],
+    }
+    parsed = fastavro.parse_schema(schema)
+
+    def avro(record: dict[str, object]) -> bytes:
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, record)
+        return buf.getvalue()
+
+    topic = _topic()
+    _produce(
+        brokers,
+        topic,
+        [
+            (None, avro({"id": 1, "name": "a", "at": 86_400_000})),
+            (None, avro({"id": 2, "name": None, "at": 0})),
+            (None, b"\x01"),
+        ],
+    )
+    source = KafkaSource(
+        kafka_client_settings(brokers),
+        topic,
+        KafkaFormat.AVRO,
+        value_avro_schema=json.dumps(schema),
+    )
+    reader = KafkaReader(source)
+    desc = reader.outputs["data"]
+    assert [(c.name, str(c.type), c.nullable) for c in desc.columns] == [
+        ("id", "int64", False),
+        ("name", "text", True),
+        ("at", "timestamp", False),
+    ]
+    chunks = _drain(reader, (), 3)
+    rows = sorted(_total(chunks, "data"), key=lambda r: r[0])  # type: ignore[arg-type, return-value]
+    assert [(r[0], r[1], str(r[2])) for r in rows] == [
+        (1, "a", "1970-01-02 00:00:00"),
+        (2, None, "1970-01-01 00:00:00"),
+    ]
+    assert len(_total(chunks, "errors")) == 1
+    reader.close()
