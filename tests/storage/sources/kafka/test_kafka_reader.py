@@ -300,3 +300,10 @@ def test_avro_values_with_a_given_schema(brokers: str) -> None:
     ]
     assert len(_total(chunks, "errors")) == 1
     reader.close()
+
+
+def test_statistics_count_the_records_of_a_kafka_point() -> None:
+    from spate.storage.replica.ingestion import _offset
+
+    assert _offset(((0, 10), (2, 5))) == 15
+    assert _offset(()) == 0

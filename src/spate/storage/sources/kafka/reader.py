@@ -110,10 +110,6 @@ class KafkaReader:
             out[row[0]] = row[1]
         return tuple(sorted(out.items()))
 
-    def covered_offset(self) -> int:
-        """Records read so far, over all partitions (the statistics' offset)."""
-        return sum(o for _, o in self._at or ())
-
     # -- reading --------------------------------------------------------------------------------
 
     def poll(self, lower: KafkaPoint, *, now_millis: int) -> SourceChunk[KafkaPoint] | None:
