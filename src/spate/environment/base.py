@@ -141,8 +141,13 @@ class EnvironmentBase:
 
     @property
     def webhook_url(self) -> str | None:
-        """Where webhook sources take POSTs (``webhook_port`` setting), if served:
-        ``http://127.0.0.1:<port>/api/webhook``."""
+        """Where webhook sources take POSTs (``webhook_port`` setting), if served.
+
+        Example::
+
+            env.webhook_url    # 'http://127.0.0.1:6876/api/webhook', or None
+            # POST {env.webhook_url}/materialize/public/<source>
+        """
         if self._webhooks is None or self._rt is None:
             return None
         return f"http://{self._rt.settings.webhook_host}:{self._webhooks.port}/api/webhook"
