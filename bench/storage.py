@@ -16,6 +16,8 @@ a loaded machine are not comparable with figures from an idle one.
 * **Sink rows/s**: a collection written to a Parquet directory and to a PostgreSQL upsert table
   by the sink runner, against pyarrow writing the same rows to one Parquet file and psycopg
   COPYing them into a plain table.
+* **Kafka** (``--only kafka``; :mod:`bench.kafka`): Kafka ingest rows/s against a bare
+  confluent-kafka consumer, and Kafka sink rows/s against a bare producer, on a Tansu broker.
 * **File source**: pyarrow against Spark reading one small and one large Parquet file (why a
   poll of small files is read with pyarrow and a large one with Spark); ``--no-spark`` skips it.
 
@@ -454,10 +456,24 @@ def main() -> None:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument(
         "--only",
-        choices=["tables"],
-        help="run only the table benchmarks, updating their figures in the results file",
+        choices=["tables", "kafka"],
+        help="run only these benchmarks, updating their figures in the results file",
     )
+    ap.add_argument("--kafka-rows", type=int, default=100_000)
     args = ap.parse_args()
+    if args.only == "kafka":
+        from bench.kafka import run
+
+        work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
+        try:
+            figures = dict(previous_figures("storage"))
+            figures["kafka"] = run(work, args.kafka_rows, DESC, sink_input, persist)
+            figures["kafka"]["load_average_1m"] = load_now()
+            print("kafka", figures["kafka"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        write_result("storage", figures)
+        return
     if args.only == "tables":
         work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
         try:

@@ -237,6 +237,12 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     """Serve the environment's Prometheus metrics here (``0``: any free port)."""
     metrics_host: str = "127.0.0.1"
+    webhook_port: int | None = Field(default=None, ge=0, le=65535)
+    """Serve webhook sources (``POST /api/webhook/<database>/<schema>/<source>``) here (``0``:
+    any free port); off by default."""
+    webhook_host: str = "127.0.0.1"
+    webhook_max_body_bytes: int = Field(default=2 << 20, ge=1)
+    """The largest webhook request body accepted; larger ones are answered 413."""
     table_tick_ms: int = Field(default=1000, ge=100, le=3_600_000)
     """How often every table (and the read timestamp) advances to the present without a write
     (writes move every table at once anyway): the freshness of reads and views over idle

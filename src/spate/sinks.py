@@ -2,6 +2,9 @@
 
 * :class:`ParquetSinkConnection` — one Parquet file per closed interval in a directory, with
   the data columns plus ``_time`` and ``_diff``, listed in a progress manifest.
+* :class:`KafkaSinkConnection` — a Kafka topic, JSON records (:class:`KafkaSinkEnvelope`
+  ``UPSERT`` by a key, or ``DEBEZIUM``), each interval in one Kafka transaction with its
+  progress.
 * :class:`PostgresSinkConnection` — a PostgreSQL table, kept equal to the collection
   (:attr:`PostgresSinkMode.UPSERT`, by a key) or appended every change
   (:attr:`PostgresSinkMode.CHANGELOG`); each interval in one transaction with its progress.
@@ -24,6 +27,7 @@ Example::
 
 from __future__ import annotations
 
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSinkEnvelope, kafka_client_settings
 from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
     ParquetSinkConnection,
@@ -33,9 +37,12 @@ from spate.protocol.storage_desc import (
 )
 
 __all__ = [
+    "KafkaSinkConnection",
+    "KafkaSinkEnvelope",
     "ParquetSinkConnection",
     "PostgresSinkConnection",
     "PostgresSinkMode",
     "Secret",
     "SinkConnection",
+    "kafka_client_settings",
 ]

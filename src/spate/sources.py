@@ -4,6 +4,9 @@
   ``COUNTER``, ``AUCTION``, ``TPCH``), for demos, tests and benchmarks.
 * :class:`PostgresSource` — change data capture from PostgreSQL logical replication: a snapshot
   of every table of a publication, then its inserts, updates and deletes.
+* :class:`KafkaSource` — the records of a Kafka topic (:class:`KafkaFormat`,
+  :class:`KafkaEnvelope`), every partition, each record exactly once; client settings from
+  :func:`kafka_client_settings`.
 * :class:`FileSource` — every file that appears in a directory (:class:`FileFormat`: Parquet,
   CSV, JSON lines), each ingested exactly once.
 
@@ -19,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+from spate.protocol.kafka import KafkaEnvelope, KafkaFormat, KafkaSource, kafka_client_settings
 from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
     FileFormat,
@@ -32,9 +36,13 @@ from spate.protocol.storage_desc import (
 __all__ = [
     "FileFormat",
     "FileSource",
+    "KafkaEnvelope",
+    "KafkaFormat",
+    "KafkaSource",
     "LoadGenerator",
     "LoadGeneratorSource",
     "PostgresSource",
     "Secret",
     "SourceConnection",
+    "kafka_client_settings",
 ]

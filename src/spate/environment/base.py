@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 from spate.config import Settings, load_settings
 from spate.environment import hydration
@@ -36,6 +36,9 @@ from spate.errors import (
 )
 from spate.orchestrator.supervisor import Supervisor
 from spate.storage.controller.errors import ControllerFenced
+
+if TYPE_CHECKING:
+    from spate.environment.webhook.server import WebhookServer
 
 T = TypeVar("T")
 
@@ -56,6 +59,7 @@ class EnvironmentBase:
         self._rt: Runtime | None = None
         self._background: Background | None = None
         self._metrics = EnvironmentMetrics()
+        self._webhooks: WebhookServer | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -112,8 +116,11 @@ class EnvironmentBase:
             )
             env._background = env._submit(_start(env._rt), timeout)
             env._serve_metrics(env._rt)
+            env._serve_webhooks(env._rt)
         except BaseException:
             env._metrics.close()
+            if env._webhooks is not None:
+                env._webhooks.close()
             env._stop_loop()
             raise
         return env
@@ -124,6 +131,26 @@ class EnvironmentBase:
         )
         if rt.settings.metrics_port is not None:
             self._metrics.serve(rt.settings.metrics_host, rt.settings.metrics_port)
+
+    def _serve_webhooks(self, rt: Runtime) -> None:
+        s = rt.settings
+        if s.webhook_port is not None:
+            from spate.environment.webhook.serve import serve
+
+            self._webhooks = serve(self, s.webhook_host, s.webhook_port, s.webhook_max_body_bytes)
+
+    @property
+    def webhook_url(self) -> str | None:
+        """Where webhook sources take POSTs (``webhook_port`` setting), if served.
+
+        Example::
+
+            env.webhook_url    # 'http://127.0.0.1:6876/api/webhook', or None
+            # POST {env.webhook_url}/materialize/public/<source>
+        """
+        if self._webhooks is None or self._rt is None:
+            return None
+        return f"http://{self._rt.settings.webhook_host}:{self._webhooks.port}/api/webhook"
 
     @property
     def metrics_url(self) -> str | None:
@@ -155,6 +182,9 @@ class EnvironmentBase:
         rt, background = self._rt, self._background
         self._rt = None
         self._metrics.close()
+        if self._webhooks is not None:
+            self._webhooks.close()
+            self._webhooks = None
         try:
             if background is not None:
                 self._submit(background.stop(), timeout)

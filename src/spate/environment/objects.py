@@ -58,6 +58,7 @@ from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec, position
 from spate.plan.relation import Get, RelationExpr
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
 from spate.protocol.storage_desc import (
     FileFormat,
     FileSource,
@@ -296,6 +297,10 @@ def _source_outputs(
                 f"a file source reads a directory; {connection.directory!r} is not one"
             )
         return {"files": desc}
+    if isinstance(connection, KafkaSource):
+        from spate.storage.sources.kafka.envelope import outputs as kafka_outputs
+
+        return kafka_outputs(connection)
     raise InvalidObject(f"unknown source connection {type(connection).__name__}")
 
 
@@ -315,7 +320,9 @@ async def create_source(
     """
     check_argument(name, str, "a source name")
     check_argument(
-        connection, (LoadGeneratorSource, PostgresSource, FileSource), f"source {name!r}"
+        connection,
+        (LoadGeneratorSource, PostgresSource, FileSource, KafkaSource),
+        f"source {name!r}",
     )
     if desc is not None:
         check_argument(desc, RelationDesc, f"the description of source {name!r}")
@@ -402,7 +409,11 @@ async def _create_source(
 async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnection) -> GlobalId:
     check_argument(name, str, "a sink name")
     check_argument(from_, str, f"what sink {name!r} reads")
-    check_argument(connection, (ParquetSinkConnection, PostgresSinkConnection), f"sink {name!r}")
+    check_argument(
+        connection,
+        (ParquetSinkConnection, PostgresSinkConnection, KafkaSinkConnection),
+        f"sink {name!r}",
+    )
     source = rt.catalog.get(from_)
     if not isinstance(source, (TableItem, SubsourceItem, MaterializedViewItem)):
         raise InvalidObject(

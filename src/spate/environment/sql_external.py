@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from spate.environment import sql_kafka
 from spate.environment.sql_state import Definitions
 from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.storage_desc import (
@@ -38,15 +39,22 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Defini
         return
     if isinstance(stmt, st.CreateConnection):
         defs.connections[stmt.name] = {
+            "kind": stmt.kind,
             "options": dict(stmt.options),
             "secret": stmt.password_secret,
         }
         defs.items[stmt.name] = stmt.sql
         defs.save()
         return
+    if isinstance(stmt, st.CreateSource) and stmt.kind == "webhook":
+        assert stmt.desc is not None  # a webhook source is a collection the environment writes
+        env.create_table(stmt.name, stmt.desc)
+        defs.set(stmt.name, stmt.sql)
+        return
     if isinstance(stmt, st.CreateSource):
         connection, tables = _source_connection(stmt, defs)
-        env.create_source(stmt.name, connection, tables=tables, desc=stmt.desc)
+        desc = None if stmt.kind == "kafka" else stmt.desc  # a Kafka source carries its own
+        env.create_source(stmt.name, connection, tables=tables, desc=desc)
         defs.set(stmt.name, stmt.sql)
         return
     assert isinstance(stmt, st.CreateSink)
@@ -92,6 +100,8 @@ def _source_connection(
     stmt: st.CreateSource, defs: Definitions
 ) -> tuple[SourceConnection, list[str] | None]:
     opts = dict(stmt.options)
+    if stmt.kind == "kafka":
+        return sql_kafka.source(stmt, defs), None
     if stmt.kind == "load-generator":
         kwargs: dict[str, Any] = {}
         if "tick interval" in opts:
@@ -130,6 +140,8 @@ def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
     opts = dict(stmt.options)
     if stmt.kind == "parquet":
         return ParquetSinkConnection(str(opts["path"]))
+    if stmt.kind == "kafka":
+        return sql_kafka.sink(stmt, defs)
     assert stmt.connection is not None
     key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
     mode = PostgresSinkMode(str(opts.get("mode", "upsert" if key else "changelog")).lower())

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from spate.errors import InvalidConnection
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
 from spate.protocol.secret import Secret, SecretRef
 from spate.repr.desc import RelationDesc
 from spate.wire import wire
@@ -174,7 +175,7 @@ class FileSource:
     poll_interval_ms: int = 1000
 
 
-SourceConnection = LoadGeneratorSource | PostgresSource | FileSource
+SourceConnection = LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
 
 
 @wire("storage.ingestion")
@@ -187,7 +188,7 @@ class IngestionDescription:
     assigned at most every ``timestamp_interval_ms``.
     """
 
-    connection: LoadGeneratorSource | PostgresSource | FileSource
+    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
     exports: tuple[SourceExport, ...]
     remap: CollectionMetadata
     timestamp_interval_ms: int = 1000
@@ -254,7 +255,7 @@ class PostgresSinkConnection:
             raise InvalidConnection(f"upsert sink into {self.table!r} needs a key")
 
 
-SinkConnection = ParquetSinkConnection | PostgresSinkConnection
+SinkConnection = ParquetSinkConnection | PostgresSinkConnection | KafkaSinkConnection
 
 
 @wire("storage.sink")
@@ -270,7 +271,7 @@ class SinkDescription:
     from_id: GlobalId
     from_shard: ShardId
     from_desc: RelationDesc
-    connection: ParquetSinkConnection | PostgresSinkConnection
+    connection: ParquetSinkConnection | PostgresSinkConnection | KafkaSinkConnection
     as_of: Frontier
     with_snapshot: bool = True
     up_to: Frontier = Antichain.empty()

@@ -10,13 +10,19 @@ source and Parquet sink)::
         FROM FILES (PATH '/data/in', FORMAT 'csv', PATTERN '*.csv');
     CREATE SINK out FROM view INTO POSTGRES CONNECTION pg (TABLE 'out', MODE 'upsert', KEY (id));
     CREATE SINK out FROM view INTO PARQUET (PATH '/data/out');
+
+Kafka connections and sources: :mod:`spate.sql.ddl_kafka`; webhook sources:
+:mod:`spate.sql.ddl_webhook`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot.tokenizer_core import TokenType
 
 from spate.repr.desc import Column, RelationDesc
+from spate.sql import ddl_kafka, ddl_webhook
 from spate.sql import statements as st
 from spate.sql.errors import DuplicateObject, FeatureNotSupported, SqlError, UndefinedObject
 from spate.sql.scalar import type_from_ast
@@ -85,28 +91,39 @@ def _connection_object(p: StatementPlanner, at: int) -> str:
 def _connection(p: StatementPlanner, name: str) -> st.CreateConnection:
     c = p.cur
     c.expect("TO")
-    if not c.accept("POSTGRES"):
+    kind = "kafka" if c.accept("KAFKA") else "postgres"
+    if kind == "postgres" and not c.accept("POSTGRES"):
         raise FeatureNotSupported(
-            "only POSTGRES connections are supported", position=c.here() + 1, text=p.src.text
+            "only POSTGRES and KAFKA connections are supported",
+            position=c.here() + 1,
+            text=p.src.text,
         )
     opts = c.options()
     c.end()
-    _check(p, opts, _CONNECTION_OPTIONS, "connection")
+    if kind == "kafka":
+        _check(p, opts, ddl_kafka.CONNECTION_OPTIONS, "Kafka connection")
+    else:
+        _check(p, opts, _CONNECTION_OPTIONS, "connection")
     secret = None
-    if "PASSWORD SECRET" in opts:
-        secret_name, pos = opts.pop("PASSWORD SECRET")
+    for secret_option in ("PASSWORD SECRET", "SASL PASSWORD SECRET"):
+        if secret_option not in opts:
+            continue
+        secret_name, pos = opts.pop(secret_option)
         obj = p.catalog.lookup(str(secret_name))
         if obj is None or obj.kind != "secret":
             raise UndefinedObject(
                 f'secret "{secret_name}" does not exist', position=pos + 1, text=p.src.text
             )
         secret = str(secret_name)
-    if "HOST" not in opts:
+    required = "BROKER" if kind == "kafka" else "HOST"
+    if required not in opts:
         raise SqlError(
-            "a POSTGRES connection needs HOST", position=p.src.start + 1, text=p.src.text
+            f"a {kind.upper()} connection needs {required}",
+            position=p.src.start + 1,
+            text=p.src.text,
         )
     options = tuple(sorted((k.lower(), str(v)) for k, (v, _) in opts.items()))
-    return st.CreateConnection(p.src.sql, name, "postgres", options, secret)
+    return st.CreateConnection(p.src.sql, name, kind, options, secret)
 
 
 def _columns(p: StatementPlanner) -> RelationDesc | None:
@@ -178,6 +195,13 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
             tables = tuple(_qualified(n) for n in c.name_list("a table name"))
         c.end()
         return st.CreateSource(p.src.sql, name, "postgres", _plain(opts), connection, tables)
+    if c.accept("WEBHOOK"):
+        return ddl_webhook.plan_source(p, name)
+    if c.accept("KAFKA"):
+        c.expect("CONNECTION")
+        connection = _connection_object(p, c.here())
+        kafka = ddl_kafka.plan_source(p, name, connection)
+        return dataclasses.replace(kafka, desc=desc)
     if c.accept("FILES"):
         opts = c.options()
         _check(p, opts, _FILE_OPTIONS, "files source")
@@ -193,7 +217,9 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
                 position=p.src.start + 1,
             )
         return st.CreateSource(p.src.sql, name, "files", _plain(opts), None, None, desc)
-    raise c.error("expected LOAD GENERATOR, POSTGRES CONNECTION or FILES")
+    raise c.error(
+        "expected LOAD GENERATOR, POSTGRES CONNECTION, KAFKA CONNECTION, WEBHOOK or FILES"
+    )
 
 
 def _qualified(table: str) -> str:
@@ -213,6 +239,9 @@ def _sink(p: StatementPlanner, name: str) -> st.CreateSink:
     from_ = c.dotted_name("an object name")
     p.readable(from_, at)
     c.expect("INTO")
+    if c.accept("KAFKA"):
+        c.expect("CONNECTION")
+        return ddl_kafka.plan_sink(p, name, from_, _connection_object(p, c.here()))
     if c.accept("POSTGRES"):
         c.expect("CONNECTION")
         connection = _connection_object(p, c.here())

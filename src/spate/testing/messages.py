@@ -30,6 +30,13 @@ from spate.plan.relation import Get
 from spate.protocol import compute, handshake, storage
 from spate.protocol import storage_desc as sd
 from spate.protocol.common import Hello
+from spate.protocol.kafka import (
+    KafkaEnvelope,
+    KafkaFormat,
+    KafkaSinkConnection,
+    KafkaSinkEnvelope,
+    KafkaSource,
+)
 from spate.protocol.secret import Secret
 from spate.repr.arrow import rows_to_table
 from spate.repr.desc import RelationDesc
@@ -276,8 +283,34 @@ def load_generators() -> S[sd.LoadGeneratorSource]:
     )
 
 
-def source_connections() -> S[sd.LoadGeneratorSource | sd.PostgresSource | sd.FileSource]:
+def kafka_sources() -> S[KafkaSource]:
+    def build(value_format: KafkaFormat, value_desc: RelationDesc | None) -> S[KafkaSource]:
+        return st.builds(
+            KafkaSource,
+            secrets_(),
+            names().filter(bool),
+            st.just(value_format),
+            st.sampled_from([None, KafkaFormat.TEXT, KafkaFormat.JSON]),
+            st.just(KafkaEnvelope.NONE),
+            st.sampled_from([(), ("partition", "offset"), ("timestamp", "headers")]),
+            st.none(),
+            st.none(),
+            st.just(value_desc),
+            st.lists(st.integers(0, 10**6), max_size=3).map(tuple),
+            st.integers(1, 10**6),
+        )
+
     return st.one_of(
+        st.sampled_from([KafkaFormat.TEXT, KafkaFormat.BYTES]).flatmap(lambda f: build(f, None)),
+        small_descs().flatmap(lambda d: build(KafkaFormat.JSON, d)),
+    )
+
+
+def source_connections() -> S[
+    sd.LoadGeneratorSource | sd.PostgresSource | sd.FileSource | KafkaSource
+]:
+    return st.one_of(
+        kafka_sources(),
         load_generators(),
         st.builds(sd.PostgresSource, secrets_(), names(), names()),
         st.builds(
@@ -328,6 +361,13 @@ def sinks() -> S[sd.SinkDescription]:
     connection = st.one_of(
         st.builds(sd.ParquetSinkConnection, names()),
         st.sampled_from(sd.PostgresSinkMode).flatmap(postgres),
+        st.builds(
+            KafkaSinkConnection,
+            secrets_(),
+            names().filter(lambda n: bool(n) and n != "_spate_progress"),
+            st.just(KafkaSinkEnvelope.UPSERT),
+            st.lists(names(), min_size=1, max_size=2).map(tuple),
+        ),
     )
     return st.builds(
         sd.SinkDescription,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, InstanceId
+from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
 from spate.protocol.storage_desc import (
     FileSource,
     LoadGeneratorSource,
@@ -45,7 +46,7 @@ class IngestionSource:
     """
 
     instance: InstanceId
-    connection: LoadGeneratorSource | PostgresSource | FileSource
+    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
     exports: dict[GlobalId, str]
     timestamp_interval_ms: int = 1000
 
@@ -129,7 +130,7 @@ class ExportDescription:
     """A sink run on ``instance`` writing to ``connection``, optionally stopping at ``up_to``."""
 
     instance: InstanceId
-    connection: ParquetSinkConnection | PostgresSinkConnection
+    connection: ParquetSinkConnection | PostgresSinkConnection | KafkaSinkConnection
     with_snapshot: bool = True
     up_to: Frontier = Antichain.empty()
 

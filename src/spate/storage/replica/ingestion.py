@@ -379,4 +379,6 @@ def _offset(point: object) -> int | None:
         return point
     if isinstance(point, (frozenset, set)):
         return len(point)
+    if isinstance(point, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in point):
+        return sum(int(o) for _, o in point)  # Kafka: records read over all partitions
     return None

@@ -30,6 +30,7 @@ from spate.ids import GlobalId
 from spate.persist.client import PersistClient
 from spate.persist.errors import UpperTimeout
 from spate.persist.read import Listener, ListenUpdates, ReadHandle
+from spate.protocol.kafka import KafkaSinkConnection
 from spate.protocol.storage import SinkStatistics
 from spate.protocol.storage_desc import (
     ParquetSinkConnection,
@@ -39,12 +40,13 @@ from spate.protocol.storage_desc import (
 from spate.repr.arrow import updates_schema
 from spate.repr.desc import TIME_COLUMN
 from spate.storage.sinks.interval import SinkError
+from spate.storage.sinks.kafka.sink import KafkaSink
 from spate.storage.sinks.parquet_dir import ParquetDirSink
 from spate.storage.sinks.postgres import PostgresSink
 
 _log: Final = logging.getLogger("spate.storage.sink")
 
-Sink = ParquetDirSink | PostgresSink
+Sink = ParquetDirSink | PostgresSink | KafkaSink
 
 
 def progress_key(id: GlobalId, description: SinkDescription) -> str:
@@ -64,6 +66,10 @@ def open_sink(id: GlobalId, description: SinkDescription) -> Sink:
         )
         sink.prepare()
         return sink
+    if isinstance(conn, KafkaSinkConnection):
+        return KafkaSink(
+            conn, description.from_desc, sink=str(id), progress_key=progress_key(id, description)
+        )
     raise SinkError(f"sink {id}: unknown connection {type(conn).__name__}")
 
 
@@ -188,7 +194,7 @@ class SinkRunner:
                 self._reader.expire()
             except Exception:
                 _log.debug("sink %s: expiring the reader failed", self.id, exc_info=True)
-        if isinstance(self._sink, PostgresSink):
+        if isinstance(self._sink, (PostgresSink, KafkaSink)):
             self._sink.close()
         self._reader = None
         self._listener = None

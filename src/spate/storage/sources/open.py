@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from spate.protocol.kafka import KafkaSource
 from spate.protocol.storage_desc import (
     FileSource,
     IngestionDescription,
@@ -45,6 +46,10 @@ def progress_desc(connection: SourceConnection) -> RelationDesc:
         return LSN_DESC
     if isinstance(connection, FileSource):
         return FILES_PROGRESS_DESC
+    if isinstance(connection, KafkaSource):
+        from spate.storage.sources.kafka.reader import KAFKA_PROGRESS_DESC
+
+        return KAFKA_PROGRESS_DESC
     raise SourceError(f"unknown source connection {type(connection).__name__}")
 
 
@@ -104,6 +109,10 @@ def open_reader(
             spark_min_bytes=spark_min_bytes,
             max_files_per_poll=max_files_per_poll,
         )
+    elif isinstance(connection, KafkaSource):
+        from spate.storage.sources.kafka.reader import KafkaReader
+
+        reader = KafkaReader(connection)
     else:
         raise SourceError(f"unknown source connection {type(connection).__name__}")
     outputs = reader.outputs

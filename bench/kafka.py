@@ -1,0 +1,159 @@
+"""The Kafka part of ``bench/storage.py`` (``--only kafka``), against a Tansu broker process.
+
+* **Kafka ingest rows/s**: a JSON topic (declared columns) read by the Kafka source into persist
+  through the ingestion runner (poll, bind offsets, append), against a bare confluent-kafka
+  consumer reading the same records (no decoding, no persist).
+* **Kafka sink rows/s**: a persist collection written by the sink runner (JSON, UPSERT, one
+  transaction per interval), against a bare idempotent producer producing the same number of
+  JSON records (flush at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from spate.clock import SystemClock
+from spate.frontier import Antichain
+from spate.ids import GlobalId, ShardId, SystemIdGen
+from spate.persist.client import PersistClient
+from spate.protocol.kafka import (
+    KafkaFormat,
+    KafkaSinkConnection,
+    KafkaSinkEnvelope,
+    KafkaSource,
+    kafka_client_settings,
+)
+from spate.protocol.storage_desc import (
+    CollectionMetadata,
+    IngestionDescription,
+    SinkDescription,
+    SourceExport,
+)
+from spate.repr.desc import RelationDesc
+from spate.storage.replica.ingestion import IngestionRunner
+from spate.storage.replica.sink import SinkRunner
+from spate.storage.sources.kafka.reader import KAFKA_PROGRESS_DESC, KafkaReader
+from spate.testing.kafka import TansuBroker, tansu_binary
+
+
+def bench_kafka(
+    client: PersistClient,
+    rows: int,
+    desc: RelationDesc,
+    sink_shard: ShardId,
+) -> dict[str, Any]:
+    binary = tansu_binary()
+    if binary is None:
+        return {"skipped": "no Tansu broker binary"}
+    broker = TansuBroker(binary)
+    broker.start()
+    try:
+        return _bench(broker.bootstrap, client, rows, desc, sink_shard)
+    finally:
+        broker.kill()
+
+
+def _bench(
+    bootstrap: str, client: PersistClient, rows: int, desc: RelationDesc, sink_shard: ShardId
+) -> dict[str, Any]:
+    topic = "bench_in"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(timeout=30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
+    for i in range(rows):
+        while True:
+            try:
+                p.produce(topic, value=json.dumps({"k": i, "v": f"value-{i}", "n": i * 3}).encode())
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(120) == 0
+    out: dict[str, Any] = {"rows": rows}
+    import pandas  # noqa: F401  (a one-time import the replica has long done: not timed)
+
+    # Baseline: a bare consumer.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    start = time.perf_counter()
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    while seen < rows:
+        for m in c.consume(10_000, timeout=1):
+            assert m.error() is None
+            seen += 1
+    base_s = time.perf_counter() - start
+    c.close()
+
+    # spate: the ingestion runner with the Kafka source.
+    ids = SystemIdGen()
+    source = KafkaSource(kafka_client_settings(bootstrap), topic, KafkaFormat.JSON, value_desc=desc)
+    reader = KafkaReader(source)
+    data_desc = reader.outputs["data"]
+    description = IngestionDescription(
+        source,
+        (
+            SourceExport(GlobalId.user(2), "data", ShardId.new(ids), data_desc),
+            SourceExport(GlobalId.user(3), "errors", ShardId.new(ids), reader.outputs["errors"]),
+        ),
+        CollectionMetadata(GlobalId.user(1), ShardId.new(ids), KAFKA_PROGRESS_DESC),
+    )
+    runner = IngestionRunner(
+        GlobalId.user(1), description, reader=reader, persist=client, clock=SystemClock(), ids=ids
+    )
+    start = time.perf_counter()
+    runner.rehydrate()
+    while runner.counters.updates_committed < rows:
+        runner.step()
+    ingest_s = time.perf_counter() - start
+    reader.close()
+    out["ingest_rows_per_s"] = round(rows / ingest_s)
+    out["bare_consumer_rows_per_s"] = round(rows / base_s)
+    out["ingest_ratio"] = round(base_s / ingest_s, 3)
+
+    # Sinks: the sink runner against a bare producer.
+    out_topic = f"bench_out_{uuid.uuid4().hex[:6]}"
+    conn = KafkaSinkConnection(
+        kafka_client_settings(bootstrap), out_topic, KafkaSinkEnvelope.UPSERT, ("k",)
+    )
+    d = SinkDescription(GlobalId.user(1), sink_shard, desc, conn, Antichain.of(0))
+    sink = SinkRunner(GlobalId.user(5), d, persist=client)
+    start = time.perf_counter()
+    while sink.upper != Antichain.of(10):
+        sink.step()
+    sink_s = time.perf_counter() - start
+    sink.close()
+    bare = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    start = time.perf_counter()
+    for i in range(rows):
+        while True:
+            try:
+                bare.produce(
+                    out_topic + "_bare",
+                    key=json.dumps({"k": i}).encode(),
+                    value=json.dumps({"k": i, "v": f"value-{i}", "n": i * 3}).encode(),
+                )
+                break
+            except BufferError:
+                bare.poll(0.1)
+    assert bare.flush(120) == 0
+    bare_s = time.perf_counter() - start
+    out["sink_rows_per_s"] = round(rows / sink_s)
+    out["bare_producer_rows_per_s"] = round(rows / bare_s)
+    out["sink_ratio"] = round(bare_s / sink_s, 3)
+    return out
+
+
+def run(work: Path, rows: int, desc: RelationDesc, sink_input: Any, persist: Any) -> dict[str, Any]:
+    client = persist(work / "kafka")
+    shard, _ = sink_input(client, rows)
+    try:
+        return bench_kafka(client, rows, desc, shard)
+    finally:
+        client.close()

@@ -1,0 +1,1 @@
+"""Webhook sources: HTTP POSTs written durably into a source's collection."""

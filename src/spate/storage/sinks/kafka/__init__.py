@@ -1,0 +1,1 @@
+"""The Kafka sink: a collection's changes as JSON records, one Kafka transaction per interval."""

@@ -1,0 +1,1 @@
+"""The Kafka source: a topic's records, decoded and enveloped, ingested exactly once."""

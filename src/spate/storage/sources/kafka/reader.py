@@ -1,0 +1,291 @@
+"""The Kafka source's reader: a topic's partitions, read from the offsets bound in persist.
+
+The resume point is the *next offset of every partition* read so far, as a sorted tuple of
+``(partition, offset)``; a partition missing from it starts at the source's start offset.
+Points are ordered partition-wise, and recorded as progress rows ``(partition, offset)``.
+
+Determinism (see :mod:`spate.storage.sources.source`): a Kafka partition is an immutable log,
+so the records of ``[lower, upper)`` are the same on every read. A chunk decodes its records in
+``(partition, offset)`` order, so :meth:`KafkaReader.replay` derives exactly the updates
+:meth:`KafkaReader.poll` derived. An UPSERT source's state (what each key holds) is that of
+its ``lower``; when a call starts from another point than the state's, the state is rebuilt
+by reading the topic from the start up to that point (this happens after a restart or a lost
+commit, never in the steady state). A key MUST stay in one partition (Kafka's default
+partitioner keeps it there).
+
+Records are read ``read_committed``: records of aborted transactions are never ingested.
+Partitions added to the topic are found within ``discovery_interval_ms`` and read from their
+start. Offsets are never committed to the broker; the group id is only a name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+
+from spate.protocol.kafka import KafkaEnvelope, KafkaSource
+from spate.repr.arrow import rows_to_table
+from spate.repr.desc import DIFF_COLUMN, RelationDesc
+from spate.repr.types import INT64, Row
+from spate.storage.sources.kafka import client
+from spate.storage.sources.kafka.envelope import DATA, ERRORS, Envelope, Record, outputs
+from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
+
+KAFKA_PROGRESS_DESC: Final = RelationDesc.of(("partition", INT64, False), ("offset", INT64, False))
+KafkaPoint = tuple[tuple[int, int], ...]
+_BATCH: Final = 10_000
+
+
+class KafkaReader:
+    """A running Kafka source (blocking calls: run it off the event loop).
+
+    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``.
+    ``consumer``: how to make a consumer (tests inject settings); default from the source's
+    connection.
+    """
+
+    def __init__(
+        self,
+        source: KafkaSource,
+        *,
+        max_records_per_poll: int = 200_000,
+        poll_budget_s: float = 0.5,
+        discovery_interval_ms: int = 1000,
+        replay_timeout_s: float = 60.0,
+        consumer: Callable[[], Consumer] | None = None,
+    ) -> None:
+        if max_records_per_poll < 1:
+            raise SourceError("Kafka source: max_records_per_poll must be >= 1")
+        self._source = source
+        self._outputs = outputs(source)
+        self._envelope = Envelope(source)
+        self._max = max_records_per_poll
+        self._budget = poll_budget_s
+        self._discovery_ms = discovery_interval_ms
+        self._replay_timeout = replay_timeout_s
+        self._make = consumer or (lambda: client.consumer(source.connection))
+        self._live: Consumer | None = None
+        self._at: KafkaPoint | None = None  # where the live consumer's stream continues
+        self._partitions: tuple[int, ...] = ()
+        self._discovered_at: int | None = None
+        self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
+
+    # -- points ---------------------------------------------------------------------------------
+
+    @property
+    def outputs(self) -> Mapping[str, RelationDesc]:
+        return self._outputs
+
+    @property
+    def progress_desc(self) -> RelationDesc:
+        return KAFKA_PROGRESS_DESC
+
+    def minimum(self) -> KafkaPoint:
+        return ()
+
+    def less_equal(self, a: KafkaPoint, b: KafkaPoint) -> bool:
+        bs = dict(b)
+        s = self._source
+        return all(o <= bs.get(p, s.start_offset(p)) for p, o in a)
+
+    def progress_rows(self, point: KafkaPoint) -> list[Row]:
+        return [(p, o) for p, o in point]
+
+    def point_from_rows(self, rows: Sequence[Row]) -> KafkaPoint:
+        out: dict[int, int] = {}
+        for row in rows:
+            if (
+                len(row) != 2
+                or not isinstance(row[0], int)
+                or not isinstance(row[1], int)
+                or row[0] in out
+            ):
+                raise SourceError(
+                    f"Kafka source progress rows are (partition, offset), got {rows!r}"
+                )
+            out[row[0]] = row[1]
+        return tuple(sorted(out.items()))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def poll(self, lower: KafkaPoint, *, now_millis: int) -> SourceChunk[KafkaPoint] | None:
+        self._state_to(lower)
+        consumer = self._consumer_at(lower, now_millis)
+        next_offset = dict(lower)
+        records: list[Record] = []
+        deadline = time.monotonic() + self._budget
+        while len(records) < self._max:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            batch = consumer.consume(min(_BATCH, self._max - len(records)), timeout=remaining)
+            if not batch:
+                break
+            for m in batch:
+                self._check(m)
+                p, o = m.partition(), m.offset()
+                assert p is not None and o is not None
+                if o < next_offset.get(p, self._source.start_offset(p)):
+                    continue  # already read (a stale fetch): never twice
+                records.append(_record(m))
+                next_offset[p] = o + 1
+        if not records:
+            return None
+        upper = tuple(sorted(next_offset.items()))
+        chunk = self._chunk(records, upper)
+        self._at = upper
+        self._state_at = upper
+        return chunk
+
+    def replay(self, lower: KafkaPoint, upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
+        if not self.less_equal(lower, upper):
+            raise SourceError(f"Kafka source: replay bounds {lower} and {upper} are not ordered")
+        self._state_to(lower)
+        chunk = self._chunk(self._read_range(lower, upper), upper)
+        self._state_at = upper
+        return chunk
+
+    def committed(self, point: KafkaPoint) -> None:
+        return None
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+        self._at = None
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _chunk(self, records: list[Record], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
+        records.sort(key=lambda r: (r.partition, r.offset))
+        updates = self._envelope.apply(records)
+        tables = {}
+        for name, ups in ((DATA, updates.data), (ERRORS, updates.errors)):
+            if ups:
+                desc = self._outputs[name]
+                table = rows_to_table(desc, [r for r, _ in ups])
+                diffs = pa.array([d for _, d in ups], pa.int64())
+                tables[name] = table.append_column(
+                    pa.field(DIFF_COLUMN, pa.int64(), nullable=False), diffs
+                )
+        return SourceChunk(upper, tables)
+
+    def _state_to(self, point: KafkaPoint) -> None:
+        """Bring the UPSERT state to ``point`` (see the module docs)."""
+        if self._source.envelope is not KafkaEnvelope.UPSERT or self._state_at == point:
+            return
+        self._envelope.reset()
+        records = self._read_range((), point) if point else []
+        records.sort(key=lambda r: (r.partition, r.offset))
+        self._envelope.apply(records)
+        self._state_at = point
+
+    def _check(self, m: Message) -> None:
+        err = m.error()
+        if err is None:
+            return
+        self._at = None  # the stream is in doubt: reassign before reading on
+        if err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise SourceUnavailable(f"Kafka source: topic {self._source.topic!r}: {err.str()}")
+        raise SourceUnavailable(f"Kafka source: topic {self._source.topic!r}: {err.str()}")
+
+    def _discover(self, consumer: Consumer) -> tuple[int, ...]:
+        topic = self._source.topic
+        try:
+            meta = consumer.list_topics(topic, timeout=10)
+        except Exception as e:  # librdkafka's KafkaException: the cluster is out of reach
+            raise SourceUnavailable(f"Kafka source: cannot list topic {topic!r}: {e}") from None
+        t = meta.topics.get(topic)
+        if t is None or t.error is not None or not t.partitions:
+            why = "no such topic" if t is None or t.error is None else t.error.str()
+            raise SourceUnavailable(f"Kafka source: topic {topic!r}: {why}")
+        return tuple(sorted(t.partitions))
+
+    def _consumer_at(self, lower: KafkaPoint, now_millis: int) -> Consumer:
+        if self._live is None:
+            self._live = self._make()
+            self._at = None
+        due = self._discovered_at is None or now_millis - self._discovered_at >= self._discovery_ms
+        if due or not self._partitions:
+            found = self._discover(self._live)
+            self._discovered_at = now_millis
+            if found != self._partitions:
+                self._partitions = found
+                self._at = None
+        if self._at != lower:
+            offsets = dict(lower)
+            self._live.assign(
+                [
+                    TopicPartition(
+                        self._source.topic, p, offsets.get(p, self._source.start_offset(p))
+                    )
+                    for p in self._partitions
+                ]
+            )
+            self._at = lower
+        return self._live
+
+    def _read_range(self, lower: KafkaPoint, upper: KafkaPoint) -> list[Record]:
+        """Every record of ``[lower, upper)`` (blocking until all are read)."""
+        lo = dict(lower)
+        todo = {
+            p: (lo.get(p, self._source.start_offset(p)), hi)
+            for p, hi in upper
+            if lo.get(p, self._source.start_offset(p)) < hi
+        }
+        if not todo:
+            return []
+        topic = self._source.topic
+        consumer = self._make()
+        records: list[Record] = []
+        try:
+            consumer.assign([TopicPartition(topic, p, a) for p, (a, _) in todo.items()])
+            progress = time.monotonic()
+            while todo:
+                batch = consumer.consume(_BATCH, timeout=0.5)
+                if batch:
+                    progress = time.monotonic()
+                for m in batch:
+                    self._check(m)
+                    p, o = m.partition(), m.offset()
+                    assert p is not None and o is not None
+                    if p not in todo:
+                        continue
+                    a, hi = todo[p]
+                    if a <= o < hi:
+                        records.append(_record(m))
+                    if o >= hi - 1:
+                        del todo[p]
+                if not batch and todo:
+                    # A compacted or control record at hi - 1: the position tells.
+                    positions = consumer.position([TopicPartition(topic, p) for p in todo])
+                    for tp in positions:
+                        if tp.offset >= todo[tp.partition][1]:
+                            del todo[tp.partition]
+                if todo and time.monotonic() - progress > self._replay_timeout:
+                    raise SourceUnavailable(
+                        f"Kafka source: topic {topic!r}: could not re-read offsets "
+                        f"{sorted(todo.items())} within {self._replay_timeout:.0f} s"
+                    )
+        finally:
+            consumer.close()
+        self._at = self._at if self._live is not None else None
+        return records
+
+
+def _record(m: Message) -> Record:
+    p, o = m.partition(), m.offset()
+    assert p is not None and o is not None
+    kind, ms = m.timestamp()
+    raw = m.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw  # a consumer gives a list of pairs
+    headers = tuple((str(h[0]), _bytes(h[1])) for h in pairs)
+    return Record(p, o, _bytes(m.key()), _bytes(m.value()), None if kind == 0 else ms, headers)
+
+
+def _bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
