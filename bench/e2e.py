@@ -61,10 +61,12 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import duckdb
 import psutil
 
+from bench._breakdown import StepTimes, breakdown, format_table
 from bench._pathway import pathway_peer
 from bench._results import write_result
 from bench._streaming import local_session, structured_streaming
 from spate import INT64, TEXT, Environment, RelationDesc, col, max_
+from spate.persist import latency_trace
 
 BIDS = RelationDesc.of(
     ("id", INT64, False),
@@ -160,6 +162,8 @@ class Observer(threading.Thread):
         self.max_time = -1
         self.cond = threading.Condition()
         self.error: BaseException | None = None
+        self.seen_at = 0.0
+        self.seen_ns = 0
 
     def run(self) -> None:
         try:
@@ -172,6 +176,7 @@ class Observer(threading.Thread):
                             del self.view[row]
                         self.max_time = max(self.max_time, t)
                     self.seen_at = now
+                    self.seen_ns = time.time_ns()
                     self.cond.notify_all()
         except BaseException as e:  # reported by the waiter
             self.error = e
@@ -262,6 +267,9 @@ def main() -> None:
     rss.start()
     with tempfile.TemporaryDirectory(prefix="spate-e2e-") as tmp:
         work = Path(tmp)
+        # Latency marks (one line per stage a write passes, here and in the replicas, which
+        # inherit the setting): read back into the per-stage table of the steps.
+        latency_trace.enable(str(work / "latency.trace"))
         env = Environment.open(work / "data")
         try:
             figures = run(env, data, args, work)
@@ -372,16 +380,20 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
     obs.start()
 
     ins, upd, both, visible = [], [], [], []
+    traced: list[StepTimes] = []
     k = 0
     for _ in range(args.steps):
         k += 1
         new, pairs = data.step(k)
+        t0_ns = time.time_ns()
         t0 = time.perf_counter()
         env.insert("bids", new)
         t1 = time.perf_counter()
         ts = env.update("bids", pairs).timestamp
         t2 = time.perf_counter()
+        t2_ns = time.time_ns()
         seen = obs.wait_for(ts)
+        traced.append(StepTimes(t0_ns, ts, t2_ns, obs.seen_ns))
         ins.append(t1 - t0)
         upd.append(t2 - t1)
         both.append(t2 - t0)
@@ -400,6 +412,10 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         f"{figures['visible_p50_ms']} ms p99 {figures['visible_p99_ms']} ms",
         flush=True,
     )
+    stages = breakdown(work / "latency.trace", traced)
+    figures["visible_breakdown_ms"] = {name: round(at, 1) for name, at, _ in stages}
+    print("write -> visible, stage by stage (the steps above):", flush=True)
+    print(format_table(stages), flush=True)
 
     # The steps are made before the clock starts (as for the pipelined run and the peers):
     # making one moves the million-row numpy columns of the live bids, tens of ms.
