@@ -31,9 +31,16 @@ Figures printed and written to ``bench/results/e2e.json``:
   ``bench/_streaming.py``): load, write -> visible p50/p99, sustained inserts/s, its final
   view checked against DuckDB (``--skip-streaming`` leaves it out);
 * with ``--with pathway``, Pathway as the incremental peer on the same steps, retractions
-  included (``bench/_pathway.py``: in a virtual environment of its own, made on first use).
+  included (``bench/_pathway.py``: in a virtual environment of its own, made on first use);
+* with ``--with flink``, Flink SQL on a local mini-cluster (parallelism 2, buffer timeout 0
+  and the default) on the same steps over a changelog file source (``bench/_flink.py``: PyFlink
+  in a virtual environment of its own, made on first use; needs Java 11/17);
+* the ratios of spate's figures to each peer's;
+* a per-stage breakdown of write -> visible (``bench/_breakdown.py``, from the latency marks of
+  ``spate.persist.latency_trace``).
 
-    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway] [--out e2e]
+    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway]
+        [--with flink] [--out e2e]
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ import duckdb
 import psutil
 
 from bench._breakdown import StepTimes, breakdown, format_table
+from bench._flink import flink_peer
 from bench._pathway import pathway_peer
 from bench._results import write_result
 from bench._streaming import local_session, structured_streaming
@@ -256,7 +264,12 @@ def main() -> None:
     ap.add_argument("--out", default="e2e")
     ap.add_argument("--skip-streaming", action="store_true", help="no Structured Streaming peer")
     ap.add_argument(
-        "--with", dest="peers", action="append", default=[], choices=["pathway"], help="a peer"
+        "--with",
+        dest="peers",
+        action="append",
+        default=[],
+        choices=["pathway", "flink"],
+        help="a peer",
     )
     args = ap.parse_args()
     if args.small:
@@ -290,6 +303,9 @@ def main() -> None:
             figures.update(streaming_peer(args, work))
         if "pathway" in args.peers:
             figures.update(pathway_peer_run(args, work))
+        if "flink" in args.peers:
+            figures.update(flink_peer_run(args, work))
+        ratios(figures)
     write_result(args.out, figures)
     if not figures["final_view_equals_duckdb"]:
         raise AssertionError(figures["final_view_mismatch"])
@@ -297,6 +313,32 @@ def main() -> None:
         raise AssertionError("the Structured Streaming view differs from its DuckDB recompute")
     if figures.get("pathway_final_view_equals_duckdb") is False:
         raise AssertionError("the Pathway view differs from the DuckDB recompute")
+    for name in ("bt0", "default"):
+        if figures.get(f"flink_{name}_final_view_equals_duckdb") is False:
+            raise AssertionError(f"the Flink ({name}) view differs from the DuckDB recompute")
+
+
+def ratios(figures: dict[str, Any]) -> None:
+    """spate's figures over each peer's of the same run (> 1: spate faster, or fresher)."""
+    peers = {"pathway": "pathway", "flink_bt0": "flink (buffer timeout 0)"}
+    peers["flink_default"] = "flink (default buffering)"
+    for key, name in peers.items():
+        theirs = figures.get(f"{key}_sustained_updates_per_s")
+        if not theirs:
+            continue
+        waiting = figures["sustained_updates_per_s"] / theirs
+        pipelined = figures["sustained_pipelined_updates_per_s"] / theirs
+        fresher = figures[f"{key}_visible_p50_ms"] / figures["visible_p50_ms"]
+        figures[f"ratio_vs_{key}"] = {
+            "sustained_waiting": round(waiting, 2),
+            "sustained_pipelined": round(pipelined, 2),
+            "visible_p50_theirs_over_ours": round(fresher, 2),
+        }
+        print(
+            f"spate / {name}: sustained {waiting:.2f}x (writes waiting), {pipelined:.2f}x "
+            f"(pipelined); write -> visible p50 theirs / ours {fresher:.2f}",
+            flush=True,
+        )
 
 
 def bids_table(rows: list[tuple[int, ...]]) -> pa.Table:
@@ -322,6 +364,33 @@ def pathway_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     return pathway_peer(
         initial, peer.auctions, step, final, marker_auction=MARKER, steps=args.steps, work=work
+    )
+
+
+def flink_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same steps, retractions included, through Flink SQL (bench/_flink.py)."""
+    print("flink...", flush=True)
+    peer = Data(args.bids, args.auctions, args.seed)
+    initial = peer.table()
+    view_rows = sum(duckdb_view(initial, peer.auctions)[0].values())
+
+    def step(k: int) -> tuple[pa.Table, pa.Table, pa.Table]:
+        new, pairs = peer.step(k)
+        return new, bids_table([a for a, _ in pairs]), bids_table([b for _, b in pairs])
+
+    def final() -> set[tuple[Any, ...]]:
+        expected, _ = duckdb_view(peer.table(), peer.auctions)
+        return set(expected)
+
+    return flink_peer(
+        initial,
+        peer.auctions,
+        step,
+        final,
+        marker_auction=MARKER,
+        view_rows=view_rows,
+        steps=args.steps,
+        work=work,
     )
 
 
