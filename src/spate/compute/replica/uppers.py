@@ -8,7 +8,8 @@ quiet. Waiters (:meth:`wait_past`) and a change callback are woken when an upper
 
 With a *change probe* (:meth:`~spate.persist.client.PersistClient.change_probe`: a cheap
 value that moves when another process commits to consensus, SQLite's ``data_version``),
-the wait between polls is cut short: the probe is read every ``probe_interval`` seconds and a
+the wait between polls is cut short: the probe is read every ``probe_interval`` seconds (and
+``QUIET_PROBE_FACTOR`` times less often once no upper moved for ``QUIET_AFTER_S``) and a
 poll starts as soon as it moved. A table written by the environment is then seen within about
 a millisecond instead of up to ``max_interval`` later, while a quiet replica still reads no
 shard state. The polls on the interval stay (the probe does not see this process's commits).
@@ -32,6 +33,8 @@ from spate.ids import ShardId
 from spate.persist import latency_trace
 
 _log: Final = logging.getLogger("spate.compute.replica.uppers")
+QUIET_AFTER_S: Final = 2.0
+QUIET_PROBE_FACTOR: Final = 5
 
 
 class UpperSource(Protocol):
@@ -57,6 +60,7 @@ class ShardUppers:
         self._on_change = on_change
         self._probe = probe
         self._probe_interval = probe_interval
+        self._last_change = time.monotonic()
         self._kicked = threading.Event()
         """Set with ``_kick``: ends a probing wait (which runs on a worker thread)."""
         self._min = min_interval
@@ -166,11 +170,15 @@ class ShardUppers:
         """Wait up to ``interval`` seconds, reading the probe; True if it moved or a waiter
         kicked (worker thread). A failing probe is waited out (the poll reports the store)."""
         assert self._probe is not None
-        deadline = time.monotonic() + interval
+        now = time.monotonic()
+        deadline = now + interval
+        every = self._probe_interval
+        if now - self._last_change > QUIET_AFTER_S:
+            every *= QUIET_PROBE_FACTOR
         try:
             base = self._probe()
             while time.monotonic() < deadline:
-                if self._kicked.wait(self._probe_interval):
+                if self._kicked.wait(every):
                     return True
                 if self._probe() != base:
                     return True
@@ -186,6 +194,7 @@ class ShardUppers:
             changed = await asyncio.to_thread(self._poll_once)
             if changed:
                 interval = self._min
+                self._last_change = time.monotonic()
                 self._wake_waiters()
                 if self._on_change is not None:
                     self._on_change()
