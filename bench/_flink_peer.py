@@ -6,8 +6,7 @@ only PyFlink, never spate).
 A Flink SQL job on a local mini-cluster (parallelism 2; ``BUFFER_TIMEOUT`` is
 ``execution.buffer-timeout``, e.g. ``0 ms``, or ``default``): the highest bid per auction
 joined with its auction, over a changelog file source (``filesystem`` connector, Debezium
-JSON, the directory ``DIR/bids`` monitored every millisecond and read by one reader, so a
-bid's delete is never read before its insert of an earlier file; the auctions a bounded file),
+JSON, the directory ``DIR/bids`` monitored every millisecond; the auctions a bounded file),
 into a ``print`` sink whose lines this process reads from its own standard output (the JVM
 inherits it) as they are printed. ``DIR/bids`` holds the load; ``DIR/steps/step-NNNNN.json``
 (``k`` in ``1..2*STEPS``) are renamed into it: 500 new bids and 500 replaced ones (a delete and
@@ -16,6 +15,11 @@ done when the view has ``VIEW_ROWS`` rows and the marker's price; steps ``1..STE
 a time (write -> visible: from the rename until the marker's new price is printed), the rest
 back to back (sustained). Prints one JSON object (to the original standard output): the
 figures and the final view.
+
+Known limit: the file source reads files with two readers, so a bid inserted by one step file
+and deleted by a later one can reach the aggregate in the wrong order when both are read at
+once (back to back); the final view can then differ from DuckDB's. ``scan.parallelism`` (one
+reader) is not an option of Flink 2.3's ``filesystem`` connector ("Unsupported options").
 """
 
 from __future__ import annotations
@@ -98,7 +102,7 @@ def main() -> None:
     env.execute_sql(
         "CREATE TABLE bids (id BIGINT, auction BIGINT, bidder BIGINT, price BIGINT) WITH ("
         f"'connector' = 'filesystem', 'path' = '{DIR / 'bids'}', 'format' = 'debezium-json', "
-        "'source.monitor-interval' = '1 ms', 'scan.parallelism' = '1')"
+        "'source.monitor-interval' = '1 ms')"
     )
     env.execute_sql(
         "CREATE TABLE auctions (id BIGINT, seller BIGINT, category STRING) WITH ("
