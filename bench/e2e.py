@@ -31,9 +31,16 @@ Figures printed and written to ``bench/results/e2e.json``:
   ``bench/_streaming.py``): load, write -> visible p50/p99, sustained inserts/s, its final
   view checked against DuckDB (``--skip-streaming`` leaves it out);
 * with ``--with pathway``, Pathway as the incremental peer on the same steps, retractions
-  included (``bench/_pathway.py``: in a virtual environment of its own, made on first use).
+  included (``bench/_pathway.py``: in a virtual environment of its own, made on first use);
+* with ``--with flink``, Flink SQL on a local mini-cluster (parallelism 2, buffer timeout 0
+  and the default) on the same steps over a changelog file source (``bench/_flink.py``: PyFlink
+  in a virtual environment of its own, made on first use; needs Java 11/17);
+* the ratios of spate's figures to each peer's;
+* a per-stage breakdown of write -> visible (``bench/_breakdown.py``, from the latency marks of
+  ``spate.persist.latency_trace``).
 
-    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway] [--out e2e]
+    python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway]
+        [--with flink] [--out e2e]
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import contextlib
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -61,10 +69,13 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import duckdb
 import psutil
 
+from bench._breakdown import StepTimes, breakdown, format_table
+from bench._flink import flink_peer
 from bench._pathway import pathway_peer
 from bench._results import write_result
 from bench._streaming import local_session, structured_streaming
 from spate import INT64, TEXT, Environment, RelationDesc, col, max_
+from spate.persist import latency_trace
 
 BIDS = RelationDesc.of(
     ("id", INT64, False),
@@ -160,6 +171,8 @@ class Observer(threading.Thread):
         self.max_time = -1
         self.cond = threading.Condition()
         self.error: BaseException | None = None
+        self.seen_at = 0.0
+        self.seen_ns = 0
 
     def run(self) -> None:
         try:
@@ -172,6 +185,7 @@ class Observer(threading.Thread):
                             del self.view[row]
                         self.max_time = max(self.max_time, t)
                     self.seen_at = now
+                    self.seen_ns = time.time_ns()
                     self.cond.notify_all()
         except BaseException as e:  # reported by the waiter
             self.error = e
@@ -251,7 +265,12 @@ def main() -> None:
     ap.add_argument("--out", default="e2e")
     ap.add_argument("--skip-streaming", action="store_true", help="no Structured Streaming peer")
     ap.add_argument(
-        "--with", dest="peers", action="append", default=[], choices=["pathway"], help="a peer"
+        "--with",
+        dest="peers",
+        action="append",
+        default=[],
+        choices=["pathway", "flink"],
+        help="a peer",
     )
     args = ap.parse_args()
     if args.small:
@@ -262,6 +281,9 @@ def main() -> None:
     rss.start()
     with tempfile.TemporaryDirectory(prefix="spate-e2e-") as tmp:
         work = Path(tmp)
+        # Latency marks (one line per stage a write passes, here and in the replicas, which
+        # inherit the setting): read back into the per-stage table of the steps.
+        latency_trace.enable(str(work / "latency.trace"))
         env = Environment.open(work / "data")
         try:
             figures = run(env, data, args, work)
@@ -282,13 +304,48 @@ def main() -> None:
             figures.update(streaming_peer(args, work))
         if "pathway" in args.peers:
             figures.update(pathway_peer_run(args, work))
+        if "flink" in args.peers:
+            try:  # the figures measured so far are written either way
+                figures.update(flink_peer_run(args, work))
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                figures["flink_error"] = str(e)[-2000:]
+                print(f"the Flink peer failed: {str(e)[-500:]}", flush=True)
+        ratios(figures)
     write_result(args.out, figures)
     if not figures["final_view_equals_duckdb"]:
         raise AssertionError(figures["final_view_mismatch"])
     if figures.get("ss_final_view_equals_duckdb") is False:
         raise AssertionError("the Structured Streaming view differs from its DuckDB recompute")
+    if "flink_error" in figures:
+        raise RuntimeError(f"the Flink peer failed: {figures['flink_error'][-500:]}")
     if figures.get("pathway_final_view_equals_duckdb") is False:
         raise AssertionError("the Pathway view differs from the DuckDB recompute")
+    for name in ("bt0", "default"):
+        if figures.get(f"flink_{name}_final_view_equals_duckdb") is False:
+            raise AssertionError(f"the Flink ({name}) view differs from the DuckDB recompute")
+
+
+def ratios(figures: dict[str, Any]) -> None:
+    """spate's figures over each peer's of the same run (> 1: spate faster, or fresher)."""
+    peers = {"pathway": "pathway", "flink_bt0": "flink (buffer timeout 0)"}
+    peers["flink_default"] = "flink (default buffering)"
+    for key, name in peers.items():
+        theirs = figures.get(f"{key}_sustained_updates_per_s")
+        if not theirs:
+            continue
+        waiting = figures["sustained_updates_per_s"] / theirs
+        pipelined = figures["sustained_pipelined_updates_per_s"] / theirs
+        fresher = figures[f"{key}_visible_p50_ms"] / figures["visible_p50_ms"]
+        figures[f"ratio_vs_{key}"] = {
+            "sustained_waiting": round(waiting, 2),
+            "sustained_pipelined": round(pipelined, 2),
+            "visible_p50_theirs_over_ours": round(fresher, 2),
+        }
+        print(
+            f"spate / {name}: sustained {waiting:.2f}x (writes waiting), {pipelined:.2f}x "
+            f"(pipelined); write -> visible p50 theirs / ours {fresher:.2f}",
+            flush=True,
+        )
 
 
 def bids_table(rows: list[tuple[int, ...]]) -> pa.Table:
@@ -314,6 +371,33 @@ def pathway_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     return pathway_peer(
         initial, peer.auctions, step, final, marker_auction=MARKER, steps=args.steps, work=work
+    )
+
+
+def flink_peer_run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The same steps, retractions included, through Flink SQL (bench/_flink.py)."""
+    print("flink...", flush=True)
+    peer = Data(args.bids, args.auctions, args.seed)
+    initial = peer.table()
+    view_rows = sum(duckdb_view(initial, peer.auctions)[0].values())
+
+    def step(k: int) -> tuple[pa.Table, pa.Table, pa.Table]:
+        new, pairs = peer.step(k)
+        return new, bids_table([a for a, _ in pairs]), bids_table([b for _, b in pairs])
+
+    def final() -> set[tuple[Any, ...]]:
+        expected, _ = duckdb_view(peer.table(), peer.auctions)
+        return set(expected)
+
+    return flink_peer(
+        initial,
+        peer.auctions,
+        step,
+        final,
+        marker_auction=MARKER,
+        view_rows=view_rows,
+        steps=args.steps,
+        work=work,
     )
 
 
@@ -372,16 +456,20 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
     obs.start()
 
     ins, upd, both, visible = [], [], [], []
+    traced: list[StepTimes] = []
     k = 0
     for _ in range(args.steps):
         k += 1
         new, pairs = data.step(k)
+        t0_ns = time.time_ns()
         t0 = time.perf_counter()
         env.insert("bids", new)
         t1 = time.perf_counter()
         ts = env.update("bids", pairs).timestamp
         t2 = time.perf_counter()
+        t2_ns = time.time_ns()
         seen = obs.wait_for(ts)
+        traced.append(StepTimes(t0_ns, ts, t2_ns, obs.seen_ns))
         ins.append(t1 - t0)
         upd.append(t2 - t1)
         both.append(t2 - t0)
@@ -400,6 +488,10 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         f"{figures['visible_p50_ms']} ms p99 {figures['visible_p99_ms']} ms",
         flush=True,
     )
+    stages = breakdown(work / "latency.trace", traced)
+    figures["visible_breakdown_ms"] = {name: round(at, 1) for name, at, _ in stages}
+    print("write -> visible, stage by stage (the steps above):", flush=True)
+    print(format_table(stages), flush=True)
 
     # The steps are made before the clock starts (as for the pipelined run and the peers):
     # making one moves the million-row numpy columns of the live bids, tens of ms.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from spate.clock import Clock
@@ -178,6 +179,14 @@ class PersistClient:
         return open_since_handle(self._ctx(shard_id), reader_id, epoch=epoch)
 
     # -- shard-level operations -----------------------------------------------------------------
+
+    def change_probe(self) -> Callable[[], object] | None:
+        """A cheap call whose value changes once another process committed to this location's
+        consensus (SQLite: ``PRAGMA data_version``), or None where the store offers none. A
+        watcher of uppers reads it every millisecond and fetches state only when it changed;
+        it MUST still fetch now and then (this client's own commits do not change it)."""
+        probe = getattr(self.consensus, "change_token", None)
+        return probe if callable(probe) else None
 
     def fetch_state(self, shard_id: ShardId) -> ShardState:
         """The shard's latest state (for inspection; an unwritten shard's initial state)."""

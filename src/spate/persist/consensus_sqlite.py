@@ -103,6 +103,18 @@ class SqliteConsensus:
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute("ROLLBACK")
 
+    def change_token(self) -> int:
+        """A number that differs from the last call's once another connection (another process
+        or client) committed anything: SQLite's ``PRAGMA data_version``, one read of the
+        shared-memory index, no table access. This connection's own commits do not change it.
+        A watcher reads it often and fetches state only when it moved."""
+        with self._lock:
+            try:
+                row = self._conn.execute("PRAGMA data_version").fetchone()
+            except sqlite3.Error as e:
+                raise Indeterminate(f"sqlite consensus: data_version: {e}") from e
+        return int(row[0])
+
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         check_consensus_key(key)
         with self._lock:

@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from spate.errors import Indeterminate, SchemaMismatch
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import ShardId, WriterId
+from spate.persist import latency_trace
 from spate.persist._shard import ShardContext, wait_for_upper_past
 from spate.persist.batch import encode_part, make_part
 from spate.persist.crash import crash_point
@@ -212,7 +213,10 @@ class WriteHandle:
         token: uuid.UUID,
     ) -> Appended | UpperMismatch:
         ctx = self._ctx
+        shard = ctx.shard_id
+        latency_trace.mark("append_start", shard, _value(new_upper))
         parts = (self._write_part(table),) if table is not None else ()
+        latency_trace.mark("blob_written", shard, _value(new_upper))
         batch = HollowBatch(
             lower=expected_upper, upper=new_upper, since=Antichain.minimum(), parts=parts
         )
@@ -233,6 +237,7 @@ class WriteHandle:
             # An earlier call committed; this call's blobs were never referenced.
             ctx.delete_quietly([p.key for p in parts])
         crash_point("persist.after_cas_before_ack")
+        latency_trace.mark("cas_done", shard, _value(new_upper))
         self._upper = self._upper.join(result.upper)
         if applied.changed and ctx.config.maintenance:
             self._after_append(applied.before)
@@ -350,3 +355,9 @@ class WriteHandle:
 
     def __repr__(self) -> str:
         return f"WriteHandle(shard={self.shard_id}, writer={self.writer_id}, upper={self._upper})"
+
+
+def _value(upper: Frontier) -> int:
+    """An upper as one number for a latency mark (-1: empty)."""
+    option = upper.as_option()
+    return -1 if option is None else option

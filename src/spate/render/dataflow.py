@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from spate.errors import SpateError, UsageError, describe_error
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
+from spate.persist import latency_trace
 from spate.plan.dataflow import DataflowDescription
 from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import RowSetFinishing
@@ -242,6 +243,7 @@ class Dataflow:
         start = self._as_of if first else lo
         ctx = StepContext(self._engine, start, hi, first, collections={}, capture=self._capture)
         phases = PhaseTimes()
+        latency_trace.mark("step_start", self.name, hi)
         try:
             for on_id, (read_id, desc) in self._imports.items():
                 with phases.timed(f"read {on_id}"):
@@ -288,6 +290,7 @@ class Dataflow:
             _log.info("dataflow %s: hydrated in %s", self.name, phases.summary())
         self._hydrated = True
         self.steps += 1
+        latency_trace.mark("step_end", self.name, hi)
         return StepReport(
             Antichain.of(start),
             self.upper,

@@ -4,11 +4,14 @@ the dataflows and peeks waiting on that shard at once, without waiting for a pol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from pathlib import Path
 
 from spate.compute.replica.uppers import ShardUppers
 from spate.frontier import Antichain
 from spate.ids import ShardId
+from spate.persist.consensus_sqlite import SqliteConsensus
 
 
 async def test_an_observed_upper_wakes_waiters_and_the_scheduler_without_a_poll() -> None:
@@ -31,3 +34,54 @@ async def test_an_observed_upper_wakes_waiters_and_the_scheduler_without_a_poll(
     assert await asyncio.wait_for(waiting, 1) == Antichain.of(7)
     assert woken == [1] and polls == []
     assert uppers.upper(shard) == Antichain.of(7)
+
+
+async def test_a_commit_by_another_process_is_polled_at_once_through_the_change_probe(
+    tmp_path: Path,
+) -> None:
+    """A real SQLite consensus written by another connection: the probe (``data_version``)
+    cuts the wait between polls short, so the new upper is learnt long before the interval
+    (here 5 s) would have polled it; without the probe it is not learnt in that time."""
+    db = tmp_path / "consensus.db"
+    ours, theirs = SqliteConsensus(db), SqliteConsensus(db)
+    shard = ShardId(uuid.UUID(int=9))
+    key = "upper"
+
+    def fetch(shard: ShardId) -> Antichain[int]:
+        head = ours.head(key)
+        return Antichain.of(0 if head is None else int(head.data))
+
+    for probe in (ours.change_token, None):
+        uppers = ShardUppers(fetch, min_interval=5.0, max_interval=5.0, probe=probe)
+        uppers.register(shard)
+        task = asyncio.ensure_future(uppers.run())
+        try:
+            await asyncio.sleep(0.05)  # the first poll is done: the poller waits 5 s now
+            head = theirs.head(key)
+            assert theirs.compare_and_set(key, None if head is None else head.seqno, b"7")
+            deadline = asyncio.get_running_loop().time() + 1.0
+            while uppers.upper(shard) != Antichain.of(7):
+                if asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.005)
+            learnt = uppers.upper(shard) == Antichain.of(7)
+            assert learnt == (probe is not None), probe
+            theirs.compare_and_set(key, theirs.head(key).seqno, b"0")  # type: ignore[union-attr]
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    ours.close()
+    theirs.close()
+
+
+def test_the_change_token_moves_on_another_connections_commit_only(tmp_path: Path) -> None:
+    db = tmp_path / "consensus.db"
+    ours, theirs = SqliteConsensus(db), SqliteConsensus(db)
+    before = ours.change_token()
+    assert ours.compare_and_set("k", None, b"1")
+    assert ours.change_token() == before  # our own commit
+    assert theirs.compare_and_set("k", theirs.head("k").seqno, b"2")  # type: ignore[union-attr]
+    assert ours.change_token() != before
+    ours.close()
+    theirs.close()

@@ -158,7 +158,11 @@ class ComputeRuntime:
         self._sink_writer = SinkWriter(name, metrics, self._post, self._written)
         self._running: dict[int, _Running] = {}
         self._rr: list[int] = []
-        self._uppers = ShardUppers(self._fetch_upper, on_change=self.wake)
+        self._uppers = ShardUppers(
+            self._fetch_upper,
+            on_change=self.wake,
+            probe=None if persist is None else persist.change_probe(),
+        )
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._peeks: dict[PeekId, asyncio.Future[Any]] = {}

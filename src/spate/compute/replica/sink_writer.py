@@ -5,9 +5,9 @@ MaterializedViewSink.add`) and asks for a write here; the writes run on one thre
 own, so the next step reads its inputs and computes while the previous step's compare-and-
 append is under way (pipelining). Order is kept: a sink's buffer holds the steps' updates in
 step order, and each write takes everything computed so far. The maintenance loop and
-``EnableWrites`` write synchronously (:meth:`SinkWriter.flush`). Each shard upper written is
-also told to ``written`` (the replica's dataflows reading that shard step without waiting
-for the next poll of the uppers).
+``EnableWrites`` write synchronously (:meth:`SinkWriter.flush`). Each shard upper written (the
+view's errors shard's too) is also told to ``written`` (the replica's dataflows reading that
+shard step without waiting for the next poll of the uppers).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ class SinkWriter:
                 continue
             self._metrics.sink_appends.inc(sink.stats.appends - before[0])
             self._metrics.sink_lost_races.inc(sink.stats.lost_races - before[1])
+            if sink.errors is not None:  # read with the rows: a reader needs both uppers
+                self._written(sink.errors.shard_id, sink.errors.shard_upper)
             self._written(sink.shard_id, shard_upper)
             self._post(SinkProgress(key, id, shard_upper))
 

@@ -6,6 +6,14 @@ asyncio task (:meth:`ShardUppers.run`) refreshes them, off the event loop thread
 ``min_interval`` seconds while shards move and backing off to ``max_interval`` while they are
 quiet. Waiters (:meth:`wait_past`) and a change callback are woken when an upper advances.
 
+With a *change probe* (:meth:`~spate.persist.client.PersistClient.change_probe`: a cheap
+value that moves when another process commits to consensus, SQLite's ``data_version``),
+the wait between polls is cut short: the probe is read every ``probe_interval`` seconds (and
+``QUIET_PROBE_FACTOR`` times less often once no upper moved for ``QUIET_AFTER_S``) and a
+poll starts as soon as it moved. A table written by the environment is then seen within about
+a millisecond instead of up to ``max_interval`` later, while a quiet replica still reads no
+shard state. The polls on the interval stay (the probe does not see this process's commits).
+
 Guarantees: a cached upper never regresses and is never ahead of the shard (it is a value the
 shard had); registration is reference-counted and thread-safe (dataflows are built on the
 Spark worker thread).
@@ -16,13 +24,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Final, Protocol
 
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import ShardId
+from spate.persist import latency_trace
 
 _log: Final = logging.getLogger("spate.compute.replica.uppers")
+QUIET_AFTER_S: Final = 2.0
+QUIET_PROBE_FACTOR: Final = 5
 
 
 class UpperSource(Protocol):
@@ -41,9 +53,16 @@ class ShardUppers:
         on_change: Callable[[], None] | None = None,
         min_interval: float = 0.01,
         max_interval: float = 0.05,
+        probe: Callable[[], object] | None = None,
+        probe_interval: float = 0.001,
     ) -> None:
         self._fetch = fetch
         self._on_change = on_change
+        self._probe = probe
+        self._probe_interval = probe_interval
+        self._last_change = time.monotonic()
+        self._kicked = threading.Event()
+        """Set with ``_kick``: ends a probing wait (which runs on a worker thread)."""
         self._min = min_interval
         self._max = max_interval
         self._lock = threading.Lock()
@@ -110,6 +129,7 @@ class ShardUppers:
             fut: asyncio.Future[Frontier] = asyncio.get_running_loop().create_future()
             self._waiters.append((shard, timestamp, fut))
             self._kick.set()
+            self._kicked.set()
             return await fut
         finally:
             self._waiters = [w for w in self._waiters if not w[2].done()]
@@ -140,8 +160,32 @@ class ShardUppers:
                 _log.warning("shard=%s: reading the upper failed: %s", shard, e)
                 continue
             with self._lock:
-                changed |= shard in self._refs and self._advance(shard, upper)
+                advanced = shard in self._refs and self._advance(shard, upper)
+            if advanced:
+                latency_trace.mark("upper_polled", shard, upper.as_option() or -1)
+            changed |= advanced
         return changed
+
+    def _probe_wait(self, interval: float) -> bool:
+        """Wait up to ``interval`` seconds, reading the probe; True if it moved or a waiter
+        kicked (worker thread). A failing probe is waited out (the poll reports the store)."""
+        assert self._probe is not None
+        now = time.monotonic()
+        deadline = now + interval
+        every = self._probe_interval
+        if now - self._last_change > QUIET_AFTER_S:
+            every *= QUIET_PROBE_FACTOR
+        try:
+            base = self._probe()
+            while time.monotonic() < deadline:
+                if self._kicked.wait(every):
+                    return True
+                if self._probe() != base:
+                    return True
+        except Exception as e:
+            _log.debug("reading the change probe failed: %s", e)
+            self._kicked.wait(max(0.0, deadline - time.monotonic()))
+        return False
 
     async def run(self) -> None:
         """Poll until cancelled."""
@@ -150,12 +194,18 @@ class ShardUppers:
             changed = await asyncio.to_thread(self._poll_once)
             if changed:
                 interval = self._min
+                self._last_change = time.monotonic()
                 self._wake_waiters()
                 if self._on_change is not None:
                     self._on_change()
             else:
                 interval = min(self._max, interval * 2)
             self._kick.clear()
+            if self._probe is not None:
+                self._kicked.clear()
+                if await asyncio.to_thread(self._probe_wait, interval):
+                    interval = self._min
+                continue
             try:
                 await asyncio.wait_for(self._kick.wait(), interval)
                 interval = self._min

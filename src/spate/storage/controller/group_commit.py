@@ -74,6 +74,7 @@ import pyarrow as pa
 from spate.frontier.antichain import Antichain
 from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId
+from spate.persist import latency_trace
 from spate.repr.types import Row
 from spate.storage.controller.controller import StorageController
 from spate.storage.controller.errors import IdentifierMissing, InvalidUppers
@@ -244,6 +245,7 @@ class GroupCommit:
             return
         ids = sorted(live)  # every table moves with the group (module docs)
         ts = self._timestamps.write_ts()
+        latency_trace.mark("commit_start", "tables", ts)
         accepted: dict[GlobalId, list[_Write]] = {}
         commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
         kept: dict[GlobalId, _Kept] = {}
@@ -282,6 +284,7 @@ class GroupCommit:
         done = [w for id in ids for w in accepted[id] if not w.done.done()]
         if done or (advance and failed is None):
             self._timestamps.apply_write(ts)
+            latency_trace.mark("acknowledged", "tables", ts)
         for w in done:
             _succeed(w, ts)
         for w in advance:
