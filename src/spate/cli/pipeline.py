@@ -42,7 +42,17 @@ def dry_run(spec: _SPEC) -> None:
 
 
 @pipeline_app.command("run")
-def run(spec: _SPEC, data_dir: _DATA = None) -> None:
+def run(
+    spec: _SPEC,
+    data_dir: _DATA = None,
+    keep_replicas: Annotated[
+        bool,
+        typer.Option(
+            "--keep-replicas",
+            help="leave the replica running for the next run to adopt (no restart per run)",
+        ),
+    ] = False,
+) -> None:
     """Bring every dataset up to date, processing only what changed since the last run."""
     from spate.environment.api import Environment
     from spate.pipelines import PipelineRunner, load_pipeline
@@ -53,7 +63,7 @@ def run(spec: _SPEC, data_dir: _DATA = None) -> None:
     try:
         result = PipelineRunner(env, pipeline, data).run()
     finally:
-        env.close()
+        env.close(stop_replicas=not keep_replicas)
     typer.echo(
         f"pipeline {pipeline.spec.name}: {len(pipeline.datasets)} datasets up to date at "
         f"{result.timestamp}; {result.files_changed} input file(s) changed; created: "

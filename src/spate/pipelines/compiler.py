@@ -122,7 +122,7 @@ def compile_pipeline(
     schemas: dict[str, list[str]] = dict(existing or {})
 
     def sources(ds: Any, dataset: str) -> tuple[str, list[str]]:
-        inp = describe_input(ds, dataset)
+        inp = describe_input(ds, dataset, spec.root)
         out.inputs.setdefault(inp.table, inp)
         return inp.table, inp.names()
 

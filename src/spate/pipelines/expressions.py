@@ -17,7 +17,14 @@ from typing import Any, Final
 
 from spate.pipelines.errors import NotMaintainable
 
-__all__ = ["NONDETERMINISTIC", "ExprContext", "SqlExpr", "ident", "translate_expr"]
+__all__ = [
+    "NONDETERMINISTIC",
+    "ExprContext",
+    "SqlExpr",
+    "ident",
+    "sort_order_sql",
+    "translate_expr",
+]
 
 NONDETERMINISTIC: Final = frozenset(
     {
@@ -329,3 +336,8 @@ def _window(w: Any, ctx: ExprContext) -> SqlExpr:
         parts.append(f"{kind} BETWEEN {lo} AND {hi}")
     spec = " ".join(parts)
     return SqlExpr(f"{fn.sql} OVER ({spec})", f"{fn.name} OVER ({spec})")
+
+
+def sort_order_sql(s: Any, ctx: ExprContext) -> str:
+    """A ``SortOrder`` (of ``orderBy``) as Spark SQL."""
+    return _sort_order(s, ctx).sql

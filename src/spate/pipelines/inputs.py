@@ -133,9 +133,9 @@ def _spark_type(t: pa.DataType) -> ScalarType:
     raise DefinitionError(f"a file column of type {t} is not supported by spate's file inputs")
 
 
-def describe_input(ds: Any, dataset: str) -> FileInput:
+def describe_input(ds: Any, dataset: str, root: Path) -> FileInput:
     """The :class:`FileInput` of a Spark Connect ``Read.DataSource``: its schema from the
-    first file (or the reader's ``.schema(...)``)."""
+    first file. A relative path is relative to ``root``, the spec's directory."""
     fmt = (ds.format or "parquet").lower()
     if fmt not in _FORMATS:
         raise DefinitionError(
@@ -143,7 +143,7 @@ def describe_input(ds: Any, dataset: str) -> FileInput:
         )
     if len(ds.paths) != 1:
         raise DefinitionError(f"dataset {dataset!r}: read one directory, not {list(ds.paths)}")
-    directory = str(Path(ds.paths[0].removeprefix("file://").removeprefix("file:")).resolve())
+    directory = str((root / ds.paths[0].removeprefix("file://").removeprefix("file:")).resolve())
     options = dict(ds.options)
     if ds.HasField("schema") and ds.schema:
         raise DefinitionError(

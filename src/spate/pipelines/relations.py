@@ -22,7 +22,13 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 from spate.pipelines.errors import NotMaintainable
-from spate.pipelines.expressions import NONDETERMINISTIC, ExprContext, ident, translate_expr
+from spate.pipelines.expressions import (
+    NONDETERMINISTIC,
+    ExprContext,
+    ident,
+    sort_order_sql,
+    translate_expr,
+)
 
 __all__ = ["Rel", "SourceResolver", "Translator", "sql_rel"]
 
@@ -158,7 +164,7 @@ class Translator:
         return Rel(f"SELECT {body} FROM {ident(relation)}", cols, reads=frozenset({relation}))
 
     def _sql(self, r: Any) -> Rel:
-        if r.args or r.named_arguments or r.pos_args or r.named_args:
+        if r.args or r.named_arguments or r.pos_args or r.pos_arguments:
             raise self.fail("spark.sql with arguments", "not supported")
         return sql_rel(r.query, self.schemas, self.dataset, self.where)
 
@@ -252,7 +258,7 @@ class Translator:
             raise self.fail(f"limit({r.limit}) without orderBy", "which rows it keeps is arbitrary")
         rel = self.relation(inner.sort.input)
         ctx = self.ctx(rel)
-        order = ", ".join(translate_expr(o, ctx).sql for o in inner.sort.order)
+        order = ", ".join(sort_order_sql(o, ctx) for o in inner.sort.order)
         return self.select(rel, self.passthrough(rel), f" ORDER BY {order} LIMIT {r.limit}")
 
     def _set_op(self, r: Any) -> Rel:
