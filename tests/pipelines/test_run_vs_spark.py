@@ -68,6 +68,7 @@ def _compare(spate: dict[str, Any], spark: dict[str, Any], when: str) -> None:
         assert got == want, f"{when}: dataset {name} differs\nspate: {got}\nspark: {want}"
 
 
+@pytest.mark.timeout(1200)
 def test_run_equals_spark_recompute(tmp_path: Path, spark: SparkSession) -> None:
     root = tmp_path / "p"
     root.mkdir()
@@ -106,6 +107,7 @@ def spark_pipelines_outputs(root: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_run_equals_spark_pipelines(tmp_path: Path) -> None:
     spate_root, spark_root = tmp_path / "spate-p", tmp_path / "spark-p"
     spate_root.mkdir()
