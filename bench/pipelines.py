@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,9 @@ def main() -> None:
                     next_id += args.change_rows
                 spate_times.append(_timed(spate_cmd, roots["spate"]))
                 if not args.skip_spark:
+                    # No metastore: each run starts with an empty catalog and Spark refuses a
+                    # managed table over an existing location (it recomputes them in full).
+                    shutil.rmtree(roots["spark"] / "spark-warehouse", ignore_errors=True)
                     spark_times.append(_timed(spark_cmd, roots["spark"], spark_env))
                 line = f"run {r}: spate {spate_times[-1]:.1f} s"
                 if spark_times:

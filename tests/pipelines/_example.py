@@ -95,8 +95,9 @@ class Inputs:
     def round(self, i: int) -> None:
         if i % 2 == 0:
             self.customers(3)
+        replaced = f"orders-{self.rng.randint(1, self.files):05d}.parquet"
         self.orders()
-        self.orders(f"orders-{self.rng.randint(1, self.files):05d}.parquet")  # replaced
+        self.orders(replaced)  # an earlier file, replaced by new rows
 
 
 def normalized(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:

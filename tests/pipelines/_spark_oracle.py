@@ -50,6 +50,8 @@ def recompute(
     conf = yaml.safe_load(spec.read_text())["configuration"]
     for k, v in conf.items():
         spark.conf.set(k, v)
+        # A session caches the file listings of the paths it read: list them again.
+        spark.catalog.refreshByPath(v)
     registry = _Recompute()
     prev = os.getcwd()
     os.chdir(spec.parent)
