@@ -68,6 +68,8 @@ def recompute(
         os.chdir(prev)
     out: dict[str, list[dict[str, Any]]] = {}
     pending = dict(registry.flows)
+    for name in pending:  # a view of an earlier recompute must not stand in for this one's
+        spark.catalog.dropTempView(name)
     for _ in range(len(pending) + 1):
         for name, func in list(pending.items()):
             try:
