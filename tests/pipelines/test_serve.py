@@ -58,7 +58,8 @@ def _oracle_for_prefixes(spark: SparkSession, root: Path, tmp: Path) -> list[lis
     return out
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_serve_subscribe_equals_spark_at_every_time(tmp_path: Path, spark: SparkSession) -> None:
     root = tmp_path / "p"
     root.mkdir()
