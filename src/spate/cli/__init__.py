@@ -5,6 +5,7 @@ from __future__ import annotations
 from spate.cli import (  # noqa: F401  (each module registers its command on the app)
     config,
     demo,
+    pipeline,
     replica,
     serve,
     sql,

@@ -1,0 +1,143 @@
+"""``spate pipeline run`` vs ``spark-pipelines run`` on the same pipeline and the same inputs.
+
+The test pipeline of tests/pipelines (6 datasets: bronze from Parquet, a filter and a join in
+SQL, a group-by, a window and a top-k in Python) over ``--rows`` order rows in files of
+``--file-rows``; then ``--rounds`` rounds, each adding a file of ``--change-rows`` rows. Each
+engine runs the spec after the first files and after every round; the figure is the wall time
+of each run (spate keeps its replica between runs, ``--keep-replicas``; spark-pipelines starts
+its Spark Connect server each run, as it does). Results: bench/results/pipelines.json.
+
+    PYTHONPATH=src .venv/bin/python -m bench.pipelines --rows 1000000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tests.pipelines._example import write_pipeline
+
+from bench._results import write_result
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _orders(path: Path, first_id: int, n: int, customers: int) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(first_id)
+    table = pa.table(
+        {
+            "order_id": pa.array(np.arange(first_id, first_id + n, dtype=np.int64)),
+            "customer_id": pa.array(rng.integers(1, customers + 1, n, dtype=np.int64)),
+            "amount": pa.array(rng.integers(1, 500, n, dtype=np.int64)),
+            "qty": pa.array(rng.integers(1, 9, n, dtype=np.int32)),
+            "status": pa.array(rng.choice(["paid", "paid", "open", "void"], n)),
+        }
+    )
+    tmp = path.with_name("." + path.name)
+    pq.write_table(table, tmp)
+    tmp.rename(path)
+
+
+def _customers(root: Path, n: int) -> None:
+    regions = ["north", "south", "east", "west"]
+    pq.write_table(
+        pa.table(
+            {
+                "customer_id": pa.array(range(1, n + 1), pa.int64()),
+                "name": [f"c{i}" for i in range(1, n + 1)],
+                "region": [regions[i % 4] for i in range(n)],
+            }
+        ),
+        root / "customers" / "customers.parquet",
+    )
+
+
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"{cmd[:4]} failed: {(proc.stdout + proc.stderr)[-2000:]}")
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--file-rows", type=int, default=100_000)
+    ap.add_argument("--change-rows", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--customers", type=int, default=1_000)
+    ap.add_argument("--skip-spark", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp:
+        roots = {e: Path(tmp) / e for e in ("spate", "spark")}
+        for root in roots.values():
+            root.mkdir()
+            write_pipeline(root)
+            _customers(root, args.customers)
+        next_id = 1
+        for i in range(0, args.rows, args.file_rows):
+            for root in roots.values():
+                _orders(root / "orders" / f"orders-{i:09d}.parquet", next_id,
+                        min(args.file_rows, args.rows - i), args.customers)  # fmt: skip
+            next_id += args.file_rows
+        spark_env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
+        spark_env.pop("PYTHONPATH", None)
+        data = Path(tmp) / "spate-data"
+        spate_cmd = [sys.executable, "-m", "spate", "pipeline", "run", "pipeline.yml",
+                     "--data-dir", str(data), "--keep-replicas"]  # fmt: skip
+        spark_cmd = [str(VENV_BIN / "spark-pipelines"), "run", "--spec", "pipeline.yml"]
+        spate_times, spark_times = [], []
+        try:
+            for r in range(args.rounds + 1):
+                if r:
+                    for root in roots.values():
+                        _orders(root / "orders" / f"orders-x{r:05d}.parquet", next_id,
+                                args.change_rows, args.customers)  # fmt: skip
+                    next_id += args.change_rows
+                spate_times.append(_timed(spate_cmd, roots["spate"]))
+                if not args.skip_spark:
+                    # No metastore: each run starts with an empty catalog and Spark refuses a
+                    # managed table over an existing location (it recomputes them in full).
+                    shutil.rmtree(roots["spark"] / "spark-warehouse", ignore_errors=True)
+                    spark_times.append(_timed(spark_cmd, roots["spark"], spark_env))
+                line = f"run {r}: spate {spate_times[-1]:.1f} s"
+                if spark_times:
+                    line += f", spark-pipelines {spark_times[-1]:.1f} s"
+                print(line)
+        finally:
+            from spate.environment.api import Environment
+
+            Environment.open(data).close()
+    figures: dict[str, object] = {
+        "rows": args.rows,
+        "change_rows": args.change_rows,
+        "rounds": args.rounds,
+        "spate_first_s": round(spate_times[0], 2),
+        "spate_round_s": [round(t, 2) for t in spate_times[1:]],
+    }
+    if spark_times:
+        figures |= {
+            "spark_pipelines_first_s": round(spark_times[0], 2),
+            "spark_pipelines_round_s": [round(t, 2) for t in spark_times[1:]],
+        }
+        if args.rounds:
+            ratio = statistics.median(spark_times[1:]) / statistics.median(spate_times[1:])
+            figures["round_speedup_median"] = round(ratio, 2)
+            print(f"per round after the first: spark-pipelines / spate = {ratio:.1f}x")
+    write_result("pipelines", figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Loading a pipeline as ``spark-pipelines`` does, and translating it; no environment, no Spark
+server: the spec, the graph the real ``pyspark.pipelines`` decorators register, the Spark SQL
+each dataset becomes, and the errors a dry run reports (dataset, operator, line)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spate.pipelines import (
+    DefinitionError,
+    NotMaintainable,
+    SpecError,
+    load_pipeline,
+    load_spec,
+)
+from spate.pipelines.graph import DatasetKind
+from spate.pipelines.sql_files import split_statements
+from tests.pipelines._example import Inputs, write_pipeline
+
+
+def _pipeline(root: Path, py: str = "", sql: str = "") -> Path:
+    (root / "t").mkdir(parents=True)
+    (root / "data").mkdir()
+    pq.write_table(pa.table({"k": [1, 2], "v": ["a", "b"]}), root / "data" / "f.parquet")
+    if py:
+        (root / "t" / "defs.py").write_text(textwrap.dedent(py))
+    if sql:
+        (root / "t" / "defs.sql").write_text(textwrap.dedent(sql))
+    spec = root / "pipeline.yml"
+    spec.write_text(
+        f"name: p\nstorage: {root.as_uri()}/s\nlibraries:\n  - glob:\n      include: t/**\n"
+    )
+    return spec
+
+
+_HEAD = """\
+from pyspark import pipelines as dp
+from pyspark.sql import SparkSession, functions as F
+spark = SparkSession.active()
+"""
+
+
+def test_spec_is_read_as_spark_pipelines_reads_it(tmp_path: Path) -> None:
+    spec = tmp_path / "pipeline.yml"
+    spec.write_text(
+        "name: x\nstorage: file:///tmp/s\nschema: db\nconfiguration:\n  a: '1'\n"
+        "libraries:\n  - glob:\n      include: t/**\n  - glob:\n      include: one.py\n"
+    )
+    s = load_spec(spec)
+    assert (s.name, s.database, dict(s.configuration)) == ("x", "db", {"a": "1"})
+    assert s.libraries == ("t/**/*", "one.py")
+    spec.write_text("name: x\nstorage: s\nlibraries:\n  - glob:\n      include: t/**/*.py\n")
+    with pytest.raises(SpecError, match=r"t/\*\*/\*\.py"):
+        load_spec(spec)
+    spec.write_text("name: x\n")
+    with pytest.raises(SpecError, match="storage"):
+        load_spec(spec)
+    spec.write_text("name: x\nstorage: s\nflavour: 1\n")
+    with pytest.raises(SpecError, match="flavour"):
+        load_spec(spec)
+
+
+def test_the_example_graph(tmp_path: Path) -> None:
+    spec = write_pipeline(tmp_path)
+    Inputs(tmp_path, 1).first()
+    p = load_pipeline(spec)
+    names = [d.name for d in p.datasets]
+    assert names.index("silver_orders") > names.index("bronze_orders")
+    assert all(names.index(g) > names.index("silver_orders") for g in names if "gold" in g)
+    silver = p.dataset("silver_orders")
+    assert silver.kind is DatasetKind.MATERIALIZED_VIEW
+    assert silver.reads == {"bronze_orders", "bronze_customers"}
+    assert silver.columns == ["order_id", "customer_id", "amount", "qty", "region"]
+    assert str(silver.location) == "transformations/silver.sql:2"
+    top = p.dataset("gold_top_customers")
+    assert "ORDER BY `spent` DESC NULLS LAST, `customer_id` ASC NULLS FIRST LIMIT 3" in top.sql
+    assert "row_number() OVER (PARTITION BY `region`" in p.dataset("gold_region_best").sql
+    assert len(p.inputs) == 2
+    assert "gold_regions" in p.describe()
+
+
+def test_dataframe_operations_translate(tmp_path: Path) -> None:
+    spec = _pipeline(
+        tmp_path,
+        py=_HEAD
+        + """
+        @dp.materialized_view
+        def base():
+            return spark.read.parquet("data")
+
+        @dp.temporary_view
+        def wide():
+            b = spark.read.table("base")
+            return (b.withColumn("v", F.upper("v")).withColumn("k2", F.col("k") * 2)
+                    .withColumnRenamed("k2", "double_k").drop("double_k"))
+
+        @dp.materialized_view
+        def joined():
+            a, b = spark.read.table("base"), spark.read.table("wide")
+            return (a.join(b, "k", "full_outer").union(a.join(b, a["k"] == b["k"], "left_semi")
+                    .select("k", "v", F.lit("x").alias("v")))
+                    .distinct())
+
+        @dp.materialized_view
+        def by_name():
+            b = spark.read.table("base")
+            return b.unionByName(b.select("v", "k")).where("k > 1")
+
+        @dp.materialized_view
+        def via_sql():
+            return spark.sql("SELECT k, count(*) AS n FROM base GROUP BY k")
+        """.replace("\n        ", "\n"),
+    )
+    p = load_pipeline(spec)
+    wide = p.dataset("wide")
+    assert wide.kind is DatasetKind.TEMPORARY_VIEW
+    assert wide.columns == ["k", "v"]
+    assert "upper(`v`) AS `v`" in wide.sql
+    joined = p.dataset("joined")
+    assert joined.columns == ["k", "v", "v"]
+    assert "coalesce(" in joined.sql and "LEFT SEMI JOIN" in joined.sql
+    assert "SELECT DISTINCT" in joined.sql
+    assert p.dataset("by_name").columns == ["k", "v"]
+    assert p.dataset("via_sql").columns == ["k", "n"]
+
+
+@pytest.mark.parametrize(
+    ("body", "operator"),
+    [
+        ('spark.read.table("base").withColumn("r", F.rand())', "rand()"),
+        (
+            'spark.read.table("base").select(F.current_timestamp().alias("t"))',
+            "current_timestamp()",
+        ),
+        ('spark.read.table("base").limit(5)', "limit(5) without orderBy"),
+        ('spark.read.table("base").dropDuplicates(["k"])', "dropDuplicates(['k'])"),
+        ('spark.read.table("base").sample(0.5)', "sample"),
+        ('spark.sql("SELECT k, rand() AS r FROM base")', "rand()"),
+    ],
+)
+def test_what_cannot_be_maintained_fails_naming_dataset_operator_line(
+    tmp_path: Path, body: str, operator: str
+) -> None:
+    py = _HEAD + (
+        '\n@dp.materialized_view\ndef base():\n    return spark.read.parquet("data")\n'
+        f"\n\n@dp.materialized_view\ndef bad():\n    return {body}\n"
+    )
+    spec = _pipeline(tmp_path, py=py)
+    with pytest.raises(NotMaintainable) as e:
+        load_pipeline(spec)
+    assert e.value.dataset == "bad"
+    assert operator in e.value.operator
+    assert e.value.where.endswith(("defs.py:12", "defs.py:10"))  # the call, or the definition
+    assert e.value.sqlstate == "0A000"
+
+
+def test_definition_errors(tmp_path: Path) -> None:
+    spec = _pipeline(
+        tmp_path / "a",
+        sql="CREATE MATERIALIZED VIEW x AS SELECT * FROM nowhere;",
+    )
+    with pytest.raises(NotMaintainable, match=r"nowhere|columns"):
+        load_pipeline(spec)
+    spec = _pipeline(
+        tmp_path / "b",
+        py=_HEAD + "\n@dp.materialized_view\ndef x():\n    return spark.read.table('y').count()\n",
+    )
+    with pytest.raises(DefinitionError, match=r"flow 'x' at .*defs.py:5"):
+        load_pipeline(spec)
+    spec = _pipeline(
+        tmp_path / "c",
+        sql="CREATE MATERIALIZED VIEW x AS SELECT * FROM y;\n"
+        "CREATE MATERIALIZED VIEW y AS SELECT * FROM x;\n",
+    )
+    with pytest.raises(DefinitionError, match="cycle"):
+        load_pipeline(spec)
+
+
+def test_sql_statements_split_outside_strings() -> None:
+    text = "SET a = 1;\n-- c;\nCREATE MATERIALIZED VIEW v AS\nSELECT ';' AS s;\n"
+    assert split_statements(text) == [
+        (1, "SET a = 1"),
+        (3, "CREATE MATERIALIZED VIEW v AS\nSELECT ';' AS s"),
+    ]
