@@ -100,7 +100,7 @@ def serve(
             name="pipeline-inputs", daemon=True,
         )  # fmt: skip
         loop.start()
-        asyncio.run(_serve(Server(EnvironmentEngine(env), config)))
+        asyncio.run(_serve(Server(EnvironmentEngine(env), config), data, host, False))
     finally:
         stop.set()
         env.close()
