@@ -12,8 +12,8 @@ import pytest
 
 from spate.environment.api import Environment
 from spate.errors import SpateError
-from spate.pgwire.environment import command_tag
-from spate.sql import SqlError
+from spate.sql import SqlError, parse
+from spate.sql.tags import command_tag
 
 SETUP = "CREATE TABLE src (a int NOT NULL, b text); INSERT INTO src VALUES (1, 'x'), (2, 'y')"
 
@@ -23,7 +23,7 @@ def test_create_table_as_copies_rows_names_and_types(env: Environment) -> None:
     s.sql(SETUP)
     sql = "CREATE TABLE c AS SELECT a, a * 2 AS twice, b, 'lit' AS l, 1.5 AS n FROM src"
     s.sql(sql)
-    assert command_tag(sql, s.session.rows_affected) == "SELECT 2"
+    assert s.session.tag == "SELECT 2"
     assert s.sql("SELECT * FROM c ORDER BY a").to_pylist() == [
         {"a": 1, "twice": 2, "b": "x", "l": "lit", "n": Decimal("1.5")},
         {"a": 2, "twice": 4, "b": "y", "l": "lit", "n": Decimal("1.5")},
@@ -49,11 +49,11 @@ def test_with_no_data_and_if_not_exists(env: Environment) -> None:
     s.sql(SETUP)
     sql = "CREATE TABLE e AS SELECT a, b FROM src WITH NO DATA"
     s.sql(sql)
-    assert command_tag(sql, s.session.rows_affected) == "CREATE TABLE AS"
+    assert s.session.tag == "CREATE TABLE AS"
     assert s.sql("SELECT * FROM e").num_rows == 0
     sql = "CREATE TABLE IF NOT EXISTS e AS SELECT 1 AS z"
     s.sql(sql)
-    assert command_tag(sql, s.session.rows_affected) == "CREATE TABLE AS"
+    assert s.session.tag == "CREATE TABLE AS"
     assert [n.message for n in s.session.notices] == ['relation "e" already exists, skipping']
     assert s.sql("SHOW COLUMNS FROM e").column("name").to_pylist() == ["a", "b"]
     s.sql("CREATE TABLE f AS SELECT a FROM src WITH DATA")
@@ -88,6 +88,9 @@ def test_refusals_as_postgres(env: Environment, postgres_url: str, sql: str) -> 
 
 
 def test_command_tags() -> None:
-    assert command_tag('CREATE TABLE "A b" AS SELECT 1', 1) == "SELECT 1"
-    assert command_tag("create table if not exists x as select 1", None) == "CREATE TABLE AS"
-    assert command_tag("CREATE TABLE x (a int)", None) == "CREATE TABLE"
+    def tag(sql: str, rows: int | None) -> str:
+        return command_tag(parse(sql)[0], rows)
+
+    assert tag('CREATE TABLE "A b" AS SELECT 1', 1) == "SELECT 1"
+    assert tag("create table if not exists x as select 1", None) == "CREATE TABLE AS"
+    assert tag("CREATE TABLE x (a int)", None) == "CREATE TABLE"
