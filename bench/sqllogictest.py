@@ -1,6 +1,7 @@
 """Benchmark: SQLite's public SQL corpus (sqllogictest) through ``Environment.sql``, whole files.
 
-Each script of the corpus (``../shared/sqllogictest``, or ``$SPATE_SLT_CORPUS``) runs in a fresh
+Each script of the corpus (``shared/sqllogictest`` next to the repository's folder, or
+``$SPATE_SLT_CORPUS``) runs in a fresh
 environment with its embedded defaults, through :mod:`spate.testing.sqllogictest`. Reported per
 file: the queries run for the ``postgresql`` label, spate's passes, PostgreSQL's passes on the
 same queries (``postgresql-baseline.json``), the ratio, wrong answers (where PostgreSQL passes,

@@ -178,8 +178,10 @@ def test_a_waiting_peek_is_in_flight_until_answered(env: Environment) -> None:
 
     at = env.runtime.clock.now_millis() + 4_000  # the index will not be complete there yet
     answered: list[int] = []
-    reader = threading.Thread(
-        target=lambda: answered.append(env.select("t_mv", as_of=at, timeout=120).num_rows)
+    reader = threading.Thread(  # (small_reads=False: a peek of the index, never persist)
+        target=lambda: answered.append(
+            env.select("t_mv", as_of=at, timeout=120, small_reads=False).num_rows
+        )
     )
     reader.start()
     seen: list[dict[str, Any]] = []

@@ -19,11 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spate.environment.api import Environment
-from spate.testing.kafka import TansuBroker, tansu_binary
+from spate.testing.kafka import TansuBroker, read_committed, tansu_binary
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -156,13 +156,13 @@ def test_json_topic_to_join_and_top_k_across_a_storage_replica_kill(
         deadline = time.monotonic() + 180
         while True:
             upsert: dict[bytes | None, dict[str, Any]] = {}
-            for key, value in _read_committed(broker.bootstrap, "top_upsert"):
+            for key, value in read_committed(broker.bootstrap, "top_upsert"):
                 if value is None:
                     upsert.pop(key, None)
                 else:
                     upsert[key] = json.loads(value)
             changes: Counter[tuple[tuple[str, Any], ...]] = Counter()
-            for _, value in _read_committed(broker.bootstrap, "top_changes"):
+            for _, value in read_committed(broker.bootstrap, "top_changes"):
                 doc = json.loads(value or b"")
                 if doc["before"] is not None:
                     changes[tuple(sorted(doc["before"].items()))] -= 1
@@ -174,29 +174,3 @@ def test_json_topic_to_join_and_top_k_across_a_storage_replica_kill(
                 break
             assert time.monotonic() < deadline, f"sinks: {got_upsert} / {changes} != {want_rows}"
             time.sleep(1)
-
-
-def _read_committed(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    """Every committed record of partition 0 of ``topic``: read until 2 s pass without one
-    (high watermarks can be stale, so they are not trusted)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "check",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    out: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        quiet = time.monotonic() + 2
-        while time.monotonic() < quiet:
-            for m in consumer.consume(1000, timeout=0.2):
-                if m.error() is not None:
-                    continue  # the topic does not exist yet
-                out.append((m.key(), m.value()))  # type: ignore[arg-type]
-                quiet = time.monotonic() + 2
-        return out
-    finally:
-        consumer.close()

@@ -48,7 +48,9 @@ def pg_conn(postgres_url: str) -> Iterator[Conn]:
 
 def _exists(conn: Conn, name: str) -> bool:
     found = conn.execute(
-        "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname = %s", (name,)
+        "SELECT c.relname FROM pg_catalog.pg_class c "
+        "WHERE c.relname = %s AND pg_catalog.pg_table_is_visible(c.oid)",  # (the shared database)
+        (name,),
     ).fetchall()
     conn.commit()
     return bool(found)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import sqlalchemy as sa
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
+from tests.pgwire._pg_scratch import pg_scratch
 
 pytestmark = [pytest.mark.integration]
 
@@ -57,19 +57,8 @@ def spate_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def pg_schema() -> Iterator[str]:
-    if not PG_URL:
-        pytest.skip("SPATE_TEST_POSTGRES_URL is not set")
-    schema = f"catc_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"SET search_path = {schema}")
-        for statement in DDL:
-            conn.execute(statement)
-    try:
+    with pg_scratch(DDL, "catc") as schema:
         yield schema
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def _pg() -> psycopg.conninfo.ConnectionInfo | dict[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
+from tests.pgwire._pg_scratch import pg_scratch
 
 pytestmark = [pytest.mark.integration]
 
@@ -58,19 +58,8 @@ def spate_dsn(env: Environment) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def pg_schema() -> Iterator[str]:
-    if not PG_URL:
-        pytest.skip("SPATE_TEST_POSTGRES_URL is not set")
-    schema = f"cat_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-        conn.execute(f"SET search_path = {schema}")
-        for statement in DDL:
-            conn.execute(statement)
-    try:
+    with pg_scratch(DDL, "cat") as schema:
         yield schema
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def _run(dsn: str, sql: str, params: tuple[Any, ...] = (), search_path: str | None = None) -> Any:

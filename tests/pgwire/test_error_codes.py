@@ -13,6 +13,7 @@ from spate.errors import CollectionMissing, ColumnMissing, SpateError, UnknownNa
 from spate.pgwire.errors import class_sqlstate, sqlstate_of
 
 INTERNAL = {
+    "spate.cli.remote.ServerError",  # a server's answer to the shell: its code in each instance
     "spate.environment.catalog_store.EnvironmentFenced",
     "spate.errors._roots.InvariantViolation",
     "spate.persist.errors.BatchMissing",

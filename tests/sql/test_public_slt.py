@@ -1,7 +1,7 @@
 """SQLite's public SQL corpus (sqllogictest, 23 scripts) through ``Environment.sql``.
 
-The scripts are read from ``../shared/sqllogictest`` beside the repository (or
-``$SPATE_SLT_CORPUS``), never copied here; ``postgresql-baseline.json`` there says which
+The scripts are read from the folder ``shared/sqllogictest`` next to the repository's
+folder (or ``$SPATE_SLT_CORPUS``), never copied here; ``postgresql-baseline.json`` there says which
 queries PostgreSQL 15 passes. CI runs a fixed slice of every script, its first records
 (up to its N-th query: ``SPATE_SLT_SLICE_INDEX`` for the ``index/`` scripts, whose reads go to
 the cluster's replica, ``SPATE_SLT_SLICE_RANDOM`` for the ``random/`` ones; ``all`` runs a

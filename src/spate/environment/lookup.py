@@ -123,6 +123,9 @@ def _key_values(base: Get, chain: Sequence[RelationExpr]) -> dict[int, list[Datu
             assert isinstance(node, Filter)
             for p in node.predicates:
                 for conjunct in _conjuncts(p):
+                    if isinstance(conjunct, Literal) and conjunct.value is not True:
+                        # never holds (``k = NULL`` folds to NULL): no row has any key
+                        return {c: [] for c in range(base.desc.arity)}
                     found = _fixed(conjunct, mapping, base)
                     if found is None:
                         continue

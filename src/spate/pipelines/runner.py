@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
 from spate.pipelines.expressions import ident
@@ -31,6 +31,9 @@ __all__ = ["PipelineRunner", "RunResult", "keep_up_to_date"]
 
 _log = logging.getLogger(__name__)
 _STATE = "spate-pipeline.json"
+
+READ_WINDOW_MS: Final = 10 * 60 * 1000
+"""How far back each dataset stays readable: every run reads all of them at one time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,10 @@ class PipelineRunner:
     def _create(self, d: CompiledDataset) -> None:
         what = "VIEW" if d.kind is DatasetKind.TEMPORARY_VIEW else "MATERIALIZED VIEW"
         self.env.sql(f"CREATE {what} {ident(d.name)} AS {d.sql}", dialect="spark")
+        if d.kind is not DatasetKind.TEMPORARY_VIEW:
+            # every dataset is read at one time after each run (write_outputs): keep that time
+            # readable while the datasets are read one after the other
+            self.env.set_retain_history(d.name, READ_WINDOW_MS)
 
     def sync(self) -> int:
         """Write the input files' changes into the input tables; the files changed."""
@@ -96,7 +103,7 @@ class PipelineRunner:
         """Write every stored dataset as of one committed time (the oracle's read time: every
         write acknowledged before is in it); that time."""
         storage = self.pipeline.spec.storage_dir()
-        timestamp = self.env.runtime.oracle.read_ts()
+        timestamp = self._readable_time()
         for d in self.stored():
             write_output(
                 storage,
@@ -104,6 +111,20 @@ class PipelineRunner:
                 self.env.select(d.name, as_of=timestamp, timeout=600),
                 timestamp=timestamp,
             )
+        return timestamp
+
+    def _readable_time(self) -> int:
+        """The oracle's read time, or later where a dataset's since is later (a view created
+        in this run becomes readable from the time its dataflow starts at)."""
+        rt = self.env.runtime
+        timestamp = rt.oracle.read_ts()
+        for d in self.stored():
+            item = rt.catalog.find(d.name)
+            if item is None:
+                continue
+            since = rt.storage.collection_frontiers(item.id).since.as_option()
+            if since is not None:
+                timestamp = max(timestamp, since)
         return timestamp
 
     def run(self) -> RunResult:

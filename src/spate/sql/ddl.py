@@ -163,15 +163,9 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
     c.expect("FROM")
     tables: tuple[str, ...] | None = None
     if c.accept("LOAD", "GENERATOR"):
-        at = c.here()
-        generator = c.word()
-        if generator not in GENERATORS:
-            raise FeatureNotSupported(
-                f"unknown load generator {generator or '?'}; generators: {', '.join(GENERATORS)}",
-                position=at + 1,
-                text=p.src.text,
-            )
-        c.i += 1
+        generator = c.word_in(
+            GENERATORS, lambda w: f"unknown load generator {w}; generators: {', '.join(GENERATORS)}"
+        )
         opts: Options = {}
         if (tok := c.peek()) is not None and tok.token_type is TokenType.L_PAREN:
             opts = c.options()

@@ -37,14 +37,7 @@ _ENVELOPES = ("NONE", "UPSERT", "DEBEZIUM")
 def _format(p: StatementPlanner, options: list[tuple[str, str | int | bool]], which: str) -> str:
     c = p.cur
     at = c.here()
-    word = c.word()
-    if word not in _FORMATS:
-        raise FeatureNotSupported(
-            f"unknown format {word or '?'}; formats: {', '.join(_FORMATS)}",
-            position=at + 1,
-            text=p.src.text,
-        )
-    c.i += 1
+    word = c.word_in(_FORMATS, lambda w: f"unknown format {w}; formats: {', '.join(_FORMATS)}")
     if word == "CSV":
         c.expect("WITH")
         n = c.integer("the number of columns")
@@ -99,30 +92,17 @@ def plan_source(p: StatementPlanner, name: str, connection: str) -> st.CreateSou
     include: list[str] = []
     if c.accept("INCLUDE"):
         while True:
-            at = c.here()
-            word = c.word()
-            if word not in _INCLUDABLE:
-                raise FeatureNotSupported(
-                    f"cannot INCLUDE {word or '?'}; INCLUDE takes {', '.join(_INCLUDABLE)}",
-                    position=at + 1,
-                    text=p.src.text,
-                )
-            c.i += 1
+            word = c.word_in(
+                _INCLUDABLE, lambda w: f"cannot INCLUDE {w}; INCLUDE takes {', '.join(_INCLUDABLE)}"
+            )
             include.append(word.lower())
             if not c.accept_token(TokenType.COMMA):
                 break
     envelope = "none"
     if c.accept("ENVELOPE"):
-        at = c.here()
-        word = c.word()
-        if word not in _ENVELOPES:
-            raise FeatureNotSupported(
-                f"unknown envelope {word or '?'}; envelopes: {', '.join(_ENVELOPES)}",
-                position=at + 1,
-                text=p.src.text,
-            )
-        c.i += 1
-        envelope = word.lower()
+        envelope = c.word_in(
+            _ENVELOPES, lambda w: f"unknown envelope {w}; envelopes: {', '.join(_ENVELOPES)}"
+        ).lower()
     c.end()
     if key_format is None and (envelope == "upsert" or "key" in include):
         # FORMAT f with a key: Materialize decodes the key in the same format.
@@ -166,14 +146,9 @@ def plan_sink(p: StatementPlanner, name: str, from_: str, connection: str) -> st
         )
     c.expect("ENVELOPE")
     at = c.here()
-    envelope = c.word()
-    if envelope not in ("UPSERT", "DEBEZIUM"):
-        raise FeatureNotSupported(
-            f"unknown sink envelope {envelope or '?'}; envelopes: UPSERT, DEBEZIUM",
-            position=at + 1,
-            text=p.src.text,
-        )
-    c.i += 1
+    envelope = c.word_in(
+        ("UPSERT", "DEBEZIUM"), lambda w: f"unknown sink envelope {w}; envelopes: UPSERT, DEBEZIUM"
+    )
     c.end()
     if envelope == "UPSERT" and not any(k == "key" for k, _ in options):
         raise SqlError("ENVELOPE UPSERT needs KEY (…)", position=at + 1, text=p.src.text)

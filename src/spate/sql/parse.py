@@ -13,6 +13,7 @@ Positions are 0-based offsets into the whole submitted text; errors report them 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -461,6 +462,15 @@ class Cursor:
                 depth -= 1
                 if depth <= 0:
                     return
+
+    def word_in(self, allowed: Collection[str], complaint: Callable[[str], str]) -> str:
+        """The next word, consumed, when it is one of ``allowed``; else
+        :class:`FeatureNotSupported` at it, saying ``complaint(word)`` (``?`` past the end)."""
+        at, word = self.here(), self.word()
+        if word not in allowed:
+            raise FeatureNotSupported(complaint(word or "?"), position=at + 1, text=self.src.text)
+        self.i += 1
+        return word
 
     def end(self) -> None:
         if not self.at_end():

@@ -458,26 +458,11 @@ def _prepare(c: Cursor) -> Prepare:
     name = c.name("a prepared statement name")
     types: list[str] = []
     if c.accept_token(TokenType.L_PAREN):
-        start, depth = c.here(), 0
-        while True:
-            tok = c.peek()
-            if tok is None:
-                raise c.error("expected )")
-            if tok.token_type is TokenType.L_PAREN:
-                depth += 1
-            elif tok.token_type is TokenType.R_PAREN and depth > 0:
-                depth -= 1
-            elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
-                typename = " ".join(c.src.text[start : tok.start].lower().split())
-                if not typename:
-                    raise c.error("expected a type name")
-                types.append(typename)
-                c.i += 1
-                if tok.token_type is TokenType.R_PAREN:
-                    break
-                start = c.here()
-                continue
-            c.i += 1
+        for item in _items(c):
+            typename = " ".join(item.lower().split())
+            if not typename:
+                raise c.error("expected a type name")
+            types.append(typename)
     c.expect("AS")
     if c.at_end():
         raise c.error("expected a statement")
@@ -489,23 +474,29 @@ def _execute(c: Cursor) -> Execute:
     name = c.name("a prepared statement name")
     args: list[str] = []
     if c.accept_token(TokenType.L_PAREN):
-        depth = 0
-        start = c.here()
-        while True:
-            tok = c.peek()
-            if tok is None:
-                raise c.error("expected )")
-            if tok.token_type is TokenType.L_PAREN:
-                depth += 1
-            elif tok.token_type is TokenType.R_PAREN and depth > 0:
-                depth -= 1
-            elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
-                args.append(c.src.text[start : tok.start].strip())
-                c.i += 1
-                if tok.token_type is TokenType.R_PAREN:
-                    break
-                start = c.here()
-                continue
-            c.i += 1
+        args = [item.strip() for item in _items(c)]
     c.end()
     return Execute(name, tuple(args))
+
+
+def _items(c: Cursor) -> list[str]:
+    """After a ``(``: the text of each comma-separated item up to the matching ``)`` (which is
+    consumed), commas inside nested parentheses kept."""
+    items: list[str] = []
+    start, depth = c.here(), 0
+    while True:
+        tok = c.peek()
+        if tok is None:
+            raise c.error("expected )")
+        if tok.token_type is TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type is TokenType.R_PAREN and depth > 0:
+            depth -= 1
+        elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
+            items.append(c.src.text[start : tok.start])
+            c.i += 1
+            if tok.token_type is TokenType.R_PAREN:
+                return items
+            start = c.here()
+            continue
+        c.i += 1

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 
 @contextlib.contextmanager
@@ -99,3 +99,29 @@ class TansuBroker:
             self.process.kill()
             self.process.wait(10)
         self.process = None
+
+
+def read_committed(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    """Every committed record of partition 0 of ``topic``: read until 2 s pass without one
+    (high watermarks can be stale, so they are not trusted)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        quiet = time.monotonic() + 2
+        while time.monotonic() < quiet:
+            for m in consumer.consume(1000, timeout=0.2):
+                if m.error() is not None:
+                    continue  # the topic does not exist yet
+                out.append((m.key(), m.value()))
+                quiet = time.monotonic() + 2
+        return out
+    finally:
+        consumer.close()

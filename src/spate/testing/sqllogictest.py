@@ -421,8 +421,8 @@ def run_record(record: Record, engine: Engine) -> Outcome:
 
 
 def corpus_dir(repo_root: Path) -> Path:
-    """Where the corpus is: ``$SPATE_SLT_CORPUS``, else ``../shared/sqllogictest`` beside
-    the repository."""
+    """Where the corpus is: ``$SPATE_SLT_CORPUS``, else the folder ``shared/sqllogictest``
+    next to the repository's own folder."""
     given = os.environ.get(CORPUS_ENV)
     return Path(given) if given else repo_root.parent / "shared" / "sqllogictest"
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from spate.errors import SinkError
 from spate.frontier.antichain import Antichain
@@ -22,7 +21,7 @@ from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT
 from spate.storage.sinks.kafka.encode import Encoder
 from spate.storage.sinks.kafka.sink import KafkaSink
-from spate.testing.kafka import TansuBroker, tansu_binary
+from spate.testing.kafka import TansuBroker, read_committed, tansu_binary
 
 DESC = RelationDesc.of(("id", INT64, False), ("v", TEXT))
 
@@ -64,32 +63,6 @@ def broker() -> Iterator[TansuBroker]:
         b.kill()
 
 
-def _read_committed(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
-    """Every committed record of partition 0 of ``topic``: read until 2 s pass without one
-    (high watermarks can be stale, so they are not trusted)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "check",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-        }
-    )
-    out: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        quiet = time.monotonic() + 2
-        while time.monotonic() < quiet:
-            for m in consumer.consume(1000, timeout=0.2):
-                if m.error() is not None:
-                    continue  # the topic does not exist yet
-                out.append((m.key(), m.value()))  # type: ignore[arg-type]
-                quiet = time.monotonic() + 2
-        return out
-    finally:
-        consumer.close()
-
-
 def test_intervals_commit_once_across_reopen_and_fence(broker: TansuBroker) -> None:
     topic = f"out{random.randrange(1 << 30):x}"
     conn = KafkaSinkConnection(
@@ -108,7 +81,7 @@ def test_intervals_commit_once_across_reopen_and_fence(broker: TansuBroker) -> N
     with pytest.raises(SinkError):
         a.write(_ups((3, "zombie", 5, 1)), lower=Antichain.of(5), upper=Antichain.of(6))
     b.write(_ups((1, "a", 5, -1), (3, "c", 5, 1)), lower=Antichain.of(5), upper=Antichain.of(6))
-    records = [(k, v and json.loads(v)) for k, v in _read_committed(broker.bootstrap, topic)]
+    records = [(k, v and json.loads(v)) for k, v in read_committed(broker.bootstrap, topic)]
     assert records == [
         (b'{"id":1}', {"id": 1, "v": "a"}),
         (b'{"id":2}', {"id": 2, "v": "b"}),
