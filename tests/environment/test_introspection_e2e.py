@@ -192,7 +192,10 @@ def test_a_waiting_peek_is_in_flight_until_answered(env: Environment) -> None:
             seen = [r for r in rows if r["timestamp"] == at]
     finally:
         reader.join(120)
-    assert seen == [{"target": "t_by_k", "timestamp": at, "cluster": "c"}]
+    # the index's peek, or the view's persisted contents read by the replica while the index
+    # has not hydrated yet (the read plan's warm start)
+    assert [(r["timestamp"], r["cluster"]) for r in seen] == [(at, "c")]
+    assert seen[0]["target"] in ("t_by_k", "t_mv")
     assert answered and answered[0] >= 5
     rows = _sql(env, "SELECT timestamp FROM spate_catalog.peeks")
     assert at not in [r["timestamp"] for r in rows]
