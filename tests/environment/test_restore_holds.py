@@ -36,5 +36,7 @@ def test_a_reopened_view_resumes_at_its_inputs_durable_since(tmp_path: Path) -> 
         assert held.as_option() == first
     with Environment.open(data) as env:
         # Without the holds, the table's 1 s lag policy moved its since (and the view's as_of)
-        # to about its upper - 1 s, past the view's upper.
-        assert _view_as_of(env, "v") == first
+        # to about its upper - 1 s, past the view's upper. (The since persisted for the table
+        # may be the held one rounded down to its policy's whole second: not later.)
+        resumed = _view_as_of(env, "v")
+        assert first - 1000 < resumed <= first
