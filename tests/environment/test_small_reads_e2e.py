@@ -156,3 +156,34 @@ def test_a_read_too_large_to_evaluate_here_is_held_at_its_timestamp_until_its_da
     sql = "SELECT x FROM t WHERE x IN (SELECT y FROM s)"
     assert _rows(env, sql) == [(2,)]
     assert len(dataflows) == 1
+
+
+def test_a_subscribe_is_held_at_its_as_of_while_it_waits_for_its_cluster(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscribe chooses its as_of, then finds its cluster, which may wait (the default
+    cluster is created on first need): its inputs' sinces must not pass the as_of meanwhile
+    (they follow their uppers one second behind). Without the hold: DataflowSinceViolation."""
+    rt = env.runtime
+    ids = [env.runtime.catalog.get(n).id for n in ("t", "s")]
+    real = reads.cluster_for
+
+    async def slow_cluster_for(rt_: Any, cluster: str | None) -> str:
+        start = [rt.storage.collection_frontiers(i).upper.as_option() for i in ids]
+        for _ in range(100):  # until the inputs' read policies would compact past the as_of
+            uppers = [rt.storage.collection_frontiers(i).upper.as_option() for i in ids]
+            if all(
+                u is not None and b is not None and u > b + 2_500
+                for u, b in zip(uppers, start, strict=True)
+            ):
+                break
+            await asyncio.sleep(0.05)
+        return await real(rt_, cluster)
+
+    monkeypatch.setattr(reads, "cluster_for", slow_cluster_for)
+    changes = env.subscribe("t", timeout=120)
+    try:
+        first = next(changes)
+    finally:
+        changes.close()  # type: ignore[attr-defined]
+    assert sorted((c.row[0], c.diff) for c in first if c.row[0] is not None) == [(1, 1), (2, 1)]

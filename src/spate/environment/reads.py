@@ -579,24 +579,34 @@ async def subscribe(
     if as_of is None:
         await _await_first_ingestion(rt, t.plan, 60.0)
     inlined = inline_views(t.plan, rt.catalog)
-    inputs = [_storage_input(rt, i, str(i)) for i in storage_inputs(inlined)]
-    ts = _pick_timestamp(rt, inputs, as_of)
-    if up_to is not None and up_to <= ts:
-        raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
-    name = await cluster_for(rt, cluster)
-    instance = rt.instance_of(name)
-    build, sink = rt.transient_id(), rt.transient_id()
-    queue = rt.controller.subscribe_queue(sink)
-    df = subscribe_dataflow(
-        inlined,
-        rt.catalog,
-        ts,
-        build_id=build,
-        sink_id=sink,
-        up_to=up_to,
-        with_snapshot=with_snapshot,
-    )
-    rt.compute.create_dataflow(instance, df)
+    # Held from before the timestamp is chosen until the dataflow holds them: finding the
+    # cluster may wait (the default cluster is created on first need), and meanwhile the
+    # inputs' read policies would compact them past the as_of (DataflowSinceViolation).
+    holds = _hold_inputs(rt, storage_inputs(inlined))
+    try:
+        inputs = [_storage_input(rt, h.id, str(h.id)) for h in holds]
+        ts = _pick_timestamp(rt, inputs, as_of)
+        if up_to is not None and up_to <= ts:
+            raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
+        for hold in holds:
+            hold.try_downgrade(Antichain.of(ts))
+        name = await cluster_for(rt, cluster)
+        instance = rt.instance_of(name)
+        build, sink = rt.transient_id(), rt.transient_id()
+        queue = rt.controller.subscribe_queue(sink)
+        df = subscribe_dataflow(
+            inlined,
+            rt.catalog,
+            ts,
+            build_id=build,
+            sink_id=sink,
+            up_to=up_to,
+            with_snapshot=with_snapshot,
+        )
+        rt.compute.create_dataflow(instance, df)
+    finally:
+        for hold in holds:
+            hold.release()
     # A drop of anything it reads ends it with an error naming what was dropped.
     reads_ids = subscriptions.reads_of(rt.catalog, t.plan.depends_on())
     subscriptions.register(rt, sink, name=t.name, instance=instance, reads=reads_ids, queue=queue)
