@@ -158,19 +158,16 @@ def test_a_read_too_large_to_evaluate_here_is_held_at_its_timestamp_until_its_da
     assert len(dataflows) == 1
 
 
-def test_a_subscribe_is_held_at_its_as_of_while_it_waits_for_its_cluster(
-    env: Environment, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A subscribe chooses its as_of, then finds its cluster, which may wait (the default
-    cluster is created on first need): its inputs' sinces must not pass the as_of meanwhile
-    (they follow their uppers one second behind). Without the hold: DataflowSinceViolation."""
+def _slow_cluster_for(env: Environment) -> Any:
+    """``cluster_for`` that first waits until the inputs' read policies would have compacted
+    them past a timestamp chosen before it was called (sinces follow uppers 1 s behind)."""
     rt = env.runtime
     ids = [env.runtime.catalog.get(n).id for n in ("t", "s")]
     real = reads.cluster_for
 
     async def slow_cluster_for(rt_: Any, cluster: str | None) -> str:
         start = [rt.storage.collection_frontiers(i).upper.as_option() for i in ids]
-        for _ in range(100):  # until the inputs' read policies would compact past the as_of
+        for _ in range(100):
             uppers = [rt.storage.collection_frontiers(i).upper.as_option() for i in ids]
             if all(
                 u is not None and b is not None and u > b + 2_500
@@ -180,10 +177,30 @@ def test_a_subscribe_is_held_at_its_as_of_while_it_waits_for_its_cluster(
             await asyncio.sleep(0.05)
         return await real(rt_, cluster)
 
-    monkeypatch.setattr(reads, "cluster_for", slow_cluster_for)
+    return slow_cluster_for
+
+
+def test_a_subscribe_is_held_at_its_as_of_while_it_waits_for_its_cluster(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscribe chooses its as_of, then finds its cluster, which may wait (the default
+    cluster is created on first need): its inputs' sinces must not pass the as_of meanwhile.
+    Without the hold: DataflowSinceViolation."""
+    monkeypatch.setattr(reads, "cluster_for", _slow_cluster_for(env))
     changes = env.subscribe("t", timeout=120)
     try:
         first = next(changes)
     finally:
         changes.close()  # type: ignore[attr-defined]
     assert sorted((c.row[0], c.diff) for c in first if c.row[0] is not None) == [(1, 1), (2, 1)]
+
+
+def test_a_persist_read_is_held_at_its_timestamp_while_it_waits_for_its_cluster(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of a table's persisted contents by a replica (too large to read here) chooses
+    its timestamp, then finds its cluster: the table must stay readable at that time."""
+    rt = env.runtime
+    monkeypatch.setattr(rt, "settings", with_overrides(rt.settings, small_read_updates=0))
+    monkeypatch.setattr(reads, "cluster_for", _slow_cluster_for(env))
+    assert _rows(env, "SELECT x FROM t WHERE x > 1") == [(2,)]

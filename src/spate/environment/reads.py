@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
@@ -471,20 +471,27 @@ async def _persist_read(
     """A :class:`~spate.environment.read_plan.PersistRead`: the snapshot read here when it is
     small or no cluster has replicas, else peeked by a replica; the plan applied here."""
     item, base, plan = route.item, route.base, route.plan
-    ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
-    contents: Multiset | None = None
-    if route.cluster is None or route.here_up_to > 0:
-        limit = route.here_up_to if route.cluster is not None else None
-        contents = await _read_here(rt, item, ts, timeout, limit, route.only)
-    if contents is None:
-        assert route.cluster is not None
-        name = await cluster_for(rt, route.cluster)
-        shard = rt.storage.collection_metadata(item.id).shard
-        target = PersistTarget(item.id, shard, base.desc)
-        if plan is base:
-            return await _peek(rt, name, target, ts, base.desc, finishing, timeout)
-        rows = await _peek(rt, name, target, ts, base.desc, RowSetFinishing(), timeout)
-        contents = _contents(rows)
+    # Held at ts until answered: finding the cluster may wait (the default cluster is created
+    # on first need) and the collection's read policy would compact it past ts meanwhile.
+    (hold,) = _hold_inputs(rt, [item.id], {item.id: item.name})
+    try:
+        ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
+        hold.try_downgrade(Antichain.of(ts))
+        contents: Multiset | None = None
+        if route.cluster is None or route.here_up_to > 0:
+            limit = route.here_up_to if route.cluster is not None else None
+            contents = await _read_here(rt, item, ts, timeout, limit, route.only)
+        if contents is None:
+            assert route.cluster is not None
+            name = await cluster_for(rt, route.cluster)
+            shard = rt.storage.collection_metadata(item.id).shard
+            target = PersistTarget(item.id, shard, base.desc)
+            if plan is base:
+                return await _peek(rt, name, target, ts, base.desc, finishing, timeout)
+            rows = await _peek(rt, name, target, ts, base.desc, RowSetFinishing(), timeout)
+            contents = _contents(rows)
+    finally:
+        hold.release()
     if plan is base:
         return _rows_table(plan.desc, list(contents.items()), finishing)
     found = _apply(rt, plan, base, contents, rt.oracle.read_ts())
@@ -551,13 +558,17 @@ async def _select_dataflow(
         rt.compute.drop_collections(instance, [index])
 
 
-def _hold_inputs(rt: Runtime, ids: Sequence[GlobalId]) -> list[ReadHold]:
+def _hold_inputs(
+    rt: Runtime, ids: Sequence[GlobalId], names: Mapping[GlobalId, str] | None = None
+) -> list[ReadHold]:
     """A read hold on each collection at its since; a collection gone (compacted away
-    entirely, or dropped) is :class:`ReadBeforeSince` naming it, as a read of it would be."""
+    entirely, or dropped) is :class:`ReadBeforeSince` naming it (by ``names``, else its id),
+    as a read of it would be."""
     for id in ids:
         since = rt.storage.collection_frontiers(id).since
         if since.is_empty():
-            raise ReadBeforeSince(str(id), since=since, timestamp=None)
+            name = (names or {}).get(id, str(id))
+            raise ReadBeforeSince(name, since=since, timestamp=None)
     return rt.storage.acquire_read_holds(ids)
 
 
