@@ -12,6 +12,8 @@ mark of each stage that covers ``ts``:
 * ``step_start`` / ``step_end`` of each dataflow with an upper beyond ``ts`` (the view's, then
   the subscribe's, which reads the view's shard);
 * the view's shard appended beyond ``ts`` by the replica (``sink append``, ``sink cas_done``);
+* ``subscribe_sent`` / ``subscribe_received``: the subscribe's batch covering ``ts`` written to
+  the replica's connection / decoded by the environment's compute controller;
 * ``delivered``: the subscribe's change reaching the client.
 
 The table gives, per stage, the median time after the start of the step's writes, and the
@@ -114,6 +116,8 @@ def _stamps(
             for stage in ("append_start", "cas_done"):
                 found = [_find(marks, t0, stage, subject=v, beyond=ts) for v in views]
                 stamps.append((f"view shards: {stage.replace('_', ' ')} (last)", _last(found)))
+    stamps.append(("replica sends the batch", _find(marks, t0, "subscribe_sent", beyond=ts)))
+    stamps.append(("controller receives it", _find(marks, t0, "subscribe_received", beyond=ts)))
     stamps.append(("subscribe delivers", s.delivered_ns))
     return stamps
 

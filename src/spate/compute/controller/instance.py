@@ -58,6 +58,7 @@ from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_hold import ReadHold
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId, PeekId, ReplicaId
+from spate.persist import latency_trace
 from spate.plan.dataflow import DataflowDescription
 from spate.plan.finishing import RowSetFinishing
 from spate.protocol.common import PROTOCOL_VERSION, Hello
@@ -339,6 +340,9 @@ class Instance(InstanceState):
         self.peeks.on_response(r.id, p.uuid, p.response)
 
     def _on_subscribe_response(self, r: ReplicaState, s: SubscribeResponse) -> None:
+        if isinstance(s.response, SubscribeBatch):
+            upper = s.response.upper.as_option()
+            latency_trace.mark("subscribe_received", s.id, -1 if upper is None else upper)
         rc = r.collections.get(s.id)
         c = self.collections.get(s.id)
         if rc is None or c is None:

@@ -32,6 +32,7 @@ from spate.compute.replica.runtime import ComputeRuntime
 from spate.compute.replica.state import ReplicaState
 from spate.errors import ProtocolError
 from spate.frontier.antichain import Antichain
+from spate.persist import latency_trace
 from spate.protocol.compute import (
     ComputeCommand,
     Frontiers,
@@ -89,6 +90,9 @@ class _Outbox:
                 await self.conn.close()
                 return
             self._metrics.response(item)
+            if isinstance(item, SubscribeResponse) and isinstance(item.response, SubscribeBatch):
+                upper = item.response.upper.as_option()
+                latency_trace.mark("subscribe_sent", item.id, -1 if upper is None else upper)
 
     async def stop(self) -> None:
         self._queue.put_nowait(_STOP)
