@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
+from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
 from spate.pgwire.commands import run_session_statement
@@ -221,6 +222,8 @@ class Session:
             code, message = "57014", "canceling statement due to user request"
         else:
             code, message = sqlstate_of(e), str(e) or type(e).__name__
+            if isinstance(e, EvaluationFailed):  # PostgreSQL's text (a subscribe's, a FETCH's)
+                message = e.pg_message
             where, bare = getattr(e, "position", None), getattr(e, "message", None)
             if offset is not None and isinstance(where, int) and isinstance(bare, str):
                 message, position = bare, offset + where
