@@ -212,6 +212,7 @@ _MACROS: Final[dict[str, str]] = {
             "pg_get_function_arguments",
             "pg_get_function_identity_arguments",
             "pg_get_functiondef",
+            "pg_get_function_sqlbody",  # spate's functions are built in: no SQL body
             "pg_get_serial_sequence",
         ),
         "CAST(NULL AS text)",
@@ -308,9 +309,13 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
     (module docs). Leaves every other node as it is."""
     if not _mentions_catalog(tree):
         return tree
+    tree = _ordered_by_subquery(tree)
+    tree = tree.transform(_split_array_bound, copy=False)
     for select in list(tree.find_all(exp.Select)):
+        _split_array_in_from(select)
         _expand_arrays(select)
         _series_over_array(select)
+        _unnest_in_from(select)
     _qualify_arguments(tree)
     # casts first: a function's arguments are copied into its SQL as they are then
     tree = _post_order(tree, _rewrite_cast)
@@ -620,7 +625,7 @@ def _expand_arrays(select: exp.Select) -> None:
     calls = [
         found
         for node in select.expressions
-        for found in [_set_returning(n) for n in node.walk()]
+        for found in [_set_returning(n) for n in node.walk(prune=_nested_query)]
         if found is not None
     ]
     if not calls:
@@ -673,6 +678,191 @@ def _expand_arrays(select: exp.Select) -> None:
                 dot.replace(dot.this.this.copy())
 
 
+def _nested_query(node: exp.Expression) -> bool:
+    """``node`` is a query of its own (its select list is expanded as its own)."""
+    return isinstance(node, (exp.Select, exp.Subquery))
+
+
+def _unnested_array(source: exp.Expression) -> tuple[exp.Expression, str] | None:
+    """``(array, alias)`` of ``unnest(a) x`` (``pg_catalog.`` or not) as a FROM item."""
+    if isinstance(source, exp.Unnest) and len(source.expressions) == 1:
+        array, alias = source.expressions[0], source.args.get("alias")
+    elif isinstance(source, exp.Table) and isinstance(source.this, exp.Explode):
+        array, alias = source.this.this, source.args.get("alias")
+    else:
+        return None
+    if not isinstance(alias, exp.TableAlias) or not alias.name or alias.columns:
+        return None
+    return array, alias.name
+
+
+def _unnest_in_from(select: exp.Select) -> None:
+    """``SELECT … FROM unnest(a) x`` over a catalog array (psql's ``\\d+`` lists a table's
+    options so: ``array(SELECT 'toast.' || x FROM unnest(tc.reloptions) x)``): the positions
+    1…32 up to the array's length, ``x`` each element as text, so that an array read from the
+    enclosing query correlates as a condition. The catalog's arrays are their text form
+    (``{a,b}``) and their elements hold no spaces."""
+    source = select.args.get("from_") or select.args.get("from")
+    if not isinstance(source, exp.From) or select.args.get("joins"):
+        return
+    found = _unnested_array(source.this)
+    if found is None:
+        return
+    array, name = found
+    text = f"CAST({array.sql(dialect='postgres')} AS text)"
+    words = f"trim(translate({text}, '{{}},', '   '))"
+    count = (
+        f"CASE WHEN {words} IS NULL OR {words} = '' THEN 0 ELSE length({words}) - "
+        f"length(replace({words}, ' ', '')) + 1 END"
+    )
+    element = cast(
+        exp.Expression, sqlglot.parse_one(f"split_part({words}, ' ', _un.n)", read="postgres")
+    )
+
+    def swap(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and n.name == name and n.table in ("", name):
+            return element.copy()
+        return n
+
+    for key in ("expressions", "where", "order"):
+        value = select.args.get(key)
+        if isinstance(value, list):
+            select.set(key, [e.transform(swap) for e in value])
+        elif isinstance(value, exp.Expression):
+            select.set(key, value.transform(swap))
+    positions = ", ".join(f"({i})" for i in range(1, _MAX_ELEMENTS + 1))
+    values = sqlglot.parse_one(
+        f"SELECT 1 FROM (VALUES {positions}) AS _un(n)",  # noqa: S608 (not run: parsed)
+        read="postgres",
+    )
+    assert isinstance(values, exp.Select)
+    source.set("this", (values.args.get("from_") or values.args["from"]).this)
+    select.where(f"_un.n <= {count}", append=True, copy=False, dialect="postgres")
+
+
+def _ordered_by_subquery(tree: exp.Expression) -> exp.Expression:
+    """A query ordered by an expression holding a subquery (Grafana lists the tables on the
+    search path first: ``ORDER BY CASE WHEN schema IN (SELECT …) THEN 0 ELSE 1 END, 1``): the
+    query with those expressions as extra columns, read by an outer query ordered by them,
+    which returns the original columns. Only where every column has a name of its own."""
+    if not isinstance(tree, exp.Select):
+        return tree
+    order = tree.args.get("order")
+    if not isinstance(order, exp.Order) or not any(
+        o.find(exp.Subquery, exp.Select) for o in order.expressions
+    ):
+        return tree
+    names = [e.alias_or_name for e in tree.expressions]
+    if (
+        not names
+        or not all(names)
+        or len(set(names)) != len(names)
+        or any(isinstance(e, exp.Star) or e.find(exp.Star) for e in tree.expressions)
+        or tree.args.get("distinct")
+    ):
+        return tree
+    keys: list[exp.Ordered] = []
+    for n, ordered in enumerate(order.expressions):
+        value = ordered.this
+        if isinstance(value, exp.Literal) and not value.is_string:
+            position = int(str(value.this))
+            if not 1 <= position <= len(names):
+                return tree
+            key: exp.Expression = exp.column(names[position - 1], quoted=True)
+        else:
+            hidden = f"_ord{n}"
+            tree.select(exp.alias_(value.copy(), hidden), copy=False)
+            key = exp.column(hidden)
+        keys.append(exp.Ordered(this=key, desc=ordered.args.get("desc")))
+    limit, offset = tree.args.get("limit"), tree.args.get("offset")
+    for arg in ("order", "limit", "offset"):
+        tree.set(arg, None)
+    outer = exp.select(*[exp.column(n, quoted=True) for n in names]).from_(
+        exp.Subquery(this=tree, alias=exp.TableAlias(this=exp.to_identifier("_ordered")))
+    )
+    outer.set("order", exp.Order(expressions=keys))
+    outer.set("limit", limit)
+    outer.set("offset", offset)
+    return outer
+
+
+def _split_parts(split: exp.StringToArray) -> tuple[str, str]:
+    """The text and the separator of ``string_to_array(text, separator)``, as SQL."""
+    sep = split.expression
+    text = split.this.sql(dialect="postgres")
+    return text, (sep.sql(dialect="postgres") if isinstance(sep, exp.Expression) else "','")
+
+
+def _split_array_bound(node: exp.Expression) -> exp.Expression:
+    """``array_lower|array_upper(string_to_array(t, sep), 1)`` (Grafana reads the search path
+    so): 1 and the number of parts, NULL for the empty text (an empty array)."""
+    name = _function_name(node)
+    if name not in ("array_lower", "array_upper") or not isinstance(node, exp.Anonymous):
+        return node
+    args = list(node.expressions)
+    if len(args) != 2 or not isinstance(args[0], exp.StringToArray):
+        return node
+    if not isinstance(args[1], exp.Literal) or str(args[1].this) != "1":
+        return node
+    t, sep = _split_parts(args[0])
+    value = (
+        "1"
+        if name == "array_lower"
+        else f"(length({t}) - length(replace({t}, {sep}, ''))) / length({sep}) + 1"
+    )
+    sql = f"CASE WHEN {t} = '' THEN NULL ELSE {value} END"
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+
+def _split_array_in_from(select: exp.Select) -> None:
+    """``FROM …, string_to_array(t, sep) s`` (a one-row relation whose one column is the
+    array): the FROM item dropped, each ``s[i]`` read as ``split_part(t, sep, i)`` and an
+    unquoted ``user`` as ``current_user`` (what PostgreSQL reads it as)."""
+    joins = select.args.get("joins") or []
+    for join in list(joins):
+        table = join.this
+        split = table.this if isinstance(table, exp.Table) else None
+        alias = table.args.get("alias") if isinstance(table, exp.Table) else None
+        if (
+            not isinstance(split, exp.StringToArray)
+            or not isinstance(alias, exp.TableAlias)
+            or not alias.name
+            or alias.columns
+            or join.args.get("on")
+        ):
+            continue
+        t, sep = _split_parts(split)
+        name = alias.name
+
+        def swap(n: exp.Expression, name: str = name, t: str = t, sep: str = sep) -> exp.Expression:
+            if (
+                isinstance(n, exp.Bracket)
+                and isinstance(n.this, exp.Column)
+                and n.this.name == name
+                and not n.this.table
+                and len(n.expressions) == 1
+            ):
+                i = n.expressions[0].sql(dialect="postgres")
+                return cast(
+                    exp.Expression,
+                    sqlglot.parse_one(f"split_part({t}, {sep}, {i})", read="postgres"),
+                )
+            if isinstance(n, exp.Column) and not n.table and n.name.lower() == "user":
+                identifier = n.this
+                if isinstance(identifier, exp.Identifier) and not identifier.quoted:
+                    return exp.CurrentUser()
+            return n
+
+        for key in ("expressions", "where"):
+            value = select.args.get(key)
+            if isinstance(value, list):
+                select.set(key, [e.transform(swap) for e in value])
+            elif isinstance(value, exp.Expression):
+                select.set(key, value.transform(swap))
+        joins.remove(join)
+    select.set("joins", joins or None)
+
+
 def _series_over_array(select: exp.Select) -> None:
     """``FROM generate_series(0|1, array_upper(a, 1)) s`` (psql's ``\\d`` walks a catalog
     array so) as the positions 0…32 joined by ``s`` between the bounds in WHERE, so that a
@@ -684,14 +874,17 @@ def _series_over_array(select: exp.Select) -> None:
         return
     start, end = series.args.get("start"), series.args.get("end")
     name = table.alias_or_name
+    literal = isinstance(start, exp.Literal) and not start.is_string
     if (
-        not isinstance(start, exp.Literal)
-        or start.is_string
-        or str(start.this) not in ("0", "1")
+        not isinstance(start, exp.Expression)
+        or (not literal and select.args.get("joins"))
+        or (literal and str(start.this) not in ("0", "1"))
         or not isinstance(end, exp.Expression)
-        or "array_upper" not in end.sql(dialect="postgres").lower()
         or not name
     ):
+        return
+    bound = end.sql(dialect="postgres").lower()
+    if "array_upper" not in bound and "length(" not in bound:
         return
     positions = ", ".join(f"({i})" for i in range(_MAX_ELEMENTS + 1))
     values = sqlglot.parse_one(
@@ -700,7 +893,8 @@ def _series_over_array(select: exp.Select) -> None:
     )
     assert isinstance(values, exp.Select) and isinstance(source, exp.From)
     source.set("this", (values.args.get("from_") or values.args["from"]).this)
-    bounds = f"{name}.{name} >= {start.sql()} AND {name}.{name} <= ({end.sql(dialect='postgres')})"
+    low = start.sql(dialect="postgres")
+    bounds = f"{name}.{name} >= ({low}) AND {name}.{name} <= ({end.sql(dialect='postgres')})"
     select.where(bounds, append=True, copy=False, dialect="postgres")
 
 
