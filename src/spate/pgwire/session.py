@@ -595,12 +595,13 @@ class Session:
     async def engine_execute(self, sql: str) -> None:
         await self._call(lambda: self._engine.execute(sql, self._ctx))
 
-    async def engine_transaction(self, sql: str) -> None:
-        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, if it
-        keeps transactions (``Engine.transaction``)."""
+    async def engine_transaction(self, stmt: statements.TransactionControl) -> None:
+        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, as the
+        typed statements they were recognised as, if it keeps transactions
+        (``Engine.transaction``)."""
         control = getattr(self._engine, "transaction", None)
         if control is not None:
-            await self._call(lambda: control(sql, self._ctx))
+            await self._call(lambda: control(stmt, self._ctx))
 
     async def start_portal(self, portal: Portal) -> None:
         await self._start(portal)
