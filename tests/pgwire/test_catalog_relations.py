@@ -365,3 +365,15 @@ def test_grafana_queries(spate_dsn: str, pg_schema: str) -> None:
         " ORDER BY schema_name",
     )
     assert rows == [("public",), ("spate_catalog",)]
+
+
+def test_object_ids_shown_as_text_as_postgres_shows_them(spate_dsn: str, pg_schema: str) -> None:
+    """psql casts to ``pg_catalog.regtype`` and then ``pg_catalog.text`` (``\\d+`` of a typed
+    table); the invalid object id 0 is ``-``."""
+    compare(
+        spate_dsn,
+        pg_schema,
+        "SELECT 0::regtype::text AS t0, 0::regclass::text AS c0,"
+        " 23::pg_catalog.regtype::pg_catalog.text AS t23, 'items'::regclass::text AS c,"
+        " 'items'::pg_catalog.regclass::pg_catalog.text AS qc",
+    )

@@ -716,17 +716,28 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
     if not _displayed(node):
         return oid  # an object id: compared, joined, passed to a function
     if target == "regclass":
-        return _expand("regclass_name", [oid])
-    if target == "regtype":
-        return _expand("format_type", [oid, exp.null()])
-    if target == "regnamespace":
-        return _expand("regnamespace_name", [oid])
-    return oid
+        shown = _expand("regclass_name", [oid])
+    elif target == "regtype":
+        shown = _expand("format_type", [oid, exp.null()])
+    elif target == "regnamespace":
+        shown = _expand("regnamespace_name", [oid])
+    else:
+        return oid
+    # the invalid object id 0 is shown as '-', as PostgreSQL shows it
+    zero = exp.EQ(this=oid.copy(), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=zero, true=exp.Literal.string("-"))], default=shown)
 
 
 def _displayed(node: exp.Expression) -> bool:
     """Whether ``node`` (a cast to an object-identifier type) is shown as text: a result
-    column, concatenated or cast to text (PostgreSQL prints a ``regclass`` as its name)."""
+    column, concatenated or cast to text (PostgreSQL prints a ``regclass`` as its name). In
+    an ORDER BY key it stays the id: spate orders by no subquery (psql's ``\\d`` orders a
+    table's partitions, which spate never has, by ``oid::regclass::text``)."""
+    above = node.parent
+    while above is not None and not isinstance(above, exp.Select):
+        if isinstance(above, exp.Ordered):
+            return False
+        above = above.parent
     parent = node.parent
     while isinstance(parent, (exp.Paren, exp.Alias)):
         parent = parent.parent
@@ -736,11 +747,10 @@ def _displayed(node: exp.Expression) -> bool:
         )
     if isinstance(parent, exp.DPipe):
         return True
-    return (
-        isinstance(parent, exp.Cast)
-        and _cast_target(parent) is None
-        and (parent.to.this in (exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR))
-    )
+    if not isinstance(parent, exp.Cast) or _cast_target(parent) is not None:
+        return False
+    to = _unqualified_type(parent.to) or parent.to  # psql casts to pg_catalog.text
+    return to.this in (exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR)
 
 
 def _literal_oid(text: str, target: str) -> exp.Expression:
