@@ -2,7 +2,8 @@
 the local PostgreSQL, the same project on the same source rows: a view model, a table model
 over it, ``not_null`` and ``unique`` tests. ``dbt run`` twice — the second run replaces both
 relations (dbt's ``ALTER … RENAME``, ``DROP … CASCADE`` in transactions) and adds a column to
-the table model —, then ``dbt test``; the models' rows must equal PostgreSQL's.
+the table model —, then ``dbt test`` on spate; the models' rows must equal PostgreSQL's. The
+two targets' dbt processes run side by side.
 
 dbt's dependencies do not fit constraints.txt, so the fixture installs dbt-core and
 dbt-postgres from PyPI into ``~/.cache/spate-test/dbt-venv`` once and reuses it.
@@ -94,15 +95,26 @@ def _profiles(tmp: Path, spate_port: int, pg_schema: str) -> Path:
     return out
 
 
-def _dbt(exe: Path, profiles: Path, work: Path, target: str, *args: str) -> str:
+def _dbt(exe: Path, profiles: Path, work: Path, targets: list[str], *args: str) -> None:
+    """``dbt args…`` on each target, the targets' runs at the same time (each its own
+    process, log and target directory)."""
     env = dict(os.environ, DBT_SEND_ANONYMOUS_USAGE_STATS="false", DO_NOT_TRACK="1")
-    done = subprocess.run(
-        [str(exe), *args, "--target", target, "--profiles-dir", str(profiles),
-         "--project-dir", str(work), "--no-use-colors"],
-        capture_output=True, text=True, timeout=300, env=env, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"dbt {' '.join(args)} on {target}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    runs = {}
+    for target in targets:
+        command = [str(exe), *args, "--target", target, "--profiles-dir", str(profiles)]
+        command += ["--project-dir", str(work), "--target-path", f"target-{target}"]
+        command += ["--log-path", f"logs-{target}", "--no-use-colors"]
+        runs[target] = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=work,
+        )
+    for target, run in runs.items():
+        out, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, f"dbt {' '.join(args)} on {target}:\n{out}"
 
 
 def _insert(dsn: str, rows: list[tuple[int, int]], schema: str | None) -> None:
@@ -139,17 +151,15 @@ def test_dbt_run_twice_and_test_as_on_postgres(
     targets = {"spate": (spate_dsn, None), "postgres": (PG_URL, pg_schema)}
     for dsn, schema in targets.values():
         _insert(dsn, FIRST, schema)
-    for target in targets:
-        _dbt(dbt, profiles, work, target, "run")
+    _dbt(dbt, profiles, work, list(targets), "run")
     first = {t: _rows(dsn, schema) for t, (dsn, schema) in targets.items()}
     assert first["spate"] == first["postgres"]
     assert first["spate"]["orders_t"] == (["id", "doubled"], [(1, 20), (3, 14)])
     for dsn, schema in targets.values():
         _insert(dsn, SECOND, schema)
     extra = ["--vars", "{extra_column: ', id % 2 AS parity'}"]
-    for target in targets:
-        _dbt(dbt, profiles, work, target, "run", *extra)  # replaces both relations
-        _dbt(dbt, profiles, work, target, "test", *extra)
+    _dbt(dbt, profiles, work, list(targets), "run", *extra)  # replaces both relations
+    _dbt(dbt, profiles, work, ["spate"], "test", *extra)
     second = {t: _rows(dsn, schema) for t, (dsn, schema) in targets.items()}
     assert second["spate"] == second["postgres"]
     assert second["spate"]["orders_t"] == (
