@@ -122,7 +122,20 @@ def _psql(port: int | str, user: str, db: str, command: str, schema: str | None)
 
 
 @pytest.mark.skipif(PSQL is None, reason="the psql binary is not installed")
-@pytest.mark.parametrize("command", [r"\dt", r"\dv", r"\di", r"\d items_v", r"\d items"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        r"\dt",
+        r"\dv",
+        r"\di",
+        r"\d items_v",
+        r"\d items",
+        r"\d+ items",
+        r"\d+ events",
+        r"\df",
+        r"\df+",
+    ],
+)
 def test_psql_describe_commands_equal_postgres(
     spate_port: int, pg_schema: str, command: str
 ) -> None:

@@ -308,6 +308,43 @@ def test_dbeaver_namespace_table_and_type_queries(spate_dsn: str, pg_schema: str
     )
 
 
+_SEARCH_PATH_SCHEMAS = """quote_ident(table_schema) IN (
+      SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
+      FROM generate_series(
+          array_lower(string_to_array(current_setting('search_path'),','),1),
+          array_upper(string_to_array(current_setting('search_path'),','),1)
+        ) as i,
+        string_to_array(current_setting('search_path'),',') s
+    )"""
+GRAFANA_TABLES = f"""SELECT
+    CASE WHEN {_SEARCH_PATH_SCHEMAS}
+      THEN quote_ident(table_name)
+      ELSE quote_ident(table_schema) || '.' || quote_ident(table_name)
+    END AS "table"
+    FROM information_schema.tables
+    WHERE quote_ident(table_schema) NOT IN ('information_schema', 'pg_catalog',
+      '_timescaledb_cache', '_timescaledb_catalog', '_timescaledb_internal',
+      '_timescaledb_config', 'timescaledb_information', 'timescaledb_experimental')
+    ORDER BY CASE WHEN {_SEARCH_PATH_SCHEMAS} THEN 0 ELSE 1 END, 1"""
+"""Grafana's table listing without a schema (its PostgreSQL data source's query builder): the
+tables on the search path by name first, then the others qualified by their schema."""
+
+
+def test_grafana_lists_tables_on_the_search_path_first(spate_dsn: str, pg_schema: str) -> None:
+    ours = _run(spate_dsn, GRAFANA_TABLES)
+    theirs = _run(PG_URL or "", GRAFANA_TABLES, search_path=pg_schema)
+    assert ours[:2] == theirs[:2]  # the column's name and type
+
+    def on_path(rows: list[tuple[Any, ...]]) -> list[str]:
+        names = [str(r[0]) for r in rows]
+        first = [n for n in names if "." not in n]
+        assert names[: len(first)] == first, names  # the search path's tables come first
+        return first
+
+    assert on_path(ours[2]) == on_path(theirs[2]) == ["items", "items_v", "other_t"]
+    assert ("spate_catalog.replicas",) in ours[2]
+
+
 def test_grafana_queries(spate_dsn: str, pg_schema: str) -> None:
     compare(
         spate_dsn, pg_schema, "SELECT current_setting('server_version_num')::int/100 as version"
@@ -328,3 +365,15 @@ def test_grafana_queries(spate_dsn: str, pg_schema: str) -> None:
         " ORDER BY schema_name",
     )
     assert rows == [("public",), ("spate_catalog",)]
+
+
+def test_object_ids_shown_as_text_as_postgres_shows_them(spate_dsn: str, pg_schema: str) -> None:
+    """psql casts to ``pg_catalog.regtype`` and then ``pg_catalog.text`` (``\\d+`` of a typed
+    table); the invalid object id 0 is ``-``."""
+    compare(
+        spate_dsn,
+        pg_schema,
+        "SELECT 0::regtype::text AS t0, 0::regclass::text AS c0,"
+        " 23::pg_catalog.regtype::pg_catalog.text AS t23, 'items'::regclass::text AS c,"
+        " 'items'::pg_catalog.regclass::pg_catalog.text AS qc",
+    )

@@ -24,6 +24,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from spate.config import with_overrides
 from spate.environment.api import Environment
 from spate.environment.builtins import BUILTINS
 from spate.pgwire.environment import EnvironmentEngine
@@ -362,3 +363,48 @@ def test_deep_statements_answer_or_are_54001_never_internal_errors(dsn: str) -> 
             with contextlib.suppress(psycopg.errors.StatementTooComplex):
                 c.execute(sql).fetchall()
         assert c.execute("SELECT 2").fetchone() == (2,)
+
+
+def test_evaluation_errors_on_the_replica_reach_the_client_with_their_sqlstate(
+    env: Environment, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-off read and a subscribe evaluated by the replica (no small read here) fail with
+    the code the replica raised, carried in its answer: PostgreSQL's for the same query."""
+    rt = env.runtime
+    monkeypatch.setattr(rt, "settings", with_overrides(rt.settings, small_read_updates=0))
+    built: list[object] = []
+    create = rt.compute.create_dataflow
+
+    def recording(instance: Any, dataflow: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(dataflow)
+        create(instance, dataflow, *args, **kwargs)
+
+    monkeypatch.setattr(rt.compute, "create_dataflow", recording)
+    env.sql("CREATE TABLE codes (a bigint, b bigint, s text)")  # type: ignore[attr-defined]
+    try:
+        env.insert("codes", [(1, 0, "x"), (2, 1, "2")])
+        with psycopg.connect(dsn, autocommit=True) as c:
+            with pytest.raises(psycopg.errors.DivisionByZero) as division:
+                c.execute("SELECT sum(a / b) FROM codes")
+            assert division.value.diag.message_primary == "division by zero"
+            with pytest.raises(psycopg.errors.InvalidTextRepresentation) as cast:
+                c.execute("SELECT max(s::int) FROM codes")
+            assert cast.value.diag.sqlstate == "22P02"
+            assert (cast.value.diag.message_primary or "").startswith(
+                "invalid input syntax for type integer"
+            )
+            assert len(built) == 2  # both evaluated on the replica
+        with psycopg.connect(dsn) as c:
+            c.execute("DECLARE s CURSOR FOR SUBSCRIBE (SELECT a / b AS q FROM codes)")
+            failed: BaseException | None = None
+            for _ in range(12):
+                try:
+                    c.execute("FETCH ALL s WITH (timeout = '5s')").fetchall()
+                except psycopg.Error as e:
+                    failed = e
+                    break
+            assert isinstance(failed, psycopg.errors.DivisionByZero), failed
+            assert failed.diag.message_primary == "division by zero"
+            assert len(built) == 3
+    finally:
+        env.sql("DROP TABLE codes")  # type: ignore[attr-defined]

@@ -125,6 +125,6 @@ def test_the_read_error_names_everything_and_carries_the_sqlstate() -> None:
         "materialized view v: division by zero [SQLSTATE 22012] evaluating (a / b) on row "
         "(a=1, b=0) (3 errors in all)"
     )
-    e = EvaluationFailed.from_message(f"reading v: {text}")
-    assert e is not None and e.sqlstate == "22012" and sqlstate_of(e) == "22012"
-    assert EvaluationFailed.from_message("collection u1 was dropped") is None
+    e = EvaluationFailed.of_record("materialized view v", record, 3)
+    assert str(e) == text and e.sqlstate == "22012" and sqlstate_of(e) == "22012"
+    assert e.pg_message == "division by zero"

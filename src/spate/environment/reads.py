@@ -61,9 +61,11 @@ from spate.environment.view_failures import await_answer
 from spate.errors import (
     EvaluationFailed,
     InvalidReadArgument,
+    Problem,
     ReadTimeout,
     UsageError,
     check_argument,
+    reported,
 )
 from spate.errors import ReadBeforeSince as ReadBeforeSince
 from spate.errors import ReadFailed as ReadFailed
@@ -284,7 +286,7 @@ async def _peek(
     if isinstance(result, PeekRows):
         return expand(result.rows, desc)
     if isinstance(result, PeekError):
-        raise EvaluationFailed.from_message(result.message) or ReadFailed(result.message)
+        raise reported(Problem(result.message, result.sqlstate, result.pg_message))
     raise ReadFailed("the read was canceled")
 
 
@@ -312,7 +314,7 @@ async def select(
         )
         return to_user(table, t.plan.desc)
     except EvaluationFailed as e:
-        raise EvaluationFailed(f"reading {t.name}: {e}", e.sqlstate) from None
+        raise EvaluationFailed(f"reading {t.name}: {e}", e.sqlstate, e.pg_message) from None
 
 
 async def _select(
@@ -628,7 +630,7 @@ async def subscribe(
             batch = await _next_batch(rt, t.name, queue, reads_ids)
             if batch.error is not None:
                 message = f"subscribe to {t.name} failed: {batch.error}"
-                raise EvaluationFailed.from_message(message) or ReadFailed(message)
+                raise reported(Problem(message, batch.error_sqlstate, batch.error_pg_message))
             done = batch.upper.is_empty() or (
                 up_to is not None and not batch.upper.less_equal(up_to - 1)
             )

@@ -32,7 +32,7 @@ from typing import Final
 from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.environment.view_failures import await_answer
-from spate.errors import EvaluationFailed, QueryCanceled, ReadTimeout, describe_error
+from spate.errors import EvaluationFailed, QueryCanceled, ReadTimeout
 from spate.frontier.antichain import Antichain
 from spate.ids import GlobalId, ShardId
 from spate.persist.client import PersistClient
@@ -309,5 +309,4 @@ async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp:
     found = await asyncio.to_thread(_errors_at, rt.persist, shard, timestamp)
     if found:
         count = sum(n for _, n in found)
-        text = describe_error(f"materialized view {item.name}", found[0][0], count)
-        raise EvaluationFailed.from_message(text) or EvaluationFailed(text)
+        raise EvaluationFailed.of_record(f"materialized view {item.name}", found[0][0], count)

@@ -48,6 +48,15 @@ from spate.sql import statements as st
 from spate.sql.errors import SqlError, UndefinedObject, UndefinedTable
 from spate.sql.notices import collecting, warn_if_truncated
 from spate.sql.results import narrow_table
+from spate.sql.session_statements import (
+    Begin,
+    Commit,
+    Release,
+    Rollback,
+    Savepoint,
+    TransactionControl,
+    transaction_control,
+)
 from spate.sql.tags import command_tag
 
 if TYPE_CHECKING:
@@ -93,6 +102,20 @@ class SqlSession:
             self.session.tag = command_tag(parsed, self.session.rows_affected)
             return result
 
+    def control(self, stmt: TransactionControl) -> None:
+        """Run a transaction-control statement a caller already recognised (a wire session's
+        ``BEGIN``…): it is not written out as text and parsed again."""
+        self.session.notices.clear()
+        self.session.rows_affected = None
+        block = self.session.block
+        try:
+            with collecting(self.session.notices):
+                _control(self.env, stmt, self.session, self.definitions)
+        except BaseException:
+            if block is not None and self.session.block is block:
+                block.failed = True
+            raise
+
     def insert_rows(self, table: str, rows: Sequence[Sequence[Any]] | pa.Table) -> int:
         """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
         ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
@@ -130,24 +153,12 @@ def _run_one(
     session.rows_affected = None
     block = session.block
     try:
-        control, name = sql_block.control(parsed) or (None, None)
-        if block is not None and block.failed and control not in _ENDS_FAILED:
+        control = transaction_control(parsed)
+        if control is not None:
+            _control(env, control, session, defs)
+            return None
+        if block is not None and block.failed:
             raise sql_block.aborted()
-        if name is not None:
-            assert control is not None
-            sql_block.savepoint(session, control, name)
-            return None
-        if control == "BEGIN":
-            sql_block.begin(env, session, parsed)
-            return None
-        if control == "ROLLBACK":
-            sql_block.rollback(session)
-            return None
-        if control == "COMMIT":
-            _, ddl = sql_block.commit(session)
-            if ddl:
-                _carry_out_ddl(env, ddl, session, defs)
-            return None
         catalog = EnvironmentCatalog(env, defs)
         if block is not None and block.kind == "ddl" and block.ddl:
             # planned against the catalog as the block's earlier statements will leave it
@@ -405,8 +416,28 @@ def _constraints(stmt: st.CreateTable) -> list[Constraint]:
     ]
 
 
-_ENDS_FAILED = ("COMMIT", "ROLLBACK", "ROLLBACK TO")
-"""What a failed block still runs."""
+def _control(
+    env: EnvironmentOperations, stmt: TransactionControl, session: Session, defs: Definitions
+) -> None:
+    """``BEGIN``, ``COMMIT``, ``ROLLBACK`` and the savepoint statements on the session's
+    block (:mod:`spate.environment.sql_block`); a failed block runs only the ends."""
+    block = session.block
+    if block is not None and block.failed and not isinstance(stmt, (Commit, Rollback)):
+        raise sql_block.aborted()
+    if isinstance(stmt, Savepoint):
+        sql_block.savepoint(session, "SAVEPOINT", stmt.name)
+    elif isinstance(stmt, Release):
+        sql_block.savepoint(session, "RELEASE", stmt.name)
+    elif isinstance(stmt, Rollback) and stmt.savepoint is not None:
+        sql_block.savepoint(session, "ROLLBACK TO", stmt.savepoint)
+    elif isinstance(stmt, Begin):
+        sql_block.begin(env, session, read_only=stmt.read_only)
+    elif isinstance(stmt, Rollback):
+        sql_block.rollback(session)
+    else:
+        _, ddl = sql_block.commit(session)
+        if ddl:
+            _carry_out_ddl(env, ddl, session, defs)
 
 
 def _writer(env: EnvironmentOperations, session: Session) -> EnvironmentOperations | Transaction:

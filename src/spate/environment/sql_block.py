@@ -32,52 +32,21 @@ block too, with nothing of it written.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import TYPE_CHECKING
 
 from spate.environment.sql_ddl_block import is_noop, is_pure
 from spate.environment.sql_state import Block, Session
 from spate.errors import RowsNotFound
-from spate.sql import Parsed
 from spate.sql import statements as st
 from spate.sql.errors import SqlError
 
 if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
 
-_CONTROL = {
-    "BEGIN": "BEGIN",
-    "START": "BEGIN",
-    "COMMIT": "COMMIT",
-    "END": "COMMIT",
-    "ROLLBACK": "ROLLBACK",
-    "ABORT": "ROLLBACK",
-}
 _NEUTRAL = (st.SetVariable, st.ShowVariable, st.ShowObjects, st.Rows)
 """Statements that read no data: they run at once in any block and do not set its kind."""
 _READS = (st.Select, st.Subscribe)
 _WRITES = (st.Insert, st.Update, st.Delete)
-
-
-def control(parsed: Parsed) -> tuple[str, str | None] | None:
-    """For a transaction-control statement, what it does — ``BEGIN``, ``COMMIT``,
-    ``ROLLBACK`` (``START TRANSACTION``, ``END``, ``ABORT`` are their synonyms), ``SAVEPOINT``,
-    ``RELEASE``, ``ROLLBACK TO`` — and the savepoint's name; ``None`` for any other statement."""
-    tokens = parsed.tokens
-    words = [t.text.upper() for t in tokens]
-    if not words:
-        return None
-    head = words[0]
-    if head in ("SAVEPOINT", "RELEASE") or (head in ("ROLLBACK", "ABORT") and "TO" in words):
-        rest = [t for t in tokens[1:] if t.text.upper() not in ("SAVEPOINT", "TO", "WORK")]
-        rest = [t for t in rest if t.text.upper() != "TRANSACTION"]
-        if len(rest) != 1:
-            raise SqlError(f"syntax error in {head}: one savepoint name expected", sqlstate="42601")
-        name = rest[0].text if rest[0].token_type.name == "IDENTIFIER" else rest[0].text.lower()
-        return ("ROLLBACK TO" if head in ("ROLLBACK", "ABORT") else head), name
-    if head not in _CONTROL:
-        return None
-    return _CONTROL[head], None
 
 
 def savepoint(session: Session, what: str, name: str) -> None:
@@ -112,12 +81,10 @@ def aborted() -> SqlError:
     )
 
 
-def begin(env: EnvironmentOperations, session: Session, parsed: Parsed) -> None:
+def begin(env: EnvironmentOperations, session: Session, *, read_only: bool) -> None:
     """Open a block (one already open stays, as in PostgreSQL, which only warns); ``BEGIN READ
     ONLY`` opens a read block."""
     if session.block is None:
-        words = [t.text.upper() for t in parsed.tokens]
-        read_only = any(a == "READ" and b == "ONLY" for a, b in itertools.pairwise(words))
         session.block = Block(env.transaction(), kind="read" if read_only else None)
 
 

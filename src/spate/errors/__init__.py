@@ -83,10 +83,15 @@ from spate.errors._environment import (
     UnknownName,
 )
 from spate.errors._evaluation import (
+    OUT_OF_MEMORY,
     EvaluationFailed,
     OutOfMemory,
+    Problem,
     describe_error,
     error_record,
+    is_sqlstate,
+    record_sqlstate,
+    reported,
 )
 from spate.errors._plan import (
     EvalError,
@@ -121,6 +126,7 @@ from spate.errors._roots import (
 )
 
 __all__ = [
+    "OUT_OF_MEMORY",
     "CallTimeout",
     "CatalogError",
     "CheckViolation",
@@ -171,6 +177,7 @@ __all__ = [
     "PeekTargetInvalid",
     "PlanColumnMissing",
     "PlanTypeError",
+    "Problem",
     "ProtocolError",
     "QueryCanceled",
     "ReadBeforeSince",
@@ -198,4 +205,7 @@ __all__ = [
     "check_argument",
     "describe_error",
     "error_record",
+    "is_sqlstate",
+    "record_sqlstate",
+    "reported",
 ]

@@ -12,6 +12,7 @@ wrong (PostgreSQL's text and SQLSTATE), the expression and a sample offending ro
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
 from spate.errors._environment import ReadFailed
@@ -19,7 +20,6 @@ from spate.errors._environment import ReadFailed
 FIELD_SEP: Final = "\x1f"
 """Between the fields of an error record (sqlstate, message, expression, row)."""
 
-_SQLSTATE: Final = re.compile(r"\[SQLSTATE ([0-9A-Z]{5})\]")
 _DESCRIBED: Final = re.compile(r"^(?:[^:]*): (.*?) \[SQLSTATE [0-9A-Z]{5}\]", re.S)
 """A message of :func:`describe_error` (or :meth:`EvaluationFailed.of`): what, then
 PostgreSQL's text, then the SQLSTATE."""
@@ -29,6 +29,44 @@ _WHERE: Final = " evaluating "
 def error_record(sqlstate: str, message: str, expression: str, row: str) -> str:
     """One error of the error collection as its text (see the module docs)."""
     return FIELD_SEP.join((sqlstate, message, expression, row))
+
+
+def record_sqlstate(record: str) -> str:
+    """The SQLSTATE field of error record ``record`` (``22000`` for a record without fields)."""
+    parts = record.split(FIELD_SEP)
+    code = parts[0] if len(parts) == 4 else ""
+    return code if is_sqlstate(code) else "22000"
+
+
+def is_sqlstate(code: object) -> bool:
+    """``code`` is a SQLSTATE: five digits or capital letters."""
+    return isinstance(code, str) and len(code) == 5 and code.isalnum() and code.upper() == code
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a read or a dataflow failed, as a replica reports it: the message, and the SQLSTATE
+    of the error raised (``None``: no error of its own, the read could not be served — not an
+    index here, below the since, a build that failed —, which the reader reports as its own
+    :class:`ReadFailed`). ``pg_message``: PostgreSQL's text for the error (``division by
+    zero``), what a PostgreSQL client is answered (``None``: the message). Code and text
+    travel as data; they are never read back from the message."""
+
+    message: str
+    sqlstate: str | None = None
+    pg_message: str | None = None
+
+    def within(self, prefix: str) -> Problem:
+        """The same problem, its message after ``prefix`` (what failed because of it)."""
+        return Problem(prefix + self.message, self.sqlstate, self.pg_message)
+
+    @staticmethod
+    def of_record(what: str, record: str, count: int = 1) -> Problem:
+        """The problem of a read of ``what`` whose error collection holds ``record`` (``count``
+        records in all): :func:`describe_error`'s message, the record's SQLSTATE and text."""
+        parts = record.split(FIELD_SEP)
+        text = parts[1] if len(parts) == 4 else None
+        return Problem(describe_error(what, record, count), record_sqlstate(record), text)
 
 
 def describe_error(what: str, record: str, count: int = 1) -> str:
@@ -52,12 +90,16 @@ class EvaluationFailed(ReadFailed):
     the collection, the expression and the row that the message names (what a PostgreSQL
     client is answered)."""
 
-    def __init__(self, message: str, sqlstate: str = "22000") -> None:
+    def __init__(
+        self, message: str, sqlstate: str = "22000", pg_message: str | None = None
+    ) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
-        found = _DESCRIBED.match(message)
-        bare = found.group(1) if found is not None else message
-        self.pg_message: str = bare.split(_WHERE, 1)[0] or message
+        if pg_message is None:
+            found = _DESCRIBED.match(message)
+            bare = found.group(1) if found is not None else message
+            pg_message = bare.split(_WHERE, 1)[0] or message
+        self.pg_message: str = pg_message
 
     @staticmethod
     def of(what: str, error: BaseException) -> EvaluationFailed:
@@ -70,14 +112,22 @@ class EvaluationFailed(ReadFailed):
         return EvaluationFailed(f"{what}: {error} [SQLSTATE {code}]", code)
 
     @staticmethod
-    def from_message(message: str) -> EvaluationFailed | None:
-        """The error a replica's read error text describes, if it is an evaluation error."""
-        found = _SQLSTATE.search(message)
-        if found is None:
-            return None
-        if found.group(1) == OUT_OF_MEMORY:
-            return OutOfMemory(message)
-        return EvaluationFailed(message, found.group(1))
+    def of_record(what: str, record: str, count: int = 1) -> EvaluationFailed:
+        """The error a read of ``what`` fails with when its error collection holds ``record``
+        (``count`` records in all)."""
+        problem = Problem.of_record(what, record, count)
+        return EvaluationFailed(problem.message, problem.sqlstate or "22000", problem.pg_message)
+
+
+def reported(problem: Problem) -> ReadFailed:
+    """The error a read fails with when a replica answers it with ``problem``: the evaluation
+    error with the code the replica raised (:class:`OutOfMemory` for ``53200``), or, without a
+    code, :class:`ReadFailed`."""
+    if problem.sqlstate is None:
+        return ReadFailed(problem.message)
+    if problem.sqlstate == OUT_OF_MEMORY:
+        return OutOfMemory(problem.message)
+    return EvaluationFailed(problem.message, problem.sqlstate, problem.pg_message)
 
 
 OUT_OF_MEMORY: Final = "53200"

@@ -46,16 +46,16 @@ async def run_session_statement(
                 )
             )
         else:
-            await s.engine_transaction("BEGIN READ ONLY" if stmt.read_only else "BEGIN")
+            await s.engine_transaction(stmt)
         s.status = "T" if s.status == "I" else s.status
         s.send(codec.command_complete("BEGIN"))
     elif isinstance(stmt, statements.Commit):
         was = s.status
         _end_transaction(s)  # a COMMIT that fails ends the block too
         if was == "E":
-            await s.engine_transaction("ROLLBACK")
+            await s.engine_transaction(statements.Rollback())
         elif was == "T":
-            await s.engine_transaction("COMMIT")
+            await s.engine_transaction(stmt)
         s.send(codec.command_complete("ROLLBACK" if was == "E" else "COMMIT"))
     elif isinstance(stmt, statements.Rollback):
         if stmt.to_savepoint:
@@ -63,17 +63,17 @@ async def run_session_statement(
                 raise PgError(
                     "25P01", "ROLLBACK TO SAVEPOINT can only be used in transaction blocks"
                 )
-            await s.engine_transaction(f"ROLLBACK TO SAVEPOINT {_ident(stmt.savepoint)}")
+            await s.engine_transaction(stmt)
             s.status = "T"
         else:
             _end_transaction(s)
-            await s.engine_transaction("ROLLBACK")
+            await s.engine_transaction(stmt)
         s.send(codec.command_complete("ROLLBACK"))
     elif isinstance(stmt, (statements.Savepoint, statements.Release)):
         tag = "SAVEPOINT" if isinstance(stmt, statements.Savepoint) else "RELEASE"
         if s.status == "I":
             raise PgError("25P01", f"{tag} can only be used in transaction blocks")
-        await s.engine_transaction(f"{tag} SAVEPOINT {_ident(stmt.name)}")
+        await s.engine_transaction(stmt)
         s.send(codec.command_complete(tag))
     elif isinstance(stmt, statements.Discard):
         if stmt.what == "ALL":
@@ -133,12 +133,6 @@ async def run_session_statement(
         await copy_in(s, copy_from)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
-
-
-def _ident(name: str | None) -> str:
-    if name is None:
-        raise PgError("42601", "syntax error: a savepoint name is missing")
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _end_transaction(s: SessionHost) -> None:

@@ -104,10 +104,11 @@ ENGINE_VARS: Final = frozenset(
 
 
 class Engine(Protocol):
-    """The engine contract. An engine MAY also have ``transaction(sql, ctx)``: the session
-    then passes it ``BEGIN``, ``COMMIT``, ``ROLLBACK``, ``SAVEPOINT "name"``, ``RELEASE
-    SAVEPOINT "name"`` and ``ROLLBACK TO SAVEPOINT "name"`` (an engine
-    without it sees none of them, and its transactions are the session's bookkeeping only).
+    """The engine contract. An engine MAY also have ``transaction(stmt, ctx)``: the session
+    then passes it the typed ``BEGIN``, ``COMMIT``, ``ROLLBACK``, ``SAVEPOINT``, ``RELEASE``
+    and ``ROLLBACK TO`` it recognised (:data:`spate.sql.session_statements.
+    TransactionControl`; an engine without it sees none of them, and its transactions are the
+    session's bookkeeping only).
     ``COMMIT`` either writes everything of the block or raises, and ends the block either way.
 
     An engine MAY also have ``execute_parsed(parsed, ctx) -> Result``: :meth:`execute` of a

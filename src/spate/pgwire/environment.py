@@ -39,6 +39,7 @@ from spate.sql.declared import column_types
 from spate.sql.depth import too_complex
 from spate.sql.describe import describe as describe_statement
 from spate.sql.results import TAGGED, result_schema
+from spate.sql.session_statements import TransactionControl
 from spate.sql.types import PgType as SqlType
 from spate.sql.types import named_type
 
@@ -162,10 +163,11 @@ class EnvironmentEngine:
             return Described(oids, table.schema if isinstance(table, pa.Table) else None)
         return Described(oids, d.columns)
 
-    def transaction(self, sql: str, ctx: Context) -> None:
-        """BEGIN, COMMIT, ROLLBACK of the connection's SQL session (its transaction block:
-        :mod:`spate.environment.sql_block`)."""
-        self._sql(sql, ctx)
+    def transaction(self, stmt: TransactionControl, ctx: Context) -> None:
+        """BEGIN, COMMIT, ROLLBACK and the savepoints of the connection's SQL session (its
+        transaction block: :mod:`spate.environment.sql_block`), as the session recognised
+        them: not parsed again."""
+        self._sql_call(lambda session: session.control(stmt), ctx)
 
     def copy_schema(self, table: str, ctx: Context) -> pa.Schema:
         """The columns of ``table``, which a COPY FROM STDIN writes (42P01 if there is no

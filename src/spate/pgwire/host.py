@@ -17,6 +17,7 @@ from spate.pgwire.auth import ScramVerifier
 from spate.pgwire.binding import Prepared
 from spate.pgwire.engine import Context, Described, Engine
 from spate.pgwire.portal import Portal
+from spate.sql.session_statements import TransactionControl
 
 T = TypeVar("T")
 
@@ -80,7 +81,7 @@ class SessionHost(Connection, Protocol):
 
     async def engine_execute(self, sql: str) -> None: ...
 
-    async def engine_transaction(self, sql: str) -> None: ...
+    async def engine_transaction(self, stmt: TransactionControl) -> None: ...
 
     async def start_portal(self, portal: Portal) -> None: ...
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
+from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
 from spate.pgwire.commands import run_session_statement
@@ -221,6 +222,8 @@ class Session:
             code, message = "57014", "canceling statement due to user request"
         else:
             code, message = sqlstate_of(e), str(e) or type(e).__name__
+            if isinstance(e, EvaluationFailed):  # PostgreSQL's text (a subscribe's, a FETCH's)
+                message = e.pg_message
             where, bare = getattr(e, "position", None), getattr(e, "message", None)
             if offset is not None and isinstance(where, int) and isinstance(bare, str):
                 message, position = bare, offset + where
@@ -592,12 +595,13 @@ class Session:
     async def engine_execute(self, sql: str) -> None:
         await self._call(lambda: self._engine.execute(sql, self._ctx))
 
-    async def engine_transaction(self, sql: str) -> None:
-        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, if it
-        keeps transactions (``Engine.transaction``)."""
+    async def engine_transaction(self, stmt: statements.TransactionControl) -> None:
+        """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, as the
+        typed statements they were recognised as, if it keeps transactions
+        (``Engine.transaction``)."""
         control = getattr(self._engine, "transaction", None)
         if control is not None:
-            await self._call(lambda: control(sql, self._ctx))
+            await self._call(lambda: control(stmt, self._ctx))
 
     async def start_portal(self, portal: Portal) -> None:
         await self._start(portal)

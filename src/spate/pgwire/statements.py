@@ -31,6 +31,7 @@ from spate.sql.session_statements import (
     SessionStatement,
     Set,
     Show,
+    TransactionControl,
     recognise,
 )
 
@@ -54,6 +55,7 @@ __all__ = [
     "SessionStatement",
     "Set",
     "Show",
+    "TransactionControl",
     "classify",
     "duration_seconds",
 ]

@@ -274,12 +274,21 @@ class PeekRows:
     rows: pa.Table
 
 
-@wire("compute.peek_error")
+@wire("compute.peek_error", 2)
 @dataclass(frozen=True, slots=True)
 class PeekError:
-    """The peek failed; ``message`` says why, naming the collection and frontiers."""
+    """The peek failed; ``message`` says why, naming the collection and frontiers.
+
+    ``sqlstate``: the SQLSTATE of the error the replica raised evaluating the read (``22012``
+    a division by zero, ``22P02`` text that does not parse as its cast's type, ``53200`` a
+    one-off refused as too large…); ``None`` when the read could not be served at all (not an
+    index here, below the since, a dataflow that failed without one). ``pg_message``:
+    PostgreSQL's text for that error (``division by zero``; ``None``: the message). Readers
+    take both from these fields, never from the message."""
 
     message: str
+    sqlstate: str | None = None
+    pg_message: str | None = None
 
 
 @wire("compute.peek_canceled")
@@ -297,7 +306,7 @@ class PeekResponse:
     response: PeekRows | PeekError | PeekCanceled
 
 
-@wire("compute.subscribe_batch")
+@wire("compute.subscribe_batch", 2)
 @dataclass(frozen=True, slots=True)
 class SubscribeBatch:
     """The changes of a subscribe in ``[lower, upper)``.
@@ -306,12 +315,16 @@ class SubscribeBatch:
     ``[lower, upper)`` and ``>= as_of``; or ``error`` instead (``updates`` is then ``None``).
     Consecutive batches are contiguous, increasing and non-empty intervals; the first batch's
     upper is ``>= as_of``. After a batch with ``upper == {}`` no more responses follow.
+    ``error_sqlstate`` and ``error_pg_message``: the SQLSTATE and PostgreSQL's text of
+    ``error``, as :class:`PeekError`'s.
     """
 
     lower: Frontier
     upper: Frontier
     updates: pa.Table | None
     error: str | None = None
+    error_sqlstate: str | None = None
+    error_pg_message: str | None = None
 
 
 @wire("compute.subscribe_dropped_at")

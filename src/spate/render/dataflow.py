@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spate.errors import SpateError, UsageError, describe_error
+from spate.errors import Problem, SpateError, UsageError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.persist import latency_trace
@@ -48,7 +48,12 @@ from spate.plan.errors import InvalidDataflow
 from spate.plan.finishing import RowSetFinishing
 from spate.render.arrangement import Arrangement, ReadBeforeSince
 from spate.render.batch import Batch, Engine, EngineSettings
-from spate.render.errors import ERROR_SCHEMA, ErrorCollection, consolidate_errors
+from spate.render.errors import (
+    ERROR_SCHEMA,
+    ErrorCollection,
+    consolidate_errors,
+    raised_sqlstate,
+)
 from spate.render.input import ArrowInput, ImportedErrors, InputData, InputResolver
 from spate.render.layout import to_external, to_internal
 from spate.render.operators.build import Builder
@@ -72,12 +77,22 @@ __all__ = ["Dataflow", "DataflowError", "ReadBeforeSince", "StepReport"]
 
 
 class DataflowError(SpateError):
-    """A step of a dataflow failed (evaluation error, Spark failure); nothing changed."""
+    """A step of a dataflow failed (evaluation error, Spark failure); nothing changed.
+    ``sqlstate``: the evaluation error's code (``None``: Spark failed otherwise)."""
+
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
 
 
 class CollectionInError(UsageError, RuntimeError):
     """A read at a time where the dataflow's error collection is not empty (the message is
-    :func:`spate.errors.describe_error`'s)."""
+    :func:`spate.errors.describe_error`'s; ``sqlstate`` the first record's)."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.sqlstate = problem.sqlstate or "22000"
+        self.pg_message = problem.pg_message or problem.message
 
 
 @dataclass(frozen=True)
@@ -273,7 +288,8 @@ class Dataflow:
         except Exception as e:  # Spark / py4j failures, evaluation errors inside Spark
             self._engine.end_step()
             raise DataflowError(
-                f"dataflow {self.name}: step [{start}, {hi}) failed: {_short(e)}"
+                f"dataflow {self.name}: step [{start}, {hi}) failed: {_short(e)}",
+                raised_sqlstate(e),
             ) from e
         with phases.timed("commit"):
             for commit in ctx.commits:
@@ -430,20 +446,20 @@ class Dataflow:
             result_desc = ix.desc
         return name_result(finished, result_desc)
 
-    def error_at(self, timestamp: int) -> str | None:
-        """What a read at ``timestamp`` fails with (:func:`spate.errors.describe_error`), or
-        ``None`` when the error collection is empty there."""
+    def error_at(self, timestamp: int) -> Problem | None:
+        """What a read at ``timestamp`` fails with (:func:`spate.errors.describe_error`, the
+        first record's SQLSTATE), or ``None`` when the error collection is empty there."""
         found = self.errors.at(timestamp)
         if not found:
             return None
-        return describe_error(self.name, found[0][0], sum(n for _, n in found))
+        return Problem.of_record(self.name, found[0][0], sum(n for _, n in found))
 
     def check_errors(self, timestamp: int) -> None:
         """Raise :class:`CollectionInError` if the error collection is not empty at
         ``timestamp``."""
-        message = self.error_at(timestamp)
-        if message is not None:
-            raise CollectionInError(message)
+        problem = self.error_at(timestamp)
+        if problem is not None:
+            raise CollectionInError(problem)
 
     # -- compaction and drop ------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ when the collection is non-empty at ``t``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -23,6 +24,25 @@ if TYPE_CHECKING:
     from pyspark.sql import Column
 
     from spate.render.scalar import Failure
+
+_RAISED: Final = re.compile(r"\[SQLSTATE ([0-9A-Z]{5})\]")
+"""What follows the message of an error this package raises inside Spark (``raise_error``)."""
+
+
+def raised_marker(sqlstate: str) -> str:
+    """What follows the message of an error raised inside Spark (``F.raise_error``): its
+    SQLSTATE, which :func:`raised_sqlstate` reads back from the failed job."""
+    return f" [SQLSTATE {sqlstate}]"
+
+
+def raised_sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of the evaluation error that failed a Spark job (``None``: none did).
+    Spark keeps only the text of an error a ``raise_error`` raised, so the code is read from
+    :func:`raised_marker`'s mark there, once, where the job fails; from then on it travels as
+    data."""
+    found = _RAISED.search(str(error))
+    return found.group(1) if found is not None else None
+
 
 ERROR_COLUMN: Final = "_err"
 ERROR_SCHEMA: Final = pa.schema(

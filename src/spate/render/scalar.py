@@ -78,6 +78,7 @@ from spate.plan.expr import (
 )
 from spate.plan.funcs import SIGNATURES
 from spate.plan.infer import typ
+from spate.render.errors import raised_marker
 from spate.render.layout import col_name
 from spate.render.like import _like_regex_column, _substr, like_regex
 from spate.render.numeric_division import numeric_divide
@@ -290,7 +291,7 @@ class _Compiler:
                 return typed_literal(v, t)
             case RaiseError(code, message, t):
                 if self.failures is None:
-                    raised = F.raise_error(F.lit(f"{message} [SQLSTATE {code}]"))
+                    raised = F.raise_error(F.lit(message + raised_marker(code)))
                     return raised.cast(spark_type(t))
                 self.fail(F.lit(True), code, message)
                 return F.lit(None).cast(spark_type(t))

@@ -35,6 +35,7 @@ from spate.plan.funcs import (
     parse_replacement,
     parse_to_char,
 )
+from spate.render.errors import raised_marker
 from spate.render.interval import compile_interval
 from spate.render.numformat import compile_to_char_number
 from spate.repr.types import ScalarKind, ScalarType
@@ -65,7 +66,7 @@ def raising(value: Column, *failing: Failing) -> Column:
     """:class:`Check` outside capture mode: a Spark error where a condition holds."""
     out: Column | None = None
     for cond, sqlstate, message in failing:
-        err = F.raise_error(F.lit(f"{message} [SQLSTATE {sqlstate}]"))
+        err = F.raise_error(F.lit(message + raised_marker(sqlstate)))
         out = F.when(cond, err) if out is None else out.when(cond, err)
     return value if out is None else out.otherwise(value)
 

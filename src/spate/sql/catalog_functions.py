@@ -8,7 +8,9 @@ or a scalar subquery over ``pg_catalog`` (``obj_description(c.oid)`` is ``(SELEC
 FROM pg_catalog.pg_description WHERE objoid = c.oid AND objsubid = 0)``), so the functions
 combine with everything else SQL allows and a read that uses them reads the catalog as it is.
 
-Also normalized here: schema-qualified calls (``pg_catalog.quote_ident(…)``), operators
+The catalog's arrays and the array operations on them are rewritten by
+:mod:`spate.sql.catalog_arrays` (called from :func:`rewrite`). Also normalized here:
+schema-qualified calls (``pg_catalog.quote_ident(…)``), operators
 (``OPERATOR(pg_catalog.~)``) and ``COLLATE pg_catalog.default`` (spate has one collation).
 
 What PostgreSQL does that these do not: a name that names nothing (``'nope'::regclass``) is
@@ -24,9 +26,20 @@ from typing import Final, cast
 import sqlglot
 from sqlglot import exp
 
-from spate.sql.pg_catalog_data import COLUMNS, TYPES
+from spate.sql.catalog_arrays import (
+    ARRAY_OF,
+    array_agg,
+    array_of_query,
+    enclosing_select,
+    expand_arrays,
+    series_over_array,
+    split_array_bound,
+    split_array_in_from,
+    subscript,
+    unnest_in_from,
+)
+from spate.sql.pg_catalog_data import TYPES
 from spate.sql.pg_catalog_oids import relation_oid
-from spate.sql.types import ARRAY_PREFIX
 
 _CATALOG_RELATION_OIDS: Final = "(_c.oid < 14500 OR _c.oid >= 20000)"
 """The relations on the search path (``pg_catalog`` and ``public``): see
@@ -212,6 +225,7 @@ _MACROS: Final[dict[str, str]] = {
             "pg_get_function_arguments",
             "pg_get_function_identity_arguments",
             "pg_get_functiondef",
+            "pg_get_function_sqlbody",  # spate's functions are built in: no SQL body
             "pg_get_serial_sequence",
         ),
         "CAST(NULL AS text)",
@@ -308,9 +322,13 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
     (module docs). Leaves every other node as it is."""
     if not _mentions_catalog(tree):
         return tree
+    tree = _ordered_by_subquery(tree)
+    tree = tree.transform(split_array_bound, copy=False)
     for select in list(tree.find_all(exp.Select)):
-        _expand_arrays(select)
-        _series_over_array(select)
+        split_array_in_from(select)
+        expand_arrays(select)
+        series_over_array(select)
+        unnest_in_from(select)
     _qualify_arguments(tree)
     # casts first: a function's arguments are copied into its SQL as they are then
     tree = _post_order(tree, _rewrite_cast)
@@ -333,50 +351,6 @@ def _post_order(
     return tree
 
 
-def _array_of_query(node: exp.Array) -> exp.Expression:
-    """``ARRAY(SELECT x FROM … WHERE …)`` as the text form of the array (``{a,b}``): the
-    query with ``x`` aggregated (the catalog's arrays are held as their text form)."""
-    query = node.expressions[0] if len(node.expressions) == 1 else None
-    if (
-        not isinstance(query, exp.Select)
-        or len(query.expressions) != 1
-        or any(query.args.get(k) for k in ("group", "having", "limit", "offset", "distinct"))
-    ):
-        return node
-    order = query.args.get("order")
-    value = query.expressions[0]
-    if isinstance(value, exp.Alias):
-        value = value.this
-    element = exp.Cast(this=value.copy(), to=exp.DataType.build("text"))
-    if order is not None:  # the elements in the aggregate's order (spate's: by value)
-        query.set("order", None)
-    agg = exp.Anonymous(this="string_agg", expressions=[element, exp.Literal.string(",")])
-    joined = exp.DPipe(
-        this=exp.DPipe(
-            this=exp.Literal.string("{"),
-            expression=exp.Coalesce(this=agg, expressions=[exp.Literal.string("")]),
-        ),
-        expression=exp.Literal.string("}"),
-    )
-    query.set("expressions", [joined])
-    return exp.Subquery(this=query)
-
-
-def _subscript(node: exp.Bracket) -> exp.Expression:
-    """``a[i]`` of a catalog array held as its text form: an ``int2vector`` (``1 2``) counts
-    from 0, an array (``{1,2}``) from 1."""
-    if len(node.expressions) != 1:
-        return node
-    text = f"CAST({node.this.sql(dialect='postgres')} AS text)"
-    words = f"trim(translate({text}, '{{}},', '   '))"
-    index = node.expressions[0].sql(dialect="postgres")
-    sql = (
-        f"CAST(NULLIF(split_part({words}, ' ', CAST(({index}) + CASE WHEN left({text}, 1) = '{{'"
-        f" THEN 0 ELSE 1 END AS integer)), '') AS integer)"
-    )
-    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
-
-
 def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
     """``a & 2^k`` (a flag of ``indoption``): ``(a / 2^k) % 2 * 2^k``."""
     bit = node.expression
@@ -389,112 +363,6 @@ def _bitwise_and(node: exp.BitwiseAnd) -> exp.Expression:
         return node
     a = node.this.sql(dialect="postgres")
     return cast(exp.Expression, sqlglot.parse_one(f"(({a}) / {value}) % 2 * {value}"))
-
-
-_ARRAY_OF: Final = {
-    exp.DataType.Type.TEXT: f"{ARRAY_PREFIX}text",
-    exp.DataType.Type.VARCHAR: f"{ARRAY_PREFIX}text",
-    exp.DataType.Type.BIGINT: f"{ARRAY_PREFIX}int8",
-    exp.DataType.Type.INT: f"{ARRAY_PREFIX}int4",
-    exp.DataType.Type.SMALLINT: f"{ARRAY_PREFIX}int2",
-}
-
-
-def _catalog_column_arrays() -> dict[str, str]:
-    """The array type of each catalog column name that has one type wherever it occurs."""
-    kinds: dict[str, set[str]] = {}
-    for columns in COLUMNS.values():
-        for name, type_name in columns:
-            kinds.setdefault(name, set()).add(type_name)
-    text = {"name", "text", "varchar", "char"}
-    out = {}
-    for name, types in kinds.items():
-        if types <= text:
-            out[name] = f"{ARRAY_PREFIX}text"
-        elif types == {"bool"}:
-            out[name] = f"{ARRAY_PREFIX}bool"
-    return out
-
-
-_PREDICATES: Final = (
-    exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Not, exp.And, exp.Or, exp.Is,
-    exp.Boolean,
-)  # fmt: skip
-
-
-def _element_type(value: exp.Expression) -> str | None:
-    """The array type ``array_agg(value)`` makes, where the expression says it: a cast's
-    type, ``boolean[]`` for a comparison, a CASE's branches' (``None``: not known here).
-    spate names these types with :data:`ARRAY_PREFIX`."""
-    while isinstance(value, exp.Paren):
-        value = value.this
-    if isinstance(value, exp.Cast) and isinstance(value.to, exp.DataType):
-        return _ARRAY_OF.get(value.to.this)
-    if isinstance(value, _PREDICATES):
-        return f"{ARRAY_PREFIX}bool"
-    if isinstance(value, exp.Column):  # a catalog column: its type where its name says it
-        return _CATALOG_COLUMN_ARRAYS.get(value.name)
-    if isinstance(value, exp.Case):
-        branches = [i.args.get("true") for i in value.args.get("ifs") or ()]
-        branches.append(value.args.get("default"))
-        types = {
-            f"{ARRAY_PREFIX}text" if isinstance(b, (exp.Anonymous, exp.Dot)) else _element_type(b)
-            for b in branches
-            if isinstance(b, exp.Expression)
-        }
-        return types.pop() if len(types) == 1 else None
-    return None
-
-
-def _defining(value: exp.Expression, at: exp.Expression) -> exp.Expression:
-    """The expression a column of a derived table stands for (``idx_attr.element`` in
-    ``FROM (SELECT CASE … END AS element …) AS idx_attr``), else ``value``."""
-    if not isinstance(value, exp.Column) or not value.table:
-        return value
-    select = _enclosing_select(at)
-    if select is None:
-        return value
-    sources: list[exp.Expression] = []
-    source = select.args.get("from_") or select.args.get("from")
-    if isinstance(source, exp.From):
-        sources.append(source.this)
-    sources += [j.this for j in select.args.get("joins") or ()]
-    for s in sources:
-        if isinstance(s, exp.Subquery) and s.alias_or_name == value.table:
-            query = s.this
-            if isinstance(query, exp.Select):
-                for e in query.expressions:
-                    if e.alias_or_name == value.name:
-                        return cast(exp.Expression, e.this if isinstance(e, exp.Alias) else e)
-    return value
-
-
-_CATALOG_COLUMN_ARRAYS: Final = _catalog_column_arrays()
-
-
-def _array_agg(node: exp.ArrayAgg) -> exp.Expression:
-    """``array_agg(x [ORDER BY k])`` as the text form of the array (``{a,"b c"}``, ``{t,f}``),
-    typed as the array of ``x``'s type where the expression says it (a cast, a comparison);
-    otherwise left as it is (and refused): the catalog's arrays are their text form."""
-    inner = node.this
-    order: list[exp.Expression] = []
-    if isinstance(inner, exp.Order):
-        order = list(inner.expressions)
-        inner = inner.this
-    array_type = _element_type(_defining(inner, node))
-    if array_type is None:
-        return node
-    value = f"CAST({inner.sql(dialect='postgres')} AS text)"
-    if array_type == f"{ARRAY_PREFIX}bool":
-        b = inner.sql(dialect="postgres")
-        value = f"CASE WHEN {b} THEN 't' WHEN NOT ({b}) THEN 'f' END"
-    element = (
-        f"CASE WHEN {value} IS NULL THEN 'NULL' WHEN {value} ~ '^[A-Za-z0-9_]+$' THEN {value}"
-        f" ELSE '\"' || replace(replace({value}, '\\', '\\\\'), '\"', '\\\"') || '\"' END"
-    )
-    by = f" ORDER BY {', '.join(o.sql(dialect='postgres') for o in order)}" if order else ""
-    sql = f"CAST('{{' || COALESCE(string_agg({element}, ','{by}), '') || '}}' AS {array_type})"
-    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
 
 
 def _escape(node: exp.Escape) -> exp.Expression:
@@ -520,9 +388,9 @@ def _rewrite_cast(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Escape):
         return _escape(node)
     if isinstance(node, exp.ArrayAgg):
-        return _array_agg(node)
+        return array_agg(node)
     if isinstance(node, exp.Bracket):
-        return _subscript(node)
+        return subscript(node)
     if isinstance(node, exp.BitwiseAnd):
         return _bitwise_and(node)
     if (
@@ -530,7 +398,7 @@ def _rewrite_cast(node: exp.Expression) -> exp.Expression:
         and node.expressions
         and isinstance(node.expressions[0], exp.Select)
     ):
-        return _array_of_query(node)
+        return array_of_query(node)
     if isinstance(node, exp.ByteString):  # E'…': its escapes already read
         return exp.Literal.string(str(node.this))
     if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
@@ -561,7 +429,7 @@ def _unqualified_type(to: object) -> exp.DataType | None:
         and len(to.expressions) == 1
     ):
         element = _unqualified_type(to.expressions[0])
-        name = _ARRAY_OF.get(element.this) if element is not None else None
+        name = ARRAY_OF.get(element.this) if element is not None else None
         if name is None:
             return None
         return exp.DataType.build(name, dialect="postgres", udt=True)
@@ -578,130 +446,50 @@ def _unqualified_type(to: object) -> exp.DataType | None:
         return None
 
 
-_MAX_ELEMENTS: Final = 32
-"""The most elements an expanded catalog array has (an index's keys: PostgreSQL's 32)."""
-
-
-def _expandarray_call(node: exp.Expression) -> exp.Anonymous | None:
-    """The ``_pg_expandarray(a)`` call ``node`` is (``information_schema.`` or not)."""
-    if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Anonymous):
-        node = node.expression
-    if isinstance(node, exp.Anonymous) and str(node.name).lower() == "_pg_expandarray":
-        return node
-    return None
-
-
-def _set_returning(node: exp.Expression) -> tuple[str, exp.Expression] | None:
-    """``(kind, array)`` of a set-returning call over a catalog array in a select list:
-    ``_pg_expandarray(a)`` (``expand``), ``unnest(a)`` (``unnest``), ``generate_subscripts(a,
-    1)`` (``subscripts``)."""
-    call = _expandarray_call(node)
-    if call is not None and call.expressions:
-        return "expand", call.expressions[0]
-    if isinstance(node, exp.Explode) and isinstance(node.this, exp.Expression):
-        return "unnest", node.this
-    if (
-        isinstance(node, exp.Anonymous)
-        and str(node.name).lower() == "generate_subscripts"
-        and node.expressions
+def _ordered_by_subquery(tree: exp.Expression) -> exp.Expression:
+    """A query ordered by an expression holding a subquery (Grafana lists the tables on the
+    search path first: ``ORDER BY CASE WHEN schema IN (SELECT …) THEN 0 ELSE 1 END, 1``): the
+    query with those expressions as extra columns, read by an outer query ordered by them,
+    which returns the original columns. Only where every column has a name of its own."""
+    if not isinstance(tree, exp.Select):
+        return tree
+    order = tree.args.get("order")
+    if not isinstance(order, exp.Order) or not any(
+        o.find(exp.Subquery, exp.Select) for o in order.expressions
     ):
-        return "subscripts", node.expressions[0]
-    return None
-
-
-def _expand_arrays(select: exp.Select) -> None:
-    """Set-returning calls over catalog arrays in a select list (pgjdbc's getPrimaryKeys and
-    getIndexInfo use ``information_schema._pg_expandarray(a)``, SQLAlchemy ``unnest(a)`` and
-    ``generate_subscripts(a, 1)``): a row per element, the calls in lockstep, as PostgreSQL's
-    set-returning functions in a select list give. ``(…).n`` of ``_pg_expandarray`` is the
-    element's position and the call itself (and ``(keys).x`` of it, outside) its value. The
-    catalog's arrays are their text form (``1 2``, ``{1,2}``): the query is joined with the
-    positions 1…32 up to the first array's length."""
-    calls = [
-        found
-        for node in select.expressions
-        for found in [_set_returning(n) for n in node.walk()]
-        if found is not None
-    ]
-    if not calls:
-        return
-
-    def words(array: exp.Expression) -> str:
-        text = f"CAST({array.sql(dialect='postgres')} AS text)"
-        return f"trim(translate({text}, '{{}},', '   '))"
-
-    first = words(calls[0][1])
-    count = (
-        f"CASE WHEN {first} = '' THEN 0 ELSE length({first}) - "
-        f"length(replace({first}, ' ', '')) + 1 END"
-    )
-
-    def element(array: exp.Expression) -> exp.Expression:
-        sql = f"CAST(split_part({words(array)}, ' ', _ea.n) AS integer)"
-        return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
-
-    def subscript(array: exp.Expression) -> exp.Expression:
-        text = f"CAST({array.sql(dialect='postgres')} AS text)"  # an int2vector counts from 0
-        sql = f"_ea.n - CASE WHEN left({text}, 1) = '{{' THEN 0 ELSE 1 END"
-        return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
-
-    position = cast(exp.Expression, exp.column("n", table="_ea"))
-
-    def swap(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Dot) and isinstance(n.this, exp.Paren):
-            inner = _expandarray_call(n.this.this)
-            if inner is not None:
-                field = n.expression.name.lower()
-                return position.copy() if field == "n" else element(inner.expressions[0])
-        found = _set_returning(n)
-        if found is not None:
-            kind, array = found
-            return subscript(array) if kind == "subscripts" else element(array)
-        return n
-
-    select.set("expressions", [e.transform(swap) for e in select.expressions])
-    positions = ", ".join(f"({i})" for i in range(1, _MAX_ELEMENTS + 1))
-    select.join(
-        f"(VALUES {positions}) AS _ea(n)", on=f"_ea.n <= {count}", copy=False, dialect="postgres"
-    )
-    parent = select.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        parent = parent.parent
-    if isinstance(parent, exp.Select):  # (result.keys).x outside: the value itself
-        for dot in list(parent.find_all(exp.Dot)):
-            if isinstance(dot.this, exp.Paren) and isinstance(dot.this.this, exp.Column):
-                dot.replace(dot.this.this.copy())
-
-
-def _series_over_array(select: exp.Select) -> None:
-    """``FROM generate_series(0|1, array_upper(a, 1)) s`` (psql's ``\\d`` walks a catalog
-    array so) as the positions 0…32 joined by ``s`` between the bounds in WHERE, so that a
-    bound read from the enclosing query correlates as a condition."""
-    source = select.args.get("from_") or select.args.get("from")
-    table = source.this if isinstance(source, exp.From) else None
-    series = table.this if isinstance(table, exp.Table) else None
-    if not isinstance(series, exp.ExplodingGenerateSeries) or not isinstance(table, exp.Table):
-        return
-    start, end = series.args.get("start"), series.args.get("end")
-    name = table.alias_or_name
+        return tree
+    names = [e.alias_or_name for e in tree.expressions]
     if (
-        not isinstance(start, exp.Literal)
-        or start.is_string
-        or str(start.this) not in ("0", "1")
-        or not isinstance(end, exp.Expression)
-        or "array_upper" not in end.sql(dialect="postgres").lower()
-        or not name
+        not names
+        or not all(names)
+        or len(set(names)) != len(names)
+        or any(isinstance(e, exp.Star) or e.find(exp.Star) for e in tree.expressions)
+        or tree.args.get("distinct")
     ):
-        return
-    positions = ", ".join(f"({i})" for i in range(_MAX_ELEMENTS + 1))
-    values = sqlglot.parse_one(
-        f"SELECT 1 FROM (VALUES {positions}) AS {name}({name})",  # noqa: S608 (not run: parsed)
-        read="postgres",
+        return tree
+    keys: list[exp.Ordered] = []
+    for n, ordered in enumerate(order.expressions):
+        value = ordered.this
+        if isinstance(value, exp.Literal) and not value.is_string:
+            position = int(str(value.this))
+            if not 1 <= position <= len(names):
+                return tree
+            key: exp.Expression = exp.column(names[position - 1], quoted=True)
+        else:
+            hidden = f"_ord{n}"
+            tree.select(exp.alias_(value.copy(), hidden), copy=False)
+            key = exp.column(hidden)
+        keys.append(exp.Ordered(this=key, desc=ordered.args.get("desc")))
+    limit, offset = tree.args.get("limit"), tree.args.get("offset")
+    for arg in ("order", "limit", "offset"):
+        tree.set(arg, None)
+    outer = exp.select(*[exp.column(n, quoted=True) for n in names]).from_(
+        exp.Subquery(this=tree, alias=exp.TableAlias(this=exp.to_identifier("_ordered")))
     )
-    assert isinstance(values, exp.Select) and isinstance(source, exp.From)
-    source.set("this", (values.args.get("from_") or values.args["from"]).this)
-    bounds = f"{name}.{name} >= {start.sql()} AND {name}.{name} <= ({end.sql(dialect='postgres')})"
-    select.where(bounds, append=True, copy=False, dialect="postgres")
+    outer.set("order", exp.Order(expressions=keys))
+    outer.set("limit", limit)
+    outer.set("offset", offset)
+    return outer
 
 
 def _qualify_arguments(tree: exp.Expression) -> None:
@@ -725,15 +513,8 @@ def _qualify_arguments(tree: exp.Expression) -> None:
         if not name:
             continue
         for column in node.find_all(exp.Column):
-            if not column.table and _enclosing_select(column) is select:
+            if not column.table and enclosing_select(column) is select:
                 column.set("table", exp.to_identifier(name))
-
-
-def _enclosing_select(node: exp.Expression) -> exp.Select | None:
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        parent = parent.parent
-    return parent
 
 
 def _mentions_catalog(tree: exp.Expression) -> bool:
@@ -935,17 +716,28 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
     if not _displayed(node):
         return oid  # an object id: compared, joined, passed to a function
     if target == "regclass":
-        return _expand("regclass_name", [oid])
-    if target == "regtype":
-        return _expand("format_type", [oid, exp.null()])
-    if target == "regnamespace":
-        return _expand("regnamespace_name", [oid])
-    return oid
+        shown = _expand("regclass_name", [oid])
+    elif target == "regtype":
+        shown = _expand("format_type", [oid, exp.null()])
+    elif target == "regnamespace":
+        shown = _expand("regnamespace_name", [oid])
+    else:
+        return oid
+    # the invalid object id 0 is shown as '-', as PostgreSQL shows it
+    zero = exp.EQ(this=oid.copy(), expression=exp.Literal.number(0))
+    return exp.Case(ifs=[exp.If(this=zero, true=exp.Literal.string("-"))], default=shown)
 
 
 def _displayed(node: exp.Expression) -> bool:
     """Whether ``node`` (a cast to an object-identifier type) is shown as text: a result
-    column, concatenated or cast to text (PostgreSQL prints a ``regclass`` as its name)."""
+    column, concatenated or cast to text (PostgreSQL prints a ``regclass`` as its name). In
+    an ORDER BY key it stays the id: spate orders by no subquery (psql's ``\\d`` orders a
+    table's partitions, which spate never has, by ``oid::regclass::text``)."""
+    above = node.parent
+    while above is not None and not isinstance(above, exp.Select):
+        if isinstance(above, exp.Ordered):
+            return False
+        above = above.parent
     parent = node.parent
     while isinstance(parent, (exp.Paren, exp.Alias)):
         parent = parent.parent
@@ -955,11 +747,10 @@ def _displayed(node: exp.Expression) -> bool:
         )
     if isinstance(parent, exp.DPipe):
         return True
-    return (
-        isinstance(parent, exp.Cast)
-        and _cast_target(parent) is None
-        and (parent.to.this in (exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR))
-    )
+    if not isinstance(parent, exp.Cast) or _cast_target(parent) is not None:
+        return False
+    to = _unqualified_type(parent.to) or parent.to  # psql casts to pg_catalog.text
+    return to.this in (exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR)
 
 
 def _literal_oid(text: str, target: str) -> exp.Expression:

@@ -179,6 +179,24 @@ SessionStatement = (
 )
 
 
+TransactionControl = Begin | Commit | Rollback | Savepoint | Release
+"""The statements that open, end or mark a transaction block."""
+
+_CONTROL_HEADS: Final = frozenset(
+    {"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE"}
+)
+
+
+def transaction_control(parsed: Parsed) -> TransactionControl | None:
+    """The transaction-control statement ``parsed`` is (``START TRANSACTION``, ``END``,
+    ``ABORT`` are synonyms), or ``None`` for any other statement."""
+    if not parsed.tokens or parsed.tokens[0].text.upper() not in _CONTROL_HEADS:
+        return None
+    found = recognise(parsed)
+    assert isinstance(found, (Begin, Commit, Rollback, Savepoint, Release))
+    return found
+
+
 def recognise(parsed: Parsed) -> SessionStatement | None:
     """The session statement ``parsed`` is, or ``None`` for a statement to plan."""
     c = Cursor(parsed.source, list(parsed.tokens))

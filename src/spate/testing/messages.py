@@ -69,6 +69,10 @@ def names() -> S[str]:
     return st.text(min_size=0, max_size=12)
 
 
+def sqlstates() -> S[str]:
+    return st.text(alphabet="0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=5, max_size=5)
+
+
 def small_descs() -> S[RelationDesc]:
     return relation_descs(max_columns=3)
 
@@ -207,6 +211,8 @@ def _subscribe_responses() -> S[compute.SubscribeResponse]:
         frontiers(),
         st.none() | tables(with_times=True),
         st.none() | names(),
+        st.none() | sqlstates(),
+        st.none() | names(),
     )
     dropped = st.builds(compute.SubscribeDroppedAt, frontiers())
     return st.builds(compute.SubscribeResponse, global_ids(), batch | dropped)
@@ -215,7 +221,7 @@ def _subscribe_responses() -> S[compute.SubscribeResponse]:
 def _peek_responses() -> S[compute.PeekResponse]:
     response = st.one_of(
         st.builds(compute.PeekRows, tables(with_times=False)),
-        st.builds(compute.PeekError, names()),
+        st.builds(compute.PeekError, names(), st.none() | sqlstates(), st.none() | names()),
         st.just(compute.PeekCanceled()),
     )
     return st.builds(compute.PeekResponse, peek_ids(), response)

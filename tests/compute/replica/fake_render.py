@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.errors import Problem
 from spate.frontier import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
@@ -110,7 +111,7 @@ class FakeIndex:
         assert self.table is not None
         return accumulate_at(self.table, timestamp, sort=True)
 
-    def error_at(self, timestamp: int) -> str | None:
+    def error_at(self, timestamp: int) -> Problem | None:
         return None
 
     def allow_compaction(self, export: GlobalId, frontier: Frontier) -> None:

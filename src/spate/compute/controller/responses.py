@@ -63,7 +63,8 @@ class SubscribeResponse:
     """The changes of subscribe ``id`` in ``[lower, upper)``.
 
     ``updates`` holds the data columns plus ``_time`` and ``_diff`` (every time in
-    ``[lower, upper)``), or ``error`` says why the subscribe ended (``updates`` is ``None``).
+    ``[lower, upper)``), or ``error`` says why the subscribe ended (``updates`` is ``None``)
+    with its code and PostgreSQL text as the replica sent them (``None``: it has none).
     """
 
     instance: InstanceId
@@ -72,6 +73,8 @@ class SubscribeResponse:
     upper: Frontier
     updates: pa.Table | None
     error: str | None = None
+    error_sqlstate: str | None = None
+    error_pg_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

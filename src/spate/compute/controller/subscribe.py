@@ -90,7 +90,8 @@ class SubscribeTracker:
         s.frontier = batch.upper
         if batch.error is not None or batch.updates is None:
             error = batch.error if batch.error is not None else "subscribe batch without updates"
-            self._emit(id, lower, batch.upper, None, error)
+            coded = (batch.error_sqlstate, batch.error_pg_message)
+            self._emit(id, lower, batch.upper, None, error, *coded)
             return
         self._emit(id, lower, batch.upper, updates_from(batch.updates, lower), None)
 
@@ -119,7 +120,13 @@ class SubscribeTracker:
         upper: Frontier,
         updates: pa.Table | None,
         error: str | None,
+        error_sqlstate: str | None = None,
+        error_pg_message: str | None = None,
     ) -> None:
         if upper.is_empty() or error is not None:
             del self._active[id]
-        self._effects.deliver(SubscribeResponse(self._instance, id, lower, upper, updates, error))
+        self._effects.deliver(
+            SubscribeResponse(
+                self._instance, id, lower, upper, updates, error, error_sqlstate, error_pg_message
+            )
+        )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from spate.errors import Problem
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, PeekId
 from spate.plan.dataflow import DataflowDescription
@@ -147,7 +148,7 @@ class Stepped:
     key: int
     upper: Frontier
     subscribe_updates: Mapping[GlobalId, pa.Table] = field(default_factory=dict)
-    error: str | None = None
+    error: Problem | None = None
     """The dataflow's error collection is not empty just before ``upper``: why reads of its
     exports fail there (and its subscribes end)."""
     seconds: float = 0.0
@@ -162,10 +163,12 @@ class Stepped:
 
 @dataclass(frozen=True, slots=True)
 class DataflowFailed:
-    """Dataflow ``key`` cannot continue (it failed to build, or a step failed for good)."""
+    """Dataflow ``key`` cannot continue (it failed to build, or a step failed for good).
+    ``sqlstate``: the code of the error that failed it (``None``: it has none)."""
 
     key: int
     message: str
+    sqlstate: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +182,15 @@ class SinkProgress:
 
 @dataclass(frozen=True, slots=True)
 class PeekFinished:
-    """The answer to peek ``uuid`` of connection ``epoch``: rows, or an error message."""
+    """The answer to peek ``uuid`` of connection ``epoch``: rows, or an error message with the
+    error's SQLSTATE and PostgreSQL text (``None``: it has none)."""
 
     epoch: int
     uuid: PeekId
     rows: pa.Table | None = None
     error: str | None = None
+    sqlstate: str | None = None
+    pg_message: str | None = None
 
 
 Event = DataflowReady | Stepped | DataflowFailed | SinkProgress | PeekFinished

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from spate.compute.replica.records import DataflowRecord
 from spate.compute.replica.subscribe import result_too_large
+from spate.errors import Problem
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId, PeekId
 from spate.protocol.compute import Peek, PeekError, PeekResponse, PeekRows
@@ -29,16 +30,24 @@ def read_before_since(id: GlobalId, since: Frontier, timestamp: int) -> str:
     )
 
 
-def peek_error(uuid: PeekId, message: str) -> PeekResponse:
-    return PeekResponse(uuid, PeekError(message))
+def peek_error(uuid: PeekId, problem: Problem | str) -> PeekResponse:
+    """The error answer to peek ``uuid``: ``problem``'s message and SQLSTATE (a bare message
+    has none)."""
+    if isinstance(problem, str):
+        problem = Problem(problem)
+    return PeekResponse(uuid, PeekError(problem.message, problem.sqlstate, problem.pg_message))
 
 
 def peek_answer(
-    uuid: PeekId, rows: pa.Table | None, error: str | None, *, max_result_size: int | None
+    uuid: PeekId,
+    rows: pa.Table | None,
+    error: Problem | None,
+    *,
+    max_result_size: int | None,
 ) -> PeekResponse:
     """The response for a finished peek: its rows, its error, or the result-size error."""
     if error is not None or rows is None:
-        return peek_error(uuid, error or "the peek produced no result")
+        return peek_error(uuid, error or Problem("the peek produced no result"))
     size = rows.nbytes
     if max_result_size is not None and size > max_result_size:
         return peek_error(uuid, result_too_large(size, max_result_size))
@@ -47,7 +56,7 @@ def peek_answer(
 
 def index_peek_problem(
     peek: Peek, df: DataflowRecord | None, indexes: Callable[[], list[GlobalId]]
-) -> str | None:
+) -> Problem | str | None:
     """Why an index peek must be answered with an error at once (``None``: it may wait or run).
 
     ``df`` is the dataflow exporting the peeked id (``None``: nothing does); ``indexes`` lists
@@ -58,7 +67,7 @@ def index_peek_problem(
         known = ", ".join(str(i) for i in indexes()) or "none"
         return f"collection {id} is not an index here; indexes: {known}"
     if df.status == "failed":
-        return f"collection {id} failed: {df.error}"
+        return (df.error or Problem("")).within(f"collection {id} failed: ")
     since = df.since(df.exports[id])
     if not since.less_equal(peek.timestamp):
         return read_before_since(id, since, peek.timestamp)

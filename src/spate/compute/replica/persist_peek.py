@@ -24,7 +24,7 @@ from spate.compute.replica.inputs import InputUnavailable
 from spate.compute.replica.metrics import ReplicaMetrics
 from spate.compute.replica.uppers import ShardUppers
 from spate.compute.replica.view_errors import Running, check_view
-from spate.errors import EvaluationFailed, describe_error
+from spate.errors import EvaluationFailed
 from spate.persist.client import PersistClient
 from spate.persist.error_shard import errors_at
 from spate.protocol.compute import Peek, PersistTarget
@@ -58,7 +58,7 @@ async def serve_persist_peek(
     found = await asyncio.to_thread(errors_at, persist, target.shard, peek.timestamp)
     if found:
         what = f"materialized view {target.id}"
-        raise EvaluationFailed(describe_error(what, found[0][0], sum(n for _, n in found)))
+        raise EvaluationFailed.of_record(what, found[0][0], sum(n for _, n in found))
     started = time.perf_counter()
     rows = await asyncio.to_thread(read_persist_peek, persist, peek)
     metrics.peek_seconds("persist", time.perf_counter() - started)

@@ -9,6 +9,7 @@ from typing import Literal
 from spate.compute.replica.frontiers import ExportReports
 from spate.compute.replica.reconcile import RunningDataflow
 from spate.compute.replica.subscribe import SubscribeState
+from spate.errors import Problem
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
@@ -94,8 +95,8 @@ class DataflowRecord:
     index_sources: dict[GlobalId, int] = field(default_factory=dict)
     importers: dict[GlobalId, set[int]] = field(default_factory=dict)
     status: DataflowStatus = "building"
-    error: str | None = None
-    eval_error: str | None = None
+    error: Problem | None = None
+    eval_error: Problem | None = None
     """Its error collection is not empty at its latest complete time: why (else ``None``)."""
     scheduled: bool = False
     dropped: bool = False
@@ -205,7 +206,7 @@ class DataflowTable:
             self.by_export[id] = key
         return df
 
-    def link_imports(self, df: DataflowRecord) -> str | None:
+    def link_imports(self, df: DataflowRecord) -> Problem | None:
         """Record which dataflows ``df``'s index imports read from (each must be exported here);
         the problem when one of them has failed, else ``None``."""
         problem = None
@@ -213,8 +214,8 @@ class DataflowTable:
             source = self.by_key[self.by_export[ix.id]]
             df.index_sources[ix.id] = source.key
             source.importers.setdefault(ix.id, set()).add(df.key)
-            if source.status == "failed":
-                problem = f"its index import {ix.id} failed: {source.error}"
+            if source.status == "failed" and source.error is not None:
+                problem = source.error.within(f"its index import {ix.id} failed: ")
         return problem
 
     def running(self) -> list[RunningDataflow]:

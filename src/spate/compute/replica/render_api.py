@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
+from spate.errors import Problem
 from spate.frontier.antichain import Frontier
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
@@ -76,7 +77,7 @@ class RenderedDataflow(Protocol):
 
     def allow_compaction(self, export: GlobalId, frontier: Frontier) -> None: ...
 
-    def error_at(self, timestamp: int) -> str | None:
+    def error_at(self, timestamp: int) -> Problem | None:
         """Why a read at ``timestamp`` fails: the dataflow's error collection is not empty
         there (``None``: it is empty)."""
         ...

@@ -77,6 +77,7 @@ from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
 from spate.compute.replica.view_errors import check_imports, error_through
+from spate.errors import OUT_OF_MEMORY, is_sqlstate
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId, ShardId
 from spate.persist.client import PersistClient
@@ -353,7 +354,7 @@ class ComputeRuntime:
         too_large = self._too_large(desc, sources)
         if too_large is not None:
             self._metrics.dataflow_failures.inc()
-            self._post(DataflowFailed(key, too_large))
+            self._post(DataflowFailed(key, too_large, OUT_OF_MEMORY))
             return
         try:
             inputs = ReplicaInputs(
@@ -380,7 +381,8 @@ class ComputeRuntime:
                 _log.info("replica=%s: dataflow %d dropped while building", self.name, key)
                 return
             self._metrics.dataflow_failures.inc()
-            self._post(DataflowFailed(key, f"building the dataflow failed: {_short(e)}"))
+            why = f"building the dataflow failed: {_short(e)}"
+            self._post(DataflowFailed(key, why, _sqlstate(e)))
             return
         r = _Running(key, desc, dataflow, inputs, scratch, sinks, set(desc.subscribe_ids()))
         self._running[key] = r
@@ -623,7 +625,7 @@ class ComputeRuntime:
                 _short(e),
                 exc_info=e,
             )
-            self._post(DataflowFailed(r.key, _short(e)))
+            self._post(DataflowFailed(r.key, _short(e), _sqlstate(e)))
             return
         delay = STEP_BACKOFF_S * 2 ** (r.failures - 1)
         r.retry_at = time.monotonic() + delay
@@ -697,7 +699,10 @@ class ComputeRuntime:
         e = fut.exception()
         if e is not None:
             msg = str(e) if not isinstance(e, AssertionError) else repr(e)
-            self._post(PeekFinished(action.epoch, uuid, error=msg or type(e).__name__))
+            error = msg or type(e).__name__
+            text = getattr(e, "pg_message", None)
+            pg_message = text if isinstance(text, str) else None
+            self._post(PeekFinished(action.epoch, uuid, None, error, _sqlstate(e), pg_message))
             return
         self._post(PeekFinished(action.epoch, uuid, rows=fut.result()))
 
@@ -721,6 +726,13 @@ class ComputeRuntime:
 
 class DataflowCanceled(Exception):
     """A build or step of a dataflow that is being dropped is not started."""
+
+
+def _sqlstate(e: BaseException) -> str | None:
+    """The SQLSTATE ``e`` carries (an evaluation error's, a one-off refused as too large…), as
+    the controller is answered it; ``None`` if it carries none."""
+    code = getattr(e, "sqlstate", None)
+    return code if is_sqlstate(code) else None
 
 
 def _short(e: BaseException) -> str:

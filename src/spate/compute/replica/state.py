@@ -76,7 +76,7 @@ from spate.compute.replica.peeks import (
 )
 from spate.compute.replica.reconcile import ReconciliationStats, plan_reconciliation
 from spate.compute.replica.records import DataflowRecord, DataflowTable, ExportRecord
-from spate.errors import ProtocolError
+from spate.errors import Problem, ProtocolError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, PeekId
 from spate.plan.dataflow import DataflowDescription
@@ -338,10 +338,9 @@ class ReplicaState:
                         f"dataflow {self._table.by_export[id]} already exports"
                     )
                 ]
-        problem = self._table.problem(desc)
+        invalid = self._table.problem(desc)
         df = self._table.add(desc)
-        if problem is None:
-            problem = self._table.link_imports(df)
+        problem = self._table.link_imports(df) if invalid is None else Problem(invalid)
         if problem is not None:
             return self._fail(df, problem)
         return [BuildDataflow(df.key, desc, dict(df.index_sources))]
@@ -365,11 +364,14 @@ class ReplicaState:
             return []
         return [EnableWrites(df.key, id)]
 
-    def _fail(self, df: DataflowRecord, message: str) -> list[Action]:
+    def _fail(self, df: DataflowRecord, problem: Problem) -> list[Action]:
+        """Fail ``df`` for ``problem``: its peeks, subscribes and importers fail with it (and
+        its SQLSTATE)."""
+        message = problem.message
         if df.status == "failed":
             return []
         df.status = "failed"
-        df.error = message
+        df.error = problem
         _log.error(
             "replica=%s dataflow=%d collection=%s: failed: %s",
             self.name,
@@ -383,9 +385,12 @@ class ReplicaState:
             text = status.message
             out += self._send(status)
             if e.subscribe is not None:
-                out += self._send(e.subscribe.fail(text))
+                why = Problem(text, problem.sqlstate, problem.pg_message)
+                out += self._send(e.subscribe.fail(why))
         for p in self._peeks.take_waiting(lambda p: p.key == df.key):
-            out += self._send(peek_error(p.peek.uuid, f"collection {p.target} failed: {message}"))
+            out += self._send(
+                peek_error(p.peek.uuid, problem.within(f"collection {p.target} failed: "))
+            )
         # Persist peeks of a view this dataflow writes would wait for an upper that no longer
         # moves here: they fail with the dataflow's error instead.
         written = {e.id for e in df.exports.values() if e.kind == "mv"}
@@ -393,14 +398,13 @@ class ReplicaState:
             if p.key is None and p.target in written:
                 self._peeks.pop(p.peek.uuid)
                 out.append(AbortPeek(p.peek.uuid))
-                out += self._send(
-                    peek_error(p.peek.uuid, f"materialized view {p.target} failed: {message}")
-                )
+                why = problem.within(f"materialized view {p.target} failed: ")
+                out += self._send(peek_error(p.peek.uuid, why))
         for export_id, importers in df.importers.items():
             for k in sorted(importers):
                 imp = self._table.by_key.get(k)
                 if imp is not None:
-                    out += self._fail(imp, f"its index import {export_id} failed: {message}")
+                    out += self._fail(imp, problem.within(f"its index import {export_id} failed: "))
         return out
 
     # -- compaction and drops -----------------------------------------------------------------
@@ -489,8 +493,10 @@ class ReplicaState:
         if not isinstance(peek.target, IndexTarget):
             writer = self._table.exporter(peek.target.id)
             if writer is not None and writer.status == "failed":
-                message = f"materialized view {peek.target.id} failed: {writer.error}"
-                return self._send(peek_error(peek.uuid, message))
+                why = (writer.error or Problem("")).within(
+                    f"materialized view {peek.target.id} failed: "
+                )
+                return self._send(peek_error(peek.uuid, why))
             self._peeks.add(PendingPeek(epoch, peek, None, running=True))
             return [RunPeek(epoch, peek)]
         df = self._table.exporter(peek.target.id)
@@ -520,7 +526,10 @@ class ReplicaState:
             return []
         self._peeks.pop(event.uuid)
         limit = self._params.max_result_size
-        return self._send(peek_answer(event.uuid, event.rows, event.error, max_result_size=limit))
+        error = (
+            None if event.error is None else Problem(event.error, event.sqlstate, event.pg_message)
+        )
+        return self._send(peek_answer(event.uuid, event.rows, error, max_result_size=limit))
 
     # -- events -------------------------------------------------------------------------------
 
@@ -537,7 +546,7 @@ class ReplicaState:
                 df.upper = df.upper.join(event.upper)
             return []
         if isinstance(event, DataflowFailed):
-            return self._fail(df, event.message)
+            return self._fail(df, Problem(event.message, event.sqlstate))
         if isinstance(event, SinkProgress):
             e = df.exports.get(event.export)
             if e is None or e.dropped or e.reports is None:
@@ -560,11 +569,13 @@ class ReplicaState:
         if event.error != df.eval_error:
             df.eval_error = event.error
             for e in df.live_exports():
-                text = EVAL_ERROR_STATUS + event.error if event.error else EVAL_ERRORS_CLEARED
+                text = (
+                    EVAL_ERROR_STATUS + event.error.message if event.error else EVAL_ERRORS_CLEARED
+                )
                 out += self._send(Status(text, e.id))
         for e in df.live_exports():
             if event.error is not None and e.subscribe is not None:
-                out += self._send(e.subscribe.fail(f"collection {e.id}: {event.error}"))
+                out += self._send(e.subscribe.fail(event.error.within(f"collection {e.id}: ")))
                 continue
             if e.kind == "index" and e.reports is not None:
                 out += self._send(e.reports.offer_all(df.upper))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.errors import Problem
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId
 from spate.protocol.compute import SubscribeBatch, SubscribeDroppedAt, SubscribeResponse
@@ -79,20 +80,29 @@ class SubscribeState:
             table = consolidate(table, sort=True)
         lower = self._lower
         if max_result_size is not None and table.nbytes > max_result_size:
-            return self.fail(result_too_large(table.nbytes, max_result_size))
+            return self.fail(Problem(result_too_large(table.nbytes, max_result_size)))
         self._lower = upper
         self._done = final
         return SubscribeResponse(self.id, SubscribeBatch(lower, upper, table))
 
-    def fail(self, message: str) -> SubscribeResponse | None:
-        """A final error batch (the subscribe cannot continue), unless already done."""
+    def fail(self, problem: Problem) -> SubscribeResponse | None:
+        """A final error batch (the subscribe cannot continue), unless already done; it
+        carries ``problem``'s code and PostgreSQL text."""
         if self._done:
             return None
         self._done = True
         lower = self._lower
         self._lower = Antichain.empty()
         return SubscribeResponse(
-            self.id, SubscribeBatch(lower, Antichain.empty(), None, error=message)
+            self.id,
+            SubscribeBatch(
+                lower,
+                Antichain.empty(),
+                None,
+                error=problem.message,
+                error_sqlstate=problem.sqlstate,
+                error_pg_message=problem.pg_message,
+            ),
         )
 
     def drop(self) -> SubscribeResponse | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from spate.compute.replica.render_api import RenderedDataflow
-from spate.errors import EvaluationFailed
+from spate.errors import EvaluationFailed, Problem
 from spate.ids import GlobalId
 from spate.plan.dataflow import DataflowDescription
 
@@ -31,7 +31,7 @@ class Running(Protocol):
 
 def _writer_error(
     running: list[Running], view: GlobalId, timestamp: int, seen: set[GlobalId]
-) -> str | None:
+) -> Problem | None:
     if view in seen:
         return None
     seen.add(view)
@@ -43,7 +43,7 @@ def _writer_error(
 
 def _imports_error(
     running: list[Running], reader: Running, timestamp: int, seen: set[GlobalId]
-) -> str | None:
+) -> Problem | None:
     for imp in reader.description.source_imports:
         problem = _writer_error(running, imp.id, timestamp, seen)
         if problem is not None:
@@ -51,7 +51,7 @@ def _imports_error(
     return None
 
 
-def error_through(running: Iterable[Running], reader: Running, timestamp: int) -> str | None:
+def error_through(running: Iterable[Running], reader: Running, timestamp: int) -> Problem | None:
     """Why reads of ``reader``'s exports fail at ``timestamp``: its own errors, else those of a
     view it imports (module docs); ``None`` if there are none."""
     own = reader.dataflow.error_at(timestamp)
@@ -63,7 +63,7 @@ def check_view(running: Iterable[Running], view: GlobalId, timestamp: int) -> No
     ``timestamp`` meets errors (module docs)."""
     problem = _writer_error(list(running), view, timestamp, set())
     if problem is not None:
-        raise EvaluationFailed(problem)
+        raise EvaluationFailed(problem.message, problem.sqlstate or "22000", problem.pg_message)
 
 
 def check_imports(running: Iterable[Running], reader: Running, timestamp: int) -> None:
@@ -71,4 +71,4 @@ def check_imports(running: Iterable[Running], reader: Running, timestamp: int) -
     at ``timestamp`` (module docs)."""
     problem = _imports_error(list(running), reader, timestamp, set())
     if problem is not None:
-        raise EvaluationFailed(problem)
+        raise EvaluationFailed(problem.message, problem.sqlstate or "22000", problem.pg_message)

@@ -1,0 +1,1 @@
+select id, amount from {{ source('raw', 'raw_orders') }} where amount > 0
