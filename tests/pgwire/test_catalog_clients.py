@@ -25,7 +25,8 @@ from tests.pgwire._pg_scratch import pg_scratch
 pytestmark = [pytest.mark.integration]
 
 PG_URL = os.environ.get("SPATE_TEST_POSTGRES_URL")
-JDBC_JAR = Path("/usr/share/java/postgresql.jar")
+DEBIAN_JAR = Path("/usr/share/java/postgresql.jar")
+JDBC_CACHE = Path.home() / ".cache" / "spate-test" / "jdbc"
 JAVAC, JAVA, PSQL = shutil.which("javac"), shutil.which("java"), shutil.which("psql")
 PROBE = Path(__file__).parent / "jdbc" / "CatalogProbe.java"
 
@@ -69,31 +70,62 @@ def _pg() -> psycopg.conninfo.ConnectionInfo | dict[str, str]:
 # --- JDBC ------------------------------------------------------------------------------------
 
 
+def _jdbc_jar() -> Path | None:
+    """pgjdbc: Debian's libpostgresql-jdbc-java where it is installed, else its package
+    fetched from Debian's registry with ``apt-get download`` (no root needed) and unpacked
+    into a cache; ``None`` on a machine without apt."""
+    if DEBIAN_JAR.exists():
+        return DEBIAN_JAR
+    found = sorted(JDBC_CACHE.glob("usr/share/java/postgresql*.jar"))
+    if found:
+        return found[0]
+    apt, dpkg = shutil.which("apt-get"), shutil.which("dpkg-deb")
+    if apt is None or dpkg is None:
+        return None
+    JDBC_CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [apt, "download", "libpostgresql-jdbc-java"], cwd=JDBC_CACHE, check=True, timeout=300
+    )
+    (deb,) = JDBC_CACHE.glob("libpostgresql-jdbc-java_*.deb")
+    subprocess.run([dpkg, "-x", str(deb), str(JDBC_CACHE)], check=True, timeout=120)
+    found = sorted(JDBC_CACHE.glob("usr/share/java/postgresql*.jar"))
+    return found[0] if found else None
+
+
 @pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if JAVAC is None or JAVA is None or not JDBC_JAR.exists():
-        pytest.skip("javac, java or Debian's libpostgresql-jdbc-java is not installed")
+def jdbc_jar() -> Path:
+    jar = _jdbc_jar()
+    if JAVAC is None or JAVA is None or jar is None:
+        pytest.skip("needs javac and java (a JDK) and pgjdbc (Debian's libpostgresql-jdbc-java)")
+    return jar
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory, jdbc_jar: Path) -> Path:
+    assert JAVAC is not None
     out = tmp_path_factory.mktemp("jdbc")
     subprocess.run([JAVAC, "-d", str(out), str(PROBE)], check=True, timeout=120)
     return out
 
 
-def _jdbc(probe: Path, url: str, user: str, schema: str) -> str:
+def _jdbc(probe: Path, jar: Path, url: str, user: str, schema: str) -> str:
     assert JAVA is not None
     done = subprocess.run(
-        [JAVA, "-cp", f"{probe}:{JDBC_JAR}", "CatalogProbe", url, user, schema, "items"],
+        [JAVA, "-cp", f"{probe}:{jar}", "CatalogProbe", url, user, schema, "items"],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     return done.stdout
 
 
 def test_jdbc_database_metadata_equals_postgres(
-    probe: Path, spate_port: int, pg_schema: str
+    probe: Path, jdbc_jar: Path, spate_port: int, pg_schema: str
 ) -> None:
-    ours = _jdbc(probe, f"jdbc:postgresql://127.0.0.1:{spate_port}/spate", "tester", "public")
+    url = f"jdbc:postgresql://127.0.0.1:{spate_port}/spate"
+    ours = _jdbc(probe, jdbc_jar, url, "tester", "public")
     pg = _pg()
     theirs = _jdbc(
         probe,
+        jdbc_jar,
         f"jdbc:postgresql://{pg['host']}:{pg.get('port', '5432')}/{pg['dbname']}",
         str(pg.get("user", "postgres")),
         pg_schema,
