@@ -59,6 +59,29 @@ def test_any_of_an_array_escape_and_array_agg(env: Environment) -> None:
     assert got == [("{a,b}",)]
 
 
+def test_array_to_string_of_array_agg_and_their_column_names(env: Environment) -> None:
+    """dbt's query of a materialized view's indexes (``postgres__get_show_indexes_sql``):
+    sqlglot reads ``array_to_string`` as a node of its own (it was an unknown function), and
+    ``array_agg``'s column is named as in PostgreSQL."""
+    sql = (
+        "SELECT array_to_string(array_agg(CAST(attname AS text) ORDER BY attnum), ',')"
+        " FROM pg_attribute WHERE attrelid = 't'::regclass AND attnum > 0"
+    )
+    assert rows(env, sql) == [("a,b",)]
+    assert env.sql(sql).column_names == ["array_to_string"]  # type: ignore[attr-defined]
+    sql = "SELECT array_agg(relname) FROM pg_class WHERE relname = 't'"
+    assert env.sql(sql).column_names == ["array_agg"]  # type: ignore[attr-defined]
+    got = rows(
+        env,
+        "SELECT i.relname, ix.indisunique, array_to_string(array_agg(a.attname), ',')"
+        " FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid"
+        " JOIN pg_class t ON t.oid = ix.indrelid"
+        " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY(ix.indkey)"
+        " WHERE t.relname = 't' GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    assert got == [("t_pkey", True, "a")]
+
+
 def test_expandarray_gives_a_row_per_key(env: Environment) -> None:
     got = rows(
         env,

@@ -133,6 +133,40 @@ def test_dbt_list_relations(spate_dsn: str, pg_schema: str) -> None:
     }
 
 
+DBT_DEPENDENCIES = """
+select distinct
+    dependent_namespace.nspname as dependent_schema,
+    dependent_class.relname as dependent_name,
+    referenced_namespace.nspname as referenced_schema,
+    referenced_class.relname as referenced_name
+from pg_class as dependent_class
+join pg_namespace as dependent_namespace on dependent_namespace.oid = dependent_class.relnamespace
+join pg_depend as dependent_depend on dependent_depend.refobjid = dependent_class.oid
+    and dependent_depend.classid = 'pg_rewrite'::regclass
+    and dependent_depend.refclassid = 'pg_class'::regclass
+    and dependent_depend.deptype = 'i'
+join pg_depend as joining_depend on joining_depend.objid = dependent_depend.objid
+    and joining_depend.classid = 'pg_rewrite'::regclass
+    and joining_depend.refclassid = 'pg_class'::regclass
+    and joining_depend.refobjid != dependent_depend.refobjid
+join pg_class as referenced_class on referenced_class.oid = joining_depend.refobjid
+join pg_namespace as referenced_namespace on referenced_namespace.oid = referenced_class.relnamespace
+    and referenced_namespace.nspname != 'information_schema'
+    and referenced_namespace.nspname not like 'pg\\_%'
+where dependent_namespace.nspname = '{schema}'
+order by dependent_schema, dependent_name, referenced_schema, referenced_name
+"""
+
+
+def test_dbt_view_dependencies(spate_dsn: str, pg_schema: str) -> None:
+    """dbt-postgres's dependency listing (``postgres__get_relations``): which view reads
+    which relation, through each view's rule in pg_rewrite and pg_depend. dbt drops a
+    replaced view's dependents from its cache by it (a materialized view over a replaced
+    view is created again, not refreshed)."""
+    got = compare(spate_dsn, pg_schema, DBT_DEPENDENCIES)
+    assert [(r[1], r[3]) for r in got[2]] == [("items_v", "items")]
+
+
 DBT_COLUMNS = """
 select column_name, data_type, character_maximum_length, numeric_precision, numeric_scale
 from information_schema.columns

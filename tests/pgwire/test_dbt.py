@@ -1,6 +1,6 @@
 """A real dbt run (dbt-postgres, in its own virtualenv) against spate's wire server and against
 the local PostgreSQL, the same project on the same source rows: a view model, a table model
-over it, ``not_null`` and ``unique`` tests. ``dbt run`` twice — the second run replaces both
+and a materialized view model over it, ``not_null`` and ``unique`` tests. ``dbt run`` twice — the second run replaces both
 relations (dbt's ``ALTER … RENAME``, ``DROP … CASCADE`` in transactions) and adds a column to
 the table model —, then ``dbt test`` on spate; the models' rows must equal PostgreSQL's. The
 two targets' dbt processes run side by side.
@@ -129,7 +129,7 @@ def _rows(dsn: str, schema: str | None) -> dict[str, Any]:
         if schema:
             conn.execute(f"SET search_path = {schema}")
         out: dict[str, Any] = {}
-        for name in ("orders_v", "orders_t"):
+        for name in ("orders_v", "orders_t", "orders_mv"):
             cur = conn.execute(f"SELECT * FROM {name}")
             out[name] = ([d.name for d in cur.description or ()], sorted(cur.fetchall()))
         kinds = conn.execute(
@@ -155,6 +155,7 @@ def test_dbt_run_twice_and_test_as_on_postgres(
     first = {t: _rows(dsn, schema) for t, (dsn, schema) in targets.items()}
     assert first["spate"] == first["postgres"]
     assert first["spate"]["orders_t"] == (["id", "doubled"], [(1, 20), (3, 14)])
+    assert first["spate"]["orders_mv"] == (["n", "total"], [(2, 17)])
     for dsn, schema in targets.values():
         _insert(dsn, SECOND, schema)
     extra = ["--vars", "{extra_column: ', id % 2 AS parity'}"]
@@ -166,6 +167,9 @@ def test_dbt_run_twice_and_test_as_on_postgres(
         ["id", "doubled", "parity"],
         [(1, 20, 1), (3, 14, 1), (4, 10, 0)],
     )
+    # dbt refreshes an unchanged materialized view (PostgreSQL recomputes it; spate's is
+    # always current and REFRESH changes nothing)
+    assert second["spate"]["orders_mv"] == (["n", "total"], [(3, 22)])
     # nothing of dbt's intermediate relations is left behind
     names = [name for name, _ in second["spate"]["relations"]]
     assert names == ["orders_t", "orders_v", "raw_orders"]

@@ -41,6 +41,9 @@ USER_OID_BASE: Final = 20000
 """A user object ``u<n>`` has oid ``USER_OID_BASE + n`` (as pgwire has always reported)."""
 SYSTEM_OID_BASE: Final = 15000
 """A ``spate_catalog`` relation ``s<n>`` has oid ``SYSTEM_OID_BASE + n``."""
+RULE_OID_BASE: Final = 1_000_000
+"""A view's (or materialized view's) rule in ``pg_rewrite`` has oid ``RULE_OID_BASE`` plus
+the view's oid."""
 ROLE_OID: Final = 10
 DATABASE_OID: Final = 16384
 ROW_TYPE_OFFSET: Final = 1_000_000

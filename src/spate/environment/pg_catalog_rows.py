@@ -17,6 +17,7 @@ from spate.environment.pg_catalog import (
     RELATIONS,
     ROLE_OID,
     ROW_TYPE_OFFSET,
+    RULE_OID_BASE,
     CatalogRelation,
 )
 from spate.environment.pg_catalog_snapshot import (
@@ -26,7 +27,7 @@ from spate.environment.pg_catalog_snapshot import (
     Snapshot,
 )
 from spate.sql.pg_catalog_data import COLUMNS, DESCRIPTIONS, PROCS, SETTINGS, TYPES
-from spate.sql.pg_catalog_oids import DEFINITIONS
+from spate.sql.pg_catalog_oids import DEFINITIONS, relation_oid
 
 Row = dict[str, Any]
 _CLASS_OID: Final = 1259
@@ -294,6 +295,31 @@ def _matviews(snap: Snapshot) -> Iterator[Row]:
         }  # fmt: skip
 
 
+def _rewrites(snap: Snapshot) -> Iterator[Row]:
+    """A view's ``_RETURN`` rule, as PostgreSQL keeps one per view and materialized view."""
+    for r in _owned(snap, ("v", "m")):
+        yield {
+            "oid": RULE_OID_BASE + r.oid, "rulename": "_RETURN", "ev_class": r.oid,
+            "ev_type": "1", "ev_enabled": "O", "is_instead": True, "ev_qual": "<>",
+            "ev_action": None,
+        }  # fmt: skip
+
+
+def _depends(snap: Snapshot) -> Iterator[Row]:
+    """What each view reads, as PostgreSQL records it: its rule depends internally (``i``)
+    on the view and normally (``n``) on each relation the query reads (PostgreSQL adds a row
+    per column read; one per relation says the same for the clients that ask, dbt's
+    dependency listing among them). Dropping a relation drops these with it (CASCADE)."""
+    rewrite, relation = relation_oid("pg_catalog.pg_rewrite"), relation_oid("pg_catalog.pg_class")
+    for r in _owned(snap, ("v", "m")):
+        rule = RULE_OID_BASE + r.oid
+        for ref, kind in ((r.oid, "i"), *((read, "n") for read in r.reads)):
+            yield {
+                "classid": rewrite, "objid": rule, "objsubid": 0, "refclassid": relation,
+                "refobjid": ref, "refobjsubid": 0, "deptype": kind,
+            }  # fmt: skip
+
+
 def _pg_indexes(snap: Snapshot) -> Iterator[Row]:
     by_oid = {r.oid: r for r in snap.relations}
     for i in snap.indexes:
@@ -539,6 +565,8 @@ _BUILDERS: Final[dict[str, Callable[[Snapshot], Iterator[Row]]]] = {
     "pg_catalog.pg_inherits": _none,
     "pg_catalog.pg_collation": _collations,
     "pg_catalog.pg_extension": _none,
+    "pg_catalog.pg_rewrite": _rewrites,
+    "pg_catalog.pg_depend": _depends,
     **{
         f"pg_catalog.{name}": _none
         for name in (
@@ -548,10 +576,8 @@ _BUILDERS: Final[dict[str, Callable[[Snapshot], Iterator[Row]]]] = {
             "pg_publication_rel",
             "pg_publication_namespace",
             "pg_trigger",
-            "pg_rewrite",
             "pg_partitioned_table",
             "pg_sequence",
-            "pg_depend",
             "pg_auth_members",
             "pg_shdescription",
             "pg_foreign_table",

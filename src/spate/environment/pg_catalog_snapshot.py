@@ -15,7 +15,15 @@ from typing import Final
 from sqlglot import exp
 
 from spate.environment.builtins import BUILTINS
-from spate.environment.catalog import CatalogState, IndexItem, TableItem, UniqueConstraint
+from spate.environment.catalog import (
+    CatalogState,
+    IndexItem,
+    MaterializedViewItem,
+    TableItem,
+    UniqueConstraint,
+    ViewItem,
+    dependencies,
+)
 from spate.environment.pg_catalog import (
     LISTED,
     NAMESPACE_OIDS,
@@ -115,6 +123,9 @@ class RelationInfo:
     comment: str | None = None
     definition: str | None = None
     """A view's query (``pg_get_viewdef``, ``pg_views.definition``)."""
+    reads: tuple[int, ...] = ()
+    """A view's (or materialized view's) inputs: the oids of the relations its query reads
+    (``pg_depend`` through its rule, as PostgreSQL records a view's dependencies)."""
 
     @property
     def namespace_oid(self) -> int:
@@ -164,8 +175,13 @@ def build(
             _view_query(obj.create_sql) if obj.kind in ("view", "materialized view") else None
         )
         comment = state.comment(obj.id, None)
+        reads: tuple[int, ...] = ()
+        if isinstance(item, (ViewItem, MaterializedViewItem)):
+            reads = tuple(sorted(user_oid(d) for d in dependencies(item) if d.kind == "u"))
         relations.append(
-            RelationInfo(oid, obj.name, "public", _RELKIND[obj.kind], cols, comment, definition)
+            RelationInfo(
+                oid, obj.name, "public", _RELKIND[obj.kind], cols, comment, definition, reads
+            )
         )
         if isinstance(item, TableItem):
             found = _constraints(item, oid, cols)

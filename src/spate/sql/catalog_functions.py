@@ -234,10 +234,12 @@ _MACROS: Final[dict[str, str]] = {
     "array_to_string": (
         "regexp_replace(substr(CAST($1 AS text), 2, length(CAST($1 AS text)) - 2), ',', $2, 'g')"
     ),
-    # x = ANY(a catalog array column, held as its text form {a,b})
+    # x = ANY(a catalog array column, held as its text form: {a,b}, or an int2vector's 1 2)
     "any_of_array": (
-        "(',' || substr(CAST($2 AS text), 2, length(CAST($2 AS text)) - 2) || ',')"
+        "CASE WHEN left(CAST($2 AS text), 1) = '{{'"
+        " THEN (',' || substr(CAST($2 AS text), 2, length(CAST($2 AS text)) - 2) || ',')"
         " LIKE ('%,' || CAST($1 AS text) || ',%')"
+        " ELSE (' ' || CAST($2 AS text) || ' ') LIKE ('% ' || CAST($1 AS text) || ' %') END"
     ),
     # the last subscript of a catalog array held as its text form (an int2vector from 0)
     "array_upper": (
@@ -313,6 +315,7 @@ _ALIASES: Final = {
     "currentuser": "current_user",
     "sessionuser": "current_user",
     "currentversion": "version",
+    "arraytostring": "array_to_string",  # sqlglot's node for it: its arguments this, expression
 }
 _OID_TYPES: Final = ("regclass", "regtype", "regproc", "regprocedure", "regnamespace", "oid")
 
@@ -388,7 +391,8 @@ def _rewrite_cast(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Escape):
         return _escape(node)
     if isinstance(node, exp.ArrayAgg):
-        return array_agg(node)
+        out = array_agg(node)
+        return node if out is node else _named(node, out, "array_agg")
     if isinstance(node, exp.Bracket):
         return subscript(node)
     if isinstance(node, exp.BitwiseAnd):
@@ -560,7 +564,8 @@ def _rewrite_node(node: exp.Expression) -> exp.Expression:
     if name == "json_build_object" and isinstance(node, exp.Anonymous):
         return _named(node, _json_object(list(node.expressions)), name)
     args = [a for a in node.args.get("expressions") or ()] if isinstance(node, exp.Anonymous) else [
-        a for a in (node.args.get("this"),) if isinstance(a, exp.Expression)
+        a for a in (node.args.get("this"), node.args.get("expression"))
+        if isinstance(a, exp.Expression)
     ]  # fmt: skip
     key = f"{name}/{len(args)}"
     if key not in _MACROS and name not in _MACROS:

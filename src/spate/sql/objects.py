@@ -472,6 +472,34 @@ _RELATIONS = frozenset({"table", "view", "materialized view", "index", "source",
 """What ``ALTER TABLE`` and ``ALTER INDEX`` rename: any relation, as in PostgreSQL."""
 
 
+def plan_refresh(p: StatementPlanner) -> st.Statement:
+    """``REFRESH MATERIALIZED VIEW [CONCURRENTLY] name [WITH [NO] DATA]``: spate's
+    materialized views are always current (maintained at every time), so a refresh changes
+    nothing; the name must still be a materialized view, as PostgreSQL checks (42P01; a view:
+    42809; a table: 0A000).
+    Tools written for PostgreSQL send it (dbt refreshes an unchanged materialized view model)."""
+    c = p.cur
+    c.expect("REFRESH", "MATERIALIZED", "VIEW")
+    c.accept("CONCURRENTLY")
+    at = c.here()
+    name = c.dotted_name("a materialized view name")
+    if c.accept("WITH"):
+        c.accept("NO")
+        c.expect("DATA")
+    c.end()
+    obj = p.catalog.lookup(name)
+    if obj is None:
+        raise UndefinedTable(f'relation "{name}" does not exist', position=at + 1, text=p.src.text)
+    if obj.kind != "materialized view":
+        raise SqlError(
+            f'"{name}" is not a materialized view',
+            position=at + 1,
+            text=p.src.text,
+            sqlstate="0A000" if obj.kind == "table" else "42809",  # as PostgreSQL 15 answers
+        )
+    return st.NoChange(p.src.sql)
+
+
 def plan_alter(p: StatementPlanner) -> st.Statement:
     c = p.cur
     c.expect("ALTER")

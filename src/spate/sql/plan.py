@@ -27,7 +27,7 @@ from spate.sql.errors import (
     UndefinedTable,
 )
 from spate.sql.from_clause import table_function
-from spate.sql.objects import plan_alter, plan_create, plan_drop
+from spate.sql.objects import plan_alter, plan_create, plan_drop, plan_refresh
 from spate.sql.parse import Cursor, Source, find_top_level, parse_sql, position
 from spate.sql.query import QueryPlanner
 from spate.sql.scalar import ScalarBinder
@@ -108,6 +108,8 @@ class _Planner:
             return self.explain()
         if first == "ALTER":
             return plan_alter(self)
+        if first == "REFRESH":
+            return plan_refresh(self)
         if first == "COMMENT":
             from spate.sql.comment import plan_comment
 

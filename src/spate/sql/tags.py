@@ -54,6 +54,8 @@ def command_tag(parsed: Parsed, rows: int | None = None) -> str:
         return f"{head} {rest[0]}" if rest and rest[0] else head
     if head == "COMMENT":
         return "COMMENT"
+    if head == "REFRESH":
+        return "REFRESH MATERIALIZED VIEW"
     return head
 
 
