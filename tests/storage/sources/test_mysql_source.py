@@ -150,11 +150,9 @@ def test_unsupported_types_and_missing_tables_are_refused(
 
 
 def test_snapshot_then_binlog_equals_the_table_and_replays_alike(
-    mariadb: MariaDB, db: tuple[Any, str]
+    mariadb: MariaDB, db: tuple[Any, str], seed: int
 ) -> None:
-    seed = random.randrange(2**32)
-    print(f"seed={seed}")
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # the seed fixture prints it
     conn, name = db
     table = f"{name}.t"
     execute(conn, f"create table {table} ({COLUMNS})")
