@@ -101,6 +101,29 @@ def test_sql_source_follows_mariadb_across_a_storage_replica_kill(
                     break
                 time.sleep(0.5)
             assert got == want
+            # An incompatible change upstream puts the source and its subsources in error,
+            # naming the table; what they hold stays readable (not later than their upper:
+            # a stalled source's upper stays where it was).
+            run(f"alter table {db}.orders add column note text")
+            run(f"insert into {db}.orders values (%s, 'z', 1, 'new')", (max(keys) + 1,))
+            query = (
+                "SELECT status, last_error FROM spate_catalog.source_statistics "
+                "WHERE name = 'shop_orders'"
+            )
+            deadline = time.monotonic() + 120
+            status: list[dict[str, Any]] = []
+            while time.monotonic() < deadline:
+                result = env.sql(query)
+                assert isinstance(result, pa.Table)
+                status = result.to_pylist()
+                if status and status[0]["status"] == "stalled":
+                    break
+                time.sleep(0.5)
+            assert status and status[0]["status"] == "stalled", status
+            assert f"table {db}.orders changed upstream" in status[0]["last_error"]
+            assert "note" in status[0]["last_error"]
+            held = env.select("shop_orders", isolation="serializable", timeout=60).to_pylist()
+            assert Counter((r["id"], r["item"], r["qty"]) for r in held) == want
     finally:
         run(f"drop database {db}")
         run(f"drop user '{user}'@'%'")
