@@ -295,3 +295,45 @@ def _desc() -> Any:
     from spate.repr.types import INT64
 
     return RelationDesc.of(("id", INT64, False))
+
+
+class MariadbGtidEvent:
+    def __init__(self, seq: int) -> None:
+        self.domain_id, self.server_id, self.gtid_seq_no, self.flags = 0, 1, seq, 12
+
+
+class WriteRowsEvent:
+    schema, table = "d", "t"
+
+    def __init__(self, key: int) -> None:
+        self.rows = [{"values": {"id": key}}]
+        self.columns = [_Col()]
+
+
+class XidEvent:
+    pass
+
+
+class _Col:
+    name, type, unsigned, character_set_name = "id", 3, False, None
+
+
+def test_a_stream_that_starts_over_after_a_lost_connection_ends_the_read() -> None:
+    """The binlog reader reconnects by itself after a lost connection and reads again from
+    where it began: the read ends at the last whole transaction, and nothing is taken twice."""
+    from spate.storage.sources.mysql.binlog import read_transactions
+    from spate.storage.sources.mysql.catalog import MySqlTable
+
+    table = MySqlTable("d", "t", _desc())
+
+    def txn(seq: int) -> list[object]:
+        return [MariadbGtidEvent(seq), WriteRowsEvent(seq), XidEvent()]
+
+    lower = ((-1, 0, 0), (0, 1, 4))
+    events = [*txn(5), *txn(6), MariadbGtidEvent(7), WriteRowsEvent(7), *txn(5), *txn(6)]
+    txns, point = read_transactions(events, [table], lower)
+    assert [t.gtid for t in txns] == [(0, 1, 5), (0, 1, 6)]
+    assert point == ((-1, 0, 0), (0, 1, 6))
+    again, end = read_transactions([*txn(7), *txn(8)], [table], point)
+    assert [t.changes for t in again] == [[("d.t", 1, (7,))], [("d.t", 1, (8,))]]
+    assert end == ((-1, 0, 0), (0, 1, 8))

@@ -209,17 +209,25 @@ def read_transactions(
     budget_s: float | None = None,
 ) -> tuple[list[Transaction], MySqlPoint]:
     """The transactions of ``events`` (a stream starting after ``lower``) and the point after
-    the last one: until the stream ends, ``upto`` is reached, about ``max_changes`` changes
-    are read or ``budget_s`` seconds have passed (always at a transaction's end)."""
+    the last one: until the stream ends or starts over, ``upto`` is reached, about
+    ``max_changes`` changes are read or ``budget_s`` seconds have passed (always at a
+    transaction's end)."""
     reader = TransactionReader(tables)
     point = lower
     out: list[Transaction] = []
     n = 0
     deadline = None if budget_s is None else time.monotonic() + budget_s
+    seqs = {d: n for d, _, n in lower}
     for event in events:
         txn = reader.feed(event)
         if txn is None:
             continue
+        domain, _, seq = txn.gtid
+        if seq <= seqs.get(domain, 0):
+            # The binlog reader reconnected after a lost connection and started over from
+            # ``lower``: end here (the caller reads on from ``point``).
+            break
+        seqs[domain] = seq
         point = advance(point, txn.gtid)
         if txn.changes:
             out.append(txn)

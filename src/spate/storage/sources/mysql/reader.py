@@ -224,19 +224,21 @@ class MySqlReader:
             for name, table in tables.items():
                 parts.setdefault(name, []).append(table)
             lower = snapshot_point
-        if lower != upper:
-            txns, point = binlog.read_transactions(
-                binlog_events(self._settings, self._source.server_id, lower, self.tables),
+        point = lower
+        while point != upper:
+            txns, reached = binlog.read_transactions(
+                binlog_events(self._settings, self._source.server_id, point, self.tables),
                 self.tables,
-                lower,
+                point,
                 upto=upper,
             )
-            if point != upper:
+            if reached == point or not binlog.less_equal(reached, upper):
                 raise SourceError(
                     f"MySQL source: the binlog between GTID positions "
                     f"{binlog.gtid_position(lower)!r} and {binlog.gtid_position(upper)!r} "
-                    f"ends at {binlog.gtid_position(point)!r} (purged or rewritten?)"
+                    f"ends at {binlog.gtid_position(reached)!r} (purged or rewritten?)"
                 )
+            point = reached
             for name, table in self._updates(txns).items():
                 parts.setdefault(name, []).append(table)
         return SourceChunk(upper, {k: pa.concat_tables(v) for k, v in parts.items()})
