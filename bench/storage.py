@@ -462,7 +462,7 @@ def main() -> None:
         help="run only these benchmarks, updating their figures in the results file",
     )
     ap.add_argument("--kafka-rows", type=int, default=100_000)
-    ap.add_argument("--mysql-rows", type=int, default=2_000)
+    ap.add_argument("--mysql-rows", type=int, default=100_000)
     args = ap.parse_args()
     if args.only == "mysql":
         from bench.mysql import run as run_mysql

@@ -219,6 +219,10 @@ def read_transactions(
     deadline = None if budget_s is None else time.monotonic() + budget_s
     seqs = {d: n for d, _, n in lower}
     for event in events:
+        if type(event).__name__ == "HeartbeatLogEvent":  # the server is idle: stop if due
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            continue
         txn = reader.feed(event)
         if txn is None:
             continue

@@ -50,6 +50,7 @@ MYSQL_PROGRESS_DESC: Final = RelationDesc.of(
     ("domain", INT64, False), ("server_id", INT64, False), ("seq", INT64, False)
 )
 SNAPSHOT_BATCH_ROWS: Final = 50_000
+REPLAY_BUDGET_S: Final = 60.0
 
 
 def binlog_events(
@@ -58,9 +59,14 @@ def binlog_events(
     after: MySqlPoint,
     tables: Sequence[MySqlTable],
 ) -> Iterator[Any]:
-    """The binlog's events after the GTIDs of ``after``, up to its current end."""
+    """The binlog's events after the GTIDs of ``after``, and heartbeats once a second when
+    there are none: the caller stops reading (the stream blocks at the binlog's end).
+
+    The stream blocks rather than asking the server to end it at the binlog's end: a server
+    that ends it resets the connection (mysql-replication sends a longer dump request than it
+    declares), which can drop the events still in flight."""
     from pymysqlreplication import BinLogStreamReader
-    from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, XidEvent
+    from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
     from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
     stream = BinLogStreamReader(
@@ -71,10 +77,12 @@ def binlog_events(
             "password": settings["password"],
         },
         server_id=server_id,
-        blocking=False,
+        blocking=True,
+        slave_heartbeat=1,
         is_mariadb=True,
         auto_position=binlog.gtid_position(after),
         only_events=[
+            HeartbeatLogEvent,
             MariadbGtidEvent,
             QueryEvent,
             XidEvent,
@@ -200,10 +208,14 @@ class MySqlReader:
         if not lower:
             self.validate()
             return self._snapshot()
+        target = self._binlog_position()
+        if binlog.less_equal(target, lower):
+            return None  # nothing committed upstream since
         txns, point = binlog.read_transactions(
             binlog_events(self._settings, self._source.server_id, lower, self.tables),
             self.tables,
             lower,
+            upto=target,
             max_changes=self._max_changes,
             budget_s=self._budget,
         )
@@ -231,6 +243,7 @@ class MySqlReader:
                 self.tables,
                 point,
                 upto=upper,
+                budget_s=REPLAY_BUDGET_S,
             )
             if reached == point or not binlog.less_equal(reached, upper):
                 raise SourceError(
@@ -254,6 +267,19 @@ class MySqlReader:
 
     def close(self) -> None:
         pass
+
+    def _binlog_position(self) -> MySqlPoint:
+        """The server's binlog GTID position now (what a poll reads up to)."""
+        conn = connect(self._settings)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("select @@gtid_binlog_pos")
+                row = cur.fetchone()
+        except pymysql.err.MySQLError as e:
+            raise SourceUnavailable(f"cannot read the MariaDB binlog position: {e}") from None
+        finally:
+            conn.close()
+        return (SNAPSHOT_MARK, *binlog.parse_gtid_position(str(row[0] or "") if row else ""))
 
     def drop_upstream(self) -> None:
         """Forget the stashed snapshot (the source is dropped); nothing is held upstream."""
