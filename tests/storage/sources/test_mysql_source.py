@@ -337,3 +337,31 @@ def test_a_stream_that_starts_over_after_a_lost_connection_ends_the_read() -> No
     again, end = read_transactions([*txn(7), *txn(8)], [table], point)
     assert [t.changes for t in again] == [[("d.t", 1, (7,))], [("d.t", 1, (8,))]]
     assert end == ((-1, 0, 0), (0, 1, 8))
+
+
+def test_one_poll_reads_a_large_backlog_whole(mariadb: MariaDB, db: tuple[Any, str]) -> None:
+    """A poll reads up to the server's position at its start; a stream the server ended at
+    the binlog's end was reset, losing events in flight, and a large backlog never arrived
+    in one poll."""
+    conn, name = db
+    table = f"{name}.big"
+    execute(conn, f"create table {table} (k bigint primary key, v varchar(40))")
+    (described,) = describe_source(settings(mariadb), [table])
+    source = MySqlSource(mysql_connection_settings(mariadb.host, mariadb.port, "root"), 78)
+    reader = MySqlReader(
+        source, {table: described.desc}, MemStash(), stash_key="big", poll_budget_s=120
+    )
+    first = reader.poll((), now_millis=0)
+    assert first is not None
+    rows = 20_000
+    with conn.cursor() as cur:
+        for lo in range(0, rows, 1000):
+            cur.execute("begin")
+            cur.executemany(
+                f"insert into {table} values (%s, %s)",
+                [(i, f"value-{i}") for i in range(lo, lo + 1000)],
+            )
+            cur.execute("commit")
+    chunk = reader.poll(first.upper, now_millis=0)
+    assert chunk is not None and chunk.updates[table].num_rows == rows
+    assert reader.poll(chunk.upper, now_millis=0) is None
