@@ -12,7 +12,6 @@ import signal
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,9 @@ import pyarrow as pa
 import pytest
 
 from spate.environment.api import Environment
-from tests._mariadb import MariaDB, running_mariadb
+from tests._mariadb import MariaDB
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-
-
-@pytest.fixture(scope="module")
-def mariadb() -> Iterator[MariaDB]:
-    yield from running_mariadb()
 
 
 def _rows(env: Environment, query: str) -> Counter[tuple[Any, ...]]:

@@ -15,7 +15,6 @@ import random
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from spate.storage.controller import (
 )
 from spate.storage.sources.mysql.catalog import describe_source, settings_of
 from spate.storage.sources.open import progress_desc
-from tests._mariadb import MariaDB, running_mariadb
+from tests._mariadb import MariaDB
 from tests.storage.integration._history import (
     all_updates,
     binding_times,
@@ -45,11 +44,6 @@ from tests.storage.integration._procs import ReplicaProcess, persist_client, pum
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 I1 = InstanceId(1)
-
-
-@pytest.fixture(scope="module")
-def mariadb() -> Iterator[MariaDB]:
-    yield from running_mariadb()
 
 
 class Upstream:

@@ -22,7 +22,7 @@ from spate.storage.sources.mysql.catalog import describe_source, settings_of
 from spate.storage.sources.mysql.reader import MySqlReader
 from spate.storage.sources.source import SourceChunk, SourceError
 from spate.storage.sources.stash import MemStash
-from tests._mariadb import MariaDB, running_mariadb
+from tests._mariadb import MariaDB
 
 COLUMNS = (
     "id int primary key, n bigint, price decimal(12,2), name varchar(40), body text, "
@@ -31,11 +31,6 @@ COLUMNS = (
     "vb varbinary(8)"
 )
 NCOLS = 15
-
-
-@pytest.fixture(scope="module")
-def mariadb() -> Iterator[MariaDB]:
-    yield from running_mariadb()
 
 
 @pytest.fixture
