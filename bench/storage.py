@@ -18,6 +18,8 @@ a loaded machine are not comparable with figures from an idle one.
   COPYing them into a plain table.
 * **Kafka** (``--only kafka``; :mod:`bench.kafka`): Kafka ingest rows/s against a bare
   confluent-kafka consumer, and Kafka sink rows/s against a bare producer, on a Tansu broker.
+* **MySQL** (``--only mysql``; :mod:`bench.mysql`): MySQL (MariaDB binlog) ingest rows/s
+  against a bare ``mysql-replication`` binlog reader, on a MariaDB server of its own.
 * **File source**: pyarrow against Spark reading one small and one large Parquet file (why a
   poll of small files is read with pyarrow and a large one with Spark); ``--no-spark`` skips it.
 
@@ -456,11 +458,25 @@ def main() -> None:
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument(
         "--only",
-        choices=["tables", "kafka"],
+        choices=["tables", "kafka", "mysql"],
         help="run only these benchmarks, updating their figures in the results file",
     )
     ap.add_argument("--kafka-rows", type=int, default=100_000)
+    ap.add_argument("--mysql-rows", type=int, default=100_000)
     args = ap.parse_args()
+    if args.only == "mysql":
+        from bench.mysql import run as run_mysql
+
+        work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
+        try:
+            figures = dict(previous_figures("storage"))
+            figures["mysql"] = run_mysql(work, args.mysql_rows, persist)
+            figures["mysql"]["load_average_1m"] = load_now()
+            print("mysql", figures["mysql"])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        write_result("storage", figures)
+        return
     if args.only == "kafka":
         from bench.kafka import run
 

@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tests._mariadb import MariaDB
+
 # Invariant checks raise inside the test suite (they log and count in production).
 os.environ["SPATE_SOFT_ASSERT"] = "raise"
 
@@ -69,3 +71,12 @@ def postgres_url() -> str:
     except psycopg.Error as e:
         pytest.skip(f"PostgreSQL at SPATE_TEST_POSTGRES_URL is not reachable: {e}")
     return url
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDB]:
+    """A MariaDB server of the session's own with the row-based binlog (``tests/_mariadb.py``);
+    tests make their own databases in it and drop them."""
+    from tests._mariadb import running_mariadb
+
+    yield from running_mariadb()

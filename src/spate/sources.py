@@ -7,6 +7,9 @@
 * :class:`KafkaSource` — the records of a Kafka topic (:class:`KafkaFormat`,
   :class:`KafkaEnvelope`), every partition, each record exactly once; client settings from
   :func:`kafka_client_settings`.
+* :class:`MySqlSource` — change data capture from MariaDB's row-based binlog: a consistent
+  snapshot of the tables, then their inserts, updates and deletes, resumed by GTID position;
+  client settings from :func:`mysql_connection_settings`.
 * :class:`FileSource` — every file that appears in a directory (:class:`FileFormat`: Parquet,
   CSV, JSON lines), each ingested exactly once.
 
@@ -23,6 +26,7 @@ Example::
 from __future__ import annotations
 
 from spate.protocol.kafka import KafkaEnvelope, KafkaFormat, KafkaSource, kafka_client_settings
+from spate.protocol.mysql import MySqlSource, mysql_connection_settings
 from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
     FileFormat,
@@ -41,8 +45,10 @@ __all__ = [
     "KafkaSource",
     "LoadGenerator",
     "LoadGeneratorSource",
+    "MySqlSource",
     "PostgresSource",
     "Secret",
     "SourceConnection",
     "kafka_client_settings",
+    "mysql_connection_settings",
 ]

@@ -59,6 +59,8 @@ from spate.ids import GlobalId
 from spate.plan.builder import ColumnSpec, position
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
+from spate.protocol.mysql import MySqlSource
+from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
     FileFormat,
     FileSource,
@@ -301,6 +303,13 @@ def _source_outputs(
         from spate.storage.sources.kafka.envelope import outputs as kafka_outputs
 
         return kafka_outputs(connection)
+    if isinstance(connection, MySqlSource):
+        from spate.storage.sources.mysql.catalog import describe_source as describe_mysql
+        from spate.storage.sources.mysql.catalog import settings_of
+
+        assert isinstance(connection.connection, Secret)
+        tables_of = describe_mysql(settings_of(connection.connection.reveal()), tables)
+        return {t.output: t.desc for t in tables_of}
     raise InvalidObject(f"unknown source connection {type(connection).__name__}")
 
 
@@ -321,7 +330,7 @@ async def create_source(
     check_argument(name, str, "a source name")
     check_argument(
         connection,
-        (LoadGeneratorSource, PostgresSource, FileSource, KafkaSource),
+        (LoadGeneratorSource, PostgresSource, FileSource, KafkaSource, MySqlSource),
         f"source {name!r}",
     )
     if desc is not None:
@@ -335,9 +344,10 @@ async def create_source(
         check_argument(tables, (list, tuple), f"the tables of source {name!r}")
         for t in tables:
             check_argument(t, str, f"a table of source {name!r}")
-        if not isinstance(connection, PostgresSource):
+        if not isinstance(connection, (PostgresSource, MySqlSource)):
             raise InvalidArgumentValue(
-                f"source {name!r}: tables= picks tables of a PostgreSQL publication; "
+                f"source {name!r}: tables= picks tables of a PostgreSQL publication or a "
+                f"MySQL server; "
                 f"a {type(connection).__name__} has none"
             )
     if names is not None:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from spate.environment import sql_kafka
 from spate.environment.sql_state import Definitions
+from spate.protocol.mysql import MySqlSource, mysql_connection_settings
 from spate.protocol.secret import Secret, SecretRef
 from spate.protocol.storage_desc import (
     FileFormat,
@@ -54,7 +55,8 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Defini
     if isinstance(stmt, st.CreateSource):
         connection, tables = _source_connection(stmt, defs)
         desc = None if stmt.kind == "kafka" else stmt.desc  # a Kafka source carries its own
-        env.create_source(stmt.name, connection, tables=tables, desc=desc)
+        names = dict(stmt.names) if stmt.names else None
+        env.create_source(stmt.name, connection, tables=tables, desc=desc, names=names)
         defs.set(stmt.name, stmt.sql)
         return
     assert isinstance(stmt, st.CreateSink)
@@ -96,6 +98,17 @@ def _postgres_url(defs: Definitions, name: str) -> Secret:
     return Secret(f"postgresql://{user}{password}@{host}{port}/{database}{query}")
 
 
+def _mysql_settings(defs: Definitions, name: str) -> Secret:
+    conn = defs.connections[name]
+    if conn.get("kind") != "mysql":
+        raise SqlError(f'connection "{name}" is not a MYSQL connection', sqlstate="42809")
+    opts: dict[str, str] = conn["options"]
+    password = defs.secret_value(conn["secret"]) if conn.get("secret") else None
+    return mysql_connection_settings(
+        opts["host"], int(opts.get("port", 3306)), opts.get("user", "root"), password
+    )
+
+
 def _source_connection(
     stmt: st.CreateSource, defs: Definitions
 ) -> tuple[SourceConnection, list[str] | None]:
@@ -118,6 +131,14 @@ def _source_connection(
             kwargs["scale_factor"] = float(opts["scale factor"])
         generator = LoadGenerator(str(opts["generator"]))
         return LoadGeneratorSource(generator, **kwargs), None
+    if stmt.kind == "mysql":
+        assert stmt.connection is not None
+        server_id = opts.get("server id")
+        settings = _mysql_settings(defs, stmt.connection)
+        mysql = (
+            MySqlSource(settings) if server_id is None else MySqlSource(settings, int(server_id))
+        )
+        return mysql, list(stmt.tables) if stmt.tables is not None else None
     if stmt.kind == "postgres":
         assert stmt.connection is not None
         slot = str(opts.get("slot", f"spate_{stmt.name}"))

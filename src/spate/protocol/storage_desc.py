@@ -26,6 +26,7 @@ from spate.errors import InvalidConnection
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, ShardId
 from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
+from spate.protocol.mysql import MySqlSource
 from spate.protocol.secret import Secret, SecretRef
 from spate.repr.desc import RelationDesc
 from spate.wire import wire
@@ -175,7 +176,7 @@ class FileSource:
     poll_interval_ms: int = 1000
 
 
-SourceConnection = LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
+SourceConnection = LoadGeneratorSource | PostgresSource | FileSource | KafkaSource | MySqlSource
 
 
 @wire("storage.ingestion")
@@ -188,7 +189,7 @@ class IngestionDescription:
     assigned at most every ``timestamp_interval_ms``.
     """
 
-    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
+    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource | MySqlSource
     exports: tuple[SourceExport, ...]
     remap: CollectionMetadata
     timestamp_interval_ms: int = 1000

@@ -12,7 +12,7 @@ source and Parquet sink)::
     CREATE SINK out FROM view INTO PARQUET (PATH '/data/out');
 
 Kafka connections and sources: :mod:`spate.sql.ddl_kafka`; webhook sources:
-:mod:`spate.sql.ddl_webhook`.
+:mod:`spate.sql.ddl_webhook`; MySQL connections and sources: :mod:`spate.sql.ddl_mysql`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import dataclasses
 from sqlglot.tokenizer_core import TokenType
 
 from spate.repr.desc import Column, RelationDesc
-from spate.sql import ddl_kafka, ddl_webhook
+from spate.sql import ddl_kafka, ddl_mysql, ddl_webhook
 from spate.sql import statements as st
 from spate.sql.errors import DuplicateObject, FeatureNotSupported, SqlError, UndefinedObject
 from spate.sql.scalar import type_from_ast
@@ -91,10 +91,10 @@ def _connection_object(p: StatementPlanner, at: int) -> str:
 def _connection(p: StatementPlanner, name: str) -> st.CreateConnection:
     c = p.cur
     c.expect("TO")
-    kind = "kafka" if c.accept("KAFKA") else "postgres"
+    kind = "kafka" if c.accept("KAFKA") else "mysql" if c.accept("MYSQL") else "postgres"
     if kind == "postgres" and not c.accept("POSTGRES"):
         raise FeatureNotSupported(
-            "only POSTGRES and KAFKA connections are supported",
+            "only POSTGRES, KAFKA and MYSQL connections are supported",
             position=c.here() + 1,
             text=p.src.text,
         )
@@ -102,6 +102,8 @@ def _connection(p: StatementPlanner, name: str) -> st.CreateConnection:
     c.end()
     if kind == "kafka":
         _check(p, opts, ddl_kafka.CONNECTION_OPTIONS, "Kafka connection")
+    elif kind == "mysql":
+        _check(p, opts, ddl_mysql.CONNECTION_OPTIONS, "MySQL connection")
     else:
         _check(p, opts, _CONNECTION_OPTIONS, "connection")
     secret = None
@@ -191,6 +193,9 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
         return st.CreateSource(p.src.sql, name, "postgres", _plain(opts), connection, tables)
     if c.accept("WEBHOOK"):
         return ddl_webhook.plan_source(p, name)
+    if c.accept("MYSQL"):
+        c.expect("CONNECTION")
+        return ddl_mysql.plan_source(p, name, _connection_object(p, c.here()))
     if c.accept("KAFKA"):
         c.expect("CONNECTION")
         connection = _connection_object(p, c.here())
@@ -212,7 +217,8 @@ def _source(p: StatementPlanner, name: str) -> st.CreateSource:
             )
         return st.CreateSource(p.src.sql, name, "files", _plain(opts), None, None, desc)
     raise c.error(
-        "expected LOAD GENERATOR, POSTGRES CONNECTION, KAFKA CONNECTION, WEBHOOK or FILES"
+        "expected LOAD GENERATOR, POSTGRES CONNECTION, KAFKA CONNECTION, MYSQL CONNECTION, "
+        "WEBHOOK or FILES"
     )
 
 

@@ -186,6 +186,8 @@ class CreateSource(Statement):
     connection: str | None = None
     tables: tuple[str, ...] | None = None
     desc: RelationDesc | None = None
+    names: tuple[tuple[str, str], ...] = ()
+    """Subsource names given upstream tables (``FOR TABLES (db.t AS name)``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from spate.protocol.kafka import (
     KafkaSinkEnvelope,
     KafkaSource,
 )
+from spate.protocol.mysql import MySqlSource
 from spate.protocol.secret import Secret
 from spate.repr.arrow import rows_to_table
 from spate.repr.desc import RelationDesc
@@ -313,10 +314,11 @@ def kafka_sources() -> S[KafkaSource]:
 
 
 def source_connections() -> S[
-    sd.LoadGeneratorSource | sd.PostgresSource | sd.FileSource | KafkaSource
+    sd.LoadGeneratorSource | sd.PostgresSource | sd.FileSource | KafkaSource | MySqlSource
 ]:
     return st.one_of(
         kafka_sources(),
+        st.builds(MySqlSource, secrets_(), st.integers(1, 2**32 - 1)),
         load_generators(),
         st.builds(sd.PostgresSource, secrets_(), names(), names()),
         st.builds(

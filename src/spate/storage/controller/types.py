@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, InstanceId
 from spate.protocol.kafka import KafkaSinkConnection, KafkaSource
+from spate.protocol.mysql import MySqlSource
 from spate.protocol.storage_desc import (
     FileSource,
     LoadGeneratorSource,
@@ -46,7 +47,7 @@ class IngestionSource:
     """
 
     instance: InstanceId
-    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource
+    connection: LoadGeneratorSource | PostgresSource | FileSource | KafkaSource | MySqlSource
     exports: dict[GlobalId, str]
     timestamp_interval_ms: int = 1000
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spate.protocol.kafka import KafkaSource
+from spate.protocol.mysql import MySqlSource
 from spate.protocol.storage_desc import (
     FileSource,
     IngestionDescription,
@@ -50,6 +51,10 @@ def progress_desc(connection: SourceConnection) -> RelationDesc:
         from spate.storage.sources.kafka.reader import KAFKA_PROGRESS_DESC
 
         return KAFKA_PROGRESS_DESC
+    if isinstance(connection, MySqlSource):
+        from spate.storage.sources.mysql.reader import MYSQL_PROGRESS_DESC
+
+        return MYSQL_PROGRESS_DESC
     raise SourceError(f"unknown source connection {type(connection).__name__}")
 
 
@@ -113,6 +118,10 @@ def open_reader(
         from spate.storage.sources.kafka.reader import KafkaReader
 
         reader = KafkaReader(connection)
+    elif isinstance(connection, MySqlSource):
+        from spate.storage.sources.mysql.reader import MySqlReader
+
+        return MySqlReader(connection, exports, stash, stash_key=str(description.remap.shard))
     else:
         raise SourceError(f"unknown source connection {type(connection).__name__}")
     outputs = reader.outputs

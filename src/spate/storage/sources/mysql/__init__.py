@@ -1,0 +1,1 @@
+"""Change data capture from MariaDB: a consistent snapshot, then the row-based binlog."""
