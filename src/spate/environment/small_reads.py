@@ -29,6 +29,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Final
 
+import pyarrow as pa
+
 from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.environment.view_failures import await_answer
@@ -42,7 +44,14 @@ from spate.persist.state import HollowBatch
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.interrupt import interruptible
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
-from spate.plan.relation import RelationExpr
+from spate.plan.evaluation.vectorized import (
+    CompiledPlan,
+    Unsupported,
+    compile_plan,
+    evaluate_arrow,
+    input_table,
+)
+from spate.plan.relation import Get, RelationExpr
 from spate.repr.arrow import table_to_updates
 from spate.repr.types import Datum
 
@@ -55,9 +64,14 @@ _log: Final = logging.getLogger("spate.environment.small_reads")
 _Readable = TableItem | SubsourceItem | MaterializedViewItem
 
 
-async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) -> Multiset | None:
+async def read_here(
+    rt: Runtime, plan: RelationExpr, ts: int, timeout: float
+) -> Multiset | pa.Table | None:
     """The contents of ``plan`` (views inlined) at ``ts`` evaluated here, when it reads only
-    small collections (module docs); ``None`` when a dataflow should compute it."""
+    small collections (module docs); ``None`` when a dataflow should compute it. A plan
+    :mod:`spate.plan.evaluation.vectorized` covers is evaluated over the inputs' Arrow
+    snapshots (its rows, each repeated as often as it occurs, in ``data_schema(plan.desc)``);
+    anything else by the row evaluator (a multiset)."""
     limit = rt.settings.small_read_updates
     ids = sorted(plan.depends_on())
     items = [rt.catalog.find_id(i) for i in ids]
@@ -77,15 +91,27 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
                 f"read at {ts} was not answered within {timeout:.0f} s: the inputs' uppers "
                 "have not passed it yet"
             ) from None
-        inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
-        if inputs is None:
-            return None
+        compiled = _compiled(plan)
+        found: pa.Table | None = None
+        inputs: dict[GlobalId, Multiset] | None = None
+        if compiled is not None:
+            tables = await asyncio.to_thread(arrow_snapshots, rt, ids, ts, limit)
+            if tables is None:
+                return None
+            found = await asyncio.to_thread(_evaluate_arrow, plan, tables, compiled)
+        if found is None:
+            inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
+            if inputs is None:
+                return None
         for item in readable:
             if isinstance(item, MaterializedViewItem):
                 await check_errors_shard(rt, item, ts)
     finally:
         for hold in holds:
             hold.release()
+    if found is not None:
+        return found
+    assert inputs is not None
     stop = threading.Event()  # set when the read is canceled: the evaluation's thread stops
     try:
         return await asyncio.to_thread(_evaluate, stop, plan, inputs, ts)
@@ -102,6 +128,41 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
         _log.warning(
             "evaluating a small read here failed; reading it with a dataflow", exc_info=True
         )
+        return None
+
+
+def evaluate_table(
+    plan: RelationExpr, base: Get, table: pa.Table, compiled: CompiledPlan
+) -> pa.Table | None:
+    """``plan`` over the one input ``base`` (its contents: ``table``) by the vectorised
+    evaluator, or ``None`` when the data need the row evaluator."""
+    return _evaluate_arrow(plan, {base.id: table}, compiled)
+
+
+def vectorised(plan: RelationExpr) -> CompiledPlan | None:
+    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered."""
+    return _compiled(plan)
+
+
+def _compiled(plan: RelationExpr) -> CompiledPlan | None:
+    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered."""
+    try:
+        return compile_plan(plan, MAX_INTERMEDIATE_ROWS)
+    except Unsupported:
+        return None
+
+
+def _evaluate_arrow(
+    plan: RelationExpr, tables: dict[GlobalId, pa.Table], compiled: CompiledPlan
+) -> pa.Table | None:
+    """``plan`` over ``tables``, or ``None`` when the data need the row evaluator (an
+    overflow, which it reports naming the row; a join too large, which it reports as such)."""
+    try:
+        return evaluate_arrow(plan, tables, compiled=compiled)
+    except (Unsupported, TooLarge):
+        return None
+    except Exception:  # a kernel refused what the row evaluator takes (or a bug): let it
+        _log.warning("a vectorised small read failed; evaluating it by rows", exc_info=True)
         return None
 
 
@@ -161,6 +222,41 @@ def _snapshots(
     return out
 
 
+def arrow_snapshots(
+    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+) -> dict[GlobalId, pa.Table] | None:
+    """:func:`_snapshots` as inputs of :func:`evaluate_arrow`, converted once per version
+    of each shard's contents (:class:`SnapshotCache` keeps them beside the rows)."""
+    metas = [rt.storage.collection_metadata(id) for id in ids]
+    states = [rt.persist.fetch_state(m.shard) for m in metas]
+    if any(s.upper.less_equal(ts) for s in states):
+        read = _read_snapshots(rt, ids, ts, limit)
+        if read is None:
+            return None
+        return {id: input_table(m.desc, read[id]) for id, m in zip(ids, metas, strict=True)}
+    found = [batches_for(s, ts) for s in states]
+    if sum(b.num_updates for batches in found for b in batches) > limit:
+        return None
+    cache = _cache_of(rt)
+    out: dict[GlobalId, pa.Table] = {}
+    missing = []
+    for id, meta, batches in zip(ids, metas, found, strict=True):
+        key = complete_key(batches, ts)
+        hit = cache.get_table(meta.shard, key)
+        if hit is not None:
+            out[id] = hit
+        else:
+            missing.append((id, meta, key))
+    if missing:
+        read = _snapshots(rt, [id for id, _, _ in missing], ts, _NO_LIMIT)
+        assert read is not None
+        for id, meta, key in missing:
+            out[id] = table = input_table(meta.desc, read[id])
+            if key is not None:
+                cache.put_table(meta.shard, key, table)
+    return out
+
+
 def _select_rows(contents: Multiset, only: tuple[int, tuple[Datum, ...]]) -> Multiset:
     column, values = only
     wanted = set(values)
@@ -197,6 +293,7 @@ class SnapshotCache:
         self._entries: dict[ShardId, tuple[tuple[str, ...], Multiset]] = {}
         self._indexes: dict[tuple[ShardId, int], tuple[tuple[str, ...], dict[Datum, Multiset]]]
         self._indexes = {}
+        self._tables: dict[ShardId, tuple[tuple[str, ...], pa.Table]] = {}
         self._lock = threading.Lock()
 
     def index(
@@ -219,6 +316,20 @@ class SnapshotCache:
             if shard in self._entries:
                 self._indexes[(shard, column)] = (key, by)
 
+    def get_table(self, shard: ShardId, key: tuple[str, ...] | None) -> pa.Table | None:
+        """The cached contents of ``shard`` (read from the parts ``key``) as an input of
+        :func:`evaluate_arrow`."""
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._tables.get(shard)
+        return entry[1] if entry is not None and entry[0] == key else None
+
+    def put_table(self, shard: ShardId, key: tuple[str, ...], table: pa.Table) -> None:
+        with self._lock:
+            if shard in self._entries and self._entries[shard][0] == key:
+                self._tables[shard] = (key, table)
+
     def get(self, shard: ShardId, key: tuple[str, ...] | None) -> Multiset | None:
         if key is None:
             return None
@@ -234,6 +345,7 @@ class SnapshotCache:
             self._entries[shard] = (key, contents)
             alive = self._entries
             self._indexes = {k: v for k, v in self._indexes.items() if k[0] in alive}
+            self._tables = {k: v for k, v in self._tables.items() if k in alive and k != shard}
 
 
 _CACHES: Final[weakref.WeakKeyDictionary[PersistClient, SnapshotCache]] = (
