@@ -8,6 +8,7 @@ import itertools
 import os
 import random
 from collections import Counter
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -16,7 +17,12 @@ from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.relation import evaluate
-from spate.plan.evaluation.vectorized import Unsupported, evaluate_arrow, input_table
+from spate.plan.evaluation.vectorized import (
+    Unsupported,
+    evaluate_arrow,
+    input_table,
+    supported_input,
+)
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -29,7 +35,19 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
-from spate.plan.relation import Distinct, Filter, Get, Join, Map, Project, Reduce, RelationExpr
+from spate.plan.relation import (
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    Map,
+    Negate,
+    Project,
+    Reduce,
+    RelationExpr,
+    Union,
+)
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, ScalarKind, numeric
 
@@ -97,6 +115,7 @@ class _Gen:
         pick = r.random()
         texts = self.cols(desc, ScalarKind.TEXT)
         bools = self.cols(desc, ScalarKind.BOOL)
+        ints = self.cols(desc, ScalarKind.INT64)
         if depth > 0 and pick < 0.3:
             op = r.choice([BinaryFunc.AND, BinaryFunc.OR])
             return CallBinary(op, self.predicate(desc, depth - 1), self.predicate(desc, depth - 1))
@@ -111,7 +130,11 @@ class _Gen:
             return CallBinary(r.choice(_OPS), ColumnRef(r.choice(texts)), other)
         if bools and pick < 0.7:
             return ColumnRef(r.choice(bools))
-        if pick < 0.72:  # not covered: float comparison
+        if ints and pick < 0.76:  # numeric comparisons (decimals of different scales)
+            cast = Cast(ColumnRef(r.choice(ints)), numeric(19, 0))
+            other = Literal(Decimal(r.randint(-600, 600)) / 100, numeric(38, 2))
+            return CallBinary(r.choice(_OPS), cast, other)
+        if pick < 0.78:  # not covered: float comparison
             return CallBinary(BinaryFunc.LT, Literal(1.5, FLOAT64), Literal(float("nan"), FLOAT64))
         return CallBinary(r.choice(_OPS), self.int_expr(desc, 1), self.int_expr(desc, 1))
 
@@ -131,6 +154,12 @@ class _Gen:
             return Project(below, tuple(keep))
         if pick < 0.57:
             return Distinct(below)
+        if pick < 0.62:  # below, less the rows a filter keeps, and a constant row
+            minus = Negate(Filter(below, (self.predicate(desc, 1),)))
+            parts: list[RelationExpr] = [below, minus]
+            if supported_input(desc) and all(c.nullable for c in desc.columns):
+                parts.append(Constant(((tuple(None for _ in desc.columns), 2),), desc))
+            return Union(tuple(parts))
         if pick < 0.75:
             return self.reduce(below)
         other = self.relation(depth - 1)
@@ -156,8 +185,11 @@ class _Gen:
             elif (ints or texts) and pick < 0.9:
                 func = r.choice([AggregateFunc.MIN, AggregateFunc.MAX])
                 aggs.append(AggregateExpr(func, ColumnRef(r.choice(ints + texts))))
-            elif ints:  # not covered: avg
+            elif ints and pick < 0.95:
                 aggs.append(AggregateExpr(AggregateFunc.AVG, ColumnRef(r.choice(ints))))
+            elif ints:
+                cast = Cast(ColumnRef(r.choice(ints)), numeric(19, 0))
+                aggs.append(AggregateExpr(AggregateFunc.AVG, cast))
         names = tuple(f"r{next(self.names)}" for _ in aggs)
         return Reduce(below, key, tuple(aggs), names)
 

@@ -56,6 +56,7 @@ from spate.environment.planning import (
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
 from spate.environment.small_reads import (
+    VECTORISED_FACTOR,
     arrow_snapshots,
     check_errors_shard,
     evaluate_table,
@@ -512,9 +513,10 @@ async def _persist_read(
     contents: Multiset | None = None
     if route.cluster is None or route.here_up_to > 0:
         limit = route.here_up_to if route.cluster is not None else None
-        compiled = vectorised(plan) if plan is not base and route.only is None else None
+        compiled = vectorised(plan) if route.only is None else None
         if compiled is not None:
-            table = await _read_table_here(rt, item, ts, timeout, limit)
+            budget = None if limit is None else limit * VECTORISED_FACTOR
+            table = await _read_table_here(rt, item, ts, timeout, budget)
             if table is not None:
                 found = await asyncio.to_thread(evaluate_table, plan, base, table, compiled)
                 if found is not None:

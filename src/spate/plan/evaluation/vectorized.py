@@ -27,7 +27,9 @@ evaluator compares them).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Final
 
 import numpy as np
@@ -36,7 +38,9 @@ import pyarrow.compute as pc
 
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateFunc
+from spate.plan.errors import EvalError
 from spate.plan.evaluation.relation import TooLarge
+from spate.plan.evaluation.values import canonical, canonical_row, fit_numeric
 from spate.plan.expr import (
     BinaryFunc,
     CallBinary,
@@ -49,20 +53,24 @@ from spate.plan.expr import (
     UnaryFunc,
     VariadicFunc,
 )
+from spate.plan.numeric_division import divide
 from spate.plan.relation import (
     ArrangeBy,
+    Constant,
     Distinct,
     Filter,
     Get,
     Join,
     Map,
+    Negate,
     Project,
     Reduce,
     RelationExpr,
+    Union,
 )
 from spate.repr.arrow import arrow_type, data_schema
 from spate.repr.desc import RelationDesc
-from spate.repr.types import Row, ScalarKind, ScalarType
+from spate.repr.types import FLOAT64, Row, ScalarKind, ScalarType, numeric
 
 __all__ = [
     "MULTIPLICITY",
@@ -80,6 +88,9 @@ MULTIPLICITY: Final = "_n"
 K = ScalarKind
 _INPUT_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.BYTES, K.DATE, K.TIMESTAMP, K.NUMERIC})
 _COMPARABLE: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE})
+"""Types whose values Arrow compares and hashes as the row evaluator does (keys, ``=``)."""
+_ORDERED: Final = _COMPARABLE | {K.NUMERIC}
+"""Types Arrow compares as the row evaluator does (decimals by value, whatever the scales)."""
 _INT64_MAX: Final = 2**63 - 1
 
 
@@ -117,10 +128,13 @@ def evaluate_arrow(
     node = compiled if compiled is not None else compile_plan(plan, max_rows)
     out = node(inputs)
     counts = out.column(MULTIPLICITY).to_numpy()
+    if (counts < 1).any():
+        out = _consolidate(out)
+        counts = out.column(MULTIPLICITY).to_numpy()
+        if (counts < 0).any():
+            raise Unsupported("a negative multiplicity")  # the row evaluator's read says so
     data = out.drop_columns([MULTIPLICITY])
     if not (counts == 1).all():
-        if (counts < 1).any():
-            raise Unsupported("a non-positive multiplicity")
         data = data.take(pa.array(np.repeat(np.arange(len(counts)), counts)))
     return pa.Table.from_arrays(data.columns, schema=data_schema(plan.desc))
 
@@ -128,11 +142,11 @@ def evaluate_arrow(
 def input_table(desc: RelationDesc, contents: Mapping[Row, int]) -> pa.Table:
     """The contents of a collection of ``desc`` (rows of canonical datums, each with its
     multiplicity) as an input of :func:`evaluate_arrow`."""
-    rows = list(contents)
+    rows = [r for r, n in contents.items() if n != 0]
     arrays = [
         pa.array([r[i] for r in rows], type=arrow_type(c.type)) for i, c in enumerate(desc.columns)
     ]
-    counts = pa.array(list(contents.values()), type=pa.int64())
+    counts = pa.array([n for n in contents.values() if n != 0], type=pa.int64())
     return pa.Table.from_arrays([*arrays, counts], names=[*_names(desc.arity), MULTIPLICITY])
 
 
@@ -140,6 +154,30 @@ def compile_plan(plan: RelationExpr, max_rows: int | None = None) -> _Node:
     """A function of the inputs computing ``plan`` (module docs); :class:`Unsupported` when
     the plan is not covered."""
     return _Compiler(max_rows).node(plan)
+
+
+def _consolidate(table: pa.Table) -> pa.Table:
+    """Equal rows as one, with the sum of their multiplicities; rows summing to 0 dropped."""
+    arity = table.num_columns - 1
+    if arity == 0:
+        total = pc.sum(table.column(MULTIPLICITY)).as_py() or 0
+        return pa.table({MULTIPLICITY: pa.array([total] if total else [], pa.int64())})
+    names = _names(arity)
+    summed = table.group_by(names, use_threads=False).aggregate([(MULTIPLICITY, "sum")])
+    counts = summed.column(f"{MULTIPLICITY}_sum")
+    out = _with([summed.column(n) for n in names], counts)
+    return out.filter(pc.not_equal(counts, 0))
+
+
+def _nonnegative(table: pa.Table) -> pa.Table:
+    """``table`` consolidated when it has a non-positive multiplicity; :class:`Unsupported`
+    (the row evaluator's error) when a row's stays negative."""
+    counts = table.column(MULTIPLICITY)
+    if table.num_rows and pc.min(counts).as_py() < 1:
+        table = _consolidate(table)
+        if table.num_rows and pc.min(table.column(MULTIPLICITY)).as_py() < 0:
+            raise Unsupported("a negative multiplicity")
+    return table
 
 
 def _names(n: int) -> list[str]:
@@ -209,12 +247,45 @@ class _Compiler:
                     return _with([table.column(i) for i in outputs], table.column(MULTIPLICITY))
 
                 return project
+            case Constant(rows, desc):
+                if not supported_input(desc):
+                    raise Unsupported("constant column types")
+                contents: Counter[Row] = Counter()
+                for row, n in rows:
+                    contents[canonical_row(tuple(row), desc.columns)] += n
+                constant = input_table(desc, contents)
+                return lambda inputs: constant
+            case Negate(inp):
+                below = self.node(inp)
+
+                def negate(inputs: Mapping[GlobalId, pa.Table]) -> pa.Table:
+                    table = below(inputs)
+                    counts = _checked(pc.negate_checked, table.column(MULTIPLICITY))
+                    return _with(table.columns[:-1], counts)
+
+                return negate
+            case Union(operands):
+                parts = [self.node(o) for o in operands]
+                types = [arrow_type(c.type) for c in plan.desc.columns]
+
+                def union(inputs: Mapping[GlobalId, pa.Table]) -> pa.Table:
+                    tables = []
+                    for part in parts:
+                        table = part(inputs)
+                        columns = [
+                            c if c.type == t else pc.cast(c, t)
+                            for c, t in zip(table.columns[:-1], types, strict=True)
+                        ]
+                        tables.append(_with(columns, table.column(MULTIPLICITY)))
+                    return _consolidate(pa.concat_tables(tables))
+
+                return union
             case Distinct(inp):
                 _check_keys(inp.desc, range(inp.desc.arity))
                 below = self.node(inp)
 
                 def distinct(inputs: Mapping[GlobalId, pa.Table]) -> pa.Table:
-                    table = below(inputs)
+                    table = _nonnegative(below(inputs))
                     arity = table.num_columns - 1
                     if arity == 0:
                         n = 1 if table.num_rows else 0
@@ -328,6 +399,17 @@ class _Compiler:
                 if t.kind is K.NUMERIC and t.scale != 0:
                     raise Unsupported("sum of this type")
                 specs.append(("sum", _scalar(inner, inp.desc), arrow_type(t)))
+            elif agg.func is AggregateFunc.AVG:
+                inner = agg.expr
+                if isinstance(inner, Cast) and _int_to_numeric(inner, inp.desc):
+                    inner = inner.expr
+                    if t.kind is not K.NUMERIC:
+                        raise Unsupported("avg of this type")
+                elif t.kind is not K.FLOAT64:
+                    raise Unsupported("avg of this type")
+                if _type(inner, inp.desc).kind is not K.INT64:
+                    raise Unsupported("avg of this type")
+                specs.append(("avg", _scalar(inner, inp.desc), arrow_type(t)))
             elif agg.func in (AggregateFunc.MIN, AggregateFunc.MAX):
                 if _type(agg.expr, inp.desc).kind not in _COMPARABLE - {K.BOOL}:
                     raise Unsupported("min/max of this type")
@@ -336,7 +418,7 @@ class _Compiler:
                 raise Unsupported(f"aggregate {agg.func.value}")
 
         def reduce(inputs: Mapping[GlobalId, pa.Table]) -> pa.Table:
-            table = below(inputs)
+            table = _nonnegative(below(inputs))
             if table.num_rows == 0:
                 types = [arrow_type(c.type) for c in plan.desc.columns]
                 empty = [pa.chunked_array([], type=t) for t in types]
@@ -354,7 +436,7 @@ class _Compiler:
                         values = pc.if_else(pc.is_null(v), 0, counts)
                     columns.append(values)
                     aggs.append((name, "sum", pc.ScalarAggregateOptions(min_count=0)))
-                elif func == "sum":
+                elif func in ("sum", "avg"):
                     assert fn is not None
                     v = _column(fn(table), pa.int64(), table.num_rows)
                     weighted = _checked(pc.multiply_checked, v, counts)
@@ -363,6 +445,9 @@ class _Compiler:
                         raise Unsupported("a sum near the int64 range")
                     columns.append(weighted)
                     aggs.append((name, "sum", pc.ScalarAggregateOptions(min_count=1)))
+                    if func == "avg":  # and the count of the values averaged
+                        columns.append(pc.if_else(pc.is_null(v), 0, counts))
+                        aggs.append((f"{name}n", "sum", pc.ScalarAggregateOptions(min_count=0)))
                 else:
                     assert fn is not None
                     columns.append(_column(fn(table), pa.null(), table.num_rows))
@@ -375,13 +460,37 @@ class _Compiler:
             out: list[pa.Array | pa.ChunkedArray] = [
                 grouped.column(f"k{i}") for i in range(len(key))
             ]
-            for j, (_func, _fn, t) in enumerate(specs):
-                found = grouped.column(f"{aggs[j][0]}_{aggs[j][1]}")
-                out.append(found if found.type == t else pc.cast(found, t))
+            for j, (func, _fn, t) in enumerate(specs):
+                found = grouped.column(
+                    f"a{j}_{'max' if func == 'max' else 'min' if func == 'min' else 'sum'}"
+                )
+                if func == "avg":
+                    out.append(_averages(found, grouped.column(f"a{j}n_sum"), t))
+                else:
+                    out.append(found if found.type == t else pc.cast(found, t))
             ones = pa.chunked_array([pa.array(np.ones(grouped.num_rows, np.int64))])
             return _with(out, ones)
 
         return reduce
+
+
+def _averages(sums: pa.ChunkedArray, counts: pa.ChunkedArray, t: pa.DataType) -> pa.Array:
+    """Each group's ``avg`` from its sum and count, computed as the row evaluator does
+    (numeric: the exact quotient rounded to the type's scale; float: the sum divided)."""
+    out: list[object] = []
+    for total, n in zip(sums.to_pylist(), counts.to_pylist(), strict=True):
+        if total is None or not n:
+            out.append(None)
+        elif pa.types.is_decimal(t):
+            scale = t.scale
+            quotient = divide(Decimal(total), Decimal(n), 0, 0, scale)
+            try:
+                out.append(fit_numeric(quotient, numeric(t.precision, scale), "avg"))
+            except EvalError:
+                raise Unsupported("an average out of range") from None
+        else:
+            out.append(canonical(total / n, FLOAT64))
+    return pa.array(out, type=t)
 
 
 def _keep(table: pa.Table, predicate: _Scalar) -> pa.Table:
@@ -457,13 +566,13 @@ def _scalar(expr: ScalarExpr, desc: RelationDesc) -> _Scalar:
                 raise Unsupported("a column of this type")
             return lambda t: t.column(index)
         case Literal(value, ltype):
-            if ltype.kind not in _COMPARABLE:
+            if ltype.kind not in _ORDERED:
                 raise Unsupported("a literal of this type")
             s = pa.scalar(value, type=arrow_type(ltype))
             return lambda t: s
         case CallBinary(func, left, right) if func in _COMPARE:
             kind = _type(left, desc).kind
-            if kind not in _COMPARABLE or _type(right, desc).kind is not kind:
+            if kind not in _ORDERED or _type(right, desc).kind is not kind:
                 raise Unsupported("a comparison of these types")
             op, lf, rf = _COMPARE[func], _scalar(left, desc), _scalar(right, desc)
             return lambda t: op(lf(t), rf(t))
