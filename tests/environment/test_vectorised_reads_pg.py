@@ -125,3 +125,16 @@ def test_vectorised_reads_agree_with_postgres(
                 theirs = sorted((_normal(r) for r in pg.execute(sql).fetchall()), key=repr)
                 assert mine == theirs, f"seed {seed}: {sql}"
     assert len(answered) >= 30  # of 45 reads: most went column at a time
+
+
+def test_explain_says_which_reads_go_column_at_a_time(env: Environment) -> None:
+    env.sql("CREATE TABLE t (a bigint, b bigint NOT NULL, s text); CREATE TABLE f (x float8)")
+
+    def plan(sql: str) -> list[str]:
+        return [str(r["Optimized Plan"]) for r in env.sql(f"EXPLAIN {sql}").to_pylist()]
+
+    columnar = "column at a time"
+    assert any(columnar in line for line in plan("SELECT a, count(*) FROM t GROUP BY a"))
+    assert any(columnar in line for line in plan("SELECT a FROM t WHERE s < 'b'"))
+    assert not any(columnar in line for line in plan("SELECT a / 2 FROM t"))  # division
+    assert not any(columnar in line for line in plan("SELECT x FROM f WHERE x < 1"))  # floats

@@ -80,6 +80,7 @@ from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId, PeekId
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.relation import Multiset, evaluate
+from spate.plan.evaluation.vectorized import CompiledPlan
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
@@ -457,14 +458,23 @@ async def _read_here(
     return await _held_read(rt, item, ts, timeout, snapshot_here, limit, only)
 
 
-async def _read_table_here(
-    rt: Runtime, item: read_plan.StorageItem, ts: int, timeout: float, limit: int | None
+async def _evaluate_here(
+    rt: Runtime,
+    item: read_plan.StorageItem,
+    ts: int,
+    timeout: float,
+    limit: int | None,
+    plan: RelationExpr,
+    base: Get,
+    compiled: CompiledPlan,
 ) -> pa.Table | None:
-    """:func:`_read_here` as an input of the vectorised evaluator (the whole contents)."""
+    """``plan`` over the contents of ``item`` (``base``) at ``ts``, read as :func:`_read_here`
+    reads them and evaluated by the vectorised evaluator in the same worker thread call; or
+    ``None`` when they hold more than ``limit`` updates or the data need the row evaluator."""
 
     def read(rt: Runtime, id: GlobalId, ts: int, limit: int | None) -> pa.Table | None:
         found = arrow_snapshots(rt, [id], ts, _NO_LIMIT if limit is None else limit)
-        return None if found is None else found[id]
+        return None if found is None else evaluate_table(plan, base, found[id], compiled)
 
     return await _held_read(rt, item, ts, timeout, read, limit)
 
@@ -516,11 +526,9 @@ async def _persist_read(
         compiled = vectorised(plan) if route.only is None else None
         if compiled is not None:
             budget = None if limit is None else limit * VECTORISED_FACTOR
-            table = await _read_table_here(rt, item, ts, timeout, budget)
-            if table is not None:
-                found = await asyncio.to_thread(evaluate_table, plan, base, table, compiled)
-                if found is not None:
-                    return _finished(found, finishing)
+            found = await _evaluate_here(rt, item, ts, timeout, budget, plan, base, compiled)
+            if found is not None:
+                return _finished(found, finishing)
         contents = await _read_here(rt, item, ts, timeout, limit, route.only)
     if contents is None:
         assert route.cluster is not None

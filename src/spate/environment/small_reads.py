@@ -105,11 +105,11 @@ async def read_here(
         inputs: dict[GlobalId, Multiset] | None = None
         if compiled is not None:
             budget = limit * VECTORISED_FACTOR
-            tables = await asyncio.to_thread(arrow_snapshots, rt, ids, ts, budget)
-            if tables is None:
+            answer = await asyncio.to_thread(_read_evaluated, rt, ids, ts, budget, plan, compiled)
+            if answer is None:
                 return None
-            found = await asyncio.to_thread(_evaluate_arrow, plan, tables, compiled)
-            if found is None and _updates(tables) > limit:  # too large to evaluate by rows
+            found, updates = answer
+            if found is None and updates > limit:  # too large to evaluate by rows
                 return None
         if found is None:
             inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
@@ -141,6 +141,23 @@ async def read_here(
             "evaluating a small read here failed; reading it with a dataflow", exc_info=True
         )
         return None
+
+
+def _read_evaluated(
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    ts: int,
+    limit: int,
+    plan: RelationExpr,
+    compiled: CompiledPlan,
+) -> tuple[pa.Table | None, int] | None:
+    """The inputs' Arrow snapshots read and ``plan`` evaluated over them (one worker thread
+    call): its rows (``None``: the data need the row evaluator) and the updates read; or
+    ``None`` (nothing fetched) when the inputs hold more than ``limit`` updates."""
+    tables = arrow_snapshots(rt, ids, ts, limit)
+    if tables is None:
+        return None
+    return _evaluate_arrow(plan, tables, compiled), _updates(tables)
 
 
 def _updates(tables: dict[GlobalId, pa.Table]) -> int:
