@@ -16,7 +16,7 @@ import pytest
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
-from spate.plan.evaluation.relation import evaluate
+from spate.plan.evaluation.relation import TooLarge, evaluate
 from spate.plan.evaluation.vectorized import (
     Unsupported,
     evaluate_arrow,
@@ -246,3 +246,14 @@ def test_vectorised_agrees_with_the_row_evaluator(big: bool) -> None:
         assert got == want, f"seed {seed} case {case}: {plan.explain()}"
     print(f"covered {covered}, left to the row evaluator {unsupported}")
     assert covered > 150  # the generator mostly makes plans the vectorised path covers
+
+
+def test_a_join_too_large_is_refused_before_its_pairs_are_made() -> None:
+    desc = RelationDesc.of(("a", INT64, True), ("b", INT64, False))
+    rows: Counter[tuple[object, ...]] = Counter({(1, i): 1 for i in range(300)})
+    rows[(None, -1)] = 5  # NULL keys pair with nothing: not counted
+    table = input_table(desc, rows)
+    plan = Join((Get(T, desc), Get(U, desc)), ((0, 2),))
+    with pytest.raises(TooLarge):
+        evaluate_arrow(plan, {T: table, U: table}, max_rows=300 * 300 - 1)
+    assert evaluate_arrow(plan, {T: table, U: table}, max_rows=300 * 300).num_rows == 300 * 300

@@ -340,6 +340,11 @@ class _Compiler:
                     continue
                 pairs = links[k]
                 if pairs:
+                    if max_rows is not None:  # count the pairs before making them
+                        left_keys = [f"c{a}" for a, _ in pairs]
+                        right_keys = [f"c{b}" for _, b in pairs]
+                        if _join_size(acc, left_keys, right, right_keys) > max_rows:
+                            raise TooLarge("Join")
                     acc = acc.join(
                         right,
                         keys=[f"c{a}" for a, _ in pairs],
@@ -348,8 +353,6 @@ class _Compiler:
                         coalesce_keys=False,
                         use_threads=False,
                     )
-                    if max_rows is not None and acc.num_rows > max_rows:
-                        raise TooLarge("Join")
                 else:
                     size = acc.num_rows * right.num_rows
                     if max_rows is not None and size > max_rows:
@@ -472,6 +475,29 @@ class _Compiler:
             return _with(out, ones)
 
         return reduce
+
+
+def _join_size(left: pa.Table, left_keys: list[str], right: pa.Table, right_keys: list[str]) -> int:
+    """The number of rows an inner join of ``left`` and ``right`` on these keys makes (NULL
+    keys match nothing), from the two sides' key counts."""
+    if left.num_rows == 0 or right.num_rows == 0:
+        return 0
+    names = [f"k{i}" for i in range(len(left_keys))]
+
+    def counts(table: pa.Table, keys: list[str], side: str) -> pa.Table:
+        keyed = pa.Table.from_arrays([table.column(k) for k in keys], names=names)
+        grouped = keyed.group_by(names, use_threads=False).aggregate([([], "count_all")])
+        return grouped.rename_columns([*names, side])
+
+    matched = counts(left, left_keys, "l").join(
+        counts(right, right_keys, "r"), keys=names, join_type="inner", use_threads=False
+    )
+    if matched.num_rows == 0:
+        return 0
+    products = pc.multiply(
+        pc.cast(matched.column("l"), pa.float64()), pc.cast(matched.column("r"), pa.float64())
+    )
+    return int(pc.sum(products).as_py() or 0)
 
 
 def _averages(sums: pa.ChunkedArray, counts: pa.ChunkedArray, t: pa.DataType) -> pa.Array:
