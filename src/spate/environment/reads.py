@@ -58,11 +58,12 @@ from spate.environment.runtime import Runtime
 from spate.environment.small_reads import (
     VECTORISED_FACTOR,
     arrow_snapshots,
-    check_errors_shard,
     evaluate_table,
+    raise_view_errors,
     read_here,
     snapshot_here,
     vectorised,
+    view_errors,
 )
 from spate.environment.tables import advance_tables
 from spate.environment.view_failures import await_answer
@@ -497,9 +498,18 @@ async def _held_read(
             await rt.controller.wait_for_uppers([item.id], ts, timeout)
         except TimeoutError as e:
             raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
-        contents = await asyncio.to_thread(read, rt, item.id, ts, *args)
-        if contents is not None and isinstance(item, MaterializedViewItem):
-            await check_errors_shard(rt, item, ts)
+        view = item if isinstance(item, MaterializedViewItem) else None
+
+        def read_checked() -> tuple[_T | None, list[tuple[str, int]] | None]:
+            contents = read(rt, item.id, ts, *args)
+            if contents is None or view is None:
+                return contents, None
+            return contents, view_errors(rt, view, ts)
+
+        # one worker-thread call for the contents and the view's errors
+        contents, errors = await asyncio.to_thread(read_checked)
+        if view is not None:
+            raise_view_errors(view, errors)
         return contents
     finally:
         hold.release()

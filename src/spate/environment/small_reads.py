@@ -103,21 +103,24 @@ async def read_here(
         compiled = _compiled(plan)
         found: pa.Table | None = None
         inputs: dict[GlobalId, Multiset] | None = None
+        in_views = [i for i in readable if isinstance(i, MaterializedViewItem)]
         if compiled is not None:
             budget = limit * VECTORISED_FACTOR
-            answer = await asyncio.to_thread(_read_evaluated, rt, ids, ts, budget, plan, compiled)
+            answer = await asyncio.to_thread(
+                _read_evaluated, rt, ids, ts, budget, plan, compiled, in_views
+            )
             if answer is None:
                 return None
-            found, updates = answer
+            found, updates, errors = answer
             if found is None and updates > limit:  # too large to evaluate by rows
                 return None
         if found is None:
-            inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
-            if inputs is None:
+            read = await asyncio.to_thread(_read_rows, rt, ids, ts, limit, in_views)
+            if read is None:
                 return None
-        for item in readable:
-            if isinstance(item, MaterializedViewItem):
-                await check_errors_shard(rt, item, ts)
+            inputs, errors = read
+        for view, view_found in zip(in_views, errors, strict=True):
+            raise_view_errors(view, view_found)
     finally:
         for hold in holds:
             hold.release()
@@ -150,14 +153,34 @@ def _read_evaluated(
     limit: int,
     plan: RelationExpr,
     compiled: CompiledPlan,
-) -> tuple[pa.Table | None, int] | None:
+    views: Sequence[MaterializedViewItem],
+) -> tuple[pa.Table | None, int, list[_Errors]] | None:
     """The inputs' Arrow snapshots read and ``plan`` evaluated over them (one worker thread
-    call): its rows (``None``: the data need the row evaluator) and the updates read; or
-    ``None`` (nothing fetched) when the inputs hold more than ``limit`` updates."""
+    call): its rows (``None``: the data need the row evaluator), the updates read and the
+    errors of ``views``; or ``None`` (nothing fetched) when the inputs hold more than
+    ``limit`` updates."""
     tables = arrow_snapshots(rt, ids, ts, limit)
     if tables is None:
         return None
-    return _evaluate_arrow(plan, tables, compiled), _updates(tables)
+    errors = [view_errors(rt, v, ts) for v in views]
+    return _evaluate_arrow(plan, tables, compiled), _updates(tables), errors
+
+
+def _read_rows(
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    ts: int,
+    limit: int,
+    views: Sequence[MaterializedViewItem],
+) -> tuple[dict[GlobalId, Multiset], list[_Errors]] | None:
+    """:func:`_snapshots` and the errors of ``views`` (one worker thread call)."""
+    inputs = _snapshots(rt, ids, ts, limit)
+    if inputs is None:
+        return None
+    return inputs, [view_errors(rt, v, ts) for v in views]
+
+
+_Errors = list[tuple[str, int]] | None
 
 
 def _updates(tables: dict[GlobalId, pa.Table]) -> int:
@@ -321,8 +344,10 @@ class SnapshotCache:
     before the read's timestamp, so a hit is exactly the contents a read of those parts at any
     later timestamp gives. A write or a compaction makes new parts: a new key, a miss."""
 
-    def __init__(self, max_shards: int = 256) -> None:
+    def __init__(self, max_shards: int = 256, max_rows: int = 1_000_000) -> None:
         self._max = max_shards
+        self._max_rows = max_rows
+        """Rows kept at most, over all shards (reads may fetch 100k each, column at a time)."""
         self._entries: dict[ShardId, tuple[tuple[str, ...], Multiset]] = {}
         self._indexes: dict[tuple[ShardId, int], tuple[tuple[str, ...], dict[Datum, Multiset]]]
         self._indexes = {}
@@ -373,8 +398,10 @@ class SnapshotCache:
     def put(self, shard: ShardId, key: tuple[str, ...], contents: Multiset) -> None:
         with self._lock:
             self._entries.pop(shard, None)
-            while len(self._entries) >= self._max:
-                del self._entries[next(iter(self._entries))]  # the oldest
+            rows = len(contents) + sum(len(c) for _, c in self._entries.values())
+            while self._entries and (len(self._entries) >= self._max or rows > self._max_rows):
+                oldest = next(iter(self._entries))  # the oldest
+                rows -= len(self._entries.pop(oldest)[1])
             self._entries[shard] = (key, contents)
             alive = self._entries
             self._indexes = {k: v for k, v in self._indexes.items() if k[0] in alive}
@@ -450,8 +477,20 @@ def _errors_at(
 async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
     """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
     shard, :mod:`spate.persist.error_shard`, is not empty there)."""
+    raise_view_errors(item, await asyncio.to_thread(view_errors, rt, item, timestamp))
+
+
+def view_errors(
+    rt: Runtime, item: MaterializedViewItem, timestamp: int
+) -> list[tuple[str, int]] | None:
+    """The errors of the view at ``timestamp`` (blocking: read on a worker thread, where the
+    read of its contents runs too), for :func:`raise_view_errors`."""
     shard = rt.storage.collection_metadata(item.id).shard
-    found = await asyncio.to_thread(_errors_at, rt.persist, shard, timestamp)
+    return _errors_at(rt.persist, shard, timestamp)
+
+
+def raise_view_errors(item: MaterializedViewItem, found: list[tuple[str, int]] | None) -> None:
+    """Raise :class:`EvaluationFailed` naming the view when ``found`` holds errors."""
     if found:
         count = sum(n for _, n in found)
         text = describe_error(f"materialized view {item.name}", found[0][0], count)
