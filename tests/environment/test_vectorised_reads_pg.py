@@ -139,3 +139,22 @@ def test_explain_says_which_reads_go_column_at_a_time(env: Environment) -> None:
     assert any(columnar in line for line in plan("SELECT a FROM t WHERE s < 'b'"))
     assert not any(columnar in line for line in plan("SELECT a / 2 FROM t"))  # division
     assert not any(columnar in line for line in plan("SELECT x FROM f WHERE x < 1"))  # floats
+
+
+def test_a_plan_read_again_is_compiled_once() -> None:
+    from spate.ids import GlobalId
+    from spate.plan.builder import col
+    from spate.plan.relation import Get
+    from spate.repr.desc import RelationDesc
+    from spate.repr.types import INT64
+
+    desc = RelationDesc.of(("a", INT64, True))
+
+    def plan() -> Any:  # planned anew each time, as a statement is
+        return Get(GlobalId.user(7), desc).filter(col("a") < 3)
+
+    first = small_reads.vectorised(plan())
+    assert first is not None
+    assert small_reads.vectorised(plan()) is first
+    other = Get(GlobalId.user(7), desc).filter(col("a") < 4)
+    assert small_reads.vectorised(other) is not first

@@ -25,6 +25,7 @@ view that holds an error at the timestamp fails the read as its errors shard say
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import weakref
@@ -201,7 +202,21 @@ def vectorised(plan: RelationExpr) -> CompiledPlan | None:
 
 
 def _compiled(plan: RelationExpr) -> CompiledPlan | None:
-    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered."""
+    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered.
+    Kept for the plans read last (by equality: a statement planned again gives an equal plan;
+    a compiled plan holds no data, only the plan's ids, columns and expressions)."""
+    try:
+        return _compiled_cached(plan)
+    except TypeError:  # a plan holding something unhashable: compiled each time
+        return _compile(plan)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled_cached(plan: RelationExpr) -> CompiledPlan | None:
+    return _compile(plan)
+
+
+def _compile(plan: RelationExpr) -> CompiledPlan | None:
     try:
         return compile_plan(plan, MAX_INTERMEDIATE_ROWS)
     except Unsupported:
