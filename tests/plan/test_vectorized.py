@@ -203,11 +203,24 @@ class _Gen:
                 classes.append((r.choice(lc), la + r.choice(rc)))
         if not classes and r.random() < 0.5:
             right = Filter(right, (self.predicate(right.desc, 1),))
-        j = Join((left, right), tuple(classes))
+        operands: tuple[RelationExpr, ...] = (left, right)
+        if r.random() < 0.3:  # a third operand, u, linked to the others by its key k
+            third = Filter(Get(U, U_DESC), (self.predicate(U_DESC, 1),))
+            operands = (left, right, third)
+            ints = self.cols(left.desc, ScalarKind.INT64) + [
+                la + c for c in self.cols(right.desc, ScalarKind.INT64)
+            ]
+            if ints:
+                k = la + ra  # u.k
+                linked = tuple(sorted(r.sample(ints, min(len(ints), r.randint(1, 2)))))
+                merged = [c for c in classes if set(c) & set(linked)]
+                rest = [c for c in classes if not set(c) & set(linked)]
+                members = sorted({k, *linked, *(m for c in merged for m in c)})
+                classes = [*rest, tuple(members)]
+        j = Join(operands, tuple(classes))
         if r.random() < 0.3:
             pred = self.predicate(j.desc, 1)
-            j = Join((left, right), tuple(classes), (pred,))
-        del ra
+            j = Join(operands, tuple(classes), (pred,))
         return j
 
 
