@@ -20,7 +20,9 @@ one of a closed set of cases, cheapest first (Materialize calls this the peek pl
   cluster has replicas), else by a replica of ``cluster``; the rest of the plan applied here.
 * :class:`InProcess` — anything else over storage collections (a join, an aggregate, a
   subquery): the inputs' snapshots read and the plan evaluated here when they are small
-  (:mod:`spate.environment.small_reads`), else as :class:`OneOffDataflow`.
+  (:mod:`spate.environment.small_reads`), else as :class:`OneOffDataflow`. Here, in both this
+  and :class:`PersistRead`, a plan :mod:`spate.plan.evaluation.vectorized` covers is
+  evaluated column at a time over the snapshots as Arrow tables (``EXPLAIN`` says so).
 * :class:`OneOffDataflow` — a dataflow built on ``cluster`` at the read's timestamp, peeked
   once and dropped.
 
