@@ -157,14 +157,15 @@ def _read_evaluated(
     views: Sequence[MaterializedViewItem],
 ) -> tuple[pa.Table | None, int, list[_Errors]] | None:
     """The inputs' Arrow snapshots read and ``plan`` evaluated over them (one worker thread
-    call): its rows (``None``: the data need the row evaluator), the updates read and the
-    errors of ``views``; or ``None`` (nothing fetched) when the inputs hold more than
-    ``limit`` updates."""
+    call): its rows (``None``: the data need the row evaluator), the updates read (counted
+    only then) and the errors of ``views``; or ``None`` (nothing fetched) when the inputs
+    hold more than ``limit`` updates."""
     tables = arrow_snapshots(rt, ids, ts, limit)
     if tables is None:
         return None
     errors = [view_errors(rt, v, ts) for v in views]
-    return _evaluate_arrow(plan, tables, compiled), _updates(tables), errors
+    found = _evaluate_arrow(plan, tables, compiled)
+    return found, 0 if found is not None else _updates(tables), errors
 
 
 def _read_rows(
