@@ -113,6 +113,11 @@ def test_vectorised_reads_agree_with_postgres(
         return out
 
     monkeypatch.setattr(small_reads, "evaluate_arrow", counting)
+    collation = pg.execute(
+        "SELECT datcollate FROM pg_database WHERE datname = current_database()"
+    ).fetchone()
+    # text ORDER BY compared only where PostgreSQL orders text by code point, as spate does
+    code_point_order = collation is not None and collation[0] in ("C", "POSIX", "C.UTF-8", "C.utf8")
     for round in range(3):
         with Environment.open(tmp_path / f"data{round}") as env:
             pg.execute("DROP TABLE IF EXISTS t, u")
@@ -120,6 +125,8 @@ def test_vectorised_reads_agree_with_postgres(
                 env.sql(stmt)
                 pg.execute(stmt)
             for sql in _queries(rng):
+                if "ORDER BY" in sql and not code_point_order:
+                    continue
                 got = env.sql(sql)
                 assert got is not None and not isinstance(got, int)
                 ordered = "ORDER BY" in sql  # rows in order (total: ties are equal rows)
