@@ -130,9 +130,25 @@ def test_a_read_the_environment_fails_to_evaluate_goes_to_a_dataflow(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("not an evaluation error")
 
+    monkeypatch.setattr(small_reads, "evaluate_arrow", broken)
     monkeypatch.setattr(small_reads, "evaluate", broken)
     assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT y FROM s)") == [(2,)]
     assert len(dataflows) == 1
+
+
+def test_a_read_the_vectorised_evaluator_fails_on_is_evaluated_by_rows(
+    env: Environment, dataflows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[object] = []
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        raise RuntimeError("not an evaluation error")
+
+    monkeypatch.setattr(small_reads, "evaluate_arrow", broken)
+    assert _rows(env, "SELECT x FROM t WHERE x IN (SELECT y FROM s)") == [(2,)]
+    assert calls  # the plan is one the vectorised evaluator covers
+    assert not dataflows
 
 
 def test_a_read_too_large_to_evaluate_here_is_held_at_its_timestamp_until_its_dataflow_is(

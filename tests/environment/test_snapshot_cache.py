@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from spate.environment import small_reads
@@ -36,6 +37,20 @@ def test_a_key_only_for_batches_complete_at_the_timestamp() -> None:
     cache.put(shard_2, ("b",), Counter())  # type: ignore[arg-type]
     cache.put(shard_3, ("c",), Counter())  # type: ignore[arg-type]
     assert cache.get(shard_1, ("a",)) is None  # the oldest went  # type: ignore[arg-type]
+
+
+def test_the_cache_keeps_a_bounded_number_of_rows_and_their_tables() -> None:
+    cache = SnapshotCache(max_shards=10, max_rows=5)
+    shard_1, shard_2 = object(), object()
+    three = Counter({(i,): 1 for i in range(3)})
+    cache.put(shard_1, ("a",), three)  # type: ignore[arg-type]
+    cache.put_table(shard_1, ("a",), pa.table({"0": [0, 1, 2], "_n": [1, 1, 1]}))  # type: ignore[arg-type]
+    assert cache.get_table(shard_1, ("a",)) is not None  # type: ignore[arg-type]
+    assert cache.get_table(shard_1, ("b",)) is None  # type: ignore[arg-type]
+    cache.put(shard_2, ("b",), Counter(three))  # type: ignore[arg-type]
+    assert cache.get(shard_1, ("a",)) is None  # 6 rows > 5: the oldest went  # type: ignore[arg-type]
+    assert cache.get_table(shard_1, ("a",)) is None  # and its table  # type: ignore[arg-type]
+    assert cache.get(shard_2, ("b",)) == three  # type: ignore[arg-type]
 
 
 def _rows(env: Environment, sql: str) -> Counter[tuple[Any, ...]]:

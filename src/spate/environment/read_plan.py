@@ -20,7 +20,9 @@ one of a closed set of cases, cheapest first (Materialize calls this the peek pl
   cluster has replicas), else by a replica of ``cluster``; the rest of the plan applied here.
 * :class:`InProcess` — anything else over storage collections (a join, an aggregate, a
   subquery): the inputs' snapshots read and the plan evaluated here when they are small
-  (:mod:`spate.environment.small_reads`), else as :class:`OneOffDataflow`.
+  (:mod:`spate.environment.small_reads`), else as :class:`OneOffDataflow`. Here, in both this
+  and :class:`PersistRead`, a plan :mod:`spate.plan.evaluation.vectorized` covers is
+  evaluated column at a time over the snapshots as Arrow tables (``EXPLAIN`` says so).
 * :class:`OneOffDataflow` — a dataflow built on ``cluster`` at the read's timestamp, peeked
   once and dropped.
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spate.environment import introspection, lookup
+from spate.environment import introspection, lookup, small_reads
 from spate.environment.builtins import IntrospectionItem
 from spate.environment.catalog import (
     IndexItem,
@@ -43,6 +45,7 @@ from spate.environment.catalog import (
 )
 from spate.environment.planning import inline_views
 from spate.environment.runtime import Runtime
+from spate.environment.small_reads import VECTORISED_FACTOR
 from spate.errors import CollectionMissing, InstanceMissing
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
 from spate.repr.types import Datum, Row
@@ -277,15 +280,28 @@ def explain_lines(rt: Runtime, read: ReadPlan) -> list[str]:
                 if cluster is None
                 else f"here up to {n} updates, else by a replica of cluster {cluster}"
             )
-            return [f"Read plan: persist read of {item.name} ({where})", *then(plan, base)]
+            columnar = _columnar(plan) if read.only is None and plan is not base else []
+            return [
+                f"Read plan: persist read of {item.name} ({where})",
+                *then(plan, base),
+                *columnar,
+            ]
         case InProcess(plan=plan, up_to=n, otherwise=df):
             inputs = ", ".join(sorted(name(i) for i in plan.depends_on()))
             return [
                 f"Read plan: in process over the snapshots of {inputs} (up to {n} updates), "
-                f"else a one-off dataflow on cluster {df.cluster or 'default'}"
+                f"else a one-off dataflow on cluster {df.cluster or 'default'}",
+                *_columnar(plan),
             ]
         case OneOffDataflow(cluster=cluster):
             return [f"Read plan: one-off dataflow on cluster {cluster or 'default'}"]
+
+
+def _columnar(plan: RelationExpr) -> list[str]:
+    """The line saying a plan evaluated here is evaluated column at a time, if it is."""
+    if small_reads.vectorised(plan) is None:
+        return []
+    return [f"  column at a time over Arrow snapshots (up to {VECTORISED_FACTOR}x the updates)"]
 
 
 def _row(key: Row) -> str:

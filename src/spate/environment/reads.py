@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, get_args
+from typing import Final, Literal, TypeVar, get_args
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,16 @@ from spate.environment.planning import (
 )
 from spate.environment.recency import await_recency
 from spate.environment.runtime import Runtime
-from spate.environment.small_reads import check_errors_shard, read_here, snapshot_here
+from spate.environment.small_reads import (
+    VECTORISED_FACTOR,
+    arrow_snapshots,
+    evaluate_table,
+    raise_view_errors,
+    read_here,
+    snapshot_here,
+    vectorised,
+    view_errors,
+)
 from spate.environment.tables import advance_tables
 from spate.environment.view_failures import await_answer
 from spate.errors import (
@@ -74,12 +83,15 @@ from spate.frontier.read_hold import ReadHold
 from spate.ids import GlobalId, PeekId
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.relation import Multiset, evaluate
+from spate.plan.evaluation.vectorized import CompiledPlan
 from spate.plan.finishing import ColumnOrder, RowSetFinishing
 from spate.plan.relation import Get, RelationExpr
 from spate.protocol.compute import IndexTarget, PeekError, PeekRows, PersistTarget
 from spate.repr.arrow import arrow_rows, data_schema, to_user
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import Datum, Row
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +458,40 @@ async def _read_here(
     """The contents of ``item`` at ``ts`` (only the rows ``only`` selects) read here once its
     upper passed ``ts``, or ``None`` when it holds more than ``limit`` updates; a materialized
     view in error at ``ts`` fails the read as its errors shard says."""
+    return await _held_read(rt, item, ts, timeout, snapshot_here, limit, only)
+
+
+async def _evaluate_here(
+    rt: Runtime,
+    item: read_plan.StorageItem,
+    ts: int,
+    timeout: float,
+    limit: int | None,
+    plan: RelationExpr,
+    base: Get,
+    compiled: CompiledPlan,
+) -> pa.Table | None:
+    """``plan`` over the contents of ``item`` (``base``) at ``ts``, read as :func:`_read_here`
+    reads them and evaluated by the vectorised evaluator in the same worker thread call; or
+    ``None`` when they hold more than ``limit`` updates or the data need the row evaluator."""
+
+    def read(rt: Runtime, id: GlobalId, ts: int, limit: int | None) -> pa.Table | None:
+        found = arrow_snapshots(rt, [id], ts, _NO_LIMIT if limit is None else limit)
+        return None if found is None else evaluate_table(plan, base, found[id], compiled)
+
+    return await _held_read(rt, item, ts, timeout, read, limit)
+
+
+async def _held_read(
+    rt: Runtime,
+    item: read_plan.StorageItem,
+    ts: int,
+    timeout: float,
+    read: Callable[..., _T | None],
+    *args: object,
+) -> _T | None:
+    """``read(rt, item.id, ts, *args)`` on a worker thread, under a read hold at ``ts`` once
+    the collection's upper passed it; a materialized view in error at ``ts`` fails the read."""
     # Hold the collection at ts while waiting for its upper to pass ts.
     (hold,) = rt.storage.acquire_read_holds([item.id])
     try:
@@ -454,12 +500,24 @@ async def _read_here(
             await rt.controller.wait_for_uppers([item.id], ts, timeout)
         except TimeoutError as e:
             raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
-        contents = await asyncio.to_thread(snapshot_here, rt, item.id, ts, limit, only)
-        if contents is not None and isinstance(item, MaterializedViewItem):
-            await check_errors_shard(rt, item, ts)
+        view = item if isinstance(item, MaterializedViewItem) else None
+
+        def read_checked() -> tuple[_T | None, list[tuple[str, int]] | None]:
+            contents = read(rt, item.id, ts, *args)
+            if contents is None or view is None:
+                return contents, None
+            return contents, view_errors(rt, view, ts)
+
+        # one worker-thread call for the contents and the view's errors
+        contents, errors = await asyncio.to_thread(read_checked)
+        if view is not None:
+            raise_view_errors(view, errors)
         return contents
     finally:
         hold.release()
+
+
+_NO_LIMIT: Final = 2**63
 
 
 async def _persist_read(
@@ -482,6 +540,12 @@ async def _persist_read(
         contents: Multiset | None = None
         if route.cluster is None or route.here_up_to > 0:
             limit = route.here_up_to if route.cluster is not None else None
+            compiled = vectorised(plan) if route.only is None else None
+            if compiled is not None:
+                budget = None if limit is None else limit * VECTORISED_FACTOR
+                found = await _evaluate_here(rt, item, ts, timeout, budget, plan, base, compiled)
+                if found is not None:
+                    return _finished(found, finishing)
             contents = await _read_here(rt, item, ts, timeout, limit, route.only)
         if contents is None:
             assert route.cluster is not None
@@ -505,9 +569,15 @@ def _rows_table(
 ) -> pa.Table:
     expanded = [r for r, n in rows for _ in range(n)]
     table = pa.Table.from_pylist(arrow_rows(desc, expanded), schema=data_schema(desc))
+    return _finished(table, finishing)
+
+
+def _finished(table: pa.Table, finishing: RowSetFinishing) -> pa.Table:
+    """``finishing`` applied to the rows of a read (a table of its data schema)."""
+    desc_names = table.column_names
     if finishing.order_by:
         keys = [
-            (desc.names[o.column], "descending" if o.desc else "ascending")
+            (desc_names[o.column], "descending" if o.desc else "ascending")
             for o in finishing.order_by
         ]
         table = table.sort_by(keys)
@@ -542,6 +612,8 @@ async def _select_dataflow(
         none = cluster is None and not rt.catalog.clusters  # read here before creating one
         if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
             here = await read_here(rt, inlined, ts, timeout)
+            if isinstance(here, pa.Table):
+                return _finished(here, finishing)
             if here is not None:
                 return _rows_table(inlined.desc, list(here.items()), finishing)
         name = await cluster_for(rt, cluster)

@@ -7,7 +7,10 @@ them and evaluate the plan here:
 
 * every input is a table, a subsource or a materialized view (what a dataflow would import);
 * the snapshots at the read's timestamp hold at most ``Settings.small_read_updates`` updates
-  together (counted from the shards' states, before any part is fetched);
+  together (counted from the shards' states, before any part is fetched), or
+  :data:`VECTORISED_FACTOR` times as many when the plan is one
+  :mod:`spate.plan.evaluation.vectorized` evaluates (over the snapshots as Arrow tables, column
+  at a time, kept in :class:`SnapshotCache` beside the rows);
 * no node of the plan holds more than :data:`MAX_INTERMEDIATE_ROWS` rows on those inputs (the
   evaluation stops as soon as one would, before a join builds its pairs, and the read goes
   to a dataflow after all).
@@ -22,12 +25,16 @@ view that holds an error at the timestamp fails the read as its errors shard say
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
 from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
 from spate.environment.runtime import Runtime
@@ -42,9 +49,21 @@ from spate.persist.state import HollowBatch
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.interrupt import interruptible
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
-from spate.plan.relation import RelationExpr
+from spate.plan.evaluation.vectorized import (
+    MULTIPLICITY,
+    CompiledPlan,
+    Unsupported,
+    compile_plan,
+    evaluate_arrow,
+    input_table,
+)
+from spate.plan.relation import Get, RelationExpr
 from spate.repr.arrow import table_to_updates
 from spate.repr.types import Datum
+
+VECTORISED_FACTOR: Final = 10
+"""A plan the vectorised evaluator covers may read this many times ``small_read_updates``
+updates here: it evaluates them column at a time, tens of times faster than by rows."""
 
 MAX_INTERMEDIATE_ROWS: Final = 250_000
 """A plan one of whose nodes holds more rows than this on the inputs read (or one of whose joins
@@ -55,9 +74,14 @@ _log: Final = logging.getLogger("spate.environment.small_reads")
 _Readable = TableItem | SubsourceItem | MaterializedViewItem
 
 
-async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) -> Multiset | None:
+async def read_here(
+    rt: Runtime, plan: RelationExpr, ts: int, timeout: float
+) -> Multiset | pa.Table | None:
     """The contents of ``plan`` (views inlined) at ``ts`` evaluated here, when it reads only
-    small collections (module docs); ``None`` when a dataflow should compute it."""
+    small collections (module docs); ``None`` when a dataflow should compute it. A plan
+    :mod:`spate.plan.evaluation.vectorized` covers is evaluated over the inputs' Arrow
+    snapshots (its rows, each repeated as often as it occurs, in ``data_schema(plan.desc)``);
+    anything else by the row evaluator (a multiset)."""
     limit = rt.settings.small_read_updates
     ids = sorted(plan.depends_on())
     items = [rt.catalog.find_id(i) for i in ids]
@@ -77,15 +101,33 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
                 f"read at {ts} was not answered within {timeout:.0f} s: the inputs' uppers "
                 "have not passed it yet"
             ) from None
-        inputs = await asyncio.to_thread(_snapshots, rt, ids, ts, limit)
-        if inputs is None:
-            return None
-        for item in readable:
-            if isinstance(item, MaterializedViewItem):
-                await check_errors_shard(rt, item, ts)
+        compiled = _compiled(plan)
+        found: pa.Table | None = None
+        inputs: dict[GlobalId, Multiset] | None = None
+        in_views = [i for i in readable if isinstance(i, MaterializedViewItem)]
+        if compiled is not None:
+            budget = limit * VECTORISED_FACTOR
+            answer = await asyncio.to_thread(
+                _read_evaluated, rt, ids, ts, budget, plan, compiled, in_views
+            )
+            if answer is None:
+                return None
+            found, updates, errors = answer
+            if found is None and updates > limit:  # too large to evaluate by rows
+                return None
+        if found is None:
+            read = await asyncio.to_thread(_read_rows, rt, ids, ts, limit, in_views)
+            if read is None:
+                return None
+            inputs, errors = read
+        for view, view_found in zip(in_views, errors, strict=True):
+            raise_view_errors(view, view_found)
     finally:
         for hold in holds:
             hold.release()
+    if found is not None:
+        return found
+    assert inputs is not None
     stop = threading.Event()  # set when the read is canceled: the evaluation's thread stops
     try:
         return await asyncio.to_thread(_evaluate, stop, plan, inputs, ts)
@@ -102,6 +144,97 @@ async def read_here(rt: Runtime, plan: RelationExpr, ts: int, timeout: float) ->
         _log.warning(
             "evaluating a small read here failed; reading it with a dataflow", exc_info=True
         )
+        return None
+
+
+def _read_evaluated(
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    ts: int,
+    limit: int,
+    plan: RelationExpr,
+    compiled: CompiledPlan,
+    views: Sequence[MaterializedViewItem],
+) -> tuple[pa.Table | None, int, list[_Errors]] | None:
+    """The inputs' Arrow snapshots read and ``plan`` evaluated over them (one worker thread
+    call): its rows (``None``: the data need the row evaluator), the updates read (counted
+    only then) and the errors of ``views``; or ``None`` (nothing fetched) when the inputs
+    hold more than ``limit`` updates."""
+    tables = arrow_snapshots(rt, ids, ts, limit)
+    if tables is None:
+        return None
+    errors = [view_errors(rt, v, ts) for v in views]
+    found = _evaluate_arrow(plan, tables, compiled)
+    return found, 0 if found is not None else _updates(tables), errors
+
+
+def _read_rows(
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    ts: int,
+    limit: int,
+    views: Sequence[MaterializedViewItem],
+) -> tuple[dict[GlobalId, Multiset], list[_Errors]] | None:
+    """:func:`_snapshots` and the errors of ``views`` (one worker thread call)."""
+    inputs = _snapshots(rt, ids, ts, limit)
+    if inputs is None:
+        return None
+    return inputs, [view_errors(rt, v, ts) for v in views]
+
+
+_Errors = list[tuple[str, int]] | None
+
+
+def _updates(tables: dict[GlobalId, pa.Table]) -> int:
+    return sum(int(pc.sum(t.column(MULTIPLICITY)).as_py() or 0) for t in tables.values())
+
+
+def evaluate_table(
+    plan: RelationExpr, base: Get, table: pa.Table, compiled: CompiledPlan
+) -> pa.Table | None:
+    """``plan`` over the one input ``base`` (its contents: ``table``) by the vectorised
+    evaluator, or ``None`` when the data need the row evaluator."""
+    return _evaluate_arrow(plan, {base.id: table}, compiled)
+
+
+def vectorised(plan: RelationExpr) -> CompiledPlan | None:
+    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered."""
+    return _compiled(plan)
+
+
+def _compiled(plan: RelationExpr) -> CompiledPlan | None:
+    """``plan`` compiled for :func:`evaluate_arrow`, or ``None`` when it is not covered.
+    Kept for the plans read last (by equality: a statement planned again gives an equal plan;
+    a compiled plan holds no data, only the plan's ids, columns and expressions)."""
+    try:
+        return _compiled_cached(plan)
+    except TypeError:  # a plan holding something unhashable: compiled each time
+        return _compile(plan)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled_cached(plan: RelationExpr) -> CompiledPlan | None:
+    return _compile(plan)
+
+
+def _compile(plan: RelationExpr) -> CompiledPlan | None:
+    try:
+        return compile_plan(plan, MAX_INTERMEDIATE_ROWS)
+    except Unsupported:
+        return None
+
+
+def _evaluate_arrow(
+    plan: RelationExpr, tables: dict[GlobalId, pa.Table], compiled: CompiledPlan
+) -> pa.Table | None:
+    """``plan`` over ``tables``, or ``None`` when the data need the row evaluator (an
+    overflow, which it reports naming the row; a join too large, which it reports as such)."""
+    try:
+        return evaluate_arrow(plan, tables, compiled=compiled)
+    except (Unsupported, TooLarge):
+        return None
+    except Exception:  # a kernel refused what the row evaluator takes (or a bug): let it
+        _log.warning("a vectorised small read failed; evaluating it by rows", exc_info=True)
         return None
 
 
@@ -161,6 +294,41 @@ def _snapshots(
     return out
 
 
+def arrow_snapshots(
+    rt: Runtime, ids: Sequence[GlobalId], ts: int, limit: int
+) -> dict[GlobalId, pa.Table] | None:
+    """:func:`_snapshots` as inputs of :func:`evaluate_arrow`, converted once per version
+    of each shard's contents (:class:`SnapshotCache` keeps them beside the rows)."""
+    metas = [rt.storage.collection_metadata(id) for id in ids]
+    states = [rt.persist.fetch_state(m.shard) for m in metas]
+    if any(s.upper.less_equal(ts) for s in states):
+        read = _read_snapshots(rt, ids, ts, limit)
+        if read is None:
+            return None
+        return {id: input_table(m.desc, read[id]) for id, m in zip(ids, metas, strict=True)}
+    found = [batches_for(s, ts) for s in states]
+    if sum(b.num_updates for batches in found for b in batches) > limit:
+        return None
+    cache = _cache_of(rt)
+    out: dict[GlobalId, pa.Table] = {}
+    missing = []
+    for id, meta, batches in zip(ids, metas, found, strict=True):
+        key = complete_key(batches, ts)
+        hit = cache.get_table(meta.shard, key)
+        if hit is not None:
+            out[id] = hit
+        else:
+            missing.append((id, meta, key))
+    if missing:
+        read = _snapshots(rt, [id for id, _, _ in missing], ts, _NO_LIMIT)
+        assert read is not None
+        for id, meta, key in missing:
+            out[id] = table = input_table(meta.desc, read[id])
+            if key is not None:
+                cache.put_table(meta.shard, key, table)
+    return out
+
+
 def _select_rows(contents: Multiset, only: tuple[int, tuple[Datum, ...]]) -> Multiset:
     column, values = only
     wanted = set(values)
@@ -192,11 +360,14 @@ class SnapshotCache:
     before the read's timestamp, so a hit is exactly the contents a read of those parts at any
     later timestamp gives. A write or a compaction makes new parts: a new key, a miss."""
 
-    def __init__(self, max_shards: int = 256) -> None:
+    def __init__(self, max_shards: int = 256, max_rows: int = 1_000_000) -> None:
         self._max = max_shards
+        self._max_rows = max_rows
+        """Rows kept at most, over all shards (reads may fetch 100k each, column at a time)."""
         self._entries: dict[ShardId, tuple[tuple[str, ...], Multiset]] = {}
         self._indexes: dict[tuple[ShardId, int], tuple[tuple[str, ...], dict[Datum, Multiset]]]
         self._indexes = {}
+        self._tables: dict[ShardId, tuple[tuple[str, ...], pa.Table]] = {}
         self._lock = threading.Lock()
 
     def index(
@@ -219,6 +390,20 @@ class SnapshotCache:
             if shard in self._entries:
                 self._indexes[(shard, column)] = (key, by)
 
+    def get_table(self, shard: ShardId, key: tuple[str, ...] | None) -> pa.Table | None:
+        """The cached contents of ``shard`` (read from the parts ``key``) as an input of
+        :func:`evaluate_arrow`."""
+        if key is None:
+            return None
+        with self._lock:
+            entry = self._tables.get(shard)
+        return entry[1] if entry is not None and entry[0] == key else None
+
+    def put_table(self, shard: ShardId, key: tuple[str, ...], table: pa.Table) -> None:
+        with self._lock:
+            if shard in self._entries and self._entries[shard][0] == key:
+                self._tables[shard] = (key, table)
+
     def get(self, shard: ShardId, key: tuple[str, ...] | None) -> Multiset | None:
         if key is None:
             return None
@@ -229,11 +414,14 @@ class SnapshotCache:
     def put(self, shard: ShardId, key: tuple[str, ...], contents: Multiset) -> None:
         with self._lock:
             self._entries.pop(shard, None)
-            while len(self._entries) >= self._max:
-                del self._entries[next(iter(self._entries))]  # the oldest
+            rows = len(contents) + sum(len(c) for _, c in self._entries.values())
+            while self._entries and (len(self._entries) >= self._max or rows > self._max_rows):
+                oldest = next(iter(self._entries))  # the oldest
+                rows -= len(self._entries.pop(oldest)[1])
             self._entries[shard] = (key, contents)
             alive = self._entries
             self._indexes = {k: v for k, v in self._indexes.items() if k[0] in alive}
+            self._tables = {k: v for k, v in self._tables.items() if k in alive and k != shard}
 
 
 _CACHES: Final[weakref.WeakKeyDictionary[PersistClient, SnapshotCache]] = (
@@ -305,8 +493,20 @@ def _errors_at(
 async def check_errors_shard(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> None:
     """Raise :class:`EvaluationFailed` if the view is in error at ``timestamp`` (its errors
     shard, :mod:`spate.persist.error_shard`, is not empty there)."""
+    raise_view_errors(item, await asyncio.to_thread(view_errors, rt, item, timestamp))
+
+
+def view_errors(
+    rt: Runtime, item: MaterializedViewItem, timestamp: int
+) -> list[tuple[str, int]] | None:
+    """The errors of the view at ``timestamp`` (blocking: read on a worker thread, where the
+    read of its contents runs too), for :func:`raise_view_errors`."""
     shard = rt.storage.collection_metadata(item.id).shard
-    found = await asyncio.to_thread(_errors_at, rt.persist, shard, timestamp)
+    return _errors_at(rt.persist, shard, timestamp)
+
+
+def raise_view_errors(item: MaterializedViewItem, found: list[tuple[str, int]] | None) -> None:
+    """Raise :class:`EvaluationFailed` naming the view when ``found`` holds errors."""
     if found:
         count = sum(n for _, n in found)
         raise EvaluationFailed.of_record(f"materialized view {item.name}", found[0][0], count)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from spate.environment import pg_catalog_reads
 from spate.environment.catalog import (
@@ -25,6 +27,7 @@ from spate.errors import EvalError, EvaluationFailed
 from spate.ids import GlobalId
 from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
+from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
 from spate.repr.arrow import arrow_rows, data_schema, decode_rows, to_user
 from spate.repr.desc import RelationDesc
@@ -150,11 +153,54 @@ def select(env: EnvironmentOperations, stmt: st.Select, session: Session) -> pa.
     return finish(table, stmt.plan.desc, stmt)
 
 
+_SORTABLE = frozenset(
+    {
+        ScalarKind.BOOL,
+        ScalarKind.INT64,
+        ScalarKind.TEXT,
+        ScalarKind.BYTES,
+        ScalarKind.DATE,
+        ScalarKind.TIMESTAMP,
+        ScalarKind.NUMERIC,
+    }
+)
+"""Types Arrow orders as :func:`~spate.plan.evaluation.values.compare` does (text by code
+point: UTF-8 bytewise; decimals by value). Not floats (NaN above every number, as
+PostgreSQL), not intervals (stored as text), not jsonb."""
+
+
+def sort_indices(
+    table: pa.Table, desc: RelationDesc, order_by: Sequence[ColumnOrder]
+) -> pa.Array | None:
+    """The positions of ``table``'s rows in ``order_by``'s order (PostgreSQL's NULL placement,
+    ties in their order in ``table``), sorted by Arrow; ``None`` when a column's type is not
+    one Arrow orders as spate does."""
+    if any(desc.columns[o.column].type.kind not in _SORTABLE for o in order_by):
+        return None
+    columns: list[pa.ChunkedArray] = []
+    keys: list[tuple[str, str]] = []
+    for i, o in enumerate(order_by):
+        column = table.column(o.column)
+        # NULLs first or last per column: a key "is NULL" ahead of the column's own
+        columns.append(pc.is_null(column))
+        keys.append((f"n{i}", "ascending" if o.effective_nulls_last() else "descending"))
+        columns.append(column)
+        keys.append((f"v{i}", "descending" if o.desc else "ascending"))
+    names = [name for name, _ in keys]
+    staged = pa.Table.from_arrays(columns, names=names)
+    indices: pa.Array = pc.sort_indices(staged, sort_keys=keys)  # a stable sort
+    return indices
+
+
 def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
     """ORDER BY (PostgreSQL NULL placement, NaN last), OFFSET, LIMIT, the output columns and
     their SQL names, applied to a read's rows."""
     width = stmt.width
-    if stmt.order_by or stmt.offset or stmt.limit is not None:
+    order = sort_indices(table, desc, stmt.order_by) if stmt.order_by else None
+    if order is not None:  # sorted column at a time
+        end = None if stmt.limit is None else stmt.offset + stmt.limit
+        table = table.take(order[stmt.offset : end])
+    elif stmt.order_by or stmt.offset or stmt.limit is not None:
         rows = table_rows(table, desc)
         if stmt.order_by:
             orders = stmt.order_by
