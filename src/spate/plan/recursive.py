@@ -88,7 +88,7 @@ class Recursive(RelationExpr):
         kind = "UNION" if self.dedupe else "UNION ALL"
         return (
             f"Recursive #{self.binding} {kind} max_iterations={self.max_iterations} "
-            f"(re-derived at every changed time)  -> {self.desc}"
+            f"(rounds to a fixpoint at every changed time)  -> {self.desc}"
         )
 
     def __post_init__(self) -> None:
