@@ -23,7 +23,7 @@ from sqlglot.errors import SqlglotError
 
 from spate.ids import GlobalId
 from spate.plan.keys import simplify_with_keys
-from spate.plan.relation import Get, RelationExpr
+from spate.plan.relation import Distinct, Get, Reduce, RelationExpr
 from spate.repr.desc import RelationDesc
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog
@@ -247,16 +247,23 @@ def declared_keys(create_sql: str | None, desc: RelationDesc) -> tuple[tuple[int
     return tuple(out)
 
 
-def with_declared_keys(plan: RelationExpr, catalog: Catalog) -> RelationExpr:
-    """``plan`` simplified with the declared keys of the tables it reads
-    (:func:`spate.plan.keys.simplify_with_keys`)."""
-    ids = {n.id for n in plan.walk() if isinstance(n, Get)}
-    if not ids:
+def with_declared_keys(plan: RelationExpr, catalog: Catalog, query: exp.Expression) -> RelationExpr:
+    """``plan`` (of ``query``) simplified with the declared keys of the tables ``query`` names
+    (:func:`spate.plan.keys.simplify_with_keys`); looked up only when the plan has an
+    operator a key could make redundant."""
+    if not any(
+        isinstance(n, Distinct) or (isinstance(n, Reduce) and not n.aggregates) for n in plan.walk()
+    ):
         return plan
+    ids = {n.id for n in plan.walk() if isinstance(n, Get)}
     known: dict[GlobalId, tuple[tuple[int, ...], ...]] = {}
-    for obj in catalog.objects():
-        if obj.id in ids and obj.kind == "table" and obj.desc is not None:
-            keys = declared_keys(obj.create_sql, obj.desc)
-            if keys:
-                known[obj.id] = keys
+    for table in query.find_all(exp.Table):
+        db = table.args.get("db")
+        name = f"{db.name}.{table.name}" if db is not None and db.name else table.name
+        obj = catalog.lookup(name) if name else None
+        if obj is None or obj.id not in ids or obj.kind != "table" or obj.desc is None:
+            continue
+        keys = declared_keys(obj.create_sql, obj.desc)
+        if keys:
+            known[obj.id] = keys
     return simplify_with_keys(plan, known) if known else plan

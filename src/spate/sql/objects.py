@@ -242,7 +242,7 @@ def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
             text=p.src.text,
         )
     del names
-    plan = with_declared_keys(plan, p.catalog)
+    plan = with_declared_keys(plan, p.catalog, node)
     return st.CreateView(
         p.src.sql, name, plan, materialized, cluster, replace, if_not_exists, types
     )

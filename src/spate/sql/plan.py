@@ -146,7 +146,7 @@ class _Planner:
         out = self.qp.query(node, None)
         return st.Select(
             self.src.sql,
-            with_declared_keys(out.rel.expr, self.catalog),
+            with_declared_keys(out.rel.expr, self.catalog, node),
             tuple(out.names),
             tuple(out.order_by),
             out.limit,
