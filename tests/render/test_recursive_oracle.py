@@ -61,25 +61,18 @@ def _streams(rng: random.Random) -> dict[GlobalId, list[Update]]:
     }
 
 
-_LARGE = {"closure"}
-"""Plans run with every delta on the large (Spark) path; the others on the default one."""
-
-
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_recursive_plans_match_reference(
     spark: SparkSession, tmp_path: Path, seed: int, name: str
 ) -> None:
+    """(The large, Spark-only path: test_rounds_run_as_spark_jobs.)"""
     rng = random.Random(seed)
-    for n in (1,) if name in _LARGE else (0,):
-        streams = _streams(rng)
-        as_of = rng.randint(0, 2)
-        cuts = sorted({rng.randint(as_of + 1, 9) for _ in range(2)} | {as_of + 6})
-        dataflow = single_plan_dataflow(PLANS[name], INPUTS, as_of=as_of)
-        settings = EVERY_DELTA_LARGE if n else None
-        checked = run_and_check(
-            spark, tmp_path / f"{name}{n}", dataflow, streams, INPUTS, cuts, settings
-        )
-        assert checked >= 1, seed
+    streams = _streams(rng)
+    as_of = rng.randint(0, 2)
+    cuts = sorted({rng.randint(as_of + 1, 9) for _ in range(2)} | {as_of + 6})
+    dataflow = single_plan_dataflow(PLANS[name], INPUTS, as_of=as_of)
+    checked = run_and_check(spark, tmp_path / name, dataflow, streams, INPUTS, cuts)
+    assert checked >= 1, seed
 
 
 def test_iteration_limit_is_an_error_at_the_times_it_is_hit(
@@ -140,9 +133,9 @@ def test_closure_of_a_random_graph_under_inserts_and_deletes(
 
 
 def test_rounds_run_as_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
-    """A chain of 6 edges takes 6 rounds (the last adds nothing); on the large path each runs
+    """A chain of 4 edges takes 4 rounds (the last adds nothing); on the large path each runs
     Spark jobs, and an edge closing a cycle makes the next step run rounds again."""
-    chain = [((i, i + 1), 0, 1) for i in range(6)]
+    chain = [((i, i + 1), 0, 1) for i in range(4)]
     dataflow = single_plan_dataflow(closure(), {EDGES_ID: EDGES_DESC}, as_of=0, subscribe_id=None)
     inputs = ArrowInputs.of({EDGES_ID: updates_to_table(EDGES_DESC, chain)}, upper=1)
     df = Dataflow(
@@ -152,12 +145,13 @@ def test_rounds_run_as_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
         report = df.step()
         ((_, node),) = df._objects
         assert isinstance(node, RecursiveNode)
-        assert node.rounds == 6 and report.actions >= 6
+        assert node.rounds == 4 and report.actions >= 4
         (ix,) = dataflow.index_exports
-        assert df.peek(ix.id, timestamp=0).num_rows == 21  # 6 + 5 + … + 1 paths
-        inputs.append(EDGES_ID, updates_to_table(EDGES_DESC, [((6, 0), 1, 1)]), 2)
+        assert df.peek(ix.id, timestamp=0).num_rows == 10  # 4 + 3 + 2 + 1 paths
+        inputs.append(EDGES_ID, updates_to_table(EDGES_DESC, [((4, 0), 1, 1)]), 2)
         report = df.step()
         assert report.actions > 0
-        assert df.peek(ix.id, timestamp=1).num_rows == 49  # every pair of the 7-cycle
+        assert df.peek(ix.id, timestamp=1).num_rows == 25  # every pair of the 5-cycle
+        assert node.rounds == 5
     finally:
         df.drop()
