@@ -155,3 +155,17 @@ def test_rounds_run_as_spark_jobs(spark: SparkSession, tmp_path: Path) -> None:
         assert node.rounds == 5
     finally:
         df.drop()
+
+
+def test_a_time_that_reached_its_fixpoint_gets_no_more_rounds(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """One step over two times: at 1 the recursion counts to 3 (three rounds), at 2 (the
+    limit gone) it ends after the base. The later rounds, run for time 1, must not evaluate
+    the term at time 2 on its empty working table (where "guarded" yields 42)."""
+    limits = [((3,), 1, 1), ((3,), 2, -1)]
+    dataflow = single_plan_dataflow(PLANS["guarded"], {LIMITS_ID: INPUTS[LIMITS_ID]}, as_of=0)
+    checked = run_and_check(
+        spark, tmp_path, dataflow, {LIMITS_ID: limits}, {LIMITS_ID: INPUTS[LIMITS_ID]}, [1, 3]
+    )
+    assert checked >= 3
