@@ -61,7 +61,7 @@ def _streams(rng: random.Random) -> dict[GlobalId, list[Update]]:
     }
 
 
-@pytest.mark.parametrize("name", sorted(PLANS))
+@pytest.mark.parametrize("name", sorted(set(PLANS) - {"guarded"}))  # (its own test below)
 def test_recursive_plans_match_reference(
     spark: SparkSession, tmp_path: Path, seed: int, name: str
 ) -> None:
