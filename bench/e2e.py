@@ -41,6 +41,18 @@ Figures printed and written to ``bench/results/e2e.json``:
 
     python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway]
         [--with flink] [--out e2e]
+
+**The keyed case** (``--keyed``, written to ``bench/results/e2e_keyed.json``; nothing else
+runs): the same bids table twice in one environment, ``keyed`` with a PRIMARY KEY on ``id``
+and ``plain`` without, loaded with the same rows; then ``--steps`` steps each writing the same
+500 inserts and 500 replacements into both (in alternating order, so that both see the same
+machine). Figures: each table's load time and the p50/p99 of a step's writes, the ratio
+keyed/plain of the p50 (what enforcement costs a write), the first keyed write apart (it counts
+the keys once); all of it at ``--bids`` and at a tenth of it, and the ratio of the keyed p50 at
+the two sizes: about 1 when a write's check probes the keys it writes, about 10 if it scanned
+the table. A duplicate key written at the end must fail (23505) and change nothing.
+
+    python bench/e2e.py --keyed [--small] [--bids N] [--steps N]
 """
 
 from __future__ import annotations
@@ -272,9 +284,14 @@ def main() -> None:
         choices=["pathway", "flink"],
         help="a peer",
     )
+    ap.add_argument("--keyed", action="store_true", help="only the keyed write path case")
     args = ap.parse_args()
     if args.small:
         args.bids, args.auctions, args.steps = 100_000, 10_000, 8
+    if args.keyed:
+        figures = keyed_case(args)
+        write_result(f"{args.out}_keyed", figures)
+        return
     print(f"seed {args.seed}; load average {os.getloadavg()} on {os.cpu_count()} cpus", flush=True)
     data = Data(args.bids, args.auctions, args.seed)
     rss = RssSampler()
@@ -323,6 +340,65 @@ def main() -> None:
     for name in ("bt0", "default"):
         if figures.get(f"flink_{name}_final_view_equals_duckdb") is False:
             raise AssertionError(f"the Flink ({name}) view differs from the DuckDB recompute")
+
+
+def keyed_case(args: argparse.Namespace) -> dict[str, Any]:
+    """The write path with and without a PRIMARY KEY, at two sizes (module docs)."""
+    from spate.environment.catalog import UniqueConstraint
+    from spate.errors import UniqueViolation
+
+    print(f"keyed case; load average {os.getloadavg()} on {os.cpu_count()} cpus", flush=True)
+    figures: dict[str, Any] = {"steps": args.steps}
+    for label, n in (("small", max(1000, args.bids // 10)), ("full", args.bids)):
+        data = Data(n, args.auctions, args.seed)
+        with tempfile.TemporaryDirectory(prefix="spate-e2e-keyed-") as tmp:
+            env = Environment.open(Path(tmp) / "data")
+            try:
+                env.create_table("plain", BIDS)
+                pkey = UniqueConstraint("keyed_pkey", ("id",), primary=True)
+                env.create_table("keyed", BIDS, constraints=[pkey])
+                for name in ("plain", "keyed"):
+                    t0 = time.perf_counter()
+                    env.insert(name, data.table())
+                    figures[f"{label}_{name}_load_s"] = round(time.perf_counter() - t0, 3)
+                writes: dict[str, list[float]] = {"plain": [], "keyed": []}
+                for k in range(args.steps + 1):
+                    new, pairs = data.step(k)
+                    order = ("plain", "keyed") if k % 2 else ("keyed", "plain")
+                    for name in order:
+                        t0 = time.perf_counter()
+                        env.insert(name, new)
+                        env.update(name, pairs)
+                        writes[name].append(time.perf_counter() - t0)
+                figures[f"{label}_keyed_first_write_ms"] = round(writes["keyed"][0] * 1000, 1)
+                for name, samples in writes.items():
+                    rest = samples[1:]  # the first keyed write counts the keys once
+                    figures[f"{label}_{name}_write_p50_ms"] = round(pct(rest, 0.5) * 1000, 1)
+                    figures[f"{label}_{name}_write_p99_ms"] = round(pct(rest, 0.99) * 1000, 1)
+                duplicate = data.table().slice(0, 1)
+                before = env.select("keyed").num_rows
+                try:
+                    env.insert("keyed", duplicate)
+                except UniqueViolation:
+                    figures[f"{label}_duplicate_refused"] = True
+                else:
+                    raise AssertionError("a duplicate primary key was written")
+                assert env.select("keyed").num_rows == before == len(data.cols["id"])
+            finally:
+                env.close()
+        ratio = figures[f"{label}_keyed_write_p50_ms"] / figures[f"{label}_plain_write_p50_ms"]
+        figures[f"{label}_keyed_over_plain_p50"] = round(ratio, 2)
+        print(
+            f"{label} ({n} rows): write p50 keyed {figures[f'{label}_keyed_write_p50_ms']} ms, "
+            f"plain {figures[f'{label}_plain_write_p50_ms']} ms: keyed/plain {ratio:.2f}; "
+            f"first keyed write {figures[f'{label}_keyed_first_write_ms']} ms; load keyed "
+            f"{figures[f'{label}_keyed_load_s']} s, plain {figures[f'{label}_plain_load_s']} s",
+            flush=True,
+        )
+    growth = figures["full_keyed_write_p50_ms"] / figures["small_keyed_write_p50_ms"]
+    figures["keyed_p50_full_over_small"] = round(growth, 2)
+    print(f"keyed write p50, {args.bids} rows over a tenth of them: {growth:.2f}", flush=True)
+    return figures
 
 
 def ratios(figures: dict[str, Any]) -> None:

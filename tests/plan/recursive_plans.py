@@ -59,6 +59,25 @@ def tree_walk() -> Recursive:
     return Recursive(roots, step, 2, False)
 
 
+def guarded() -> Recursive:
+    """1, 2, … while some limit is above the number (UNION), and a term that yields 42 when
+    the working table is empty: PostgreSQL stops before evaluating the term on an empty
+    working table, so 42 never appears (a renderer that ran the term once more would add
+    it)."""
+    i = RelationDesc.of(("i", INT64, True))
+    ref = RecursiveRef(3, i)
+    more = (
+        Join((ref, LIMITS))
+        .filter(col("i") < col("n"))
+        .select(next=col("i") + lit(1))
+        .rename(next="i")
+    )
+    c42 = Constant((((42,), 1),), i)
+    when_empty = c42.union(Join((c42, ref.project().distinct()), ()).project(0).negate())
+    one = Constant((((1,), 1),), i)
+    return Recursive(one, more.union(when_empty), 3, True)
+
+
 def reachable_count() -> RelationExpr:
     """How many nodes each node reaches: an aggregate over the closure."""
     from spate.plan import count
@@ -71,4 +90,5 @@ PLANS = {
     "counter": counter(),
     "tree_walk": tree_walk(),
     "reachable_count": reachable_count(),
+    "guarded": guarded(),
 }

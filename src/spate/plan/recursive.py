@@ -18,12 +18,11 @@ rows never stops: after ``max_iterations`` rounds that still produced rows the e
 (an :class:`~spate.plan.errors.EvalError`, SQLSTATE ``54001``) instead of looping forever, as
 PostgreSQL would. Inputs must have non-negative multiplicities (as for ``Distinct``).
 
-**Maintenance.** A renderer re-derives the fixpoint from the current contents of the node's
-inputs at every time a step changes any of them, and emits the difference from the previous
+**Maintenance.** A renderer computes the fixpoint as rounds of its own operators over the
+inputs' contents, at every time of a step at once, and emits the difference from the previous
 result (:mod:`spate.render.operators.recursive`): correct under every change, deletions
-included (which make naive incremental recursion wrong), at a cost per changed time of the
-whole fixpoint (iterations × the size of the working tables), evaluated on the driver. It suits
-recursive results of up to some hundred thousand rows, not big data.
+included (which make naive incremental recursion wrong), at a cost per changed step of the
+rounds of its longest recursion over the inputs' whole contents.
 """
 
 from __future__ import annotations
@@ -88,7 +87,7 @@ class Recursive(RelationExpr):
         kind = "UNION" if self.dedupe else "UNION ALL"
         return (
             f"Recursive #{self.binding} {kind} max_iterations={self.max_iterations} "
-            f"(re-derived at every changed time)  -> {self.desc}"
+            f"(rounds to a fixpoint at every changed time)  -> {self.desc}"
         )
 
     def __post_init__(self) -> None:

@@ -17,9 +17,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
+from spate.ids import GlobalId
+from spate.plan.keys import simplify_with_keys
+from spate.plan.relation import Distinct, Get, Reduce, RelationExpr
+from spate.repr.desc import RelationDesc
 from spate.sql import statements as st
+from spate.sql.catalog import Catalog
 from spate.sql.declared import column_defs
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedColumn
 from spate.sql.parse import position
@@ -189,3 +196,74 @@ def column_defaults(create_sql: str | None) -> dict[str, exp.Expression]:
     if not create_sql:
         return {}
     return {name: e.copy() for name, e in _defaults(create_sql)}
+
+
+@functools.lru_cache(maxsize=256)
+def _declared_keys(create_sql: str) -> tuple[tuple[tuple[str, ...], bool], ...]:
+    """The PRIMARY KEY (``True``) and UNIQUE keys of a ``CREATE TABLE`` text, by column name."""
+    try:
+        node = sqlglot.parse_one(create_sql, read="postgres")
+    except SqlglotError:
+        return ()
+    if not isinstance(node, exp.Create) or not isinstance(node.this, exp.Schema):
+        return ()
+    out: list[tuple[tuple[str, ...], bool]] = []
+    for item in node.this.expressions:
+        kinds: list[tuple[exp.Expression | None, tuple[str, ...] | None]] = []
+        if isinstance(item, exp.ColumnDef):
+            kinds = [(c.args.get("kind"), (item.name,)) for c in item.args.get("constraints") or []]
+        elif isinstance(item, exp.Constraint):
+            kinds = [(k, None) for k in item.expressions]
+        else:
+            kinds = [(item, None)]
+        for kind, column in kinds:
+            if isinstance(kind, (exp.PrimaryKeyColumnConstraint, exp.PrimaryKey)):
+                cols = column or tuple(e.name for e in kind.expressions)
+                out.append((cols, True))
+            elif isinstance(kind, exp.UniqueColumnConstraint):
+                inner = kind.this
+                named = column if inner is None else tuple(e.name for e in inner.expressions)
+                if named:
+                    out.append((named, False))
+    return tuple(out)
+
+
+def declared_keys(create_sql: str | None, desc: RelationDesc) -> tuple[tuple[int, ...], ...]:
+    """The keys the planner may rely on of a table created by ``create_sql`` with columns
+    ``desc`` (:mod:`spate.plan.keys`): its PRIMARY KEY and its UNIQUE constraints on NOT NULL
+    columns (rows with a NULL in a UNIQUE key may repeat), as column positions. Only those of
+    ``CREATE TABLE``: they hold for the table's whole history and cannot be dropped (a unique
+    index's constraint can, with the index)."""
+    if not create_sql:
+        return ()
+    names = {c.name: i for i, c in enumerate(desc.columns)}
+    out: list[tuple[int, ...]] = []
+    for cols, primary in _declared_keys(create_sql):
+        if not all(c in names for c in cols):
+            continue
+        positions = tuple(names[c] for c in cols)
+        if primary or not any(desc.columns[i].nullable for i in positions):
+            out.append(positions)
+    return tuple(out)
+
+
+def with_declared_keys(plan: RelationExpr, catalog: Catalog, query: exp.Expression) -> RelationExpr:
+    """``plan`` (of ``query``) simplified with the declared keys of the tables ``query`` names
+    (:func:`spate.plan.keys.simplify_with_keys`); looked up only when the plan has an
+    operator a key could make redundant."""
+    if not any(
+        isinstance(n, Distinct) or (isinstance(n, Reduce) and not n.aggregates) for n in plan.walk()
+    ):
+        return plan
+    ids = {n.id for n in plan.walk() if isinstance(n, Get)}
+    known: dict[GlobalId, tuple[tuple[int, ...], ...]] = {}
+    for table in query.find_all(exp.Table):
+        db = table.args.get("db")
+        name = f"{db.name}.{table.name}" if db is not None and db.name else table.name
+        obj = catalog.lookup(name) if name else None
+        if obj is None or obj.id not in ids or obj.kind != "table" or obj.desc is None:
+            continue
+        keys = declared_keys(obj.create_sql, obj.desc)
+        if keys:
+            known[obj.id] = keys
+    return simplify_with_keys(plan, known) if known else plan

@@ -13,7 +13,7 @@ from spate.plan.relation import RelationExpr
 from spate.repr.desc import Column, RelationDesc
 from spate.sql import statements as st
 from spate.sql.catalog import CatalogObject
-from spate.sql.constraints import read_constraints
+from spate.sql.constraints import read_constraints, with_declared_keys
 from spate.sql.errors import (
     DependentObjects,
     DuplicateColumn,
@@ -242,6 +242,7 @@ def _create_view(p: StatementPlanner, replace: bool) -> st.CreateView:
             text=p.src.text,
         )
     del names
+    plan = with_declared_keys(plan, p.catalog, node)
     return st.CreateView(
         p.src.sql, name, plan, materialized, cluster, replace, if_not_exists, types
     )

@@ -19,6 +19,7 @@ from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
 from spate.plan.relation import Filter, Get, Map, RelationExpr
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog, CatalogObject
+from spate.sql.constraints import with_declared_keys
 from spate.sql.declared import column_types
 from spate.sql.errors import (
     FeatureNotSupported,
@@ -147,7 +148,7 @@ class _Planner:
         out = self.qp.query(node, None)
         return st.Select(
             self.src.sql,
-            out.rel.expr,
+            with_declared_keys(out.rel.expr, self.catalog, node),
             tuple(out.names),
             tuple(out.order_by),
             out.limit,

@@ -154,5 +154,5 @@ class Builder:
                 collections = recursive_reads(plan)
                 for id in collections:
                     self._demand(id, None)
-                return RecursiveNode(plan, plan.desc, collections)
+                return RecursiveNode(plan, plan.desc, collections, name)
         raise TypeError(f"cannot render {type(plan).__name__}")
