@@ -154,5 +154,10 @@ class Builder:
                 collections = recursive_reads(plan)
                 for id in collections:
                     self._demand(id, None)
-                return RecursiveNode(plan, plan.desc, collections, name)
+                return RecursiveNode(plan, plan.desc, collections, _build_fresh, name)
         raise TypeError(f"cannot render {type(plan).__name__}")
+
+
+def _build_fresh(name: str, plan: RelationExpr) -> Node:
+    """``plan``'s nodes, fresh (a recursive node's round)."""
+    return Builder(name).build(plan)

@@ -68,7 +68,7 @@ from spate.plan.relation import (
 from spate.render.batch import Batch, Engine, Lazy
 from spate.render.errors import ERROR_COLUMN, ERROR_SCHEMA
 from spate.render.layout import internal_schema
-from spate.render.operators.node import StepContext
+from spate.render.operators.node import Node, StepContext
 from spate.repr.consolidate import accumulate_at, advance_times, consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -90,6 +90,9 @@ class RecursiveNode:
     plan: Recursive
     desc: RelationDesc
     inputs: dict[GlobalId, RelationDesc]
+    builder: Callable[[str, RelationExpr], Node]
+    """Builds a round's fresh nodes of a plan (:class:`~spate.render.operators.build.Builder`,
+    given by it: this module is one of the operators it builds)."""
     name: str = "recursive"
     _held: dict[GlobalId, pa.Table] = field(default_factory=dict)
     """Each input's contents before the next step (internal layout, every time 0)."""
@@ -185,10 +188,8 @@ class _Rounds:
 
     def run(self, plan: RelationExpr) -> Batch:
         """``plan``'s contents at every time of the step, as updates (consolidated)."""
-        from spate.render.operators.build import Builder
-
         ctx = self.ctx
-        built = Builder(f"{self.node.name}-{next(self._builds)}").build(plan)
+        built = self.node.builder(f"{self.node.name}-{next(self._builds)}", plan)
         sub = StepContext(
             self.engine, ctx.lo, ctx.hi, True, collections=self.collections, capture=ctx.capture
         )
