@@ -5,7 +5,11 @@ a materialized view (materialized views and streaming tables) or a view (tempora
 named as the dataset, from its Spark SQL query (``dialect="spark"``). A dataset whose query
 changed since the last run is dropped and created again, with everything reading it. From then
 on spate maintains every dataset incrementally: :meth:`sync` only writes the changes of the
-input files (new, replaced, deleted) into the input tables, and the views follow.
+input files (new, replaced, deleted) into the input tables, and the views follow: a run reads
+only the files whose version differs from the one the inputs' frontier records
+(:mod:`spate.pipelines.file_frontier`), and the replica that runs the datasets' dataflows, left
+running between runs, is adopted by the next run with its dataflows as they are (no
+recomputation).
 :meth:`write_outputs` writes each stored dataset as Parquet at one committed time.
 """
 
@@ -20,8 +24,9 @@ from typing import TYPE_CHECKING, Final
 
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
 from spate.pipelines.expressions import ident
+from spate.pipelines.file_frontier import FileFrontier
 from spate.pipelines.graph import DatasetKind
-from spate.pipelines.inputs import input_desc, sync_input
+from spate.pipelines.inputs import Synced, input_desc, sync_input
 from spate.pipelines.outputs import write_output
 
 if TYPE_CHECKING:
@@ -39,8 +44,12 @@ READ_WINDOW_MS: Final = 10 * 60 * 1000
 @dataclass(frozen=True, slots=True)
 class RunResult:
     files_changed: int
+    """Input files read (new or replaced) or retracted (deleted) by the run."""
+    rows_read: int
+    """Rows read from those files."""
     created: tuple[str, ...]
     timestamp: int
+    """The committed time every dataset's Parquet output is as of."""
 
 
 class PipelineRunner:
@@ -48,6 +57,7 @@ class PipelineRunner:
 
     def __init__(self, env: Environment, pipeline: CompiledPipeline, data_dir: Path) -> None:
         self.env, self.pipeline, self.data_dir = env, pipeline, data_dir
+        self.frontier = FileFrontier(data_dir)
 
     def _exists(self, name: str) -> bool:
         try:
@@ -68,6 +78,7 @@ class PipelineRunner:
         for inp in self.pipeline.inputs.values():
             if not self._exists(inp.table):
                 self.env.create_table(inp.table, input_desc(inp))
+                self.frontier.reset(inp.table, {})
         known = self._definitions()
         changed: set[str] = set()
         created: list[str] = []
@@ -92,9 +103,13 @@ class PipelineRunner:
             # readable while the datasets are read one after the other
             self.env.set_retain_history(d.name, READ_WINDOW_MS)
 
-    def sync(self) -> int:
-        """Write the input files' changes into the input tables; the files changed."""
-        return sum(sync_input(self.env, inp) for inp in self.pipeline.inputs.values())
+    def sync(self) -> Synced:
+        """Write the input files' changes into the input tables: only the files whose version
+        differs from the one the inputs' frontier records are read."""
+        done = Synced()
+        for inp in self.pipeline.inputs.values():
+            done += sync_input(self.env, inp, self.frontier)
+        return done
 
     def stored(self) -> list[CompiledDataset]:
         return [d for d in self.pipeline.datasets if d.kind is not DatasetKind.TEMPORARY_VIEW]
@@ -129,9 +144,9 @@ class PipelineRunner:
 
     def run(self) -> RunResult:
         created = self.install()
-        changed = self.sync()
+        synced = self.sync()
         timestamp = self.write_outputs()
-        return RunResult(changed, created, timestamp)
+        return RunResult(synced.files, synced.rows, created, timestamp)
 
 
 def keep_up_to_date(
@@ -141,7 +156,7 @@ def keep_up_to_date(
     after each change (``spate pipeline serve``'s loop; run it in a thread)."""
     while not stop.is_set():
         try:
-            if runner.sync():
+            if runner.sync().files:
                 runner.write_outputs()
         except Exception:
             _log.exception("pipeline %s: bringing the datasets up to date failed; retrying",
