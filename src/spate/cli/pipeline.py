@@ -75,14 +75,28 @@ def run(
             "the dataflows from the stored inputs",
         ),
     ] = True,
+    keep_for: Annotated[
+        float,
+        typer.Option(
+            "--keep-for",
+            help="seconds a replica this run starts waits for the next run before it exits",
+        ),
+    ] = 3600.0,
     reload: _RELOAD = False,
 ) -> None:
     """Bring every dataset up to date, processing only what changed since the last run."""
+    from spate.config import load_settings
     from spate.environment.api import Environment
     from spate.pipelines import PipelineRunner
 
+    if not keep_for > 0:
+        raise typer.BadParameter(f"--keep-for must be positive, got {keep_for}")
     pipeline, data = _load(spec, data_dir, reload)
-    env = Environment.open(data)
+    settings = load_settings()
+    if keep_replicas:
+        replicas = settings.replicas.model_copy(update={"grace_period_s": keep_for})
+        settings = settings.model_copy(update={"replicas": replicas})
+    env = Environment.open(data, settings=settings)
     try:
         result = PipelineRunner(env, pipeline, data).run()
     finally:
@@ -99,7 +113,7 @@ def serve(
     spec: _SPEC,
     data_dir: _DATA = None,
     listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:6875",
-    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 1.0,
+    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.25,
     reload: _RELOAD = False,
 ) -> None:
     """Keep every dataset up to date as input files change, and serve them over pgwire."""

@@ -150,15 +150,38 @@ class PipelineRunner:
 
 
 def keep_up_to_date(
-    runner: PipelineRunner, stop: threading.Event, *, interval: float = 1.0
+    runner: PipelineRunner, stop: threading.Event, *, interval: float = 0.25
 ) -> None:
-    """Until ``stop``: write the input files' changes as they appear, and the datasets' Parquet
-    after each change (``spate pipeline serve``'s loop; run it in a thread)."""
-    while not stop.is_set():
-        try:
-            if runner.sync().files:
+    """Until ``stop``: write the input files' changes as they appear (a look every
+    ``interval`` seconds lists the input directories), and the datasets' Parquet after them
+    (``spate pipeline serve``'s loop; run it in a thread). The Parquet is written by a thread
+    of its own, as of the latest time when it gets to it, so writing it never delays taking in
+    the next file."""
+    name = runner.pipeline.spec.name
+    changed = threading.Event()
+
+    def outputs() -> None:
+        while not stop.is_set():
+            if not changed.wait(0.5):
+                continue
+            changed.clear()
+            try:
                 runner.write_outputs()
-        except Exception:
-            _log.exception("pipeline %s: bringing the datasets up to date failed; retrying",
-                           runner.pipeline.spec.name)  # fmt: skip
-        stop.wait(interval)
+            except Exception:
+                _log.exception("pipeline %s: writing the datasets' Parquet failed", name)
+                changed.set()  # try again at the next round
+                stop.wait(interval)
+
+    writer = threading.Thread(target=outputs, name="pipeline-outputs", daemon=True)
+    writer.start()
+    try:
+        while not stop.is_set():
+            try:
+                if runner.sync().files:
+                    changed.set()
+            except Exception:
+                _log.exception("pipeline %s: bringing the datasets up to date failed; retrying",
+                               name)  # fmt: skip
+            stop.wait(interval)
+    finally:
+        writer.join()
