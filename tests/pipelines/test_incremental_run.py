@@ -11,8 +11,9 @@ environment (a new controller, as a new ``run`` process is) over the same data d
   six times the run's changed rows — a rebuild reads the whole base (more than that bound)
   into ``bronze_orders`` alone;
 * the loaded definitions are reused (no loader process) while the files are unchanged;
-* every dataset, as Spark reads spate's Parquet output (``spark.read.parquet``), equals Spark's
-  full recompute of the same files.
+* every dataset, as Spark reads spate's Parquet output (``spark.read.parquet``, and
+  ``spark.read.table`` of a table created over its location), equals Spark's full recompute of
+  the same files.
 
 The seed is printed; ``SPATE_PIPELINE_SEED`` replays one.
 """
@@ -81,6 +82,12 @@ def _compare(spark: SparkSession, root: Path, spec: Path, when: str) -> None:
     want = recompute(spark, spec, STORED)
     for name in STORED:
         assert normalized(got[name]) == normalized(want[name]), f"{when}: {name} differs"
+    # as a table of Spark's catalog over the output's location (docs/pipelines.md)
+    location = root / "storage" / "tables" / "gold_regions"
+    spark.sql(f"CREATE TABLE IF NOT EXISTS spate_out_gold USING parquet LOCATION '{location}'")
+    spark.catalog.refreshTable("spate_out_gold")
+    table = [r.asDict() for r in spark.read.table("spate_out_gold").collect()]
+    assert normalized(table) == normalized(want["gold_regions"]), f"{when}: the table differs"
 
 
 @pytest.mark.slow
@@ -131,5 +138,6 @@ def test_a_run_reads_and_computes_only_the_change(
             env.close(stop_replicas=False)
             _compare(spark, root, spec, f"run {i}")
     finally:
+        spark.sql("DROP TABLE IF EXISTS spate_out_gold")
         env.close(stop_replicas=False)  # (again, after a failure: a closed one stays closed)
         _open(data).close()  # stops the replica

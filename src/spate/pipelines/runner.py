@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -116,16 +117,19 @@ class PipelineRunner:
 
     def write_outputs(self) -> int:
         """Write every stored dataset as of one committed time (the oracle's read time: every
-        write acknowledged before is in it); that time."""
+        write acknowledged before is in it); that time. The datasets are read and written
+        concurrently: each read waits for its dataset's dataflow to reach that time."""
         storage = self.pipeline.spec.storage_dir()
         timestamp = self._readable_time()
-        for d in self.stored():
-            write_output(
-                storage,
-                d.name,
-                self.env.select(d.name, as_of=timestamp, timeout=600),
-                timestamp=timestamp,
-            )
+
+        def write(d: CompiledDataset) -> None:
+            table = self.env.select(d.name, as_of=timestamp, timeout=600)
+            write_output(storage, d.name, table, timestamp=timestamp)
+
+        stored = self.stored()
+        with ThreadPoolExecutor(max(1, min(4, len(stored))), "pipeline-output") as pool:
+            for f in [pool.submit(write, d) for d in stored]:
+                f.result()
         return timestamp
 
     def _readable_time(self) -> int:
