@@ -158,7 +158,8 @@ def main() -> None:
             ratio = statistics.median(spark_times[1:]) / statistics.median(spate_times[1:])
             figures["round_speedup_median"] = round(ratio, 2)
             print(f"per round after the first: spark-pipelines / spate = {ratio:.1f}x")
-    write_result("pipelines", figures)
+    # a run without spark-pipelines measures spate alone: kept apart from the comparison
+    write_result("pipelines_spate_only" if args.skip_spark else "pipelines", figures)
 
 
 def _free_port() -> int:

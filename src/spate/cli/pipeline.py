@@ -114,6 +114,13 @@ def serve(
     data_dir: _DATA = None,
     listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:6875",
     interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.25,
+    outputs_every: Annotated[
+        float,
+        typer.Option(
+            "--outputs-every",
+            help="seconds between writes of the datasets' Parquet (each rewrites every dataset)",
+        ),
+    ] = 30.0,
     reload: _RELOAD = False,
 ) -> None:
     """Keep every dataset up to date as input files change, and serve them over pgwire."""
@@ -133,7 +140,8 @@ def serve(
         runner = PipelineRunner(env, pipeline, data)
         runner.run()
         loop = threading.Thread(
-            target=keep_up_to_date, args=(runner, stop), kwargs={"interval": interval},
+            target=keep_up_to_date, args=(runner, stop),
+            kwargs={"interval": interval, "outputs_every": outputs_every},
             name="pipeline-inputs", daemon=True,
         )  # fmt: skip
         loop.start()

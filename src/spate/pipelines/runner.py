@@ -154,13 +154,18 @@ class PipelineRunner:
 
 
 def keep_up_to_date(
-    runner: PipelineRunner, stop: threading.Event, *, interval: float = 0.25
+    runner: PipelineRunner,
+    stop: threading.Event,
+    *,
+    interval: float = 0.25,
+    outputs_every: float = 30.0,
 ) -> None:
     """Until ``stop``: write the input files' changes as they appear (a look every
-    ``interval`` seconds lists the input directories), and the datasets' Parquet after them
-    (``spate pipeline serve``'s loop; run it in a thread). The Parquet is written by a thread
-    of its own, as of the latest time when it gets to it, so writing it never delays taking in
-    the next file."""
+    ``interval`` seconds lists the input directories), and the datasets' Parquet after them,
+    at most once every ``outputs_every`` seconds (``spate pipeline serve``'s loop; run it in a
+    thread). The Parquet is written by a thread of its own, as of the latest time when it gets
+    to it, so writing it never delays taking in the next file; each write rewrites every
+    dataset whole, which is why it is spaced out."""
     name = runner.pipeline.spec.name
     changed = threading.Event()
 
@@ -168,6 +173,8 @@ def keep_up_to_date(
         while not stop.is_set():
             if not changed.wait(0.5):
                 continue
+            if stop.wait(outputs_every):
+                return
             changed.clear()
             try:
                 runner.write_outputs()
