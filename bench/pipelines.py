@@ -137,9 +137,9 @@ def main() -> None:
             rows = args.rows + args.rounds * args.change_rows
             freshness = _serve_freshness(args, roots["spate"], data, next_id, rows, paid)
         finally:
-            from spate.environment.api import Environment
+            from spate.orchestrator.process import stop_services
 
-            Environment.open(data).close()
+            stop_services(data)  # the replica the runs kept, as `spate stop` stops it
     figures: dict[str, object] = {
         "rows": args.rows,
         "file_rows": args.file_rows,

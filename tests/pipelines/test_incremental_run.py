@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pytest
 
+from spate.orchestrator.process import stop_services
 from spate.pipelines import loader
 from tests.pipelines._example import STORED, Inputs, normalized, write_pipeline
 from tests.pipelines._spark_oracle import recompute
@@ -140,4 +141,4 @@ def test_a_run_reads_and_computes_only_the_change(
     finally:
         spark.sql("DROP TABLE IF EXISTS spate_out_gold")
         env.close(stop_replicas=False)  # (again, after a failure: a closed one stays closed)
-        _open(data).close()  # stops the replica
+        stop_services(data)  # the kept replica, as `spate stop` stops it
