@@ -6,10 +6,10 @@ environment (a new controller, as a new ``run`` process is) over the same data d
 
 * it reads only the changed input files (a new file and a replaced one): the rows read are
   theirs, not the base's;
-* the replica's dataflows are adopted as they are, not rebuilt: the input updates all six
-  dataflows read during the run (``spate_catalog.dataflow_statistics.rows_in``) are bounded by
-  six times the run's changed rows — a rebuild reads the whole base (more than that bound)
-  into ``bronze_orders`` alone;
+* the replica's dataflows are adopted as they are, not rebuilt: the input updates each
+  dataflow reads during the run (``spate_catalog.dataflow_statistics.rows_in``) are at most
+  twice the run's changed rows, and all six together fewer than the base's rows — which a
+  rebuild reads into ``bronze_orders`` alone;
 * the loaded definitions are reused (no loader process) while the files are unchanged;
 * every dataset, as Spark reads spate's Parquet output (``spark.read.parquet``, and
   ``spark.read.table`` of a table created over its location), equals Spark's full recompute of
@@ -134,7 +134,8 @@ def test_a_run_reads_and_computes_only_the_change(
                 time.sleep(0.5)
             work = {k: after[k] - before[k] for k in after}
             print(f"run {i}: {result}; dataflow input updates {work}")
-            assert sum(work.values()) <= len(STORED) * updates, work
+            # each dataflow reads a multiple of the change (how its steps batch it varies)
+            assert all(n <= 2 * updates for n in work.values()), work
             assert sum(work.values()) < BASE_FILES * ROWS  # less than a rebuild of bronze alone
             env.close(stop_replicas=False)
             _compare(spark, root, spec, f"run {i}")
