@@ -4,8 +4,16 @@ The test pipeline of tests/pipelines (6 datasets: bronze from Parquet, a filter 
 SQL, a group-by, a window and a top-k in Python) over ``--rows`` order rows in files of
 ``--file-rows``; then ``--rounds`` rounds, each adding a file of ``--change-rows`` rows. Each
 engine runs the spec after the first files and after every round; the figure is the wall time
-of each run (spate keeps its replica between runs, ``--keep-replicas``; spark-pipelines starts
-its Spark Connect server each run, as it does). Results: bench/results/pipelines.json.
+of each run (``spate pipeline run`` leaves its replica running for the next run, as it does by
+default; spark-pipelines starts its Spark Connect server each run, as it does). The ratio is
+the median round of spark-pipelines over spate's, measured in the same run.
+
+Then the freshness of ``spate pipeline serve`` over the same data directory: ``--serve-files``
+more files of ``--change-rows`` rows, written one at a time (each renamed into the input
+directory at once); for each, the time from the rename until a pgwire client sees it in
+``bronze_orders`` (its row count) and in ``gold_regions`` (its total of orders, computed from
+the files written), as a pgwire client SUBSCRIBEd to each receives their changes (fetched
+every 20 ms). Results: bench/results/pipelines.json.
 
     PYTHONPATH=src .venv/bin/python -m bench.pipelines --rows 1000000 --rounds 3
 """
@@ -15,12 +23,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,7 +42,9 @@ from bench._results import write_result
 VENV_BIN = Path(sys.executable).parent
 
 
-def _orders(path: Path, first_id: int, n: int, customers: int) -> None:
+def _orders(path: Path, first_id: int, n: int, customers: int) -> int:
+    """Write ``n`` orders at ``path``; how many are paid (each customer exists: all count in
+    gold_regions)."""
     import numpy as np
 
     rng = np.random.default_rng(first_id)
@@ -47,6 +60,7 @@ def _orders(path: Path, first_id: int, n: int, customers: int) -> None:
     tmp = path.with_name("." + path.name)
     pq.write_table(table, tmp)
     tmp.rename(path)
+    return int(sum(1 for s in table.column("status").to_pylist() if s == "paid"))
 
 
 def _customers(root: Path, n: int) -> None:
@@ -78,8 +92,10 @@ def main() -> None:
     ap.add_argument("--change-rows", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--customers", type=int, default=1_000)
+    ap.add_argument("--serve-files", type=int, default=10)
     ap.add_argument("--skip-spark", action="store_true")
     args = ap.parse_args()
+    paid = 0
     with tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp:
         roots = {e: Path(tmp) / e for e in ("spate", "spark")}
         for root in roots.values():
@@ -89,22 +105,24 @@ def main() -> None:
         next_id = 1
         for i in range(0, args.rows, args.file_rows):
             for root in roots.values():
-                _orders(root / "orders" / f"orders-{i:09d}.parquet", next_id,
-                        min(args.file_rows, args.rows - i), args.customers)  # fmt: skip
+                n = _orders(root / "orders" / f"orders-{i:09d}.parquet", next_id,
+                            min(args.file_rows, args.rows - i), args.customers)  # fmt: skip
+            paid += n
             next_id += args.file_rows
         spark_env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
         spark_env.pop("PYTHONPATH", None)
         data = Path(tmp) / "spate-data"
         spate_cmd = [sys.executable, "-m", "spate", "pipeline", "run", "pipeline.yml",
-                     "--data-dir", str(data), "--keep-replicas"]  # fmt: skip
+                     "--data-dir", str(data)]  # fmt: skip
         spark_cmd = [str(VENV_BIN / "spark-pipelines"), "run", "--spec", "pipeline.yml"]
         spate_times, spark_times = [], []
         try:
             for r in range(args.rounds + 1):
                 if r:
                     for root in roots.values():
-                        _orders(root / "orders" / f"orders-x{r:05d}.parquet", next_id,
-                                args.change_rows, args.customers)  # fmt: skip
+                        n = _orders(root / "orders" / f"orders-x{r:05d}.parquet", next_id,
+                                    args.change_rows, args.customers)  # fmt: skip
+                    paid += n
                     next_id += args.change_rows
                 spate_times.append(_timed(spate_cmd, roots["spate"]))
                 if not args.skip_spark:
@@ -116,16 +134,20 @@ def main() -> None:
                 if spark_times:
                     line += f", spark-pipelines {spark_times[-1]:.1f} s"
                 print(line)
+            rows = args.rows + args.rounds * args.change_rows
+            freshness = _serve_freshness(args, roots["spate"], data, next_id, rows, paid)
         finally:
-            from spate.environment.api import Environment
+            from spate.orchestrator.process import stop_services
 
-            Environment.open(data).close()
+            stop_services(data)  # the replica the runs kept, as `spate stop` stops it
     figures: dict[str, object] = {
         "rows": args.rows,
+        "file_rows": args.file_rows,
         "change_rows": args.change_rows,
         "rounds": args.rounds,
         "spate_first_s": round(spate_times[0], 2),
         "spate_round_s": [round(t, 2) for t in spate_times[1:]],
+        **freshness,
     }
     if spark_times:
         figures |= {
@@ -136,7 +158,97 @@ def main() -> None:
             ratio = statistics.median(spark_times[1:]) / statistics.median(spate_times[1:])
             figures["round_speedup_median"] = round(ratio, 2)
             print(f"per round after the first: spark-pipelines / spate = {ratio:.1f}x")
-    write_result("pipelines", figures)
+    # a run without spark-pipelines measures spate alone: kept apart from the comparison
+    write_result("pipelines_spate_only" if args.skip_spark else "pipelines", figures)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve_freshness(
+    args: argparse.Namespace, root: Path, data: Path, next_id: int, rows: int, paid: int
+) -> dict[str, object]:
+    """Write → visible over pgwire, per file, under ``spate pipeline serve`` (module docs)."""
+    import psycopg
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spate", "pipeline", "serve", "pipeline.yml", "--data-dir",
+         str(data), "--listen", f"127.0.0.1:{port}"],
+        cwd=root, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    bronze: list[float] = []
+    gold: list[float] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "serving PostgreSQL clients" in line:
+                break
+        else:
+            raise SystemExit(f"spate pipeline serve exited {proc.wait()}")
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+        dsn = f"postgresql://spate@127.0.0.1:{port}/spate"
+        with psycopg.connect(dsn) as cb, psycopg.connect(dsn) as cg:
+            cb.execute("DECLARE s CURSOR FOR SUBSCRIBE (SELECT order_id FROM bronze_orders)")
+            cg.execute("DECLARE s CURSOR FOR SUBSCRIBE (SELECT orders FROM gold_regions)")
+            seen = {"bronze": 0, "gold": 0}
+
+            def fetch(c: psycopg.Connection[Any], what: str, weight: Any) -> None:
+                for _ts, diff, *row in c.execute("FETCH ALL s WITH (timeout = '0.02s')"):
+                    seen[what] += int(diff) * weight(row)
+
+            def poll() -> tuple[int, int]:
+                fetch(cb, "bronze", lambda _: 1)
+                fetch(cg, "gold", lambda row: int(row[0]))
+                return seen["bronze"], seen["gold"]
+
+            deadline = time.monotonic() + 600
+            while poll() != (rows, paid):  # the snapshot, in as many batches as it takes
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"serve starts at {poll()}, not {(rows, paid)}")
+            for k in range(args.serve_files):
+                path = root / "orders" / f"orders-s{k:05d}.parquet"
+                start = time.perf_counter()
+                paid += _orders(path, next_id, args.change_rows, args.customers)
+                next_id += args.change_rows
+                rows += args.change_rows
+                got_bronze = got_gold = None
+                while got_bronze is None or got_gold is None:
+                    n, g = poll()
+                    now = time.perf_counter() - start
+                    if got_bronze is None and n == rows:
+                        got_bronze = now
+                    if got_gold is None and g == paid:
+                        got_gold = now
+                    if now > 120:
+                        raise SystemExit(f"file {k} not visible after 120 s: {(n, g)}")
+                bronze.append(got_bronze)
+                gold.append(got_gold)
+                print(f"serve file {k}: visible in bronze {bronze[-1]:.2f} s, "
+                      f"gold {gold[-1]:.2f} s")  # fmt: skip
+                time.sleep(0.5)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            print("spate pipeline serve did not stop within 120 s of SIGTERM; killed")
+            proc.kill()
+            proc.wait(30)
+    if not gold:
+        return {}
+    p50_b, p50_g = statistics.median(bronze), statistics.median(gold)
+    print(f"serve freshness p50: bronze {p50_b:.2f} s, gold {p50_g:.2f} s")
+    return {
+        "serve_files": args.serve_files,
+        "serve_visible_bronze_s": [round(t, 3) for t in bronze],
+        "serve_visible_gold_s": [round(t, 3) for t in gold],
+        "serve_visible_bronze_p50_s": round(p50_b, 3),
+        "serve_visible_gold_p50_s": round(p50_g, 3),
+    }
 
 
 if __name__ == "__main__":

@@ -187,3 +187,37 @@ def test_sql_statements_split_outside_strings() -> None:
         (1, "SET a = 1"),
         (3, "CREATE MATERIALIZED VIEW v AS\nSELECT ';' AS s"),
     ]
+
+
+def test_expectations_are_not_in_pyspark_and_fail_naming_the_line(tmp_path: Path) -> None:
+    import pyspark.pipelines as dp
+
+    assert not [n for n in dir(dp) if n.startswith("expect")]  # pyspark 4.1: none to translate
+    py = _HEAD + (
+        '\n@dp.expect("positive", "k > 0")\n@dp.materialized_view\n'
+        'def base():\n    return spark.read.parquet("data")\n'
+    )
+    with pytest.raises(DefinitionError, match=r"AttributeError.*expect.* at .*defs\.py:5"):
+        load_pipeline(_pipeline(tmp_path, py=py))
+
+
+def test_loaded_definitions_are_kept_while_their_files_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spate.pipelines import loader
+
+    py = _HEAD + '\n@dp.materialized_view\ndef base():\n    return spark.read.parquet("data")\n'
+    spec = _pipeline(tmp_path / "p", py=py)
+    cache = tmp_path / "cache"
+    loads: list[int] = []
+    real = loader._load
+    monkeypatch.setattr(loader, "_load", lambda *a: loads.append(1) or real(*a))
+    first = load_pipeline(spec, cache=cache)
+    assert [d.name for d in load_pipeline(spec, cache=cache).datasets] == ["base"]
+    assert len(loads) == 1  # the second came from the cache
+    assert load_pipeline(spec, cache=cache).datasets[0].sql == first.datasets[0].sql
+    load_pipeline(spec, cache=cache, reload=True)
+    assert len(loads) == 2
+    (tmp_path / "p" / "t" / "defs.py").write_text(py.replace("def base", "def base2"))
+    assert [d.name for d in load_pipeline(spec, cache=cache).datasets] == ["base2"]
+    assert len(loads) == 3  # a changed definition file is loaded again

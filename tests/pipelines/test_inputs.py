@@ -1,6 +1,8 @@
 """File inputs: a directory's files in a spate table, brought up to date file by file — a new
 file inserts its rows, a replaced file swaps its rows, a deleted file retracts them — and a
-second sync with nothing changed writes nothing. (Tables only: no replica, no Spark job.)"""
+second sync with nothing changed writes nothing. Only changed files are read (the inputs'
+frontier, persisted, says which), and a sync stopped between a file's write and its record
+resumes without reading the file twice. (Tables only: no replica, no Spark job.)"""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from spate.pipelines.inputs import FILE_COLUMN, FileInput, input_desc, sync_input
+from spate.pipelines import inputs
+from spate.pipelines.file_frontier import FileFrontier
+from spate.pipelines.inputs import FILE_COLUMN, FileInput, Synced, input_desc, sync_input
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
@@ -50,14 +54,15 @@ def test_new_replaced_and_deleted_files(env: Environment, tmp_path: Path) -> Non
     (d / "_SUCCESS").write_text("")  # not data, as for Spark
     inp = FileInput("_in", "parquet", str(d), columns=(("k", "int64"), ("v", "string")))
     env.create_table(inp.table, input_desc(inp))
-    assert sync_input(env, inp) == 2
+    frontier = FileFrontier(tmp_path)
+    assert sync_input(env, inp, frontier) == Synced(files=2, rows=3)
     assert _rows(env, inp) == [("a.parquet", 1), ("a.parquet", 2), ("b.parquet", 3)]
-    assert sync_input(env, inp) == 0  # nothing changed: nothing written
+    assert sync_input(env, inp, frontier) == Synced()  # nothing changed: nothing written
 
     time.sleep(0.01)
     _write(d, "a.parquet", [7])  # replaced
     _write(d, "c.parquet", [8, 8])  # new (a duplicate row stays a duplicate)
-    assert sync_input(env, inp) == 2
+    assert sync_input(env, inp, FileFrontier(tmp_path)) == Synced(files=2, rows=3)
     assert _rows(env, inp) == [
         ("a.parquet", 7),
         ("b.parquet", 3),
@@ -66,5 +71,79 @@ def test_new_replaced_and_deleted_files(env: Environment, tmp_path: Path) -> Non
     ]
 
     os.remove(d / "b.parquet")  # deleted
-    assert sync_input(env, inp) == 1
+    assert sync_input(env, inp, FileFrontier(tmp_path)) == Synced(files=1, rows=0)
     assert _rows(env, inp) == [("a.parquet", 7), ("c.parquet", 8), ("c.parquet", 8)]
+
+
+def _input(env: Environment, d: Path) -> FileInput:
+    inp = FileInput("_in", "parquet", str(d), columns=(("k", "int64"), ("v", "string")))
+    env.create_table(inp.table, input_desc(inp))
+    return inp
+
+
+def test_only_changed_files_are_read(
+    env: Environment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    for i in range(20):
+        _write(d, f"f{i:02d}.parquet", list(range(i * 10, i * 10 + 10)))
+    inp = _input(env, d)
+    frontier = FileFrontier(tmp_path)
+    frontier.reset(inp.table, {})
+    assert sync_input(env, inp, frontier) == Synced(files=20, rows=200)
+
+    read: list[str] = []
+    real_read = inputs._read
+    monkeypatch.setattr(
+        inputs, "_read", lambda i, p, **kw: read.append(p.name) or real_read(i, p, **kw)
+    )
+
+    def no_scan(*_: object) -> dict[str, str]:
+        raise AssertionError("the input table was read to find what changed")
+
+    monkeypatch.setattr(inputs, "held_versions", no_scan)
+    _write(d, "f20.parquet", [500, 501, 502])
+    time.sleep(0.01)
+    _write(d, "f03.parquet", [900])  # replaced
+    # a new process: the frontier as persisted
+    assert sync_input(env, inp, FileFrontier(tmp_path)) == Synced(files=2, rows=4)
+    assert sorted(read) == ["f03.parquet", "f20.parquet"]
+    got = _rows(env, inp)
+    assert len(got) == 200 - 10 + 4
+    assert ("f03.parquet", 900) in got and ("f03.parquet", 30) not in got
+
+
+@pytest.mark.parametrize("stop_after", ["delete", "insert"])
+def test_a_stop_between_write_and_record_resumes_exactly(
+    env: Environment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop_after: str
+) -> None:
+    d = tmp_path / "in"
+    d.mkdir()
+    _write(d, "a.parquet", [1, 2])
+    inp = _input(env, d)
+    frontier = FileFrontier(tmp_path)
+    frontier.reset(inp.table, {})
+    sync_input(env, inp, frontier)
+    time.sleep(0.01)
+    _write(d, "a.parquet", [3, 4, 5])  # replaced: a delete, then an insert
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_: object, **__: object) -> None:
+        raise Stop
+
+    if stop_after == "delete":
+        monkeypatch.setattr(env, "insert", stop)
+    else:
+        monkeypatch.setattr(FileFrontier, "commit", stop)
+    with pytest.raises(Stop):
+        sync_input(env, inp, FileFrontier(tmp_path))
+    monkeypatch.undo()
+    resumed = FileFrontier(tmp_path)
+    assert resumed.pending(inp.table) == ["a.parquet"]
+    rows = 0 if stop_after == "insert" else 3  # a file already in the table is not read again
+    assert sync_input(env, inp, resumed) == Synced(files=rows // 3, rows=rows)
+    assert _rows(env, inp) == [("a.parquet", 3), ("a.parquet", 4), ("a.parquet", 5)]
+    assert FileFrontier(tmp_path).pending(inp.table) == []

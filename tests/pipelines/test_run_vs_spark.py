@@ -60,9 +60,9 @@ def spate_outputs(storage: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def stop_replicas(data: Path) -> None:
-    from spate.environment.api import Environment
+    from spate.orchestrator.process import stop_services
 
-    Environment.open(data).close()
+    stop_services(data)  # the replica the runs kept, as `spate stop` stops it
 
 
 def _compare(spate: dict[str, Any], spark: dict[str, Any], when: str) -> None:

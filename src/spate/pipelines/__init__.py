@@ -35,7 +35,11 @@ __all__ = [
 ]
 
 
-def load_pipeline(path: Path) -> CompiledPipeline:
-    """The pipeline at ``path`` (a spec file or its directory), loaded and translated."""
+def load_pipeline(
+    path: Path, *, cache: Path | None = None, reload: bool = False
+) -> CompiledPipeline:
+    """The pipeline at ``path`` (a spec file or its directory), loaded and translated;
+    ``cache``: a directory where the loaded definitions are kept while their files are
+    unchanged (:func:`spate.pipelines.loader.load_graph`)."""
     spec = load_spec(path)
-    return compile_pipeline(spec, load_graph(spec))
+    return compile_pipeline(spec, load_graph(spec, cache=cache, reload=reload))

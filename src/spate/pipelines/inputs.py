@@ -3,10 +3,12 @@
 A directory of Parquet, CSV or JSON (one object a line) files becomes a spate table holding
 the rows of every file in it, each row tagged with its file's name and version (size and
 modification time): ``_spate_file``, ``_spate_version``. Bringing the input up to date
-(:func:`sync_input`) compares the directory with the versions the table holds: a new file's
-rows are inserted, a deleted file's rows deleted, a replaced file's old rows deleted and its new
-ones inserted. Each file's change is one write, and the table itself records which version of
-every file it holds, so an interrupted run resumes exactly: no file is read twice or lost.
+(:func:`sync_input`) compares the directory with the versions recorded in the inputs' frontier
+(:mod:`spate.pipelines.file_frontier`), so only changed files are read: a new file's rows are
+inserted, a deleted file's rows deleted, a replaced file's old rows deleted and its new ones
+inserted. The frontier records each change as pending first, and the table's rows say which
+version of a pending file it holds, so an interrupted run resumes exactly: no file is read
+twice or lost.
 
 Files are read as Spark reads them by default: Parquet with its own schema; CSV without
 ``header`` naming columns ``_c0, _c1…`` and every column a string unless ``inferSchema``; JSON
@@ -28,6 +30,7 @@ import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
 from spate.pipelines.errors import DefinitionError
+from spate.pipelines.file_frontier import FileFrontier
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import (
     BOOL,
@@ -44,7 +47,14 @@ from spate.repr.types import (
 if TYPE_CHECKING:
     from spate.environment.api import Environment
 
-__all__ = ["FILE_COLUMN", "VERSION_COLUMN", "FileInput", "describe_input", "sync_input"]
+__all__ = [
+    "FILE_COLUMN",
+    "VERSION_COLUMN",
+    "FileInput",
+    "Synced",
+    "describe_input",
+    "sync_input",
+]
 
 FILE_COLUMN: Final = "_spate_file"
 VERSION_COLUMN: Final = "_spate_version"
@@ -173,16 +183,33 @@ def input_desc(inp: FileInput) -> RelationDesc:
     return RelationDesc(cols)
 
 
-def sync_input(env: Environment, inp: FileInput) -> int:
-    """Bring ``inp``'s table up to date with its directory; the number of files changed."""
-    held = held_versions(env, inp)
+@dataclass(frozen=True, slots=True)
+class Synced:
+    """The work of bringing an input up to date: files read or retracted, rows read."""
+
+    files: int = 0
+    rows: int = 0
+
+    def __add__(self, other: Synced) -> Synced:
+        return Synced(self.files + other.files, self.rows + other.rows)
+
+
+def sync_input(env: Environment, inp: FileInput, frontier: FileFrontier) -> Synced:
+    """Bring ``inp``'s table up to date with its directory, reading only the files whose
+    version differs from the one ``frontier`` records (:mod:`spate.pipelines.file_frontier`)."""
+    if not frontier.known(inp.table):
+        frontier.reset(inp.table, held_versions(env, inp))  # a table from before the record
+    for name in frontier.pending(inp.table):
+        frontier.resolve(inp.table, name, held_version(env, inp, name))
+    held = frontier.files(inp.table)
     present = inp.files()
     schema = None
-    changed = 0
+    files = rows = 0
     for name in sorted(set(held) | set(present)):
         old, new = held.get(name), present.get(name)
         if old == new:
             continue
+        frontier.begin(inp.table, name, old, new)
         if old is not None:
             env.delete(inp.table, where={FILE_COLUMN: name})
         if new is not None:
@@ -191,12 +218,14 @@ def sync_input(env: Environment, inp: FileInput) -> int:
                 schema = pa.schema(list(_data_schema(env, inp)))
             table = table.select(schema.names).cast(schema)
             n = table.num_rows
+            rows += n
             table = table.append_column(FILE_COLUMN, pa.array([name] * n, pa.string()))
             table = table.append_column(VERSION_COLUMN, pa.array([new] * n, pa.string()))
             if n:
                 env.insert(inp.table, table)
-        changed += 1
-    return changed
+        frontier.commit(inp.table, name, new)
+        files += 1
+    return Synced(files, rows)
 
 
 def _data_schema(env: Environment, inp: FileInput) -> Iterable[pa.Field]:
@@ -208,7 +237,20 @@ def _data_schema(env: Environment, inp: FileInput) -> Iterable[pa.Field]:
 
 
 def held_versions(env: Environment, inp: FileInput) -> dict[str, str]:
-    """The version of every file ``inp``'s table holds rows of."""
+    """The version of every file ``inp``'s table holds rows of (a read of the whole table)."""
     t = env.sql(f"SELECT DISTINCT {FILE_COLUMN}, {VERSION_COLUMN} FROM {inp.table}")
     assert isinstance(t, pa.Table)
     return dict(zip(t.column(0).to_pylist(), t.column(1).to_pylist(), strict=True))
+
+
+def held_version(env: Environment, inp: FileInput, name: str) -> str | None:
+    """The version of file ``name`` whose rows ``inp``'s table holds, if any."""
+    literal = "'" + name.replace("'", "''") + "'"
+    t = env.sql(
+        f"SELECT DISTINCT {VERSION_COLUMN} FROM {inp.table} WHERE {FILE_COLUMN} = {literal}"
+    )
+    assert isinstance(t, pa.Table)
+    versions = t.column(0).to_pylist()
+    if len(versions) > 1:  # cannot happen: a file's old rows are deleted before the new ones
+        raise DefinitionError(f"input {inp.table} holds two versions of {name}: {versions}")
+    return versions[0] if versions else None

@@ -4,27 +4,74 @@ The user's Python files run in a process of their own (:mod:`spate.pipelines._lo
 pyspark's Spark Connect mode, which the decorators' DataFrames need, is process-wide, and
 spate's own Spark code in this process runs classic PySpark. The child writes the graph as
 JSON (plans as Spark Connect protobuf bytes); nothing is unpickled.
+
+With a ``cache`` directory (``spate pipeline run`` passes its data directory), the graph is
+kept there with a digest of what it was loaded from — the spec file, every definition file
+(path and contents), the pyspark and spate versions — and reused while that digest holds: a run
+of unchanged files starts no loader process. A change to any of those files loads them again;
+code the definition files import from elsewhere is not in the digest (``reload=True``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from spate.pipelines.errors import DefinitionError
 from spate.pipelines.graph import Graph
 from spate.pipelines.spec import PipelineSpec
 
-__all__ = ["load_graph"]
+__all__ = ["definitions_digest", "load_graph"]
+
+GRAPH_CACHE = "spate-pipeline-graph.json"
 
 
-def load_graph(spec: PipelineSpec, *, timeout: float = 300.0) -> Graph:
+def definitions_digest(spec: PipelineSpec) -> str:
+    """A digest of everything the loaded graph is a function of (module docs)."""
+    import pyspark
+
+    from spate._version import __version__
+
+    h = hashlib.sha256()
+    for part in (pyspark.__version__, __version__, str(spec.path.resolve())):
+        h.update(part.encode() + b"\0")
+    h.update(spec.path.read_bytes() + b"\0")
+    for f in spec.files():
+        h.update(str(f).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load_graph(
+    spec: PipelineSpec, *, timeout: float = 300.0, cache: Path | None = None, reload: bool = False
+) -> Graph:
     """The validated graph ``spec``'s files define; :class:`DefinitionError` names the file and
-    line of a definition that fails."""
+    line of a definition that fails. ``cache``: a directory to keep it in (module docs)."""
+    digest = definitions_digest(spec) if cache is not None else ""
+    kept = cache / GRAPH_CACHE if cache is not None else None
+    if kept is not None and kept.exists() and not reload:
+        doc = json.loads(kept.read_text())
+        if doc.get("digest") == digest:
+            graph = Graph.from_json(doc["graph"])
+            graph.validate()
+            return graph
+    raw = _load(spec, timeout)
+    graph = Graph.from_json(raw)
+    graph.validate()
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.tmp")
+        tmp.write_text(json.dumps({"digest": digest, "graph": raw}))
+        os.replace(tmp, kept)
+    return graph
+
+
+def _load(spec: PipelineSpec, timeout: float) -> Any:
     with tempfile.TemporaryDirectory(prefix="spate-pipeline-") as tmp:
         out = Path(tmp) / "graph.json"
         env = dict(os.environ)
@@ -45,6 +92,4 @@ def load_graph(spec: PipelineSpec, *, timeout: float = 300.0) -> Graph:
         result = json.loads(out.read_text())
     if "error" in result:
         raise DefinitionError(f"pipeline {spec.name!r}: {result['error']}")
-    graph = Graph.from_json(result["graph"])
-    graph.validate()
-    return graph
+    return result["graph"]

@@ -5,7 +5,11 @@ a materialized view (materialized views and streaming tables) or a view (tempora
 named as the dataset, from its Spark SQL query (``dialect="spark"``). A dataset whose query
 changed since the last run is dropped and created again, with everything reading it. From then
 on spate maintains every dataset incrementally: :meth:`sync` only writes the changes of the
-input files (new, replaced, deleted) into the input tables, and the views follow.
+input files (new, replaced, deleted) into the input tables, and the views follow: a run reads
+only the files whose version differs from the one the inputs' frontier records
+(:mod:`spate.pipelines.file_frontier`), and the replica that runs the datasets' dataflows, left
+running between runs, is adopted by the next run with its dataflows as they are (no
+recomputation).
 :meth:`write_outputs` writes each stored dataset as Parquet at one committed time.
 """
 
@@ -14,14 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
 from spate.pipelines.expressions import ident
+from spate.pipelines.file_frontier import FileFrontier
 from spate.pipelines.graph import DatasetKind
-from spate.pipelines.inputs import input_desc, sync_input
+from spate.pipelines.inputs import Synced, input_desc, sync_input
 from spate.pipelines.outputs import write_output
 
 if TYPE_CHECKING:
@@ -39,8 +45,12 @@ READ_WINDOW_MS: Final = 10 * 60 * 1000
 @dataclass(frozen=True, slots=True)
 class RunResult:
     files_changed: int
+    """Input files read (new or replaced) or retracted (deleted) by the run."""
+    rows_read: int
+    """Rows read from those files."""
     created: tuple[str, ...]
     timestamp: int
+    """The committed time every dataset's Parquet output is as of."""
 
 
 class PipelineRunner:
@@ -48,6 +58,7 @@ class PipelineRunner:
 
     def __init__(self, env: Environment, pipeline: CompiledPipeline, data_dir: Path) -> None:
         self.env, self.pipeline, self.data_dir = env, pipeline, data_dir
+        self.frontier = FileFrontier(data_dir)
 
     def _exists(self, name: str) -> bool:
         try:
@@ -68,6 +79,7 @@ class PipelineRunner:
         for inp in self.pipeline.inputs.values():
             if not self._exists(inp.table):
                 self.env.create_table(inp.table, input_desc(inp))
+                self.frontier.reset(inp.table, {})
         known = self._definitions()
         changed: set[str] = set()
         created: list[str] = []
@@ -92,25 +104,32 @@ class PipelineRunner:
             # readable while the datasets are read one after the other
             self.env.set_retain_history(d.name, READ_WINDOW_MS)
 
-    def sync(self) -> int:
-        """Write the input files' changes into the input tables; the files changed."""
-        return sum(sync_input(self.env, inp) for inp in self.pipeline.inputs.values())
+    def sync(self) -> Synced:
+        """Write the input files' changes into the input tables: only the files whose version
+        differs from the one the inputs' frontier records are read."""
+        done = Synced()
+        for inp in self.pipeline.inputs.values():
+            done += sync_input(self.env, inp, self.frontier)
+        return done
 
     def stored(self) -> list[CompiledDataset]:
         return [d for d in self.pipeline.datasets if d.kind is not DatasetKind.TEMPORARY_VIEW]
 
     def write_outputs(self) -> int:
         """Write every stored dataset as of one committed time (the oracle's read time: every
-        write acknowledged before is in it); that time."""
+        write acknowledged before is in it); that time. The datasets are read and written
+        concurrently: each read waits for its dataset's dataflow to reach that time."""
         storage = self.pipeline.spec.storage_dir()
         timestamp = self._readable_time()
-        for d in self.stored():
-            write_output(
-                storage,
-                d.name,
-                self.env.select(d.name, as_of=timestamp, timeout=600),
-                timestamp=timestamp,
-            )
+
+        def write(d: CompiledDataset) -> None:
+            table = self.env.select(d.name, as_of=timestamp, timeout=600)
+            write_output(storage, d.name, table, timestamp=timestamp)
+
+        stored = self.stored()
+        with ThreadPoolExecutor(max(1, min(4, len(stored))), "pipeline-output") as pool:
+            for f in [pool.submit(write, d) for d in stored]:
+                f.result()
         return timestamp
 
     def _readable_time(self) -> int:
@@ -129,21 +148,51 @@ class PipelineRunner:
 
     def run(self) -> RunResult:
         created = self.install()
-        changed = self.sync()
+        synced = self.sync()
         timestamp = self.write_outputs()
-        return RunResult(changed, created, timestamp)
+        return RunResult(synced.files, synced.rows, created, timestamp)
 
 
 def keep_up_to_date(
-    runner: PipelineRunner, stop: threading.Event, *, interval: float = 1.0
+    runner: PipelineRunner,
+    stop: threading.Event,
+    *,
+    interval: float = 0.25,
+    outputs_every: float = 30.0,
 ) -> None:
-    """Until ``stop``: write the input files' changes as they appear, and the datasets' Parquet
-    after each change (``spate pipeline serve``'s loop; run it in a thread)."""
-    while not stop.is_set():
-        try:
-            if runner.sync():
+    """Until ``stop``: write the input files' changes as they appear (a look every
+    ``interval`` seconds lists the input directories), and the datasets' Parquet after them,
+    at most once every ``outputs_every`` seconds (``spate pipeline serve``'s loop; run it in a
+    thread). The Parquet is written by a thread of its own, as of the latest time when it gets
+    to it, so writing it never delays taking in the next file; each write rewrites every
+    dataset whole, which is why it is spaced out."""
+    name = runner.pipeline.spec.name
+    changed = threading.Event()
+
+    def outputs() -> None:
+        while not stop.is_set():
+            if not changed.wait(0.5):
+                continue
+            if stop.wait(outputs_every):
+                return
+            changed.clear()
+            try:
                 runner.write_outputs()
-        except Exception:
-            _log.exception("pipeline %s: bringing the datasets up to date failed; retrying",
-                           runner.pipeline.spec.name)  # fmt: skip
-        stop.wait(interval)
+            except Exception:
+                _log.exception("pipeline %s: writing the datasets' Parquet failed", name)
+                changed.set()  # try again at the next round
+                stop.wait(interval)
+
+    writer = threading.Thread(target=outputs, name="pipeline-outputs", daemon=True)
+    writer.start()
+    try:
+        while not stop.is_set():
+            try:
+                if runner.sync().files:
+                    changed.set()
+            except Exception:
+                _log.exception("pipeline %s: bringing the datasets up to date failed; retrying",
+                               name)  # fmt: skip
+            stop.wait(interval)
+    finally:
+        writer.join()
