@@ -31,6 +31,9 @@ RELATIONS = {
         "tables", "columns", "views", "schemata", "table_constraints", "key_column_usage",
     ],
 }  # fmt: skip
+LATER = {"pg_catalog": ["pg_stat_user_tables"]}
+"""Relations added after the first ones: numbered after them, so the ids (and oids) of the
+relations before them stay as they were (views stored in catalogs read them by id)."""
 TYPES = [
     "bool",
     "bytea",
@@ -199,7 +202,11 @@ SETTINGS = [
 def main(url: str) -> None:
     with psycopg.connect(url) as conn:
         columns: dict[str, tuple[tuple[str, str], ...]] = {}
-        for schema, names in RELATIONS.items():
+        later: dict[str, tuple[tuple[str, str], ...]] = {}
+        for schema, names, into in [
+            *((s, n, columns) for s, n in RELATIONS.items()),
+            *((s, n, later) for s, n in LATER.items()),
+        ]:
             for name in names:
                 rows = conn.execute(
                     "SELECT a.attname, CASE WHEN t.typtype = 'd' THEN bt.typname ELSE t.typname"
@@ -211,7 +218,7 @@ def main(url: str) -> None:
                     " AND NOT a.attisdropped ORDER BY a.attnum",
                     (schema, name),
                 ).fetchall()
-                columns[f"{schema}.{name}"] = tuple((str(a), str(b)) for a, b in rows)
+                into[f"{schema}.{name}"] = tuple((str(a), str(b)) for a, b in rows)
         names = TYPES + ["_" + a for a in ARRAYS]
         types = _rows(
             conn,
@@ -242,6 +249,8 @@ def main(url: str) -> None:
         '"""\n\n# fmt: off\n# ruff: noqa: E501\nfrom __future__ import annotations\n\n'
         "from typing import Final\n\n"
         f"COLUMNS: Final[dict[str, tuple[tuple[str, str], ...]]] = {_lines(columns.items())}\n\n"
+        "LATER_COLUMNS: Final[dict[str, tuple[tuple[str, str], ...]]] = "
+        f"{_lines(later.items())}\n\n"
         f"TYPES: Final[tuple[tuple[object, ...], ...]] = {_lines(types)}\n\n"
         f"PROCS: Final[tuple[tuple[object, ...], ...]] = {_lines(procs)}\n\n"
         f"SETTINGS: Final[tuple[tuple[object, ...], ...]] = {_lines(settings)}\n\n"

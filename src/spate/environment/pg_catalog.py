@@ -25,7 +25,7 @@ from spate.ids import GlobalId
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, TIMESTAMP, ScalarType
 from spate.sql.catalog import CatalogObject
-from spate.sql.pg_catalog_data import COLUMNS
+from spate.sql.pg_catalog_data import COLUMNS, LATER_COLUMNS
 from spate.sql.pg_catalog_oids import DEFINITIONS, NAMES, relation_oid
 
 PG_CATALOG: Final = "pg_catalog"
@@ -59,6 +59,7 @@ _VIEWS: Final = frozenset(
         "pg_matviews",
         "pg_indexes",
         "pg_sequences",
+        "pg_stat_user_tables",
     }
 )
 _ID_BASE: Final = 1_000_000
@@ -113,7 +114,7 @@ _DEFINITION_COLUMNS: Final = (
 )
 
 RELATIONS: Final[tuple[CatalogRelation, ...]] = tuple(
-    _relation(n, name, COLUMNS.get(name, _DEFINITION_COLUMNS))
+    _relation(n, name, COLUMNS.get(name) or LATER_COLUMNS.get(name, _DEFINITION_COLUMNS))
     for n, name in enumerate(NAMES, start=1)
 )
 LISTED: Final = tuple(r for r in RELATIONS if r.name != DEFINITIONS)

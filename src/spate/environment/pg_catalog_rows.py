@@ -275,6 +275,23 @@ def _tables(snap: Snapshot) -> Iterator[Row]:
         }  # fmt: skip
 
 
+def _stat_user_tables(snap: Snapshot) -> Iterator[Row]:
+    """A row per table outside pg_catalog and information_schema, with no statistics: spate
+    counts no scans or tuples (every counter 0, every time NULL). Clients join it for a row
+    estimate (Metabase's table sync)."""
+    counters = (
+        "seq_scan", "seq_tup_read", "idx_scan", "idx_tup_fetch", "n_tup_ins", "n_tup_upd",
+        "n_tup_del", "n_tup_hot_upd", "n_live_tup", "n_dead_tup", "n_mod_since_analyze",
+        "n_ins_since_vacuum", "vacuum_count", "autovacuum_count", "analyze_count",
+        "autoanalyze_count",
+    )  # fmt: skip
+    for r in _owned(snap, _TABLE_KINDS):
+        if r.namespace not in (PG_CATALOG, INFORMATION_SCHEMA):
+            yield {"relid": r.oid, "schemaname": r.namespace, "relname": r.name} | dict.fromkeys(
+                counters, 0
+            )
+
+
 def _views(snap: Snapshot) -> Iterator[Row]:
     for r in _owned(snap, ("v",)):
         yield {
@@ -566,6 +583,7 @@ _BUILDERS: Final[dict[str, Callable[[Snapshot], Iterator[Row]]]] = {
     "pg_catalog.pg_collation": _collations,
     "pg_catalog.pg_extension": _none,
     "pg_catalog.pg_rewrite": _rewrites,
+    "pg_catalog.pg_stat_user_tables": _stat_user_tables,
     "pg_catalog.pg_depend": _depends,
     **{
         f"pg_catalog.{name}": _none

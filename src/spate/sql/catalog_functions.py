@@ -20,6 +20,7 @@ NULL, not an error (42P01).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Final, cast
 
@@ -279,10 +280,13 @@ _MACROS: Final[dict[str, str]] = {
         " (SELECT CAST(_ty.typname AS text) FROM pg_catalog.pg_type AS _ty WHERE _ty.oid = $1),"
         " '???') END"
     ),
+    # a relation's name as text (also built at run time: format('%I.%I', …)::regclass), in
+    # its quoted form (public."My T"); pg_catalog's oids are below public's: pg_catalog first
     "to_regclass": (
-        "(SELECT _c.oid FROM pg_catalog.pg_class AS _c JOIN pg_catalog.pg_namespace AS _n"
-        " ON _n.oid = _c.relnamespace WHERE _n.nspname || '.' || _c.relname = $1"
-        " OR (_c.relname = $1 AND {visible}))"
+        "(SELECT min(_c.oid) FROM pg_catalog.pg_class AS _c JOIN pg_catalog.pg_namespace AS _n"
+        " ON _n.oid = _c.relnamespace"
+        " WHERE quote_ident(_n.nspname) || '.' || quote_ident(_c.relname) = $1"
+        " OR (quote_ident(_c.relname) = $1 AND {visible}))"
     ),
     "to_regtype": ("(SELECT _ty.oid FROM pg_catalog.pg_type AS _ty WHERE _ty.typname = $1)"),
     # the display of an object id cast to regclass, regtype, regnamespace
@@ -387,9 +391,21 @@ def _escape(node: exp.Escape) -> exp.Expression:
     return cast(exp.Expression, like)
 
 
+def _bare_char(node: exp.Expression) -> bool:
+    """A cast to ``char`` without a length (``'f'::char``: char(1) in PostgreSQL), which
+    clients compare with a catalog's ``"char"`` column (``contype = 'f'::char``). Rewritten
+    only in a query that reads the catalog: elsewhere char(n) is refused (0A000), as its
+    blank-padded comparisons are not text's."""
+    to = node.args.get("to") if isinstance(node, exp.Cast) else None
+    return isinstance(to, exp.DataType) and to.this == exp.DataType.Type.CHAR and not to.expressions
+
+
 def _rewrite_cast(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Escape):
         return _escape(node)
+    if _bare_char(node):  # its first character, as text (a "char" column is text here)
+        text = exp.Cast(this=node.this, to=exp.DataType.build("text"))
+        return exp.Left(this=text, expression=exp.Literal.number(1))
     if isinstance(node, exp.ArrayAgg):
         out = array_agg(node)
         return node if out is node else _named(node, out, "array_agg")
@@ -535,6 +551,7 @@ def _mentions_catalog(tree: exp.Expression) -> bool:
                 exp.Explode,
                 exp.ArrayAgg,
                 exp.Escape,
+                exp.Format,
             ),
         ):
             return True
@@ -558,6 +575,9 @@ def _rewrite_node(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Collate):
         collated: exp.Expression = node.this
         return collated
+    if isinstance(node, exp.Format):
+        formatted = _format(node)
+        return node if formatted is node else _named(node, formatted, "format")
     name = _function_name(node)
     if name is None:
         return node
@@ -591,6 +611,57 @@ def _json_object(args: list[exp.Expression]) -> exp.Expression:
     body = " || ', ' || ".join(parts) if parts else "''"
     sql = f"'{{' || {body} || '}}'"
     return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+
+_SPECIFIER: Final = re.compile(r"%([%sIL])")
+
+
+def _format(node: exp.Format) -> exp.Expression:
+    """``format('…%s…%I…%L…', args…)`` with a constant format string, as the concatenation
+    it makes (clients build qualified names with it: Metabase's field sync): ``%s`` the
+    argument as text (NULL: empty), ``%I`` quoted as an identifier, ``%L`` as a literal (NULL:
+    ``NULL``), ``%%`` a percent sign. Any other format is left as it is (and refused)."""
+    fmt = node.this
+    if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+        return node
+    args = [a.sql(dialect="postgres") for a in node.expressions]
+    parts: list[str] = []
+    at, used = 0, 0
+    text = str(fmt.this)
+    for m in _SPECIFIER.finditer(text):
+        if "%" in text[at : m.start()]:
+            return node  # a specifier spate does not take (%1$s, widths…)
+        parts.append(_quoted_literal(text[at : m.start()]))
+        at = m.end()
+        kind = m.group(1)
+        if kind == "%":
+            parts.append(_quoted_literal("%"))
+            continue
+        if used >= len(args):
+            return node  # too few arguments: refused as an unknown call
+        arg = f"CAST(({args[used]}) AS text)"
+        used += 1
+        if kind == "s":
+            parts.append(f"COALESCE({arg}, '')")
+        elif kind == "I":
+            parts.append(f"quote_ident({arg})")
+        else:
+            quote = _quoted_literal("'")
+            doubled = _quoted_literal("''")
+            parts.append(
+                f"CASE WHEN {arg} IS NULL THEN 'NULL'"
+                f" ELSE {quote} || replace({arg}, {quote}, {doubled}) || {quote} END"
+            )
+    if "%" in text[at:]:
+        return node
+    parts.append(_quoted_literal(text[at:]))
+    sql = " || ".join(p for p in parts if p != "''") or "''"
+    out = sqlglot.parse_one(f"CAST(({sql}) AS text)", read="postgres")
+    return out.transform(_rewrite_node, copy=False)  # its quote_ident
+
+
+def _quoted_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _function_name(node: exp.Expression) -> str | None:
@@ -718,6 +789,8 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
         return exp.Cast(this=value, to=exp.DataType.build("bigint"))
     literal = value.this if isinstance(value, exp.Literal) and value.is_string else None
     oid = _literal_oid(str(literal), target) if literal is not None else value
+    if literal is None and target == "regclass" and _text_valued(value):
+        oid = _expand("to_regclass", [value])
     if not _displayed(node):
         return oid  # an object id: compared, joined, passed to a function
     if target == "regclass":
@@ -731,6 +804,16 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
     # the invalid object id 0 is shown as '-', as PostgreSQL shows it
     zero = exp.EQ(this=oid.copy(), expression=exp.Literal.number(0))
     return exp.Case(ifs=[exp.If(this=zero, true=exp.Literal.string("-"))], default=shown)
+
+
+def _text_valued(node: exp.Expression) -> bool:
+    """Whether ``node`` is text by its form (a name built at run time), not an object id."""
+    if isinstance(node, (exp.Format, exp.DPipe, exp.Concat, exp.ConcatWs)):
+        return True
+    if isinstance(node, exp.Cast):
+        to = node.args.get("to")
+        return isinstance(to, exp.DataType) and to.is_type("text", "varchar", "name")
+    return False
 
 
 def _displayed(node: exp.Expression) -> bool:

@@ -65,6 +65,10 @@ COLUMNS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     'information_schema.key_column_usage': (('constraint_catalog', 'name'), ('constraint_schema', 'name'), ('constraint_name', 'name'), ('table_catalog', 'name'), ('table_schema', 'name'), ('table_name', 'name'), ('column_name', 'name'), ('ordinal_position', 'int4'), ('position_in_unique_constraint', 'int4')),
 }
 
+LATER_COLUMNS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    'pg_catalog.pg_stat_user_tables': (('relid', 'oid'), ('schemaname', 'name'), ('relname', 'name'), ('seq_scan', 'int8'), ('seq_tup_read', 'int8'), ('idx_scan', 'int8'), ('idx_tup_fetch', 'int8'), ('n_tup_ins', 'int8'), ('n_tup_upd', 'int8'), ('n_tup_del', 'int8'), ('n_tup_hot_upd', 'int8'), ('n_live_tup', 'int8'), ('n_dead_tup', 'int8'), ('n_mod_since_analyze', 'int8'), ('n_ins_since_vacuum', 'int8'), ('last_vacuum', 'timestamptz'), ('last_autovacuum', 'timestamptz'), ('last_analyze', 'timestamptz'), ('last_autoanalyze', 'timestamptz'), ('vacuum_count', 'int8'), ('autovacuum_count', 'int8'), ('analyze_count', 'int8'), ('autoanalyze_count', 'int8')),
+}
+
 TYPES: Final[tuple[tuple[object, ...], ...]] = (
     (16, 'bool', 11, 10, 1, True, 'b', 'B', True, True, ',', 0, '-', 0, 1000, 'boolin', 'boolout', 'boolrecv', 'boolsend', '-', '-', '-', 'c', 'p', False, 0, -1, 0, 0, None, None, None),
     (17, 'bytea', 11, 10, -1, False, 'b', 'U', False, True, ',', 0, '-', 0, 1001, 'byteain', 'byteaout', 'bytearecv', 'byteasend', '-', '-', '-', 'i', 'x', False, 0, -1, 0, 0, None, None, None),

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from spate.sql.pg_catalog_data import COLUMNS
+from spate.sql.pg_catalog_data import COLUMNS, LATER_COLUMNS
 
 DEFINITIONS: Final = "pg_catalog.spate_definitions"
 """Not a PostgreSQL relation: the texts ``pg_get_indexdef``, ``pg_get_constraintdef`` and
 ``pg_get_viewdef`` answer with, by object oid (not listed in ``pg_class``)."""
-NAMES: Final[tuple[str, ...]] = (*COLUMNS, DEFINITIONS)
+NAMES: Final[tuple[str, ...]] = (*COLUMNS, DEFINITIONS, *LATER_COLUMNS)
 """Every catalog relation, qualified, in the order their ids are numbered."""
 _FIXED: Final = {
     "pg_type": 1247, "pg_attribute": 1249, "pg_proc": 1255, "pg_class": 1259,
