@@ -12,7 +12,13 @@ none) and durable when it returns. Replicas keep their stash in persist's Blob s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+import io
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from spate.storage.sources.source import SourceError
 
@@ -80,3 +86,38 @@ class BlobStash:
         for key, _ in list(self._blob.list_keys(full)):
             if key == full or key.startswith(full + "/"):
                 self._blob.delete(key)
+
+
+def put_snapshot(
+    stash: Stash, prefix: str, tables: Sequence[tuple[str, pa.Table]], position: dict[str, Any]
+) -> None:
+    """Stash a source's snapshot under ``prefix``: each table as Parquet, then the manifest
+    (the tables' names in order and ``position``, where the snapshot was taken), written last:
+    a snapshot is stashed once its manifest is."""
+    for i, (_, table) in enumerate(tables):
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        stash.put(f"{prefix}/{i}.parquet", sink.getvalue())
+    manifest = {**position, "tables": [name for name, _ in tables]}
+    stash.put(f"{prefix}/manifest.json", json.dumps(manifest).encode())
+
+
+def get_snapshot(
+    stash: Stash, prefix: str, what: str
+) -> tuple[dict[str, Any], dict[str, pa.Table]] | None:
+    """The manifest and the non-empty tables of the snapshot stashed under ``prefix``;
+    ``None`` if none is (no manifest). A table missing is a :class:`SourceError` naming
+    ``what`` (the source)."""
+    raw = stash.get(f"{prefix}/manifest.json")
+    if raw is None:
+        return None
+    manifest: dict[str, Any] = json.loads(raw)
+    out = {}
+    for i, name in enumerate(manifest["tables"]):
+        data = stash.get(f"{prefix}/{i}.parquet")
+        if data is None:
+            raise SourceError(f"{what}: the stashed snapshot of {name} is missing")
+        table = pq.read_table(io.BytesIO(data))
+        if table.num_rows:
+            out[str(name)] = table
+    return manifest, out

@@ -18,13 +18,11 @@ for restarts; a purged position is an error naming it).
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pymysql
 
 from spate.protocol.mysql import MySqlSource
@@ -44,7 +42,7 @@ from spate.storage.sources.mysql.catalog import (
 )
 from spate.storage.sources.mysql.types import rows_to_table
 from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
-from spate.storage.sources.stash import Stash
+from spate.storage.sources.stash import Stash, get_snapshot, put_snapshot
 
 MYSQL_PROGRESS_DESC: Final = RelationDesc.of(
     ("domain", INT64, False), ("server_id", INT64, False), ("seq", INT64, False)
@@ -315,12 +313,12 @@ class MySqlReader:
         finally:
             conn.close()
         point: MySqlPoint = tuple(sorted((SNAPSHOT_MARK, *gtids)))
-        for i, table in enumerate(self.tables):
-            sink = io.BytesIO()
-            pq.write_table(tables[table.output], sink)
-            self._stash.put(f"{self._prefix}/{i}.parquet", sink.getvalue())
-        manifest = {"point": [list(g) for g in point], "tables": [t.output for t in self.tables]}
-        self._stash.put(self._manifest_key(), json.dumps(manifest).encode())
+        put_snapshot(
+            self._stash,
+            self._prefix,
+            [(t.output, tables[t.output]) for t in self.tables],
+            {"point": [list(g) for g in point]},
+        )
         return SourceChunk(point, {k: v for k, v in tables.items() if v.num_rows})
 
     def _read_table(self, conn: Conn, table: MySqlTable) -> pa.Table:
@@ -335,23 +333,15 @@ class MySqlReader:
         return pa.concat_tables(parts)
 
     def _read_stash(self) -> tuple[MySqlPoint, dict[str, pa.Table]]:
-        raw = self._stash.get(self._manifest_key())
-        if raw is None:
+        found = get_snapshot(self._stash, self._prefix, "MySQL source")
+        if found is None:
             raise SourceError(
                 "MySQL source: the snapshot is bound but no longer stashed; drop the source and "
                 "create it again"
             )
-        manifest = json.loads(raw)
-        out = {}
-        for i, name in enumerate(manifest["tables"]):
-            data = self._stash.get(f"{self._prefix}/{i}.parquet")
-            if data is None:
-                raise SourceError(f"MySQL source: the stashed snapshot of {name} is missing")
-            table = pq.read_table(io.BytesIO(data))
-            if table.num_rows:
-                out[str(name)] = table
+        manifest, tables = found
         point = tuple(sorted((int(d), int(s), int(n)) for d, s, n in manifest["point"]))
-        return point, out
+        return point, tables
 
     # -- changes --------------------------------------------------------------------------------
 

@@ -20,13 +20,11 @@ Determinism (see :mod:`spate.storage.sources.source`):
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from psycopg import sql
 
 from spate.protocol.secret import Secret
@@ -49,7 +47,7 @@ from spate.storage.sources.postgres.types import (
     values_to_columns,
 )
 from spate.storage.sources.source import IntPoints, SourceChunk, SourceError
-from spate.storage.sources.stash import Stash
+from spate.storage.sources.stash import Stash, get_snapshot, put_snapshot
 
 LSN_DESC: Final = RelationDesc.of(("lsn", INT64, False))
 SNAPSHOT_BATCH_ROWS: Final = 50_000
@@ -245,12 +243,12 @@ class PostgresReader(IntPoints):
                 tables[table.output] = self._read_table(reader, table)
             reader.execute("commit")
             lsn = created.consistent_lsn
-        for i, table in enumerate(self._config.tables):
-            sink = io.BytesIO()
-            pq.write_table(tables[table.output], sink)
-            self._stash.put(f"{self._stash_prefix()}/{i}.parquet", sink.getvalue())
-        manifest = {"lsn": lsn, "tables": [t.output for t in self._config.tables]}
-        self._stash.put(self._manifest_key(), json.dumps(manifest).encode())
+        put_snapshot(
+            self._stash,
+            self._stash_prefix(),
+            [(t.output, tables[t.output]) for t in self._config.tables],
+            {"lsn": lsn},
+        )
         return SourceChunk(lsn, {k: v for k, v in tables.items() if v.num_rows})
 
     def _read_table(self, conn: replication.Conn, table: PostgresTable) -> pa.Table:
@@ -277,22 +275,14 @@ class PostgresReader(IntPoints):
         return pa.concat_tables(parts)
 
     def _read_stash(self) -> tuple[int, dict[str, pa.Table]]:
-        raw = self._stash.get(self._manifest_key())
-        if raw is None:
+        found = get_snapshot(self._stash, self._stash_prefix(), "PostgreSQL source")
+        if found is None:
             raise SourceError(
                 f"PostgreSQL source: the snapshot of slot {self._config.slot!r} is bound but "
                 "no longer stashed; recreate the source"
             )
-        manifest = json.loads(raw)
-        out = {}
-        for i, name in enumerate(manifest["tables"]):
-            data = self._stash.get(f"{self._stash_prefix()}/{i}.parquet")
-            if data is None:
-                raise SourceError(f"PostgreSQL source: stashed snapshot of {name} is missing")
-            table = pq.read_table(io.BytesIO(data))
-            if table.num_rows:
-                out[str(name)] = table
-        return int(manifest["lsn"]), out
+        manifest, tables = found
+        return int(manifest["lsn"]), tables
 
     # -- the change stream ------------------------------------------------------------------
 
