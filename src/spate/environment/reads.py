@@ -412,9 +412,16 @@ async def execute_read(
         case read_plan.FastPathLookup(plan=plan, index=index, base=base, constraints=keys):
             if keys and route.here_up_to > 0:
                 item = rt.catalog.by_id(base.id)
-                ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
                 assert isinstance(item, read_plan.StorageItem)
-                here = await _read_here(rt, item, ts, timeout, route.here_up_to, route.only)
+                (hold,) = _hold_inputs(rt, [item.id], {item.id: item.name})
+                try:
+                    ts = _pick_timestamp(
+                        rt, [_storage_input(rt, item.id, item.name)], as_of, isolation
+                    )
+                    hold.try_downgrade(Antichain.of(ts))
+                    here = await _read_here(rt, item, ts, timeout, route.here_up_to, route.only)
+                finally:
+                    hold.release()
                 if here is not None:
                     found = _apply(rt, plan, base, here, rt.oracle.read_ts())
                     return _rows_table(desc, found, finishing)
@@ -490,31 +497,26 @@ async def _held_read(
     read: Callable[..., _T | None],
     *args: object,
 ) -> _T | None:
-    """``read(rt, item.id, ts, *args)`` on a worker thread, under a read hold at ``ts`` once
-    the collection's upper passed it; a materialized view in error at ``ts`` fails the read."""
-    # Hold the collection at ts while waiting for its upper to pass ts.
-    (hold,) = rt.storage.acquire_read_holds([item.id])
+    """``read(rt, item.id, ts, *args)`` on a worker thread once the collection's upper passed
+    ``ts``; a materialized view in error at ``ts`` fails the read. The caller holds the
+    collection at ``ts`` (from choosing ``ts`` until this returns)."""
     try:
-        hold.try_downgrade(Antichain.of(ts))
-        try:
-            await rt.controller.wait_for_uppers([item.id], ts, timeout)
-        except TimeoutError as e:
-            raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
-        view = item if isinstance(item, MaterializedViewItem) else None
+        await rt.controller.wait_for_uppers([item.id], ts, timeout)
+    except TimeoutError as e:
+        raise ReadTimeout(f"read of {item.name} at {ts}: {e}") from None
+    view = item if isinstance(item, MaterializedViewItem) else None
 
-        def read_checked() -> tuple[_T | None, list[tuple[str, int]] | None]:
-            contents = read(rt, item.id, ts, *args)
-            if contents is None or view is None:
-                return contents, None
-            return contents, view_errors(rt, view, ts)
+    def read_checked() -> tuple[_T | None, list[tuple[str, int]] | None]:
+        contents = read(rt, item.id, ts, *args)
+        if contents is None or view is None:
+            return contents, None
+        return contents, view_errors(rt, view, ts)
 
-        # one worker-thread call for the contents and the view's errors
-        contents, errors = await asyncio.to_thread(read_checked)
-        if view is not None:
-            raise_view_errors(view, errors)
-        return contents
-    finally:
-        hold.release()
+    # one worker-thread call for the contents and the view's errors
+    contents, errors = await asyncio.to_thread(read_checked)
+    if view is not None:
+        raise_view_errors(view, errors)
+    return contents
 
 
 _NO_LIMIT: Final = 2**63
