@@ -413,15 +413,11 @@ async def execute_read(
             if keys and route.here_up_to > 0:
                 item = rt.catalog.by_id(base.id)
                 assert isinstance(item, read_plan.StorageItem)
-                (hold,) = _hold_inputs(rt, [item.id], {item.id: item.name})
+                holds, ts = _held_timestamp(rt, [item.id], as_of, isolation, {item.id: item.name})
                 try:
-                    ts = _pick_timestamp(
-                        rt, [_storage_input(rt, item.id, item.name)], as_of, isolation
-                    )
-                    hold.try_downgrade(Antichain.of(ts))
                     here = await _read_here(rt, item, ts, timeout, route.here_up_to, route.only)
                 finally:
-                    hold.release()
+                    _release(holds)
                 if here is not None:
                     found = _apply(rt, plan, base, here, rt.oracle.read_ts())
                     return _rows_table(desc, found, finishing)
@@ -535,10 +531,8 @@ async def _persist_read(
     item, base, plan = route.item, route.base, route.plan
     # Held at ts until answered: finding the cluster may wait (the default cluster is created
     # on first need) and the collection's read policy would compact it past ts meanwhile.
-    (hold,) = _hold_inputs(rt, [item.id], {item.id: item.name})
+    holds, ts = _held_timestamp(rt, [item.id], as_of, isolation, {item.id: item.name})
     try:
-        ts = _pick_timestamp(rt, [_storage_input(rt, item.id, item.name)], as_of, isolation)
-        hold.try_downgrade(Antichain.of(ts))
         contents: Multiset | None = None
         if route.cluster is None or route.here_up_to > 0:
             limit = route.here_up_to if route.cluster is not None else None
@@ -559,7 +553,7 @@ async def _persist_read(
             rows = await _peek(rt, name, target, ts, base.desc, RowSetFinishing(), timeout)
             contents = _contents(rows)
     finally:
-        hold.release()
+        _release(holds)
     if plan is base:
         return _rows_table(plan.desc, list(contents.items()), finishing)
     found = _apply(rt, plan, base, contents, rt.oracle.read_ts())
@@ -602,15 +596,8 @@ async def _select_dataflow(
     # Hold the inputs before choosing the timestamp, until the dataflow holds them itself: the
     # read here awaits (and may give up on a large join), and meanwhile the inputs' read
     # policies would compact them past the timestamp (the dataflow's as_of).
-    holds = _hold_inputs(rt, storage_inputs(inlined))
+    holds, ts = _held_timestamp(rt, storage_inputs(inlined), as_of, isolation)
     try:
-        inputs = [
-            ReadInput(str(h.id), h.since, rt.storage.collection_frontiers(h.id).upper)
-            for h in holds
-        ]
-        ts = _pick_timestamp(rt, inputs, as_of, isolation)
-        for hold in holds:
-            hold.try_downgrade(Antichain.of(ts))
         none = cluster is None and not rt.catalog.clusters  # read here before creating one
         if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
             here = await read_here(rt, inlined, ts, timeout)
@@ -624,14 +611,49 @@ async def _select_dataflow(
         df = select_dataflow(inlined, rt.catalog, ts, build_id=build, index_id=index)
         rt.compute.create_dataflow(instance, df)
     finally:
-        for hold in holds:
-            hold.release()
+        _release(holds)
     try:
         reads = sorted(inlined.depends_on())
         target = IndexTarget(index)
         return await _peek(rt, name, target, ts, inlined.desc, finishing, timeout, reads=reads)
     finally:
         rt.compute.drop_collections(instance, [index])
+
+
+def _held_timestamp(
+    rt: Runtime,
+    ids: Sequence[GlobalId],
+    as_of: int | None,
+    isolation: Isolation = "strict serializable",
+    names: Mapping[GlobalId, str] | None = None,
+) -> tuple[list[ReadHold], int]:
+    """Read holds on ``ids`` and the timestamp a read of them goes at, the holds moved up to
+    it: held from before the timestamp is chosen, so that their read policies cannot compact
+    them past it while the read awaits (finding or creating its cluster, waiting for uppers,
+    giving up on reading here). The caller releases them (:func:`_release`) once the read or
+    its dataflow holds what it needs."""
+    holds = _hold_inputs(rt, ids, names)
+    try:
+        inputs = [
+            ReadInput(
+                (names or {}).get(h.id, str(h.id)),
+                h.since,
+                rt.storage.collection_frontiers(h.id).upper,
+            )
+            for h in holds
+        ]
+        ts = _pick_timestamp(rt, inputs, as_of, isolation)
+        for hold in holds:
+            hold.try_downgrade(Antichain.of(ts))
+    except BaseException:
+        _release(holds)
+        raise
+    return holds, ts
+
+
+def _release(holds: Sequence[ReadHold]) -> None:
+    for hold in holds:
+        hold.release()
 
 
 def _hold_inputs(
@@ -669,14 +691,10 @@ async def subscribe(
     # Held from before the timestamp is chosen until the dataflow holds them: finding the
     # cluster may wait (the default cluster is created on first need), and meanwhile the
     # inputs' read policies would compact them past the as_of (DataflowSinceViolation).
-    holds = _hold_inputs(rt, storage_inputs(inlined))
+    holds, ts = _held_timestamp(rt, storage_inputs(inlined), as_of)
     try:
-        inputs = [_storage_input(rt, h.id, str(h.id)) for h in holds]
-        ts = _pick_timestamp(rt, inputs, as_of)
         if up_to is not None and up_to <= ts:
             raise UsageError(f"subscribe up_to {up_to} must be beyond its as_of {ts}")
-        for hold in holds:
-            hold.try_downgrade(Antichain.of(ts))
         name = await cluster_for(rt, cluster)
         instance = rt.instance_of(name)
         build, sink = rt.transient_id(), rt.transient_id()
@@ -692,8 +710,7 @@ async def subscribe(
         )
         rt.compute.create_dataflow(instance, df)
     finally:
-        for hold in holds:
-            hold.release()
+        _release(holds)
     # A drop of anything it reads ends it with an error naming what was dropped.
     reads_ids = subscriptions.reads_of(rt.catalog, t.plan.depends_on())
     subscriptions.register(rt, sink, name=t.name, instance=instance, reads=reads_ids, queue=queue)
