@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from spate.environment import sql_kafka
+from spate.environment.definitions import ConnectionEntry
 from spate.protocol.kafka import KafkaEnvelope, KafkaFormat
+from spate.protocol.secret import Secret
 from spate.sql import MemoryCatalog, SqlError, plan_statements
 from spate.sql import statements as st
 
@@ -92,20 +94,12 @@ def test_refused(cat: MemoryCatalog, bad: str) -> None:
         plan_statements(bad, cat)
 
 
-class _Defs:
-    def __init__(self) -> None:
-        self.connections = {
-            "k": {
-                "kind": "kafka",
-                "options": {"broker": "b:1", "sasl username": "u"},
-                "secret": "pw",
-            },
-            "pg": {"options": {"host": "h"}, "secret": None},
-        }
+KAFKA = ConnectionEntry("k", "", "kafka", (("broker", "b:1"), ("sasl username", "u")), secret="pw")
+POSTGRES = ConnectionEntry("pg", "", "postgres", (("host", "h"),))
 
-    def secret_value(self, name: str) -> str:
-        assert name == "pw"
-        return "hunter2"
+
+def _settings() -> Secret:
+    return sql_kafka.client_settings(KAFKA, "hunter2")
 
 
 def test_the_source_it_describes(cat: MemoryCatalog) -> None:
@@ -115,7 +109,7 @@ def test_the_source_it_describes(cat: MemoryCatalog) -> None:
         cat,
     )
     assert isinstance(s, st.CreateSource)
-    source = sql_kafka.source(s, _Defs())  # type: ignore[arg-type]
+    source = sql_kafka.source(s, _settings())
     assert source.topic == "t" and source.start_offsets == (5,)
     assert (source.key_format, source.value_format) == (KafkaFormat.BYTES, KafkaFormat.JSON)
     assert source.envelope is KafkaEnvelope.UPSERT and source.include == ("key",)
@@ -124,7 +118,7 @@ def test_the_source_it_describes(cat: MemoryCatalog) -> None:
     pg = _one("CREATE SOURCE s2 FROM KAFKA CONNECTION pg (TOPIC 't')", _with(cat, "pg"))
     assert isinstance(pg, st.CreateSource)
     with pytest.raises(SqlError, match="not a KAFKA connection"):
-        sql_kafka.source(pg, _Defs())  # type: ignore[arg-type]
+        sql_kafka.client_settings(POSTGRES, None)
 
 
 def _with(cat: MemoryCatalog, name: str) -> MemoryCatalog:
@@ -149,7 +143,7 @@ def test_sinks(cat: MemoryCatalog) -> None:
         "key": "id",
         "envelope": "upsert",
     }
-    conn = sql_kafka.sink(s, _Defs())  # type: ignore[arg-type]
+    conn = sql_kafka.sink(s, _settings())
     assert (conn.topic, conn.key, conn.progress_topic) == ("out", ("id",), "p")
     for bad in (
         "CREATE SINK o FROM v INTO KAFKA CONNECTION k (TOPIC 'o') FORMAT JSON ENVELOPE UPSERT",

@@ -274,7 +274,6 @@ class Shell:
     def describe(self, name: str) -> None:
         from spate.environment.catalog import IndexItem, kind_of
         from spate.environment.sql import EnvironmentCatalog
-        from spate.environment.sql_state import Definitions
         from spate.sql.declared import column_types
 
         if self.remote is not None:
@@ -284,8 +283,7 @@ class Shell:
         if self.env is None or item is None:
             self.console.print(Text(f'Did not find any relation named "{name}".'), highlight=False)
             return
-        layout = self.env.runtime.layout
-        catalog = EnvironmentCatalog(self.env, Definitions(layout.data_dir, layout.secrets()))
+        catalog = EnvironmentCatalog(self.env)
         key: tuple[str, ...] | None = None
         target = name
         if isinstance(item, IndexItem):

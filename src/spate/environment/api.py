@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from spate.environment.base import EnvironmentBase as EnvironmentBase
 from spate.environment.operations import EnvironmentOperations
-from spate.environment.sql_state import Definitions, Session
+from spate.environment.sql_state import Session
 from spate.errors import EnvironmentClosed as EnvironmentClosed
 from spate.repr.types import Row
 
@@ -54,7 +54,7 @@ class Environment(EnvironmentOperations):
             ...
     """
 
-    _sql: tuple[Session, Definitions] | None = None
+    _sql: Session | None = None
 
     # -- SQL -------------------------------------------------------------------------------------
 
@@ -79,13 +79,13 @@ class Environment(EnvironmentOperations):
         """
         from spate.environment import sql as sql_exec
 
-        session, definitions = self._sql_state()
-        return sql_exec.run(self, text, dialect, session, definitions)
+        return sql_exec.run(self, text, dialect, self._sql_state())
 
     def sql_session(self) -> SqlSession:
         """A SQL session of its own (its ``SET cluster``, ``SET transaction_isolation``…), for
         one client connection: ``session.sql(text, dialect=…)`` is :meth:`sql` with those
-        settings. Objects and definitions are the environment's, shared by every session.
+        settings. Objects (and what SQL keeps about them) are the environment's catalog, shared
+        by every session.
 
         Example::
 
@@ -95,11 +95,10 @@ class Environment(EnvironmentOperations):
         """
         from spate.environment import sql as sql_exec
 
-        _, definitions = self._sql_state()
-        return sql_exec.SqlSession(self, Session(), definitions)
+        return sql_exec.SqlSession(self, Session())
 
-    def _sql_state(self) -> tuple[Session, Definitions]:
+    def _sql_state(self) -> Session:
+        """The session of :meth:`sql`."""
         if self._sql is None:
-            layout = self.runtime.layout
-            self._sql = (Session(), Definitions(layout.data_dir, layout.secrets()))
+            self._sql = Session()
         return self._sql

@@ -21,6 +21,12 @@ from typing import Final
 
 from spate._decoders import ADDED
 from spate.environment.builtins import IntrospectionItem, builtin, builtin_by_id
+from spate.environment.definitions import (
+    ConnectionEntry,
+    Definition,
+    SecretEntry,
+    SqlDefinition,
+)
 from spate.errors import CatalogError as CatalogError
 from spate.errors import HasDependents as HasDependents
 from spate.errors import InvalidName as InvalidName
@@ -31,6 +37,7 @@ from spate.plan.expr import ScalarExpr
 from spate.plan.relation import RelationExpr
 from spate.protocol.storage_desc import SinkConnection, SourceConnection
 from spate.repr.desc import RelationDesc
+from spate.sql.renaming import renamed_own, renamed_reference
 from spate.wire import wire
 
 DEFAULT_RETAIN_HISTORY_MS: Final = 1_000
@@ -275,6 +282,13 @@ class CatalogState:
     next_replica: int = 1
     comments: tuple[Comment, ...] = field(default=(), metadata={ADDED: True})
     """The ``COMMENT ON`` texts of items and their columns; they go with their item."""
+    definitions: tuple[Definition, ...] = field(default=(), metadata={ADDED: True})
+    """The SQL of the items made in SQL (:mod:`spate.environment.definitions`); they go with
+    their item and are renamed with it."""
+    secrets: tuple[SecretEntry, ...] = field(default=(), metadata={ADDED: True})
+    """The secrets made in SQL (their values are in the secrets directory)."""
+    connections: tuple[ConnectionEntry, ...] = field(default=(), metadata={ADDED: True})
+    """The connections made in SQL."""
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -343,18 +357,39 @@ class CatalogState:
     def allocate_id(self) -> tuple[CatalogState, GlobalId]:
         return dataclasses.replace(self, next_id=self.next_id + 1), GlobalId.user(self.next_id)
 
-    def add_item(self, item: StoredItem) -> CatalogState:
+    def add_item(self, item: StoredItem, sql: SqlDefinition | None = None) -> CatalogState:
+        """``item`` added (with its SQL ``sql``, when made in SQL)."""
         check_name(item.name, kind_of(item))
-        if self.find(item.name) is not None:
-            existing = self.get(item.name)
-            raise NameExists(f"{kind_of(existing)} {item.name!r} already exists")
+        self._check_free(item.name)
         ids = {i.id for i in self.items}
         for dep in dependencies(item):
             if dep not in ids and builtin_by_id(dep) is None:
                 raise UnknownName(f"{kind_of(item)} {item.name!r} reads unknown id {dep}")
         if isinstance(item, (MaterializedViewItem, IndexItem)):
             self.cluster(item.cluster)
-        return dataclasses.replace(self, items=(*self.items, item))
+        state = dataclasses.replace(self, items=(*self.items, item))
+        if sql is not None:
+            definition = Definition(item.id, sql.create_sql, sql.types)
+            state = dataclasses.replace(state, definitions=(*state.definitions, definition))
+        return state
+
+    def _check_free(self, name: str) -> None:
+        """Raise ``NameExists`` if an item, secret or connection is named ``name`` (they share
+        one namespace, as Materialize's catalog items do)."""
+        kind = self.kind_named(name)
+        if kind is not None:
+            raise NameExists(f"{kind} {name!r} already exists")
+
+    def kind_named(self, name: str) -> str | None:
+        """The kind of the item, secret or connection named ``name`` (``None``: none)."""
+        item = self.find(name)
+        if item is not None:
+            return kind_of(item)
+        if self.secret(name) is not None:
+            return "secret"
+        if self.connection(name) is not None:
+            return "connection"
+        return None
 
     def replace_item(self, item: StoredItem) -> CatalogState:
         self.get(item.name)
@@ -363,28 +398,96 @@ class CatalogState:
         )
 
     def remove_items(self, ids: frozenset[GlobalId]) -> CatalogState:
+        """The items ``ids`` removed, with their comments and definitions."""
         return dataclasses.replace(
             self,
             items=tuple(i for i in self.items if i.id not in ids),
             comments=tuple(c for c in self.comments if c.id not in ids),
+            definitions=tuple(d for d in self.definitions if d.id not in ids),
         )
 
     def rename_item(self, name: str, new: str) -> CatalogState:
         """``name`` renamed ``new``: items read each other by id, so every dependent keeps
         reading it. A unique index takes its table's constraint of the same name along, as
-        PostgreSQL renames an index's constraint with it."""
+        PostgreSQL renames an index's constraint with it. The kept SQL texts follow: the
+        item's own CREATE text names it ``new``, and so do those of the items that read it
+        (:mod:`spate.sql.renaming`)."""
         found = self.get(name)
         item = next((i for i in self.items if i.id == found.id), None)
         if item is None:
             raise InvalidName(f"{name} is a system relation: it cannot be renamed")
         check_name(new, kind_of(item))
-        if self.find(new) is not None:
-            raise NameExists(f"{kind_of(self.get(new))} {new!r} already exists")
+        self._check_free(new)
         renamed = dataclasses.replace(item, name=new)
         items = tuple(renamed if i.id == item.id else i for i in self.items)
         if isinstance(item, IndexItem):
             items = tuple(_constraint_renamed(i, item, name, new) for i in items)
-        return dataclasses.replace(self, items=items)
+        readers = {d.id for d in self.dependents(item.id)}
+        definitions = tuple(
+            dataclasses.replace(d, create_sql=renamed_own(d.create_sql, name, new))
+            if d.id == item.id
+            else dataclasses.replace(d, create_sql=renamed_reference(d.create_sql, name, new))
+            if d.id in readers
+            else d
+            for d in self.definitions
+        )
+        return dataclasses.replace(self, items=items, definitions=definitions)
+
+    # -- what SQL keeps (:mod:`spate.environment.definitions`) ------------------------------------
+
+    def definition(self, id: GlobalId) -> Definition | None:
+        """The SQL item ``id`` was made with (``None``: not made in SQL)."""
+        return next((d for d in self.definitions if d.id == id), None)
+
+    def set_definition(self, id: GlobalId, sql: SqlDefinition | None) -> CatalogState:
+        """Item ``id``'s definition set to ``sql`` (``None``: removed)."""
+        if not any(i.id == id for i in self.items):
+            raise UnknownName(f"no catalog object has id {id}")
+        kept = tuple(d for d in self.definitions if d.id != id)
+        added = (Definition(id, sql.create_sql, sql.types),) if sql is not None else ()
+        return dataclasses.replace(self, definitions=kept + added)
+
+    def secret(self, name: str) -> SecretEntry | None:
+        return next((s for s in self.secrets if s.name == name), None)
+
+    def connection(self, name: str) -> ConnectionEntry | None:
+        return next((c for c in self.connections if c.name == name), None)
+
+    def add_secret(self, entry: SecretEntry) -> CatalogState:
+        check_name(entry.name, "secret")
+        self._check_free(entry.name)
+        return dataclasses.replace(self, secrets=(*self.secrets, entry))
+
+    def add_connection(self, entry: ConnectionEntry) -> CatalogState:
+        """``entry`` added; the secret it names must exist."""
+        check_name(entry.name, "connection")
+        self._check_free(entry.name)
+        if entry.secret is not None and self.secret(entry.secret) is None:
+            raise UnknownName(f"connection {entry.name!r} uses unknown secret {entry.secret!r}")
+        return dataclasses.replace(self, connections=(*self.connections, entry))
+
+    def remove_secret(self, name: str, *, cascade: bool = False) -> CatalogState:
+        """Secret ``name`` removed; the connections that use it too with ``cascade``, else
+        they refuse it (``HasDependents``)."""
+        if self.secret(name) is None:
+            raise UnknownName(f"unknown secret {name!r}")
+        users = [c.name for c in self.connections if c.secret == name]
+        if users and not cascade:
+            raise HasDependents(
+                f'cannot drop secret "{name}": connection {", ".join(users)} uses it'
+            )
+        return dataclasses.replace(
+            self,
+            secrets=tuple(s for s in self.secrets if s.name != name),
+            connections=tuple(c for c in self.connections if c.secret != name),
+        )
+
+    def remove_connection(self, name: str) -> CatalogState:
+        if self.connection(name) is None:
+            raise UnknownName(f"unknown connection {name!r}")
+        return dataclasses.replace(
+            self, connections=tuple(c for c in self.connections if c.name != name)
+        )
 
     def comment(self, id: GlobalId, column: int | None) -> str | None:
         return next((c.text for c in self.comments if c.id == id and c.column == column), None)

@@ -31,7 +31,7 @@ from spate.compute.controller.controller import ComputeController
 from spate.compute.controller.replica_client import ClientConnector, transport_opener
 from spate.config import Settings
 from spate.controller import Controller
-from spate.environment import clusters, introspection, objects, tables
+from spate.environment import clusters, definitions_migration, introspection, objects, tables
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import SinkItem, SourceItem, ViewItem
 from spate.environment.catalog_store import CatalogStore
@@ -105,6 +105,8 @@ async def open_runtime(
         orchestrator=orchestrator or ProcessOrchestrator(layout.data_dir),
         epoch=epoch,
     )
+    definitions_migration.migrate(rt)  # the sql/definitions.json of an older version
+    catalog = rt.catalog
     # The catalog names every collection the environment keeps: one it does not name was
     # created by a call that failed (or crashed) before committing it, and is finalized.
     keep = [i.id for i in catalog if not isinstance(i, (ViewItem, SinkItem))]

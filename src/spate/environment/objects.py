@@ -37,6 +37,7 @@ from spate.environment.catalog import (
     kind_of,
 )
 from spate.environment.clusters import cluster_for, ensure_storage_replica
+from spate.environment.definitions import SqlDefinition
 from spate.environment.planning import (
     choose_as_of,
     index_dataflow,
@@ -95,9 +96,12 @@ def lag_policy(ms: int) -> ReadPolicy:
     return ReadPolicy.lag_writes_by(ms, max(ms, 1))
 
 
-def with_id(state: CatalogState, item: StoredItem) -> CatalogState:
-    """Add ``item`` (whose id was allocated earlier) and keep the id counter beyond it."""
-    state = state.add_item(item)
+def with_id(
+    state: CatalogState, item: StoredItem, sql: SqlDefinition | None = None
+) -> CatalogState:
+    """Add ``item`` (whose id was allocated earlier), with its SQL ``sql`` if it was made in
+    SQL, and keep the id counter beyond it."""
+    state = state.add_item(item, sql)
     return dataclasses.replace(state, next_id=max(state.next_id, item.id.value + 1))
 
 
@@ -134,16 +138,20 @@ def _storage_since_upper(
 
 
 async def create_table(
-    rt: Runtime, name: str, desc: RelationDesc, constraints: Sequence[Constraint] = ()
+    rt: Runtime,
+    name: str,
+    desc: RelationDesc,
+    constraints: Sequence[Constraint] = (),
+    sql: SqlDefinition | None = None,
 ) -> GlobalId:
     check_argument(name, str, "a table name")
     check_argument(desc, RelationDesc, f"the description of table {name!r}")
     desc = _constrained(name, desc, constraints)
     state, id = rt.catalog.allocate_id()
     item = TableItem(name, id, desc, constraints=tuple(constraints))
-    state.add_item(item)
+    state.add_item(item, sql)
     await rt.storage.create_collections([(id, CollectionDescription(desc, TableSource()))])
-    rt.commit(lambda s: with_id(s, item))
+    rt.commit(lambda s: with_id(s, item, sql))
     rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
     return id
 
@@ -176,13 +184,15 @@ def _constrained(name: str, desc: RelationDesc, constraints: Sequence[Constraint
     )
 
 
-async def create_view(rt: Runtime, name: str, plan: RelationExpr) -> GlobalId:
+async def create_view(
+    rt: Runtime, name: str, plan: RelationExpr, sql: SqlDefinition | None = None
+) -> GlobalId:
     check_argument(name, str, "a view name")
     check_argument(plan, RelationExpr, f"the plan of view {name!r}")
     check_plan(rt, plan)
     _, id = rt.catalog.allocate_id()
     item = ViewItem(name, id, plan)
-    rt.commit(lambda s: with_id(s, item))
+    rt.commit(lambda s: with_id(s, item, sql))
     return id
 
 
@@ -198,7 +208,11 @@ def _install_materialized_view(rt: Runtime, item: MaterializedViewItem, as_of: i
 
 
 async def create_materialized_view(
-    rt: Runtime, name: str, plan: RelationExpr, cluster: str | None
+    rt: Runtime,
+    name: str,
+    plan: RelationExpr,
+    cluster: str | None,
+    sql: SqlDefinition | None = None,
 ) -> GlobalId:
     check_argument(name, str, "a materialized view name")
     check_argument(plan, RelationExpr, f"the plan of materialized view {name!r}")
@@ -209,7 +223,7 @@ async def create_materialized_view(
     inlined = inline_views(plan, rt.catalog)
     state, id = rt.catalog.allocate_id()
     item = MaterializedViewItem(name, id, plan, cluster_name)
-    state.add_item(item)
+    state.add_item(item, sql)
     inputs = storage_inputs(inlined)
     # Hold the inputs from choosing the as_of until the dataflow holds them itself: creating
     # the view's collection awaits, and meanwhile their read policies may compact them.
@@ -220,7 +234,7 @@ async def create_materialized_view(
         materialized_view_dataflow(item, inlined, rt.catalog, as_of).validate()
         description = CollectionDescription(inlined.desc, OtherSource(), since=Antichain.of(as_of))
         await rt.storage.create_collections([(id, description)])
-        rt.commit(lambda s: with_id(s, item))
+        rt.commit(lambda s: with_id(s, item, sql))
         rt.storage.set_read_policy([(id, lag_policy(item.retain_history_ms))])
         _install_materialized_view(rt, item, as_of)
     finally:
@@ -245,7 +259,12 @@ def _install_index(rt: Runtime, item: IndexItem, as_of: int) -> None:
 
 
 async def create_index(
-    rt: Runtime, name: str, on: str, key: Sequence[ColumnSpec], cluster: str | None
+    rt: Runtime,
+    name: str,
+    on: str,
+    key: Sequence[ColumnSpec],
+    cluster: str | None,
+    sql: SqlDefinition | None = None,
 ) -> GlobalId:
     check_argument(name, str, "an index name")
     check_argument(on, str, f"what index {name!r} is on")
@@ -262,10 +281,10 @@ async def create_index(
     cluster_name = await cluster_for(rt, cluster)
     state, id = rt.catalog.allocate_id()
     item = IndexItem(name, id, target.id, positions, cluster_name)
-    state.add_item(item)
+    state.add_item(item, sql)
     as_of = _index_as_of(rt, item)
     index_dataflow(item, rt.catalog, as_of)[0].validate()
-    rt.commit(lambda s: with_id(s, item))
+    rt.commit(lambda s: with_id(s, item, sql))
     _install_index(rt, item, as_of)
     return id
 
@@ -321,8 +340,10 @@ async def create_source(
     tables: Sequence[str] | None = None,
     desc: RelationDesc | None = None,
     names: Mapping[str, str] | None = None,
+    sql: SqlDefinition | None = None,
 ) -> dict[str, GlobalId]:
-    """Create source ``name`` and one subsource per output (``<name>_<output>``).
+    """Create source ``name`` and one subsource per output (``<name>_<output>``); ``sql``
+    is the source's (its subsources have none).
 
     A load generator without a ``base_time_ms`` starts its event times at the source's
     creation, so that event-time columns line up with ``now()``.
@@ -369,7 +390,7 @@ async def create_source(
     # metadata live in consensus (:mod:`spate.storage.secrets`).
     stored = secrets.externalize(connection)
     try:
-        return await _create_source(rt, name, stored, outputs, names)
+        return await _create_source(rt, name, stored, outputs, names, sql)
     except BaseException:
         if stored is not connection:  # stored by this call: a failed call leaves nothing
             _forget_secret(rt, stored)
@@ -382,6 +403,7 @@ async def _create_source(
     connection: SourceConnection,
     outputs: dict[str, RelationDesc],
     names: Mapping[str, str] | None,
+    sql: SqlDefinition | None,
 ) -> dict[str, GlobalId]:
     state, source_id = rt.catalog.allocate_id()
     items: list[StoredItem] = [SourceItem(name, source_id, connection, progress_desc(connection))]
@@ -393,7 +415,7 @@ async def _create_source(
         exports[sub_id] = ref
     check = rt.catalog
     for it in items:
-        check = with_id(check, it)
+        check = with_id(check, it, sql if it.id == source_id else None)
     await ensure_storage_replica(rt)
     ingestion = IngestionSource(STORAGE_INSTANCE, connection, exports)
     collections = [(source_id, CollectionDescription(progress_desc(connection), ingestion))]
@@ -408,7 +430,7 @@ async def _create_source(
 
     def add_all(s: CatalogState) -> CatalogState:
         for it in items:
-            s = with_id(s, it)
+            s = with_id(s, it, sql if it.id == source_id else None)
         return s
 
     rt.commit(add_all)
@@ -416,7 +438,13 @@ async def _create_source(
     return {it.name: it.id for it in items}
 
 
-async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnection) -> GlobalId:
+async def create_sink(
+    rt: Runtime,
+    name: str,
+    from_: str,
+    connection: SinkConnection,
+    sql: SqlDefinition | None = None,
+) -> GlobalId:
     check_argument(name, str, "a sink name")
     check_argument(from_, str, f"what sink {name!r} reads")
     check_argument(
@@ -438,7 +466,7 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
     stored = rt.layout.secrets().externalize(connection)
     item = SinkItem(name, id, source.id, stored)
     try:
-        state.add_item(item)
+        state.add_item(item, sql)
         await ensure_storage_replica(rt)
         token = rt.storage.prepare_export(id, source.id)
         try:
@@ -446,7 +474,7 @@ async def create_sink(rt: Runtime, name: str, from_: str, connection: SinkConnec
         except BaseException:
             rt.storage.cancel_prepare_export(token)
             raise
-        rt.commit(lambda s: with_id(s, item))
+        rt.commit(lambda s: with_id(s, item, sql))
     except BaseException:
         if stored is not connection:  # stored by this call: a failed call leaves nothing
             _forget_secret(rt, stored)
@@ -488,7 +516,12 @@ def _forget_secret(rt: Runtime, connection: object) -> None:
 
 
 async def create_unique_index(
-    rt: Runtime, name: str, on: str, key: Sequence[str], cluster: str | None
+    rt: Runtime,
+    name: str,
+    on: str,
+    key: Sequence[str],
+    cluster: str | None,
+    sql: SqlDefinition | None = None,
 ) -> GlobalId:
     """An index of table ``on`` by ``key`` that is also its unique constraint ``name``: the
     constraint is in the catalog first (so every later write checks it), then the committer
@@ -499,7 +532,7 @@ async def create_unique_index(
     columns = tuple(key)
     constraint = UniqueConstraint(name, columns)
     _constrained(on, table.desc, (*table.constraints, constraint))
-    id = await create_index(rt, name, on, list(key), cluster)
+    id = await create_index(rt, name, on, list(key), cluster, sql)
     rt.commit(lambda s: s.replace_item(_with_constraints(s, table.id, constraint)))
 
     def check(contents: TableContents) -> list[tuple[Row, int]]:

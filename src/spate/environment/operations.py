@@ -21,6 +21,7 @@ from spate.environment import clusters, objects, reads, tables
 from spate.environment.base import EnvironmentBase, call, check_timeout, next_of
 from spate.environment.catalog import CatalogState, Constraint, item_desc, kind_of
 from spate.environment.changes import Changes
+from spate.environment.definitions import SqlDefinition
 from spate.environment.pipeline import WritePipeline
 from spate.environment.read_holds import ReadHolds
 from spate.environment.reads import Isolation
@@ -124,7 +125,12 @@ class EnvironmentOperations(EnvironmentBase):
         return Get(item.id, desc)
 
     def create_table(
-        self, name: str, desc: RelationDesc, *, constraints: Sequence[Constraint] = ()
+        self,
+        name: str,
+        desc: RelationDesc,
+        *,
+        constraints: Sequence[Constraint] = (),
+        definition: SqlDefinition | None = None,
     ) -> GlobalId:
         """Create an empty table with columns ``desc``; return its id. Tables take writes
         through :meth:`insert`, :meth:`update` and :meth:`delete`.
@@ -134,6 +140,9 @@ class EnvironmentOperations(EnvironmentBase):
         PostgreSQL enforces them: a write breaking one raises
         :class:`~spate.errors.UniqueViolation` (23505) or :class:`~spate.errors.CheckViolation`
         (23514) and writes nothing. A primary key's columns are NOT NULL.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
@@ -146,7 +155,7 @@ class EnvironmentOperations(EnvironmentBase):
                 constraints=[UniqueConstraint("bids_pkey", ("auction", "price"), primary=True)],
             )
         """
-        return self._run(objects.create_table(self.runtime, name, desc, constraints))
+        return self._run(objects.create_table(self.runtime, name, desc, constraints, definition))
 
     def insert(
         self, name: str, rows: Sequence[Sequence[Datum]] | pa.Table | pd.DataFrame
@@ -248,6 +257,7 @@ class EnvironmentOperations(EnvironmentBase):
         tables: Sequence[str] | None = None,
         desc: RelationDesc | None = None,
         names: Mapping[str, str] | None = None,
+        definition: SqlDefinition | None = None,
     ) -> dict[str, GlobalId]:
         """Create a source and its subsources, one per output, named ``<name>_<output>``
         (``names`` renames them: output -> name); return the ids by name.
@@ -257,6 +267,9 @@ class EnvironmentOperations(EnvironmentBase):
         publication, default all of them; each needs a primary key), or a directory of files
         (``desc``: their columns). A storage replica ingests it into durable collections;
         reads and views see it like a table.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
@@ -273,25 +286,44 @@ class EnvironmentOperations(EnvironmentBase):
         """
         return self._run(
             objects.create_source(
-                self.runtime, name, connection, tables=tables, desc=desc, names=names
+                self.runtime,
+                name,
+                connection,
+                tables=tables,
+                desc=desc,
+                names=names,
+                sql=definition,
             )
         )
 
-    def create_view(self, name: str, plan: RelationExpr) -> GlobalId:
+    def create_view(
+        self, name: str, plan: RelationExpr, *, definition: SqlDefinition | None = None
+    ) -> GlobalId:
         """Name ``plan`` as a view. A view stores nothing: reads and other views inline it.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
             env.create_view("big_bids", env.get("bids").filter(col("price") > 100))
         """
-        return self._run(objects.create_view(self.runtime, name, plan))
+        return self._run(objects.create_view(self.runtime, name, plan, definition))
 
     def create_materialized_view(
-        self, name: str, plan: RelationExpr, *, cluster: str | None = None
+        self,
+        name: str,
+        plan: RelationExpr,
+        *,
+        cluster: str | None = None,
+        definition: SqlDefinition | None = None,
     ) -> GlobalId:
         """Create a materialized view: ``cluster`` (default: the only one) keeps the result of
         ``plan`` up to date incrementally and writes it to durable storage, where reads, other
         views and sinks find it. It starts at a time every input can still be read at.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
@@ -299,24 +331,41 @@ class EnvironmentOperations(EnvironmentBase):
             env.create_materialized_view("best", best, cluster="c")
             env.select("best")
         """
-        return self._run(objects.create_materialized_view(self.runtime, name, plan, cluster))
+        return self._run(
+            objects.create_materialized_view(self.runtime, name, plan, cluster, definition)
+        )
 
     def create_index(
-        self, name: str, *, on: str, key: Sequence[ColumnSpec], cluster: str | None = None
+        self,
+        name: str,
+        *,
+        on: str,
+        key: Sequence[ColumnSpec],
+        cluster: str | None = None,
+        definition: SqlDefinition | None = None,
     ) -> GlobalId:
         """Create an index: ``cluster`` keeps ``on`` (any readable object) arranged by ``key``
         in its replicas' memory and disk, so that reads of ``on`` (and lookups by the key)
         are served by the replicas instead of from durable storage.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
             env.create_index("best_by_auction", on="best", key=["auction"], cluster="c")
             env.select("best")                  # answered from the index
         """
-        return self._run(objects.create_index(self.runtime, name, on, key, cluster))
+        return self._run(objects.create_index(self.runtime, name, on, key, cluster, definition))
 
     def create_unique_index(
-        self, name: str, *, on: str, key: Sequence[str], cluster: str | None = None
+        self,
+        name: str,
+        *,
+        on: str,
+        key: Sequence[str],
+        cluster: str | None = None,
+        definition: SqlDefinition | None = None,
     ) -> GlobalId:
         """:meth:`create_index` of table ``on`` that is also a unique constraint named
         ``name`` (PostgreSQL's ``CREATE UNIQUE INDEX``): the table's rows must already have
@@ -329,12 +378,24 @@ class EnvironmentOperations(EnvironmentBase):
             env.insert("bids", [(1, 10, "ann")])
             env.insert("bids", [(1, 20, "bo")])     # UniqueViolation: Key (id)=(1) …
         """
-        return self._run(objects.create_unique_index(self.runtime, name, on, key, cluster))
+        return self._run(
+            objects.create_unique_index(self.runtime, name, on, key, cluster, definition)
+        )
 
-    def create_sink(self, name: str, *, from_: str, connection: SinkConnection) -> GlobalId:
+    def create_sink(
+        self,
+        name: str,
+        *,
+        from_: str,
+        connection: SinkConnection,
+        definition: SqlDefinition | None = None,
+    ) -> GlobalId:
         """Write every change of ``from_`` (a table, source or materialized view) to an
         external system (see :mod:`spate.sinks`), exactly once, interval by interval, from
         now on.
+
+        ``definition`` (:class:`~spate.environment.definitions.SqlDefinition`): how SQL
+        describes it, committed to the catalog with it (the SQL layer passes its statement).
 
         Example::
 
@@ -342,7 +403,7 @@ class EnvironmentOperations(EnvironmentBase):
 
             env.create_sink("best_out", from_="best", connection=ParquetSinkConnection("/tmp/out"))
         """
-        return self._run(objects.create_sink(self.runtime, name, from_, connection))
+        return self._run(objects.create_sink(self.runtime, name, from_, connection, definition))
 
     def set_retain_history(self, name: str, duration_ms: int) -> None:
         """Keep ``name`` readable ``duration_ms`` into the past: reads with ``as_of`` up to that

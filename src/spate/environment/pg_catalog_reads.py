@@ -41,15 +41,7 @@ def reads_catalog(plan: RelationExpr) -> bool:
 
 def snapshot(env: EnvironmentOperations, session: Session) -> Snapshot:
     """The catalog as the relations show it now, for ``session`` (its user and settings)."""
-    sql_session = getattr(env, "sql_session", None)
-    if sql_session is None:  # an environment without SQL state: nothing made in SQL
-        from spate.environment.sql_state import Definitions
-
-        layout = env.runtime.layout
-        definitions = Definitions(layout.data_dir, layout.secrets())
-    else:
-        definitions = sql_session().definitions
-    catalog = EnvironmentCatalog(env, definitions)
+    catalog = EnvironmentCatalog(env)
     settings: Mapping[str, str] = {**session.settings, **session.client_settings}
     return build(list(catalog.objects()), env.runtime.catalog, settings)
 

@@ -9,11 +9,15 @@ nothing (each operation validates first); the ones before it in the same text st
 (:mod:`spate.environment.sql_block`): a block's writes are buffered and written together at
 COMMIT, discarded at ROLLBACK or when a statement of the block fails.
 
-Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`;
-``Environment.sql`` keeps one per environment. The statements objects were created with are
-kept in ``<data_dir>/sql/definitions.json`` for ``SHOW CREATE``. Both are in
-:mod:`spate.environment.sql_state`; reads are in :mod:`spate.environment.sql_reads`, sources,
-sinks, secrets and connections in :mod:`spate.environment.sql_external`.
+Session settings (``SET cluster``, ``SET transaction_isolation``) live in a :class:`Session`
+(:mod:`spate.environment.sql_state`); ``Environment.sql`` keeps one per environment. What SQL
+keeps about an object (its CREATE statement, for ``SHOW CREATE`` and ``pg_get_viewdef``; a
+view's PostgreSQL column types; secrets and connections) is in the catalog
+(:mod:`spate.environment.definitions`): each CREATE hands its statement to the operation that
+creates the object (a :class:`~spate.environment.definitions.SqlDefinition`), which commits
+both in one compare-and-set; a DROP or RENAME changes them in the commit that drops or renames
+the object. Reads are in :mod:`spate.environment.sql_reads`, sources, sinks, secrets and
+connections in :mod:`spate.environment.sql_external`.
 """
 
 from __future__ import annotations
@@ -34,10 +38,11 @@ from spate.environment.catalog import (
     kind_of,
 )
 from spate.environment.clusters import cluster_names
+from spate.environment.definitions import SqlDefinition
 from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, explain_read, read_rows, select
-from spate.environment.sql_state import ACCEPTED_SETTINGS, Definitions, Result, Session
+from spate.environment.sql_state import ACCEPTED_SETTINGS, Result, Session
 from spate.environment.sql_subscribe import SqlSubscription
 from spate.environment.transaction import Transaction
 from spate.errors import CatalogError, InputMissing, check_argument
@@ -64,7 +69,6 @@ if TYPE_CHECKING:
     from spate.environment.runtime import Runtime
 
 __all__ = [
-    "Definitions",
     "EnvironmentCatalog",
     "Result",
     "Session",
@@ -81,10 +85,9 @@ class SqlSession:
 
     env: EnvironmentOperations
     session: Session
-    definitions: Definitions
 
     def sql(self, text: str, *, dialect: str = "postgres") -> Result:
-        return run(self.env, text, dialect, self.session, self.definitions)
+        return run(self.env, text, dialect, self.session)
 
     def run_parsed(self, parsed: Parsed) -> Result:
         """Run one statement a caller already split (``spate.sql.parse``): it is not split
@@ -98,7 +101,7 @@ class SqlSession:
                 elif token.token_type is TokenType.VAR:
                     warn_if_truncated(token.text.lower())
             self.session.tag = None
-            result = _run_one(self.env, parsed, self.session, self.definitions)
+            result = _run_one(self.env, parsed, self.session)
             self.session.tag = command_tag(parsed, self.session.rows_affected)
             return result
 
@@ -110,7 +113,7 @@ class SqlSession:
         block = self.session.block
         try:
             with collecting(self.session.notices):
-                _control(self.env, stmt, self.session, self.definitions)
+                _control(self.env, stmt, self.session)
         except BaseException:
             if block is not None and self.session.block is block:
                 block.failed = True
@@ -120,34 +123,28 @@ class SqlSession:
         """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
         ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
         session's transaction block under its rules (a COPY FROM STDIN). Returns how many."""
-        return insert_rows(self.env, self.session, self.definitions, table, rows)
+        return insert_rows(self.env, self.session, table, rows)
 
 
-def run(
-    env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
-) -> Result:
+def run(env: EnvironmentOperations, text: str, dialect: str, session: Session) -> Result:
     """Run every statement of ``text``; the last one's result."""
     check_argument(text, str, "the SQL text")
     session.notices.clear()  # the last call's only
     with collecting(session.notices):
-        return _run(env, text, dialect, session, defs)
+        return _run(env, text, dialect, session)
 
 
-def _run(
-    env: EnvironmentOperations, text: str, dialect: str, session: Session, defs: Definitions
-) -> Result:
+def _run(env: EnvironmentOperations, text: str, dialect: str, session: Session) -> Result:
     statements = parse(text, dialect=dialect)
     result: Result = None
     for parsed in statements:
         session.tag = None
-        result = _run_one(env, parsed, session, defs)
+        result = _run_one(env, parsed, session)
         session.tag = command_tag(parsed, session.rows_affected)
     return result
 
 
-def _run_one(
-    env: EnvironmentOperations, parsed: Parsed, session: Session, defs: Definitions
-) -> Result:
+def _run_one(env: EnvironmentOperations, parsed: Parsed, session: Session) -> Result:
     """One statement, under the rules of the session's transaction block if one is open
     (:mod:`spate.environment.sql_block`)."""
     session.rows_affected = None
@@ -155,11 +152,11 @@ def _run_one(
     try:
         control = transaction_control(parsed)
         if control is not None:
-            _control(env, control, session, defs)
+            _control(env, control, session)
             return None
         if block is not None and block.failed:
             raise sql_block.aborted()
-        catalog = EnvironmentCatalog(env, defs)
+        catalog = EnvironmentCatalog(env)
         if block is not None and block.kind == "ddl" and block.ddl:
             # planned against the catalog as the block's earlier statements will leave it
             catalog.state = sql_ddl_block.pending(catalog.state, block.ddl)
@@ -171,7 +168,7 @@ def _run_one(
                 block.ddl.append(stmt)  # carried out at COMMIT
                 return None
         try:
-            return execute(env, stmt, session, defs)
+            return execute(env, stmt, session)
         except InputMissing as e:
             # dropped by another session after this statement was planned
             gone = catalog.state.find_id(e.id) if isinstance(e.id, GlobalId) else None
@@ -187,7 +184,6 @@ def _run_one(
 def insert_rows(
     env: EnvironmentOperations,
     session: Session,
-    defs: Definitions,
     table: str,
     rows: Sequence[Sequence[Any]] | pa.Table,
 ) -> int:
@@ -206,7 +202,7 @@ def insert_rows(
         stmt = sql_block.admit(
             env, st.Insert(f"COPY {table} FROM STDIN", table, tuple(map(tuple, rows))), block
         )
-        execute(env, stmt, session, defs)
+        execute(env, stmt, session)
     except BaseException:
         if block is not None and session.block is block:
             block.failed = True
@@ -214,9 +210,7 @@ def insert_rows(
     return len(rows)
 
 
-def execute(
-    env: EnvironmentOperations, stmt: st.Statement, session: Session, defs: Definitions
-) -> Result:
+def execute(env: EnvironmentOperations, stmt: st.Statement, session: Session) -> Result:
     """Carry out one planned statement."""
     session.rows_affected = None
     match stmt:
@@ -260,23 +254,30 @@ def execute(
         case st.CreateTable():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
-            env.create_table(stmt.name, stmt.desc, constraints=_constraints(stmt))
-            defs.set(stmt.name, stmt.sql)
+            env.create_table(
+                stmt.name,
+                stmt.desc,
+                constraints=_constraints(stmt),
+                definition=SqlDefinition(stmt.sql),
+            )
             return None
         case st.CreateTableAs():
-            _create_table_as(env, stmt, session, defs)
+            _create_table_as(env, stmt, session)
             return None
         case st.CreateView():
-            _create_view(env, stmt, session, defs)
+            _create_view(env, stmt, session)
             return None
         case st.CreateIndex():
             if stmt.if_not_exists and env.runtime.catalog.find(stmt.name) is not None:
                 return None
             create = env.create_unique_index if stmt.unique else env.create_index
             create(
-                stmt.name, on=stmt.on, key=list(stmt.key), cluster=stmt.cluster or session.cluster
+                stmt.name,
+                on=stmt.on,
+                key=list(stmt.key),
+                cluster=stmt.cluster or session.cluster,
+                definition=SqlDefinition(stmt.sql),
             )
-            defs.set(stmt.name, stmt.sql)
             return None
         case st.CreateCluster():
             replicas = list(stmt.replicas) if stmt.replicas is not None else 1
@@ -294,17 +295,16 @@ def execute(
             if stmt.cascade:
                 for item in env.runtime.catalog.objects_on(stmt.name):
                     if env.runtime.catalog.find(item.name) is not None:
-                        for name in env.drop(item.name, cascade=True):
-                            defs.set(name, None)
+                        env.drop(item.name, cascade=True)
             env.drop_cluster(stmt.name)
             if session.cluster == stmt.name:
                 session.cluster = None
             return None
         case st.CreateSecret() | st.CreateConnection() | st.CreateSource() | st.CreateSink():
-            create_external(env, stmt, defs)
+            create_external(env, stmt)
             return None
         case st.DropObjects() if stmt.kind in ("secret", "connection"):
-            drop_external(stmt, defs)
+            drop_external(env, stmt)
             return None
         case st.DropObjects():
             for name in stmt.names:
@@ -312,10 +312,8 @@ def execute(
                     continue  # dropped by an earlier CASCADE of this statement
                 if stmt.kind == "table" and not stmt.cascade:
                     for index in _own_indexes(env, name):  # they go with it, as in PostgreSQL
-                        for dropped in env.drop(index):
-                            defs.set(dropped, None)
-                for dropped in env.drop(name, cascade=stmt.cascade):
-                    defs.set(dropped, None)
+                        env.drop(index)
+                env.drop(name, cascade=stmt.cascade)
             return None
         case st.AlterRetainHistory():
             from spate.environment.catalog import DEFAULT_RETAIN_HISTORY_MS
@@ -324,7 +322,7 @@ def execute(
             env.set_retain_history(stmt.name, ms)
             return None
         case st.RenameObject():
-            _rename(env, stmt, defs)
+            env.rename(stmt.name, stmt.new)  # the kept texts follow (CatalogState.rename_item)
             return None
         case st.NoChange():
             return None
@@ -341,35 +339,29 @@ def execute(
     raise SqlError(f"cannot run {type(stmt).__name__} statements yet", sqlstate="0A000")
 
 
-def _create_table_as(
-    env: EnvironmentOperations, stmt: st.CreateTableAs, session: Session, defs: Definitions
-) -> None:
+def _create_table_as(env: EnvironmentOperations, stmt: st.CreateTableAs, session: Session) -> None:
     """The query is read first (at one timestamp), so that one that fails creates nothing;
     then the table is created and the rows written at once."""
     rows = read_rows(env, stmt.plan, session) if stmt.with_data else []
-    env.create_table(stmt.name, stmt.desc)
-    defs.set(stmt.name, stmt.create_sql)
+    env.create_table(stmt.name, stmt.desc, definition=SqlDefinition(stmt.create_sql))
     if rows:
         try:
             env.insert(stmt.name, rows)
         except BaseException:
-            for dropped in env.drop(stmt.name):
-                defs.set(dropped, None)
+            env.drop(stmt.name)
             raise
     session.rows_affected = len(rows) if stmt.with_data else None
 
 
-def _carry_out_ddl(
-    env: EnvironmentOperations, ddl: list[st.Statement], session: Session, defs: Definitions
-) -> None:
+def _carry_out_ddl(env: EnvironmentOperations, ddl: list[st.Statement], session: Session) -> None:
     """A DDL block's statements at its COMMIT: the first as it would run alone, the pure
-    catalog changes after it in one catalog commit, checked before the first runs
-    (:mod:`spate.environment.sql_ddl_block`)."""
+    catalog changes after it (their kept texts with them) in one catalog commit, checked
+    before the first runs (:mod:`spate.environment.sql_ddl_block`)."""
     # at most one statement is not pure, and only statements that change nothing precede it
     first = next((s for s in ddl if not sql_ddl_block.is_pure(s)), None)
     pure = [s for s in ddl if sql_ddl_block.is_pure(s)]
     if first is not None and not pure:
-        execute(env, first, session, defs)
+        execute(env, first, session)
         return
     state = env.runtime.catalog
     if first is not None:
@@ -379,23 +371,8 @@ def _carry_out_ddl(
     except CatalogError as e:
         raise SqlError(f"the transaction block no longer applies: {e}", sqlstate="40001") from e
     if first is not None:
-        execute(env, first, session, defs)
-    change, renames = sql_ddl_block.combined(pure, env.runtime.catalog)
-    env._commit_catalog(change)
-    readers = iter(renames)
-    for stmt in pure:  # the kept definitions, in the block's order
-        if isinstance(stmt, st.CreateView):
-            defs.set(stmt.name, stmt.sql, stmt.types)
-        elif isinstance(stmt, st.RenameObject):
-            r = next(readers)
-            defs.rename(r.old, r.new, list(r.readers))
-
-
-def _rename(env: EnvironmentOperations, stmt: st.RenameObject, defs: Definitions) -> None:
-    state = env.runtime.catalog
-    readers = [d.name for d in state.dependents(state.get(stmt.name).id)]
-    env.rename(stmt.name, stmt.new)
-    defs.rename(stmt.name, stmt.new, readers)
+        execute(env, first, session)
+    env._commit_catalog(sql_ddl_block.combined(pure, env.runtime.catalog))
 
 
 def _own_indexes(env: EnvironmentOperations, table: str) -> list[str]:
@@ -416,9 +393,7 @@ def _constraints(stmt: st.CreateTable) -> list[Constraint]:
     ]
 
 
-def _control(
-    env: EnvironmentOperations, stmt: TransactionControl, session: Session, defs: Definitions
-) -> None:
+def _control(env: EnvironmentOperations, stmt: TransactionControl, session: Session) -> None:
     """``BEGIN``, ``COMMIT``, ``ROLLBACK`` and the savepoint statements on the session's
     block (:mod:`spate.environment.sql_block`); a failed block runs only the ends."""
     block = session.block
@@ -437,7 +412,7 @@ def _control(
     else:
         _, ddl = sql_block.commit(session)
         if ddl:
-            _carry_out_ddl(env, ddl, session, defs)
+            _carry_out_ddl(env, ddl, session)
 
 
 def _writer(env: EnvironmentOperations, session: Session) -> EnvironmentOperations | Transaction:
@@ -445,9 +420,7 @@ def _writer(env: EnvironmentOperations, session: Session) -> EnvironmentOperatio
     return session.block.writes if session.block is not None else env
 
 
-def _create_view(
-    env: EnvironmentOperations, stmt: st.CreateView, session: Session, defs: Definitions
-) -> None:
+def _create_view(env: EnvironmentOperations, stmt: st.CreateView, session: Session) -> None:
     existing = env.runtime.catalog.find(stmt.name)
     if existing is not None:
         if stmt.if_not_exists:
@@ -463,11 +436,13 @@ def _create_view(
                 sqlstate="2BP01",
             )
         env.drop(stmt.name)
+    definition = SqlDefinition(stmt.sql, stmt.types)
     if stmt.materialized:
-        env.create_materialized_view(stmt.name, stmt.plan, cluster=stmt.cluster or session.cluster)
+        env.create_materialized_view(
+            stmt.name, stmt.plan, cluster=stmt.cluster or session.cluster, definition=definition
+        )
     else:
-        env.create_view(stmt.name, stmt.plan)
-    defs.set(stmt.name, stmt.sql, stmt.types)
+        env.create_view(stmt.name, stmt.plan, definition=definition)
 
 
 def _set(env: EnvironmentOperations, stmt: st.SetVariable, session: Session) -> None:

@@ -1,5 +1,7 @@
 """The planner's view of an environment's catalog (:class:`spate.sql.Catalog`): its objects
-as the SQL planner sees them, the ``pg_catalog`` and ``information_schema`` relations first."""
+as the SQL planner sees them, the ``pg_catalog`` and ``information_schema`` relations first,
+with what SQL keeps about them (:mod:`spate.environment.definitions`), all from one catalog
+state."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ from spate.environment.catalog import (
     kind_of,
 )
 from spate.environment.clusters import cluster_names
-from spate.environment.sql_state import Definitions
 from spate.sql.catalog import CatalogObject
 
 if TYPE_CHECKING:
@@ -27,11 +28,19 @@ if TYPE_CHECKING:
 class EnvironmentCatalog:
     """The planner's view of an environment's catalog (:class:`spate.sql.Catalog`)."""
 
-    def __init__(self, env: EnvironmentOperations, sql: Definitions) -> None:
+    def __init__(self, env: EnvironmentOperations) -> None:
         self.state = env.runtime.catalog
         self.runtime = env.runtime
-        self.sql = sql
-        self.definitions = sql.items
+
+    def create_sql(self, name: str) -> str | None:
+        """The statement that made object ``name`` (``None``: it was not made in SQL, or
+        there is no such object)."""
+        item = self.state.find(name)
+        if item is not None:
+            definition = self.state.definition(item.id)
+            return definition.create_sql if definition is not None else None
+        entry = self.state.secret(name) or self.state.connection(name)
+        return entry.create_sql if entry is not None else None
 
     def _object(self, item: Any) -> CatalogObject:
         kind = kind_of(item)
@@ -54,17 +63,18 @@ class EnvironmentCatalog:
             for d in self.state.dependents(item.id)
             if not (own_subsources and isinstance(d, SubsourceItem))
         )
+        definition = self.state.definition(item.id)
         return CatalogObject(
             item.name,
             kind,
             item.id,
             desc,
-            self.definitions.get(item.name),
+            definition.create_sql if definition is not None else None,
             on,
             cluster,
             key,
             dependents,
-            tuple(self.sql.types.get(item.name, ())),
+            definition.types if definition is not None else (),
         )
 
     def lookup(self, name: str) -> CatalogObject | None:
@@ -74,16 +84,18 @@ class EnvironmentCatalog:
         item = self.state.find(name)
         if item is not None:
             return self._object(item)
-        if name in self.sql.secrets:
-            return CatalogObject(name, "secret", create_sql=self.definitions.get(name))
-        if name in self.sql.connections:
-            return CatalogObject(name, "connection", create_sql=self.definitions.get(name))
+        secret = self.state.secret(name)
+        if secret is not None:
+            return CatalogObject(name, "secret", create_sql=secret.create_sql)
+        connection = self.state.connection(name)
+        if connection is not None:
+            return CatalogObject(name, "connection", create_sql=connection.create_sql)
         return None
 
     def objects(self) -> Sequence[CatalogObject]:
         out = [self._object(i) for i in self.state]
-        out += [CatalogObject(n, "secret") for n in self.sql.secrets]
-        out += [CatalogObject(n, "connection") for n in self.sql.connections]
+        out += [CatalogObject(s.name, "secret") for s in self.state.secrets]
+        out += [CatalogObject(c.name, "connection") for c in self.state.connections]
         return out
 
     def cluster_names(self) -> Sequence[str]:

@@ -5,8 +5,9 @@ such as a ``DROP … IF EXISTS`` of what is not there), then any number of state
 *pure catalog changes*: ``ALTER … RENAME TO``, ``ALTER … OWNER TO``, ``COMMENT ON``, and
 ``CREATE VIEW`` of a view that is not materialized (and replaces nothing). These change only the
 catalog, so they are composed into one function of the catalog state and committed with one
-compare-and-set (:meth:`~spate.environment.runtime.Runtime.commit`): all of them or none. That is
-what dbt sends::
+compare-and-set (:meth:`~spate.environment.runtime.Runtime.commit`), with what SQL keeps about
+them (a view's CREATE text and column types, the texts a rename rewrites): all of them or none.
+That is what dbt sends::
 
     BEGIN;
     CREATE VIEW m__dbt_tmp AS …;              -- or CREATE TABLE m__dbt_tmp AS …
@@ -37,6 +38,7 @@ from spate.environment.catalog import (
     ViewItem,
     item_desc,
 )
+from spate.environment.definitions import SqlDefinition
 from spate.ids import GlobalId
 from spate.sql import statements as st
 from spate.sql.errors import SqlError
@@ -69,7 +71,12 @@ def change_of(stmt: st.Statement) -> Change:
         case st.CommentOn():
             return lambda s: _comment(s, stmt)
         case st.CreateView() if not stmt.materialized:
-            return lambda s: _add(s, lambda id: ViewItem(stmt.name, id, stmt.plan), stmt, True)
+            return lambda s: _add(
+                s,
+                lambda id: ViewItem(stmt.name, id, stmt.plan),
+                stmt,
+                SqlDefinition(stmt.sql, stmt.types),
+            )
         case st.CreateView():
             return lambda s: _add(
                 s,
@@ -86,16 +93,20 @@ def change_of(stmt: st.Statement) -> Change:
 
 
 def _add(
-    state: CatalogState, make: Callable[[GlobalId], StoredItem], stmt: Creating, check: bool = False
+    state: CatalogState,
+    make: Callable[[GlobalId], StoredItem],
+    stmt: Creating,
+    definition: SqlDefinition | None = None,
 ) -> CatalogState:
-    """``state`` with the item ``make`` makes with a new id; ``check``: validated as a real
-    creation is (a stand-in skips what it cannot know, such as a default cluster)."""
+    """``state`` with the item ``make`` makes with a new id; with a ``definition``: the real
+    creation (validated, the definition kept with it), else a stand-in (which skips what it
+    cannot know, such as a default cluster)."""
     if stmt.if_not_exists and state.find(stmt.name) is not None:
         return state
     state, id = state.allocate_id()
     item = make(id)
-    if check:
-        return state.add_item(item)
+    if definition is not None:
+        return state.add_item(item, definition)
     return dataclasses.replace(state, items=(*state.items, item))
 
 
@@ -151,27 +162,10 @@ def pending(state: CatalogState, statements: Sequence[st.Statement]) -> CatalogS
     return state
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Renamed:
-    """A rename of the block, with the names (at that point) of the objects that read it."""
-
-    old: str
-    new: str
-    readers: tuple[str, ...]
-
-
-def combined(
-    pure: Sequence[st.Statement], after_first: CatalogState
-) -> tuple[Change, list[Renamed]]:
-    """One catalog change doing every statement of ``pure`` in order, checked against
-    ``after_first`` (raises if any of them no longer applies), and the block's renames."""
-    renames: list[Renamed] = []
-    state = after_first
-    for stmt in pure:
-        if isinstance(stmt, st.RenameObject):
-            readers = tuple(d.name for d in state.dependents(state.get(stmt.name).id))
-            renames.append(Renamed(stmt.name, stmt.new, readers))
-        state = change_of(stmt)(state)
+def combined(pure: Sequence[st.Statement], after_first: CatalogState) -> Change:
+    """One catalog change doing every statement of ``pure`` in order (the kept texts of the
+    views it creates and of the objects it renames with them), checked against
+    ``after_first``: raises if any of them no longer applies."""
     changes = [change_of(s) for s in pure]
 
     def change(s: CatalogState) -> CatalogState:
@@ -179,4 +173,5 @@ def combined(
             s = c(s)
         return s
 
-    return change, renames
+    change(after_first)
+    return change

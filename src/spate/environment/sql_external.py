@@ -1,5 +1,11 @@
 """SQL over the outside world: CREATE and DROP of sources, sinks, secrets and connections, and
-the connections their options describe."""
+the connections their options describe.
+
+Secrets and connections are catalog entries (:mod:`spate.environment.definitions`), each
+created or dropped in one catalog commit. A secret's value goes to the secrets directory
+before its entry is committed (and is deleted again if the commit fails), and is deleted only
+after the entry's removal is committed: a failed statement leaves neither.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from spate.environment import sql_kafka
-from spate.environment.sql_state import Definitions
+from spate.environment.catalog import CatalogState
+from spate.environment.definitions import (
+    ConnectionEntry,
+    SecretEntry,
+    SqlDefinition,
+    secret_value,
+)
+from spate.errors import HasDependents
 from spate.protocol.mysql import MySqlSource, mysql_connection_settings
-from spate.protocol.secret import Secret, SecretRef
+from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
     FileFormat,
     FileSource,
@@ -29,68 +42,91 @@ if TYPE_CHECKING:
     from spate.environment.operations import EnvironmentOperations
 
 
-def create_external(env: EnvironmentOperations, stmt: st.Statement, defs: Definitions) -> None:
+def create_external(env: EnvironmentOperations, stmt: st.Statement) -> None:
     if isinstance(stmt, st.CreateSecret):
-        if stmt.if_not_exists and stmt.name in defs.secrets:
-            return
-        ref = defs.secrets_dir.put(Secret(stmt.value))
-        defs.secrets[stmt.name] = ref.id
-        defs.items[stmt.name] = f"CREATE SECRET {stmt.name} AS '********'"
-        defs.save()
+        _create_secret(env, stmt)
         return
     if isinstance(stmt, st.CreateConnection):
-        defs.connections[stmt.name] = {
-            "kind": stmt.kind,
-            "options": dict(stmt.options),
-            "secret": stmt.password_secret,
-        }
-        defs.items[stmt.name] = stmt.sql
-        defs.save()
+        entry = ConnectionEntry(
+            stmt.name, stmt.sql, stmt.kind, tuple(stmt.options), stmt.password_secret
+        )
+        env._commit_catalog(lambda s: s.add_connection(entry))
         return
+    definition = SqlDefinition(stmt.sql)
     if isinstance(stmt, st.CreateSource) and stmt.kind == "webhook":
         assert stmt.desc is not None  # a webhook source is a collection the environment writes
-        env.create_table(stmt.name, stmt.desc)
-        defs.set(stmt.name, stmt.sql)
+        env.create_table(stmt.name, stmt.desc, definition=definition)
         return
     if isinstance(stmt, st.CreateSource):
-        connection, tables = _source_connection(stmt, defs)
+        connection, tables = _source_connection(env, stmt)
         desc = None if stmt.kind == "kafka" else stmt.desc  # a Kafka source carries its own
         names = dict(stmt.names) if stmt.names else None
-        env.create_source(stmt.name, connection, tables=tables, desc=desc, names=names)
-        defs.set(stmt.name, stmt.sql)
+        env.create_source(
+            stmt.name, connection, tables=tables, desc=desc, names=names, definition=definition
+        )
         return
     assert isinstance(stmt, st.CreateSink)
-    env.create_sink(stmt.name, from_=stmt.from_, connection=_sink_connection(stmt, defs))
-    defs.set(stmt.name, stmt.sql)
+    sink = _sink_connection(env, stmt)
+    env.create_sink(stmt.name, from_=stmt.from_, connection=sink, definition=definition)
 
 
-def drop_external(stmt: st.DropObjects, defs: Definitions) -> None:
-    for name in stmt.names:
-        if stmt.kind == "secret":
-            users = [c for c, v in defs.connections.items() if v.get("secret") == name]
-            if users and not stmt.cascade:
-                raise SqlError(
-                    f'cannot drop secret "{name}": connection {", ".join(users)} uses it',
-                    sqlstate="2BP01",
-                )
-            for c in users:
-                defs.connections.pop(c, None)
-            ref = defs.secrets.pop(name, None)
-            if ref is not None:
-                defs.secrets_dir.delete(SecretRef(ref))
-        else:
-            defs.connections.pop(name, None)
-        defs.items.pop(name, None)
-    defs.save()
+def _create_secret(env: EnvironmentOperations, stmt: st.CreateSecret) -> None:
+    if stmt.if_not_exists and env.runtime.catalog.kind_named(stmt.name) is not None:
+        return  # an object of that name exists: skipped, as Materialize does
+    secrets = env.runtime.layout.secrets()
+    ref = secrets.put(Secret(stmt.value))
+    entry = SecretEntry(stmt.name, f"CREATE SECRET {stmt.name} AS '********'", ref)
+    try:
+        env._commit_catalog(lambda s: s.add_secret(entry))
+    except BaseException:
+        secrets.delete(ref)  # a failed CREATE SECRET leaves no value behind
+        raise
 
 
-def _postgres_url(defs: Definitions, name: str) -> Secret:
-    conn = defs.connections[name]
-    opts: dict[str, str] = conn["options"]
+def drop_external(env: EnvironmentOperations, stmt: st.DropObjects) -> None:
+    """``DROP SECRET`` or ``DROP CONNECTION`` of ``stmt.names`` (a secret in use by a
+    connection only with CASCADE, which drops the connection too), in one catalog commit."""
+    names = list(stmt.names)
+    state = env.runtime.catalog
+    refs = [e.reference for e in state.secrets if e.name in names]
+
+    def change(s: CatalogState) -> CatalogState:
+        for name in names:
+            if stmt.kind == "secret":
+                s = s.remove_secret(name, cascade=stmt.cascade)
+            else:
+                s = s.remove_connection(name)
+        return s
+
+    try:
+        change(state)
+    except HasDependents as e:
+        raise SqlError(str(e), sqlstate="2BP01") from None
+    env._commit_catalog(change)
+    secrets = env.runtime.layout.secrets()
+    for ref in refs:  # the values, once no committed entry names them
+        secrets.delete(ref)
+
+
+def _connection(env: EnvironmentOperations, name: str) -> ConnectionEntry:
+    entry = env.runtime.catalog.connection(name)
+    if entry is None:
+        raise SqlError(f'connection "{name}" does not exist', sqlstate="42704")
+    return entry
+
+
+def _secret(env: EnvironmentOperations, name: str) -> str:
+    rt = env.runtime
+    return secret_value(rt.catalog.secrets, rt.layout.secrets(), name)
+
+
+def _postgres_url(env: EnvironmentOperations, name: str) -> Secret:
+    conn = _connection(env, name)
+    opts = conn.option_map
     user = quote(opts.get("user", "postgres"), safe="")
     password = ""
-    if conn.get("secret"):
-        password = ":" + quote(defs.secret_value(conn["secret"]), safe="")
+    if conn.secret:
+        password = ":" + quote(_secret(env, conn.secret), safe="")
     host = opts["host"]
     port = f":{opts['port']}" if "port" in opts else ""
     database = quote(opts.get("database", "postgres"), safe="")
@@ -98,23 +134,29 @@ def _postgres_url(defs: Definitions, name: str) -> Secret:
     return Secret(f"postgresql://{user}{password}@{host}{port}/{database}{query}")
 
 
-def _mysql_settings(defs: Definitions, name: str) -> Secret:
-    conn = defs.connections[name]
-    if conn.get("kind") != "mysql":
+def _kafka_settings(env: EnvironmentOperations, name: str) -> Secret:
+    conn = _connection(env, name)
+    return sql_kafka.client_settings(conn, _secret(env, conn.secret) if conn.secret else None)
+
+
+def _mysql_settings(env: EnvironmentOperations, name: str) -> Secret:
+    conn = _connection(env, name)
+    if conn.kind != "mysql":
         raise SqlError(f'connection "{name}" is not a MYSQL connection', sqlstate="42809")
-    opts: dict[str, str] = conn["options"]
-    password = defs.secret_value(conn["secret"]) if conn.get("secret") else None
+    opts = conn.option_map
+    password = _secret(env, conn.secret) if conn.secret else None
     return mysql_connection_settings(
         opts["host"], int(opts.get("port", 3306)), opts.get("user", "root"), password
     )
 
 
 def _source_connection(
-    stmt: st.CreateSource, defs: Definitions
+    env: EnvironmentOperations, stmt: st.CreateSource
 ) -> tuple[SourceConnection, list[str] | None]:
     opts = dict(stmt.options)
     if stmt.kind == "kafka":
-        return sql_kafka.source(stmt, defs), None
+        assert stmt.connection is not None
+        return sql_kafka.source(stmt, _kafka_settings(env, stmt.connection)), None
     if stmt.kind == "load-generator":
         kwargs: dict[str, Any] = {}
         if "tick interval" in opts:
@@ -134,7 +176,7 @@ def _source_connection(
     if stmt.kind == "mysql":
         assert stmt.connection is not None
         server_id = opts.get("server id")
-        settings = _mysql_settings(defs, stmt.connection)
+        settings = _mysql_settings(env, stmt.connection)
         mysql = (
             MySqlSource(settings) if server_id is None else MySqlSource(settings, int(server_id))
         )
@@ -142,9 +184,7 @@ def _source_connection(
     if stmt.kind == "postgres":
         assert stmt.connection is not None
         slot = str(opts.get("slot", f"spate_{stmt.name}"))
-        source = PostgresSource(
-            _postgres_url(defs, stmt.connection), str(opts["publication"]), slot
-        )
+        source = PostgresSource(_postgres_url(env, stmt.connection), str(opts["publication"]), slot)
         return source, list(stmt.tables) if stmt.tables is not None else None
     fmt = FileFormat(str(opts["format"]).lower())
     kwargs = {}
@@ -157,12 +197,13 @@ def _source_connection(
     return FileSource(str(opts["path"]), fmt, **kwargs), None
 
 
-def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
+def _sink_connection(env: EnvironmentOperations, stmt: st.CreateSink) -> SinkConnection:
     opts = dict(stmt.options)
     if stmt.kind == "parquet":
         return ParquetSinkConnection(str(opts["path"]))
     if stmt.kind == "kafka":
-        return sql_kafka.sink(stmt, defs)
+        assert stmt.connection is not None
+        return sql_kafka.sink(stmt, _kafka_settings(env, stmt.connection))
     assert stmt.connection is not None
     key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
     mode = PostgresSinkMode(str(opts.get("mode", "upsert" if key else "changelog")).lower())
@@ -170,7 +211,7 @@ def _sink_connection(stmt: st.CreateSink, defs: Definitions) -> SinkConnection:
     if "progress table" in opts:
         kwargs["progress_table"] = str(opts["progress table"])
     return PostgresSinkConnection(
-        _postgres_url(defs, stmt.connection), str(opts["table"]), mode, key, **kwargs
+        _postgres_url(env, stmt.connection), str(opts["table"]), mode, key, **kwargs
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spate.environment.sql_state import Definitions
+from spate.environment.definitions import ConnectionEntry
 from spate.protocol.kafka import (
     KafkaEnvelope,
     KafkaFormat,
@@ -24,21 +24,21 @@ _SETTINGS = {
 }
 
 
-def client_settings(defs: Definitions, name: str) -> Secret:
-    """The client settings of Kafka connection ``name`` (its SASL password resolved)."""
-    conn = defs.connections[name]
-    if conn.get("kind", "postgres") != "kafka":
-        raise SqlError(f'connection "{name}" is not a KAFKA connection', sqlstate="42809")
-    opts: dict[str, str] = conn["options"]
+def client_settings(conn: ConnectionEntry, password: str | None) -> Secret:
+    """The client settings of Kafka connection ``conn`` (``password``: the value of its SASL
+    password secret)."""
+    if conn.kind != "kafka":
+        raise SqlError(f'connection "{conn.name}" is not a KAFKA connection', sqlstate="42809")
+    opts = conn.option_map
     extra = {field: opts[key] for key, field in _SETTINGS.items() if key in opts}
-    if conn.get("secret"):
-        extra["sasl_password"] = defs.secret_value(conn["secret"])
+    if password is not None:
+        extra["sasl_password"] = password
     return kafka_client_settings(opts["broker"], **extra)
 
 
-def source(stmt: st.CreateSource, defs: Definitions) -> KafkaSource:
-    """The Kafka source ``stmt`` describes."""
-    assert stmt.connection is not None
+def source(stmt: st.CreateSource, settings: Secret) -> KafkaSource:
+    """The Kafka source ``stmt`` describes (``settings``: its connection's
+    :func:`client_settings`)."""
     opts = dict(stmt.options)
     kwargs: dict[str, Any] = {
         "value_format": KafkaFormat(str(opts["value format"])),
@@ -55,19 +55,19 @@ def source(stmt: st.CreateSource, defs: Definitions) -> KafkaSource:
         kwargs["value_csv_columns"] = int(opts["value csv columns"])
     if "value avro schema" in opts:
         kwargs["value_avro_schema"] = str(opts["value avro schema"])
-    return KafkaSource(client_settings(defs, stmt.connection), str(opts["topic"]), **kwargs)
+    return KafkaSource(settings, str(opts["topic"]), **kwargs)
 
 
-def sink(stmt: st.CreateSink, defs: Definitions) -> KafkaSinkConnection:
-    """The Kafka sink ``stmt`` describes."""
-    assert stmt.connection is not None
+def sink(stmt: st.CreateSink, settings: Secret) -> KafkaSinkConnection:
+    """The Kafka sink ``stmt`` describes (``settings``: its connection's
+    :func:`client_settings`)."""
     opts = dict(stmt.options)
     kwargs: dict[str, Any] = {}
     if "progress topic" in opts:
         kwargs["progress_topic"] = str(opts["progress topic"])
     key = tuple(k for k in str(opts.get("key", "")).split(",") if k)
     return KafkaSinkConnection(
-        client_settings(defs, stmt.connection),
+        settings,
         str(opts["topic"]),
         KafkaSinkEnvelope(str(opts["envelope"])),
         key,

@@ -1,29 +1,22 @@
-"""What SQL keeps between statements: a session's settings (:class:`Session`), its open
-transaction block (:class:`Block`), and the definitions kept beside the catalog
-(:class:`Definitions`)."""
+"""What SQL keeps between statements: a session's settings (:class:`Session`) and its open
+transaction block (:class:`Block`). What SQL keeps about objects is in the catalog
+(:mod:`spate.environment.definitions`)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 
 from spate.environment.read_holds import ReadHolds
 from spate.environment.transaction import Transaction
 from spate.plan.recursive import DEFAULT_MAX_ITERATIONS
-from spate.protocol.secret import SecretRef
 from spate.repr.types import Row
 from spate.sql.notices import Notice
 from spate.sql.statements import Statement
-from spate.storage.secrets import SecretsDir
 
 if TYPE_CHECKING:
     pass
@@ -110,83 +103,3 @@ class Session:
         except ValueError:
             ms = 0
         return ms / 1000 if ms > 0 else 300.0
-
-
-class Definitions:
-    """What SQL keeps beside the catalog, in ``<data_dir>/sql/definitions.json``: the CREATE
-    statement of each object made in SQL (for SHOW CREATE), the PostgreSQL types of the
-    columns of each view made in SQL (``int4``, ``float4``…: what its reads return), the secrets
-    (by reference: their
-    values are in the secrets directory) and the connections (their options, the name of their
-    password secret)."""
-
-    def __init__(self, data_dir: Path, secrets: SecretsDir) -> None:
-        self.path = data_dir / "sql" / "definitions.json"
-        self.secrets_dir = secrets
-        self.lock = threading.Lock()
-        self.items: dict[str, str] = {}
-        self.types: dict[str, list[str]] = {}
-        self.secrets: dict[str, str] = {}
-        self.connections: dict[str, dict[str, Any]] = {}
-        if self.path.exists():
-            doc = json.loads(self.path.read_text())
-            self.items = dict(doc.get("definitions", {}))
-            self.types = dict(doc.get("types", {}))
-            self.secrets = dict(doc.get("secrets", {}))
-            self.connections = dict(doc.get("connections", {}))
-
-    def set(self, name: str, sql: str | None, types: tuple[str, ...] = ()) -> None:
-        """Keep (``None``: forget) the statement that made ``name`` and its columns' types."""
-        self.types.pop(name, None)
-        if sql is None:
-            self.items.pop(name, None)
-        else:
-            self.items[name] = sql
-            if types:
-                self.types[name] = list(types)
-        self.save()
-
-    def rename(self, old: str, new: str, readers: list[str]) -> None:
-        """``old`` renamed ``new``: its statement and types kept under the new name, naming it
-        by it, and the statements of ``readers`` (what reads it) naming it by it too."""
-        from spate.sql.renaming import renamed_own, renamed_reference
-
-        sql = self.items.pop(old, None)
-        types = self.types.pop(old, None)
-        self.items.pop(new, None)  # nothing of an earlier object of that name stays
-        self.types.pop(new, None)
-        if sql is not None:
-            self.items[new] = renamed_own(sql, old, new)
-        if types is not None:
-            self.types[new] = types
-        for reader in readers:
-            text = self.items.get(reader)
-            if text is not None:
-                self.items[reader] = renamed_reference(text, old, new)
-        self.save()
-
-    def save(self) -> None:
-        with self.lock:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            doc = {
-                "definitions": self.items,
-                "types": self.types,
-                "secrets": self.secrets,
-                "connections": self.connections,
-            }
-            # A temporary file of its own (two environments on one data directory each hold
-            # their own lock), then an atomic rename over the definitions.
-            fd, tmp = tempfile.mkstemp(
-                dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
-            )
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(json.dumps(doc, indent=1, sort_keys=True))
-                os.replace(tmp, self.path)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-                raise
-
-    def secret_value(self, name: str) -> str:
-        return self.secrets_dir.get(SecretRef(self.secrets[name])).reveal()

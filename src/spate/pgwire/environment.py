@@ -106,7 +106,7 @@ class EnvironmentEngine:
     # -- the contract ----------------------------------------------------------------------------
 
     def relations(self) -> Sequence[Relation]:
-        catalog = EnvironmentCatalog(self._env, self._env.sql_session().definitions)
+        catalog = EnvironmentCatalog(self._env)
         state = self._env.runtime.catalog
         items = sorted(state, key=lambda i: i.name)
         schemas: dict[GlobalId, pa.Schema] = {}
@@ -134,7 +134,7 @@ class EnvironmentEngine:
                 columns = tuple(state.comment(item.id, i) for i in range(len(schemas[item.id])))
                 text = state.comment(item.id, None)
                 relation = Relation(oid, item.name, kind, schemas[item.id], description=text)
-                query = view_query(catalog.definitions.get(item.name))
+                query = view_query(catalog.create_sql(item.name))
                 out.append(
                     dataclasses.replace(relation, column_descriptions=columns, definition=query)
                 )
@@ -150,7 +150,7 @@ class EnvironmentEngine:
         but a ``SHOW`` of spate's objects, which lists the catalog."""
         session = self._session(ctx)
         declared = [sql_type(o) for o in param_oids]
-        catalog = EnvironmentCatalog(session.env, session.definitions)
+        catalog = EnvironmentCatalog(session.env)
         d = describe_statement(sql, catalog, declared)
         oids = tuple(pg_oid(t) for t in d.params)
         stmt = d.statement
@@ -172,13 +172,12 @@ class EnvironmentEngine:
     def copy_schema(self, table: str, ctx: Context) -> pa.Schema:
         """The columns of ``table``, which a COPY FROM STDIN writes (42P01 if there is no
         such relation, 42809 if it is not a table)."""
-        session = self._session(ctx)
         item = self._env.runtime.catalog.find(table)
         if item is None:
             raise PgError("42P01", f'relation "{table}" does not exist')
         if not isinstance(item, TableItem):
             raise PgError("42809", f'cannot copy to {kind_of(item)} "{table}"')
-        obj = EnvironmentCatalog(self._env, session.definitions).lookup(table)
+        obj = EnvironmentCatalog(self._env).lookup(table)
         assert obj is not None and obj.desc is not None
         # COPY decodes each column into its stored type: timestamptz values as UTC
         # timestamps, intervals as stored (spate.pgwire.copy)
@@ -222,7 +221,7 @@ class EnvironmentEngine:
 
     def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
         session = self._session(ctx)
-        catalog = EnvironmentCatalog(session.env, session.definitions)
+        catalog = EnvironmentCatalog(session.env)
         return subscribe_schema(describe_statement(sql, catalog).columns or pa.schema([]))
 
     def _stream(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spate.environment.definitions import secret_value
 from spate.environment.webhook.server import Endpoint, WebhookServer
 
 if TYPE_CHECKING:
@@ -11,11 +12,23 @@ if TYPE_CHECKING:
 
 
 def serve(env: EnvironmentBase, host: str, port: int, max_body: int) -> WebhookServer:
-    """Serve the webhook sources of ``env`` (an :class:`~spate.environment.api.Environment`)."""
-    _, definitions = env._sql_state()  # type: ignore[attr-defined]
+    """Serve the webhook sources of ``env`` (an :class:`~spate.environment.api.Environment`):
+    each request reads the source's CREATE text and the secrets its CHECK names from the
+    catalog as it is then."""
+
+    def create_sql(name: str) -> str | None:
+        state = env.runtime.catalog
+        item = state.find(name)
+        definition = state.definition(item.id) if item is not None else None
+        return definition.create_sql if definition is not None else None
+
+    def secret(name: str) -> str:
+        rt = env.runtime
+        return secret_value(rt.catalog.secrets, rt.layout.secrets(), name)
+
     endpoint = Endpoint(
-        definitions.items.get,
-        definitions.secret_value,
+        create_sql,
+        secret,
         lambda name, rows: env.insert(name, rows),  # type: ignore[attr-defined]
     )
     return WebhookServer(endpoint, host, port, max_body=max_body)
