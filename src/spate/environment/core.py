@@ -105,7 +105,7 @@ async def open_runtime(
         orchestrator=orchestrator or ProcessOrchestrator(layout.data_dir),
         epoch=epoch,
     )
-    definitions_migration.migrate(rt)  # the sql/definitions.json of an older version
+    definitions_migration.migrate(rt)  # the SQL definitions file of an older version
     catalog = rt.catalog
     # The catalog names every collection the environment keeps: one it does not name was
     # created by a call that failed (or crashed) before committing it, and is finalized.
