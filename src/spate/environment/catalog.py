@@ -2,13 +2,15 @@
 
 A :class:`CatalogState` is an immutable value: clusters (compute instances and their replicas)
 and items (tables, sources and their subsources, views, materialized views, indexes, sinks),
-plus id counters. Every change is a pure function ``CatalogState -> CatalogState`` that
-validates first (unknown or duplicate names, dependents) and is committed with one
-compare-and-set (:class:`~spate.environment.durable.DurableDocument`), so the catalog is never
-half-changed.
+plus id counters, the items' comments, and what SQL keeps about them (their CREATE texts and
+view column types, secrets and connections: :mod:`spate.environment.definitions`). Every
+change is a pure function ``CatalogState -> CatalogState`` that validates first (unknown or
+duplicate names, dependents) and is committed with one compare-and-set
+(:class:`~spate.environment.durable.DurableDocument`), so the catalog is never half-changed.
 
 Items refer to each other by ``GlobalId``: a plan reads ``Get(id, desc)``, an index names the id
-it is ``on``. Names are unique across all items; cluster names are a separate namespace.
+it is ``on``. Names are unique across all items, secrets and connections; cluster names are a
+separate namespace.
 """
 
 from __future__ import annotations
