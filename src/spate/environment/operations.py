@@ -438,8 +438,9 @@ class EnvironmentOperations(EnvironmentBase):
 
     def _commit_catalog(self, change: Callable[[CatalogState], CatalogState]) -> None:
         """Commit ``change`` (pure, validating) to the catalog in one compare-and-set: for
-        changes that touch nothing but the catalog (renames, comments, views), composed by a
-        SQL transaction block (:mod:`spate.environment.sql_ddl_block`)."""
+        changes that touch nothing but the catalog: renames, comments and views composed by a
+        SQL transaction block (:mod:`spate.environment.sql_ddl_block`), SQL's secrets and
+        connections (:mod:`spate.environment.sql_external`)."""
         self._run(call(lambda: self.runtime.commit(change)))
 
     def drop(self, name: str, *, cascade: bool = False) -> list[str]:

@@ -88,7 +88,7 @@ def drop_external(env: EnvironmentOperations, stmt: st.DropObjects) -> None:
     connection only with CASCADE, which drops the connection too), in one catalog commit."""
     names = list(stmt.names)
     state = env.runtime.catalog
-    refs = [e.reference for e in state.secrets if e.name in names]
+    refs = [e.reference for e in state.secrets if e.name in names] if stmt.kind == "secret" else []
 
     def change(s: CatalogState) -> CatalogState:
         for name in names:
