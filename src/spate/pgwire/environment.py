@@ -28,8 +28,9 @@ from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluste
 from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
 from spate.pgwire import types as pgt
-from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
+from spate.pgwire.engine import Bound, Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
+from spate.pgwire.prepared import execute_prepared
 from spate.plan.evaluation.interrupt import interruptible
 from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.sql import Parsed, SqlError
@@ -203,6 +204,11 @@ class EnvironmentEngine:
     def execute_parsed(self, parsed: Parsed, ctx: Context) -> Result:
         """:meth:`execute` of a statement the session split already (not split again)."""
         return self._answer(parsed.sql, lambda session: session.run_parsed(parsed), ctx)
+
+    def execute_prepared(self, bound: Bound, ctx: Context) -> Result:
+        """:meth:`execute` of an Execute of a prepared statement: a prepared lookup keeps its
+        plan between executions (:mod:`spate.pgwire.prepared`)."""
+        return self._answer(bound.sql, lambda session: execute_prepared(session, bound), ctx)
 
     def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
         try:
