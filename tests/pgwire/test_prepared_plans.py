@@ -211,3 +211,57 @@ def test_prepared_lookups_answer_as_postgresql_does(served: tuple[Environment, s
                     got = c.execute(sql, args, prepare=True).fetchall()
                     want = pg.execute(sql, args, prepare=True).fetchall()
                     assert sorted(got, key=repr) == sorted(want, key=repr), (sql, args)
+
+
+# -- statements without parameters, by their text -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "stable"),
+    [
+        ("SELECT * FROM t, s WHERE t.a = s.b", True),
+        ("SELECT x FROM t WHERE x IN (SELECT y FROM s)", True),
+        ("SELECT count(*), sum(v) FROM t GROUP BY k", True),
+        ("SELECT x FROM t WHERE EXISTS (SELECT 1 FROM s WHERE s.y = t.x)", True),
+        ("SELECT now(), x FROM t", False),
+        ("SELECT current_timestamp", False),
+        ("SELECT x FROM t WHERE ts < 'now'::timestamp", False),
+        ("SELECT random() FROM t", False),
+        ("SELECT current_setting('application_name')", False),
+        ("SELECT mz_now()", False),
+        ("SELECT k FROM t WHERE k = $1", False),
+        ("INSERT INTO t VALUES (1)", False),
+    ],
+)
+def test_which_texts_keep_their_plans(sql: str, stable: bool) -> None:
+    (parsed,) = parse(sql)
+    assert plans.stable_text(parsed) is stable
+
+
+def test_a_select_run_again_keeps_its_plan_until_the_catalog_changes(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, dsn = served
+    planned = _counting(monkeypatch, spate.environment.sql)
+    query = "SELECT t.v, u.w FROM t, u WHERE t.id = u.id ORDER BY t.v"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        c.execute("INSERT INTO u VALUES (1, 'x'), (2, 'y')")
+        planned.clear()
+        for _ in range(5):  # simple queries, then the extended protocol
+            assert c.execute(query.encode()).fetchall() == [("a", "x"), ("b", "y")]
+        for _ in range(3):
+            assert c.execute(query).fetchall() == [("a", "x"), ("b", "y")]
+        assert planned == [query, query]  # planned at its first two runs only
+        with psycopg.connect(dsn, autocommit=True) as other:  # another session's DDL
+            other.execute("ALTER TABLE u RENAME TO u_old")
+            other.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
+            other.execute("INSERT INTO u VALUES (2, 'new')")
+        assert c.execute(query).fetchall() == [("b", "new")]
+        timed = "SELECT count(*) FROM t WHERE now() > '2000-01-01'"
+        planned.clear()
+        for _ in range(3):
+            assert c.execute(timed).fetchall() == [(2,)]
+        assert len(planned) == 3  # now(): planned every time

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, cast
@@ -249,3 +250,123 @@ def _scalar(e: ScalarExpr, replace: dict[int, Literal]) -> ScalarExpr:
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 changes[f.name] = items
     return dataclasses.replace(e, **changes) if changes else e  # type: ignore[type-var]
+
+
+# -- statements without parameters ---------------------------------------------------------------
+
+_SAFE_FUNCTIONS: Final = frozenset(
+    {"count", "sum", "min", "max", "avg", "coalesce", "nullif", "abs", "lower", "upper", "length"}
+)
+"""Functions whose value depends on their arguments only (not on the time, the session or
+chance): a statement calling no other function plans the same way whenever it is planned."""
+
+_BEFORE_PAREN: Final = frozenset(
+    {
+        TokenType.IN,
+        TokenType.EXISTS,
+        TokenType.ANY,
+        TokenType.ALL,
+        TokenType.SOME,
+        TokenType.FROM,
+        TokenType.JOIN,
+        TokenType.WHERE,
+        TokenType.AND,
+        TokenType.OR,
+        TokenType.NOT,
+        TokenType.SELECT,
+        TokenType.ON,
+        TokenType.COMMA,
+        TokenType.L_PAREN,
+        TokenType.EQ,
+        TokenType.NEQ,
+        TokenType.LT,
+        TokenType.GT,
+        TokenType.LTE,
+        TokenType.GTE,
+        TokenType.PLUS,
+        TokenType.DASH,
+        TokenType.STAR,
+        TokenType.SLASH,
+        TokenType.ALIAS,
+        TokenType.UNION,
+    }
+)
+"""Tokens a ``(`` may follow without being a function call (a subquery, a list, grouping)."""
+
+_NOW_WORDS: Final = frozenset({"now", "today", "tomorrow", "yesterday"})
+
+
+def stable_text(parsed: Parsed) -> bool:
+    """Whether ``parsed`` is a ``SELECT`` without parameters whose plan depends on nothing
+    but its text and the catalog: no function but :data:`_SAFE_FUNCTIONS` (no ``now()``, no
+    ``current_setting``), no ``CURRENT_…``/``LOCALTIME…``/``SESSION_USER`` keyword, no
+    ``'now'``-like literal. Planned once, such a statement's plan serves while the catalog is
+    the same."""
+    tokens = parsed.tokens
+    if not tokens or tokens[0].token_type is not TokenType.SELECT:
+        return False
+    for i, tok in enumerate(tokens):
+        kind = tok.token_type
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if kind is TokenType.PARAMETER:
+            return False
+        name = kind.name
+        if name.startswith(("CURRENT_", "LOCALTIME", "SESSION")):
+            return False
+        if kind is TokenType.STRING and tok.text.strip().lower() in _NOW_WORDS:
+            return False
+        called = nxt is not None and nxt.token_type is TokenType.L_PAREN
+        if called and kind not in _BEFORE_PAREN and not _safe_call(tok):
+            return False
+    return True
+
+
+def _safe_call(tok: Token) -> bool:
+    return tok.token_type is TokenType.VAR and tok.text.lower() in _SAFE_FUNCTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class KeptPlan:
+    """The planned ``statement`` of a :func:`stable_text` text, valid while the catalog is
+    ``catalog`` (by identity) and the session's ``recursion_limit`` is the one it was planned
+    with."""
+
+    catalog: object
+    recursion_limit: int
+    statement: st.Select
+
+
+class TextPlans:
+    """The plans of the last ``size`` :func:`stable_text` texts run (any session's): a text
+    run again, with the catalog unchanged, is not planned again. Safe from any thread."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._plans: dict[str, KeptPlan] = {}
+        self._seen: dict[str, None] = {}
+        self._lock = threading.Lock()
+
+    def again(self, sql: str) -> bool:
+        """Whether ``sql`` was run before (among the last ``size`` texts): a text is kept
+        from its second run on, so that a text run once is planned once."""
+        with self._lock:
+            if sql in self._seen:
+                return True
+            self._seen[sql] = None
+            while len(self._seen) > self._size:
+                self._seen.pop(next(iter(self._seen)))
+            return False
+
+    def get(self, sql: str, catalog: object, recursion_limit: int) -> st.Select | None:
+        with self._lock:
+            kept = self._plans.get(sql)
+        if kept is None or kept.catalog is not catalog or kept.recursion_limit != recursion_limit:
+            return None
+        return kept.statement
+
+    def put(self, sql: str, kept: KeptPlan) -> None:
+        with self._lock:
+            self._plans.pop(sql, None)
+            self._plans[sql] = kept
+            while len(self._plans) > self._size:
+                self._plans.pop(next(iter(self._plans)))  # the oldest
