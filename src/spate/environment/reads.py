@@ -12,7 +12,8 @@ explicit ``as_of`` below an input's since is an error naming both.
 
 1. the target has an index on a cluster with replicas — peek the index (no Spark job); a plan
    that filters an indexed object by the index key peeks only those keys (see
-   :mod:`spate.environment.lookup`);
+   :mod:`spate.environment.lookup`), and concurrent lookups at one timestamp share one read
+   (:mod:`spate.environment.lookup_batch`);
 2. the target is a storage collection (table, subsource, materialized view) — peek its shard
    through a replica of a cluster ("fast path"), or read it here when there is no cluster;
 3. anything else (a view, an ad-hoc plan) — a one-time dataflow on a cluster: build the plan at
@@ -466,7 +467,7 @@ async def _lookup_here(
     async def read(union: list[Datum]) -> Multiset | None:
         return await _read_here(rt, item, ts, timeout, limit, (column, tuple(union)))
 
-    key = ("here", item.id, ts, limit, column)
+    key = ("here", item.id, ts, limit, column, timeout)
     return await batcher_of(rt).read(key, values, read)
 
 
@@ -489,7 +490,7 @@ async def _lookup_peek(
             rt, index.cluster, target, ts, base.desc, finishing, timeout, tuple(union)
         )
 
-    return await batcher_of(rt).read(("peek", index.id, ts), keys, peek)
+    return await batcher_of(rt).read(("peek", index.id, ts, timeout), keys, peek)
 
 
 async def _read_here(
