@@ -358,9 +358,14 @@ class TextPlans:
             return False
 
     def get(self, sql: str, catalog: object, recursion_limit: int) -> st.Select | None:
+        """The plan kept for ``sql`` if it was planned against ``catalog`` (a plan of an
+        older catalog is dropped: it would only keep that catalog alive)."""
         with self._lock:
             kept = self._plans.get(sql)
-        if kept is None or kept.catalog is not catalog or kept.recursion_limit != recursion_limit:
+            if kept is not None and kept.catalog is not catalog:
+                del self._plans[sql]
+                return None
+        if kept is None or kept.recursion_limit != recursion_limit:
             return None
         return kept.statement
 
