@@ -98,6 +98,7 @@ def main() -> None:
         return
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"seed {seed}")
+    load_start = round(os.getloadavg()[0], 1)  # the machine's load, recorded with the figures
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         env = Environment.open(Path(tmp) / "data")
@@ -109,6 +110,7 @@ def main() -> None:
         finally:
             env.close()
     figures["seed"] = seed
+    figures["load_average_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 1)}
     path = write_result("pgwire", figures)
     print(f"wrote {path}")
 

@@ -134,6 +134,7 @@ def _pgwire_main(args: argparse.Namespace) -> int:
 
     if not args.postgres:
         raise SystemExit("--case pgwire needs --postgres URL (or SPATE_TEST_POSTGRES_URL)")
+    load_start = round(os.getloadavg()[0], 1)  # the machine's load, recorded with the figures
     schema = f"bench_reads_{os.getpid()}"
     with tempfile.TemporaryDirectory() as tmp, Environment.open(Path(tmp) / "data") as env:
         env.create_cluster("c", replicas=1)
@@ -161,6 +162,7 @@ def _pgwire_main(args: argparse.Namespace) -> int:
             server.close()
     figures["big_rows"] = args.big_rows
     figures["reps"] = args.reps
+    figures["load_average_1m"] = {"start": load_start, "end": round(os.getloadavg()[0], 1)}
     write_result("reads_pgwire", figures)
     return 0 if figures["same_answers"] else 1
 

@@ -21,7 +21,7 @@ from spate.environment.catalog import (
     TableItem,
 )
 from spate.environment.read_plan import Constant, explain_lines, plan_read
-from spate.environment.reads import check_isolation, evaluate_constant
+from spate.environment.reads import check_isolation, evaluate_constant, rows_table
 from spate.environment.sql_state import Session
 from spate.errors import EvalError, EvaluationFailed
 from spate.ids import GlobalId
@@ -29,7 +29,7 @@ from spate.plan.evaluation.relation import evaluate
 from spate.plan.evaluation.values import compare_by
 from spate.plan.finishing import ColumnOrder
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.arrow import arrow_rows, data_schema, decode_rows, to_user
+from spate.repr.arrow import decode_rows, to_user
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row, ScalarKind
 from spate.sql import statements as st
@@ -57,7 +57,7 @@ def read(
     if isinstance(route, Constant):
         now = as_of if as_of is not None else env.runtime.oracle.read_ts()
         rows = [r for r, n in evaluate_constant(plan, now) for _ in range(max(n, 0))]
-        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
+        return rows_table(plan.desc, rows)
     split = _interval_top(plan)
     if split is not None:
         # interval result columns computed over a dataflow's result: the dataflow computes
@@ -69,7 +69,7 @@ def read(
         except EvalError as e:
             raise EvaluationFailed.of("query", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
-        return pa.Table.from_pylist(arrow_rows(plan.desc, rows), schema=data_schema(plan.desc))
+        return rows_table(plan.desc, rows)
     target: Any = plan
     if isinstance(plan, Get):
         target = env.runtime.catalog.by_id(plan.id).name
@@ -211,7 +211,6 @@ def finish(table: pa.Table, desc: RelationDesc, stmt: st.Select) -> pa.Table:
             rows.sort(key=functools.cmp_to_key(cmp))
         end = None if stmt.limit is None else stmt.offset + stmt.limit
         rows = rows[stmt.offset : end]
-        schema = data_schema(desc)
-        table = pa.Table.from_pylist(arrow_rows(desc, rows), schema=schema)
+        table = rows_table(desc, rows)
     table = to_user(table.select(list(range(width))), desc)
     return table.rename_columns(list(stmt.names))

@@ -104,6 +104,11 @@ class Machine:
         head = self._consensus.head(self.key)
         if head is None:
             return None, ShardState.initial(self.shard_id)
+        with self._lock:
+            cached = self._cached
+        if cached is not None and cached[0] == head.seqno and cached[1].seqno == head.seqno:
+            # a seqno holds one state for ever (compare-and-set): the one decoded already
+            return head.seqno, cached[1]
         state = self._decode(head.seqno, head.data)
         self._remember(head.seqno, state)
         return head.seqno, state

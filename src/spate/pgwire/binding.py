@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from sqlglot.tokenizer_core import TokenType
@@ -29,6 +29,12 @@ class Prepared:
     described: Described | None = None
     parsed: Parsed | None = None
     """``sql`` as the SQL layer split it (``None``: an empty statement)."""
+    plans: dict[str, object] = field(default_factory=dict)
+    """What the engine keeps for this statement between executions (its plan:
+    :attr:`spate.pgwire.engine.Bound.cache`); dropped with the statement."""
+    plain: bool | None = None
+    """Whether the statement is known to be one the engine runs whatever values are bound
+    (a ``SELECT``, not a session statement); ``None``: not looked at yet."""
 
 
 MAX_PARAMS: Final = 65535
@@ -62,15 +68,23 @@ def needs_description(stmt: Prepared, m: codec.Bind) -> bool:
 
 def bind_sql(stmt: Prepared, m: codec.Bind) -> str:
     """The statement's text with the Bind's values in place of ``$1``, ``$2``…"""
+    return bind(stmt, m)[0]
+
+
+def bind(stmt: Prepared, m: codec.Bind) -> tuple[str, tuple[object, ...]]:
+    """The statement's text with the Bind's values in place of ``$1``, ``$2``…, and the
+    values decoded (Python values, as :func:`spate.pgwire.types.decode_param` gives them)."""
     n = len(m.params)
     oids = list(stmt.param_oids) + [0] * n
     if stmt.described is not None:
         oids = [o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)]
     literals = []
+    values = []
     for i, raw in enumerate(m.params):
         value = pgt.decode_param(oids[i], _format(m, i), raw, i + 1)
+        values.append(value)
         literals.append(lexer.literal(value, cast_name(pgt.BY_OID.get(oids[i]))))
-    return bind_text(stmt, literals, what="bind message")
+    return bind_text(stmt, literals, what="bind message"), tuple(values)
 
 
 def bind_text(stmt: Prepared, literals: Sequence[str], *, what: str) -> str:

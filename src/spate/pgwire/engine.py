@@ -18,6 +18,8 @@ from typing import Final, Protocol
 
 import pyarrow as pa
 
+from spate.sql import Parsed
+
 
 @dataclass(slots=True)
 class Context:
@@ -79,6 +81,21 @@ Result = Rows | Stream
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """An Execute of a prepared statement: ``statement`` as it was prepared (with its
+    ``$n``), ``values`` the Bind's values decoded (``values[i]`` is ``$(i+1)``; ``None`` is
+    NULL), ``sql`` the statement's text with them bound as literals (what
+    :meth:`Engine.execute` would run), and ``cache``: the engine's own place for what it keeps
+    of the statement between executions (its plan), which lives as long as the prepared
+    statement and is the same object at every execution of it."""
+
+    statement: Parsed
+    values: tuple[object, ...]
+    sql: str
+    cache: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
 class Relation:
     """A user-visible relation, as the catalog emulation describes it.
 
@@ -115,6 +132,12 @@ class Engine(Protocol):
     statement the session split with the SQL layer (:class:`spate.sql.Parsed`), which the
     engine MUST NOT split or tokenize again; the session then calls it instead of
     :meth:`execute` whenever it has the statement's tokens.
+
+    An engine MAY also have ``execute_prepared(bound, ctx) -> Result``: :meth:`execute` of
+    ``bound.sql``, an Execute of a prepared statement (:class:`Bound`); the session calls it
+    instead for every such Execute whose statement has parameters. Its result MUST be the one
+    :meth:`execute` of ``bound.sql`` would give; the engine MAY keep in ``bound.cache`` what
+    does not change between executions (a plan, checked against the catalog it was made from).
 
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->

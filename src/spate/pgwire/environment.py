@@ -24,12 +24,14 @@ from sqlglot.tokenizer_core import TokenType
 
 from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, TableItem, item_desc, kind_of
+from spate.environment.prepared_plans import TextPlans
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
 from spate.errors import EvaluationFailed, UsageError
 from spate.ids import GlobalId
 from spate.pgwire import types as pgt
-from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
+from spate.pgwire.engine import Bound, Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
+from spate.pgwire.prepared import execute_prepared, execute_text
 from spate.plan.evaluation.interrupt import interruptible
 from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.sql import Parsed, SqlError
@@ -60,6 +62,7 @@ class EnvironmentEngine:
 
     def __init__(self, env: Environment) -> None:
         self._env = env
+        self._plans = TextPlans()  # the plans of SELECT texts run again
 
     def _session(self, ctx: Context) -> SqlSession:
         """The connection's own SQL session (its cluster, its isolation)."""
@@ -200,8 +203,15 @@ class EnvironmentEngine:
         return self._answer(sql, lambda session: session.sql(sql), ctx)
 
     def execute_parsed(self, parsed: Parsed, ctx: Context) -> Result:
-        """:meth:`execute` of a statement the session split already (not split again)."""
-        return self._answer(parsed.sql, lambda session: session.run_parsed(parsed), ctx)
+        """:meth:`execute` of a statement the session split already (not split again); a
+        SELECT run again keeps its plan (:func:`spate.pgwire.prepared.execute_text`)."""
+        plans = self._plans
+        return self._answer(parsed.sql, lambda s: execute_text(s, parsed, plans), ctx)
+
+    def execute_prepared(self, bound: Bound, ctx: Context) -> Result:
+        """:meth:`execute` of an Execute of a prepared statement: a prepared lookup keeps its
+        plan between executions (:mod:`spate.pgwire.prepared`)."""
+        return self._answer(bound.sql, lambda session: execute_prepared(session, bound), ctx)
 
     def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
         try:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from spate.pgwire.engine import Stream
+from spate.pgwire.engine import Bound, Stream
 from spate.pgwire.errors import PgError
 from spate.sql import Parsed
 
@@ -163,6 +163,11 @@ class Portal:
     cursor: bool = False  # declared with DECLARE (closed at the end of the transaction)
     parsed: Parsed | None = None
     """``sql`` as the SQL layer split it (``None``: not yet; a bound text is split once)."""
+    bound: Bound | None = None
+    """The Execute of a prepared statement with parameters this portal is (its values)."""
+    plain: bool = False
+    """A statement the engine runs (a ``SELECT``), known from its prepared statement: not
+    looked at again for a session statement."""
 
     def close(self) -> None:
         if self.pump is not None:

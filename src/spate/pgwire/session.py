@@ -27,11 +27,13 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
+from sqlglot.tokenizer_core import TokenType
+
 from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
-from spate.pgwire.binding import Prepared, bind_sql, needs_description, param_types
+from spate.pgwire.binding import Prepared, bind, needs_description, param_types
 from spate.pgwire.commands import run_session_statement
-from spate.pgwire.engine import Context, Described, Engine, Rows, Stream
+from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream
 from spate.pgwire.errors import PgError, sqlstate_of
 from spate.pgwire.host import SessionOptions as SessionOptions
 from spate.pgwire.output import RowEncoder, field_descs
@@ -48,6 +50,10 @@ FLUSH_BYTES: Final = 64 * 1024
 WATCH_BYTES: Final = 1 << 20
 """How much a client may send while a statement runs and the session watches its connection
 (it is kept for after the statement); beyond it, the session stops watching."""
+
+INLINE_CELLS: Final = 4096
+"""A result of at most this many values is turned into rows on the event loop (a worker
+thread's round trip costs more); a larger one on a worker thread."""
 
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
@@ -337,9 +343,9 @@ class Session:
         if len(parts) > 1:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
         parsed = parts[0][1] if parts else None
-        self._statements[m.name] = Prepared(
-            parsed.sql if parsed else "", m.param_oids, parsed=parsed
-        )
+        prepared = Prepared(parsed.sql if parsed else "", m.param_oids, parsed=parsed)
+        prepared.plain = _plain(parsed)
+        self._statements[m.name] = prepared
         self.send(codec.PARSE_COMPLETE)
 
     def _statement(self, name: str) -> Prepared:
@@ -359,13 +365,17 @@ class Session:
         stmt = self._statement(m.statement)
         if needs_description(stmt, m):
             stmt.described = await self._describe_sql(stmt)
-        sql = await self._text(lambda: bind_sql(stmt, m), len(stmt.sql) + 16 * len(m.params))
+        sql, values = await self._text(lambda: bind(stmt, m), len(stmt.sql) + 16 * len(m.params))
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
             self._portals.pop("").close()
         parsed = stmt.parsed if not m.params else None  # bound values make a new text
-        self._portals[m.portal] = Portal(sql, m.result_formats, parsed=parsed)
+        bound = None
+        if m.params and stmt.parsed is not None:
+            bound = Bound(stmt.parsed, values, sql, stmt.plans)
+        portal = Portal(sql, m.result_formats, parsed=parsed, bound=bound, plain=bool(stmt.plain))
+        self._portals[m.portal] = portal
         self.send(codec.BIND_COMPLETE)
 
     async def _describe(self, body: bytes) -> None:
@@ -441,6 +451,9 @@ class Session:
 
     async def _prepare_portal(self, portal: Portal) -> None:
         """Find the portal's columns: run it now (finished results) or describe it (streams)."""
+        if portal.plain:
+            await self._start(portal)
+            return
         stmt = await self._text(lambda: _classify(portal), len(portal.sql))
         if stmt is not None:
             if isinstance(stmt, statements.Show):
@@ -459,7 +472,11 @@ class Session:
         portal.ran = True
         sql = portal.sql
         result: Rows | Stream
-        if portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
+        prepared = getattr(self._engine, "execute_prepared", None)
+        if portal.bound is not None and portal.plain and prepared is not None:
+            bound = portal.bound  # a prepared statement's Execute: the engine may keep its plan
+            result = await self._call(lambda: prepared(bound, self._ctx))
+        elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
             parsed = portal.parsed  # split once: the engine does not split it again
             result = await self._call(lambda: run(parsed, self._ctx))
         else:
@@ -477,7 +494,11 @@ class Session:
         portal.tag = result.tag
         if result.table is not None:
             portal.schema = result.table.schema
-            portal.rows = await self._call(lambda: table_rows(result.table))
+            table = result.table
+            if table.num_rows * max(table.num_columns, 1) <= INLINE_CELLS:
+                portal.rows = table_rows(table)  # a few values: not worth a worker thread
+            else:
+                portal.rows = await self._call(lambda: table_rows(table))
         else:
             portal.done = True
 
@@ -485,7 +506,9 @@ class Session:
         if portal.done and portal.ran and portal.rows is None:
             self.send(codec.command_complete(portal.tag))
             return
-        stmt = await self._text(lambda: _classify(portal), len(portal.sql))
+        stmt = None
+        if not portal.plain:  # a prepared SELECT is no session statement, whatever is bound
+            stmt = await self._text(lambda: _classify(portal), len(portal.sql))
         if self._status == "E" and not isinstance(stmt, (statements.Commit, statements.Rollback)):
             raise PgError(
                 "25P02",
@@ -676,6 +699,14 @@ def _parsed(portal: Portal) -> Parsed | None:
             raise PgError("42601", "cannot insert multiple commands into a prepared statement")
         portal.parsed = parts[0][1] if parts else None
     return portal.parsed
+
+
+def _plain(parsed: Parsed | None) -> bool:
+    """Whether a prepared statement is a ``SELECT`` (never a session statement, whatever
+    values are bound into it)."""
+    if parsed is None or not parsed.tokens:
+        return False
+    return parsed.tokens[0].token_type is TokenType.SELECT and statements.classify(parsed) is None
 
 
 def _classify(portal: Portal) -> statements.SessionStatement | None:

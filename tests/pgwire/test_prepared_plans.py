@@ -1,0 +1,267 @@
+"""A prepared lookup keeps its plan between executions (spate.environment.prepared_plans,
+spate.pgwire.prepared): planned once, the values put into the plan at each Execute, planned
+again after any catalog change; results the same as PostgreSQL's."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import spate.environment.sql
+import spate.pgwire.prepared
+from spate.environment import prepared_plans as plans
+from spate.environment.api import Environment
+from spate.pgwire.environment import EnvironmentEngine
+from spate.pgwire.server import ServerConfig, ServerThread
+from spate.repr.desc import RelationDesc
+from spate.repr.types import INT64, TEXT
+from spate.sql import MemoryCatalog, parse, plan_statements
+from spate.sql import statements as st
+from tests.pgwire._pg_scratch import pg_scratch
+
+# -- the template, without a server ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "count", "keys"),
+    [
+        ("SELECT * FROM t WHERE id = $1", 1, True),
+        ("SELECT v FROM t WHERE t.id = $1 AND v = $2 ORDER BY id LIMIT 5", 2, True),
+        ("SELECT * FROM t WHERE $1 = id", 1, True),
+        ("SELECT * FROM t WHERE v = 'x' AND id = $1;", 1, True),
+        ("SELECT * FROM t WHERE id = $1 + 1", 1, False),  # computed from the value
+        ("SELECT * FROM t WHERE id = $1 OR id = 2", 1, False),
+        ("SELECT * FROM t WHERE (id = $1)", 1, False),
+        ("SELECT * FROM t WHERE id = $1 AND $1 = 5", 1, False),  # twice
+        ("SELECT * FROM t WHERE id = $1::int", 1, False),
+        ("SELECT * FROM t WHERE NOT id = $1", 1, False),
+        ("SELECT $1", 1, False),
+        ("SELECT * FROM t WHERE id = $2", 2, False),  # $1 unused
+        ("UPDATE t SET v = 'x' WHERE id = $1", 1, False),
+        ("SELECT * FROM t", 0, False),
+    ],
+)
+def test_which_statements_make_templates(sql: str, count: int, keys: bool) -> None:
+    (parsed,) = parse(sql)
+    assert plans.parameters_are_keys(parsed, count) is keys
+
+
+def _catalog() -> MemoryCatalog:
+    catalog = MemoryCatalog()
+    catalog.add("t", RelationDesc.of(("id", INT64, False), ("v", TEXT)))
+    return catalog
+
+
+def _plan(sql: str) -> st.Select:
+    (stmt,) = plan_statements(sql, _catalog())
+    assert isinstance(stmt, st.Select)
+    return stmt
+
+
+def test_a_template_with_other_values_is_the_plan_of_their_text() -> None:
+    catalog = object()
+    first = _plan("SELECT v FROM t WHERE id = '5'::bigint AND v = 'a' ORDER BY v")
+    template = plans.make_template(catalog, first, (5, "a"))
+    assert isinstance(template, plans.LookupTemplate)
+    text = "SELECT v FROM t WHERE id = '7'::bigint AND v = 'it''s' ORDER BY v"
+    assert plans.instantiate(template, (7, "it's"), sql=text) == _plan(text)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [(None,), ("5",), (True,), (2**63,), (1.5,)],
+    ids=["null", "text-for-int", "bool", "beyond-int64", "float"],
+)
+def test_values_that_do_not_fit_the_template_are_planned(values: tuple[object, ...]) -> None:
+    template = plans.make_template(object(), _plan("SELECT * FROM t WHERE id = 5"), (5,))
+    assert isinstance(template, plans.LookupTemplate)
+    assert plans.instantiate(template, values, sql="") is None
+
+
+def test_a_value_the_planner_changed_or_folded_makes_no_template() -> None:
+    # the value is not in the plan as it came (converted from text: '5' became 5)
+    assert isinstance(
+        plans.make_template(object(), _plan("SELECT * FROM t WHERE id = '5'"), ("5",)),
+        plans.NoTemplate,
+    )
+    # found twice: which one is the parameter's is not known
+    twice = _plan("SELECT * FROM t WHERE id = 5 AND id = 5")
+    assert isinstance(plans.make_template(object(), twice, (5,)), plans.NoTemplate)
+    # not a chain over one relation
+    joined = _plan("SELECT * FROM t a, t b WHERE a.id = 5")
+    assert isinstance(plans.make_template(object(), joined, (5,)), plans.NoTemplate)
+
+
+# -- through the server ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Environment, str]]:
+    env = Environment.open(tmp_path / "data")  # no cluster: tables are read here
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    try:
+        yield env, f"host=127.0.0.1 port={server.port} user=t dbname=spate sslmode=disable"
+    finally:
+        server.close()
+        env.close()
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[str]:
+    """Every statement ``module`` plans (its ``plan_statement``), in order."""
+    planned: list[str] = []
+    real = module.plan_statement
+
+    def counting(parsed: Any, *args: Any, **kwargs: Any) -> Any:
+        planned.append(parsed.sql)
+        return real(parsed, *args, **kwargs)
+
+    monkeypatch.setattr(module, "plan_statement", counting)
+    return planned
+
+
+def test_a_prepared_lookup_is_planned_once_and_again_after_ddl(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, dsn = served
+    planned = _counting(monkeypatch, spate.environment.sql)
+    templated = _counting(monkeypatch, spate.pgwire.prepared)
+    lookup = "SELECT id, v FROM t WHERE id = %s"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+        planned.clear()
+        for k, want in [(1, [(1, "a")]), (2, [(2, "b")]), (3, [(3, None)]), (9, [])] * 3:
+            assert c.execute(lookup, (k,), prepare=True).fetchall() == want
+        # the first execution is planned (and once more for its template); the rest not
+        assert len(planned) == 1 and len(templated) == 1, (planned, templated)
+        # NULL is another parameter type to psycopg: another prepared statement, whose NULL
+        # makes no template (= NULL folds)
+        assert c.execute(lookup, (None,), prepare=True).fetchall() == []
+        assert c.execute(lookup, (None,), prepare=True).fetchall() == []
+        assert len(planned) == 3 and len(templated) == 2, (planned, templated)
+
+        # Another table named t, made by another session (psycopg deallocates its prepared
+        # statements after its own DDL): PostgreSQL plans the prepared statement again and
+        # reads the new one; a kept plan would read the old table, still there as t_old.
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute("ALTER TABLE t RENAME TO t_old")
+            other.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+            other.execute("INSERT INTO t VALUES (1, 'new')")
+        assert c.execute(lookup, (1,), prepare=True).fetchall() == [(1, "new")]
+        assert c.execute(lookup, (2,), prepare=True).fetchall() == []
+        assert len(templated) == 3  # a new template, for the new catalog
+
+        c.execute("DROP TABLE t_old")
+        c.execute("DROP TABLE t")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute(lookup, (1,), prepare=True)
+
+
+def test_a_prepared_lookup_in_a_transaction_block_is_planned(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, dsn = served
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'a')")
+        lookup = "SELECT v FROM t WHERE id = %s"
+        for _ in range(3):
+            assert c.execute(lookup, (1,), prepare=True).fetchall() == [("a",)]
+        planned = _counting(monkeypatch, spate.environment.sql)
+        with c.transaction():
+            assert c.execute(lookup, (1,), prepare=True).fetchall() == [("a",)]
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # 25006, a read block
+                c.execute("INSERT INTO t VALUES (2, 'b')")
+        # planned under the block's rules, as every statement of the block
+        assert planned[0].startswith("SELECT v FROM t WHERE id = ") and len(planned) == 2
+
+
+_ROWS = [(1, "a", "x"), (2, "b", None), (3, "it's", "y"), (4, "", "z"), (5, None, "w")]
+
+
+def test_prepared_lookups_answer_as_postgresql_does(served: tuple[Environment, str]) -> None:
+    env, dsn = served
+    env.create_table("pt", RelationDesc.of(("id", INT64, False), ("k", TEXT), ("w", TEXT)))
+    env.insert("pt", _ROWS)
+    values = "(1, 'a', 'x'), (2, 'b', NULL), (3, 'it''s', 'y'), (4, '', 'z'), (5, NULL, 'w')"
+    ddl = [
+        "CREATE TABLE pt (id bigint NOT NULL, k text, w text)",
+        f"INSERT INTO pt VALUES {values}",
+    ]
+    url = os.environ.get("SPATE_TEST_POSTGRES_URL", "")
+    queries: list[tuple[str, tuple[object, ...]]] = (
+        [("SELECT id, k, w FROM pt WHERE id = %s", (i,)) for i in (1, 3, 5, 6, -1, None)]
+        + [
+            ("SELECT id, w FROM pt WHERE k = %s ORDER BY id", (k,))
+            for k in ("a", "it's", "", "nope")
+        ]
+        + [("SELECT w FROM pt WHERE id = %s AND k = %s", (i, k)) for i, k in ((1, "a"), (1, "b"))]
+        + [("SELECT id FROM pt WHERE w = %s", ("x",)), ("SELECT id FROM pt WHERE k = %s", (None,))]
+    )
+    with pg_scratch(ddl, "prepared") as schema, psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(f"SET search_path = {schema}")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for _ in range(3):  # planned, then from the template
+                for sql, args in queries:
+                    got = c.execute(sql, args, prepare=True).fetchall()
+                    want = pg.execute(sql, args, prepare=True).fetchall()
+                    assert sorted(got, key=repr) == sorted(want, key=repr), (sql, args)
+
+
+# -- statements without parameters, by their text -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "stable"),
+    [
+        ("SELECT * FROM t, s WHERE t.a = s.b", True),
+        ("SELECT x FROM t WHERE x IN (SELECT y FROM s)", True),
+        ("SELECT count(*), sum(v) FROM t GROUP BY k", True),
+        ("SELECT x FROM t WHERE EXISTS (SELECT 1 FROM s WHERE s.y = t.x)", True),
+        ("SELECT now(), x FROM t", False),
+        ("SELECT current_timestamp", False),
+        ("SELECT x FROM t WHERE ts < 'now'::timestamp", False),
+        ("SELECT random() FROM t", False),
+        ("SELECT current_setting('application_name')", False),
+        ("SELECT mz_now()", False),
+        ("SELECT k FROM t WHERE k = $1", False),
+        ("INSERT INTO t VALUES (1)", False),
+    ],
+)
+def test_which_texts_keep_their_plans(sql: str, stable: bool) -> None:
+    (parsed,) = parse(sql)
+    assert plans.stable_text(parsed) is stable
+
+
+def test_a_select_run_again_keeps_its_plan_until_the_catalog_changes(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, dsn = served
+    planned = _counting(monkeypatch, spate.environment.sql)
+    query = "SELECT t.v, u.w FROM t, u WHERE t.id = u.id ORDER BY t.v"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        c.execute("INSERT INTO u VALUES (1, 'x'), (2, 'y')")
+        planned.clear()
+        for _ in range(5):  # simple queries, then the extended protocol
+            assert c.execute(query.encode()).fetchall() == [("a", "x"), ("b", "y")]
+        for _ in range(3):
+            assert c.execute(query).fetchall() == [("a", "x"), ("b", "y")]
+        assert planned == [query, query]  # planned at its first two runs only
+        with psycopg.connect(dsn, autocommit=True) as other:  # another session's DDL
+            other.execute("ALTER TABLE u RENAME TO u_old")
+            other.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
+            other.execute("INSERT INTO u VALUES (2, 'new')")
+        assert c.execute(query).fetchall() == [("b", "new")]
+        timed = "SELECT count(*) FROM t WHERE now() > '2000-01-01'"
+        planned.clear()
+        for _ in range(3):
+            assert c.execute(timed).fetchall() == [(2,)]
+        assert len(planned) == 3  # now(): planned every time
