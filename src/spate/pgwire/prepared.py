@@ -51,7 +51,7 @@ def execute_prepared(session: SqlSession, bound: Bound) -> object:
     elif cached is None or getattr(cached, "catalog", None) is not session.env.runtime.catalog:
         (parsed,) = parse(bound.sql)
         result = session.run_parsed(parsed)
-        catalog = EnvironmentCatalog(session.env, session.definitions)
+        catalog = EnvironmentCatalog(session.env)
         planned = plan_statement(parsed, catalog, recursion_limit=state.recursion_limit)
         bound.cache["plan"] = plans.make_template(catalog.state, planned, bound.values)
         return result
@@ -74,7 +74,7 @@ def execute_text(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
             return session.run_parsed(parsed)
     result = session.run_parsed(parsed)
     if kept.again(parsed.sql):  # run before: worth a plan kept (planned once more here)
-        catalog = EnvironmentCatalog(session.env, session.definitions)
+        catalog = EnvironmentCatalog(session.env)
         planned = plan_statement(parsed, catalog, recursion_limit=state.recursion_limit)
         if isinstance(planned, st.Select) and not reads_catalog(planned.plan):
             kept.put(parsed.sql, plans.KeptPlan(catalog.state, state.recursion_limit, planned))
