@@ -229,3 +229,31 @@ async def test_a_subscribe_of_a_view_computed_here_equals_the_oracle(
         assert d.violations == []
         await d.close()
     tables.close()
+
+
+def test_a_step_writes_no_since_the_readers_sinces_move_when_asked(tmp_path: Path) -> None:
+    """After a step nothing is written to persist (its output is not held up by consensus
+    writes); :meth:`downgrade_sinces` moves each reader's since below the next read."""
+    tables = Tables.embedded(tmp_path / "persist")
+    t = tables.create(KV)
+    t.append([((1, 10), 1)], time=0)
+    t.append([((2, 20), 1)], time=3)
+    uppers = ShardUppers(lambda s: tables.client.fetch_state(s).upper)
+    inputs = ReplicaInputs(
+        subscribe_of(t, 0),
+        persist=tables.client,
+        uppers=uppers,
+        arrangements=lambda id: pytest.fail("no index imports"),
+    )
+    try:
+        seqno = tables.client.fetch_state(t.shard).seqno
+        inputs.snapshot(t.id, as_of=0)
+        inputs.after_step()
+        assert read(inputs, t.id, 1, 4) == [((2, 20), 3, 1)]
+        assert tables.client.fetch_state(t.shard).seqno == seqno
+        inputs.downgrade_sinces()
+        state = tables.client.fetch_state(t.shard)
+        assert [r.since for r in state.leased_readers.values()] == [Antichain.of(3)]
+    finally:
+        inputs.close()
+        tables.close()

@@ -18,10 +18,13 @@
   snapshot, and those in ``[lower, upper)`` for a step (times past the arrangement's since are
   exact, and the replica never compacts it beyond what the importer still reads).
 
-After each step the driver calls :meth:`ReplicaInputs.after_step`: each reader's since moves to
-``upper - 1`` (strictly below the next listen frontier, as persist requires), which renews its
-lease and releases the batches the step read (they stay valid until then, see
-:mod:`spate.persist.read`). :meth:`close` expires the readers.
+After each step the driver calls :meth:`ReplicaInputs.after_step` (no I/O: what the step read is
+forgotten), and now and then :meth:`ReplicaInputs.downgrade_sinces`: each reader's since moves
+to ``upper - 1`` (strictly below the next listen frontier, as persist requires), which renews
+its lease and releases the batches the steps read (they stay valid until then, see
+:mod:`spate.persist.read`). A since that lags holds compaction back a little longer, which is
+always safe; a consensus write per input after every step, on the way to the step's output, is
+not needed. :meth:`close` expires the readers.
 
 All methods run on the Spark worker thread (the listen and the readers are not shared).
 """
@@ -276,10 +279,8 @@ class ReplicaInputs:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def after_step(self) -> None:
-        """A step succeeded: forget what it read; hold each reader's since below the next read.
-
-        (Until then a failed step can read the same updates again.)
-        """
+        """A step succeeded: forget what it read (until then a failed step can read the same
+        updates again). No I/O: :meth:`downgrade_sinces` moves the readers' sinces."""
         for live in self._staged:
             live.cleanup()
         self._staged = []
@@ -292,6 +293,10 @@ class ReplicaInputs:
                     for b in src.buffered
                 ]
                 src.buffered = [b for b in kept if b.num_rows]
+
+    def downgrade_sinces(self) -> None:
+        """Hold each reader's since just below the next read (persist I/O; the worker thread)."""
+        for src in [*self._sources.values(), *self._errors.values()]:
             try:
                 src.reader.downgrade_since(Antichain.of(src.committed - 1))
             except Exception as e:  # the lease is renewed next time; reads fail if it expired

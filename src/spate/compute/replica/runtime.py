@@ -31,7 +31,9 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
   Each step's updates of a view also go to the view's feed (:mod:`~spate.compute.replica.
   view_feed`), from which a subscribe of the view on this replica steps at once, without
   waiting for the write and reading it back.
-* A maintenance task renews reader leases and lets read-only views observe their shards.
+* A maintenance task renews reader leases, moves the readers' sinces up behind the steps
+  (a step moves them at most every ``SINCE_DOWNGRADE_S``: persist writes off the way to
+  its output) and lets read-only views observe their shards.
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ STEP_BACKOFF_S: Final = 0.5
 MAINTENANCE_S: Final = 1.0
 LEASE_RENEWAL_S: Final = 60.0
 CANCEL_REPEAT_S: Final = 0.1
+SINCE_DOWNGRADE_S: Final = 1.0
+"""How often a stepping dataflow moves its readers' sinces (a consensus write per input; the
+maintenance pass does it too): not after every step, on the way to the step's output."""
 """How often a drop cancels the Spark jobs of its dataflow again while the worker is still in
 it (a cancel reaches only the jobs already running)."""
 
@@ -127,6 +132,7 @@ class _Running:
     failures: int = 0
     retry_at: float = 0.0
     last_step: float = 0.0
+    last_downgrade: float = 0.0
 
 
 class ComputeRuntime:
@@ -646,6 +652,12 @@ class ComputeRuntime:
                 rows_out=report.rows_out,
             )
         )
+        if r.last_step - r.last_downgrade >= SINCE_DOWNGRADE_S:
+            self._downgrade_sinces(r)
+
+    def _downgrade_sinces(self, r: _Running) -> None:
+        r.last_downgrade = time.monotonic()
+        r.inputs.downgrade_sinces()
 
     def _written(self, shard: ShardId, upper: Frontier) -> None:
         """A view's shard written up to ``upper`` by this replica (any thread)."""
@@ -708,6 +720,8 @@ class ComputeRuntime:
         for r in list(self._running.values()):
             if r.sinks and not r.failed:
                 self._flush(r)
+            if r.last_downgrade < r.last_step:
+                self._downgrade_sinces(r)
 
     def _renew_leases(self) -> None:
         for r in list(self._running.values()):
