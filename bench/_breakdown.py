@@ -10,14 +10,15 @@ mark of each stage that covers ``ts``:
   blob of its updates, then the consensus compare-and-set), the last table's;
 * ``upper_polled``: the replica learning a table's new upper (the last table's);
 * ``step_start`` / ``step_end`` of each dataflow with an upper beyond ``ts`` (the view's, then
-  the subscribe's, which reads the view's shard);
-* the view's shard appended beyond ``ts`` by the replica (``sink append``, ``sink cas_done``);
+  the subscribe's, which reads the view's feed on the same replica, or its shard);
 * ``subscribe_sent`` / ``subscribe_received``: the subscribe's batch covering ``ts`` written to
   the replica's connection / decoded by the environment's compute controller;
-* ``delivered``: the subscribe's change reaching the client.
+* ``delivered``: the subscribe's change reaching the client;
+* off that path, the view's shard appended beyond ``ts`` by the replica (``append_start``,
+  ``cas_done``), its gap counted from the view's step end.
 
 The table gives, per stage, the median time after the start of the step's writes, and the
-median gap to the stage before it.
+median gap to the stage before it (each a median over the steps: the gaps need not add up).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -112,14 +114,20 @@ def _stamps(
         for stage in ("step_start", "step_end"):
             when = _find(marks, t0, stage, subject=name, beyond=ts)
             stamps.append((f"{name}: {stage.replace('_', ' ')}", when))
-        if name == dataflows[0]:
-            for stage in ("append_start", "cas_done"):
-                found = [_find(marks, t0, stage, subject=v, beyond=ts) for v in views]
-                stamps.append((f"view shards: {stage.replace('_', ' ')} (last)", _last(found)))
     stamps.append(("replica sends the batch", _find(marks, t0, "subscribe_sent", beyond=ts)))
     stamps.append(("controller receives it", _find(marks, t0, "subscribe_received", beyond=ts)))
     stamps.append(("subscribe delivers", s.delivered_ns))
+    if dataflows:
+        view_end = _find(marks, t0, "step_end", subject=dataflows[0], beyond=ts)
+        stamps.append((OFF_PATH, view_end))
+    for stage in ("append_start", "cas_done"):
+        found = [_find(marks, t0, stage, subject=v, beyond=ts) for v in views]
+        stamps.append((f"  view shards: {stage.replace('_', ' ')} (last)", _last(found)))
     return stamps
+
+
+OFF_PATH: Final = "off the path, from the view's step end:"
+"""Not a stage: the stages after it count their gap from the view's step end."""
 
 
 def breakdown(path: Path, steps: list[StepTimes]) -> list[tuple[str, float, float]]:
@@ -143,6 +151,9 @@ def breakdown(path: Path, steps: list[StepTimes]) -> list[tuple[str, float, floa
                 order.append(name)
             if wall is None:
                 continue
+            if name == OFF_PATH:  # a base for the stages after it, not a stage
+                prev = wall
+                continue
             at[name].append((wall - s.started_ns) / 1e6)
             gaps[name].append((wall - prev) / 1e6)
             prev = wall
@@ -160,5 +171,8 @@ def format_table(rows: list[tuple[str, float, float]]) -> str:
     width = max(len(r[0]) for r in rows)
     lines = [f"{'stage':<{width}}  {'at p50 ms':>9}  {'+ p50 ms':>8}"]
     for name, at, gap in rows:
+        if name == OFF_PATH:
+            lines.append(name)
+            continue
         lines.append(f"{name:<{width}}  {at:>9.1f}  {gap:>8.1f}")
     return "\n".join(lines)

@@ -11,7 +11,8 @@ hand::
     python -m venv ~/.cache/spate-bench/flink-venv
     ~/.cache/spate-bench/flink-venv/bin/pip install apache-flink==2.3.0
 
-``bench/_flink_peer.py`` runs there on changelog files (Debezium JSON) this process writes.
+``bench/_flink_peer.py`` runs there on changelog files (JSON lines of signed updates) this
+process writes.
 """
 
 from __future__ import annotations
@@ -32,11 +33,16 @@ PEER_TIMEOUT_S = 3600
 BUFFER_TIMEOUTS = {"bt0": "0 ms", "default": "default"}
 
 
+def flink_venv_python() -> Path:
+    """Where the interpreter of PyFlink's virtual environment is (it may not exist yet)."""
+    cache = Path(os.environ.get("SPATE_BENCH_CACHE", Path.home() / ".cache" / "spate-bench"))
+    return cache / "flink-venv" / "bin" / "python"
+
+
 def flink_python() -> Path:
     """The interpreter of PyFlink's virtual environment (created and filled if missing)."""
-    cache = Path(os.environ.get("SPATE_BENCH_CACHE", Path.home() / ".cache" / "spate-bench"))
-    venv = cache / "flink-venv"
-    python = venv / "bin" / "python"
+    python = flink_venv_python()
+    venv = python.parent.parent
     if not python.exists():
         print(f"installing {FLINK} into {venv} ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -45,13 +51,18 @@ def flink_python() -> Path:
 
 
 def _changelog(path: Path, deletes: Iterable[pa.Table], inserts: Iterable[pa.Table]) -> None:
-    """Debezium JSON: a ``d`` line per deleted row, then a ``c`` line per inserted row."""
+    """JSON lines of signed updates: each row with ``"diff": -1`` (deleted) or ``1`` (inserted).
+
+    Not Debezium's ``d``/``c`` records: Flink's file source reads the files with two readers and
+    no order between files, so a later step's delete can reach the aggregate before the insert
+    it retracts, and Flink's changelog aggregates assume their input in order (a group
+    aggregate drops a retraction it has no state for; ``MAX`` with retraction keeps a value
+    whose count went -1 -> 0 as the max). Summing diffs commutes (``bench/_flink_peer.py``)."""
     with path.open("w") as f:
-        for op, tables in (("d", deletes), ("c", inserts)):
-            side = "before" if op == "d" else "after"
+        for diff, tables in ((-1, deletes), (1, inserts)):
             for table in tables:
                 for row in table.to_pylist():
-                    f.write(json.dumps({"before": None, "after": None, side: row, "op": op}))
+                    f.write(json.dumps({**row, "diff": diff}))
                     f.write("\n")
 
 

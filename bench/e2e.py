@@ -81,7 +81,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import duckdb
 import psutil
 
-from bench._breakdown import StepTimes, breakdown, format_table
+from bench._breakdown import OFF_PATH, StepTimes, breakdown, format_table
 from bench._flink import flink_peer
 from bench._pathway import pathway_peer
 from bench._results import write_result
@@ -565,7 +565,9 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         flush=True,
     )
     stages = breakdown(work / "latency.trace", traced)
-    figures["visible_breakdown_ms"] = {name: round(at, 1) for name, at, _ in stages}
+    figures["visible_breakdown_ms"] = {
+        name.strip(): round(at, 1) for name, at, _ in stages if name != OFF_PATH
+    }
     print("write -> visible, stage by stage (the steps above):", flush=True)
     print(format_table(stages), flush=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import uuid
 from pathlib import Path
 
@@ -85,3 +86,30 @@ def test_the_change_token_moves_on_another_connections_commit_only(tmp_path: Pat
     assert ours.change_token() != before
     ours.close()
     theirs.close()
+
+
+async def test_the_first_upper_that_moved_wakes_its_waiters_before_the_other_shards_are_read() -> (
+    None
+):
+    """A poll reads every shard in turn; a dataflow waiting on the first need not wait for a
+    slow read of another."""
+    fast, slow = ShardId(uuid.UUID(int=1)), ShardId(uuid.UUID(int=2))
+    release = threading.Event()
+
+    def fetch(s: ShardId) -> Antichain[int]:
+        if s == slow:
+            release.wait(10)
+        return Antichain.of(5)
+
+    uppers = ShardUppers(fetch)
+    uppers.register(fast, Antichain.of(1))
+    uppers.register(slow, Antichain.of(1))
+    poller = asyncio.create_task(uppers.run())
+    try:
+        assert await asyncio.wait_for(uppers.wait_past(fast, 3), 5) == Antichain.of(5)
+        assert uppers.upper(slow) == Antichain.of(1)  # its read is still under way
+    finally:
+        release.set()
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller

@@ -7,16 +7,24 @@
   seen by the replica's :class:`~spate.compute.replica.uppers.ShardUppers`; ``snapshot(as_of)``
   hands over the shard's live Parquet batches for a read at ``as_of`` (explicit files, never a
   directory); ``updates(lower, upper)`` comes from a listen started at the dataflow's as_of, so
-  every step reads only the batches written since the previous one;
+  every step reads only the batches written since the previous one; in a dataflow whose
+  exports are all subscribes, a shard of a materialized view this replica computes is read, once
+  the dataflow is hydrated, from the view's :class:`~spate.compute.replica.view_feed.ViewFeed`
+  (the view's computed updates, before they are written) wherever the feed covers the step, and
+  its ``upper`` is then the feed's; elsewhere from persist, the listen restarted where the feed
+  left off;
 * an **index import** ``i`` is the arrangement of index export ``i`` of another dataflow on this
   replica (:class:`ArrangementSource`): its since and upper, its updates up to ``as_of`` for the
   snapshot, and those in ``[lower, upper)`` for a step (times past the arrangement's since are
   exact, and the replica never compacts it beyond what the importer still reads).
 
-After each step the driver calls :meth:`ReplicaInputs.after_step`: each reader's since moves to
-``upper - 1`` (strictly below the next listen frontier, as persist requires), which renews its
-lease and releases the batches the step read (they stay valid until then, see
-:mod:`spate.persist.read`). :meth:`close` expires the readers.
+After each step the driver calls :meth:`ReplicaInputs.after_step` (no I/O: what the step read is
+forgotten), and now and then :meth:`ReplicaInputs.downgrade_sinces`: each reader's since moves
+to ``upper - 1`` (strictly below the next listen frontier, as persist requires), which renews
+its lease and releases the batches the steps read (they stay valid until then, see
+:mod:`spate.persist.read`). A since that lags holds compaction back a little longer, which is
+always safe; a consensus write per input after every step, on the way to the step's output, is
+not needed. :meth:`close` expires the readers.
 
 All methods run on the Spark worker thread (the listen and the readers are not shared).
 """
@@ -33,8 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.compute.replica.uppers import ShardUppers
+from spate.compute.replica.view_feed import ViewFeed
 from spate.frontier.antichain import Antichain, Frontier
-from spate.ids import GlobalId
+from spate.ids import GlobalId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.error_shard import ERRORS_DESC, errors_shard, has_errors_shard
 from spate.persist.read import ListenUpdates, LiveBatches, ReadHandle
@@ -60,6 +69,9 @@ class InputUnavailable(Exception):
 ArrangementSource = Callable[[GlobalId], "Arrangement"]
 """The arrangement of index export ``id`` on this replica (raises ``InputUnavailable``)."""
 
+ViewFeeds = Callable[[ShardId], ViewFeed | None]
+"""The feed of a view shard computed on this replica, if there is one."""
+
 
 @dataclass
 class _Source:
@@ -72,6 +84,9 @@ class _Source:
     """The upper of the last read (committed by ``after_step``; a failed step reads again)."""
     buffered: list[pa.Table] = field(default_factory=list)
     """Listened updates at times ``>= committed``."""
+    listener_behind: bool = False
+    """A step was read from the view's feed: the listen restarts at ``committed`` when next
+    used (its frontier is behind, and the since passed it)."""
 
 
 class ReplicaInputs:
@@ -84,6 +99,7 @@ class ReplicaInputs:
         persist: PersistClient | None,
         uppers: ShardUppers,
         arrangements: ArrangementSource,
+        feeds: ViewFeeds | None = None,
     ) -> None:
         as_of = description.as_of
         if as_of is None or as_of.is_empty():
@@ -91,6 +107,9 @@ class ReplicaInputs:
         self._as_of: int = as_of.elements[0]
         self._uppers = uppers
         self._arrangements = arrangements
+        self._feeds = feeds
+        self._hydrated = False
+        """A step succeeded (the snapshots are read; feeds serve only later steps)."""
         self._indexes: dict[GlobalId, IndexImport] = {i.id: i for i in description.index_imports}
         self._sources: dict[GlobalId, _Source] = {}
         self._errors: dict[GlobalId, _Source] = {}
@@ -140,9 +159,9 @@ class ReplicaInputs:
 
     def upper(self, id: GlobalId) -> Frontier:
         if id in self._sources:
-            found = self._uppers.upper(self._sources[id].reader.shard_id)
+            found = self._source_upper(self._sources[id])
             if id in self._errors:  # complete only where its errors are too
-                found = found.meet(self._uppers.upper(self._errors[id].reader.shard_id))
+                found = found.meet(self._source_upper(self._errors[id]))
             return found
         upper: Frontier = self._arrangement(id).upper
         return upper
@@ -188,6 +207,20 @@ class ReplicaInputs:
 
     # -- sources ------------------------------------------------------------------------------
 
+    def _feed(self, src: _Source) -> ViewFeed | None:
+        """The view feed that can serve ``src``'s next step, if any."""
+        if self._feeds is None or not self._hydrated:
+            return None
+        feed = self._feeds(src.reader.shard_id)
+        if feed is None or feed.closed or feed.lower > src.committed:
+            return None
+        return feed
+
+    def _source_upper(self, src: _Source) -> Frontier:
+        durable = self._uppers.upper(src.reader.shard_id)
+        feed = self._feed(src)
+        return durable if feed is None else durable.join(feed.upper)
+
     def _source_updates(self, src: _Source, lower: int, upper: int) -> pa.Table:
         sid = src.reader.shard_id
         if lower != src.committed:
@@ -195,6 +228,19 @@ class ReplicaInputs:
                 f"source import {src.imp.id} (shard {sid}): updates from {lower} asked, but the "
                 f"next read starts at {src.committed}"
             )
+        schema = updates_schema(src.imp.desc)
+        feed = self._feed(src)
+        if feed is not None and feed.covers(lower, upper):
+            fed = feed.updates(lower, upper)
+            src.buffered = []
+            src.listener_behind = True
+            src.served = upper
+            if fed is None:
+                return schema.empty_table()
+            return fed.rename_columns(schema.names).cast(schema)
+        if src.listener_behind:
+            src.listener = src.reader.listener(lower - 1)
+            src.listener_behind = False
         listener = src.listener
         while listener.frontier.less_equal(upper - 1):
             events = listener.poll_once()
@@ -207,7 +253,6 @@ class ReplicaInputs:
             src.buffered.extend(e.updates for e in events if isinstance(e, ListenUpdates))
         if len(src.buffered) > 1:
             src.buffered = [pa.concat_tables(src.buffered)]
-        schema = updates_schema(src.imp.desc)
         table = src.buffered[0] if src.buffered else schema.empty_table()
         src.served = upper
         return table.filter(pc.less(table.column(TIME_COLUMN), upper))
@@ -234,13 +279,12 @@ class ReplicaInputs:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def after_step(self) -> None:
-        """A step succeeded: forget what it read; hold each reader's since below the next read.
-
-        (Until then a failed step can read the same updates again.)
-        """
+        """A step succeeded: forget what it read (until then a failed step can read the same
+        updates again). No I/O: :meth:`downgrade_sinces` moves the readers' sinces."""
         for live in self._staged:
             live.cleanup()
         self._staged = []
+        self._hydrated = True
         for src in [*self._sources.values(), *self._errors.values()]:
             if src.served > src.committed:
                 src.committed = src.served
@@ -249,6 +293,10 @@ class ReplicaInputs:
                     for b in src.buffered
                 ]
                 src.buffered = [b for b in kept if b.num_rows]
+
+    def downgrade_sinces(self) -> None:
+        """Hold each reader's since just below the next read (persist I/O; the worker thread)."""
+        for src in [*self._sources.values(), *self._errors.values()]:
             try:
                 src.reader.downgrade_since(Antichain.of(src.committed - 1))
             except Exception as e:  # the lease is renewed next time; reads fail if it expired

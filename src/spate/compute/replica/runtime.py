@@ -28,7 +28,12 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
 * **Materialized views** are written after the step that computed them
   (:mod:`spate.compute.replica.sinks`), on a thread of their own while the next step runs
   (:mod:`~spate.compute.replica.sink_writer`); their shard upper is reported as ``SinkProgress``.
-* A maintenance task renews reader leases and lets read-only views observe their shards.
+  Each step's updates of a view also go to the view's feed (:mod:`~spate.compute.replica.
+  view_feed`), from which a subscribe of the view on this replica steps at once, without
+  waiting for the write and reading it back.
+* A maintenance task renews reader leases, moves the readers' sinces up behind the steps
+  (a step moves them at most every ``SINCE_DOWNGRADE_S``: persist writes off the way to
+  its output) and lets read-only views observe their shards.
 """
 
 from __future__ import annotations
@@ -77,11 +82,12 @@ from spate.compute.replica.sink_writer import SinkWriter
 from spate.compute.replica.sinks import MaterializedViewSink
 from spate.compute.replica.uppers import ShardUppers
 from spate.compute.replica.view_errors import check_imports, error_through
+from spate.compute.replica.view_feed import ViewFeed
 from spate.errors import OUT_OF_MEMORY, is_sqlstate
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen, PeekId, ShardId
 from spate.persist.client import PersistClient
-from spate.persist.error_shard import ERRORS_DESC, errors_shard
+from spate.persist.error_shard import ERRORS_DESC, error_updates, errors_shard
 from spate.plan.dataflow import DataflowDescription
 from spate.protocol.compute import IndexTarget, Peek
 from spate.repr.desc import RelationDesc
@@ -99,6 +105,9 @@ STEP_BACKOFF_S: Final = 0.5
 MAINTENANCE_S: Final = 1.0
 LEASE_RENEWAL_S: Final = 60.0
 CANCEL_REPEAT_S: Final = 0.1
+SINCE_DOWNGRADE_S: Final = 1.0
+"""How often a stepping dataflow moves its readers' sinces (a consensus write per input; the
+maintenance pass does it too): not after every step, on the way to the step's output."""
 """How often a drop cancels the Spark jobs of its dataflow again while the worker is still in
 it (a cancel reaches only the jobs already running)."""
 
@@ -123,6 +132,7 @@ class _Running:
     failures: int = 0
     retry_at: float = 0.0
     last_step: float = 0.0
+    last_downgrade: float = 0.0
 
 
 class ComputeRuntime:
@@ -159,6 +169,8 @@ class ComputeRuntime:
         self._sink_writer = SinkWriter(name, metrics, self._post, self._written)
         self._running: dict[int, _Running] = {}
         self._rr: list[int] = []
+        self._feeds: dict[ShardId, ViewFeed] = {}
+        """The feed of each view shard a dataflow here computes (and its errors shard's)."""
         self._uppers = ShardUppers(
             self._fetch_upper,
             on_change=self.wake,
@@ -362,6 +374,7 @@ class ComputeRuntime:
                 persist=self._persist,
                 uppers=self._uppers,
                 arrangements=lambda id: self._arrangement(sources, id),
+                feeds=self._feeds.get if _subscribes_only(desc) else None,
             )
             renderer = self._renderer or spark_renderer()
             with self._jobs_of(key):
@@ -386,6 +399,7 @@ class ComputeRuntime:
             return
         r = _Running(key, desc, dataflow, inputs, scratch, sinks, set(desc.subscribe_ids()))
         self._running[key] = r
+        self._open_feeds(r)
         self._rr.append(key)
         self._metrics.dataflows.set(len(self._running))
         self._metrics.build_seconds.observe(time.perf_counter() - started)
@@ -440,6 +454,37 @@ class ComputeRuntime:
         writer = self._persist.open_writer(shard, from_desc)
         return MaterializedViewSink(id, writer, as_of=as_of, ids=self._ids, errors=errors_sink)
 
+    def _open_feeds(self, r: _Running) -> None:
+        """A feed for each view shard (and errors shard) ``r`` writes (module docs of
+        :mod:`~spate.compute.replica.view_feed`: from ``max(as_of, shard upper) + 1``)."""
+        assert r.description.as_of is not None
+        as_of = r.description.as_of.elements[0]
+        for sink in r.sinks.values():
+            for s in (sink, sink.errors):
+                if s is None:
+                    continue
+                upper = s.shard_upper.as_option()
+                if upper is None:
+                    continue
+                old = self._feeds.pop(s.shard_id, None)
+                if old is not None:
+                    old.close()
+                self._feeds[s.shard_id] = ViewFeed(lower=max(as_of, upper) + 1)
+
+    def _close_feeds(self, sinks: Mapping[GlobalId, MaterializedViewSink]) -> None:
+        for sink in sinks.values():
+            for s in (sink, sink.errors):
+                if s is not None:
+                    feed = self._feeds.pop(s.shard_id, None)
+                    if feed is not None:
+                        feed.close()
+
+    def _feed(self, sink: MaterializedViewSink, updates: pa.Table, upper: Frontier) -> None:
+        feed = self._feeds.get(sink.shard_id)
+        if feed is not None:
+            feed.append(updates, upper=upper)
+            feed.trim(sink.shard_upper)
+
     def _arrangement(self, sources: Mapping[GlobalId, int], id: GlobalId) -> Arrangement:
         r = self._running.get(sources.get(id, -1))
         if r is None:
@@ -470,6 +515,7 @@ class ComputeRuntime:
             return
         sink = r.sinks.pop(action.export, None)
         if sink is not None:
+            self._close_feeds({action.export: sink})
             sink.close()
         r.subscribes.discard(action.export)
         if not r.failed:
@@ -490,6 +536,7 @@ class ComputeRuntime:
         if r is None:
             return
         self._rr.remove(key)
+        self._close_feeds(r.sinks)
         for sink in r.sinks.values():
             sink.close()
         r.inputs.close()
@@ -581,7 +628,13 @@ class ComputeRuntime:
         updates = report.sink_updates
         for id, sink in r.sinks.items():
             table = updates.get(id)
-            sink.add(pa.table({}) if table is None else table, upper=upper, errors=report.errors)
+            table = pa.table({}) if table is None else table
+            sink.add(table, upper=upper, errors=report.errors)
+            self._feed(sink, table, upper)
+            if sink.errors is not None:
+                errors = report.errors
+                fed = pa.table({}) if errors is None else error_updates(*errors.columns)
+                self._feed(sink.errors, fed, upper)
         if r.sinks:  # written while the next step runs (module docs)
             self._sink_writer.flush_later(r.key, r.sinks)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
@@ -599,6 +652,12 @@ class ComputeRuntime:
                 rows_out=report.rows_out,
             )
         )
+        if r.last_step - r.last_downgrade >= SINCE_DOWNGRADE_S:
+            self._downgrade_sinces(r)
+
+    def _downgrade_sinces(self, r: _Running) -> None:
+        r.last_downgrade = time.monotonic()
+        r.inputs.downgrade_sinces()
 
     def _written(self, shard: ShardId, upper: Frontier) -> None:
         """A view's shard written up to ``upper`` by this replica (any thread)."""
@@ -615,6 +674,7 @@ class ComputeRuntime:
         exports = ",".join(str(i) for i in r.description.export_ids())
         if r.failures >= STEP_ATTEMPTS:
             r.failed = True
+            self._close_feeds(r.sinks)
             self._metrics.dataflow_failures.inc()
             _log.error(
                 "replica=%s collection=%s: dataflow %d failed %d times in a row, giving up: %s",
@@ -660,6 +720,8 @@ class ComputeRuntime:
         for r in list(self._running.values()):
             if r.sinks and not r.failed:
                 self._flush(r)
+            if r.last_downgrade < r.last_step:
+                self._downgrade_sinces(r)
 
     def _renew_leases(self) -> None:
         for r in list(self._running.values()):
@@ -722,6 +784,15 @@ class ComputeRuntime:
         check_imports(self._running.values(), r, peek.timestamp)
         self._metrics.peek_seconds("index", time.perf_counter() - started)
         return rows
+
+
+def _subscribes_only(desc: DataflowDescription) -> bool:
+    """Whether every export of ``desc`` is a subscribe (it may read views' feeds)."""
+    return (
+        not desc.index_exports
+        and bool(desc.sink_exports)
+        and all(s.is_subscribe() for s in desc.sink_exports)
+    )
 
 
 class DataflowCanceled(Exception):

@@ -149,7 +149,10 @@ class ShardUppers:
 
     # -- polling -----------------------------------------------------------------------------
 
-    def _poll_once(self) -> bool:
+    def _poll_once(self, loop: asyncio.AbstractEventLoop | None = None) -> bool:
+        """Read every registered shard's upper (a worker thread). The first upper that moved
+        wakes the waiters and the change callback on ``loop`` at once, before the remaining
+        shards are read (a dataflow whose inputs are all read steps meanwhile)."""
         with self._lock:
             shards = list(self._refs)
         changed = False
@@ -163,6 +166,8 @@ class ShardUppers:
                 advanced = shard in self._refs and self._advance(shard, upper)
             if advanced:
                 latency_trace.mark("upper_polled", shard, upper.as_option() or -1)
+                if loop is not None:
+                    loop.call_soon_threadsafe(self.notify)
             changed |= advanced
         return changed
 
@@ -190,8 +195,9 @@ class ShardUppers:
     async def run(self) -> None:
         """Poll until cancelled."""
         interval = self._min
+        loop = asyncio.get_running_loop()
         while True:
-            changed = await asyncio.to_thread(self._poll_once)
+            changed = await asyncio.to_thread(self._poll_once, loop)
             if changed:
                 interval = self._min
                 self._last_change = time.monotonic()
