@@ -16,6 +16,10 @@ partitioner keeps it there).
 Records are read ``read_committed``: records of aborted transactions are never ingested.
 Partitions added to the topic are found within ``discovery_interval_ms`` and read from their
 start. Offsets are never committed to the broker; the group id is only a name.
+
+A chunk of a source that :class:`~spate.storage.sources.kafka.json_batch.JsonBatch` serves
+(``ENVELOPE NONE``, declared JSON columns) is decoded in one batch when it can be, and record by
+record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays exact.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import INT64, Row
 from spate.storage.sources.kafka import client
 from spate.storage.sources.kafka.envelope import DATA, ERRORS, Envelope, Record, outputs
+from spate.storage.sources.kafka.json_batch import JsonBatch
 from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
 
 KAFKA_PROGRESS_DESC: Final = RelationDesc.of(("partition", INT64, False), ("offset", INT64, False))
@@ -73,6 +78,7 @@ class KafkaReader:
         self._partitions: tuple[int, ...] = ()
         self._discovered_at: int | None = None
         self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
+        self._batch = JsonBatch.for_source(source, self._outputs[DATA])
 
     # -- points ---------------------------------------------------------------------------------
 
@@ -116,7 +122,8 @@ class KafkaReader:
         self._state_to(lower)
         consumer = self._consumer_at(lower, now_millis)
         next_offset = dict(lower)
-        records: list[Record] = []
+        start = self._source.start_offset
+        records: list[Message] = []
         deadline = time.monotonic() + self._budget
         while len(records) < self._max:
             remaining = deadline - time.monotonic()
@@ -126,12 +133,14 @@ class KafkaReader:
             if not batch:
                 break
             for m in batch:
-                self._check(m)
+                if m.error() is not None:
+                    self._check(m)
                 p, o = m.partition(), m.offset()
                 assert p is not None and o is not None
-                if o < next_offset.get(p, self._source.start_offset(p)):
+                at = next_offset.get(p)
+                if o < (start(p) if at is None else at):
                     continue  # already read (a stale fetch): never twice
-                records.append(_record(m))
+                records.append(m)
                 next_offset[p] = o + 1
         if not records:
             return None
@@ -160,9 +169,19 @@ class KafkaReader:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _chunk(self, records: list[Record], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
-        records.sort(key=lambda r: (r.partition, r.offset))
-        updates = self._envelope.apply(records)
+    def _chunk(self, messages: list[Message], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
+        """The updates of ``messages``, decoded in ``(partition, offset)`` order."""
+        if len({m.partition() for m in messages}) > 1:
+            messages.sort(key=lambda m: (m.partition(), m.offset()))
+        if self._batch is not None:
+            table = self._batch.decode(
+                [m.value() for m in messages],
+                [m.partition() for m in messages],  # type: ignore[misc]
+                [m.offset() for m in messages],  # type: ignore[misc]
+            )
+            if table is not None:
+                return SourceChunk(upper, {DATA: table})
+        updates = self._envelope.apply([_record(m) for m in messages])
         tables = {}
         for name, ups in ((DATA, updates.data), (ERRORS, updates.errors)):
             if ups:
@@ -179,9 +198,9 @@ class KafkaReader:
         if self._source.envelope is not KafkaEnvelope.UPSERT or self._state_at == point:
             return
         self._envelope.reset()
-        records = self._read_range((), point) if point else []
-        records.sort(key=lambda r: (r.partition, r.offset))
-        self._envelope.apply(records)
+        messages = self._read_range((), point) if point else []
+        messages.sort(key=lambda m: (m.partition(), m.offset()))
+        self._envelope.apply([_record(m) for m in messages])
         self._state_at = point
 
     def _check(self, m: Message) -> None:
@@ -229,7 +248,7 @@ class KafkaReader:
             self._at = lower
         return self._live
 
-    def _read_range(self, lower: KafkaPoint, upper: KafkaPoint) -> list[Record]:
+    def _read_range(self, lower: KafkaPoint, upper: KafkaPoint) -> list[Message]:
         """Every record of ``[lower, upper)`` (blocking until all are read)."""
         lo = dict(lower)
         todo = {
@@ -241,7 +260,7 @@ class KafkaReader:
             return []
         topic = self._source.topic
         consumer = self._make()
-        records: list[Record] = []
+        records: list[Message] = []
         try:
             consumer.assign([TopicPartition(topic, p, a) for p, (a, _) in todo.items()])
             progress = time.monotonic()
@@ -257,7 +276,7 @@ class KafkaReader:
                         continue
                     a, hi = todo[p]
                     if a <= o < hi:
-                        records.append(_record(m))
+                        records.append(m)
                     if o >= hi - 1:
                         del todo[p]
                 if not batch and todo:
