@@ -41,7 +41,7 @@ def _source(
     )
 
 
-def _per_record(source: KafkaSource, values: list[bytes]) -> tuple[pa.Table | None, int]:
+def _per_record(source: KafkaSource, values: list[bytes | None]) -> tuple[pa.Table | None, int]:
     """The data table the per-record path gives, and its number of errors."""
     env = Envelope(source)
     ups = env.apply([Record(0, 10 + i, None, v) for i, v in enumerate(values)])
@@ -53,10 +53,12 @@ def _per_record(source: KafkaSource, values: list[bytes]) -> tuple[pa.Table | No
     return table, len(ups.errors)
 
 
-def _check(source: KafkaSource, values: list[bytes]) -> pa.Table | None:
+def _check(source: KafkaSource, values: list[bytes | None]) -> pa.Table | None:
     batch = JsonBatch.for_source(source, outputs(source)[DATA])
     assert batch is not None
-    got = batch.decode(values, [0] * len(values), [10 + i for i in range(len(values))])
+    got = batch.decode(
+        values, lambda name: [0 if name == "partition" else 10 + i for i in range(len(values))]
+    )
     want, errors = _per_record(source, values)
     if got is not None:
         assert errors == 0, f"the batch decoded {values!r}, which has bad records"
@@ -88,6 +90,8 @@ def test_metadata_columns_come_from_the_records() -> None:
     "bad",
     [
         b"",
+        b"  ",
+        None,
         b"not json",
         b"[1, 2]",
         b"5",
@@ -120,11 +124,11 @@ def test_metadata_columns_come_from_the_records() -> None:
         b'{"k": 1, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     ],
 )
-def test_a_doubtful_value_leaves_the_chunk_to_the_per_record_path(bad: bytes) -> None:
+def test_a_doubtful_value_leaves_the_chunk_to_the_per_record_path(bad: bytes | None) -> None:
     """Bad, or decoded alike only by luck: the batch declines, whatever the other values."""
     values = [b'{"k": 1, "v": "a"}', bad, b'{"k": 3}']
     _check(_source(), values)  # never a different table
-    assert JsonBatch(DESC, outputs(_source())[DATA]).decode(values, [0, 0, 0], [0, 1, 2]) is None
+    assert JsonBatch(DESC, outputs(_source())[DATA]).decode(values, lambda _: [0, 1, 2]) is None
 
 
 def test_random_documents_agree_with_the_per_record_path() -> None:

@@ -25,7 +25,7 @@ The order of rows is the order of the values; ``-0.0`` becomes ``0.0`` as in eve
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import pyarrow as pa
@@ -78,12 +78,18 @@ class JsonBatch:
         return JsonBatch(desc, data_desc)
 
     def decode(
-        self, values: Sequence[bytes | None], partitions: Sequence[int], offsets: Sequence[int]
+        self, values: Sequence[bytes | None], metadata: Callable[[str], Sequence[int]]
     ) -> pa.Table | None:
-        """The ``data`` updates (each with diff +1) of these records, or ``None`` (see above)."""
-        if not values or any(not v for v in values):
+        """The ``data`` updates (each with diff +1) of records with these values, or ``None``
+        (see above). ``metadata(name)``: the records' ``partition`` or ``offset`` column, asked
+        for only when the source includes it."""
+        if not values:
             return None
-        data = b"\n".join(values)  # type: ignore[arg-type]  # no None: checked above
+        try:
+            data = b"\n".join(values)  # type: ignore[arg-type]
+        except TypeError:  # a NULL value
+            return None
+        # An empty or blank value is a blank line, which the reader skips: the row count tells.
         if any(d in data for d in _DOUBTFUL) or data.count(b"\n") != len(values) - 1:
             return None
         if data.count(b"{") + data.count(b"[") >= len(values) + _NESTING and any(
@@ -108,7 +114,7 @@ class JsonBatch:
                 column = pc.if_else(pc.equal(column, 0.0), 0.0, column)  # -0.0 is 0.0
             columns.append(column)
         for name in self._data_desc.names[len(columns) :]:
-            columns.append(pa.array(partitions if name == "partition" else offsets, pa.int64()))
+            columns.append(pa.array(metadata(name), pa.int64()))
         columns.append(pa.array([1] * len(values), pa.int64()))
         table = pa.Table.from_arrays(columns, schema=self._schema)
         assert table.column_names[-1] == DIFF_COLUMN

@@ -24,6 +24,7 @@ record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays 
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
@@ -74,6 +75,7 @@ class KafkaReader:
         self._replay_timeout = replay_timeout_s
         self._make = consumer or (lambda: client.consumer(source.connection))
         self._live: Consumer | None = None
+        self._metadata: Consumer | None = None  # for partition discovery only (never assigned)
         self._at: KafkaPoint | None = None  # where the live consumer's stream continues
         self._partitions: tuple[int, ...] = ()
         self._discovered_at: int | None = None
@@ -132,6 +134,9 @@ class KafkaReader:
             batch = consumer.consume(min(_BATCH, self._max - len(records)), timeout=remaining)
             if not batch:
                 break
+            if _fresh_run(batch, next_offset, start):
+                records += batch  # the common case, checked in bulk
+                continue
             for m in batch:
                 if m.error() is not None:
                     self._check(m)
@@ -165,20 +170,26 @@ class KafkaReader:
         if self._live is not None:
             self._live.close()
             self._live = None
+        if self._metadata is not None:
+            self._metadata.close()
+            self._metadata = None
         self._at = None
 
     # -- internals ------------------------------------------------------------------------------
 
     def _chunk(self, messages: list[Message], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
         """The updates of ``messages``, decoded in ``(partition, offset)`` order."""
-        if len({m.partition() for m in messages}) > 1:
+        partitions = [m.partition() for m in messages]
+        if partitions and partitions.count(partitions[0]) != len(partitions):
             messages.sort(key=lambda m: (m.partition(), m.offset()))
+            partitions = [m.partition() for m in messages]
         if self._batch is not None:
-            table = self._batch.decode(
-                [m.value() for m in messages],
-                [m.partition() for m in messages],  # type: ignore[misc]
-                [m.offset() for m in messages],  # type: ignore[misc]
-            )
+
+            def metadata(name: str) -> list[int]:
+                column = partitions if name == "partition" else [m.offset() for m in messages]
+                return column  # type: ignore[return-value]  # set on every consumed record
+
+            table = self._batch.decode([m.value() for m in messages], metadata)
             if table is not None:
                 return SourceChunk(upper, {DATA: table})
         updates = self._envelope.apply([_record(m) for m in messages])
@@ -230,7 +241,11 @@ class KafkaReader:
             self._at = None
         due = self._discovered_at is None or now_millis - self._discovered_at >= self._discovery_ms
         if due or not self._partitions:
-            found = self._discover(self._live)
+            if self._metadata is None:
+                # A client of its own: on the reading consumer's connection a metadata request
+                # waits behind fetches in flight (hundreds of milliseconds per discovery).
+                self._metadata = self._make()
+            found = self._discover(self._metadata)
             self._discovered_at = now_millis
             if found != self._partitions:
                 self._partitions = found
@@ -294,6 +309,27 @@ class KafkaReader:
             consumer.close()
         self._at = self._at if self._live is not None else None
         return records
+
+
+def _fresh_run(
+    batch: list[Message], next_offset: dict[int, int], start: Callable[[int], int]
+) -> bool:
+    """Whether ``batch`` is error-free records of one partition at increasing offsets, none
+    before where that partition's stream continues; if so, moves ``next_offset`` past it."""
+    p, o, end = batch[0].partition(), batch[0].offset(), batch[-1].offset()
+    if p is None or o is None or end is None or o < next_offset.get(p, start(p)):
+        return False
+    errors = [m.error() for m in batch]
+    if errors.count(None) != len(batch):
+        return False
+    partitions = [m.partition() for m in batch]
+    if partitions.count(p) != len(batch):
+        return False
+    offsets: list[int] = [m.offset() for m in batch]  # type: ignore[misc]
+    if not all(map(operator.lt, offsets, offsets[1:])):
+        return False
+    next_offset[p] = end + 1
+    return True
 
 
 def _record(m: Message) -> Record:
