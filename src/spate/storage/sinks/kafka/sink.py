@@ -116,7 +116,8 @@ class KafkaSink:
             consumer.assign([TopicPartition(topic, 0, 0)])
             deadline = time.monotonic() + _TIMEOUT_S
             while True:
-                for m in consumer.consume(1000, timeout=0.5):
+                # consume() waits out its timeout unless 1000 records come: keep it short.
+                for m in consumer.consume(1000, timeout=0.05):
                     if m.error() is not None:
                         raise SinkError(f"sink {self._sink}: reading progress: {m.error()}")
                     if m.key() == key:
