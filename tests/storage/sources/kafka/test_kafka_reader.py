@@ -354,3 +354,24 @@ def test_a_batch_is_taken_in_bulk_only_when_each_record_would_be(
         assert next_offset[batch[0][0]] == batch[-1][1] + 1
     else:
         assert next_offset == {0: 5}
+
+
+def test_a_poll_that_has_caught_up_returns_before_its_budget(brokers: str) -> None:
+    """The caller paces polls: a poll does not sit out its budget once the topic is read."""
+    topic = _topic()
+    _produce(brokers, topic, [(None, b"a"), (None, b"b"), (None, b"c")])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(source, poll_budget_s=20.0)
+    lower: KafkaPoint = ()
+    read = 0
+    deadline = time.monotonic() + 30
+    while read < 3:
+        assert time.monotonic() < deadline
+        start = time.monotonic()
+        chunk = reader.poll(lower, now_millis=int(time.time() * 1000))
+        assert time.monotonic() - start < 10, "the poll sat out its budget"
+        if chunk is not None:
+            read += sum(o for _, o in chunk.upper) - sum(o for _, o in lower)
+            lower = chunk.upper
+    assert read == 3
+    reader.close()

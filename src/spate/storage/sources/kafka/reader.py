@@ -49,7 +49,8 @@ _BATCH: Final = 10_000
 class KafkaReader:
     """A running Kafka source (blocking calls: run it off the event loop).
 
-    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``.
+    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``, and
+    ends once no record has come for ``idle_s`` (it has caught up: the caller paces polls).
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
     connection.
     """
@@ -60,6 +61,7 @@ class KafkaReader:
         *,
         max_records_per_poll: int = 200_000,
         poll_budget_s: float = 0.5,
+        idle_s: float = 0.05,
         discovery_interval_ms: int = 1000,
         replay_timeout_s: float = 60.0,
         consumer: Callable[[], Consumer] | None = None,
@@ -71,6 +73,7 @@ class KafkaReader:
         self._envelope = Envelope(source)
         self._max = max_records_per_poll
         self._budget = poll_budget_s
+        self._idle = idle_s
         self._discovery_ms = discovery_interval_ms
         self._replay_timeout = replay_timeout_s
         self._make = consumer or (lambda: client.consumer(source.connection))
@@ -131,11 +134,17 @@ class KafkaReader:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            batch = consumer.consume(min(_BATCH, self._max - len(records)), timeout=remaining)
+            want = min(_BATCH, self._max - len(records))
+            # consume() returns early only with ``want`` records: a short batch means the
+            # records fetched so far are all read (caught up), so the chunk ends there.
+            batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
                 break
+            caught_up = len(batch) < want
             if _fresh_run(batch, next_offset, start):
                 records += batch  # the common case, checked in bulk
+                if caught_up:
+                    break
                 continue
             for m in batch:
                 if m.error() is not None:
@@ -147,6 +156,8 @@ class KafkaReader:
                     continue  # already read (a stale fetch): never twice
                 records.append(m)
                 next_offset[p] = o + 1
+            if caught_up:
+                break
         if not records:
             return None
         upper = tuple(sorted(next_offset.items()))
