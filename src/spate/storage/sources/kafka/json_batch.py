@@ -92,9 +92,11 @@ class JsonBatch:
         # An empty or blank value is a blank line, which the reader skips: the row count tells.
         if any(d in data for d in _DOUBTFUL) or data.count(b"\n") != len(values) - 1:
             return None
-        if data.count(b"{") + data.count(b"[") >= len(values) + _NESTING and any(
+        # Nesting _NESTING deep takes 2 * _NESTING bytes: only long values need counting.
+        if max(map(len, values)) >= 2 * _NESTING and any(  # type: ignore[arg-type]
             v.count(b"{") + v.count(b"[") >= _NESTING  # type: ignore[union-attr]
             for v in values
+            if len(v) >= 2 * _NESTING  # type: ignore[arg-type]
         ):
             return None
         try:
