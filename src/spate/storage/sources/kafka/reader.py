@@ -50,7 +50,8 @@ class KafkaReader:
     """A running Kafka source (blocking calls: run it off the event loop).
 
     ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``, and
-    ends once no record has come for ``idle_s`` (it has caught up: the caller paces polls).
+    ends once no record has come for ``idle_s`` while every partition is at its high watermark
+    (it has caught up: the caller paces polls).
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
     connection.
     """
@@ -136,11 +137,15 @@ class KafkaReader:
                 break
             want = min(_BATCH, self._max - len(records))
             # consume() returns early only with ``want`` records: a short batch means the
-            # records fetched so far are all read (caught up), so the chunk ends there.
+            # records fetched so far are all read. The chunk ends there if the partitions'
+            # high watermarks (as of the last fetch) say nothing more is there, not when the
+            # first fetch is still under way.
             batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
-                break
-            caught_up = len(batch) < want
+                if self._caught_up(consumer):
+                    break
+                continue
+            caught_up = len(batch) < want and self._caught_up(consumer)
             if _fresh_run(batch, next_offset, start):
                 records += batch  # the common case, checked in bulk
                 if caught_up:
@@ -224,6 +229,23 @@ class KafkaReader:
         messages.sort(key=lambda m: (m.partition(), m.offset()))
         self._envelope.apply([_record(m) for m in messages])
         self._state_at = point
+
+    def _caught_up(self, consumer: Consumer) -> bool:
+        """Whether every assigned partition's position is at its high watermark as of the last
+        fetch (no broker request; unknown before a partition's first fetch: not caught up).
+        Only a hint for ending a chunk early: a stale watermark ends it, or not, too soon."""
+        topic = self._source.topic
+        try:
+            positions = consumer.position([TopicPartition(topic, p) for p in self._partitions])
+            for tp in positions:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+                if high < 0 or tp.offset < high:
+                    if high == 0:
+                        continue  # an empty partition
+                    return False
+        except Exception:  # librdkafka's KafkaException: no answer, so no hint
+            return False
+        return True
 
     def _check(self, m: Message) -> None:
         err = m.error()
