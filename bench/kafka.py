@@ -6,11 +6,16 @@
 * **Kafka sink rows/s**: a persist collection written by the sink runner (JSON, UPSERT, one
   transaction per interval), against a bare idempotent producer producing the same number of
   JSON records (flush at the end).
+
+Each is measured ``repeats`` times (``--kafka-repeats``), baseline and spate alternating; the
+rates are medians and each ratio is the median of the per-repeat ratios (listed too), so a
+burst of load from other processes on a shared machine moves one repeat, not the figure.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import time
 import uuid
 from pathlib import Path
@@ -48,6 +53,7 @@ def bench_kafka(
     rows: int,
     desc: RelationDesc,
     sink_shard: ShardId,
+    repeats: int = 3,
 ) -> dict[str, Any]:
     binary = tansu_binary()
     if binary is None:
@@ -55,13 +61,18 @@ def bench_kafka(
     broker = TansuBroker(binary)
     broker.start()
     try:
-        return _bench(broker.bootstrap, client, rows, desc, sink_shard)
+        return _bench(broker.bootstrap, client, rows, desc, sink_shard, repeats)
     finally:
         broker.kill()
 
 
 def _bench(
-    bootstrap: str, client: PersistClient, rows: int, desc: RelationDesc, sink_shard: ShardId
+    bootstrap: str,
+    client: PersistClient,
+    rows: int,
+    desc: RelationDesc,
+    sink_shard: ShardId,
+    repeats: int,
 ) -> dict[str, Any]:
     topic = "bench_in"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -76,22 +87,61 @@ def _bench(
             except BufferError:
                 p.poll(0.1)
     assert p.flush(120) == 0
-    out: dict[str, Any] = {"rows": rows}
+    out: dict[str, Any] = {"rows": rows, "repeats": repeats}
     import pandas  # noqa: F401  (a one-time import the replica has long done: not timed)
 
-    # Baseline: a bare consumer.
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    # Each measurement runs ``repeats`` times, the baseline and spate alternating, so that a
+    # burst of load on a shared machine does not fall on one side only; the figures are medians.
+    ingest: list[tuple[float, float]] = []
+    sink: list[tuple[float, float]] = []
+    for r in range(repeats):
+        ingest.append(
+            (_bare_consumer(bootstrap, topic, rows), _ingest(bootstrap, client, topic, rows, desc))
+        )
+        out_topic = f"bench_out_{uuid.uuid4().hex[:6]}"
+        sink.append(
+            (
+                _bare_producer(bootstrap, out_topic + "_bare", rows),
+                _sink(bootstrap, client, out_topic, desc, sink_shard, GlobalId.user(5 + r)),
+            )
+        )
+    base_s, ingest_s = _medians(ingest)
+    out["ingest_rows_per_s"] = round(rows / ingest_s)
+    out["bare_consumer_rows_per_s"] = round(rows / base_s)
+    out["ingest_ratio"] = round(statistics.median(b / i for b, i in ingest), 3)
+    out["ingest_ratios"] = [round(b / i, 3) for b, i in ingest]
+    bare_s, sink_s = _medians(sink)
+    out["sink_rows_per_s"] = round(rows / sink_s)
+    out["bare_producer_rows_per_s"] = round(rows / bare_s)
+    out["sink_ratio"] = round(statistics.median(b / k for b, k in sink), 3)
+    out["sink_ratios"] = [round(b / k, 3) for b, k in sink]
+    return out
+
+
+def _medians(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
+def _bare_consumer(bootstrap: str, topic: str, rows: int) -> float:
+    """Seconds for a bare consumer to read ``rows`` records (no decoding, no persist), from
+    its creation (spate's time includes creating its consumers too)."""
     start = time.perf_counter()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
     seen = 0
     while seen < rows:
         for m in c.consume(10_000, timeout=1):
             assert m.error() is None
             seen += 1
-    base_s = time.perf_counter() - start
+    took = time.perf_counter() - start
     c.close()
+    return took
 
-    # spate: the ingestion runner with the Kafka source.
+
+def _ingest(
+    bootstrap: str, client: PersistClient, topic: str, rows: int, desc: RelationDesc
+) -> float:
+    """Seconds for the ingestion runner with the Kafka source to commit ``rows`` records."""
     ids = SystemIdGen()
     source = KafkaSource(kafka_client_settings(bootstrap), topic, KafkaFormat.JSON, value_desc=desc)
     reader = KafkaReader(source)
@@ -111,31 +161,43 @@ def _bench(
     runner.rehydrate()
     while runner.counters.updates_committed < rows:
         runner.step()
-    ingest_s = time.perf_counter() - start
+    took = time.perf_counter() - start
     reader.close()
-    out["ingest_rows_per_s"] = round(rows / ingest_s)
-    out["bare_consumer_rows_per_s"] = round(rows / base_s)
-    out["ingest_ratio"] = round(base_s / ingest_s, 3)
+    return took
 
-    # Sinks: the sink runner against a bare producer.
-    out_topic = f"bench_out_{uuid.uuid4().hex[:6]}"
+
+def _sink(
+    bootstrap: str,
+    client: PersistClient,
+    out_topic: str,
+    desc: RelationDesc,
+    sink_shard: ShardId,
+    sink_id: GlobalId,
+) -> float:
+    """Seconds for the sink runner (JSON, UPSERT, one transaction per interval) to write the
+    collection into a new topic."""
     conn = KafkaSinkConnection(
         kafka_client_settings(bootstrap), out_topic, KafkaSinkEnvelope.UPSERT, ("k",)
     )
     d = SinkDescription(GlobalId.user(1), sink_shard, desc, conn, Antichain.of(0))
-    sink = SinkRunner(GlobalId.user(5), d, persist=client)
+    sink = SinkRunner(sink_id, d, persist=client)
     start = time.perf_counter()
     while sink.upper != Antichain.of(10):
         sink.step()
-    sink_s = time.perf_counter() - start
+    took = time.perf_counter() - start
     sink.close()
+    return took
+
+
+def _bare_producer(bootstrap: str, topic: str, rows: int) -> float:
+    """Seconds for a bare idempotent producer to produce the same records (flush at the end)."""
     bare = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
     start = time.perf_counter()
     for i in range(rows):
         while True:
             try:
                 bare.produce(
-                    out_topic + "_bare",
+                    topic,
                     key=json.dumps({"k": i}).encode(),
                     value=json.dumps({"k": i, "v": f"value-{i}", "n": i * 3}).encode(),
                 )
@@ -143,17 +205,20 @@ def _bench(
             except BufferError:
                 bare.poll(0.1)
     assert bare.flush(120) == 0
-    bare_s = time.perf_counter() - start
-    out["sink_rows_per_s"] = round(rows / sink_s)
-    out["bare_producer_rows_per_s"] = round(rows / bare_s)
-    out["sink_ratio"] = round(bare_s / sink_s, 3)
-    return out
+    return time.perf_counter() - start
 
 
-def run(work: Path, rows: int, desc: RelationDesc, sink_input: Any, persist: Any) -> dict[str, Any]:
+def run(
+    work: Path,
+    rows: int,
+    desc: RelationDesc,
+    sink_input: Any,
+    persist: Any,
+    repeats: int = 3,
+) -> dict[str, Any]:
     client = persist(work / "kafka")
     shard, _ = sink_input(client, rows)
     try:
-        return bench_kafka(client, rows, desc, shard)
+        return bench_kafka(client, rows, desc, shard, repeats)
     finally:
         client.close()

@@ -462,6 +462,7 @@ def main() -> None:
         help="run only these benchmarks, updating their figures in the results file",
     )
     ap.add_argument("--kafka-rows", type=int, default=100_000)
+    ap.add_argument("--kafka-repeats", type=int, default=3)
     ap.add_argument("--mysql-rows", type=int, default=100_000)
     args = ap.parse_args()
     if args.only == "mysql":
@@ -483,7 +484,9 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix="bench-storage-"))
         try:
             figures = dict(previous_figures("storage"))
-            figures["kafka"] = run(work, args.kafka_rows, DESC, sink_input, persist)
+            figures["kafka"] = run(
+                work, args.kafka_rows, DESC, sink_input, persist, args.kafka_repeats
+            )
             figures["kafka"]["load_average_1m"] = load_now()
             print("kafka", figures["kafka"])
         finally:

@@ -324,11 +324,11 @@ def _source_outputs(
         return kafka_outputs(connection)
     if isinstance(connection, MySqlSource):
         from spate.storage.sources.mysql.catalog import describe_source as describe_mysql
-        from spate.storage.sources.mysql.catalog import settings_of
+        from spate.storage.sources.mysql.catalog import settings_of, source_outputs
 
         assert isinstance(connection.connection, Secret)
         tables_of = describe_mysql(settings_of(connection.connection.reveal()), tables)
-        return {t.output: t.desc for t in tables_of}
+        return source_outputs(tables_of)
     raise InvalidObject(f"unknown source connection {type(connection).__name__}")
 
 

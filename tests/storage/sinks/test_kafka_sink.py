@@ -116,3 +116,24 @@ def test_a_stale_high_watermark_does_not_hide_progress(
     b = KafkaSink(conn, DESC, sink="u1", progress_key=f"u1/{topic}")
     assert b.upper == Antichain.of(5)
     b.close()
+
+
+def test_an_interval_larger_than_the_producer_queue_commits(broker: TansuBroker) -> None:
+    """The interval's records and then its progress record wait for room in a full queue."""
+    topic = f"out{random.randrange(1 << 30):x}"
+    conn = KafkaSinkConnection(
+        kafka_client_settings(broker.bootstrap), topic, KafkaSinkEnvelope.UPSERT, ("id",)
+    )
+    a = KafkaSink(
+        conn,
+        DESC,
+        sink="u1",
+        progress_key=f"u1/{topic}",
+        producer_settings={"queue.buffering.max.messages": 50},
+    )
+    a.write(
+        _ups(*[(i, "v", 0, 1) for i in range(50)]), lower=Antichain.of(0), upper=Antichain.of(1)
+    )
+    assert a.upper == Antichain.of(1)
+    assert len(read_committed(broker.bootstrap, topic)) == 50
+    a.close()

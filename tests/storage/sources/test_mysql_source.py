@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +19,13 @@ import pytest
 from spate.protocol.mysql import MySqlSource, mysql_connection_settings
 from spate.repr.arrow import table_to_rows
 from spate.storage.sources.mysql.binlog import less_equal
-from spate.storage.sources.mysql.catalog import describe_source, settings_of
+from spate.storage.sources.mysql.catalog import (
+    ERRORS_DESC,
+    ERRORS_OUTPUT,
+    describe_source,
+    settings_of,
+    source_outputs,
+)
 from spate.storage.sources.mysql.reader import MySqlReader
 from spate.storage.sources.source import SourceChunk, SourceError
 from spate.storage.sources.stash import MemStash
@@ -104,7 +111,7 @@ def apply(contents: Counter[tuple[object, ...]], chunk: SourceChunk[Any], output
 def reader_for(mariadb: MariaDB, tables: list[str], stash: MemStash) -> MySqlReader:
     described = describe_source(settings(mariadb), tables)
     source = MySqlSource(mysql_connection_settings(mariadb.host, mariadb.port, "root"), 77)
-    return MySqlReader(source, {t.output: t.desc for t in described}, stash, stash_key="k")
+    return MySqlReader(source, source_outputs(described), stash, stash_key="k")
 
 
 def test_types_are_mapped(mariadb: MariaDB, db: tuple[Any, str]) -> None:
@@ -240,37 +247,65 @@ def test_replay_of_the_snapshot_reads_the_stash(mariadb: MariaDB, db: tuple[Any,
         reader.replay((), second.upper)
 
 
-def test_an_incompatible_alter_stops_the_source_naming_the_table(
-    mariadb: MariaDB, db: tuple[Any, str]
-) -> None:
+def _rows(chunk: SourceChunk[Any], output: str) -> list[tuple[object, ...]]:
+    table = chunk.updates.get(output)
+    return [] if table is None else table_to_rows(table)
+
+
+def test_an_incompatible_alter_stops_only_that_table(mariadb: MariaDB, db: tuple[Any, str]) -> None:
     conn, name = db
-    execute(conn, f"create table {name}.a (id int primary key, v varchar(10))")
-    execute(conn, f"create table {name}.b (id int primary key)")
-    reader = reader_for(mariadb, [f"{name}.a", f"{name}.b"], MemStash())
+    a, b = f"{name}.a", f"{name}.b"
+    execute(conn, f"create table {a} (id int primary key, v varchar(10))")
+    execute(conn, f"create table {b} (id int primary key)")
+    stash = MemStash()
+    reader = reader_for(mariadb, [a, b], stash)
+    assert reader.outputs[ERRORS_OUTPUT] == ERRORS_DESC
     point = reader.poll((), now_millis=0)
     assert point is not None
-    execute(conn, f"alter table {name}.a modify v varchar(20)")  # compatible: still text
-    execute(conn, f"insert into {name}.a values (1, 'x')")
+    execute(conn, f"alter table {a} modify v varchar(20)")  # compatible: still text
+    execute(conn, f"insert into {a} values (1, 'x')")
     ok = reader.poll(point.upper, now_millis=0)
-    assert ok is not None and table_to_rows(ok.updates[f"{name}.a"]) == [(1, "x")]
-    execute(conn, f"alter table {name}.a add column w int")
-    execute(conn, f"insert into {name}.b values (2)")  # b goes on until a changes
-    b = reader.poll(ok.upper, now_millis=0)
-    assert b is not None and table_to_rows(b.updates[f"{name}.b"]) == [(2,)]
-    execute(conn, f"insert into {name}.a values (2, 'y', 3)")
-    with pytest.raises(SourceError, match=rf"table {name}\.a changed upstream.*w int64"):
-        reader.poll(ok.upper, now_millis=0)
+    assert ok is not None and _rows(ok, a) == [(1, "x")]
+    execute(conn, f"alter table {a} add column w int")
+    execute(conn, f"insert into {b} values (2)")  # b goes on until a changes
+    execute(conn, f"insert into {a} values (2, 'y', 3)")  # a fails here
+    execute(conn, f"insert into {b} values (3)")  # and b still goes on
+    failed = reader.poll(ok.upper, now_millis=0)
+    assert failed is not None
+    assert _rows(failed, b) == [(2,), (3,)]
+    assert _rows(failed, a) == []
+    ((table, message),) = _rows(failed, ERRORS_OUTPUT)
+    assert table == a
+    assert isinstance(message, str) and re.search(rf"table {a} changed upstream.*w int64", message)
+    # A replay of the range finds the same failure; a read after it skips the table silently.
+    again = MySqlReader(reader._source, reader.outputs, stash, stash_key="k")
+    replayed = again.replay(ok.upper, failed.upper)
+    assert {k: table_to_rows(v) for k, v in replayed.updates.items()} == {
+        k: table_to_rows(v) for k, v in failed.updates.items()
+    }
+    execute(conn, f"insert into {a} values (4, 'z', 5)")
+    execute(conn, f"insert into {b} values (4)")
+    later = again.poll(failed.upper, now_millis=0)
+    assert later is not None
+    assert _rows(later, b) == [(4,)]
+    assert _rows(later, a) == [] and _rows(later, ERRORS_OUTPUT) == []
 
 
-def test_a_truncate_stops_the_source(mariadb: MariaDB, db: tuple[Any, str]) -> None:
+def test_a_truncate_stops_only_that_table(mariadb: MariaDB, db: tuple[Any, str]) -> None:
     conn, name = db
     execute(conn, f"create table {name}.a (id int primary key)")
-    reader = reader_for(mariadb, [f"{name}.a"], MemStash())
+    execute(conn, f"create table {name}.b (id int primary key)")
+    reader = reader_for(mariadb, [f"{name}.a", f"{name}.b"], MemStash())
     first = reader.poll((), now_millis=0)
     assert first is not None
     execute(conn, f"truncate table {name}.a")
-    with pytest.raises(SourceError, match=rf"{name}\.a was truncated upstream"):
-        reader.poll(first.upper, now_millis=0)
+    execute(conn, f"insert into {name}.a values (1)")
+    execute(conn, f"insert into {name}.b values (1)")
+    chunk = reader.poll(first.upper, now_millis=0)
+    assert chunk is not None
+    assert _rows(chunk, f"{name}.b") == [(1,)] and _rows(chunk, f"{name}.a") == []
+    ((table, message),) = _rows(chunk, ERRORS_OUTPUT)
+    assert table == f"{name}.a" and "was truncated upstream" in str(message)
 
 
 def test_progress_rows_round_trip(mariadb: MariaDB) -> None:

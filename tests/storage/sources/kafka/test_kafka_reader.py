@@ -307,3 +307,71 @@ def test_statistics_count_the_records_of_a_kafka_point() -> None:
 
     assert _offset(((0, 10), (2, 5))) == 15
     assert _offset(()) == 0
+
+
+class _Msg:
+    """A consumed record as the reader's bulk check sees it."""
+
+    def __init__(self, partition: int, offset: int, error: object = None) -> None:
+        self._p, self._o, self._e = partition, offset, error
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def error(self) -> object:
+        return self._e
+
+
+@pytest.mark.parametrize(
+    ("batch", "fresh"),
+    [
+        ([(0, 5), (0, 6), (0, 9)], True),  # gaps (transaction markers) are fine
+        ([(0, 4), (0, 5)], False),  # starts before the stream: a stale fetch
+        ([(0, 5), (0, 7), (0, 6)], False),  # not increasing
+        ([(0, 5), (0, 5)], False),  # a record twice
+        ([(0, 5), (1, 0), (0, 6)], False),  # two partitions
+        ([(0, 5), (0, 6, "err"), (0, 7)], False),  # an error
+        ([(2, 3), (2, 4)], True),  # a partition not read yet starts at its start offset
+        ([(2, 2), (2, 3)], False),
+    ],
+)
+def test_a_batch_is_taken_in_bulk_only_when_each_record_would_be(
+    batch: list[tuple[int, ...]], fresh: bool
+) -> None:
+    from spate.storage.sources.kafka.reader import _fresh_run
+
+    next_offset = {0: 5}
+    got = _fresh_run(
+        [_Msg(*m) for m in batch],  # type: ignore[misc]
+        next_offset,
+        lambda p: 3 if p == 2 else 0,
+    )
+    assert got is fresh
+    if fresh:
+        assert next_offset[batch[0][0]] == batch[-1][1] + 1
+    else:
+        assert next_offset == {0: 5}
+
+
+def test_a_poll_that_has_caught_up_returns_before_its_budget(brokers: str) -> None:
+    """The caller paces polls: a poll does not sit out its budget once the topic is read."""
+    topic = _topic()
+    _produce(brokers, topic, [(None, b"a"), (None, b"b"), (None, b"c")])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(source, poll_budget_s=20.0)
+    lower: KafkaPoint = ()
+    read = 0
+    deadline = time.monotonic() + 30
+    while read < 3:
+        assert time.monotonic() < deadline
+        start = time.monotonic()
+        chunk = reader.poll(lower, now_millis=int(time.time() * 1000))
+        assert time.monotonic() - start < 10, "the poll sat out its budget"
+        if chunk is not None:
+            read += sum(o for _, o in chunk.upper) - sum(o for _, o in lower)
+            lower = chunk.upper
+    assert read == 3
+    reader.close()

@@ -116,7 +116,8 @@ class KafkaSink:
             consumer.assign([TopicPartition(topic, 0, 0)])
             deadline = time.monotonic() + _TIMEOUT_S
             while True:
-                for m in consumer.consume(1000, timeout=0.5):
+                # consume() waits out its timeout unless 1000 records come: keep it short.
+                for m in consumer.consume(1000, timeout=0.05):
                     if m.error() is not None:
                         raise SinkError(f"sink {self._sink}: reading progress: {m.error()}")
                     if m.key() == key:
@@ -146,18 +147,15 @@ class KafkaSink:
         p = self._producer
         try:
             p.begin_transaction()
+            topic = self._conn.topic
             for key, value in records:
-                while True:
-                    try:
-                        p.produce(self._conn.topic, key=key, value=value)
-                        break
-                    except BufferError:
-                        p.poll(0.1)
+                try:
+                    p.produce(topic, key=key, value=value)
+                except BufferError:  # the local queue is full: wait for deliveries
+                    _produce_waiting(p, topic, key, value)
             t = upper.as_option()
             progress = json.dumps({"upper": [] if t is None else [t]}).encode()
-            p.produce(
-                self._conn.progress_topic, key=self._key.encode(), value=progress, partition=0
-            )
+            _produce_waiting(p, self._conn.progress_topic, self._key.encode(), progress, 0)
             p.commit_transaction(_TIMEOUT_S)
         except KafkaException as e:
             err = e.args[0]
@@ -172,6 +170,18 @@ class KafkaSink:
 
     def close(self) -> None:
         self._producer.flush(5)
+
+
+def _produce_waiting(
+    p: Producer, topic: str, key: bytes | None, value: bytes | None, partition: int = -1
+) -> None:
+    """Produce one record, serving delivery reports while the local queue is full."""
+    while True:
+        try:
+            p.produce(topic, key=key, value=value, partition=partition)
+            return
+        except BufferError:
+            p.poll(0.1)
 
 
 def _frontier(value: bytes | str | None) -> Frontier:

@@ -16,10 +16,15 @@ partitioner keeps it there).
 Records are read ``read_committed``: records of aborted transactions are never ingested.
 Partitions added to the topic are found within ``discovery_interval_ms`` and read from their
 start. Offsets are never committed to the broker; the group id is only a name.
+
+A chunk of a source that :class:`~spate.storage.sources.kafka.json_batch.JsonBatch` serves
+(``ENVELOPE NONE``, declared JSON columns) is decoded in one batch when it can be, and record by
+record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays exact.
 """
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
@@ -33,6 +38,7 @@ from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import INT64, Row
 from spate.storage.sources.kafka import client
 from spate.storage.sources.kafka.envelope import DATA, ERRORS, Envelope, Record, outputs
+from spate.storage.sources.kafka.json_batch import JsonBatch
 from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
 
 KAFKA_PROGRESS_DESC: Final = RelationDesc.of(("partition", INT64, False), ("offset", INT64, False))
@@ -43,7 +49,9 @@ _BATCH: Final = 10_000
 class KafkaReader:
     """A running Kafka source (blocking calls: run it off the event loop).
 
-    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``.
+    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``, and
+    ends once no record has come for ``idle_s`` while every partition is at its high watermark
+    (it has caught up: the caller paces polls).
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
     connection.
     """
@@ -54,6 +62,7 @@ class KafkaReader:
         *,
         max_records_per_poll: int = 200_000,
         poll_budget_s: float = 0.5,
+        idle_s: float = 0.05,
         discovery_interval_ms: int = 1000,
         replay_timeout_s: float = 60.0,
         consumer: Callable[[], Consumer] | None = None,
@@ -65,14 +74,17 @@ class KafkaReader:
         self._envelope = Envelope(source)
         self._max = max_records_per_poll
         self._budget = poll_budget_s
+        self._idle = idle_s
         self._discovery_ms = discovery_interval_ms
         self._replay_timeout = replay_timeout_s
         self._make = consumer or (lambda: client.consumer(source.connection))
         self._live: Consumer | None = None
+        self._metadata: Consumer | None = None  # for partition discovery only (never assigned)
         self._at: KafkaPoint | None = None  # where the live consumer's stream continues
         self._partitions: tuple[int, ...] = ()
         self._discovered_at: int | None = None
         self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
+        self._batch = JsonBatch.for_source(source, self._outputs[DATA])
 
     # -- points ---------------------------------------------------------------------------------
 
@@ -116,23 +128,41 @@ class KafkaReader:
         self._state_to(lower)
         consumer = self._consumer_at(lower, now_millis)
         next_offset = dict(lower)
-        records: list[Record] = []
+        start = self._source.start_offset
+        records: list[Message] = []
         deadline = time.monotonic() + self._budget
         while len(records) < self._max:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            batch = consumer.consume(min(_BATCH, self._max - len(records)), timeout=remaining)
+            want = min(_BATCH, self._max - len(records))
+            # consume() returns early only with ``want`` records: a short batch means the
+            # records fetched so far are all read. The chunk ends there if the partitions'
+            # high watermarks (as of the last fetch) say nothing more is there, not when the
+            # first fetch is still under way.
+            batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
-                break
+                if self._caught_up(consumer):
+                    break
+                continue
+            caught_up = len(batch) < want and self._caught_up(consumer)
+            if _fresh_run(batch, next_offset, start):
+                records += batch  # the common case, checked in bulk
+                if caught_up:
+                    break
+                continue
             for m in batch:
-                self._check(m)
+                if m.error() is not None:
+                    self._check(m)
                 p, o = m.partition(), m.offset()
                 assert p is not None and o is not None
-                if o < next_offset.get(p, self._source.start_offset(p)):
+                at = next_offset.get(p)
+                if o < (start(p) if at is None else at):
                     continue  # already read (a stale fetch): never twice
-                records.append(_record(m))
+                records.append(m)
                 next_offset[p] = o + 1
+            if caught_up:
+                break
         if not records:
             return None
         upper = tuple(sorted(next_offset.items()))
@@ -156,13 +186,29 @@ class KafkaReader:
         if self._live is not None:
             self._live.close()
             self._live = None
+        if self._metadata is not None:
+            self._metadata.close()
+            self._metadata = None
         self._at = None
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _chunk(self, records: list[Record], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
-        records.sort(key=lambda r: (r.partition, r.offset))
-        updates = self._envelope.apply(records)
+    def _chunk(self, messages: list[Message], upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
+        """The updates of ``messages``, decoded in ``(partition, offset)`` order."""
+        partitions = [m.partition() for m in messages]
+        if partitions and partitions.count(partitions[0]) != len(partitions):
+            messages.sort(key=lambda m: (m.partition(), m.offset()))
+            partitions = [m.partition() for m in messages]
+        if self._batch is not None:
+
+            def metadata(name: str) -> list[int]:
+                column = partitions if name == "partition" else [m.offset() for m in messages]
+                return column  # type: ignore[return-value]  # set on every consumed record
+
+            table = self._batch.decode([m.value() for m in messages], metadata)
+            if table is not None:
+                return SourceChunk(upper, {DATA: table})
+        updates = self._envelope.apply([_record(m) for m in messages])
         tables = {}
         for name, ups in ((DATA, updates.data), (ERRORS, updates.errors)):
             if ups:
@@ -179,10 +225,27 @@ class KafkaReader:
         if self._source.envelope is not KafkaEnvelope.UPSERT or self._state_at == point:
             return
         self._envelope.reset()
-        records = self._read_range((), point) if point else []
-        records.sort(key=lambda r: (r.partition, r.offset))
-        self._envelope.apply(records)
+        messages = self._read_range((), point) if point else []
+        messages.sort(key=lambda m: (m.partition(), m.offset()))
+        self._envelope.apply([_record(m) for m in messages])
         self._state_at = point
+
+    def _caught_up(self, consumer: Consumer) -> bool:
+        """Whether every assigned partition's position is at its high watermark as of the last
+        fetch (no broker request; unknown before a partition's first fetch: not caught up).
+        Only a hint for ending a chunk early: a stale watermark ends it, or not, too soon."""
+        topic = self._source.topic
+        try:
+            positions = consumer.position([TopicPartition(topic, p) for p in self._partitions])
+            for tp in positions:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+                if high < 0 or tp.offset < high:
+                    if high == 0:
+                        continue  # an empty partition
+                    return False
+        except Exception:  # librdkafka's KafkaException: no answer, so no hint
+            return False
+        return True
 
     def _check(self, m: Message) -> None:
         err = m.error()
@@ -211,7 +274,11 @@ class KafkaReader:
             self._at = None
         due = self._discovered_at is None or now_millis - self._discovered_at >= self._discovery_ms
         if due or not self._partitions:
-            found = self._discover(self._live)
+            if self._metadata is None:
+                # A client of its own: on the reading consumer's connection a metadata request
+                # waits behind fetches in flight (hundreds of milliseconds per discovery).
+                self._metadata = self._make()
+            found = self._discover(self._metadata)
             self._discovered_at = now_millis
             if found != self._partitions:
                 self._partitions = found
@@ -229,7 +296,7 @@ class KafkaReader:
             self._at = lower
         return self._live
 
-    def _read_range(self, lower: KafkaPoint, upper: KafkaPoint) -> list[Record]:
+    def _read_range(self, lower: KafkaPoint, upper: KafkaPoint) -> list[Message]:
         """Every record of ``[lower, upper)`` (blocking until all are read)."""
         lo = dict(lower)
         todo = {
@@ -241,7 +308,7 @@ class KafkaReader:
             return []
         topic = self._source.topic
         consumer = self._make()
-        records: list[Record] = []
+        records: list[Message] = []
         try:
             consumer.assign([TopicPartition(topic, p, a) for p, (a, _) in todo.items()])
             progress = time.monotonic()
@@ -257,7 +324,7 @@ class KafkaReader:
                         continue
                     a, hi = todo[p]
                     if a <= o < hi:
-                        records.append(_record(m))
+                        records.append(m)
                     if o >= hi - 1:
                         del todo[p]
                 if not batch and todo:
@@ -275,6 +342,27 @@ class KafkaReader:
             consumer.close()
         self._at = self._at if self._live is not None else None
         return records
+
+
+def _fresh_run(
+    batch: list[Message], next_offset: dict[int, int], start: Callable[[int], int]
+) -> bool:
+    """Whether ``batch`` is error-free records of one partition at increasing offsets, none
+    before where that partition's stream continues; if so, moves ``next_offset`` past it."""
+    p, o, end = batch[0].partition(), batch[0].offset(), batch[-1].offset()
+    if p is None or o is None or end is None or o < next_offset.get(p, start(p)):
+        return False
+    errors = [m.error() for m in batch]
+    if errors.count(None) != len(batch):
+        return False
+    partitions = [m.partition() for m in batch]
+    if partitions.count(p) != len(batch):
+        return False
+    offsets: list[int] = [m.offset() for m in batch]  # type: ignore[misc]
+    if not all(map(operator.lt, offsets, offsets[1:])):
+        return False
+    next_offset[p] = end + 1
+    return True
 
 
 def _record(m: Message) -> Record:

@@ -12,9 +12,10 @@ Transactions are read from a ``pymysqlreplication`` stream that starts after a p
 ``COMMIT`` query of a non-transactional engine) closes it, and a standalone one (DDL) ends with
 its statement. Row events of the source's tables become changes: an insert ``+1`` of the row, a
 delete ``-1``, an update ``-1`` of the old row and ``+1`` of the new one. Before every row
-event the table map is checked against the table's description: a table whose columns no longer
-map to what the source stores, or that was truncated or dropped, stops the source with a
-:class:`~spate.storage.sources.source.SourceError` naming it.
+event the table map is checked against the table's description. A table whose columns no longer
+map to what the source stores, or that was truncated or dropped, *fails*: the transaction where
+that shows records a failure ``(table, message)``, and the table's later events are skipped
+(the other tables go on). A table that failed in an earlier read is passed in as ``failed``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def less_equal(a: MySqlPoint, b: MySqlPoint) -> bool:
 class Transaction:
     gtid: Gtid
     changes: list[tuple[str, int, tuple[Any, ...]]] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """Tables that fail in this transaction: ``(table, message)`` (see the module docs)."""
 
 
 _DDL: Final = re.compile(
@@ -115,17 +118,23 @@ def _signature(c: Any) -> tuple[Any, ...]:
 class TransactionReader:
     """Assembles the source's transactions from binlog events."""
 
-    def __init__(self, tables: Iterable[MySqlTable]) -> None:
+    def __init__(self, tables: Iterable[MySqlTable], failed: Iterable[str] = ()) -> None:
         self._tables: Mapping[str, MySqlTable] = {t.output: t for t in tables}
+        self._failed: set[str] = set(failed)
         self._checked: set[tuple[str, tuple[Any, ...]]] = set()  # (table, columns) found fine
         self._open: Transaction | None = None
         self._standalone = False
 
-    def _check_map(self, table: MySqlTable, event: Any) -> None:
+    def _fail(self, txn: Transaction, table: str, message: str) -> None:
+        self._failed.add(table)
+        txn.failures.append((table, message))
+
+    def _check_map(self, table: MySqlTable, event: Any) -> str | None:
+        """``None`` if the event's table map fits the table, else why not."""
         columns = event.columns
         key = (table.output, tuple(_signature(c) for c in columns))
         if key in self._checked:
-            return
+            return None
         found = []
         for c in columns:
             try:
@@ -136,12 +145,13 @@ class TransactionReader:
             found.append(f"{c.name} {t}")
         wanted = [f"{c.name} {c.type}" for c in table.desc.columns]
         if found != wanted:
-            raise SourceError(
+            return (
                 f"table {table.output} changed upstream in a way the source cannot follow: "
                 f"its columns were ({', '.join(wanted)}), they are now ({', '.join(found)}); "
                 "drop the source and create it again"
             )
         self._checked.add(key)
+        return None
 
     def feed(self, event: Any) -> Transaction | None:
         """Apply one event; the end of a transaction returns it."""
@@ -161,12 +171,17 @@ class TransactionReader:
             schema = event.schema if isinstance(event.schema, str) else bytes(event.schema).decode()
             ddl = _ddl_tables(query, schema)
             if ddl is not None:
-                hit = [n for n in ddl[1] if n in self._tables]
-                if hit:
-                    what = "truncated" if ddl[0] == "TRUNCATE" else "dropped"
-                    raise SourceError(
-                        f"table {', '.join(hit)} was {what} upstream; the source cannot retract "
-                        "its rows from the binlog: drop the source and create it again"
+                hit = [n for n in ddl[1] if n in self._tables and n not in self._failed]
+                if hit and txn is None:
+                    raise SourceError(f"binlog: a DDL statement on {hit[0]} outside a transaction")
+                what = "truncated" if ddl[0] == "TRUNCATE" else "dropped"
+                for n in hit:
+                    assert txn is not None
+                    self._fail(
+                        txn,
+                        n,
+                        f"table {n} was {what} upstream; the source cannot retract its rows "
+                        "from the binlog: drop the source and create it again",
                     )
             if self._standalone or query.strip().upper() == "COMMIT":
                 self._open = None
@@ -175,11 +190,14 @@ class TransactionReader:
             return None
         if name in ("WriteRowsEvent", "UpdateRowsEvent", "DeleteRowsEvent"):
             table = self._tables.get(f"{event.schema}.{event.table}")
-            if table is None:
+            if table is None or table.output in self._failed:
                 return None
             if txn is None:
                 raise SourceError(f"binlog: a row event of {table.output} outside a transaction")
-            self._check_map(table, event)
+            problem = self._check_map(table, event)
+            if problem is not None:
+                self._fail(txn, table.output, problem)
+                return None
             names = table.desc.names
             out = table.output
             changes = txn.changes
@@ -207,12 +225,13 @@ def read_transactions(
     upto: MySqlPoint | None = None,
     max_changes: int | None = None,
     budget_s: float | None = None,
+    failed: Iterable[str] = (),
 ) -> tuple[list[Transaction], MySqlPoint]:
     """The transactions of ``events`` (a stream starting after ``lower``) and the point after
     the last one: until the stream ends or starts over, ``upto`` is reached, about
     ``max_changes`` changes are read or ``budget_s`` seconds have passed (always at a
-    transaction's end)."""
-    reader = TransactionReader(tables)
+    transaction's end). ``failed``: tables that failed before ``lower``."""
+    reader = TransactionReader(tables, failed)
     point = lower
     out: list[Transaction] = []
     n = 0
@@ -233,7 +252,7 @@ def read_transactions(
             break
         seqs[domain] = seq
         point = advance(point, txn.gtid)
-        if txn.changes:
+        if txn.changes or txn.failures:
             out.append(txn)
             n += len(txn.changes)
         if upto is not None and less_equal(upto, point):

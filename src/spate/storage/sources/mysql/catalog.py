@@ -20,6 +20,7 @@ from typing import Any, Final
 import pymysql
 
 from spate.repr.desc import RESERVED_COLUMNS, Column, RelationDesc
+from spate.repr.types import TEXT
 from spate.storage.sources.mysql.types import column_type
 from spate.storage.sources.source import SourceError, SourceUnavailable
 
@@ -43,6 +44,17 @@ class MySqlTable:
     @property
     def sql_name(self) -> str:
         return f"{quote_ident(self.database)}.{quote_ident(self.name)}"
+
+
+ERRORS_OUTPUT: Final = "errors"
+"""The output where a table that fails upstream (an incompatible ALTER, a TRUNCATE, a DROP)
+gets a row; the other tables go on. Table outputs always hold a dot, so never clash with it."""
+ERRORS_DESC: Final = RelationDesc.of(("table_name", TEXT, False), ("error", TEXT, False))
+
+
+def source_outputs(tables: Sequence[MySqlTable]) -> dict[str, RelationDesc]:
+    """The outputs of a source of ``tables``: one per table, and :data:`ERRORS_OUTPUT`."""
+    return {**{t.output: t.desc for t in tables}, ERRORS_OUTPUT: ERRORS_DESC}
 
 
 def quote_ident(name: str) -> str:

@@ -14,11 +14,19 @@ durably (:mod:`spate.storage.sources.stash`) before :meth:`MySqlReader.poll` ret
 transactions between two GTID positions are the same on every read, as long as the server
 keeps the binlog files (``expire_logs_days``/``binlog_expire_logs_seconds`` must leave time
 for restarts; a purged position is an error naming it).
+
+A table that fails upstream (:mod:`.binlog`: an incompatible ALTER, a TRUNCATE, a DROP) stops
+alone: its output receives nothing after the failing transaction and the ``errors`` output
+(:data:`~.catalog.ERRORS_OUTPUT`) receives one row ``(table, message)`` in the chunk of that
+transaction; the other tables go on. The failing transaction's GTID is stashed (under
+``mysql-failed/``) before the chunk is returned, so a read that starts after it skips the table
+without a second error row, and a replay of a range that holds it finds the same failure again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -32,6 +40,8 @@ from spate.repr.types import INT64, Row
 from spate.storage.sources.mysql import binlog
 from spate.storage.sources.mysql.binlog import SNAPSHOT_MARK, MySqlPoint, Transaction
 from spate.storage.sources.mysql.catalog import (
+    ERRORS_DESC,
+    ERRORS_OUTPUT,
     Conn,
     MySqlTable,
     check_server,
@@ -48,6 +58,7 @@ MYSQL_PROGRESS_DESC: Final = RelationDesc.of(
     ("domain", INT64, False), ("server_id", INT64, False), ("seq", INT64, False)
 )
 SNAPSHOT_BATCH_ROWS: Final = 50_000
+_log = logging.getLogger(__name__)
 REPLAY_BUDGET_S: Final = 60.0
 
 
@@ -124,13 +135,15 @@ class MySqlReader:
         max_changes_per_poll: int = 100_000,
         poll_budget_s: float = 2.0,
     ) -> None:
-        if not exports:
+        if not [k for k in exports if k != ERRORS_OUTPUT]:
             raise SourceError("a MySQL source needs at least one table")
         self._source = source
         if not isinstance(source.connection, Secret):
             raise SourceError("a MySQL source's connection secret is not resolved")
         self._settings = settings_of(source.connection.reveal())
         self._exports = dict(exports)
+        self._tables_exported = {k: v for k, v in exports.items() if k != ERRORS_OUTPUT}
+        self._failed_key = f"mysql-failed/{stash_key}.json"
         self._stash = stash
         self._prefix = f"mysql/{stash_key}"
         self._max_changes = max_changes_per_poll
@@ -145,7 +158,7 @@ class MySqlReader:
         try:
             check_server(conn)
             tables = []
-            for reference, desc in self._exports.items():
+            for reference, desc in self._tables_exported.items():
                 table = describe_table(conn, *split_table_name(reference))
                 if table.desc != desc:
                     raise SourceError(
@@ -164,7 +177,8 @@ class MySqlReader:
             # Replays and the change stream check each table against the binlog's table maps
             # (the schema then, not now): describe them from the exports alone.
             self._tables = tuple(
-                MySqlTable(*split_table_name(ref), desc) for ref, desc in self._exports.items()
+                MySqlTable(*split_table_name(ref), desc)
+                for ref, desc in self._tables_exported.items()
             )
         return self._tables
 
@@ -209,6 +223,7 @@ class MySqlReader:
         target = self._binlog_position()
         if binlog.less_equal(target, lower):
             return None  # nothing committed upstream since
+        failed = self._failed_at()
         txns, point = binlog.read_transactions(
             binlog_events(self._settings, self._source.server_id, lower, self.tables),
             self.tables,
@@ -216,9 +231,16 @@ class MySqlReader:
             upto=target,
             max_changes=self._max_changes,
             budget_s=self._budget,
+            failed=self._failed_before(failed, lower),
         )
         if point == lower:
             return None
+        new = {t: txn.gtid for txn in txns for t, _ in txn.failures}
+        if new:
+            self._stash.put(
+                self._failed_key,
+                json.dumps({t: list(g) for t, g in {**failed, **new}.items()}).encode(),
+            )
         return SourceChunk(point, self._updates(txns))
 
     def replay(self, lower: MySqlPoint, upper: MySqlPoint) -> SourceChunk[MySqlPoint]:
@@ -235,6 +257,7 @@ class MySqlReader:
                 parts.setdefault(name, []).append(table)
             lower = snapshot_point
         point = lower
+        failed = self._failed_before(self._failed_at(), lower)
         while point != upper:
             txns, reached = binlog.read_transactions(
                 binlog_events(self._settings, self._source.server_id, point, self.tables),
@@ -242,7 +265,9 @@ class MySqlReader:
                 point,
                 upto=upper,
                 budget_s=REPLAY_BUDGET_S,
+                failed=failed,
             )
+            failed |= {t for txn in txns for t, _ in txn.failures}
             if reached == point or not binlog.less_equal(reached, upper):
                 raise SourceError(
                     f"MySQL source: the binlog between GTID positions "
@@ -280,8 +305,24 @@ class MySqlReader:
         return (SNAPSHOT_MARK, *binlog.parse_gtid_position(str(row[0] or "") if row else ""))
 
     def drop_upstream(self) -> None:
-        """Forget the stashed snapshot (the source is dropped); nothing is held upstream."""
+        """Forget the stashed snapshot and failures (the source is dropped); nothing is held
+        upstream."""
         self._stash.delete_prefix(self._prefix)
+        self._stash.delete_prefix(self._failed_key)
+
+    # -- tables that failed ---------------------------------------------------------------------
+
+    def _failed_at(self) -> dict[str, binlog.Gtid]:
+        """Each table that failed, with the GTID of the transaction where it did."""
+        data = self._stash.get(self._failed_key)
+        if data is None:
+            return {}
+        return {t: (int(g[0]), int(g[1]), int(g[2])) for t, g in json.loads(data).items()}
+
+    @staticmethod
+    def _failed_before(failed: Mapping[str, binlog.Gtid], point: MySqlPoint) -> set[str]:
+        """The tables whose failing transaction is within ``point`` (read before it)."""
+        return {t for t, g in failed.items() if point and binlog.less_equal((g,), point)}
 
     # -- the snapshot ---------------------------------------------------------------------------
 
@@ -353,7 +394,15 @@ class MySqlReader:
                 rows.append(values)
                 diffs.append(diff)
         described = {t.output: t for t in self.tables}
-        return {
+        out = {
             output: rows_to_table(described[output].desc, rows, table=output, diffs=diffs)
             for output, (rows, diffs) in by_table.items()
         }
+        failures = [f for txn in txns for f in txn.failures]
+        for _, message in failures:
+            _log.warning("MySQL source: %s", message)
+        if failures and ERRORS_OUTPUT in self._exports:
+            out[ERRORS_OUTPUT] = rows_to_table(
+                ERRORS_DESC, failures, table=ERRORS_OUTPUT, diffs=[1] * len(failures)
+            )
+        return out
