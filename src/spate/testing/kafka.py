@@ -55,12 +55,22 @@ def free_port() -> int:
 
 
 class TansuBroker:
-    """A Tansu broker process on ``127.0.0.1:port`` storing in memory (or ``storage``)."""
+    """A Tansu broker process on ``127.0.0.1:port`` storing in memory (or ``storage``: with
+    ``s3://bucket/`` and the S3 endpoint and credentials in ``env``, what it stored outlives
+    the process, so a killed broker started again on the same port has its topics back)."""
 
-    def __init__(self, binary: Path, *, port: int | None = None, storage: str = "memory://tansu/"):
+    def __init__(
+        self,
+        binary: Path,
+        *,
+        port: int | None = None,
+        storage: str = "memory://tansu/",
+        env: dict[str, str] | None = None,
+    ):
         self.binary = binary
         self.port = port or free_port()
         self.storage = storage
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -82,6 +92,7 @@ class TansuBroker:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=None if self.env is None else {**os.environ, **self.env},
         )
         deadline = time.monotonic() + timeout
         while True:
