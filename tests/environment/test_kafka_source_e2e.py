@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spate.environment.api import Environment
 from spate.testing.kafka import TansuBroker, read_committed
+from tests._env_sql import sql_rows, wait_rows
 from tests._tansu import running_tansu
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -39,20 +39,11 @@ def broker() -> Iterator[TansuBroker]:
 
 
 def _sql(env: Environment, text: str) -> list[dict[str, Any]]:
-    result = env.sql(text)
-    assert isinstance(result, pa.Table)
-    return result.to_pylist()
+    return sql_rows(env, text)
 
 
 def _wait(env: Environment, query: str, want: object, what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    got: object = None
-    while time.monotonic() < deadline:
-        got = _sql(env, query)
-        if got == want:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+    wait_rows(env, query, want, what, timeout, every=0.5)
 
 
 def test_json_topic_to_join_and_top_k_across_a_storage_replica_kill(
