@@ -137,7 +137,7 @@ def serve(
     spec: _SPEC,
     data_dir: _DATA = None,
     listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:6875",
-    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.25,
+    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.05,
     outputs_every: Annotated[
         float,
         typer.Option(

@@ -170,7 +170,7 @@ def keep_up_to_date(
     runner: PipelineRunner,
     stop: threading.Event,
     *,
-    interval: float = 0.25,
+    interval: float = 0.05,
     outputs_every: float = 30.0,
 ) -> None:
     """Until ``stop``: write the input files' changes as they appear (a look every
