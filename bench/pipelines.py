@@ -42,6 +42,19 @@ from bench._results import write_result
 VENV_BIN = Path(sys.executable).parent
 
 
+def _spate_env() -> dict[str, str]:
+    """The environment of the spate commands measured: they run the spate this process
+    imported (an absolute PYTHONPATH: the commands run in the pipeline's directory, where a
+    relative one would find the installed spate instead)."""
+    import spate
+
+    src = str(Path(spate.__file__).resolve().parents[1])
+    parts = [
+        str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([src, *[p for p in parts if p != src]]))
+
+
 def _orders(path: Path, first_id: int, n: int, customers: int) -> int:
     """Write ``n`` orders at ``path``; how many are paid (each customer exists: all count in
     gold_regions)."""
@@ -120,7 +133,7 @@ def main() -> None:
         spate_cmd = [sys.executable, "-m", "spate", "pipeline", "run", "pipeline.yml",
                      "--data-dir", str(data)]  # fmt: skip
         spark_cmd = [str(VENV_BIN / "spark-pipelines"), "run", "--spec", "pipeline.yml"]
-        spate_env = dict(os.environ)
+        spate_env = _spate_env()
         if args.trace:  # the replica the runs keep records its marks too (serve adopts it)
             spate_env["SPATE_LATENCY_TRACE"] = str(data.parent / "latency-trace.tsv")
         spate_times, spark_times = [], []
@@ -183,7 +196,7 @@ def _serve_freshness(
     import psycopg
 
     port = _free_port()
-    env = dict(os.environ)
+    env = _spate_env()
     trace = data.parent / "latency-trace.tsv"
     if args.trace:
         env["SPATE_LATENCY_TRACE"] = str(trace)
