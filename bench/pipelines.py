@@ -42,6 +42,19 @@ from bench._results import write_result
 VENV_BIN = Path(sys.executable).parent
 
 
+def _spate_env() -> dict[str, str]:
+    """The environment of the spate commands measured: they run the spate this process
+    imported (an absolute PYTHONPATH: the commands run in the pipeline's directory, where a
+    relative one would find the installed spate instead)."""
+    import spate
+
+    src = str(Path(spate.__file__).resolve().parents[1])
+    parts = [
+        str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
+    ]
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([src, *[p for p in parts if p != src]]))
+
+
 def _orders(path: Path, first_id: int, n: int, customers: int) -> int:
     """Write ``n`` orders at ``path``; how many are paid (each customer exists: all count in
     gold_regions)."""
@@ -94,6 +107,11 @@ def main() -> None:
     ap.add_argument("--customers", type=int, default=1_000)
     ap.add_argument("--serve-files", type=int, default=10)
     ap.add_argument("--skip-spark", action="store_true")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="record latency marks during serve and print where each file's rows waited",
+    )
     args = ap.parse_args()
     paid = 0
     with tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp:
@@ -115,6 +133,9 @@ def main() -> None:
         spate_cmd = [sys.executable, "-m", "spate", "pipeline", "run", "pipeline.yml",
                      "--data-dir", str(data)]  # fmt: skip
         spark_cmd = [str(VENV_BIN / "spark-pipelines"), "run", "--spec", "pipeline.yml"]
+        spate_env = _spate_env()
+        if args.trace:  # the replica the runs keep records its marks too (serve adopts it)
+            spate_env["SPATE_LATENCY_TRACE"] = str(data.parent / "latency-trace.tsv")
         spate_times, spark_times = [], []
         try:
             for r in range(args.rounds + 1):
@@ -124,7 +145,7 @@ def main() -> None:
                                     args.change_rows, args.customers)  # fmt: skip
                     paid += n
                     next_id += args.change_rows
-                spate_times.append(_timed(spate_cmd, roots["spate"]))
+                spate_times.append(_timed(spate_cmd, roots["spate"], spate_env))
                 if not args.skip_spark:
                     # No metastore: each run starts with an empty catalog and Spark refuses a
                     # managed table over an existing location (it recomputes them in full).
@@ -175,13 +196,18 @@ def _serve_freshness(
     import psycopg
 
     port = _free_port()
+    env = _spate_env()
+    trace = data.parent / "latency-trace.tsv"
+    if args.trace:
+        env["SPATE_LATENCY_TRACE"] = str(trace)
     proc = subprocess.Popen(
         [sys.executable, "-m", "spate", "pipeline", "serve", "pipeline.yml", "--data-dir",
          str(data), "--listen", f"127.0.0.1:{port}"],
-        cwd=root, stderr=subprocess.PIPE, text=True,
+        cwd=root, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     bronze: list[float] = []
     gold: list[float] = []
+    renamed_ns: list[int] = []
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -212,6 +238,7 @@ def _serve_freshness(
             for k in range(args.serve_files):
                 path = root / "orders" / f"orders-s{k:05d}.parquet"
                 start = time.perf_counter()
+                renamed_ns.append(time.time_ns())
                 paid += _orders(path, next_id, args.change_rows, args.customers)
                 next_id += args.change_rows
                 rows += args.change_rows
@@ -240,6 +267,8 @@ def _serve_freshness(
             proc.wait(30)
     if not gold:
         return {}
+    if args.trace:
+        _print_trace(trace, renamed_ns)
     p50_b, p50_g = statistics.median(bronze), statistics.median(gold)
     print(f"serve freshness p50: bronze {p50_b:.2f} s, gold {p50_g:.2f} s")
     return {
@@ -249,6 +278,34 @@ def _serve_freshness(
         "serve_visible_bronze_p50_s": round(p50_b, 3),
         "serve_visible_gold_p50_s": round(p50_g, 3),
     }
+
+
+def _print_trace(trace: Path, renamed_ns: list[int]) -> None:
+    """For each served file: when (after its rename) serve saw it, inserted it (at ``ts``),
+    and each dataflow and subscribe first got past ``ts``; the medians over the files."""
+    marks = []
+    for line in trace.read_text().splitlines():
+        stage, subject, value, wall, _pid = line.split("\t")
+        marks.append((int(wall), stage, subject, int(value)))
+    marks.sort()
+    rows: dict[str, list[float]] = {}
+    for start in renamed_ns:
+        seen = next((m for m in marks if m[0] >= start and m[1] == "pipeline_file_seen"), None)
+        ins = next((m for m in marks if m[0] >= start and m[1] == "pipeline_file_inserted"), None)
+        if seen is None or ins is None:
+            continue
+        ts = ins[3]
+        got = {"seen": seen[0], "inserted": ins[0]}
+        for wall, stage, subject, value in marks:
+            if wall < ins[0] or value <= ts:
+                continue
+            if stage in ("step_start", "step_end", "subscribe_sent", "subscribe_received"):
+                got.setdefault(f"{stage} {subject}", wall)
+        for k, wall in got.items():
+            rows.setdefault(k, []).append((wall - start) / 1e9)
+    print("where a file's rows wait (median s after its rename, over the files):")
+    for k, v in sorted(rows.items(), key=lambda kv: statistics.median(kv[1])):
+        print(f"  {statistics.median(v):7.3f}  {k}  (n={len(v)})")
 
 
 if __name__ == "__main__":

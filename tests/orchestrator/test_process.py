@@ -181,6 +181,32 @@ async def test_a_new_orchestrator_adopts_running_services(tmp_path: Path) -> Non
         await b.close()
 
 
+async def test_a_service_running_another_command_is_stopped_and_replaced(tmp_path: Path) -> None:
+    """A process left running with other settings (a pipeline run keeps its replica with a
+    longer grace period) holds the service's ports: the next orchestrator stops it before it
+    starts its own command, and its close then leaves no process behind."""
+    # the words that mark a spate replica's command line (only those are ever stopped)
+    old_config = ServiceConfig(argv=(*server_config().argv, "spate", "replica", "--old"))
+    a = ProcessOrchestrator(tmp_path, backoff_initial=0.05)
+    events = a.watch_services()
+    await a.ensure_service("r1", old_config)
+    old = await next_event(events, "online")
+    await a.close(stop_services=False)
+    assert old.pid is not None and pid_alive(old.pid)
+
+    new_config = ServiceConfig(argv=(*server_config().argv, "spate", "replica", "--new"))
+    b = ProcessOrchestrator(tmp_path, backoff_initial=0.05)
+    events_b = b.watch_services()
+    service = await b.ensure_service("r1", new_config)
+    new = await next_event(events_b, "online")
+    assert new.pid != old.pid and not pid_alive(old.pid)
+    assert Path(f"/proc/{new.pid}/cmdline").read_bytes().endswith(b"--new\0")
+    with socket.create_connection(service.address(), timeout=5):
+        pass
+    await b.close()
+    assert new.pid is not None and not pid_alive(new.pid)
+
+
 async def test_in_process_orchestrator_restarts_crashed_and_killed_services() -> None:
     runs: list[str] = []
 

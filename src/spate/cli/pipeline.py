@@ -7,13 +7,18 @@
   ``<storage>/spate``), and write each as Parquet under the pipeline's storage. The replica is
   left running with the datasets' dataflows for the next run (``--stop-replicas`` stops it).
 * ``spate pipeline serve SPEC [--data-dir DIR] [--listen host:port]``: keep them up to date as
-  files arrive, and serve them over the PostgreSQL wire protocol, each by its dataset name.
+  files arrive, and serve them over the PostgreSQL wire protocol, each by its dataset name. It
+  adopts the replica a run kept (both start replicas with the same ``--keep-for``, so the
+  command matches); Ctrl-C or SIGTERM stops the server, the pipeline's threads, then the
+  environment and its replicas (``--keep-replicas`` leaves them for the next run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,6 +27,7 @@ import typer
 from spate.cli.app import app
 
 if TYPE_CHECKING:
+    from spate.config import Settings
     from spate.pipelines import CompiledPipeline
 
 pipeline_app = typer.Typer(
@@ -54,6 +60,27 @@ _RELOAD = Annotated[
 ]
 
 
+_KEEP_FOR = Annotated[
+    float,
+    typer.Option(
+        "--keep-for",
+        help="seconds a replica this command starts waits for the next run before it exits",
+    ),
+]
+
+
+def _settings(keep_for: float) -> Settings:
+    """The settings with the replicas' grace period ``keep_for``: ``run`` and ``serve`` start
+    replicas with the same command, so each adopts the replica the other left running."""
+    from spate.config import load_settings
+
+    if not keep_for > 0:
+        raise typer.BadParameter(f"--keep-for must be positive, got {keep_for}")
+    settings = load_settings()
+    replicas = settings.replicas.model_copy(update={"grace_period_s": keep_for})
+    return settings.model_copy(update={"replicas": replicas})
+
+
 def _load(spec: Path, data_dir: Path | None, reload: bool) -> tuple[CompiledPipeline, Path]:
     """The pipeline (its loaded definitions kept in the data directory) and that directory."""
     from spate.pipelines import load_pipeline, load_spec
@@ -75,36 +102,33 @@ def run(
             "the dataflows from the stored inputs",
         ),
     ] = True,
-    keep_for: Annotated[
-        float,
-        typer.Option(
-            "--keep-for",
-            help="seconds a replica this run starts waits for the next run before it exits",
-        ),
-    ] = 3600.0,
+    keep_for: _KEEP_FOR = 3600.0,
     reload: _RELOAD = False,
 ) -> None:
     """Bring every dataset up to date, processing only what changed since the last run."""
-    from spate.config import load_settings
     from spate.environment.api import Environment
     from spate.pipelines import PipelineRunner
 
-    if not keep_for > 0:
-        raise typer.BadParameter(f"--keep-for must be positive, got {keep_for}")
+    started = time.perf_counter()
+    settings = _settings(keep_for)
     pipeline, data = _load(spec, data_dir, reload)
-    settings = load_settings()
-    if keep_replicas:
-        replicas = settings.replicas.model_copy(update={"grace_period_s": keep_for})
-        settings = settings.model_copy(update={"replicas": replicas})
+    loaded = time.perf_counter()
     env = Environment.open(data, settings=settings)
+    opened = time.perf_counter()
     try:
         result = PipelineRunner(env, pipeline, data).run()
     finally:
+        closing = time.perf_counter()
         env.close(stop_replicas=not keep_replicas)
+    phases = [("load", loaded - started), ("open", opened - loaded), *result.seconds]
+    phases.append(("close", time.perf_counter() - closing))
     typer.echo(
         f"pipeline {pipeline.spec.name}: {len(pipeline.datasets)} datasets up to date at "
         f"{result.timestamp}; {result.files_changed} input file(s) changed, "
         f"{result.rows_read} row(s) read from them; created: {', '.join(result.created) or '-'}"
+        f"; {time.perf_counter() - started:.1f} s ("
+        + ", ".join(f"{name} {s:.1f}" for name, s in phases)
+        + ")"
     )
 
 
@@ -113,7 +137,7 @@ def serve(
     spec: _SPEC,
     data_dir: _DATA = None,
     listen: Annotated[str, typer.Option(help="host:port to listen on")] = "127.0.0.1:6875",
-    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.25,
+    interval: Annotated[float, typer.Option(help="seconds between looks at the inputs")] = 0.05,
     outputs_every: Annotated[
         float,
         typer.Option(
@@ -122,9 +146,18 @@ def serve(
         ),
     ] = 30.0,
     reload: _RELOAD = False,
+    keep_replicas: Annotated[
+        bool,
+        typer.Option(
+            "--keep-replicas/--stop-replicas",
+            help="on Ctrl-C or SIGTERM, leave the replica running for the next run to adopt "
+            "(default: stop it, as spate serve does)",
+        ),
+    ] = False,
+    keep_for: _KEEP_FOR = 3600.0,
 ) -> None:
     """Keep every dataset up to date as input files change, and serve them over pgwire."""
-    from spate.cli.serve import _serve, parse_listen
+    from spate.cli.serve import _serve, parse_listen, stopping_message
     from spate.environment.api import Environment
     from spate.pgwire.environment import EnvironmentEngine
     from spate.pgwire.server import Server, ServerConfig, check_config
@@ -133,9 +166,14 @@ def serve(
     host, port = parse_listen(listen)
     config = ServerConfig(host=host, port=port)
     check_config(config)
+    settings = _settings(keep_for)
     pipeline, data = _load(spec, data_dir, reload)
-    env = Environment.open(data)
+    # SIGTERM before the server listens (the first run) stops as Ctrl-C does: through the
+    # `finally` below, which closes the environment and its replicas
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    env = Environment.open(data, settings=settings)
     stop = threading.Event()
+    loop: threading.Thread | None = None
     try:
         runner = PipelineRunner(env, pipeline, data)
         runner.run()
@@ -147,5 +185,11 @@ def serve(
         loop.start()
         asyncio.run(_serve(Server(EnvironmentEngine(env), config), data, host, False))
     finally:
+        # the pipeline's threads end first (a Parquet write in progress is canceled): one left
+        # waiting on the closed environment would hold up the process's exit
         stop.set()
-        env.close()
+        replicas = sum(len(c.replicas) for c in env.runtime.catalog.clusters)
+        typer.echo(stopping_message(replicas, keep_replicas), err=True)
+        if loop is not None:
+            loop.join(60)
+        env.close(stop_replicas=not keep_replicas)

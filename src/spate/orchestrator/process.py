@@ -8,6 +8,10 @@ group), so stopping it also ends the children it started (a Spark driver's JVM).
 A service whose process outlives the orchestrator (the environment restarted, the replicas did
 not) is *adopted* by the next orchestrator that ensures it with the same command: it keeps
 running, so the controller can reconnect and reconcile instead of rehydrating from scratch.
+One that runs a different command (other settings: a grace period, Spark options) is
+*superseded*: it is stopped before the new command starts. Left running, it would keep the
+service's ports (the new process could not listen, and the controller would reach the old one
+in its place) and outlive :meth:`~Supervisor.close`, which stops only the processes it knows.
 
 Supervision (see :mod:`spate.orchestrator.supervisor`): ``online`` once the first port accepts
 connections, ``offline`` when the process exits (naming the exit code or signal), then a
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import secrets
 import signal
@@ -37,6 +42,7 @@ from spate.orchestrator.service import (
 from spate.orchestrator.supervisor import Supervised, Supervisor
 
 _POLL: Final = 0.1
+_log: Final = logging.getLogger("spate.orchestrator")
 
 
 def allocate_port(host: str) -> int:
@@ -129,6 +135,7 @@ class ProcessOrchestrator(Supervisor):
         self._host = host
         self._stop_timeout = stop_timeout
         self._adopt: dict[str, int] = {}
+        self._superseded: dict[str, int] = {}
 
     def _prepare(self, name: str, config: ServiceConfig) -> Supervised:
         (self._root / "services").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -140,9 +147,11 @@ class ProcessOrchestrator(Supervisor):
             write_secret(secret_file)
         service = Service(name, self._host, ports, str(secret_file))
         argv = expand_argv(config, service, sdir)
-        adopt = self._adoptable(sdir, argv)
-        if adopt is not None:
-            self._adopt[name] = adopt
+        pid = self._running(sdir)
+        if pid is not None and _cmdline(pid) == argv:
+            self._adopt[name] = pid
+        elif pid is not None and _is_service(pid):
+            self._superseded[name] = pid
         return Supervised(name, config, service, sdir, argv)
 
     def _ports(self, sdir: Path, names: tuple[str, ...]) -> dict[str, int]:
@@ -155,14 +164,14 @@ class ProcessOrchestrator(Supervisor):
         write_private(path, json.dumps(ports))
         return ports
 
-    def _adoptable(self, sdir: Path, argv: list[str]) -> int | None:
+    @staticmethod
+    def _running(sdir: Path) -> int | None:
+        """The live process the service directory's pid file names, if any."""
         try:
             pid = int((sdir / "pid").read_text().strip())
         except (OSError, ValueError):
             return None
-        if pid_alive(pid) and _cmdline(pid) == argv:
-            return pid
-        return None
+        return pid if pid_alive(pid) else None
 
     async def _run_once(self, sup: Supervised) -> str:
         adopted = self._adopt.pop(sup.name, None)
@@ -172,6 +181,10 @@ class ProcessOrchestrator(Supervisor):
             while pid_alive(adopted):
                 await asyncio.sleep(_POLL)
             return "adopted process exited"
+        superseded = self._superseded.pop(sup.name, None)
+        if superseded is not None:
+            _log.info("service=%s stopping pid %d: it runs another command", sup.name, superseded)
+            await self._kill_group(superseded, None)
         env = dict(os.environ)
         env.update(sup.config.env)
         log_fd = os.open(sup.dir / "service.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -208,10 +221,21 @@ class ProcessOrchestrator(Supervisor):
 
     async def _stop(self, sup: Supervised) -> None:
         """SIGTERM the service's process group; SIGKILL it if it lingers."""
+        superseded = self._superseded.pop(sup.name, None)  # stopped before it was replaced
+        if superseded is not None:
+            await self._kill_group(superseded, None)
         pid = sup.pid
         if pid is None:
             return
         proc = sup.handle if isinstance(sup.handle, asyncio.subprocess.Process) else None
+        await self._kill_group(pid, proc)
+        sup.pid = None
+        sup.handle = None
+        with contextlib.suppress(FileNotFoundError):
+            (sup.dir / "pid").unlink()
+
+    async def _kill_group(self, pid: int, proc: asyncio.subprocess.Process | None) -> None:
+        """SIGTERM ``pid``'s process group, SIGKILL if it lingers; return once it is gone."""
         for sig, wait in ((signal.SIGTERM, self._stop_timeout), (signal.SIGKILL, 5.0)):
             try:
                 os.killpg(pid, sig)
@@ -231,10 +255,6 @@ class ProcessOrchestrator(Supervisor):
                     await asyncio.sleep(0.05)
                 if not pid_alive(pid):
                     break
-        sup.pid = None
-        sup.handle = None
-        with contextlib.suppress(FileNotFoundError):
-            (sup.dir / "pid").unlink()
 
 
 def _group_alive(pgid: int) -> bool:

@@ -29,6 +29,7 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 
+from spate.persist import latency_trace
 from spate.pipelines.errors import DefinitionError
 from spate.pipelines.file_frontier import FileFrontier
 from spate.repr.desc import Column, RelationDesc
@@ -209,6 +210,7 @@ def sync_input(env: Environment, inp: FileInput, frontier: FileFrontier) -> Sync
         old, new = held.get(name), present.get(name)
         if old == new:
             continue
+        latency_trace.mark("pipeline_file_seen", inp.table, 0)
         frontier.begin(inp.table, name, old, new)
         if old is not None:
             env.delete(inp.table, where={FILE_COLUMN: name})
@@ -222,7 +224,8 @@ def sync_input(env: Environment, inp: FileInput, frontier: FileFrontier) -> Sync
             table = table.append_column(FILE_COLUMN, pa.array([name] * n, pa.string()))
             table = table.append_column(VERSION_COLUMN, pa.array([new] * n, pa.string()))
             if n:
-                env.insert(inp.table, table)
+                written = env.insert(inp.table, table)
+                latency_trace.mark("pipeline_file_inserted", inp.table, written.timestamp)
         frontier.commit(inp.table, name, new)
         files += 1
     return Synced(files, rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,8 @@ class RunResult:
     created: tuple[str, ...]
     timestamp: int
     """The committed time every dataset's Parquet output is as of."""
+    seconds: tuple[tuple[str, float], ...] = ()
+    """Where the run's time went: (phase, seconds) for install, inputs and outputs."""
 
 
 class PipelineRunner:
@@ -115,15 +118,17 @@ class PipelineRunner:
     def stored(self) -> list[CompiledDataset]:
         return [d for d in self.pipeline.datasets if d.kind is not DatasetKind.TEMPORARY_VIEW]
 
-    def write_outputs(self) -> int:
+    def write_outputs(self, *, cancel: threading.Event | None = None) -> int:
         """Write every stored dataset as of one committed time (the oracle's read time: every
         write acknowledged before is in it); that time. The datasets are read and written
-        concurrently: each read waits for its dataset's dataflow to reach that time."""
+        concurrently: each read waits for its dataset's dataflow to reach that time. Setting
+        ``cancel`` ends the reads waiting (:class:`~spate.errors.QueryCanceled`): a stopping
+        ``serve`` does not wait for them, nor its exit for their threads."""
         storage = self.pipeline.spec.storage_dir()
         timestamp = self._readable_time()
 
         def write(d: CompiledDataset) -> None:
-            table = self.env.select(d.name, as_of=timestamp, timeout=600)
+            table = self.env.select(d.name, as_of=timestamp, timeout=600, cancel=cancel)
             write_output(storage, d.name, table, timestamp=timestamp)
 
         stored = self.stored()
@@ -147,17 +152,25 @@ class PipelineRunner:
         return timestamp
 
     def run(self) -> RunResult:
+        started = time.perf_counter()
         created = self.install()
+        installed = time.perf_counter()
         synced = self.sync()
+        inputs = time.perf_counter()
         timestamp = self.write_outputs()
-        return RunResult(synced.files, synced.rows, created, timestamp)
+        seconds = (
+            ("install", installed - started),
+            ("inputs", inputs - installed),
+            ("outputs", time.perf_counter() - inputs),
+        )
+        return RunResult(synced.files, synced.rows, created, timestamp, seconds)
 
 
 def keep_up_to_date(
     runner: PipelineRunner,
     stop: threading.Event,
     *,
-    interval: float = 0.25,
+    interval: float = 0.05,
     outputs_every: float = 30.0,
 ) -> None:
     """Until ``stop``: write the input files' changes as they appear (a look every
@@ -177,8 +190,10 @@ def keep_up_to_date(
                 return
             changed.clear()
             try:
-                runner.write_outputs()
+                runner.write_outputs(cancel=stop)
             except Exception:
+                if stop.is_set():
+                    return  # canceled: serve is stopping
                 _log.exception("pipeline %s: writing the datasets' Parquet failed", name)
                 changed.set()  # try again at the next round
                 stop.wait(interval)
