@@ -4,7 +4,9 @@ again after any catalog change; results the same as PostgreSQL's."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import spate.environment.reads
 import spate.environment.sql
 import spate.pgwire.prepared
 from spate.environment import prepared_plans as plans
@@ -179,6 +182,51 @@ def test_a_prepared_lookup_in_a_transaction_block_is_planned(
                 c.execute("INSERT INTO t VALUES (2, 'b')")
         # planned under the block's rules, as every statement of the block
         assert planned[0].startswith("SELECT v FROM t WHERE id = ") and len(planned) == 2
+
+
+def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_there(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Executes of a prepared lookup with a kept plan take no worker thread of the server
+    (``execute_prepared`` is not called: the read is awaited from the session's loop), and the
+    statement timeout cancels the read on the environment's loop."""
+    _, dsn = served
+    on_thread: list[object] = []
+    real = EnvironmentEngine.execute_prepared
+
+    def counting(self: EnvironmentEngine, bound: Any, ctx: Any) -> Any:
+        on_thread.append(bound.values)
+        return real(self, bound, ctx)
+
+    monkeypatch.setattr(EnvironmentEngine, "execute_prepared", counting)
+    lookup = "SELECT v FROM t WHERE id = %s"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        for k in (1, 2, 1, 2, 3):
+            want = {1: [("a",)], 2: [("b",)], 3: []}[k]
+            assert c.execute(lookup, (k,), prepare=True).fetchall() == want
+        assert on_thread == [(1,)]  # the first plans (and makes the template); no other
+
+        hung: list[asyncio.Task[Any]] = []
+
+        async def hangs(*args: Any, **kwargs: Any) -> Any:
+            task = asyncio.current_task()
+            assert task is not None
+            hung.append(task)
+            await asyncio.sleep(3600)
+
+        monkeypatch.setattr(spate.environment.reads, "select", hangs)
+        c.execute("SET statement_timeout = 200")
+        with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
+            c.execute(lookup, (1,), prepare=True)
+        deadline = time.monotonic() + 10
+        while not (hung and hung[0].done()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hung and hung[0].cancelled()  # the read itself was canceled
+        monkeypatch.undo()
+        c.execute("SET statement_timeout = 0")
+        assert c.execute(lookup, (2,), prepare=True).fetchall() == [("b",)]
 
 
 _ROWS = [(1, "a", "x"), (2, "b", None), (3, "it's", "y"), (4, "", "z"), (5, None, "w")]

@@ -61,6 +61,8 @@ from spate.environment.small_reads import (
     VECTORISED_FACTOR,
     arrow_snapshots,
     evaluate_table,
+    lookup_seen,
+    no_errors_seen,
     raise_view_errors,
     read_here,
     snapshot_here,
@@ -463,6 +465,13 @@ async def _lookup_here(
         return await _read_here(rt, item, ts, timeout, route.here_up_to, None)
     column, values = route.only
     limit = route.here_up_to
+    # answered on this loop, without a worker thread or a Consensus read, when the shard's
+    # state seen last is final at ts and its contents are cached by the column
+    seen = lookup_seen(rt, item.id, ts, limit, route.only)
+    if seen is not None and (
+        not isinstance(item, MaterializedViewItem) or no_errors_seen(rt, item, ts)
+    ):
+        return seen
 
     async def read(union: list[Datum]) -> Multiset | None:
         return await _read_here(rt, item, ts, timeout, limit, (column, tuple(union)))

@@ -479,6 +479,42 @@ def snapshot_here(
 _NO_LIMIT: Final = 2**63
 
 
+def lookup_seen(
+    rt: Runtime, id: GlobalId, ts: int, limit: int, only: tuple[int, tuple[Datum, ...]]
+) -> Multiset | None:
+    """:func:`snapshot_here` of ``only``'s rows when it needs no I/O: answered from the
+    shard's state this process last saw (no Consensus read) when that state's upper is past
+    ``ts`` (its contents at ``ts`` are then final: the same in every later state) and its
+    parts at ``ts`` are cached here indexed by ``only``'s column; ``None`` otherwise (the
+    caller reads as :func:`snapshot_here` does). Safe on the event loop. The caller holds the
+    collection at ``ts``."""
+    meta = rt.storage.collection_metadata(id)
+    state = rt.persist.seen_state(meta.shard)
+    if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
+        return None
+    found = batches_for(state, ts)
+    if sum(b.num_updates for b in found) > limit:
+        return None
+    key = complete_key(found, ts)
+    if key is None:
+        return None
+    index = _cache_of(rt).index(meta.shard, key, only[0])
+    return None if index is None else _pick(index, only[1])
+
+
+def no_errors_seen(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> bool:
+    """Whether the view's errors shard is known, without I/O, to hold no error at
+    ``timestamp``: the state of it this process last saw has its upper past ``timestamp``
+    and no batch at or before it (``False``: ask :func:`view_errors`)."""
+    shard = errors_shard(rt.storage.collection_metadata(item.id).shard)
+    state = rt.persist.seen_state(shard)
+    return (
+        state is not None
+        and not state.upper.less_equal(timestamp)
+        and not batches_for(state, timestamp)
+    )
+
+
 def _errors_at(
     persist: PersistClient, shard: ShardId, timestamp: int
 ) -> list[tuple[str, int]] | None:

@@ -192,6 +192,11 @@ class PersistClient:
         """The shard's latest state (for inspection; an unwritten shard's initial state)."""
         return self._ctx(shard_id).machine.fetch()
 
+    def seen_state(self, shard_id: ShardId) -> ShardState | None:
+        """The shard's latest state this client has seen, without reading Consensus (``None``
+        when it has seen none); see :meth:`~spate.persist.machine.Machine.seen`."""
+        return self._ctx(shard_id).machine.seen()
+
     def is_finalized(self, shard_id: ShardId) -> bool:
         return self.fetch_state(shard_id).tombstone
 

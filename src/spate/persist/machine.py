@@ -141,6 +141,15 @@ class Machine:
     def fetch_with_seqno(self) -> tuple[int | None, ShardState]:
         return self.retrying("fetch", self._fetch_once)
 
+    def seen(self) -> ShardState | None:
+        """The latest state this process has seen (fetched or written), or ``None``; never
+        reads Consensus. It MAY be stale, but it was the shard's state once: its contents at
+        any time ``t`` with ``since <= t`` and ``t`` not beyond its upper are the shard's
+        contents at ``t`` for ever (its parts may since have been compacted and deleted)."""
+        with self._lock:
+            cached = self._cached
+        return None if cached is None else cached[1]
+
     def cached(self) -> ShardState:
         """The latest state this process has seen (fetched if none yet). May be stale."""
         with self._lock:

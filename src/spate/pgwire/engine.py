@@ -139,6 +139,13 @@ class Engine(Protocol):
     :meth:`execute` of ``bound.sql`` would give; the engine MAY keep in ``bound.cache`` what
     does not change between executions (a plan, checked against the catalog it was made from).
 
+    An engine MAY also have ``start_prepared(bound, ctx) -> Awaitable[Result] | None``: the
+    same Execute run without a worker thread. It is called on the session's event loop and
+    MUST NOT block: it returns ``None`` (the session then calls ``execute_prepared``) or an
+    awaitable of the result ``execute_prepared`` would give, whose work happens elsewhere
+    (the engine's own event loop); the session may cancel the awaitable (a cancel request,
+    the statement timeout), which MUST cancel that work.
+
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->
     int`` (write ``rows``, whole rows of the table as tuples or an Arrow table of its columns,

@@ -15,8 +15,9 @@ parameter's type from the column it is compared with or the type it is cast to.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
@@ -26,12 +27,12 @@ from spate.environment.builtins import BUILTINS
 from spate.environment.catalog import IndexItem, TableItem, item_desc, kind_of
 from spate.environment.prepared_plans import TextPlans
 from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluster_name
-from spate.errors import EvaluationFailed, UsageError
+from spate.errors import EvaluationFailed, InputMissing, UsageError
 from spate.ids import GlobalId
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Bound, Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.errors import PgError
-from spate.pgwire.prepared import execute_prepared, execute_text
+from spate.pgwire.prepared import execute_prepared, execute_text, finish_prepared, start_prepared
 from spate.plan.evaluation.interrupt import interruptible
 from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.sql import Parsed, SqlError
@@ -212,6 +213,34 @@ class EnvironmentEngine:
         """:meth:`execute` of an Execute of a prepared statement: a prepared lookup keeps its
         plan between executions (:mod:`spate.pgwire.prepared`)."""
         return self._answer(bound.sql, lambda session: execute_prepared(session, bound), ctx)
+
+    def start_prepared(self, bound: Bound, ctx: Context) -> Awaitable[Result] | None:
+        """:meth:`execute_prepared` without a worker thread, for a prepared lookup with a valid
+        kept plan (:func:`spate.pgwire.prepared.start_prepared`): its read is started on the
+        environment's loop now, and awaited; ``None`` for anything else. Canceling the
+        awaitable cancels the read."""
+        session = self._session(ctx)
+        session.session.cancel = ctx.canceled
+        session.session.client_settings = dict(ctx.vars)
+        started = start_prepared(session, bound)
+        if started is None:
+            return None
+        future, stmt = started
+
+        async def answer() -> Result:
+            try:
+                table = await asyncio.wrap_future(future)
+            except InputMissing:  # dropped since: the text, planned again, says what is gone
+                return await asyncio.to_thread(self.execute_prepared, bound, ctx)
+            except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
+                raise PgError(e.sqlstate, e.pg_message) from e
+            finally:
+                ctx.notices.extend((n.sqlstate, n.message) for n in session.session.notices)
+                session.session.notices.clear()
+            result = finish_prepared(stmt, table)
+            return Rows(result, f"SELECT {result.num_rows}")
+
+        return answer()
 
     def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
         try:

@@ -15,14 +15,20 @@ prepared statements without parameters), keyed by their text, from their second 
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from spate.environment import prepared_plans as plans
+from spate.environment import reads
 from spate.environment.pg_catalog_reads import reads_catalog
 from spate.environment.sql_catalog import EnvironmentCatalog
-from spate.environment.sql_reads import select
+from spate.environment.sql_reads import finish, select
 from spate.errors import InputMissing
 from spate.pgwire.engine import Bound
+from spate.repr.desc import RelationDesc
+from spate.repr.types import ScalarKind
 from spate.sql import Parsed, parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.results import narrow_table
@@ -56,6 +62,52 @@ def execute_prepared(session: SqlSession, bound: Bound) -> object:
         bound.cache["plan"] = plans.make_template(catalog.state, planned, bound.values)
         return result
     return session.sql(bound.sql)
+
+
+def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table], st.Select] | None:
+    """The read of an Execute of a prepared lookup, and its statement: the read started on
+    the environment's event loop without blocking (no worker thread: the caller awaits it),
+    when the kept template is valid (planned against the environment's catalog), the values
+    fit it, no transaction block is open and the plan needs nothing beyond the read (no
+    ``pg_catalog``, no interval columns); ``None`` otherwise (nothing started: run
+    :func:`execute_prepared`). Given to :func:`finish_prepared`, its result is the one
+    :func:`execute_prepared` gives; it raises what the read raises (an object dropped since
+    it was planned: :class:`InputMissing`, which :func:`execute_prepared` answers)."""
+    state = session.session
+    if bound.cache.get("keys") is not True or state.block is not None:
+        return None
+    cached = bound.cache.get("plan")
+    env = session.env
+    if not isinstance(cached, plans.LookupTemplate) or cached.catalog is not env.runtime.catalog:
+        return None
+    stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
+    if stmt is None or reads_catalog(stmt.plan) or _has_interval(stmt.plan.desc):
+        return None
+    state.notices.clear()
+    state.rows_affected = None
+    state.tag = None
+    read = reads.select(
+        env.runtime,
+        stmt.plan,
+        as_of=stmt.as_of,
+        cluster=state.cluster,
+        isolation=state.isolation,
+        real_time_recency=state.real_time_recency and stmt.as_of is None,
+        timeout=state.read_timeout(),
+        small_reads=state.small_reads,
+    )
+    future: Future[pa.Table] = env._start(read)  # as Environment.select starts its read
+    return future, stmt
+
+
+def finish_prepared(stmt: st.Select, table: pa.Table) -> pa.Table:
+    """The result of the read :func:`start_prepared` started for ``stmt``: ORDER BY,
+    OFFSET, LIMIT and the output columns applied, as :func:`execute_prepared` applies them."""
+    return narrow_table(finish(table, stmt.plan.desc, stmt), stmt.types)
+
+
+def _has_interval(desc: RelationDesc) -> bool:
+    return any(c.type.kind is ScalarKind.INTERVAL for c in desc.columns)
 
 
 def execute_text(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> object:

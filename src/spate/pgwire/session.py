@@ -23,7 +23,7 @@ import logging
 import secrets
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, Final, TypeVar
 
@@ -262,18 +262,24 @@ class Session:
         """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
         with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
         so that the engine stops too."""
-        timeout = guc.timeout_seconds("statement_timeout", self.vars.get("statement_timeout", "0"))
         self._ctx.canceled = threading.Event()  # the call's own: set stays set (see Context)
-        fut = asyncio.get_running_loop().run_in_executor(self._executor, fn)
-        self._running = fut
+        return await self._wait(asyncio.get_running_loop().run_in_executor(self._executor, fn))
+
+    async def _wait(self, fut: Awaitable[T]) -> T:
+        """Await an engine call's ``fut`` (started with this call's ``ctx.canceled``) as
+        :meth:`_call` does: a CancelRequest, the statement timeout or the client closing its
+        connection set ``ctx.canceled`` and cancel ``fut``."""
+        timeout = guc.timeout_seconds("statement_timeout", self.vars.get("statement_timeout", "0"))
+        running: asyncio.Future[T] = asyncio.ensure_future(fut)
+        self._running = running
         gone = asyncio.ensure_future(self._client_gone())
-        waiting: set[asyncio.Future[Any]] = {fut, gone}
+        waiting: set[asyncio.Future[Any]] = {running, gone}
         try:
             await asyncio.wait(waiting, timeout=timeout, return_when="FIRST_COMPLETED")
-            if fut.done():
-                return fut.result()
+            if running.done():
+                return running.result()
             self._ctx.canceled.set()
-            fut.cancel()
+            running.cancel()
             if gone.done() and gone.result():
                 # as PostgreSQL's client_connection_check_interval says it; nobody reads it,
                 # and the session ends at its next read
@@ -475,7 +481,13 @@ class Session:
         prepared = getattr(self._engine, "execute_prepared", None)
         if portal.bound is not None and portal.plain and prepared is not None:
             bound = portal.bound  # a prepared statement's Execute: the engine may keep its plan
-            result = await self._call(lambda: prepared(bound, self._ctx))
+            start = getattr(self._engine, "start_prepared", None)
+            self._ctx.canceled = threading.Event()  # the call's own (see Context)
+            started = None if start is None else start(bound, self._ctx)
+            if started is not None:  # awaited here: no worker thread
+                result = await self._wait(started)
+            else:
+                result = await self._call(lambda: prepared(bound, self._ctx))
         elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
             parsed = portal.parsed  # split once: the engine does not split it again
             result = await self._call(lambda: run(parsed, self._ctx))
