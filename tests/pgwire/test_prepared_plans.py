@@ -190,9 +190,14 @@ def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_th
     """Executes of a prepared lookup with a kept plan take no worker thread of the server
     (``execute_prepared`` is not called: the read is awaited from the session's loop), and the
     statement timeout cancels the read on the environment's loop."""
-    _, dsn = served
+    env, dsn = served
     on_thread: list[object] = []
     real = EnvironmentEngine.execute_prepared
+
+    def reads_ok() -> float:
+        value = env._metrics.registry.get_sample_value("spate_peeks_total", {"outcome": "ok"})
+        return value or 0.0
+
 
     def counting(self: EnvironmentEngine, bound: Any, ctx: Any) -> Any:
         on_thread.append(bound.values)
@@ -207,6 +212,13 @@ def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_th
             want = {1: [("a",)], 2: [("b",)], 3: []}[k]
             assert c.execute(lookup, (k,), prepare=True).fetchall() == want
         assert on_thread == [(1,)]  # the first plans (and makes the template); no other
+        # Reads awaited from the session's loop are counted as reads too.
+        before = reads_ok()
+        assert c.execute(lookup, (2,), prepare=True).fetchall() == [("b",)]
+        deadline = time.monotonic() + 5
+        while reads_ok() < before + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert reads_ok() == before + 1
 
         hung: list[asyncio.Task[Any]] = []
 

@@ -178,11 +178,14 @@ class EnvironmentMetrics:
         try:
             yield
         except Exception:
-            self.peeks.labels("error").inc()
+            self.peek_done(started, failed=True)
             raise
-        finally:
-            self.peek_seconds.observe(time.monotonic() - started)
-        self.peeks.labels("ok").inc()
+        self.peek_done(started, failed=False)
+
+    def peek_done(self, started: float, *, failed: bool) -> None:
+        """A read started at ``started`` (``time.monotonic()``) ended, failed or not."""
+        self.peek_seconds.observe(time.monotonic() - started)
+        self.peeks.labels("error" if failed else "ok").inc()
 
     def error(self, operation: str, e: BaseException) -> None:
         self.errors.labels(operation, type(e).__name__).inc()

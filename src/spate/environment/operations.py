@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
@@ -517,6 +519,20 @@ class EnvironmentOperations(EnvironmentBase):
                 timeout * (2 if real_time_recency else 1) + 30,
                 cancel,
             )
+
+    def start_read(self, read: Coroutine[Any, Any, pa.Table]) -> Future[pa.Table]:
+        """Start ``read`` (a read of :mod:`.reads`, e.g. ``reads.select(...)``) on the
+        environment's event loop without waiting for it, for a caller on another event loop
+        that awaits the future (pgwire's prepared lookups). Counted in the read metrics as
+        :meth:`select` counts its reads."""
+        started = time.monotonic()
+        future = self._start(read)
+        future.add_done_callback(
+            lambda f: self._metrics.peek_done(
+                started, failed=f.cancelled() or f.exception() is not None
+            )
+        )
+        return future
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
         """:meth:`select`, as a pandas DataFrame (same keyword arguments).

@@ -96,7 +96,7 @@ def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table],
         timeout=state.read_timeout(),
         small_reads=state.small_reads,
     )
-    future: Future[pa.Table] = env._start(read)  # as Environment.select starts its read
+    future: Future[pa.Table] = env.start_read(read)
     return future, stmt
 
 
