@@ -143,3 +143,59 @@ def test_answers_equal_postgresql(
     for query in DROPPED + KEPT:
         want = Counter(tuple(r) for r in conn.execute(query).fetchall())
         assert engine.bag(query) == want, (seed, query)
+
+
+TEXTS = ("NULL", "'x'", "'y'")
+MAINTAINED = (
+    "SELECT k, count(*) AS n, count(v) AS nv, sum(u) AS s, min(v) AS lo, max(w) AS hi"
+    " FROM t GROUP BY k"
+)
+
+
+def test_a_maintained_group_by_a_key_answers_as_postgresql(
+    tmp_path_factory: pytest.TempPathFactory,
+    pg: tuple[psycopg.Connection[tuple[object, ...]], str],
+    seed: int,
+) -> None:
+    """The GROUP BY of a primary key made a Map, as a materialized view with an index (kept by
+    the replica's dataflow) under random inserts, updates and deletes: after each round it
+    holds PostgreSQL's answer to its query."""
+    from spate.environment.api import Environment
+
+    conn, schema = pg
+    ddl = TABLES[0]
+    conn.execute(ddl.format(s=schema))
+    conn.execute(f"SET search_path TO {schema}")
+    rng = random.Random(seed)
+    with Environment.open(tmp_path_factory.mktemp("keys") / "data") as env:
+        env.sql(ddl.replace("{s}.", ""))
+        env.sql(f"CREATE MATERIALIZED VIEW m AS {MAINTAINED}")
+        env.sql("CREATE INDEX m_k ON m (k)")
+        plan = env.sql(f"EXPLAIN {MAINTAINED}").column(0).to_pylist()
+        assert not any("Reduce" in line for line in plan), plan
+        present: set[int] = set()
+        for _ in range(3):
+            keys = rng.sample(range(20), 8)
+            gone = [k for k in keys if k in present and rng.random() < 0.4]
+            changed = [k for k in keys if k in present and k not in gone]
+            new = [k for k in keys if k not in present]
+            rows = [
+                f"({k}, {rng.choice(TEXTS)},"
+                f" {rng.choice(['NULL', str(k + 100)])}, {rng.randrange(1000) * 100 + k})"
+                for k in new
+            ]  # w unique: k + a multiple of 100, and updates add 100000
+            statements = [
+                f"DELETE FROM t WHERE k IN ({', '.join(map(str, gone))})" if gone else "",
+                f"UPDATE t SET v = 'z', u = NULL, w = w + 100000 WHERE k IN"
+                f" ({', '.join(map(str, changed))})"
+                if changed
+                else "",
+                f"INSERT INTO t VALUES {', '.join(rows)}" if rows else "",
+            ]
+            present = (present - set(gone)) | set(new)
+            for sql in filter(None, statements):
+                env.sql(sql)
+                conn.execute(sql)
+            want = Counter(tuple(r) for r in conn.execute(MAINTAINED).fetchall())
+            got = Counter(tuple(r.values()) for r in env.sql("SELECT * FROM m").to_pylist())
+            assert got == want, (seed, statements)
