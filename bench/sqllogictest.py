@@ -13,8 +13,9 @@ file's time (measured on this machine by the corpus's own run).
 
     python bench/sqllogictest.py [GLOB ...] [--limit N] [--postgres URL] [--out NAME]
 
-GLOBs match file paths below the corpus folder (default: every ``*.test``); ``--limit`` runs
-only each file's first N records (statements and queries).
+GLOBs match file paths below the corpus folder (default: every ``*.test``), run in the order
+the GLOBs are given; ``--limit`` runs only each file's first N records (statements and
+queries).
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def select_files(corpus: Path, globs: list[str]) -> list[str]:
+    """The files the globs match, in the globs' order (each glob's matches sorted), once."""
     names = sorted(str(p.relative_to(corpus)) for p in corpus.rglob("*.test"))
     if not globs:
         return names
-    return [n for n in names if any(fnmatch.fnmatch(n, g) or g in n for g in globs)]
+    matched = [n for g in globs for n in names if fnmatch.fnmatch(n, g) or g in n]
+    return list(dict.fromkeys(matched))
 
 
 class _Watch:

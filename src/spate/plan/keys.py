@@ -16,7 +16,23 @@ propagated:
   rows each once: all its columns.
 
 :func:`simplify_with_keys` uses them: a ``Distinct`` over an input with a key is the input; a
-``Reduce`` without aggregates whose group key contains a key of its input is a projection.
+``Reduce`` whose group key contains a key of its input has groups of one row each (of
+multiplicity 1), so it is a ``Map`` of each aggregate over that one row, then a projection:
+
+==================================  ==========================================================
+aggregate of one value ``e``        is
+==================================  ==========================================================
+``count(*)``                        ``1``
+``count(e)``                        ``CASE WHEN e IS NULL THEN 0 ELSE 1 END``
+``sum``, ``min``, ``max``,          ``e`` (a ``numeric(p,s)`` sum cast to ``numeric(38,s)``)
+``bool_and``, ``bool_or``,
+``string_agg``
+``avg``                             ``e`` (an ``int64`` cast to ``float64``); not over
+                                    ``numeric``, whose quotient's scale depends on the values
+==================================  ==========================================================
+
+``DISTINCT`` inside an aggregate changes nothing over one value. The simplification keeps the
+``Reduce`` where an aggregate has no such form or the result's column types would differ.
 """
 
 from __future__ import annotations
@@ -25,6 +41,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from spate.ids import GlobalId
+from spate.plan.aggregate import AggregateExpr, AggregateFunc
+from spate.plan.expr import Case, Cast, Literal, ScalarExpr
+from spate.plan.infer import resolve
 from spate.plan.relation import (
     ArrangeBy,
     Constant,
@@ -39,6 +58,8 @@ from spate.plan.relation import (
     Threshold,
     TopK,
 )
+from spate.repr.desc import RelationDesc
+from spate.repr.types import INT64, ScalarKind, ScalarType
 
 Key = frozenset[int]
 KnownKeys = Mapping[GlobalId, Sequence[Sequence[int]]]
@@ -140,11 +161,58 @@ def simplify_with_keys(plan: RelationExpr, known: KnownKeys) -> RelationExpr:
     match plan:
         case Distinct(inp) if unique_keys(inp, known):
             return inp
-        case Reduce(inp, key, aggregates, _) if not aggregates:
+        case Reduce(inp, key, _, _):
             group = frozenset(key)
             if any(k <= group for k in unique_keys(inp, known)):
-                return Project(inp, key, tuple(plan.desc.names))
+                simpler = _groups_of_one(plan)
+                return plan if simpler is None else simpler
     return plan
+
+
+def _groups_of_one(plan: Reduce) -> RelationExpr | None:
+    """``plan`` (each of whose groups is one row) as a projection of a ``Map`` of its
+    aggregates over that row (module docs); None where an aggregate has no such form."""
+    names = tuple(plan.desc.names)
+    if not plan.aggregates:
+        return Project(plan.input, plan.group_key, names)
+    results = plan.desc.columns[len(plan.group_key) :]
+    scalars: list[ScalarExpr] = []
+    for agg, result in zip(plan.aggregates, results, strict=True):
+        scalar = _of_one_value(agg, result.type, plan.input.desc)
+        if scalar is None:
+            return None
+        scalars.append(scalar)
+    arity = plan.input.desc.arity
+    mapped = Map(plan.input, tuple(scalars))
+    out = Project(mapped, (*plan.group_key, *range(arity, arity + len(scalars))), names)
+    same = [(c.type, c.nullable) for c in out.desc.columns] == [
+        (c.type, c.nullable) for c in plan.desc.columns
+    ]
+    return out if same else None
+
+
+def _of_one_value(agg: AggregateExpr, result: ScalarType, row: RelationDesc) -> ScalarExpr | None:
+    """``agg`` over one row (of type ``row``) of multiplicity 1, as a scalar of that row
+    (module docs)."""
+    match agg.func:
+        case AggregateFunc.COUNT if agg.is_count_star():
+            return Literal(1, INT64)
+        case AggregateFunc.COUNT:
+            return Case(((agg.expr.is_null(), Literal(0, INT64)),), Literal(1, INT64))
+        case AggregateFunc.AVG if result.kind is ScalarKind.NUMERIC:
+            return None
+        case AggregateFunc.SUM | AggregateFunc.AVG:
+            if resolve(agg.expr, row.columns)[1].type == result:  # no cast needed
+                return agg.expr
+            return Cast(agg.expr, result)
+        case (
+            AggregateFunc.MIN
+            | AggregateFunc.MAX
+            | AggregateFunc.BOOL_AND
+            | AggregateFunc.BOOL_OR
+            | AggregateFunc.STRING_AGG
+        ):
+            return agg.expr
 
 
 __all__ = ["Key", "KnownKeys", "simplify_with_keys", "unique_keys"]

@@ -251,9 +251,7 @@ def with_declared_keys(plan: RelationExpr, catalog: Catalog, query: exp.Expressi
     """``plan`` (of ``query``) simplified with the declared keys of the tables ``query`` names
     (:func:`spate.plan.keys.simplify_with_keys`); looked up only when the plan has an
     operator a key could make redundant."""
-    if not any(
-        isinstance(n, Distinct) or (isinstance(n, Reduce) and not n.aggregates) for n in plan.walk()
-    ):
+    if not any(isinstance(n, Distinct | Reduce) for n in plan.walk()):
         return plan
     ids = {n.id for n in plan.walk() if isinstance(n, Get)}
     known: dict[GlobalId, tuple[tuple[int, ...], ...]] = {}

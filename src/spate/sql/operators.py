@@ -291,6 +291,10 @@ class OperatorBinding(BinderBase):
             raise self.err(FeatureNotSupported, "IN () needs at least one value", node)
         items = [(self._bind(node.this), node.this)] + [(self._bind(v), v) for v in values]
         typed, target = self.unify(items, "IN")
+        if null_constant(typed[0].expr) or (len(typed) == 2 and null_constant(typed[1].expr)):
+            # as PostgreSQL plans it: a NULL constant IN a list is NULL, the list never
+            # evaluated (its strict = ANY); so is x IN (NULL), its x = NULL
+            return Typed(Literal(None, BOOL), PG_BOOL)
         span = interval_ops.key if target.scalar is INTERVAL else (lambda e: e)
         x = span(typed[0].expr)
         out: ScalarExpr | None = None
