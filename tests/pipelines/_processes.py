@@ -1,10 +1,38 @@
-"""The processes a data directory's environment started: its replicas and their children."""
+"""The processes of the pipeline tests: ``spate pipeline serve`` started and ready, and the
+processes a data directory's environment started (its replicas and their children)."""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
+
+
+def started_serve(spec: Path, data: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """``spate pipeline serve`` of ``spec`` on a free port, once it serves PostgreSQL clients
+    (its stderr kept drained from then on), and the DSN to reach it. The caller stops it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spate", "pipeline", "serve", str(spec), "--data-dir", str(data),
+         "--listen", f"127.0.0.1:{port}", *options],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "serving PostgreSQL clients" in line:
+            break
+    else:
+        pytest.fail(f"serve exited {proc.wait()}")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+    return proc, f"postgresql://spate@127.0.0.1:{port}/spate"
 
 
 def _cmdline(pid: int) -> str:

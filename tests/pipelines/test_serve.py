@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from decimal import Decimal
@@ -21,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.pipelines._example import Inputs, normalized, write_pipeline
+from tests.pipelines._processes import started_serve
 from tests.pipelines._spark_oracle import recompute
 
 if TYPE_CHECKING:
@@ -28,12 +26,6 @@ if TYPE_CHECKING:
 
 NEW_FILES = int(os.environ.get("SPATE_PIPELINE_SERVE_FILES", "3"))
 QUIET_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _state(changes: Counter[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -68,21 +60,9 @@ def test_serve_subscribe_equals_spark_at_every_time(tmp_path: Path, spark: Spark
     print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
     inputs = Inputs(root, seed)
     inputs.first()
-    port = _free_port()
     data = tmp_path / "spate"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spate", "pipeline", "serve", str(spec), "--data-dir", str(data),
-         "--listen", f"127.0.0.1:{port}", "--interval", "0.5"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc, dsn = started_serve(spec, data, "--interval", "0.5")
     try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "serving PostgreSQL clients" in line:
-                break
-        else:
-            pytest.fail(f"serve exited {proc.wait()}")
-        dsn = f"postgresql://spate@127.0.0.1:{port}/spate"
         changes: Counter[tuple[Any, ...]] = Counter()
         states: list[list[Any]] = []
         with psycopg.connect(dsn) as c:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,15 +22,9 @@ import psycopg
 import pytest
 
 from tests.pipelines._example import Inputs, write_pipeline
-from tests.pipelines._processes import processes_of, wait_gone
+from tests.pipelines._processes import processes_of, started_serve, wait_gone
 
 EXIT_WITHIN_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pipeline(tmp_path: Path) -> tuple[Path, Path, Inputs]:
@@ -55,21 +48,8 @@ def _run(spec: Path, data: Path) -> None:
 def _serve_then_stop(spec: Path, data: Path, inputs: Inputs, sig: signal.Signals) -> None:
     """Serve; a client SUBSCRIBEs over pgwire while files stream in and the datasets'
     Parquet is rewritten continuously; ``sig`` must end the process within EXIT_WITHIN_S."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spate", "pipeline", "serve", str(spec), "--data-dir", str(data),
-         "--listen", f"127.0.0.1:{port}", "--interval", "0.1", "--outputs-every", "0.1"],
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    proc, dsn = started_serve(spec, data, "--interval", "0.1", "--outputs-every", "0.1")
     try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if "serving PostgreSQL clients" in line:
-                break
-        else:
-            pytest.fail(f"serve exited {proc.wait()}")
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
-        dsn = f"postgresql://spate@127.0.0.1:{port}/spate"
         fetching, copying = psycopg.connect(dsn), psycopg.connect(dsn)  # closed by the server
         try:
             fetching.execute("DECLARE s CURSOR FOR SUBSCRIBE gold_regions")
