@@ -198,7 +198,6 @@ def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_th
         value = env._metrics.registry.get_sample_value("spate_peeks_total", {"outcome": "ok"})
         return value or 0.0
 
-
     def counting(self: EnvironmentEngine, bound: Any, ctx: Any) -> Any:
         on_thread.append(bound.values)
         return real(self, bound, ctx)
