@@ -35,6 +35,7 @@ from spate.sql.results import narrow_table
 
 if TYPE_CHECKING:
     from spate.environment.sql import SqlSession
+    from spate.environment.sql_state import Session
 
 
 def execute_prepared(session: SqlSession, bound: Bound) -> object:
@@ -83,9 +84,7 @@ def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table],
     stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
     if stmt is None or reads_catalog(stmt.plan) or _has_interval(stmt.plan.desc):
         return None
-    state.notices.clear()
-    state.rows_affected = None
-    state.tag = None
+    _starting(state)
     read = reads.select(
         env.runtime,
         stmt.plan,
@@ -136,7 +135,12 @@ def execute_text(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
 def _select(session: SqlSession, stmt: st.Select) -> object:
     """A planned SELECT read in the session, as ``Environment.sql`` reads one."""
     state = session.session
+    _starting(state)
+    return narrow_table(select(session.env, stmt, state), stmt.types)
+
+
+def _starting(state: Session) -> None:
+    """A statement starts in the session: the last one's notices, row count and tag go."""
     state.notices.clear()
     state.rows_affected = None
     state.tag = None
-    return narrow_table(select(session.env, stmt, state), stmt.types)
