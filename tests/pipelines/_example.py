@@ -7,6 +7,7 @@ replaces one (same name, new rows) and, every other round, adds customers.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from decimal import Decimal
@@ -20,6 +21,14 @@ EXAMPLE = Path(__file__).parent / "example"
 GOLD = ("gold_regions", "gold_region_best", "gold_top_customers")
 STORED = ("bronze_orders", "bronze_customers", "silver_orders", *GOLD)
 REGIONS = ("north", "south", "east", "west")
+
+
+def pipeline_seed(default: int) -> int:
+    """The seed of a pipeline test's inputs: ``$SPATE_PIPELINE_SEED`` or ``default``,
+    printed so that a failed run can be replayed."""
+    seed = int(os.environ.get("SPATE_PIPELINE_SEED", str(default)))
+    print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
+    return seed
 
 
 def write_pipeline(root: Path, *, storage: str | None = None) -> Path:

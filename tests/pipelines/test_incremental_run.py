@@ -20,7 +20,6 @@ The seed is printed; ``SPATE_PIPELINE_SEED`` replays one.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ import pytest
 
 from spate.orchestrator.process import stop_services
 from spate.pipelines import loader
-from tests.pipelines._example import STORED, Inputs, normalized, write_pipeline
+from tests.pipelines._example import STORED, Inputs, normalized, pipeline_seed, write_pipeline
 from tests.pipelines._spark_oracle import recompute
 
 if TYPE_CHECKING:
@@ -44,9 +43,7 @@ ROUNDS = 2
 
 
 def _seed() -> int:
-    seed = int(os.environ.get("SPATE_PIPELINE_SEED", "20261206"))
-    print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
-    return seed
+    return pipeline_seed(20261206)
 
 
 def _open(data: Path) -> Environment:

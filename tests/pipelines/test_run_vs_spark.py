@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.pipelines._example import STORED, Inputs, normalized, write_pipeline
+from tests.pipelines._example import STORED, Inputs, normalized, pipeline_seed, write_pipeline
 from tests.pipelines._spark_oracle import recompute
 
 if TYPE_CHECKING:
@@ -40,9 +40,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def _seed() -> int:
-    seed = int(os.environ.get("SPATE_PIPELINE_SEED", "20261206"))
-    print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
-    return seed
+    return pipeline_seed(20261206)
 
 
 def spate_run(spec: Path, data: Path) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pytest
 
-from tests.pipelines._example import Inputs, normalized, write_pipeline
+from tests.pipelines._example import Inputs, normalized, pipeline_seed, write_pipeline
 from tests.pipelines._processes import started_serve
 from tests.pipelines._spark_oracle import recompute
 
@@ -56,9 +56,7 @@ def test_serve_subscribe_equals_spark_at_every_time(tmp_path: Path, spark: Spark
     root = tmp_path / "p"
     root.mkdir()
     spec = write_pipeline(root)
-    seed = int(os.environ.get("SPATE_PIPELINE_SEED", "20261207"))
-    print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
-    inputs = Inputs(root, seed)
+    inputs = Inputs(root, pipeline_seed(20261207))
     inputs.first()
     data = tmp_path / "spate"
     proc, dsn = started_serve(spec, data, "--interval", "0.5")

@@ -10,7 +10,6 @@ replica a run kept (started with another grace period, so not adopted) outlived 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.pipelines._example import Inputs, write_pipeline
+from tests.pipelines._example import Inputs, pipeline_seed, write_pipeline
 from tests.pipelines._processes import processes_of, started_serve, wait_gone
 
 EXIT_WITHIN_S = 30.0
@@ -31,9 +30,7 @@ def _pipeline(tmp_path: Path) -> tuple[Path, Path, Inputs]:
     root = tmp_path / "p"
     root.mkdir()
     spec = write_pipeline(root)
-    seed = int(os.environ.get("SPATE_PIPELINE_SEED", "20261208"))
-    print(f"seed {seed} (replay: SPATE_PIPELINE_SEED={seed})")
-    inputs = Inputs(root, seed)
+    inputs = Inputs(root, pipeline_seed(20261208))
     inputs.first()
     return spec, tmp_path / "spate", inputs
 
