@@ -255,3 +255,12 @@ def test_open_refuses_wrongly_typed_arguments(tmp_path: Path, kwargs: dict[str, 
 def test_open_refuses_a_data_dir_that_is_not_a_path() -> None:
     with pytest.raises(InvalidArgument, match="data_dir"):
         Environment.open(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("read", [None, "SELECT 1", lambda: None], ids=["none", "text", "function"])
+def test_start_read_refuses_what_is_not_a_read_coroutine(tmp_path: Path, read: Any) -> None:
+    with (
+        Environment.open(tmp_path / "data") as env,
+        pytest.raises(InvalidArgument, match="start_read takes a read coroutine"),
+    ):
+        env.start_read(read)

@@ -524,7 +524,18 @@ class EnvironmentOperations(EnvironmentBase):
         """Start ``read`` (a read of :mod:`.reads`, e.g. ``reads.select(...)``) on the
         environment's event loop without waiting for it, for a caller on another event loop
         that awaits the future (pgwire's prepared lookups). Counted in the read metrics as
-        :meth:`select` counts its reads."""
+        :meth:`select` counts its reads.
+
+        Example::
+
+            future = env.start_read(reads.select(env.runtime, plan, as_of=None))
+            table = await asyncio.wrap_future(future)
+        """
+        if not inspect.iscoroutine(read):
+            raise InvalidArgument(
+                "start_read takes a read coroutine (e.g. reads.select(...)), got "
+                + type(read).__name__
+            )
         started = time.monotonic()
         future = self._start(read)
         future.add_done_callback(
