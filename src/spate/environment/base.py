@@ -11,11 +11,12 @@ added on top by :class:`~spate.environment.operations.EnvironmentOperations`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -199,6 +200,12 @@ class EnvironmentBase:
         self.close()
 
     def _stop_loop(self) -> None:
+        if self._thread.is_alive():
+            # calls other threads still wait for end now (EnvironmentClosed), not at their timeout
+            with contextlib.suppress(TimeoutError, RuntimeError):
+                asyncio.run_coroutine_threadsafe(_cancel_pending(), self._loop).result(
+                    CANCEL_PENDING_S + 5
+                )
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         if not self._thread.is_alive():
@@ -224,6 +231,12 @@ class EnvironmentBase:
             ) from None
         except KeyboardInterrupt:  # Ctrl-C while waiting: the call is canceled too
             future.cancel()
+            raise
+        except CancelledError:
+            if self._rt is None:
+                raise EnvironmentClosed(
+                    "the environment was closed while this call waited"
+                ) from None
             raise
 
     def _start(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
@@ -316,6 +329,21 @@ class EnvironmentBase:
             env.names()         # ['best', 'best_by_auction', 'bids']
         """
         return self._run(call(lambda: sorted(i.name for i in self.runtime.catalog)))
+
+
+CANCEL_PENDING_S: Final = 5.0
+"""How long :meth:`EnvironmentBase.close` lets the calls it cancels finish their cleanup."""
+
+
+async def _cancel_pending() -> None:
+    """Cancel every task still on the environment's loop once the runtime is closed: the
+    threads waiting for them learn at once that the environment closed."""
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=CANCEL_PENDING_S)
 
 
 CANCEL_POLL_S: Final = 0.02
