@@ -37,9 +37,14 @@ from typing import Final, cast
 
 from sqlglot.tokenizer_core import Token, TokenType
 
+from spate.environment import lookup, read_plan, small_reads
+from spate.environment.catalog import MaterializedViewItem, TableItem
+from spate.environment.runtime import Runtime
+from spate.errors import EvalError
+from spate.plan.evaluation.relation import evaluate
 from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, Literal, ScalarExpr
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.types import Datum, ScalarKind
+from spate.repr.types import Datum, Row, ScalarKind
 from spate.sql import Parsed
 from spate.sql import statements as st
 
@@ -375,3 +380,95 @@ class TextPlans:
             self._plans[sql] = kept
             while len(self._plans) > self._size:
                 self._plans.pop(next(iter(self._plans)))  # the oldest
+
+
+# -- kept lookups read at once -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AtOnce:
+    """Whether executions of a template, run by a session on ``cluster`` with
+    ``small_reads``, can be read at once (:func:`read_at_once`): ``item`` is the collection
+    they look up, when the read route of its plan is a lookup of its persisted contents here
+    (``None``: they cannot). Valid while the catalog is ``catalog`` (by identity)."""
+
+    catalog: object
+    cluster: str | None
+    small_reads: bool
+    item: TableItem | MaterializedViewItem | None
+
+
+def at_once(
+    rt: Runtime, stmt: st.Select, *, cluster: str | None, small_reads: bool, catalog: object
+) -> AtOnce:
+    """The :class:`AtOnce` of a template whose execution is ``stmt`` (its route chosen once,
+    from ``catalog``, the environment's catalog now)."""
+    route = read_plan.plan_read(rt, stmt.plan, cluster, small_reads=small_reads)
+    item = None
+    if (
+        isinstance(route, read_plan.FastPathLookup)
+        and route.here_up_to > 0
+        and route.only is not None
+        and stmt.as_of is None
+    ):
+        found = rt.catalog.find_id(route.base.id)
+        if isinstance(found, (TableItem, MaterializedViewItem)):
+            item = found
+    return AtOnce(catalog, cluster, small_reads, item)
+
+
+def read_at_once(
+    rt: Runtime, kept: AtOnce, stmt: st.Select, *, isolation: str
+) -> list[tuple[Row, int]] | None:
+    """The rows of ``stmt`` (an execution of the template ``kept`` belongs to, a lookup of
+    ``kept.item``) and their counts, read now on the calling thread (any thread), or ``None``
+    when that needs I/O or a wait (the caller reads it as any read: the answer is the same).
+
+    The read's timestamp is the one :func:`spate.environment.reads.select` picks for a read
+    of ``kept.item`` at ``isolation`` (strict serializable: at or past every write
+    acknowledged before this call; serializable: the latest time it has completed; never
+    before its since). Its rows are answered only from the shard's state this process saw
+    last when that state's upper is past the timestamp (the contents there are final) and the
+    looked-up rows of it are cached here (:func:`~spate.environment.small_reads.lookup_seen`),
+    and, for a materialized view, its errors shard seen last holds no error up to the
+    timestamp. No read hold is taken: the rows are in memory and final at the timestamp, and
+    nothing is fetched (a hold keeps the blobs a read fetches). Reads only values the
+    environment's loop replaces whole (the catalog, frontiers, states seen): safe from another
+    thread."""
+    item = kept.item
+    if item is None or stmt.as_of is not None:
+        return None
+    only = lookup.fixed_column(stmt.plan)
+    limit = rt.settings.small_read_updates
+    if only is None or limit <= 0:
+        return None
+    try:
+        frontiers = rt.storage.collection_frontiers(item.id)
+    except LookupError:  # dropped meanwhile: the read says so
+        return None
+    since = frontiers.since.as_option()
+    if since is None:
+        return None
+    if isolation == "serializable":
+        upper = frontiers.upper.as_option()
+        ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
+    else:
+        ts = max(rt.oracle.read_ts(), since)
+    seen = small_reads.lookup_seen(rt, item.id, ts, limit, only)
+    if seen is None:
+        return None
+    if isinstance(item, MaterializedViewItem) and not small_reads.no_errors_seen(rt, item, ts):
+        return None
+    base = _base(stmt.plan)
+    try:
+        return list(evaluate(stmt.plan, {base.id: seen}, rt.oracle.read_ts()).items())
+    except EvalError:  # the read reports it, naming what it read
+        return None
+
+
+def _base(plan: RelationExpr) -> Get:
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        node = node.input
+    assert isinstance(node, Get)
+    return node

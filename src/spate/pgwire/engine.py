@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 
@@ -60,6 +60,18 @@ class Rows:
     (``SELECT 3``, ``INSERT 0 2``, ``CREATE TABLE``…)."""
 
     table: pa.Table | None
+    tag: str
+
+
+@dataclass(frozen=True, slots=True)
+class Values:
+    """A finished result given as Python values: ``rows``, each a tuple of its columns'
+    values in ``schema``'s order, each value what ``pa.Table.to_pylist`` gives for a column
+    of that type (``int``, ``str``, ``None``…), and its tag. It is the result a :class:`Rows`
+    of a table of ``schema`` holding those rows is; only ``start_prepared`` gives one."""
+
+    schema: pa.Schema
+    rows: list[tuple[Any, ...]]
     tag: str
 
 
@@ -139,12 +151,13 @@ class Engine(Protocol):
     :meth:`execute` of ``bound.sql`` would give; the engine MAY keep in ``bound.cache`` what
     does not change between executions (a plan, checked against the catalog it was made from).
 
-    An engine MAY also have ``start_prepared(bound, ctx) -> Awaitable[Result] | None``: the
-    same Execute run without a worker thread. It is called on the session's event loop and
-    MUST NOT block: it returns ``None`` (the session then calls ``execute_prepared``) or an
-    awaitable of the result ``execute_prepared`` would give, whose work happens elsewhere
-    (the engine's own event loop); the session may cancel the awaitable (a cancel request,
-    the statement timeout), which MUST cancel that work.
+    An engine MAY also have ``start_prepared(bound, ctx) -> Awaitable[Result] | Values |
+    None``: the same Execute run without a worker thread. It is called on the session's event
+    loop and MUST NOT block: it returns ``None`` (the session then calls
+    ``execute_prepared``), the result ``execute_prepared`` would give as :class:`Values` when
+    it has it at once (from memory, without I/O or waiting), or an awaitable of that result,
+    whose work happens elsewhere (the engine's own event loop); the session may cancel the
+    awaitable (a cancel request, the statement timeout), which MUST cancel that work.
 
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->

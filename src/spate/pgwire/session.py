@@ -33,7 +33,7 @@ from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import Prepared, bind, needs_description, param_types
 from spate.pgwire.commands import run_session_statement
-from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream
+from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream, Values
 from spate.pgwire.errors import PgError, sqlstate_of
 from spate.pgwire.host import SessionOptions as SessionOptions
 from spate.pgwire.output import RowEncoder, field_descs
@@ -484,6 +484,9 @@ class Session:
             start = getattr(self._engine, "start_prepared", None)
             self._ctx.canceled = threading.Event()  # the call's own (see Context)
             started = None if start is None else start(bound, self._ctx)
+            if isinstance(started, Values):  # answered at once
+                portal.schema, portal.rows, portal.tag = started.schema, started.rows, started.tag
+                return
             if started is not None:  # awaited here: no worker thread
                 result = await self._wait(started)
             else:
