@@ -31,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -41,10 +42,13 @@ from spate.environment import lookup, read_plan, small_reads
 from spate.environment.catalog import MaterializedViewItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.errors import EvalError
-from spate.plan.evaluation.relation import evaluate
+from spate.plan.evaluation.relation import Multiset
+from spate.plan.evaluation.scalar import Evaluator, compile_scalar
+from spate.plan.evaluation.values import canonical, canonical_row
 from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, Literal, ScalarExpr
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.types import Datum, Row, ScalarKind
+from spate.repr.desc import Column
+from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 from spate.sql import Parsed
 from spate.sql import statements as st
 
@@ -233,12 +237,12 @@ def _substitute(plan: RelationExpr, replace: dict[int, Literal]) -> RelationExpr
 
 
 def _scalars(
-    scalars: tuple[ScalarExpr, ...], replace: dict[int, Literal]
+    scalars: tuple[ScalarExpr, ...], replace: Mapping[int, ScalarExpr]
 ) -> tuple[ScalarExpr, ...]:
     return tuple(_scalar(s, replace) for s in scalars)
 
 
-def _scalar(e: ScalarExpr, replace: dict[int, Literal]) -> ScalarExpr:
+def _scalar(e: ScalarExpr, replace: Mapping[int, ScalarExpr]) -> ScalarExpr:
     if isinstance(e, Literal):
         return replace.get(id(e), e)
     if isinstance(e, ColumnRef):
@@ -386,43 +390,187 @@ class TextPlans:
 
 
 @dataclass(frozen=True, slots=True)
+class _Keep:
+    """A ``Filter``: the rows on which every predicate is true."""
+
+    predicates: tuple[Evaluator, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compute:
+    """A ``Map``: each scalar (of its type) appended in turn."""
+
+    scalars: tuple[tuple[Evaluator, ScalarType], ...]
+
+
+_Step = _Keep | _Compute | tuple[int, ...]
+"""A step of a :class:`Probe` (a ``Project``: its outputs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A template's plan compiled once, its parameters' values given to it as inputs: the
+    rows a ``Map``/``Filter``/``Project`` chain keeps of the rows of ``base`` whose
+    ``column`` is the value of parameter ``slot`` (a superset of the rows it keeps: the plan
+    has the conjunct ``column = $(slot+1)``, both of one type), without planning, putting the
+    values in or compiling anything again (:func:`run_probe`)."""
+
+    template: LookupTemplate
+    base: Get
+    column: int
+    slot: int
+    steps: tuple[_Step, ...]
+    """The chain bottom up; each expression evaluated on a row followed by the values."""
+
+
+def make_probe(template: LookupTemplate) -> Probe | None:
+    """The :class:`Probe` of ``template``, or ``None`` when no parameter is compared with a
+    column of the base as a whole conjunct, both of one type."""
+    plan = template.statement.plan
+    chain = _chain(plan)
+    if chain is None:
+        return None
+    base = _base(plan)
+    slots = {id(s): i for i, s in enumerate(template.slots)}
+    params = [Column(f"${i + 1}", s.type, False) for i, s in enumerate(template.slots)]
+    mapping: list[int | None] = list(range(base.desc.arity))  # position -> base column
+    key: tuple[int, int] | None = None
+    steps: list[_Step] = []
+    for node in reversed(chain):
+        width = node.input.desc.arity
+        if isinstance(node, Filter):
+            if key is None:
+                key = _key_slot(node.predicates, slots, mapping, base, template.slots)
+            replace = _parameters(template.slots, width)
+            columns = [*node.input.desc.columns, *params]
+            steps.append(
+                _Keep(tuple(compile_scalar(_scalar(p, replace), columns) for p in node.predicates))
+            )
+        elif isinstance(node, Map):
+            compiled = []
+            for j, scalar in enumerate(node.scalars):
+                visible = list(node.desc.columns[: width + j])
+                expr = _scalar(scalar, _parameters(template.slots, width + j))
+                compiled.append(
+                    (compile_scalar(expr, [*visible, *params]), node.desc.columns[width + j].type)
+                )
+            steps.append(_Compute(tuple(compiled)))
+            mapping = mapping + [None] * len(node.scalars)
+        else:
+            steps.append(node.outputs)
+            mapping = [mapping[o] for o in node.outputs]
+    if key is None:
+        return None
+    return Probe(template, base, key[0], key[1], tuple(steps))
+
+
+def _parameters(slots: Sequence[Literal], width: int) -> dict[int, ScalarExpr]:
+    """Each slot's literal as a reference to its value, after ``width`` columns."""
+    return {id(s): ColumnRef(width + i) for i, s in enumerate(slots)}
+
+
+def _key_slot(
+    predicates: Sequence[ScalarExpr],
+    slots: Mapping[int, int],
+    mapping: Sequence[int | None],
+    base: Get,
+    literals: Sequence[Literal],
+) -> tuple[int, int] | None:
+    """``(base column, slot)`` of a conjunct ``column = slot`` of ``predicates`` (either
+    side) whose column is a column of the base of the slot's type."""
+    for p in predicates:
+        for conjunct in lookup.conjuncts(p):
+            if not (isinstance(conjunct, CallBinary) and conjunct.func is BinaryFunc.EQ):
+                continue
+            for ref, lit in ((conjunct.left, conjunct.right), (conjunct.right, conjunct.left)):
+                if not (isinstance(ref, ColumnRef) and id(lit) in slots):
+                    continue
+                column = mapping[ref.index] if ref.index < len(mapping) else None
+                slot = slots[id(lit)]
+                if column is not None and base.desc.columns[column].type == literals[slot].type:
+                    return column, slot
+    return None
+
+
+def run_probe(
+    probe: Probe, rows: Multiset, values: Sequence[object], now: int
+) -> list[tuple[Row, int]]:
+    """The rows ``probe``'s plan keeps of ``rows`` (rows of its base with the looked-up
+    value) and their counts, with ``values`` as its parameters' values, as
+    :func:`~spate.plan.evaluation.relation.evaluate` gives them; raises what it raises
+    (:class:`EvalError`)."""
+    params = cast(Row, tuple(values))
+    desc = probe.base.desc
+    current: list[tuple[Row, int]] = []
+    for i, (row, m) in enumerate(rows.items()):
+        desc.validate_row(row, collection=str(probe.base.id), row_index=i)
+        current.append((canonical_row(tuple(row), desc.columns), m))
+    for step in probe.steps:
+        if isinstance(step, _Keep):
+            predicates = step.predicates
+            current = [
+                (r, m) for r, m in current if all(p(r + params, now) is True for p in predicates)
+            ]
+        elif isinstance(step, _Compute):
+            out = []
+            for r, m in current:
+                row = r
+                for fn, t in step.scalars:
+                    row = (*row, canonical(fn(row + params, now), t))
+                out.append((row, m))
+            current = out
+        else:
+            current = [(tuple(r[o] for o in step), m) for r, m in current]
+    counts: Multiset = Counter()
+    for r, m in current:
+        counts[r] += m
+    return [(r, m) for r, m in counts.items() if m != 0]
+
+
+@dataclass(frozen=True, slots=True)
 class AtOnce:
     """Whether executions of a template, run by a session on ``cluster`` with
-    ``small_reads``, can be read at once (:func:`read_at_once`): ``item`` is the collection
-    they look up, when the read route of its plan is a lookup of its persisted contents here
-    (``None``: they cannot). Valid while the catalog is ``catalog`` (by identity)."""
+    ``small_reads``, can be read at once (:func:`read_at_once`): ``probe`` reads them when
+    the read route of the template's plan is a lookup of the persisted contents here of a
+    table or materialized view, by the column the probe looks up (``None``: they cannot).
+    Valid while the catalog is the template's (by identity)."""
 
-    catalog: object
+    template: LookupTemplate
     cluster: str | None
     small_reads: bool
     item: TableItem | MaterializedViewItem | None
+    probe: Probe | None
 
 
 def at_once(
-    rt: Runtime, stmt: st.Select, *, cluster: str | None, small_reads: bool, catalog: object
+    rt: Runtime, template: LookupTemplate, *, cluster: str | None, small_reads: bool
 ) -> AtOnce:
-    """The :class:`AtOnce` of a template whose execution is ``stmt`` (its route chosen once,
-    from ``catalog``, the environment's catalog now)."""
+    """The :class:`AtOnce` of ``template`` (its route chosen once, from the catalog now,
+    which MUST be the template's)."""
+    stmt = template.statement
     route = read_plan.plan_read(rt, stmt.plan, cluster, small_reads=small_reads)
-    item = None
+    probe = make_probe(template) if stmt.as_of is None else None
     if (
-        isinstance(route, read_plan.FastPathLookup)
+        probe is not None
+        and isinstance(route, read_plan.FastPathLookup)
         and route.here_up_to > 0
         and route.only is not None
-        and stmt.as_of is None
+        and route.only[0] == probe.column
     ):
         found = rt.catalog.find_id(route.base.id)
         if isinstance(found, (TableItem, MaterializedViewItem)):
-            item = found
-    return AtOnce(catalog, cluster, small_reads, item)
+            return AtOnce(template, cluster, small_reads, found, probe)
+    return AtOnce(template, cluster, small_reads, None, None)
 
 
 def read_at_once(
-    rt: Runtime, kept: AtOnce, stmt: st.Select, *, isolation: str
+    rt: Runtime, kept: AtOnce, values: Sequence[object], *, isolation: str
 ) -> list[tuple[Row, int]] | None:
-    """The rows of ``stmt`` (an execution of the template ``kept`` belongs to, a lookup of
-    ``kept.item``) and their counts, read now on the calling thread (any thread), or ``None``
-    when that needs I/O or a wait (the caller reads it as any read: the answer is the same).
+    """The rows of an execution with ``values`` of the template ``kept`` belongs to (a
+    lookup of ``kept.item``; the values fit the template) and their counts, read now on the
+    calling thread (any thread), or ``None`` when that needs I/O or a wait, or the plan
+    fails on the rows (the caller reads it as any read: the answer, or the error, is the
+    same).
 
     The read's timestamp is the one :func:`spate.environment.reads.select` picks for a read
     of ``kept.item`` at ``isolation`` (strict serializable: at or past every write
@@ -435,12 +583,9 @@ def read_at_once(
     nothing is fetched (a hold keeps the blobs a read fetches). Reads only values the
     environment's loop replaces whole (the catalog, frontiers, states seen): safe from another
     thread."""
-    item = kept.item
-    if item is None or stmt.as_of is not None:
-        return None
-    only = lookup.fixed_column(stmt.plan)
+    item, probe = kept.item, kept.probe
     limit = rt.settings.small_read_updates
-    if only is None or limit <= 0:
+    if item is None or probe is None or limit <= 0:
         return None
     try:
         frontiers = rt.storage.collection_frontiers(item.id)
@@ -454,16 +599,25 @@ def read_at_once(
         ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
     else:
         ts = max(rt.oracle.read_ts(), since)
+    only = (probe.column, (cast(Datum, values[probe.slot]),))
     seen = small_reads.lookup_seen(rt, item.id, ts, limit, only)
     if seen is None:
         return None
     if isinstance(item, MaterializedViewItem) and not small_reads.no_errors_seen(rt, item, ts):
         return None
-    base = _base(stmt.plan)
     try:
-        return list(evaluate(stmt.plan, {base.id: seen}, rt.oracle.read_ts()).items())
+        return run_probe(probe, seen, values, rt.oracle.read_ts())
     except EvalError:  # the read reports it, naming what it read
         return None
+
+
+def fits(template: LookupTemplate, values: Sequence[object]) -> bool:
+    """Whether ``values`` fit ``template`` (:func:`instantiate` would put them in)."""
+    return (
+        len(values) == len(template.slots)
+        and _fits(values)
+        and all(type(v) is type(s.value) for v, s in zip(values, template.slots, strict=True))
+    )
 
 
 def _base(plan: RelationExpr) -> Get:

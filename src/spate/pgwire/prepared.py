@@ -93,14 +93,16 @@ def start_prepared(
     rt = env.runtime
     if not isinstance(cached, plans.LookupTemplate) or cached.catalog is not rt.catalog:
         return None
-    stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
-    if stmt is None or reads_catalog(stmt.plan) or _has_interval(stmt.plan.desc):
+    if not plans.fits(cached, bound.values) or not _awaitable(bound, cached):
         return None
     _starting(state)
     if not state.real_time_recency:
-        answered = _at_once(session, bound, cached, stmt)
+        answered = _at_once(session, bound, cached)
         if answered is not None:
             return answered
+    stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
+    if stmt is None:
+        return None
     read = reads.select(
         rt,
         stmt.plan,
@@ -134,7 +136,21 @@ _PLAIN_KINDS: Final = frozenset(
 """Column types whose values in a plan's rows are what Arrow's ``to_pylist`` gives of them."""
 
 
-def _output(template: plans.LookupTemplate, stmt: st.Select) -> _Output:
+def _awaitable(bound: Bound, template: plans.LookupTemplate) -> bool:
+    """Whether the template's plan needs nothing beyond the read (no ``pg_catalog``, no
+    interval columns); found once per template."""
+    kept = bound.cache.get("awaitable")
+    if not isinstance(kept, tuple) or kept[0] is not template:
+        plan = template.statement.plan
+        kept = bound.cache["awaitable"] = (
+            template,
+            not reads_catalog(plan) and not _has_interval(plan.desc),
+        )
+    return bool(kept[1])
+
+
+def _output(template: plans.LookupTemplate) -> _Output:
+    stmt = template.statement
     desc = stmt.plan.desc
     schema = finish_prepared(stmt, rows_table(desc, [])).schema
     plain = (
@@ -147,37 +163,32 @@ def _output(template: plans.LookupTemplate, stmt: st.Select) -> _Output:
     return _Output(template, schema, plain)
 
 
-def _at_once(
-    session: SqlSession, bound: Bound, template: plans.LookupTemplate, stmt: st.Select
-) -> Values | None:
-    """The result of ``stmt`` (an execution of ``template``) read at once, or ``None``."""
+def _at_once(session: SqlSession, bound: Bound, template: plans.LookupTemplate) -> Values | None:
+    """The result of an execution of ``template`` with ``bound.values`` read at once
+    (:func:`~spate.environment.prepared_plans.read_at_once`), or ``None``."""
     state = session.session
     env = session.env
-    rt = env.runtime
     kept = bound.cache.get("at_once")
     if (
         not isinstance(kept, plans.AtOnce)
-        or kept.catalog is not template.catalog
+        or kept.template is not template
         or kept.cluster != state.cluster
         or kept.small_reads != state.small_reads
     ):
         kept = bound.cache["at_once"] = plans.at_once(
-            rt,
-            stmt,
-            cluster=state.cluster,
-            small_reads=state.small_reads,
-            catalog=template.catalog,
+            env.runtime, template, cluster=state.cluster, small_reads=state.small_reads
         )
     if kept.item is None:
         return None
     started = time.monotonic()
-    found = plans.read_at_once(rt, kept, stmt, isolation=state.isolation)
+    found = plans.read_at_once(env.runtime, kept, bound.values, isolation=state.isolation)
     if found is None:
         return None
     env.read_done(started)
     output = bound.cache.get("output")
     if not isinstance(output, _Output) or output.template is not template:
-        output = bound.cache["output"] = _output(template, stmt)
+        output = bound.cache["output"] = _output(template)
+    stmt = template.statement
     width = stmt.width
     if output.plain:
         rows = [row[:width] if len(row) != width else row for row, n in found for _ in range(n)]

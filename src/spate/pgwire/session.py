@@ -25,7 +25,8 @@ import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlglot.tokenizer_core import TokenType
 
@@ -43,6 +44,9 @@ from spate.pgwire.startup import DISPLAY, default_vars, handshake
 from spate.sql import Parsed
 from spate.sql.parameters import highest_parameter
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -51,6 +55,9 @@ WATCH_BYTES: Final = 1 << 20
 """How much a client may send while a statement runs and the session watches its connection
 (it is kept for after the statement); beyond it, the session stops watching."""
 
+READ_BYTES: Final = 64 * 1024
+"""Read at most this much at a time from the client, beyond what a message needs."""
+
 INLINE_CELLS: Final = 4096
 """A result of at most this many values is turned into rows on the event loop (a worker
 thread's round trip costs more); a larger one on a worker thread."""
@@ -58,6 +65,14 @@ thread's round trip costs more); a larger one on a worker thread."""
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
 one client's huge statement never stalls the event loop (every other session)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoding:
+    """A result's RowDescription message and its rows' encoder."""
+
+    description: bytes
+    encoder: RowEncoder
 
 
 class Closed(Exception):
@@ -93,7 +108,8 @@ class Session:
         self._ctx = Context(self.vars)
         self._running: asyncio.Future[Any] | None = None
         self._canceled = False
-        self._unread = bytearray()  # what the client sent while a statement ran
+        self._unread = bytearray()  # what the client sent and the session has not read yet
+        self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -127,14 +143,37 @@ class Session:
             raise Closed() from e
 
     async def read_message(self) -> tuple[bytes, bytes]:
-        kind = await self.read_exact(1)
+        """The next message: its type and body. What the client has sent is read as it comes,
+        many messages at a time (a Bind, Describe, Execute and Sync arrive together), and
+        parsed from that buffer."""
+        buf = self._unread
+        if not buf:
+            await self._fill(1)
+        kind = bytes(buf[:1])
         if kind not in codec.FRONTEND_TYPES:  # checked before the length, as PostgreSQL does
             raise codec.MalformedMessage(f"invalid frontend message type {kind!r}")
-        length = int.from_bytes(await self.read_exact(4), "big", signed=True)
+        if len(buf) < 5:
+            await self._fill(5)
+        length = int.from_bytes(buf[1:5], "big", signed=True)
         size = codec.check_length(
             length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
         )
-        return kind, await self.read_exact(size)
+        if len(buf) < 5 + size:
+            await self._fill(5 + size)
+        body = bytes(buf[5 : 5 + size])
+        del buf[: 5 + size]
+        return kind, body
+
+    async def _fill(self, n: int) -> None:
+        """Read until :attr:`_unread` holds ``n`` bytes, taking whatever else has arrived."""
+        while len(self._unread) < n:
+            try:
+                data = await self.reader.read(max(READ_BYTES, n - len(self._unread)))
+            except ConnectionError as e:
+                raise Closed() from e
+            if not data:
+                raise Closed()
+            self._unread += data
 
     async def fatal(self, sqlstate: str, message: str) -> None:
         self.send(codec.error_response("FATAL", sqlstate, message))
@@ -404,8 +443,7 @@ class Session:
         if portal.schema is None:
             self.send(codec.NO_DATA)
         else:
-            fmts = _formats(portal.formats, len(portal.schema))
-            self.send(codec.row_description(field_descs(portal.schema), fmts))
+            self.send(self._encoded(portal).description)
 
     async def _execute(self, body: bytes) -> None:
         m = codec.parse_execute(body)
@@ -538,15 +576,30 @@ class Session:
         if not portal.ran:
             await self._start(portal)
         if describe and portal.schema is not None:
-            fmts = _formats(portal.formats, len(portal.schema))
-            self.send(codec.row_description(field_descs(portal.schema), fmts))
+            self.send(self._encoded(portal).description)
         await self._send_rows(portal, max_rows)
+
+    def _encoded(self, portal: Portal) -> _Encoding:
+        """The RowDescription and row encoder of ``portal``'s columns in its formats; those of
+        the last result are kept, for the same schema object (a kept lookup's, at every
+        Execute) in the same formats."""
+        schema = portal.schema
+        assert schema is not None
+        fmts = tuple(_formats(portal.formats, len(schema)))
+        kept = self._encoding
+        if kept is not None and kept[0] is schema and kept[1] == fmts:
+            return kept[2]
+        encoding = _Encoding(
+            codec.row_description(field_descs(schema), fmts), RowEncoder(schema, fmts)
+        )
+        self._encoding = (schema, fmts, encoding)
+        return encoding
 
     async def _send_rows(self, portal: Portal, max_rows: int) -> None:
         if portal.schema is None:
             self.send(codec.command_complete(portal.tag))
             return
-        enc = RowEncoder(portal.schema, _formats(portal.formats, len(portal.schema)))
+        enc = self._encoded(portal).encoder
         if portal.rows is not None:
             end = (
                 len(portal.rows)
