@@ -42,6 +42,7 @@ from spate.environment import lookup, read_plan, small_reads
 from spate.environment.catalog import MaterializedViewItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.errors import EvalError
+from spate.ids import GlobalId
 from spate.plan.evaluation.relation import Multiset
 from spate.plan.evaluation.scalar import Evaluator, compile_scalar
 from spate.plan.evaluation.values import canonical, canonical_row
@@ -54,6 +55,7 @@ from spate.sql import statements as st
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
+_NO_LIMIT: Final = 2**63
 
 _KINDS: Final[dict[type, ScalarKind]] = {int: ScalarKind.INT64, str: ScalarKind.TEXT}
 """The Python types of values a template takes, and the literal kind each must have become."""
@@ -531,15 +533,17 @@ def run_probe(
 class AtOnce:
     """Whether executions of a template, run by a session on ``cluster`` with
     ``small_reads``, can be read at once (:func:`read_at_once`): ``probe`` reads them when
-    the read route of the template's plan is a lookup of the persisted contents here of a
-    table or materialized view, by the column the probe looks up (``None``: they cannot).
-    Valid while the catalog is the template's (by identity)."""
+    the read route of the template's plan reads the persisted contents here of a table or
+    materialized view (an index lookup or a persist read, at most ``limit`` updates; ``None``:
+    any), through an index of them by the column the probe looks up (``item`` is ``None``:
+    they cannot). Valid while the catalog is the template's (by identity)."""
 
     template: LookupTemplate
     cluster: str | None
     small_reads: bool
     item: TableItem | MaterializedViewItem | None
     probe: Probe | None
+    limit: int | None = None
 
 
 def at_once(
@@ -550,16 +554,20 @@ def at_once(
     stmt = template.statement
     route = read_plan.plan_read(rt, stmt.plan, cluster, small_reads=small_reads)
     probe = make_probe(template) if stmt.as_of is None else None
-    if (
-        probe is not None
-        and isinstance(route, read_plan.FastPathLookup)
-        and route.here_up_to > 0
-        and route.only is not None
-        and route.only[0] == probe.column
-    ):
-        found = rt.catalog.find_id(route.base.id)
+    here: tuple[GlobalId, int | None] | None = None
+    if probe is None:
+        pass
+    elif isinstance(route, read_plan.FastPathLookup):
+        if route.here_up_to > 0 and route.only is not None and route.only[0] == probe.column:
+            here = route.base.id, route.here_up_to
+    elif isinstance(route, read_plan.PersistRead):
+        local = route.cluster is None or route.here_up_to > 0
+        if local and route.only is not None and route.only[0] == probe.column:
+            here = route.base.id, route.here_up_to if route.cluster is not None else None
+    if here is not None:
+        found = rt.catalog.find_id(here[0])
         if isinstance(found, (TableItem, MaterializedViewItem)):
-            return AtOnce(template, cluster, small_reads, found, probe)
+            return AtOnce(template, cluster, small_reads, found, probe, here[1])
     return AtOnce(template, cluster, small_reads, None, None)
 
 
@@ -584,8 +592,10 @@ def read_at_once(
     environment's loop replaces whole (the catalog, frontiers, states seen): safe from another
     thread."""
     item, probe = kept.item, kept.probe
-    limit = rt.settings.small_read_updates
-    if item is None or probe is None or limit <= 0:
+    if item is None or probe is None:
+        return None
+    limit = _NO_LIMIT if kept.limit is None else rt.settings.small_read_updates
+    if limit <= 0:
         return None
     try:
         frontiers = rt.storage.collection_frontiers(item.id)
