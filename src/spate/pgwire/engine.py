@@ -92,19 +92,36 @@ class Stream:
 Result = Rows | Stream
 
 
-@dataclass(frozen=True, slots=True)
 class Bound:
     """An Execute of a prepared statement: ``statement`` as it was prepared (with its
     ``$n``), ``values`` the Bind's values decoded (``values[i]`` is ``$(i+1)``; ``None`` is
     NULL), ``sql`` the statement's text with them bound as literals (what
-    :meth:`Engine.execute` would run), and ``cache``: the engine's own place for what it keeps
-    of the statement between executions (its plan), which lives as long as the prepared
-    statement and is the same object at every execution of it."""
+    :meth:`Engine.execute` would run; given, or made by a function the first time it is
+    asked for), and ``cache``: the engine's own place for what it keeps of the statement
+    between executions (its plan), which lives as long as the prepared statement and is the
+    same object at every execution of it."""
 
-    statement: Parsed
-    values: tuple[object, ...]
-    sql: str
-    cache: dict[str, object]
+    __slots__ = ("_sql", "_text", "cache", "statement", "values")
+
+    def __init__(
+        self,
+        statement: Parsed,
+        values: tuple[object, ...],
+        sql: str | Callable[[], str],
+        cache: dict[str, object],
+    ) -> None:
+        self.statement = statement
+        self.values = values
+        self.cache = cache
+        self._sql = sql if isinstance(sql, str) else None
+        self._text = None if isinstance(sql, str) else sql
+
+    @property
+    def sql(self) -> str:
+        if self._sql is None:
+            assert self._text is not None
+            self._sql = self._text()
+        return self._sql
 
 
 @dataclass(frozen=True, slots=True)

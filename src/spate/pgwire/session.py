@@ -32,7 +32,14 @@ from sqlglot.tokenizer_core import TokenType
 
 from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
-from spate.pgwire.binding import Prepared, bind, needs_description, param_types
+from spate.pgwire.binding import (
+    Prepared,
+    bind,
+    bind_values,
+    binds_every_parameter,
+    needs_description,
+    param_types,
+)
 from spate.pgwire.commands import run_session_statement
 from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream, Values
 from spate.pgwire.errors import PgError, sqlstate_of
@@ -107,6 +114,7 @@ class Session:
         self._skip_to_sync = False
         self._ctx = Context(self.vars)
         self._running: asyncio.Future[Any] | None = None
+        self._cancel_held = False  # a stream holds the last call's cancel event
         self._canceled = False
         self._unread = bytearray()  # what the client sent and the session has not read yet
         self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
@@ -301,8 +309,17 @@ class Session:
         """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
         with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
         so that the engine stops too."""
-        self._ctx.canceled = threading.Event()  # the call's own: set stays set (see Context)
+        self._fresh_cancel()
         return await self._wait(asyncio.get_running_loop().run_in_executor(self._executor, fn))
+
+    def _fresh_cancel(self) -> None:
+        """Give the next engine call a cancel event of its own (set stays set: see Context).
+        The last call's is kept when it was never set and no stream it started holds it:
+        that call is over (a call the session stops waiting for has its event set), so
+        nothing else looks at it."""
+        if self._ctx.canceled.is_set() or self._cancel_held:
+            self._ctx.canceled = threading.Event()
+            self._cancel_held = False
 
     async def _wait(self, fut: Awaitable[T]) -> T:
         """Await an engine call's ``fut`` (started with this call's ``ctx.canceled``) as
@@ -410,7 +427,16 @@ class Session:
         stmt = self._statement(m.statement)
         if needs_description(stmt, m):
             stmt.described = await self._describe_sql(stmt)
-        sql, values = await self._text(lambda: bind(stmt, m), len(stmt.sql) + 16 * len(m.params))
+        size = len(stmt.sql) + 16 * len(m.params)
+        text: str | Callable[[], str]
+        if stmt.plain and m.params and size <= OFF_LOOP_CHARS and binds_every_parameter(stmt, m):
+            # a prepared SELECT: its text with the values bound is made only if needed (the
+            # engine's kept plan takes the values); the portal runs the Bound, not its text
+            values, text = bind_values(stmt, m)
+            sql = stmt.sql
+        else:
+            sql, values = await self._text(lambda: bind(stmt, m), size)
+            text = sql
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
@@ -418,7 +444,7 @@ class Session:
         parsed = stmt.parsed if not m.params else None  # bound values make a new text
         bound = None
         if m.params and stmt.parsed is not None:
-            bound = Bound(stmt.parsed, values, sql, stmt.plans)
+            bound = Bound(stmt.parsed, values, text, stmt.plans)
         portal = Portal(sql, m.result_formats, parsed=parsed, bound=bound, plain=bool(stmt.plain))
         self._portals[m.portal] = portal
         self.send(codec.BIND_COMPLETE)
@@ -520,7 +546,7 @@ class Session:
         if portal.bound is not None and portal.plain and prepared is not None:
             bound = portal.bound  # a prepared statement's Execute: the engine may keep its plan
             start = getattr(self._engine, "start_prepared", None)
-            self._ctx.canceled = threading.Event()  # the call's own (see Context)
+            self._fresh_cancel()
             started = None if start is None else start(bound, self._ctx)
             if isinstance(started, Values):  # answered at once
                 portal.schema, portal.rows, portal.tag = started.schema, started.rows, started.tag
@@ -533,8 +559,11 @@ class Session:
             parsed = portal.parsed  # split once: the engine does not split it again
             result = await self._call(lambda: run(parsed, self._ctx))
         else:
+            if portal.bound is not None:  # the statement's text with the values bound
+                sql = portal.bound.sql
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
+            self._cancel_held = True
             portal.pump = StreamPump(
                 result,
                 asyncio.get_running_loop(),
