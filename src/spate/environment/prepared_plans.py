@@ -42,7 +42,8 @@ from spate.environment import lookup, read_plan, small_reads
 from spate.environment.catalog import MaterializedViewItem, TableItem
 from spate.environment.runtime import Runtime
 from spate.errors import EvalError
-from spate.ids import GlobalId
+from spate.ids import GlobalId, ShardId
+from spate.persist.error_shard import errors_shard
 from spate.plan.evaluation.relation import Multiset
 from spate.plan.evaluation.scalar import Evaluator, compile_scalar
 from spate.plan.evaluation.values import canonical, canonical_row
@@ -544,6 +545,10 @@ class AtOnce:
     item: TableItem | MaterializedViewItem | None
     probe: Probe | None
     limit: int | None = None
+    shard: ShardId | None = None
+    """``item``'s shard (a collection's never changes)."""
+    errors: ShardId | None = None
+    """The errors shard of ``item``, a materialized view."""
 
 
 def at_once(
@@ -567,7 +572,9 @@ def at_once(
     if here is not None:
         found = rt.catalog.find_id(here[0])
         if isinstance(found, (TableItem, MaterializedViewItem)):
-            return AtOnce(template, cluster, small_reads, found, probe, here[1])
+            shard = rt.storage.collection_metadata(found.id).shard
+            errors = errors_shard(shard) if isinstance(found, MaterializedViewItem) else None
+            return AtOnce(template, cluster, small_reads, found, probe, here[1], shard, errors)
     return AtOnce(template, cluster, small_reads, None, None)
 
 
@@ -610,10 +617,11 @@ def read_at_once(
     else:
         ts = max(rt.oracle.read_ts(), since)
     only = (probe.column, (cast(Datum, values[probe.slot]),))
-    seen = small_reads.lookup_seen(rt, item.id, ts, limit, only)
+    assert kept.shard is not None
+    seen = small_reads.lookup_seen_in(rt, kept.shard, ts, limit, only)
     if seen is None:
         return None
-    if isinstance(item, MaterializedViewItem) and not small_reads.no_errors_seen(rt, item, ts):
+    if kept.errors is not None and not small_reads.no_errors_seen_in(rt, kept.errors, ts):
         return None
     try:
         return run_probe(probe, seen, values, rt.oracle.read_ts())
