@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -211,3 +212,48 @@ def test_repeated_lookups_read_no_consensus_and_see_every_acknowledged_write(
             c.execute(f"INSERT INTO items VALUES ({k}, 'w{k}')")
             if isolation == "strict serializable":
                 assert c.execute(sql, (k,), prepare=True).fetchall() == [(k, f"w{k}")]
+
+
+def test_lookups_of_a_materialized_view_in_error_fail_every_time(
+    served: tuple[Environment, str],
+) -> None:
+    """A lookup of a materialized view is answered from memory only while its errors shard,
+    seen last, holds no error: once the view is in error, every lookup fails as its errors
+    shard says, even of a key whose row is fine."""
+    _, dsn = served
+    name = "in_error"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SET transaction_isolation = 'serializable'")
+        c.execute(f"CREATE TABLE {name}_t (id bigint NOT NULL, d bigint NOT NULL)")
+        c.execute(f"INSERT INTO {name}_t VALUES (1, 1), (2, 2)")
+        c.execute(
+            f"CREATE MATERIALIZED VIEW {name} IN CLUSTER c AS SELECT id, 10 / d AS q FROM {name}_t"
+        )
+        c.execute(f"CREATE INDEX {name}_by_id IN CLUSTER c ON {name} (id)")
+        lookup = f"SELECT id, q FROM {name} WHERE id = %s"
+        deadline = time.monotonic() + 120
+        while True:  # the view answers once it has computed its contents
+            try:
+                got = c.execute(lookup, (1,), prepare=True).fetchall()
+            except psycopg.errors.QueryCanceled:
+                got = []
+            if got or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert got == [(1, 10)]
+        for _ in range(5):
+            assert c.execute(lookup, (2,), prepare=True).fetchall() == [(2, 5)]
+        c.execute(f"INSERT INTO {name}_t VALUES (3, 0)")
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # once the view has the error, every lookup fails
+            try:
+                c.execute(lookup, (2,), prepare=True).fetchall()
+            except psycopg.errors.DivisionByZero:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the view's error never reached a lookup")
+        for k in (1, 2, 3):
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                c.execute(lookup, (k,), prepare=True)
+        c.execute(f"DROP TABLE {name}_t CASCADE")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from spate.environment import prepared_plans as plans
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
+from spate.plan.evaluation.relation import evaluate
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT
 from spate.sql import MemoryCatalog, parse, plan_statements
@@ -228,6 +232,8 @@ def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_th
             await asyncio.sleep(3600)
 
         monkeypatch.setattr(spate.environment.reads, "select", hangs)
+        # not in memory here: read on the environment's loop
+        monkeypatch.setattr(plans, "read_at_once", lambda *args, **kwargs: None)
         c.execute("SET statement_timeout = 200")
         with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
             c.execute(lookup, (1,), prepare=True)
@@ -324,3 +330,158 @@ def test_a_select_run_again_keeps_its_plan_until_the_catalog_changes(
         for _ in range(3):
             assert c.execute(timed).fetchall() == [(2,)]
         assert len(planned) == 3  # now(): planned every time
+
+
+# -- kept lookups answered at once ----------------------------------------------------------------
+
+_PROBED = [
+    ("SELECT * FROM t WHERE id = 5", (5,)),
+    ("SELECT v, id + 1 AS n FROM t WHERE id = 5 AND v <> 'x'", (5,)),
+    ("SELECT upper(v) AS u, id FROM t WHERE v = 'a' AND id > 2", ("a",)),
+    ("SELECT id FROM t WHERE v = 'a' AND id = 5", ("a", 5)),
+]
+
+
+@pytest.mark.parametrize(("sql", "first"), _PROBED)
+def test_a_probe_keeps_the_rows_the_plan_of_the_values_text_keeps(
+    sql: str, first: tuple[object, ...], seed: int
+) -> None:
+    """The oracle: for random contents and values, the probe (compiled once, the values its
+    inputs) over the rows with the looked-up value gives what evaluating the instantiated
+    plan over the whole contents gives."""
+    rng = random.Random(seed)
+    template = plans.make_template(object(), _plan(sql), first)
+    assert isinstance(template, plans.LookupTemplate)
+    probe = plans.make_probe(template)
+    assert probe is not None
+    base = probe.base
+    for _ in range(200):
+        contents: Counter[tuple[object, ...]] = Counter()
+        for _ in range(rng.randrange(12)):
+            row = (rng.randrange(8), rng.choice(["a", "b", "x", None]))
+            contents[row] += rng.randrange(1, 3)
+        values = tuple(
+            rng.randrange(8) if isinstance(v, int) else rng.choice(["a", "b", "x"]) for v in first
+        )
+        stmt = plans.instantiate(template, values, sql="")
+        assert stmt is not None
+        want = evaluate(stmt.plan, {base.id: contents}, 0)  # type: ignore[dict-item]
+        looked_up = values[probe.slot]
+        rows = Counter({r: n for r, n in contents.items() if r[probe.column] == looked_up})
+        got = Counter(dict(plans.run_probe(probe, rows, values, 0)))  # type: ignore[arg-type]
+        assert got == want, (values, contents)
+
+
+def _hops(monkeypatch: pytest.MonkeyPatch, env: Environment) -> list[object]:
+    """Every read a kept lookup started on the environment's loop."""
+    started: list[object] = []
+    real = env.start_read
+
+    def counting(read: Any) -> Any:
+        started.append(read)
+        return real(read)
+
+    monkeypatch.setattr(env, "start_read", counting)
+    return started
+
+
+@pytest.mark.parametrize("isolation", ["serializable", "strict serializable"])
+def test_kept_lookups_are_answered_at_once_and_see_every_acknowledged_write(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch, isolation: str
+) -> None:
+    """A kept lookup whose rows are in memory, final at its timestamp, is answered on the
+    session's loop (no read started on the environment's); after a write is acknowledged,
+    the next strictly serializable lookup sees it, and a serializable one sees it once the
+    table's upper has passed it."""
+    env, dsn = served
+    hops = _hops(monkeypatch, env)
+    lookup = "SELECT v, id FROM t WHERE id = %s"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, NULL)")
+        c.execute(f"SET transaction_isolation = '{isolation}'")
+        for k in (1, 2, 3):  # the first plans; the next read (and index) the contents
+            c.execute(lookup, (k,), prepare=True).fetchall()
+        hops.clear()
+        lookups = 30
+        for i in range(lookups):
+            k = i % 4 + 1
+            want = {1: [("a", 1)], 2: [("b", 2)], 3: [(None, 3)], 4: []}[k]
+            assert c.execute(lookup, (k,), prepare=True).fetchall() == want
+        print(f"{isolation}: {len(hops)} reads on the environment's loop for {lookups}")
+        assert len(hops) <= lookups // 4  # a new state to read now and then, not per lookup
+        for k in range(10, 15):
+            c.execute(f"INSERT INTO t VALUES ({k}, 'w{k}')")
+            deadline = time.monotonic() + (0 if isolation == "strict serializable" else 10)
+            while True:
+                got = c.execute(lookup, (k,), prepare=True).fetchall()
+                if got or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            assert got == [(f"w{k}", k)]
+        c.execute("DELETE FROM t WHERE id = 1")
+        if isolation == "strict serializable":
+            assert c.execute(lookup, (1,), prepare=True).fetchall() == []
+
+
+def test_a_lookup_answered_at_once_reads_the_table_the_catalog_names_now(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catalog change makes the kept route go with the kept plan: a table dropped and made
+    again under the same name is the one read, from its own contents."""
+    env, dsn = served
+    lookup = "SELECT v FROM t WHERE id = %s"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'old')")
+        for _ in range(4):
+            assert c.execute(lookup, (1,), prepare=True).fetchall() == [("old",)]
+        hops = _hops(monkeypatch, env)
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute("DROP TABLE t")
+            other.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+            other.execute("INSERT INTO t VALUES (1, 'new'), (2, 'two')")
+        for _ in range(4):
+            assert c.execute(lookup, (1,), prepare=True).fetchall() == [("new",)]
+            assert c.execute(lookup, (2,), prepare=True).fetchall() == [("two",)]
+        assert len(hops) <= 2  # the new table's contents read once, then answered at once
+
+
+def test_concurrent_sessions_answered_at_once_see_acknowledged_writes(
+    served: tuple[Environment, str], seed: int
+) -> None:
+    """Sessions looking up keys strictly serializably while another writes them: a key the
+    writer had acknowledged before a lookup began is always seen."""
+    _, dsn = served
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
+        c.execute("INSERT INTO t VALUES (0, 'v0')")
+    acknowledged = [0]  # keys written and acknowledged, in order
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def reader(i: int) -> None:
+        rng = random.Random(seed + i)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as r:
+                while not done.is_set():
+                    k = rng.choice(acknowledged)  # acknowledged before this lookup began
+                    got = r.execute("SELECT v FROM t WHERE id = %s", (k,), prepare=True)
+                    assert got.fetchall() == [(f"v{k}",)], k
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as w:
+            for k in range(1, 15):
+                w.execute(f"INSERT INTO t VALUES ({k}, 'v{k}')")
+                acknowledged.append(k)
+                time.sleep(0.02)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[0]

@@ -122,7 +122,7 @@ def _key_values(base: Get, chain: Sequence[RelationExpr]) -> dict[int, list[Datu
         else:
             assert isinstance(node, Filter)
             for p in node.predicates:
-                for conjunct in _conjuncts(p):
+                for conjunct in conjuncts(p):
                     if isinstance(conjunct, Literal) and conjunct.value is not True:
                         # never holds (``k = NULL`` folds to NULL): no row has any key
                         return {c: [] for c in range(base.desc.arity)}
@@ -136,9 +136,10 @@ def _key_values(base: Get, chain: Sequence[RelationExpr]) -> dict[int, list[Datu
     return out
 
 
-def _conjuncts(p: ScalarExpr) -> list[ScalarExpr]:
+def conjuncts(p: ScalarExpr) -> list[ScalarExpr]:
+    """The conjuncts of ``p`` (``a AND b`` split, at any depth)."""
     if isinstance(p, CallBinary) and p.func is BinaryFunc.AND:
-        return _conjuncts(p.left) + _conjuncts(p.right)
+        return conjuncts(p.left) + conjuncts(p.right)
     return [p]
 
 

@@ -545,6 +545,19 @@ class EnvironmentOperations(EnvironmentBase):
         )
         return future
 
+    def read_done(self, started: float) -> None:
+        """Count in the read metrics, as :meth:`select` counts its reads, a read answered
+        outside the environment's loop (a pgwire lookup answered from memory) that started at
+        ``started`` (``time.monotonic()``). Safe from any thread.
+
+        Example::
+
+            started = time.monotonic()
+            ...  # the read
+            env.read_done(started)
+        """
+        self._metrics.peek_done(started, failed=False)
+
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
         """:meth:`select`, as a pandas DataFrame (same keyword arguments).
 

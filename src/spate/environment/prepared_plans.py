@@ -31,20 +31,32 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, cast
 
 from sqlglot.tokenizer_core import Token, TokenType
 
+from spate.environment import lookup, read_plan, small_reads
+from spate.environment.catalog import MaterializedViewItem, TableItem
+from spate.environment.runtime import Runtime
+from spate.errors import EvalError
+from spate.ids import GlobalId, ShardId
+from spate.persist.error_shard import errors_shard
+from spate.plan.evaluation.relation import Multiset
+from spate.plan.evaluation.scalar import Evaluator, compile_scalar
+from spate.plan.evaluation.values import canonical, canonical_row
 from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, Literal, ScalarExpr
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.types import Datum, ScalarKind
+from spate.repr.desc import Column
+from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 from spate.sql import Parsed
 from spate.sql import statements as st
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
+_NO_LIMIT: Final = 2**63
 
 _KINDS: Final[dict[type, ScalarKind]] = {int: ScalarKind.INT64, str: ScalarKind.TEXT}
 """The Python types of values a template takes, and the literal kind each must have become."""
@@ -228,12 +240,12 @@ def _substitute(plan: RelationExpr, replace: dict[int, Literal]) -> RelationExpr
 
 
 def _scalars(
-    scalars: tuple[ScalarExpr, ...], replace: dict[int, Literal]
+    scalars: tuple[ScalarExpr, ...], replace: Mapping[int, ScalarExpr]
 ) -> tuple[ScalarExpr, ...]:
     return tuple(_scalar(s, replace) for s in scalars)
 
 
-def _scalar(e: ScalarExpr, replace: dict[int, Literal]) -> ScalarExpr:
+def _scalar(e: ScalarExpr, replace: Mapping[int, ScalarExpr]) -> ScalarExpr:
     if isinstance(e, Literal):
         return replace.get(id(e), e)
     if isinstance(e, ColumnRef):
@@ -375,3 +387,260 @@ class TextPlans:
             self._plans[sql] = kept
             while len(self._plans) > self._size:
                 self._plans.pop(next(iter(self._plans)))  # the oldest
+
+
+# -- kept lookups read at once -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Keep:
+    """A ``Filter``: the rows on which every predicate is true."""
+
+    predicates: tuple[Evaluator, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compute:
+    """A ``Map``: each scalar (of its type) appended in turn."""
+
+    scalars: tuple[tuple[Evaluator, ScalarType], ...]
+
+
+_Step = _Keep | _Compute | tuple[int, ...]
+"""A step of a :class:`Probe` (a ``Project``: its outputs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A template's plan compiled once, its parameters' values given to it as inputs: the
+    rows a ``Map``/``Filter``/``Project`` chain keeps of the rows of ``base`` whose
+    ``column`` is the value of parameter ``slot`` (a superset of the rows it keeps: the plan
+    has the conjunct ``column = $(slot+1)``, both of one type), without planning, putting the
+    values in or compiling anything again (:func:`run_probe`)."""
+
+    template: LookupTemplate
+    base: Get
+    column: int
+    slot: int
+    steps: tuple[_Step, ...]
+    """The chain bottom up; each expression evaluated on a row followed by the values."""
+
+
+def make_probe(template: LookupTemplate) -> Probe | None:
+    """The :class:`Probe` of ``template``, or ``None`` when no parameter is compared with a
+    column of the base as a whole conjunct, both of one type."""
+    plan = template.statement.plan
+    chain = _chain(plan)
+    if chain is None:
+        return None
+    base = _base(plan)
+    slots = {id(s): i for i, s in enumerate(template.slots)}
+    params = [Column(f"${i + 1}", s.type, False) for i, s in enumerate(template.slots)]
+    mapping: list[int | None] = list(range(base.desc.arity))  # position -> base column
+    key: tuple[int, int] | None = None
+    steps: list[_Step] = []
+    for node in reversed(chain):
+        width = node.input.desc.arity
+        if isinstance(node, Filter):
+            if key is None:
+                key = _key_slot(node.predicates, slots, mapping, base, template.slots)
+            replace = _parameters(template.slots, width)
+            columns = [*node.input.desc.columns, *params]
+            steps.append(
+                _Keep(tuple(compile_scalar(_scalar(p, replace), columns) for p in node.predicates))
+            )
+        elif isinstance(node, Map):
+            compiled = []
+            for j, scalar in enumerate(node.scalars):
+                visible = list(node.desc.columns[: width + j])
+                expr = _scalar(scalar, _parameters(template.slots, width + j))
+                compiled.append(
+                    (compile_scalar(expr, [*visible, *params]), node.desc.columns[width + j].type)
+                )
+            steps.append(_Compute(tuple(compiled)))
+            mapping = mapping + [None] * len(node.scalars)
+        else:
+            steps.append(node.outputs)
+            mapping = [mapping[o] for o in node.outputs]
+    if key is None:
+        return None
+    return Probe(template, base, key[0], key[1], tuple(steps))
+
+
+def _parameters(slots: Sequence[Literal], width: int) -> dict[int, ScalarExpr]:
+    """Each slot's literal as a reference to its value, after ``width`` columns."""
+    return {id(s): ColumnRef(width + i) for i, s in enumerate(slots)}
+
+
+def _key_slot(
+    predicates: Sequence[ScalarExpr],
+    slots: Mapping[int, int],
+    mapping: Sequence[int | None],
+    base: Get,
+    literals: Sequence[Literal],
+) -> tuple[int, int] | None:
+    """``(base column, slot)`` of a conjunct ``column = slot`` of ``predicates`` (either
+    side) whose column is a column of the base of the slot's type."""
+    for p in predicates:
+        for conjunct in lookup.conjuncts(p):
+            if not (isinstance(conjunct, CallBinary) and conjunct.func is BinaryFunc.EQ):
+                continue
+            for ref, lit in ((conjunct.left, conjunct.right), (conjunct.right, conjunct.left)):
+                if not (isinstance(ref, ColumnRef) and id(lit) in slots):
+                    continue
+                column = mapping[ref.index] if ref.index < len(mapping) else None
+                slot = slots[id(lit)]
+                if column is not None and base.desc.columns[column].type == literals[slot].type:
+                    return column, slot
+    return None
+
+
+def run_probe(
+    probe: Probe, rows: Multiset, values: Sequence[object], now: int
+) -> list[tuple[Row, int]]:
+    """The rows ``probe``'s plan keeps of ``rows`` (rows of its base with the looked-up
+    value) and their counts, with ``values`` as its parameters' values, as
+    :func:`~spate.plan.evaluation.relation.evaluate` gives them; raises what it raises
+    (:class:`EvalError`)."""
+    params = cast(Row, tuple(values))
+    desc = probe.base.desc
+    current: list[tuple[Row, int]] = []
+    for i, (row, m) in enumerate(rows.items()):
+        desc.validate_row(row, collection=str(probe.base.id), row_index=i)
+        current.append((canonical_row(tuple(row), desc.columns), m))
+    for step in probe.steps:
+        if isinstance(step, _Keep):
+            predicates = step.predicates
+            current = [
+                (r, m) for r, m in current if all(p(r + params, now) is True for p in predicates)
+            ]
+        elif isinstance(step, _Compute):
+            out = []
+            for r, m in current:
+                row = r
+                for fn, t in step.scalars:
+                    row = (*row, canonical(fn(row + params, now), t))
+                out.append((row, m))
+            current = out
+        else:
+            current = [(tuple(r[o] for o in step), m) for r, m in current]
+    counts: Multiset = Counter()
+    for r, m in current:
+        counts[r] += m
+    return [(r, m) for r, m in counts.items() if m != 0]
+
+
+@dataclass(frozen=True, slots=True)
+class AtOnce:
+    """Whether executions of a template, run by a session on ``cluster`` with
+    ``small_reads``, can be read at once (:func:`read_at_once`): ``probe`` reads them when
+    the read route of the template's plan reads the persisted contents here of a table or
+    materialized view (an index lookup or a persist read, at most ``limit`` updates; ``None``:
+    any), through an index of them by the column the probe looks up (``item`` is ``None``:
+    they cannot). Valid while the catalog is the template's (by identity)."""
+
+    template: LookupTemplate
+    cluster: str | None
+    small_reads: bool
+    item: TableItem | MaterializedViewItem | None
+    probe: Probe | None
+    limit: int | None = None
+    shard: ShardId | None = None
+    """``item``'s shard (a collection's never changes)."""
+    errors: ShardId | None = None
+    """The errors shard of ``item``, a materialized view."""
+
+
+def at_once(
+    rt: Runtime, template: LookupTemplate, *, cluster: str | None, small_reads: bool
+) -> AtOnce:
+    """The :class:`AtOnce` of ``template`` (its route chosen once, from the catalog now,
+    which MUST be the template's)."""
+    stmt = template.statement
+    route = read_plan.plan_read(rt, stmt.plan, cluster, small_reads=small_reads)
+    probe = make_probe(template) if stmt.as_of is None else None
+    here: tuple[GlobalId, int | None] | None = None
+    if probe is None:
+        pass
+    elif isinstance(route, read_plan.FastPathLookup):
+        if route.here_up_to > 0 and route.only is not None and route.only[0] == probe.column:
+            here = route.base.id, route.here_up_to
+    elif isinstance(route, read_plan.PersistRead):
+        local = route.cluster is None or route.here_up_to > 0
+        if local and route.only is not None and route.only[0] == probe.column:
+            here = route.base.id, route.here_up_to if route.cluster is not None else None
+    if here is not None:
+        found = rt.catalog.find_id(here[0])
+        if isinstance(found, (TableItem, MaterializedViewItem)):
+            shard = rt.storage.collection_metadata(found.id).shard
+            errors = errors_shard(shard) if isinstance(found, MaterializedViewItem) else None
+            return AtOnce(template, cluster, small_reads, found, probe, here[1], shard, errors)
+    return AtOnce(template, cluster, small_reads, None, None)
+
+
+def read_at_once(
+    rt: Runtime, kept: AtOnce, values: Sequence[object], *, isolation: str
+) -> list[tuple[Row, int]] | None:
+    """The rows of an execution with ``values`` of the template ``kept`` belongs to (a
+    lookup of ``kept.item``; the values fit the template) and their counts, read now on the
+    calling thread (any thread), or ``None`` when that needs I/O or a wait, or the plan
+    fails on the rows (the caller reads it as any read: the answer, or the error, is the
+    same).
+
+    The read's timestamp is the one :func:`spate.environment.reads.select` picks for a read
+    of ``kept.item`` at ``isolation`` (strict serializable: at or past every write
+    acknowledged before this call; serializable: the latest time it has completed; never
+    before its since). Its rows are answered only from the shard's state this process saw
+    last when that state's upper is past the timestamp (the contents there are final) and the
+    looked-up rows of it are cached here (:func:`~spate.environment.small_reads.lookup_seen`),
+    and, for a materialized view, its errors shard seen last holds no error up to the
+    timestamp. No read hold is taken: the rows are in memory and final at the timestamp, and
+    nothing is fetched (a hold keeps the blobs a read fetches). Reads only values the
+    environment's loop replaces whole (the catalog, frontiers, states seen): safe from another
+    thread."""
+    item, probe = kept.item, kept.probe
+    if item is None or probe is None:
+        return None
+    limit = _NO_LIMIT if kept.limit is None else rt.settings.small_read_updates
+    if limit <= 0:
+        return None
+    try:
+        frontiers = rt.storage.collection_frontiers(item.id)
+    except LookupError:  # dropped meanwhile: the read says so
+        return None
+    since = frontiers.since.as_option()
+    if since is None:
+        return None
+    if isolation == "serializable":
+        upper = frontiers.upper.as_option()
+        ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
+    else:
+        ts = max(rt.oracle.read_ts(), since)
+    only = (probe.column, (cast(Datum, values[probe.slot]),))
+    assert kept.shard is not None
+    seen = small_reads.lookup_seen_in(rt, kept.shard, ts, limit, only)
+    if seen is None:
+        return None
+    if kept.errors is not None and not small_reads.no_errors_seen_in(rt, kept.errors, ts):
+        return None
+    try:
+        return run_probe(probe, seen, values, rt.oracle.read_ts())
+    except EvalError:  # the read reports it, naming what it read
+        return None
+
+
+def fits(template: LookupTemplate, values: Sequence[object]) -> bool:
+    """Whether ``values`` fit ``template`` (:func:`instantiate` would put them in)."""
+    return (
+        len(values) == len(template.slots)
+        and _fits(values)
+        and all(type(v) is type(s.value) for v, s in zip(values, template.slots, strict=True))
+    )
+
+
+def _base(plan: RelationExpr) -> Get:
+    node = plan
+    while isinstance(node, (Map, Filter, Project)):
+        node = node.input
+    assert isinstance(node, Get)
+    return node

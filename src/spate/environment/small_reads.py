@@ -488,8 +488,14 @@ def lookup_seen(
     parts at ``ts`` are cached here indexed by ``only``'s column; ``None`` otherwise (the
     caller reads as :func:`snapshot_here` does). Safe on the event loop. The caller holds the
     collection at ``ts``."""
-    meta = rt.storage.collection_metadata(id)
-    state = rt.persist.seen_state(meta.shard)
+    return lookup_seen_in(rt, rt.storage.collection_metadata(id).shard, ts, limit, only)
+
+
+def lookup_seen_in(
+    rt: Runtime, shard: ShardId, ts: int, limit: int, only: tuple[int, tuple[Datum, ...]]
+) -> Multiset | None:
+    """:func:`lookup_seen` of the collection whose shard is ``shard``."""
+    state = rt.persist.seen_state(shard)
     if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
         return None
     found = batches_for(state, ts)
@@ -498,7 +504,7 @@ def lookup_seen(
     key = complete_key(found, ts)
     if key is None:
         return None
-    index = _cache_of(rt).index(meta.shard, key, only[0])
+    index = _cache_of(rt).index(shard, key, only[0])
     return None if index is None else _pick(index, only[1])
 
 
@@ -507,6 +513,11 @@ def no_errors_seen(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> b
     ``timestamp``: the state of it this process last saw has its upper past ``timestamp``
     and no batch at or before it (``False``: ask :func:`view_errors`)."""
     shard = errors_shard(rt.storage.collection_metadata(item.id).shard)
+    return no_errors_seen_in(rt, shard, timestamp)
+
+
+def no_errors_seen_in(rt: Runtime, shard: ShardId, timestamp: int) -> bool:
+    """:func:`no_errors_seen` of a view whose errors shard is ``shard``."""
     state = rt.persist.seen_state(shard)
     return (
         state is not None

@@ -9,7 +9,7 @@ treats it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -35,6 +35,8 @@ class Prepared:
     plain: bool | None = None
     """Whether the statement is known to be one the engine runs whatever values are bound
     (a ``SELECT``, not a session statement); ``None``: not looked at yet."""
+    numbers: frozenset[int] | None = None
+    """The ``n`` of the statement's ``$n`` (``None``: not looked at yet)."""
 
 
 MAX_PARAMS: Final = 65535
@@ -74,17 +76,50 @@ def bind_sql(stmt: Prepared, m: codec.Bind) -> str:
 def bind(stmt: Prepared, m: codec.Bind) -> tuple[str, tuple[object, ...]]:
     """The statement's text with the Bind's values in place of ``$1``, ``$2``…, and the
     values decoded (Python values, as :func:`spate.pgwire.types.decode_param` gives them)."""
+    values, text = bind_values(stmt, m)
+    return text(), values
+
+
+def bind_values(stmt: Prepared, m: codec.Bind) -> tuple[tuple[object, ...], Callable[[], str]]:
+    """The Bind's values decoded, and a function that makes :func:`bind`'s text of them (for
+    when it is needed: a kept plan takes the values alone)."""
     n = len(m.params)
     oids = list(stmt.param_oids) + [0] * n
     if stmt.described is not None:
         oids = [o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)]
-    literals = []
-    values = []
-    for i, raw in enumerate(m.params):
-        value = pgt.decode_param(oids[i], _format(m, i), raw, i + 1)
-        values.append(value)
-        literals.append(lexer.literal(value, cast_name(pgt.BY_OID.get(oids[i]))))
-    return bind_text(stmt, literals, what="bind message"), tuple(values)
+    values = tuple(
+        pgt.decode_param(oids[i], _format(m, i), raw, i + 1) for i, raw in enumerate(m.params)
+    )
+
+    def text() -> str:
+        literals = [
+            lexer.literal(v, cast_name(pgt.BY_OID.get(oids[i]))) for i, v in enumerate(values)
+        ]
+        return bind_text(stmt, literals, what="bind message")
+
+    return values, text
+
+
+def binds_every_parameter(stmt: Prepared, m: codec.Bind) -> bool:
+    """Whether every ``$n`` of the statement is one of the Bind's values (:func:`bind_text`
+    of them cannot fail)."""
+    if stmt.numbers is None:
+        stmt.numbers = frozenset(_numbers(stmt))
+    return all(1 <= n <= len(m.params) for n in stmt.numbers)
+
+
+def _numbers(stmt: Prepared) -> list[int]:
+    """The ``n`` of every ``$n`` :func:`bind_text` replaces."""
+    if stmt.parsed is None:
+        return []
+    return [
+        int(nxt.text)
+        for tok, nxt in itertools.pairwise(stmt.parsed.tokens)
+        if tok.token_type is TokenType.PARAMETER
+        and nxt.token_type is TokenType.NUMBER
+        and nxt.text.isdigit()
+        and tok.end + 1 == nxt.start
+    ]
 
 
 def bind_text(stmt: Prepared, literals: Sequence[str], *, what: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 
@@ -63,6 +63,18 @@ class Rows:
     tag: str
 
 
+@dataclass(frozen=True, slots=True)
+class Values:
+    """A finished result given as Python values: ``rows``, each a tuple of its columns'
+    values in ``schema``'s order, each value what ``pa.Table.to_pylist`` gives for a column
+    of that type (``int``, ``str``, ``None``…), and its tag. It is the result a :class:`Rows`
+    of a table of ``schema`` holding those rows is; only ``start_prepared`` gives one."""
+
+    schema: pa.Schema
+    rows: list[tuple[Any, ...]]
+    tag: str
+
+
 @dataclass(slots=True)
 class Stream:
     """An endless result (SUBSCRIBE): ``batches`` yields tables of ``schema`` (an empty one
@@ -80,19 +92,36 @@ class Stream:
 Result = Rows | Stream
 
 
-@dataclass(frozen=True, slots=True)
 class Bound:
     """An Execute of a prepared statement: ``statement`` as it was prepared (with its
     ``$n``), ``values`` the Bind's values decoded (``values[i]`` is ``$(i+1)``; ``None`` is
     NULL), ``sql`` the statement's text with them bound as literals (what
-    :meth:`Engine.execute` would run), and ``cache``: the engine's own place for what it keeps
-    of the statement between executions (its plan), which lives as long as the prepared
-    statement and is the same object at every execution of it."""
+    :meth:`Engine.execute` would run; given, or made by a function the first time it is
+    asked for), and ``cache``: the engine's own place for what it keeps of the statement
+    between executions (its plan), which lives as long as the prepared statement and is the
+    same object at every execution of it."""
 
-    statement: Parsed
-    values: tuple[object, ...]
-    sql: str
-    cache: dict[str, object]
+    __slots__ = ("_sql", "_text", "cache", "statement", "values")
+
+    def __init__(
+        self,
+        statement: Parsed,
+        values: tuple[object, ...],
+        sql: str | Callable[[], str],
+        cache: dict[str, object],
+    ) -> None:
+        self.statement = statement
+        self.values = values
+        self.cache = cache
+        self._sql = sql if isinstance(sql, str) else None
+        self._text = None if isinstance(sql, str) else sql
+
+    @property
+    def sql(self) -> str:
+        if self._sql is None:
+            assert self._text is not None
+            self._sql = self._text()
+        return self._sql
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,12 +168,13 @@ class Engine(Protocol):
     :meth:`execute` of ``bound.sql`` would give; the engine MAY keep in ``bound.cache`` what
     does not change between executions (a plan, checked against the catalog it was made from).
 
-    An engine MAY also have ``start_prepared(bound, ctx) -> Awaitable[Result] | None``: the
-    same Execute run without a worker thread. It is called on the session's event loop and
-    MUST NOT block: it returns ``None`` (the session then calls ``execute_prepared``) or an
-    awaitable of the result ``execute_prepared`` would give, whose work happens elsewhere
-    (the engine's own event loop); the session may cancel the awaitable (a cancel request,
-    the statement timeout), which MUST cancel that work.
+    An engine MAY also have ``start_prepared(bound, ctx) -> Awaitable[Result] | Values |
+    None``: the same Execute run without a worker thread. It is called on the session's event
+    loop and MUST NOT block: it returns ``None`` (the session then calls
+    ``execute_prepared``), the result ``execute_prepared`` would give as :class:`Values` when
+    it has it at once (from memory, without I/O or waiting), or an awaitable of that result,
+    whose work happens elsewhere (the engine's own event loop); the session may cancel the
+    awaitable (a cancel request, the statement timeout), which MUST cancel that work.
 
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->

@@ -30,7 +30,16 @@ from spate.environment.sql import EnvironmentCatalog, SqlSession, default_cluste
 from spate.errors import EvaluationFailed, InputMissing, UsageError
 from spate.ids import GlobalId
 from spate.pgwire import types as pgt
-from spate.pgwire.engine import Bound, Context, Described, Relation, Result, Rows, Stream
+from spate.pgwire.engine import (
+    Bound,
+    Context,
+    Described,
+    Relation,
+    Result,
+    Rows,
+    Stream,
+    Values,
+)
 from spate.pgwire.errors import PgError
 from spate.pgwire.prepared import execute_prepared, execute_text, finish_prepared, start_prepared
 from spate.plan.evaluation.interrupt import interruptible
@@ -214,17 +223,17 @@ class EnvironmentEngine:
         plan between executions (:mod:`spate.pgwire.prepared`)."""
         return self._answer(bound.sql, lambda session: execute_prepared(session, bound), ctx)
 
-    def start_prepared(self, bound: Bound, ctx: Context) -> Awaitable[Result] | None:
+    def start_prepared(self, bound: Bound, ctx: Context) -> Awaitable[Result] | Values | None:
         """:meth:`execute_prepared` without a worker thread, for a prepared lookup with a valid
-        kept plan (:func:`spate.pgwire.prepared.start_prepared`): its read is started on the
-        environment's loop now, and awaited; ``None`` for anything else. Canceling the
-        awaitable cancels the read."""
+        kept plan (:func:`spate.pgwire.prepared.start_prepared`): its result at once when its
+        rows are in memory here, else its read started on the environment's loop now, and
+        awaited; ``None`` for anything else. Canceling the awaitable cancels the read."""
         session = self._session(ctx)
         session.session.cancel = ctx.canceled
         session.session.client_settings = dict(ctx.vars)
         started = start_prepared(session, bound)
-        if started is None:
-            return None
+        if started is None or isinstance(started, Values):
+            return started
         future, stmt = started
 
         async def answer() -> Result:

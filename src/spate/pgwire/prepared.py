@@ -15,18 +15,22 @@ prepared statements without parameters), keyed by their text, from their second 
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 
 from spate.environment import prepared_plans as plans
 from spate.environment import reads
 from spate.environment.pg_catalog_reads import reads_catalog
+from spate.environment.reads import rows_table
 from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_reads import finish, select
 from spate.errors import InputMissing
-from spate.pgwire.engine import Bound
+from spate.pgwire.engine import Bound, Values
+from spate.pgwire.portal import table_rows
 from spate.repr.desc import RelationDesc
 from spate.repr.types import ScalarKind
 from spate.sql import Parsed, parse, plan_statement
@@ -65,7 +69,9 @@ def execute_prepared(session: SqlSession, bound: Bound) -> object:
     return session.sql(bound.sql)
 
 
-def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table], st.Select] | None:
+def start_prepared(
+    session: SqlSession, bound: Bound
+) -> tuple[Future[pa.Table], st.Select] | Values | None:
     """The read of an Execute of a prepared lookup, and its statement: the read started on
     the environment's event loop without blocking (no worker thread: the caller awaits it),
     when the kept template is valid (planned against the environment's catalog), the values
@@ -73,20 +79,32 @@ def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table],
     ``pg_catalog``, no interval columns); ``None`` otherwise (nothing started: run
     :func:`execute_prepared`). Given to :func:`finish_prepared`, its result is the one
     :func:`execute_prepared` gives; it raises what the read raises (an object dropped since
-    it was planned: :class:`InputMissing`, which :func:`execute_prepared` answers)."""
+    it was planned: :class:`InputMissing`, which :func:`execute_prepared` answers).
+
+    A lookup whose rows are in memory here, final at its timestamp
+    (:func:`~spate.environment.prepared_plans.read_at_once`), is answered at once instead,
+    on the calling thread: its finished result (:class:`Values` whose rows are the values of
+    that result's table)."""
     state = session.session
     if bound.cache.get("keys") is not True or state.block is not None:
         return None
     cached = bound.cache.get("plan")
     env = session.env
-    if not isinstance(cached, plans.LookupTemplate) or cached.catalog is not env.runtime.catalog:
+    rt = env.runtime
+    if not isinstance(cached, plans.LookupTemplate) or cached.catalog is not rt.catalog:
         return None
-    stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
-    if stmt is None or reads_catalog(stmt.plan) or _has_interval(stmt.plan.desc):
+    if not plans.fits(cached, bound.values) or not _awaitable(bound, cached):
         return None
     _starting(state)
+    if not state.real_time_recency:
+        answered = _at_once(session, bound, cached)
+        if answered is not None:
+            return answered
+    stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
+    if stmt is None:
+        return None
     read = reads.select(
-        env.runtime,
+        rt,
         stmt.plan,
         as_of=stmt.as_of,
         cluster=state.cluster,
@@ -97,6 +115,87 @@ def start_prepared(session: SqlSession, bound: Bound) -> tuple[Future[pa.Table],
     )
     future: Future[pa.Table] = env.start_read(read)
     return future, stmt
+
+
+@dataclass(frozen=True, slots=True)
+class _Output:
+    """The finished result's columns of a template (``schema``), and whether its rows can be
+    given as the plan's values themselves (``plain``: no ORDER BY, OFFSET or LIMIT, every
+    column a ``bigint``, ``double precision``, ``boolean`` or ``text`` as the plan has it;
+    a column's metadata only tells the encoder its PostgreSQL type)."""
+
+    template: plans.LookupTemplate
+    schema: pa.Schema
+    plain: bool
+
+
+_PLAIN_TYPES: Final = (pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.large_string())
+_PLAIN_KINDS: Final = frozenset(
+    {ScalarKind.INT64, ScalarKind.FLOAT64, ScalarKind.BOOL, ScalarKind.TEXT}
+)
+"""Column types whose values in a plan's rows are what Arrow's ``to_pylist`` gives of them."""
+
+
+def _awaitable(bound: Bound, template: plans.LookupTemplate) -> bool:
+    """Whether the template's plan needs nothing beyond the read (no ``pg_catalog``, no
+    interval columns); found once per template."""
+    kept = bound.cache.get("awaitable")
+    if not isinstance(kept, tuple) or kept[0] is not template:
+        plan = template.statement.plan
+        kept = bound.cache["awaitable"] = (
+            template,
+            not reads_catalog(plan) and not _has_interval(plan.desc),
+        )
+    return bool(kept[1])
+
+
+def _output(template: plans.LookupTemplate) -> _Output:
+    stmt = template.statement
+    desc = stmt.plan.desc
+    schema = finish_prepared(stmt, rows_table(desc, [])).schema
+    plain = (
+        not stmt.order_by
+        and stmt.limit is None
+        and not stmt.offset
+        and all(f.type in _PLAIN_TYPES for f in schema)
+        and all(c.type.kind in _PLAIN_KINDS for c in desc.columns[: stmt.width])
+    )
+    return _Output(template, schema, plain)
+
+
+def _at_once(session: SqlSession, bound: Bound, template: plans.LookupTemplate) -> Values | None:
+    """The result of an execution of ``template`` with ``bound.values`` read at once
+    (:func:`~spate.environment.prepared_plans.read_at_once`), or ``None``."""
+    state = session.session
+    env = session.env
+    kept = bound.cache.get("at_once")
+    if (
+        not isinstance(kept, plans.AtOnce)
+        or kept.template is not template
+        or kept.cluster != state.cluster
+        or kept.small_reads != state.small_reads
+    ):
+        kept = bound.cache["at_once"] = plans.at_once(
+            env.runtime, template, cluster=state.cluster, small_reads=state.small_reads
+        )
+    if kept.item is None:
+        return None
+    started = time.monotonic()
+    found = plans.read_at_once(env.runtime, kept, bound.values, isolation=state.isolation)
+    if found is None:
+        return None
+    env.read_done(started)
+    output = bound.cache.get("output")
+    if not isinstance(output, _Output) or output.template is not template:
+        output = bound.cache["output"] = _output(template)
+    stmt = template.statement
+    width = stmt.width
+    if output.plain:
+        rows = [row[:width] if len(row) != width else row for row, n in found for _ in range(n)]
+        return Values(output.schema, rows, f"SELECT {len(rows)}")
+    expanded = [r for r, n in found for _ in range(n)]
+    table = finish_prepared(stmt, rows_table(stmt.plan.desc, expanded))
+    return Values(table.schema, table_rows(table), f"SELECT {table.num_rows}")
 
 
 def finish_prepared(stmt: st.Select, table: pa.Table) -> pa.Table:

@@ -25,15 +25,23 @@ import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any, Final, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlglot.tokenizer_core import TokenType
 
 from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
-from spate.pgwire.binding import Prepared, bind, needs_description, param_types
+from spate.pgwire.binding import (
+    Prepared,
+    bind,
+    bind_values,
+    binds_every_parameter,
+    needs_description,
+    param_types,
+)
 from spate.pgwire.commands import run_session_statement
-from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream
+from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream, Values
 from spate.pgwire.errors import PgError, sqlstate_of
 from spate.pgwire.host import SessionOptions as SessionOptions
 from spate.pgwire.output import RowEncoder, field_descs
@@ -43,6 +51,9 @@ from spate.pgwire.startup import DISPLAY, default_vars, handshake
 from spate.sql import Parsed
 from spate.sql.parameters import highest_parameter
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -51,6 +62,9 @@ WATCH_BYTES: Final = 1 << 20
 """How much a client may send while a statement runs and the session watches its connection
 (it is kept for after the statement); beyond it, the session stops watching."""
 
+READ_BYTES: Final = 64 * 1024
+"""Read at most this much at a time from the client, beyond what a message needs."""
+
 INLINE_CELLS: Final = 4096
 """A result of at most this many values is turned into rows on the event loop (a worker
 thread's round trip costs more); a larger one on a worker thread."""
@@ -58,6 +72,14 @@ thread's round trip costs more); a larger one on a worker thread."""
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
 one client's huge statement never stalls the event loop (every other session)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Encoding:
+    """A result's RowDescription message and its rows' encoder."""
+
+    description: bytes
+    encoder: RowEncoder
 
 
 class Closed(Exception):
@@ -92,8 +114,10 @@ class Session:
         self._skip_to_sync = False
         self._ctx = Context(self.vars)
         self._running: asyncio.Future[Any] | None = None
+        self._cancel_held = False  # a stream holds the last call's cancel event
         self._canceled = False
-        self._unread = bytearray()  # what the client sent while a statement ran
+        self._unread = bytearray()  # what the client sent and the session has not read yet
+        self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -127,14 +151,37 @@ class Session:
             raise Closed() from e
 
     async def read_message(self) -> tuple[bytes, bytes]:
-        kind = await self.read_exact(1)
+        """The next message: its type and body. What the client has sent is read as it comes,
+        many messages at a time (a Bind, Describe, Execute and Sync arrive together), and
+        parsed from that buffer."""
+        buf = self._unread
+        if not buf:
+            await self._fill(1)
+        kind = bytes(buf[:1])
         if kind not in codec.FRONTEND_TYPES:  # checked before the length, as PostgreSQL does
             raise codec.MalformedMessage(f"invalid frontend message type {kind!r}")
-        length = int.from_bytes(await self.read_exact(4), "big", signed=True)
+        if len(buf) < 5:
+            await self._fill(5)
+        length = int.from_bytes(buf[1:5], "big", signed=True)
         size = codec.check_length(
             length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
         )
-        return kind, await self.read_exact(size)
+        if len(buf) < 5 + size:
+            await self._fill(5 + size)
+        body = bytes(buf[5 : 5 + size])
+        del buf[: 5 + size]
+        return kind, body
+
+    async def _fill(self, n: int) -> None:
+        """Read until :attr:`_unread` holds ``n`` bytes, taking whatever else has arrived."""
+        while len(self._unread) < n:
+            try:
+                data = await self.reader.read(max(READ_BYTES, n - len(self._unread)))
+            except ConnectionError as e:
+                raise Closed() from e
+            if not data:
+                raise Closed()
+            self._unread += data
 
     async def fatal(self, sqlstate: str, message: str) -> None:
         self.send(codec.error_response("FATAL", sqlstate, message))
@@ -262,8 +309,17 @@ class Session:
         """Run ``fn`` on a worker thread; a CancelRequest or the statement timeout ends the wait
         with 57014, the client closing its connection with 08006; each sets ``ctx.canceled``,
         so that the engine stops too."""
-        self._ctx.canceled = threading.Event()  # the call's own: set stays set (see Context)
+        self._fresh_cancel()
         return await self._wait(asyncio.get_running_loop().run_in_executor(self._executor, fn))
+
+    def _fresh_cancel(self) -> None:
+        """Give the next engine call a cancel event of its own (set stays set: see Context).
+        The last call's is kept when it was never set and no stream it started holds it:
+        that call is over (a call the session stops waiting for has its event set), so
+        nothing else looks at it."""
+        if self._ctx.canceled.is_set() or self._cancel_held:
+            self._ctx.canceled = threading.Event()
+            self._cancel_held = False
 
     async def _wait(self, fut: Awaitable[T]) -> T:
         """Await an engine call's ``fut`` (started with this call's ``ctx.canceled``) as
@@ -371,7 +427,16 @@ class Session:
         stmt = self._statement(m.statement)
         if needs_description(stmt, m):
             stmt.described = await self._describe_sql(stmt)
-        sql, values = await self._text(lambda: bind(stmt, m), len(stmt.sql) + 16 * len(m.params))
+        size = len(stmt.sql) + 16 * len(m.params)
+        text: str | Callable[[], str]
+        if stmt.plain and m.params and size <= OFF_LOOP_CHARS and binds_every_parameter(stmt, m):
+            # a prepared SELECT: its text with the values bound is made only if needed (the
+            # engine's kept plan takes the values); the portal runs the Bound, not its text
+            values, text = bind_values(stmt, m)
+            sql = stmt.sql
+        else:
+            sql, values = await self._text(lambda: bind(stmt, m), size)
+            text = sql
         if m.portal in self._portals:
             if m.portal:
                 raise PgError("42P03", f'portal "{m.portal}" already exists')
@@ -379,7 +444,7 @@ class Session:
         parsed = stmt.parsed if not m.params else None  # bound values make a new text
         bound = None
         if m.params and stmt.parsed is not None:
-            bound = Bound(stmt.parsed, values, sql, stmt.plans)
+            bound = Bound(stmt.parsed, values, text, stmt.plans)
         portal = Portal(sql, m.result_formats, parsed=parsed, bound=bound, plain=bool(stmt.plain))
         self._portals[m.portal] = portal
         self.send(codec.BIND_COMPLETE)
@@ -404,8 +469,7 @@ class Session:
         if portal.schema is None:
             self.send(codec.NO_DATA)
         else:
-            fmts = _formats(portal.formats, len(portal.schema))
-            self.send(codec.row_description(field_descs(portal.schema), fmts))
+            self.send(self._encoded(portal).description)
 
     async def _execute(self, body: bytes) -> None:
         m = codec.parse_execute(body)
@@ -482,8 +546,11 @@ class Session:
         if portal.bound is not None and portal.plain and prepared is not None:
             bound = portal.bound  # a prepared statement's Execute: the engine may keep its plan
             start = getattr(self._engine, "start_prepared", None)
-            self._ctx.canceled = threading.Event()  # the call's own (see Context)
+            self._fresh_cancel()
             started = None if start is None else start(bound, self._ctx)
+            if isinstance(started, Values):  # answered at once
+                portal.schema, portal.rows, portal.tag = started.schema, started.rows, started.tag
+                return
             if started is not None:  # awaited here: no worker thread
                 result = await self._wait(started)
             else:
@@ -492,8 +559,11 @@ class Session:
             parsed = portal.parsed  # split once: the engine does not split it again
             result = await self._call(lambda: run(parsed, self._ctx))
         else:
+            if portal.bound is not None:  # the statement's text with the values bound
+                sql = portal.bound.sql
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
+            self._cancel_held = True
             portal.pump = StreamPump(
                 result,
                 asyncio.get_running_loop(),
@@ -535,15 +605,30 @@ class Session:
         if not portal.ran:
             await self._start(portal)
         if describe and portal.schema is not None:
-            fmts = _formats(portal.formats, len(portal.schema))
-            self.send(codec.row_description(field_descs(portal.schema), fmts))
+            self.send(self._encoded(portal).description)
         await self._send_rows(portal, max_rows)
+
+    def _encoded(self, portal: Portal) -> _Encoding:
+        """The RowDescription and row encoder of ``portal``'s columns in its formats; those of
+        the last result are kept, for the same schema object (a kept lookup's, at every
+        Execute) in the same formats."""
+        schema = portal.schema
+        assert schema is not None
+        fmts = tuple(_formats(portal.formats, len(schema)))
+        kept = self._encoding
+        if kept is not None and kept[0] is schema and kept[1] == fmts:
+            return kept[2]
+        encoding = _Encoding(
+            codec.row_description(field_descs(schema), fmts), RowEncoder(schema, fmts)
+        )
+        self._encoding = (schema, fmts, encoding)
+        return encoding
 
     async def _send_rows(self, portal: Portal, max_rows: int) -> None:
         if portal.schema is None:
             self.send(codec.command_complete(portal.tag))
             return
-        enc = RowEncoder(portal.schema, _formats(portal.formats, len(portal.schema)))
+        enc = self._encoded(portal).encoder
         if portal.rows is not None:
             end = (
                 len(portal.rows)
