@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,8 +112,10 @@ def test_scram_exchange_rejects_a_forged_proof() -> None:
         ScramExchange(v).first(b"p=tls-server-end-point,,n=,r=x")
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
-def test_tls_with_sslmode_require(tmp_path: Path) -> None:
+@pytest.fixture
+def tls_context(tmp_path: Path) -> ssl.SSLContext:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
@@ -120,11 +124,36 @@ def test_tls_with_sslmode_require(tmp_path: Path) -> None:
     )  # fmt: skip
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
-    s = ServerThread(FakeEngine(), ServerConfig(port=0, password=PASSWORD, ssl_context=ctx))
+    return ctx
+
+
+def test_tls_with_sslmode_require(tls_context: ssl.SSLContext) -> None:
+    s = ServerThread(FakeEngine(), ServerConfig(port=0, password=PASSWORD, ssl_context=tls_context))
     try:
         with psycopg.connect(_dsn(s.port, PASSWORD, "require")) as c:
             assert c.info.pgconn.ssl_in_use
             assert c.execute("SELECT 5").fetchone() == (5,)
+    finally:
+        s.close()
+
+
+def test_bytes_sent_in_the_clear_after_an_ssl_request_are_refused(
+    tls_context: ssl.SSLContext,
+) -> None:
+    """What a client (or a man in the middle) sends after SSLRequest but before the TLS
+    handshake must not be read as if it had come over TLS: the server refuses, with 08P01."""
+    s = ServerThread(FakeEngine(), ServerConfig(port=0, password=PASSWORD, ssl_context=tls_context))
+    try:
+        ssl_request = struct.pack("!ii", 8, 80877103)
+        params = b"user\0alice\0database\0spate\0\0"
+        startup = struct.pack("!ii", 8 + len(params), 196608) + params
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+            sock.sendall(ssl_request + startup)  # in one segment: buffered when S would go
+            answer = b""
+            while chunk := sock.recv(4096):
+                answer += chunk
+        assert answer[:1] == b"E", answer  # an ErrorResponse, never 'S'
+        assert b"C08P01" in answer and b"unencrypted data after SSL request" in answer
     finally:
         s.close()
 

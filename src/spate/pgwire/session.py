@@ -150,6 +150,12 @@ class Session:
         except (asyncio.IncompleteReadError, ConnectionError) as e:
             raise Closed() from e
 
+    def buffered(self) -> int:
+        """How many bytes the client sent that nothing has read yet (asyncio's reader keeps
+        its buffer private; there is no public way to ask it)."""
+        pending: bytearray = getattr(self.reader, "_buffer", bytearray())
+        return len(self._unread) + len(pending)
+
     async def read_message(self) -> tuple[bytes, bytes]:
         """The next message: its type and body. What the client has sent is read as it comes,
         many messages at a time (a Bind, Describe, Execute and Sync arrive together), and

@@ -118,6 +118,11 @@ async def _handshake(s: Connection) -> bool:
                 s.writer.write(b"N")
                 await s.writer.drain()
                 continue
+            if s.buffered():
+                # bytes sent before the handshake would be read as if they came over TLS
+                # (a man-in-the-middle's injection): refuse them, as PostgreSQL does
+                await s.fatal("08P01", "received unencrypted data after SSL request")
+                return False
             s.writer.write(b"S")
             await s.writer.drain()
             await s.writer.start_tls(ctx)
