@@ -79,7 +79,7 @@ class IngestionCounters:
 
 def with_time(table: pa.Table, time: int, schema: pa.Schema) -> pa.Table:
     """A chunk table (data columns and ``_diff``) at ``time``, in the updates schema."""
-    times = pa.array([time] * table.num_rows, pa.int64())
+    times = pa.repeat(pa.scalar(time, pa.int64()), table.num_rows)
     idx = table.schema.get_field_index(DIFF_COLUMN)
     out = table.add_column(idx, pa.field(TIME_COLUMN, pa.int64(), nullable=False), times)
     return out.cast(schema)

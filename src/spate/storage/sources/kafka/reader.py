@@ -130,43 +130,54 @@ class KafkaReader:
         next_offset = dict(lower)
         start = self._source.start_offset
         records: list[Message] = []
+        # With a batch decoder, each consumed batch is decoded as it comes (per partition),
+        # while librdkafka fetches the next records: the chunk's tail is only a concatenation.
+        # A value the batch decoder leaves sends the whole chunk through ``_chunk`` (which
+        # gives the same table: see JsonBatch).
+        decoded: dict[int, list[pa.Table]] | None = {} if self._batch is not None else None
         deadline = time.monotonic() + self._budget
         while len(records) < self._max:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             want = min(_BATCH, self._max - len(records))
-            # consume() returns early only with ``want`` records: a short batch means the
-            # records fetched so far are all read. The chunk ends there if the partitions'
-            # high watermarks (as of the last fetch) say nothing more is there, not when the
-            # first fetch is still under way.
+            # The chunk ends once the partitions' high watermarks (as of the last fetch, no
+            # broker request) say nothing more is there, not while the first fetch is still
+            # under way; a full batch may end exactly there too, so it is asked after every
+            # batch rather than after an idle wait.
             batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
                 if self._caught_up(consumer):
                     break
                 continue
-            caught_up = len(batch) < want and self._caught_up(consumer)
+            caught_up = self._caught_up(consumer)
             if _fresh_run(batch, next_offset, start):
-                records += batch  # the common case, checked in bulk
-                if caught_up:
-                    break
-                continue
-            for m in batch:
-                if m.error() is not None:
-                    self._check(m)
-                p, o = m.partition(), m.offset()
-                assert p is not None and o is not None
-                at = next_offset.get(p)
-                if o < (start(p) if at is None else at):
-                    continue  # already read (a stale fetch): never twice
-                records.append(m)
-                next_offset[p] = o + 1
+                kept = batch  # the common case, checked in bulk
+            else:
+                kept = []
+                for m in batch:
+                    if m.error() is not None:
+                        self._check(m)
+                    p, o = m.partition(), m.offset()
+                    assert p is not None and o is not None
+                    at = next_offset.get(p)
+                    if o < (start(p) if at is None else at):
+                        continue  # already read (a stale fetch): never twice
+                    kept.append(m)
+                    next_offset[p] = o + 1
+            records += kept
+            if decoded is not None and kept:
+                decoded = self._decode_runs(decoded, kept)
             if caught_up:
                 break
         if not records:
             return None
         upper = tuple(sorted(next_offset.items()))
-        chunk = self._chunk(records, upper)
+        if decoded is not None:
+            pieces = [t for p in sorted(decoded) for t in decoded[p]]
+            chunk = SourceChunk(upper, {DATA: pa.concat_tables(pieces)})
+        else:
+            chunk = self._chunk(records, upper)
         self._at = upper
         self._state_at = upper
         return chunk
@@ -219,6 +230,34 @@ class KafkaReader:
                     pa.field(DIFF_COLUMN, pa.int64(), nullable=False), diffs
                 )
         return SourceChunk(upper, tables)
+
+    def _decode_runs(
+        self, decoded: dict[int, list[pa.Table]], kept: list[Message]
+    ) -> dict[int, list[pa.Table]] | None:
+        """``decoded`` (tables per partition, in offset order) with the batch decode of
+        ``kept`` (records in consumed order, each partition's at increasing offsets) added, or
+        ``None`` when the batch decoder leaves a value to ``_chunk``."""
+        assert self._batch is not None
+        partitions = [m.partition() for m in kept]
+        if partitions.count(partitions[0]) == len(kept):
+            runs = {partitions[0]: kept}  # one partition: the common case
+        else:
+            runs = {}
+            for p, m in zip(partitions, kept, strict=True):
+                runs.setdefault(p, []).append(m)
+        for p, run in runs.items():
+            assert p is not None
+
+            def metadata(name: str, p: int = p, run: list[Message] = run) -> list[int]:
+                if name == "partition":
+                    return [p] * len(run)
+                return [m.offset() for m in run]  # type: ignore[misc]  # set when consumed
+
+            table = self._batch.decode([m.value() for m in run], metadata)
+            if table is None:
+                return None
+            decoded.setdefault(p, []).append(table)
+        return decoded
 
     def _state_to(self, point: KafkaPoint) -> None:
         """Bring the UPSERT state to ``point`` (see the module docs)."""
