@@ -417,3 +417,27 @@ def test_a_poll_that_has_caught_up_returns_before_its_budget(brokers: str) -> No
             lower = chunk.upper
     assert read == 3
     reader.close()
+
+
+def test_a_poll_budget_doubles_while_behind_and_resets_once_caught_up(brokers: str) -> None:
+    topic = _topic()
+    _produce(brokers, topic, [(None, str(i).encode()) for i in range(60)])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(
+        source, max_records_per_poll=10, poll_budget_s=0.25, max_poll_budget_s=0.75
+    )
+    budgets = [reader.poll_budget_s]
+    lower: KafkaPoint = ()
+    deadline = time.monotonic() + 30
+    while sum(o for _, o in lower) < 60:
+        assert time.monotonic() < deadline
+        chunk = reader.poll(lower, now_millis=int(time.time() * 1000))
+        if chunk is not None:
+            lower = chunk.upper
+            budgets.append(reader.poll_budget_s)
+    # Each full chunk ended behind: 0.25, 0.5, then the cap; the chunk that reached the end
+    # of the topic caught up (or the next poll does) and the budget is back at its base.
+    assert budgets[:4] == [0.25, 0.5, 0.75, 0.75]
+    assert reader.poll(lower, now_millis=int(time.time() * 1000)) is None
+    assert reader.poll_budget_s == 0.25
+    reader.close()

@@ -49,9 +49,11 @@ _BATCH: Final = 10_000
 class KafkaReader:
     """A running Kafka source (blocking calls: run it off the event loop).
 
-    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``, and
-    ends once no record has come for ``idle_s`` while every partition is at its high watermark
-    (it has caught up: the caller paces polls).
+    ``max_records_per_poll`` bounds one chunk; a poll reads for at most its budget, and ends
+    once every partition is at its high watermark (it has caught up: the caller paces polls).
+    The budget is ``poll_budget_s`` after a poll that caught up; after one that did not (the
+    source is behind) it doubles, up to ``max_poll_budget_s``: a source catching up writes
+    fewer, bigger chunks to persist, and one that keeps up stays as fresh as before.
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
     connection.
     """
@@ -62,6 +64,7 @@ class KafkaReader:
         *,
         max_records_per_poll: int = 200_000,
         poll_budget_s: float = 0.5,
+        max_poll_budget_s: float = 2.0,
         idle_s: float = 0.05,
         discovery_interval_ms: int = 1000,
         replay_timeout_s: float = 60.0,
@@ -74,6 +77,8 @@ class KafkaReader:
         self._envelope = Envelope(source)
         self._max = max_records_per_poll
         self._budget = poll_budget_s
+        self._max_budget = max(poll_budget_s, max_poll_budget_s)
+        self._budget_now = poll_budget_s  # this poll's: grows while the source is behind
         self._idle = idle_s
         self._discovery_ms = discovery_interval_ms
         self._replay_timeout = replay_timeout_s
@@ -95,6 +100,11 @@ class KafkaReader:
     @property
     def progress_desc(self) -> RelationDesc:
         return KAFKA_PROGRESS_DESC
+
+    @property
+    def poll_budget_s(self) -> float:
+        """The next poll's budget (see the class docs)."""
+        return self._budget_now
 
     def minimum(self) -> KafkaPoint:
         return ()
@@ -135,7 +145,8 @@ class KafkaReader:
         # A value the batch decoder leaves sends the whole chunk through ``_chunk`` (which
         # gives the same table: see JsonBatch).
         decoded: dict[int, list[pa.Table]] | None = {} if self._batch is not None else None
-        deadline = time.monotonic() + self._budget
+        deadline = time.monotonic() + self._budget_now
+        behind = True  # until a batch finds every partition at its high watermark
         while len(records) < self._max:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -148,9 +159,11 @@ class KafkaReader:
             batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
                 if self._caught_up(consumer):
+                    behind = False
                     break
                 continue
             caught_up = self._caught_up(consumer)
+            behind = not caught_up
             if _fresh_run(batch, next_offset, start):
                 kept = batch  # the common case, checked in bulk
             else:
@@ -170,6 +183,8 @@ class KafkaReader:
                 decoded = self._decode_runs(decoded, kept)
             if caught_up:
                 break
+        grow = behind and records  # not for a poll that read nothing (no fetch came yet)
+        self._budget_now = min(2 * self._budget_now, self._max_budget) if grow else self._budget
         if not records:
             return None
         upper = tuple(sorted(next_offset.items()))
@@ -313,11 +328,16 @@ class KafkaReader:
             self._at = None
         due = self._discovered_at is None or now_millis - self._discovered_at >= self._discovery_ms
         if due or not self._partitions:
-            if self._metadata is None:
-                # A client of its own: on the reading consumer's connection a metadata request
-                # waits behind fetches in flight (hundreds of milliseconds per discovery).
-                self._metadata = self._make()
-            found = self._discover(self._metadata)
+            if not self._partitions:
+                # The first discovery asks the reading consumer itself: nothing is in flight on
+                # it yet, and its connection and metadata are then ready for the first fetch.
+                found = self._discover(self._live)
+            else:
+                if self._metadata is None:
+                    # A client of its own: on the reading consumer's connection a metadata
+                    # request waits behind fetches in flight (hundreds of milliseconds each).
+                    self._metadata = self._make()
+                found = self._discover(self._metadata)
             self._discovered_at = now_millis
             if found != self._partitions:
                 self._partitions = found
