@@ -441,3 +441,34 @@ def test_a_poll_budget_doubles_while_behind_and_resets_once_caught_up(brokers: s
     assert reader.poll(lower, now_millis=int(time.time() * 1000)) is None
     assert reader.poll_budget_s == 0.25
     reader.close()
+
+
+def test_a_read_ahead_serves_the_next_poll_from_its_point_and_no_other(brokers: str) -> None:
+    """A poll that ends behind reads on in a thread; the next poll from its upper starts with
+    that (no record twice or skipped: what a replay of its bounds reads), and a poll from
+    another point (a lost race, a restart) reads from its own point."""
+    topic = _topic()
+    _produce(brokers, topic, [(None, str(i).encode()) for i in range(300)])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(source, max_records_per_poll=100)
+    fresh = KafkaReader(source)
+    now = int(time.time() * 1000)
+    first = None
+    while first is None:
+        first = reader.poll((), now_millis=now)
+    assert sum(o for _, o in first.upper) == 100
+    assert reader._ahead is not None  # behind: it reads on from first.upper
+    time.sleep(0.3)
+    second = reader.poll(first.upper, now_millis=now)
+    assert second is not None and sum(o for _, o in second.upper) == 200
+    assert _counts(second.updates) == _counts(fresh.replay(first.upper, second.upper).updates)
+    # Not from where the read-ahead started (second.upper): it reads from its own point.
+    again = reader.poll(first.upper, now_millis=now)
+    assert again is not None and sum(o for _, o in again.upper) == 200
+    assert _counts(again.updates) == _counts(fresh.replay(first.upper, again.upper).updates)
+    everything: Counter[tuple[object, ...]] = Counter()
+    for chunk in (first, second):
+        everything.update(_counts(chunk.updates)["data"])
+    assert len(everything) == 200 and set(everything.values()) == {1}
+    reader.close()
+    fresh.close()

@@ -25,8 +25,10 @@ record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays 
 from __future__ import annotations
 
 import operator
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 import pyarrow as pa
@@ -90,6 +92,7 @@ class KafkaReader:
         self._discovered_at: int | None = None
         self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
         self._batch = JsonBatch.for_source(source, self._outputs[DATA])
+        self._ahead: tuple[_Reading, threading.Event, threading.Thread] | None = None
 
     # -- points ---------------------------------------------------------------------------------
 
@@ -136,22 +139,45 @@ class KafkaReader:
 
     def poll(self, lower: KafkaPoint, *, now_millis: int) -> SourceChunk[KafkaPoint] | None:
         self._state_to(lower)
-        consumer = self._consumer_at(lower, now_millis)
-        next_offset = dict(lower)
+        reading = self._take_ahead(lower) or _Reading.at(lower, self._batch is not None)
+        consumer = self._consumer_at(reading.point(), now_millis)
+        self._read(consumer, reading, time.monotonic() + self._budget_now)
+        records = reading.records
+        grow = reading.behind and records  # not for a poll that read nothing (no fetch yet)
+        self._budget_now = min(2 * self._budget_now, self._max_budget) if grow else self._budget
+        if not records:
+            return None
+        upper = reading.point()
+        if reading.decoded is not None:
+            pieces = [t for p in sorted(reading.decoded) for t in reading.decoded[p]]
+            chunk = SourceChunk(upper, {DATA: pa.concat_tables(pieces)})
+        else:
+            chunk = self._chunk(records, upper)
+        self._at = upper
+        self._state_at = upper
+        if reading.behind:
+            self._start_ahead(consumer, upper)
+        return chunk
+
+    def _read(
+        self,
+        consumer: Consumer,
+        r: _Reading,
+        deadline: float,
+        stop: threading.Event | None = None,
+    ) -> None:
+        """Consume into ``r`` until caught up, ``max_records_per_poll``, ``deadline`` or
+        ``stop``. With a batch decoder, each consumed batch is decoded as it comes (per
+        partition), while librdkafka fetches the next: a poll's tail is only a concatenation.
+        A value the batch decoder leaves sends the whole chunk through ``_chunk`` (which gives
+        the same table: see JsonBatch)."""
         start = self._source.start_offset
-        records: list[Message] = []
-        # With a batch decoder, each consumed batch is decoded as it comes (per partition),
-        # while librdkafka fetches the next records: the chunk's tail is only a concatenation.
-        # A value the batch decoder leaves sends the whole chunk through ``_chunk`` (which
-        # gives the same table: see JsonBatch).
-        decoded: dict[int, list[pa.Table]] | None = {} if self._batch is not None else None
-        deadline = time.monotonic() + self._budget_now
-        behind = True  # until a batch finds every partition at its high watermark
-        while len(records) < self._max:
+        next_offset = r.next_offset
+        while len(r.records) < self._max and (stop is None or not stop.is_set()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            want = min(_BATCH, self._max - len(records))
+            want = min(_BATCH, self._max - len(r.records))
             # The chunk ends once the partitions' high watermarks (as of the last fetch, no
             # broker request) say nothing more is there, not while the first fetch is still
             # under way; a full batch may end exactly there too, so it is asked after every
@@ -159,11 +185,11 @@ class KafkaReader:
             batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
                 if self._caught_up(consumer):
-                    behind = False
+                    r.behind = False
                     break
                 continue
             caught_up = self._caught_up(consumer)
-            behind = not caught_up
+            r.behind = not caught_up
             if _fresh_run(batch, next_offset, start):
                 kept = batch  # the common case, checked in bulk
             else:
@@ -178,24 +204,47 @@ class KafkaReader:
                         continue  # already read (a stale fetch): never twice
                     kept.append(m)
                     next_offset[p] = o + 1
-            records += kept
-            if decoded is not None and kept:
-                decoded = self._decode_runs(decoded, kept)
+            r.records += kept
+            if r.decoded is not None and kept:
+                r.decoded = self._decode_runs(r.decoded, kept)
             if caught_up:
                 break
-        grow = behind and records  # not for a poll that read nothing (no fetch came yet)
-        self._budget_now = min(2 * self._budget_now, self._max_budget) if grow else self._budget
-        if not records:
+
+    # -- reading ahead --------------------------------------------------------------------------
+
+    def _start_ahead(self, consumer: Consumer, point: KafkaPoint) -> None:
+        """Go on reading from ``point`` in a thread of its own while the caller writes the
+        chunk that ends there (a source that is behind): the next poll from ``point`` starts
+        with what it read. Only reads; the consumer is the thread's until it is taken."""
+        reading = _Reading.at(point, self._batch is not None)
+        stop = threading.Event()
+        deadline = time.monotonic() + self._budget_now
+
+        def run() -> None:
+            try:
+                self._read(consumer, reading, deadline, stop)
+            except BaseException as e:  # the next poll reads again from its point
+                reading.failed = e
+
+        thread = threading.Thread(target=run, name="spate-kafka-read-ahead", daemon=True)
+        self._ahead = (reading, stop, thread)
+        thread.start()
+
+    def _take_ahead(self, lower: KafkaPoint) -> _Reading | None:
+        """Stop reading ahead; what it read if it started at ``lower`` and did not fail (the
+        live consumer's stream then continues where it stopped), else ``None`` (the consumer
+        is reassigned before it reads again)."""
+        if self._ahead is None:
             return None
-        upper = tuple(sorted(next_offset.items()))
-        if decoded is not None:
-            pieces = [t for p in sorted(decoded) for t in decoded[p]]
-            chunk = SourceChunk(upper, {DATA: pa.concat_tables(pieces)})
-        else:
-            chunk = self._chunk(records, upper)
-        self._at = upper
-        self._state_at = upper
-        return chunk
+        reading, stop, thread = self._ahead
+        self._ahead = None
+        stop.set()
+        thread.join()
+        if reading.failed is not None or reading.lower != lower:
+            self._at = None
+            return None
+        self._at = reading.point()
+        return reading
 
     def replay(self, lower: KafkaPoint, upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
         if not self.less_equal(lower, upper):
@@ -209,6 +258,7 @@ class KafkaReader:
         return None
 
     def close(self) -> None:
+        self._take_ahead(())
         if self._live is not None:
             self._live.close()
             self._live = None
@@ -401,6 +451,25 @@ class KafkaReader:
             consumer.close()
         self._at = self._at if self._live is not None else None
         return records
+
+
+@dataclass
+class _Reading:
+    """What one read from ``lower`` has consumed so far (a poll's, or one read ahead)."""
+
+    lower: KafkaPoint
+    next_offset: dict[int, int]
+    decoded: dict[int, list[pa.Table]] | None
+    records: list[Message] = field(default_factory=list)
+    behind: bool = True  # until a batch finds every partition at its high watermark
+    failed: BaseException | None = None
+
+    @staticmethod
+    def at(lower: KafkaPoint, batch: bool) -> _Reading:
+        return _Reading(lower, dict(lower), {} if batch else None)
+
+    def point(self) -> KafkaPoint:
+        return tuple(sorted(self.next_offset.items()))
 
 
 def _fresh_run(
