@@ -20,6 +20,11 @@ start. Offsets are never committed to the broker; the group id is only a name.
 A chunk of a source that :class:`~spate.storage.sources.kafka.json_batch.JsonBatch` serves
 (``ENVELOPE NONE``, declared JSON columns) is decoded in one batch when it can be, and record by
 record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays exact.
+
+A poll that ends behind (records still waiting) reads ahead from its upper in a thread while
+the caller writes the chunk; only a poll from exactly that upper takes what it read (any other
+poll reassigns the consumer and reads from its own point), so every chunk is still exactly the
+records of ``[lower, upper)``.
 """
 
 from __future__ import annotations
