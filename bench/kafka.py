@@ -7,9 +7,18 @@
   transaction per interval), against a bare idempotent producer producing the same number of
   JSON records (flush at the end).
 
+* **Kafka catch-up** (``--kafka-catchup-rows N``, off by default): a backlog of ``N`` records
+  taken in by the ingestion runner paced as the storage replica paces it (a step, then the
+  timestamp interval, 1 s), against a bare consumer reading the same backlog; shows what the
+  read budget growing while behind and the read-ahead between steps give a source that is
+  behind.
+
 Each is measured ``repeats`` times (``--kafka-repeats``), baseline and spate alternating; the
 rates are medians and each ratio is the median of the per-repeat ratios (listed too), so a
-burst of load from other processes on a shared machine moves one repeat, not the figure.
+burst of load from other processes on a shared machine moves one repeat, not the figure. The
+ingest also reports its CPU ratio (the process's CPU seconds, librdkafka's threads included, of
+the bare consumer over spate's): on a machine shared with other work it moves much less than
+the wall-clock ratio, which waits for the CPU as well.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ def bench_kafka(
     desc: RelationDesc,
     sink_shard: ShardId,
     repeats: int = 3,
+    catch_up_rows: int = 0,
 ) -> dict[str, Any]:
     binary = tansu_binary()
     if binary is None:
@@ -61,20 +71,15 @@ def bench_kafka(
     broker = TansuBroker(binary)
     broker.start()
     try:
-        return _bench(broker.bootstrap, client, rows, desc, sink_shard, repeats)
+        out = _bench(broker.bootstrap, client, rows, desc, sink_shard, repeats)
+        if catch_up_rows:
+            out["catch_up"] = _catch_up_figures(broker.bootstrap, client, catch_up_rows, desc)
+        return out
     finally:
         broker.kill()
 
 
-def _bench(
-    bootstrap: str,
-    client: PersistClient,
-    rows: int,
-    desc: RelationDesc,
-    sink_shard: ShardId,
-    repeats: int,
-) -> dict[str, Any]:
-    topic = "bench_in"
+def _produce_json(bootstrap: str, topic: str, rows: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         f.result(timeout=30)
@@ -87,17 +92,49 @@ def _bench(
             except BufferError:
                 p.poll(0.1)
     assert p.flush(120) == 0
+
+
+def _catch_up_figures(
+    bootstrap: str, client: PersistClient, rows: int, desc: RelationDesc
+) -> dict[str, Any]:
+    topic = "bench_backlog"
+    _produce_json(bootstrap, topic, rows)
+    bare = _bare_consumer(bootstrap, topic, rows)
+    paced, steps = _ingest_paced(bootstrap, client, topic, rows, desc, interval_s=1.0)
+    return {
+        "rows": rows,
+        "seconds": round(paced, 2),
+        "steps": steps,
+        "bare_consumer_seconds": round(bare, 2),
+        "ratio": round(bare / paced, 3),
+    }
+
+
+def _bench(
+    bootstrap: str,
+    client: PersistClient,
+    rows: int,
+    desc: RelationDesc,
+    sink_shard: ShardId,
+    repeats: int,
+) -> dict[str, Any]:
+    topic = "bench_in"
+    _produce_json(bootstrap, topic, rows)
     out: dict[str, Any] = {"rows": rows, "repeats": repeats}
     import pandas  # noqa: F401  (a one-time import the replica has long done: not timed)
 
     # Each measurement runs ``repeats`` times, the baseline and spate alternating, so that a
     # burst of load on a shared machine does not fall on one side only; the figures are medians.
     ingest: list[tuple[float, float]] = []
+    ingest_cpu: list[tuple[float, float]] = []
     sink: list[tuple[float, float]] = []
     for r in range(repeats):
-        ingest.append(
-            (_bare_consumer(bootstrap, topic, rows), _ingest(bootstrap, client, topic, rows, desc))
-        )
+        cpu0 = time.process_time()
+        bare = _bare_consumer(bootstrap, topic, rows)
+        cpu1 = time.process_time()
+        ours = _ingest(bootstrap, client, topic, rows, desc)
+        ingest.append((bare, ours))
+        ingest_cpu.append((cpu1 - cpu0, time.process_time() - cpu1))
         out_topic = f"bench_out_{uuid.uuid4().hex[:6]}"
         sink.append(
             (
@@ -110,6 +147,8 @@ def _bench(
     out["bare_consumer_rows_per_s"] = round(rows / base_s)
     out["ingest_ratio"] = round(statistics.median(b / i for b, i in ingest), 3)
     out["ingest_ratios"] = [round(b / i, 3) for b, i in ingest]
+    out["ingest_cpu_ratio"] = round(statistics.median(b / i for b, i in ingest_cpu), 3)
+    out["ingest_cpu_ratios"] = [round(b / i, 3) for b, i in ingest_cpu]
     bare_s, sink_s = _medians(sink)
     out["sink_rows_per_s"] = round(rows / sink_s)
     out["bare_producer_rows_per_s"] = round(rows / bare_s)
@@ -142,6 +181,20 @@ def _ingest(
     bootstrap: str, client: PersistClient, topic: str, rows: int, desc: RelationDesc
 ) -> float:
     """Seconds for the ingestion runner with the Kafka source to commit ``rows`` records."""
+    return _ingest_paced(bootstrap, client, topic, rows, desc, interval_s=0.0)[0]
+
+
+def _ingest_paced(
+    bootstrap: str,
+    client: PersistClient,
+    topic: str,
+    rows: int,
+    desc: RelationDesc,
+    *,
+    interval_s: float,
+) -> tuple[float, int]:
+    """Seconds (and steps) for the ingestion runner with the Kafka source to commit ``rows``
+    records, waiting ``interval_s`` after each step that leaves some to go."""
     ids = SystemIdGen()
     source = KafkaSource(kafka_client_settings(bootstrap), topic, KafkaFormat.JSON, value_desc=desc)
     reader = KafkaReader(source)
@@ -159,11 +212,15 @@ def _ingest(
     )
     start = time.perf_counter()
     runner.rehydrate()
+    steps = 0
     while runner.counters.updates_committed < rows:
         runner.step()
+        steps += 1
+        if interval_s and runner.counters.updates_committed < rows:
+            time.sleep(interval_s)
     took = time.perf_counter() - start
     reader.close()
-    return took
+    return took, steps
 
 
 def _sink(
@@ -215,10 +272,11 @@ def run(
     sink_input: Any,
     persist: Any,
     repeats: int = 3,
+    catch_up_rows: int = 0,
 ) -> dict[str, Any]:
     client = persist(work / "kafka")
     shard, _ = sink_input(client, rows)
     try:
-        return bench_kafka(client, rows, desc, shard, repeats)
+        return bench_kafka(client, rows, desc, shard, repeats, catch_up_rows)
     finally:
         client.close()

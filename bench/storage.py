@@ -463,6 +463,7 @@ def main() -> None:
     )
     ap.add_argument("--kafka-rows", type=int, default=100_000)
     ap.add_argument("--kafka-repeats", type=int, default=3)
+    ap.add_argument("--kafka-catchup-rows", type=int, default=0)
     ap.add_argument("--mysql-rows", type=int, default=100_000)
     args = ap.parse_args()
     if args.only == "mysql":
@@ -485,7 +486,13 @@ def main() -> None:
         try:
             figures = dict(previous_figures("storage"))
             figures["kafka"] = run(
-                work, args.kafka_rows, DESC, sink_input, persist, args.kafka_repeats
+                work,
+                args.kafka_rows,
+                DESC,
+                sink_input,
+                persist,
+                args.kafka_repeats,
+                args.kafka_catchup_rows,
             )
             figures["kafka"]["load_average_1m"] = load_now()
             print("kafka", figures["kafka"])

@@ -115,6 +115,10 @@ class TableItem:
     retain_history_ms: int = DEFAULT_RETAIN_HISTORY_MS
     constraints: tuple[Constraint, ...] = field(default=(), metadata={ADDED: True})
     """Enforced on every write (:mod:`spate.environment.tables`)."""
+    webhook: bool = field(default=False, metadata={ADDED: True})
+    """A webhook source (``CREATE SOURCE … FROM WEBHOOK``): a collection the environment
+    writes with each accepted POST, like a table, but of kind ``source``: SQL neither writes
+    nor drops it as a table."""
 
     @property
     def unique(self) -> tuple[UniqueConstraint, ...]:
@@ -223,6 +227,8 @@ _KIND: Final[dict[type, str]] = {
 
 
 def kind_of(item: Item) -> str:
+    if isinstance(item, TableItem) and item.webhook:
+        return "source"
     return _KIND[type(item)]
 
 

@@ -39,6 +39,7 @@ from spate.environment.durable import DurableDocument
 from spate.environment.oracle import TimestampOracle
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
 from spate.environment.services import layout_of
+from spate.environment.webhook import legacy
 from spate.ids import IdGen, SystemIdGen
 from spate.orchestrator.process import ProcessOrchestrator
 from spate.orchestrator.supervisor import Supervisor
@@ -106,6 +107,7 @@ async def open_runtime(
         epoch=epoch,
     )
     definitions_migration.migrate(rt)  # the SQL definitions file of an older version
+    legacy.mark_webhook_sources(rt)  # webhook sources an older version kept as tables
     catalog = rt.catalog
     # The catalog names every collection the environment keeps: one it does not name was
     # created by a call that failed (or crashed) before committing it, and is finalized.

@@ -36,9 +36,11 @@ from spate.environment.runtime import Runtime
 from spate.errors import ReadTimeout, SpateError
 from spate.frontier.antichain import Antichain, Frontier
 from spate.frontier.read_policy import ReadPolicy
+from spate.ids import GlobalId
 from spate.orchestrator.service import ServiceMissing
 from spate.plan.evaluation.relation import Multiset, evaluate
 from spate.plan.relation import RelationExpr
+from spate.protocol.storage import ObjectStatus, StatusUpdate
 from spate.repr.types import Row
 from spate.storage.controller.types import (
     CollectionDescription,
@@ -255,21 +257,42 @@ def _sources_and_sinks(rt: Runtime) -> tuple[list[Row], list[Row]]:
     sources: list[Row] = []
     sinks: list[Row] = []
     stats = rt.storage.statistics
+    ceased = _ceased_subsources(rt)
     for item in rt.catalog:
         if isinstance(item, (SourceItem, SubsourceItem)):
             ingestion = item.id if isinstance(item, SourceItem) else item.source
             last = rt.storage.status(ingestion)
+            status = None if last is None else last.status.value
+            error = None if last is None else last.error
+            errors = rt.storage.error_count(ingestion)
+            own = ceased.get(item.id)
+            if own is not None and status != ObjectStatus.DROPPED.value:
+                # A subsource that stopped on its own says so; its source goes on.
+                status, error = own[1].status.value, own[1].error
+                errors = rt.storage.error_count(item.id)
+            elif isinstance(item, SourceItem) and error is None:
+                # The source row summarises: the latest of its subsources that ceased.
+                latest = max(
+                    (
+                        (u.timestamp_ms, sub.name, u.error or "")
+                        for sub, u in ceased.values()
+                        if sub.source == item.id
+                    ),
+                    default=None,
+                )
+                if latest is not None:
+                    error = f"subsource {latest[1]} ceased: {latest[2]}"
             mine = stats.source(item.id)
             upper = rt.storage.collection_frontiers(item.id).upper.as_option()
             sources.append(
                 (
                     str(item.id),
                     item.name,
-                    None if last is None else last.status.value,
+                    status,
                     _sum(s.updates_committed for s in mine),
                     _sum(s.bytes_received for s in mine),
-                    rt.storage.error_count(ingestion),
-                    None if last is None else last.error,
+                    errors,
+                    error,
                     None if upper is None else upper - 1,
                 )
             )
@@ -293,6 +316,18 @@ def _sources_and_sinks(rt: Runtime) -> tuple[list[Row], list[Row]]:
                 )
             )
     return sources, sinks
+
+
+def _ceased_subsources(rt: Runtime) -> dict[GlobalId, tuple[SubsourceItem, StatusUpdate]]:
+    """The subsources whose own status is ``ceased`` (a MySQL table changed upstream), with
+    that status."""
+    out: dict[GlobalId, tuple[SubsourceItem, StatusUpdate]] = {}
+    for item in rt.catalog:
+        if isinstance(item, SubsourceItem):
+            own = rt.storage.status(item.id)
+            if own is not None and own.status is ObjectStatus.CEASED:
+                out[item.id] = (item, own)
+    return out
 
 
 def _reads(rt: Runtime) -> tuple[list[Row], list[Row]]:

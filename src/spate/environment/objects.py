@@ -143,12 +143,15 @@ async def create_table(
     desc: RelationDesc,
     constraints: Sequence[Constraint] = (),
     sql: SqlDefinition | None = None,
+    *,
+    webhook: bool = False,
 ) -> GlobalId:
+    """A new table; with ``webhook``, a webhook source (``TableItem.webhook``)."""
     check_argument(name, str, "a table name")
     check_argument(desc, RelationDesc, f"the description of table {name!r}")
     desc = _constrained(name, desc, constraints)
     state, id = rt.catalog.allocate_id()
-    item = TableItem(name, id, desc, constraints=tuple(constraints))
+    item = TableItem(name, id, desc, constraints=tuple(constraints), webhook=webhook)
     state.add_item(item, sql)
     await rt.storage.create_collections([(id, CollectionDescription(desc, TableSource()))])
     rt.commit(lambda s: with_id(s, item, sql))

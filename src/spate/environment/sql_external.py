@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from spate.environment import sql_kafka
+from spate.environment import objects, sql_kafka
 from spate.environment.catalog import CatalogState
 from spate.environment.definitions import (
     ConnectionEntry,
@@ -55,7 +55,9 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement) -> None:
     definition = SqlDefinition(stmt.sql)
     if isinstance(stmt, st.CreateSource) and stmt.kind == "webhook":
         assert stmt.desc is not None  # a webhook source is a collection the environment writes
-        env.create_table(stmt.name, stmt.desc, definition=definition)
+        env._run(
+            objects.create_table(env.runtime, stmt.name, stmt.desc, (), definition, webhook=True)
+        )
         return
     if isinstance(stmt, st.CreateSource):
         connection, tables = _source_connection(env, stmt)

@@ -216,7 +216,9 @@ class ObjectStatus(enum.Enum):
 @wire("storage.status_update")
 @dataclass(frozen=True, slots=True)
 class StatusUpdate:
-    """A change in the status of ingestion or sink ``id`` at wall-clock ``timestamp_ms``.
+    """A change in the status of ingestion or sink ``id`` at wall-clock ``timestamp_ms``, or
+    of one export (subsource) of a running ingestion that stopped for good while the ingestion
+    goes on: then ``id`` is the export's and the status ``ceased``.
 
     ``error`` is set for ``stalled`` and ``ceased``; ``hints`` suggest fixes;
     ``namespaced_errors`` carries per-component errors (``{"postgres": "slot missing"}``).

@@ -32,7 +32,13 @@ from spate.clock import ManualClock
 from spate.frontier import Antichain, Frontier, ReadHold, ReadPolicy
 from spate.ids import GlobalId, InstanceId, ReplicaId, SeededIdGen, ShardId
 from spate.protocol.common import Hello
-from spate.protocol.storage import FrontierUpper, RunIngestion, RunSink
+from spate.protocol.storage import (
+    FrontierUpper,
+    ObjectStatus,
+    RunIngestion,
+    RunSink,
+    StatusUpdate,
+)
 from spate.protocol.storage_desc import ParquetSinkConnection
 from spate.storage.controller.actions import (
     Action,
@@ -391,3 +397,29 @@ def test_an_ingestion_is_dropped_after_its_export_was_dropped_and_forgotten() ->
     state.flush()
     forgotten = [a for a in state.drain() if isinstance(a, ForgetCollections)]
     assert [[id for id, _ in a.collections] for a in forgotten] == [[export], [ingestion]]
+
+
+def test_an_ingestion_exports_own_status_is_recorded_and_a_strangers_is_not() -> None:
+    state = StorageState(epoch=1, clock=ManualClock(5), ids=SeededIdGen(1), read_only=False)
+    state.create_instance(I1)
+    state.initialization_complete()
+    pairs = counter_ingestion(I1, 1)
+    for id, description in pairs:
+        state.install(
+            id,
+            description,
+            ShardId.new(SeededIdGen(id.value)),
+            since=Antichain.of(0),
+            upper=Antichain.of(0),
+        )
+    ingestion, export = (id for id, _ in pairs)
+    state.connect_replica(I1, REPLICAS[0], LOCATION)
+    (epoch,) = [a.epoch for a in state.drain() if isinstance(a, ConnectReplica)]
+    state.handle(ReplicaConnected(I1, REPLICAS[0], epoch))
+    for id in (export, GlobalId.user(99)):
+        update = StatusUpdate(id, ObjectStatus.CEASED, 5, error="table t changed upstream")
+        state.handle(ReplicaResponse(I1, REPLICAS[0], epoch, update))
+    recorded = state.statuses[export]
+    assert recorded.status is ObjectStatus.CEASED and recorded.error == "table t changed upstream"
+    assert GlobalId.user(99) not in state.statuses
+    assert ingestion not in state.statuses or state.statuses[ingestion].error is None

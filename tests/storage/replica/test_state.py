@@ -26,6 +26,7 @@ from spate.protocol.storage import (
 from spate.storage.replica.state import (
     Configure,
     EnableWrites,
+    ExportsFailed,
     ReplicaState,
     Send,
     StartObject,
@@ -117,3 +118,24 @@ def test_out_of_stage_commands_change_nothing_and_statistics_are_sent_when_there
     assert state.handle(Statistics((), ())) == []
     stats = Statistics((), (SinkStatistics(S),))
     assert sent(state.handle(stats)) == [StatisticsUpdates((), (SinkStatistics(S),))]
+
+
+def test_a_failed_export_is_reported_ceased_once_and_again_on_a_new_connection() -> None:
+    clock = ManualClock(7)
+    state = ReplicaState(clock=clock, replica_id=ReplicaId(3))
+    run_a = ingestion(A, [A_EXPORT])
+    state.connect(1)
+    state.command(1, hello(1))
+    state.command(1, run_a)
+    state.command(1, InitializationComplete())
+    ceased = StatusUpdate(
+        A_EXPORT, ObjectStatus.CEASED, 7, error="table t changed", replica_id=ReplicaId(3)
+    )
+    assert sent(state.handle(ExportsFailed(A, {A_EXPORT: "table t changed"}))) == [ceased]
+    assert state.handle(ExportsFailed(A, {A_EXPORT: "table t changed"})) == []  # once
+    assert state.handle(ExportsFailed(A, {S: "not an export of A"})) == []
+    state.disconnect(1)
+    state.connect(2)
+    state.command(2, hello(2))
+    state.command(2, run_a)
+    assert ceased in sent(state.command(2, InitializationComplete()))

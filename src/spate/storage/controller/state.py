@@ -368,7 +368,8 @@ class StorageState:
         elif isinstance(response, StatisticsUpdates):
             self.statistics.apply(response, event.replica)
         elif isinstance(response, StatusUpdate):
-            if response.id in self.object_instance:
+            # An ingestion's or sink's, or an ingestion export's that ceased on its own.
+            if response.id in self.object_instance or response.id in self.collection_instance:
                 self.status_row(response.id, response.status, response.error, event.replica)
         elif isinstance(response, DroppedId):
             _log.info("storage replica %s dropped %s", event.replica, response.id)
@@ -381,7 +382,8 @@ class StorageState:
         replica: ReplicaId | None = None,
         hints: tuple[str, ...] = (),
     ) -> None:
-        """Record a status of ingestion or sink ``id`` (and append it to its history)."""
+        """Record a status of ingestion, sink or ingestion export ``id`` (and append it to its
+        history)."""
         last = self.statuses.get(id)
         if last is not None and last.status is ObjectStatus.DROPPED:
             return  # "dropped" supersedes everything

@@ -56,6 +56,7 @@ from spate.repr.types import Row
 from spate.storage.replica.bindings import Binding, binding_history, contents_of, rows_of
 from spate.storage.sources.source import (
     ReportsCoverage,
+    ReportsFailedOutputs,
     SourceChunk,
     SourceError,
     SourceReader,
@@ -79,7 +80,7 @@ class IngestionCounters:
 
 def with_time(table: pa.Table, time: int, schema: pa.Schema) -> pa.Table:
     """A chunk table (data columns and ``_diff``) at ``time``, in the updates schema."""
-    times = pa.array([time] * table.num_rows, pa.int64())
+    times = pa.repeat(pa.scalar(time, pa.int64()), table.num_rows)
     idx = table.schema.get_field_index(DIFF_COLUMN)
     out = table.add_column(idx, pa.field(TIME_COLUMN, pa.int64(), nullable=False), times)
     return out.cast(schema)
@@ -353,6 +354,16 @@ class IngestionRunner:
                 )
             )
         return out
+
+    def failed_exports(self) -> dict[GlobalId, str]:
+        """The exports whose output stopped for good (a MySQL table changed upstream) as of
+        the point written so far, with why; the source's other exports go on."""
+        if self._needs_rehydration or not isinstance(self._reader, ReportsFailedOutputs):
+            return {}
+        failed = self._reader.failed_outputs(self._point)
+        return {
+            e.id: failed[e.reference] for e in self.description.exports if e.reference in failed
+        }
 
     def close(self) -> None:
         """Release the persist handles (leases) and the source."""

@@ -40,6 +40,7 @@ from spate.storage.replica.state import (
     Action,
     EnableWrites,
     Event,
+    ExportsFailed,
     ReplicaState,
     Send,
     StartObject,
@@ -232,6 +233,9 @@ class StorageReplica:
             backoff = 0.5
             await self._status(obj, ObjectStatus.RUNNING)
             await self._report(obj, runner.uppers())
+            failed = await obj.in_thread(runner.failed_exports)
+            if failed:
+                await self._event(obj, ExportsFailed(obj.id, failed))
             await asyncio.sleep(d.timestamp_interval_ms / 1000)
 
     async def _sink_loop(self, obj: RunningObject, command: RunSink) -> None:

@@ -21,7 +21,9 @@ Obligations kept here:
 * **Frontiers** reported on one connection never regress (a report that does not advance is
   not sent).
 * **Statuses** are sent when they change (``starting``, ``running``, ``stalled`` with its
-  error), stamped with the injected clock.
+  error), stamped with the injected clock. An ingestion's export that stopped for good while
+  the ingestion goes on (a MySQL table changed upstream) is reported once as ``ceased`` under
+  the export's id, and again on every new connection.
 * **Writes.** Nothing is written before ``AllowWrites`` (``EnableWrites``).
 """
 
@@ -120,7 +122,16 @@ class Statistics:
     sinks: tuple[SinkStatistics, ...]
 
 
-Event = Uppers | StatusChanged | Statistics
+@dataclass(frozen=True, slots=True)
+class ExportsFailed:
+    """Ingestion ``id``'s exports ``failed`` (export id -> why) stopped for good; the others
+    go on. Each report names every failed export so far."""
+
+    id: GlobalId
+    failed: Mapping[GlobalId, str]
+
+
+Event = Uppers | StatusChanged | Statistics | ExportsFailed
 
 
 @dataclass
@@ -132,6 +143,7 @@ class ObjectState:
     status: ObjectStatus | None = None
     error: str | None = None
     uppers: dict[GlobalId, Frontier] = field(default_factory=dict)
+    failed_exports: dict[GlobalId, str] = field(default_factory=dict)
 
 
 class ReplicaState:
@@ -213,6 +225,8 @@ class ReplicaState:
             self._report(obj, obj.uppers, out)
             if obj.status is not None:
                 out.append(Send(self._status_update(id, obj)))
+            for eid, error in obj.failed_exports.items():
+                out.append(Send(self._export_ceased(eid, error)))
 
     # -- events -----------------------------------------------------------------------------------
 
@@ -231,6 +245,11 @@ class ReplicaState:
                 last = obj.uppers.get(cid)
                 obj.uppers[cid] = upper if last is None else last.join(upper)
             self._report(obj, event.uppers, out)
+        elif isinstance(event, ExportsFailed):
+            for eid, error in event.failed.items():
+                if eid in obj.collections and obj.failed_exports.get(eid) != error:
+                    obj.failed_exports[eid] = error
+                    out.append(Send(self._export_ceased(eid, error)))
         elif obj.status is not event.status or obj.error != event.error:
             obj.status, obj.error = event.status, event.error
             out.append(Send(self._status_update(event.id, obj)))
@@ -253,5 +272,14 @@ class ReplicaState:
             obj.status,
             self._clock.now_millis(),
             error=obj.error,
+            replica_id=self._replica_id,
+        )
+
+    def _export_ceased(self, export: GlobalId, error: str) -> StatusUpdate:
+        return StatusUpdate(
+            export,
+            ObjectStatus.CEASED,
+            self._clock.now_millis(),
+            error=error,
             replica_id=self._replica_id,
         )

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 
@@ -116,6 +116,15 @@ class ReportsCoverage(Protocol):
     point when the upstream moved on without anything for it (PostgreSQL's WAL)."""
 
     def covered_offset(self) -> int: ...
+
+
+@runtime_checkable
+class ReportsFailedOutputs(Protocol):
+    """A source some of whose outputs can stop for good while the others go on (a MySQL table
+    changed upstream): ``failed_outputs(point)`` names each output that stopped at or before
+    ``point``, with why. An output, once named, stays named at every later point."""
+
+    def failed_outputs(self, point: Any) -> Mapping[str, str]: ...
 
 
 class IntPoints:

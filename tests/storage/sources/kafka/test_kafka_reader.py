@@ -193,6 +193,48 @@ def test_text_bytes_csv_and_headers(brokers: str) -> None:
     reader.close()
 
 
+def test_a_batch_decoded_poll_is_the_replay_row_for_row(brokers: str) -> None:
+    """Declared-JSON values decoded batch by batch while polling, over three partitions, give
+    the very table a replay of the chunk's bounds gives (in ``(partition, offset)`` order); a
+    value the batch decoder leaves sends its chunk record by record without losing a row."""
+    topic = _topic()
+    p = Producer({"bootstrap.servers": brokers, "linger.ms": 5})
+    for i in range(900):
+        value = json.dumps({"id": i, "name": f"n{i}"}).encode()
+        p.produce(topic, value=b'{"id": NaN}' if i == 700 else value, partition=i % 3)
+    assert p.flush(30) == 0
+    source = KafkaSource(
+        kafka_client_settings(brokers),
+        topic,
+        KafkaFormat.JSON,
+        value_desc=RelationDesc.of(("id", INT64, False), ("name", TEXT)),
+        include=("partition", "offset"),
+    )
+    reader = KafkaReader(source, max_records_per_poll=250)
+    fresh = KafkaReader(source)
+    lower: KafkaPoint = ()
+    read = errors = 0
+    deadline = time.monotonic() + 30
+    while read < 900:
+        assert time.monotonic() < deadline, f"read {read} of 900"
+        chunk = reader.poll(lower, now_millis=int(time.time() * 1000))
+        if chunk is None:
+            continue
+        polled = chunk.updates["data"]
+        columns = (polled.column("partition").to_pylist(), polled.column("offset").to_pylist())
+        keys = list(zip(*columns, strict=True))
+        assert keys == sorted(keys)
+        replayed = fresh.replay(lower, chunk.upper).updates
+        assert polled.equals(replayed["data"])
+        assert _counts(chunk.updates) == _counts(replayed)
+        errors += chunk.updates["errors"].num_rows if "errors" in chunk.updates else 0
+        read += sum(o for _, o in chunk.upper) - sum(o for _, o in lower)
+        lower = chunk.upper
+    assert errors == 1
+    reader.close()
+    fresh.close()
+
+
 def test_start_offset_and_a_point_resumes_exactly(brokers: str) -> None:
     topic = _topic()
     p = Producer({"bootstrap.servers": brokers})
@@ -375,3 +417,58 @@ def test_a_poll_that_has_caught_up_returns_before_its_budget(brokers: str) -> No
             lower = chunk.upper
     assert read == 3
     reader.close()
+
+
+def test_a_poll_budget_doubles_while_behind_and_resets_once_caught_up(brokers: str) -> None:
+    topic = _topic()
+    _produce(brokers, topic, [(None, str(i).encode()) for i in range(60)])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(
+        source, max_records_per_poll=10, poll_budget_s=0.25, max_poll_budget_s=0.75
+    )
+    budgets = [reader.poll_budget_s]
+    lower: KafkaPoint = ()
+    deadline = time.monotonic() + 30
+    while sum(o for _, o in lower) < 60:
+        assert time.monotonic() < deadline
+        chunk = reader.poll(lower, now_millis=int(time.time() * 1000))
+        if chunk is not None:
+            lower = chunk.upper
+            budgets.append(reader.poll_budget_s)
+    # Each full chunk ended behind: 0.25, 0.5, then the cap; the chunk that reached the end
+    # of the topic caught up (or the next poll does) and the budget is back at its base.
+    assert budgets[:4] == [0.25, 0.5, 0.75, 0.75]
+    assert reader.poll(lower, now_millis=int(time.time() * 1000)) is None
+    assert reader.poll_budget_s == 0.25
+    reader.close()
+
+
+def test_a_read_ahead_serves_the_next_poll_from_its_point_and_no_other(brokers: str) -> None:
+    """A poll that ends behind reads on in a thread; the next poll from its upper starts with
+    that (no record twice or skipped: what a replay of its bounds reads), and a poll from
+    another point (a lost race, a restart) reads from its own point."""
+    topic = _topic()
+    _produce(brokers, topic, [(None, str(i).encode()) for i in range(300)])
+    source = KafkaSource(kafka_client_settings(brokers), topic, KafkaFormat.TEXT)
+    reader = KafkaReader(source, max_records_per_poll=100)
+    fresh = KafkaReader(source)
+    now = int(time.time() * 1000)
+    first = None
+    while first is None:
+        first = reader.poll((), now_millis=now)
+    assert sum(o for _, o in first.upper) == 100
+    assert reader._ahead is not None  # behind: it reads on from first.upper
+    time.sleep(0.3)
+    second = reader.poll(first.upper, now_millis=now)
+    assert second is not None and sum(o for _, o in second.upper) == 200
+    assert _counts(second.updates) == _counts(fresh.replay(first.upper, second.upper).updates)
+    # Not from where the read-ahead started (second.upper): it reads from its own point.
+    again = reader.poll(first.upper, now_millis=now)
+    assert again is not None and sum(o for _, o in again.upper) == 200
+    assert _counts(again.updates) == _counts(fresh.replay(first.upper, again.upper).updates)
+    everything: Counter[tuple[object, ...]] = Counter()
+    for chunk in (first, second):
+        everything.update(_counts(chunk.updates)["data"])
+    assert len(everything) == 200 and set(everything.values()) == {1}
+    reader.close()
+    fresh.close()

@@ -117,7 +117,7 @@ class JsonBatch:
             columns.append(column)
         for name in self._data_desc.names[len(columns) :]:
             columns.append(pa.array(metadata(name), pa.int64()))
-        columns.append(pa.array([1] * len(values), pa.int64()))
+        columns.append(pa.repeat(pa.scalar(1, pa.int64()), len(values)))
         table = pa.Table.from_arrays(columns, schema=self._schema)
         assert table.column_names[-1] == DIFF_COLUMN
         return table

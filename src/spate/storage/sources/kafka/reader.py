@@ -20,13 +20,20 @@ start. Offsets are never committed to the broker; the group id is only a name.
 A chunk of a source that :class:`~spate.storage.sources.kafka.json_batch.JsonBatch` serves
 (``ENVELOPE NONE``, declared JSON columns) is decoded in one batch when it can be, and record by
 record otherwise; both give the same table, so :meth:`KafkaReader.replay` stays exact.
+
+A poll that ends behind (records still waiting) reads ahead from its upper in a thread while
+the caller writes the chunk; only a poll from exactly that upper takes what it read (any other
+poll reassigns the consumer and reads from its own point), so every chunk is still exactly the
+records of ``[lower, upper)``.
 """
 
 from __future__ import annotations
 
 import operator
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 import pyarrow as pa
@@ -49,9 +56,11 @@ _BATCH: Final = 10_000
 class KafkaReader:
     """A running Kafka source (blocking calls: run it off the event loop).
 
-    ``max_records_per_poll`` bounds one chunk; a poll reads for at most ``poll_budget_s``, and
-    ends once no record has come for ``idle_s`` while every partition is at its high watermark
-    (it has caught up: the caller paces polls).
+    ``max_records_per_poll`` bounds one chunk; a poll reads for at most its budget, and ends
+    once every partition is at its high watermark (it has caught up: the caller paces polls).
+    The budget is ``poll_budget_s`` after a poll that caught up; after one that did not (the
+    source is behind) it doubles, up to ``max_poll_budget_s``: a source catching up writes
+    fewer, bigger chunks to persist, and one that keeps up stays as fresh as before.
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
     connection.
     """
@@ -62,6 +71,7 @@ class KafkaReader:
         *,
         max_records_per_poll: int = 200_000,
         poll_budget_s: float = 0.5,
+        max_poll_budget_s: float = 2.0,
         idle_s: float = 0.05,
         discovery_interval_ms: int = 1000,
         replay_timeout_s: float = 60.0,
@@ -74,6 +84,8 @@ class KafkaReader:
         self._envelope = Envelope(source)
         self._max = max_records_per_poll
         self._budget = poll_budget_s
+        self._max_budget = max(poll_budget_s, max_poll_budget_s)
+        self._budget_now = poll_budget_s  # this poll's: grows while the source is behind
         self._idle = idle_s
         self._discovery_ms = discovery_interval_ms
         self._replay_timeout = replay_timeout_s
@@ -85,6 +97,7 @@ class KafkaReader:
         self._discovered_at: int | None = None
         self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
         self._batch = JsonBatch.for_source(source, self._outputs[DATA])
+        self._ahead: tuple[_Reading, threading.Event, threading.Thread] | None = None
 
     # -- points ---------------------------------------------------------------------------------
 
@@ -95,6 +108,11 @@ class KafkaReader:
     @property
     def progress_desc(self) -> RelationDesc:
         return KAFKA_PROGRESS_DESC
+
+    @property
+    def poll_budget_s(self) -> float:
+        """The next poll's budget (see the class docs)."""
+        return self._budget_now
 
     def minimum(self) -> KafkaPoint:
         return ()
@@ -126,50 +144,112 @@ class KafkaReader:
 
     def poll(self, lower: KafkaPoint, *, now_millis: int) -> SourceChunk[KafkaPoint] | None:
         self._state_to(lower)
-        consumer = self._consumer_at(lower, now_millis)
-        next_offset = dict(lower)
+        reading = self._take_ahead(lower) or _Reading.at(lower, self._batch is not None)
+        consumer = self._consumer_at(reading.point(), now_millis)
+        self._read(consumer, reading, time.monotonic() + self._budget_now)
+        records = reading.records
+        grow = reading.behind and records  # not for a poll that read nothing (no fetch yet)
+        self._budget_now = min(2 * self._budget_now, self._max_budget) if grow else self._budget
+        if not records:
+            return None
+        upper = reading.point()
+        if reading.decoded is not None:
+            pieces = [t for p in sorted(reading.decoded) for t in reading.decoded[p]]
+            chunk = SourceChunk(upper, {DATA: pa.concat_tables(pieces)})
+        else:
+            chunk = self._chunk(records, upper)
+        self._at = upper
+        self._state_at = upper
+        if reading.behind:
+            self._start_ahead(consumer, upper)
+        return chunk
+
+    def _read(
+        self,
+        consumer: Consumer,
+        r: _Reading,
+        deadline: float,
+        stop: threading.Event | None = None,
+    ) -> None:
+        """Consume into ``r`` until caught up, ``max_records_per_poll``, ``deadline`` or
+        ``stop``. With a batch decoder, each consumed batch is decoded as it comes (per
+        partition), while librdkafka fetches the next: a poll's tail is only a concatenation.
+        A value the batch decoder leaves sends the whole chunk through ``_chunk`` (which gives
+        the same table: see JsonBatch)."""
         start = self._source.start_offset
-        records: list[Message] = []
-        deadline = time.monotonic() + self._budget
-        while len(records) < self._max:
+        next_offset = r.next_offset
+        while len(r.records) < self._max and (stop is None or not stop.is_set()):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            want = min(_BATCH, self._max - len(records))
-            # consume() returns early only with ``want`` records: a short batch means the
-            # records fetched so far are all read. The chunk ends there if the partitions'
-            # high watermarks (as of the last fetch) say nothing more is there, not when the
-            # first fetch is still under way.
+            want = min(_BATCH, self._max - len(r.records))
+            # The chunk ends once the partitions' high watermarks (as of the last fetch, no
+            # broker request) say nothing more is there, not while the first fetch is still
+            # under way; a full batch may end exactly there too, so it is asked after every
+            # batch rather than after an idle wait.
             batch = consumer.consume(want, timeout=min(remaining, self._idle))
             if not batch:
                 if self._caught_up(consumer):
+                    r.behind = False
                     break
                 continue
-            caught_up = len(batch) < want and self._caught_up(consumer)
+            caught_up = self._caught_up(consumer)
+            r.behind = not caught_up
             if _fresh_run(batch, next_offset, start):
-                records += batch  # the common case, checked in bulk
-                if caught_up:
-                    break
-                continue
-            for m in batch:
-                if m.error() is not None:
-                    self._check(m)
-                p, o = m.partition(), m.offset()
-                assert p is not None and o is not None
-                at = next_offset.get(p)
-                if o < (start(p) if at is None else at):
-                    continue  # already read (a stale fetch): never twice
-                records.append(m)
-                next_offset[p] = o + 1
+                kept = batch  # the common case, checked in bulk
+            else:
+                kept = []
+                for m in batch:
+                    if m.error() is not None:
+                        self._check(m)
+                    p, o = m.partition(), m.offset()
+                    assert p is not None and o is not None
+                    at = next_offset.get(p)
+                    if o < (start(p) if at is None else at):
+                        continue  # already read (a stale fetch): never twice
+                    kept.append(m)
+                    next_offset[p] = o + 1
+            r.records += kept
+            if r.decoded is not None and kept:
+                r.decoded = self._decode_runs(r.decoded, kept)
             if caught_up:
                 break
-        if not records:
+
+    # -- reading ahead --------------------------------------------------------------------------
+
+    def _start_ahead(self, consumer: Consumer, point: KafkaPoint) -> None:
+        """Go on reading from ``point`` in a thread of its own while the caller writes the
+        chunk that ends there (a source that is behind): the next poll from ``point`` starts
+        with what it read. Only reads; the consumer is the thread's until it is taken."""
+        reading = _Reading.at(point, self._batch is not None)
+        stop = threading.Event()
+        deadline = time.monotonic() + self._budget_now
+
+        def run() -> None:
+            try:
+                self._read(consumer, reading, deadline, stop)
+            except BaseException as e:  # the next poll reads again from its point
+                reading.failed = e
+
+        thread = threading.Thread(target=run, name="spate-kafka-read-ahead", daemon=True)
+        self._ahead = (reading, stop, thread)
+        thread.start()
+
+    def _take_ahead(self, lower: KafkaPoint) -> _Reading | None:
+        """Stop reading ahead; what it read if it started at ``lower`` and did not fail (the
+        live consumer's stream then continues where it stopped), else ``None`` (the consumer
+        is reassigned before it reads again)."""
+        if self._ahead is None:
             return None
-        upper = tuple(sorted(next_offset.items()))
-        chunk = self._chunk(records, upper)
-        self._at = upper
-        self._state_at = upper
-        return chunk
+        reading, stop, thread = self._ahead
+        self._ahead = None
+        stop.set()
+        thread.join()
+        if reading.failed is not None or reading.lower != lower:
+            self._at = None
+            return None
+        self._at = reading.point()
+        return reading
 
     def replay(self, lower: KafkaPoint, upper: KafkaPoint) -> SourceChunk[KafkaPoint]:
         if not self.less_equal(lower, upper):
@@ -183,6 +263,7 @@ class KafkaReader:
         return None
 
     def close(self) -> None:
+        self._take_ahead(())
         if self._live is not None:
             self._live.close()
             self._live = None
@@ -219,6 +300,34 @@ class KafkaReader:
                     pa.field(DIFF_COLUMN, pa.int64(), nullable=False), diffs
                 )
         return SourceChunk(upper, tables)
+
+    def _decode_runs(
+        self, decoded: dict[int, list[pa.Table]], kept: list[Message]
+    ) -> dict[int, list[pa.Table]] | None:
+        """``decoded`` (tables per partition, in offset order) with the batch decode of
+        ``kept`` (records in consumed order, each partition's at increasing offsets) added, or
+        ``None`` when the batch decoder leaves a value to ``_chunk``."""
+        assert self._batch is not None
+        partitions = [m.partition() for m in kept]
+        if partitions.count(partitions[0]) == len(kept):
+            runs = {partitions[0]: kept}  # one partition: the common case
+        else:
+            runs = {}
+            for p, m in zip(partitions, kept, strict=True):
+                runs.setdefault(p, []).append(m)
+        for p, run in runs.items():
+            assert p is not None
+
+            def metadata(name: str, p: int = p, run: list[Message] = run) -> list[int]:
+                if name == "partition":
+                    return [p] * len(run)
+                return [m.offset() for m in run]  # type: ignore[misc]  # set when consumed
+
+            table = self._batch.decode([m.value() for m in run], metadata)
+            if table is None:
+                return None
+            decoded.setdefault(p, []).append(table)
+        return decoded
 
     def _state_to(self, point: KafkaPoint) -> None:
         """Bring the UPSERT state to ``point`` (see the module docs)."""
@@ -274,11 +383,16 @@ class KafkaReader:
             self._at = None
         due = self._discovered_at is None or now_millis - self._discovered_at >= self._discovery_ms
         if due or not self._partitions:
-            if self._metadata is None:
-                # A client of its own: on the reading consumer's connection a metadata request
-                # waits behind fetches in flight (hundreds of milliseconds per discovery).
-                self._metadata = self._make()
-            found = self._discover(self._metadata)
+            if not self._partitions:
+                # The first discovery asks the reading consumer itself: nothing is in flight on
+                # it yet, and its connection and metadata are then ready for the first fetch.
+                found = self._discover(self._live)
+            else:
+                if self._metadata is None:
+                    # A client of its own: on the reading consumer's connection a metadata
+                    # request waits behind fetches in flight (hundreds of milliseconds each).
+                    self._metadata = self._make()
+                found = self._discover(self._metadata)
             self._discovered_at = now_millis
             if found != self._partitions:
                 self._partitions = found
@@ -342,6 +456,25 @@ class KafkaReader:
             consumer.close()
         self._at = self._at if self._live is not None else None
         return records
+
+
+@dataclass
+class _Reading:
+    """What one read from ``lower`` has consumed so far (a poll's, or one read ahead)."""
+
+    lower: KafkaPoint
+    next_offset: dict[int, int]
+    decoded: dict[int, list[pa.Table]] | None
+    records: list[Message] = field(default_factory=list)
+    behind: bool = True  # until a batch finds every partition at its high watermark
+    failed: BaseException | None = None
+
+    @staticmethod
+    def at(lower: KafkaPoint, batch: bool) -> _Reading:
+        return _Reading(lower, dict(lower), {} if batch else None)
+
+    def point(self) -> KafkaPoint:
+        return tuple(sorted(self.next_offset.items()))
 
 
 def _fresh_run(

@@ -149,6 +149,8 @@ class MySqlReader:
         self._max_changes = max_changes_per_poll
         self._budget = poll_budget_s
         self._tables: tuple[MySqlTable, ...] | None = None
+        self._errors: dict[str, str] = {}  # the failures this reader read: table -> message
+        self._failed: dict[str, binlog.Gtid] | None = None  # the stashed failures, once read
 
     # -- tables ---------------------------------------------------------------------------------
 
@@ -241,6 +243,7 @@ class MySqlReader:
                 self._failed_key,
                 json.dumps({t: list(g) for t, g in {**failed, **new}.items()}).encode(),
             )
+            self._failed = {**failed, **new}
         return SourceChunk(point, self._updates(txns))
 
     def replay(self, lower: MySqlPoint, upper: MySqlPoint) -> SourceChunk[MySqlPoint]:
@@ -309,6 +312,7 @@ class MySqlReader:
         upstream."""
         self._stash.delete_prefix(self._prefix)
         self._stash.delete_prefix(self._failed_key)
+        self._failed = None
 
     # -- tables that failed ---------------------------------------------------------------------
 
@@ -318,6 +322,19 @@ class MySqlReader:
         if data is None:
             return {}
         return {t: (int(g[0]), int(g[1]), int(g[2])) for t, g in json.loads(data).items()}
+
+    def failed_outputs(self, point: MySqlPoint) -> dict[str, str]:
+        """Each table that failed at or before ``point``, with its error (a table that failed
+        in an earlier process, whose message only its ``errors`` row keeps, is named with the
+        transaction where it failed)."""
+        if self._failed is None:
+            self._failed = self._failed_at()
+        out = {}
+        for t, g in self._failed.items():
+            if point and binlog.less_equal((g,), point):
+                gtid = binlog.gtid_position((g,))
+                out[t] = self._errors.get(t) or f"table {t} stopped at transaction {gtid}"
+        return out
 
     @staticmethod
     def _failed_before(failed: Mapping[str, binlog.Gtid], point: MySqlPoint) -> set[str]:
@@ -399,8 +416,9 @@ class MySqlReader:
             for output, (rows, diffs) in by_table.items()
         }
         failures = [f for txn in txns for f in txn.failures]
-        for _, message in failures:
+        for table, message in failures:
             _log.warning("MySQL source: %s", message)
+            self._errors[table] = message
         if failures and ERRORS_OUTPUT in self._exports:
             out[ERRORS_OUTPUT] = rows_to_table(
                 ERRORS_DESC, failures, table=ERRORS_OUTPUT, diffs=[1] * len(failures)
