@@ -190,6 +190,8 @@ class ComputeRuntime:
         """The dataflow the worker is building or stepping now."""
         self._canceler = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-cancel")
         self._interrupting = False
+        self._tagged: int | None = None
+        """The dataflow whose job tag the worker thread carries (:meth:`_tag`)."""
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -321,7 +323,7 @@ class ComputeRuntime:
             if not self._interrupting:  # a thread-local setting of the (one) worker thread
                 sc.setInterruptOnCancel(True)
                 self._interrupting = True
-            sc.addJobTag(job_tag(key))
+            self._tag(sc, key)
         self._busy = key
         try:
             if key in self._dropping:
@@ -329,8 +331,22 @@ class ComputeRuntime:
             yield
         finally:
             self._busy = None
-            if sc is not None:
-                sc.removeJobTag(job_tag(key))
+            if sc is not None and key in self._dropping:
+                self._tag(sc, None)
+
+    def _tag(self, sc: Any, key: int | None) -> None:
+        """Carry dataflow ``key``'s job tag (none: no tag) on the worker thread. The tag stays
+        between the steps of one dataflow (two JVM calls a step saved) and is taken off when
+        another dataflow steps or this one is being dropped, so a drop cancels only its own
+        jobs (worker thread)."""
+        if self._tagged == key:
+            return
+        if self._tagged is not None:
+            sc.removeJobTag(job_tag(self._tagged))
+            self._tagged = None
+        if key is not None:
+            sc.addJobTag(job_tag(key))
+            self._tagged = key
 
     def _cancel_jobs(self, key: int) -> None:
         """Dataflow ``key`` is being dropped: stop stepping it and cancel its Spark jobs
@@ -547,6 +563,12 @@ class ComputeRuntime:
                 _log.warning("replica=%s: dropping dataflow %d: %s", self.name, key, e)
         shutil.rmtree(r.scratch, ignore_errors=True)
         self._metrics.dataflows.set(len(self._running))
+        sc = getattr(self._spark, "sparkContext", None)
+        if sc is not None and self._tagged == key:
+            try:
+                self._tag(sc, None)
+            except Exception as e:  # the JVM going away: no job runs under it any more
+                _log.info("replica=%s: untagging dataflow %d: %s", self.name, key, e)
 
     def _drop_all(self) -> None:
         for key in list(self._running):
