@@ -199,7 +199,8 @@ class TagRecorder:
 
 async def test_the_job_tag_stays_between_steps_of_one_dataflow(tmp_path: Path) -> None:
     """Steps of one dataflow run under its tag without taking it off and on each time; another
-    dataflow's step switches to its own tag (only one at a time)."""
+    dataflow's build switches to its own tag (only one at a time); steps after a step that ran
+    no Spark job leave the tag as it is."""
     tables = Tables.embedded(tmp_path / "persist")
     t = tables.create(KV)
     t.append([((1, 1), 1)], time=0)
@@ -217,5 +218,11 @@ async def test_the_job_tag_stays_between_steps_of_one_dataflow(tmp_path: Path) -
         await d.wait_frontier(a, ts)
         await d.wait_frontier(b, ts)
         assert len(spark.calls) >= 3 and len(spark.tags) == 1, spark.calls
+        switched = len(spark.calls)
+        for i in range(10, 14):  # the fake's steps run no Spark job: no tag is switched
+            ts = t.append([((i, i), 1)])
+            await d.wait_frontier(a, ts)
+            await d.wait_frontier(b, ts)
+        assert len(spark.calls) == switched, spark.calls
         await d.close()
     tables.close()
