@@ -272,7 +272,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="100k bids, 10k auctions, few steps")
     ap.add_argument("--bids", type=int, default=1_000_000)
     ap.add_argument("--auctions", type=int, default=100_000)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=None, help="steps (default 20; 8 with --small)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default="e2e")
     ap.add_argument("--skip-streaming", action="store_true", help="no Structured Streaming peer")
@@ -287,7 +287,9 @@ def main() -> None:
     ap.add_argument("--keyed", action="store_true", help="only the keyed write path case")
     args = ap.parse_args()
     if args.small:
-        args.bids, args.auctions, args.steps = 100_000, 10_000, 8
+        args.bids, args.auctions = 100_000, 10_000
+    if args.steps is None:
+        args.steps = 8 if args.small else 20
     if args.keyed:
         figures = keyed_case(args)
         write_result(f"{args.out}_keyed", figures)
@@ -503,6 +505,7 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         "bids": args.bids,
         "auctions": args.auctions,
         "updates_per_step": STEP_NEW + STEP_REPLACED,
+        "steps": args.steps,
         "seed": args.seed,
         "load_avg_start": os.getloadavg()[0],
         "note": "2 shared cores: absolute times vary 2-3x with the load (load_avg_*)",

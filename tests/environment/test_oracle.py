@@ -94,3 +94,28 @@ def test_two_oracles_on_one_consensus_never_lower_the_ceiling(consensus: Consens
         a.write_ts()
     c = TimestampOracle(consensus, JumpyClock(0), window_ms=100)
     assert c.write_ts() > 50_000
+
+
+def test_reserving_ahead_keeps_write_ts_off_consensus(consensus: Consensus) -> None:
+    """Once less than half a window is left, ``reserve_ahead`` raises the ceiling (one CaS),
+    and ``write_ts`` up to the old ceiling and beyond it then writes nothing; a restart starts
+    beyond every timestamp handed out."""
+    clock = JumpyClock(1_000)
+    counting = CountingConsensus(consensus)
+    oracle = TimestampOracle(counting, clock, window_ms=100)  # type: ignore[arg-type]
+    assert oracle.ceiling == 1_100 and counting.cas == 1
+    clock.jump_to(1_020)
+    assert not oracle.needs_reserve()
+    oracle.reserve_ahead()  # more than half a window left: nothing to do
+    assert counting.cas == 1
+    clock.jump_to(1_060)
+    assert oracle.needs_reserve()
+    oracle.reserve_ahead()
+    assert counting.cas == 2 and oracle.ceiling == 1_060 + 50 + 100
+    assert not oracle.needs_reserve()
+    stamps = []
+    for now in (1_060, 1_099, 1_100, 1_150):
+        clock.jump_to(now)
+        stamps.append(oracle.write_ts())
+    assert stamps == [1_060, 1_099, 1_100, 1_150] and counting.cas == 2
+    assert TimestampOracle(consensus, clock, window_ms=100).write_ts() > stamps[-1]

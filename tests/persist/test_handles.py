@@ -13,6 +13,7 @@ import pytest
 
 from spate.clock import ManualClock
 from spate.errors import SchemaMismatch
+from spate.frontier import Antichain
 from spate.ids import CONTROLLER_CRITICAL_SINCE, SeededIdGen, ShardId
 from spate.persist import (
     Appended,
@@ -27,6 +28,7 @@ from spate.persist import (
     NotFinalizable,
     OpaqueMismatch,
     PersistClient,
+    PersistConfig,
     PersistLocation,
     UpdateBeyondUpper,
     UpdateNotBeyondLower,
@@ -454,3 +456,44 @@ def test_listen_refuses_batches_compacted_past_its_frontier(
     assert any(b.since == A(3) for b in client.fetch_state(shard).batches)
     with pytest.raises(ListenCompactedPast, match=r"frontier \{1\}"):
         listener.poll_once()
+
+
+def test_a_readers_gc_runs_on_the_maintenance_thread(
+    tmp_path: Path, clock: ManualClock, shard: ShardId, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A since downgrade that makes GC worthwhile leaves the GC to the client's maintenance
+    thread (the downgrading caller, a replica's step loop, does not wait for it), and the GC
+    still happens: the retired batches' blobs are deleted."""
+    from spate.persist import maintenance
+
+    passes: list[tuple[str | None, int]] = []
+    run = maintenance.run_maintenance
+
+    def recording(ctx, before, *, writer, schema, gc_guard=None):  # type: ignore[no-untyped-def]
+        passes.append((writer, threading.get_ident()))
+        return run(ctx, before, writer=writer, schema=schema, gc_guard=gc_guard)
+
+    monkeypatch.setattr(maintenance, "run_maintenance", recording)
+    c = PersistClient(
+        PersistLocation.embedded(tmp_path / "data"),
+        clock=clock,
+        ids=SeededIdGen(12),
+        config=PersistConfig(gc_every=1, compaction_min_inputs=2),
+    )
+    try:
+        w = c.open_writer(shard, DESC)
+        r = c.open_leased_reader(shard, DESC)
+        for u in range(6):
+            w.compare_and_append(
+                updates([((u, "a"), u, 1)]),
+                expected_upper=Antichain.of(u),
+                new_upper=Antichain.of(u + 1),
+                idempotency_token=tok(),
+            )
+            r.downgrade_since(Antichain.of(u))
+        c.wait_for_maintenance()
+        readers = [t for writer, t in passes if writer is None]
+        assert readers and threading.get_ident() not in readers
+        assert r.snapshot(5).num_rows == 6
+    finally:
+        c.close()

@@ -13,10 +13,16 @@ out timestamps strictly below it from memory; when a timestamp would reach the c
 commits a new ceiling ``ts + window``. After a restart, the oracle starts at the persisted
 ceiling, which is beyond everything handed out before, so time never goes back. Reads after a
 restart start at ``ceiling - 1``, which is at or beyond every acknowledged write.
+
+The owner MAY raise the ceiling ahead of need, off its own thread: :meth:`TimestampOracle.
+reserve_ahead` (blocking, consensus I/O) raises it once less than half a window is left, so
+that ``write_ts`` on the owner's thread finds it raised instead of waiting for a consensus
+read and compare-and-set (behind the process's other consensus writes) once a window.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,7 +44,8 @@ class OracleState:
 
 
 class TimestampOracle:
-    """See the module docs. Not thread-safe: one owner (the environment's event loop)."""
+    """See the module docs. Not thread-safe: one owner (the environment's event loop), except
+    :meth:`reserve_ahead`, which any thread may call."""
 
     def __init__(
         self,
@@ -51,6 +58,9 @@ class TimestampOracle:
         if window_ms < 1:
             raise UsageError(f"oracle window must be >= 1 ms, got {window_ms}")
         self._doc = DurableDocument(consensus, key, OracleState)
+        self._reserving = threading.Lock()
+        """Held while the durable ceiling is read or raised (the owner's ``write_ts`` and a
+        :meth:`reserve_ahead` on another thread)."""
         self._clock = clock
         self._window = window_ms
         state = self._doc.load()
@@ -63,22 +73,35 @@ class TimestampOracle:
 
     def _reserve(self, ts: int) -> None:
         """Make sure ``ts`` is below the durable ceiling."""
-        if ts < self._ceiling:
-            return
-        target = ts + self._window
+        with self._reserving:
+            if ts < self._ceiling:
+                return
+            target = ts + self._window
 
-        def raise_ceiling(current: OracleState | None) -> OracleState:
-            old = current.ceiling if current is not None else 0
-            return OracleState(max(old, target))
+            def raise_ceiling(current: OracleState | None) -> OracleState:
+                old = current.ceiling if current is not None else 0
+                return OracleState(max(old, target))
 
-        self._ceiling = self._doc.update(raise_ceiling).ceiling
+            self._ceiling = self._doc.update(raise_ceiling).ceiling
 
     def write_ts(self) -> int:
         """A fresh write timestamp: beyond every earlier one, and at least the wall clock."""
         ts = max(self._clock.now_millis(), self._last_write + 1, self._read + 1)
-        self._reserve(ts)
+        if ts >= self._ceiling:
+            self._reserve(ts)
         self._last_write = ts
         return ts
+
+    def needs_reserve(self) -> bool:
+        """Whether less than half a window is left below the ceiling: :meth:`reserve_ahead`
+        would raise it."""
+        return self.peek_write_ts() + self._window // 2 >= self._ceiling
+
+    def reserve_ahead(self) -> None:
+        """Raise the durable ceiling now if less than half a window is left below it (module
+        docs). Blocks (consensus I/O); any thread. Timestamps handed out meanwhile stay below
+        the ceiling they were handed out under, which only rises."""
+        self._reserve(self.peek_write_ts() + self._window // 2)
 
     def peek_write_ts(self) -> int:
         """What ``write_ts`` would return now, without taking it."""

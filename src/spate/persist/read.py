@@ -167,6 +167,9 @@ class ReadHandle:
         self._since = since
         self._lock = threading.Lock()
         self._handed_out: list[LiveBatches] = []
+        self._gc_lock = threading.Lock()
+        self._gc_queued = False
+        """A GC pass of this handle's is queued on the maintenance thread (:meth:`_maybe_gc`)."""
 
     @property
     def shard_id(self) -> ShardId:
@@ -204,11 +207,34 @@ class ReadHandle:
             return self._since
 
     def _maybe_gc(self, before: ShardState, after: ShardState) -> None:
+        """GC after a since downgrade that made it worthwhile: on the client's maintenance
+        thread when it has one (``background_maintenance``: the downgrading caller, a replica's
+        step loop, does not wait for blob deletes and a consensus truncate), else inline. A
+        pass already queued by this handle covers this one."""
         ctx = self._ctx
-        if should_gc(before, after, ctx.machine.changes_since_gc, ctx.config.gc_every):
-            from spate.persist.maintenance import run_maintenance
+        if not should_gc(before, after, ctx.machine.changes_since_gc, ctx.config.gc_every):
+            return
+        from spate.persist.maintenance import run_maintenance
 
+        pool = ctx.maintenance_pool
+        if pool is None:
             run_maintenance(ctx, before, writer=None, schema=None)
+            return
+        with self._gc_lock:
+            if self._gc_queued:
+                return
+            self._gc_queued = True
+
+        def collect() -> None:
+            with self._gc_lock:
+                self._gc_queued = False
+            run_maintenance(ctx, before, writer=None, schema=None)
+
+        try:
+            pool.submit(collect)
+        except RuntimeError:  # the client is closing: the next pass collects
+            with self._gc_lock:
+                self._gc_queued = False
 
     def heartbeat(self) -> None:
         """Renew the lease and move the seqno hold (``LeaseExpired`` if already expired)."""

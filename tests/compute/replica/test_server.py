@@ -49,7 +49,7 @@ class Setup:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, tables: Tables) -> AsyncIterator[Setup]:
+async def serving(tmp_path: Path, tables: Tables, spark: object = None) -> AsyncIterator[Setup]:
     FakeIndex.fail_next = 0
     metrics = ReplicaMetrics("unit")
     halts: list[str] = []
@@ -57,7 +57,7 @@ async def serving(tmp_path: Path, tables: Tables) -> AsyncIterator[Setup]:
     def runtime(post):  # type: ignore[no-untyped-def]
         return ComputeRuntime(
             post=post,
-            spark=lambda: None,  # the fake renderer needs no SparkSession
+            spark=lambda: spark,  # the fake renderer needs no SparkSession
             persist=tables.client,
             scratch=tmp_path / "scratch",
             ids=SystemIdGen(),
@@ -174,3 +174,55 @@ async def test_incompatible_create_instance_halts_the_replica(tmp_path: Path) ->
 async def _until(cond) -> None:  # type: ignore[no-untyped-def]
     while not cond():
         await asyncio.sleep(0.01)
+
+
+class TagRecorder:
+    """A stand-in SparkSession whose ``sparkContext`` records the worker thread's job tags."""
+
+    def __init__(self) -> None:
+        self.sparkContext = self
+        self.tags: set[str] = set()
+        self.calls: list[str] = []
+
+    def setInterruptOnCancel(self, value: bool) -> None:
+        pass
+
+    def addJobTag(self, tag: str) -> None:
+        assert not self.tags, f"{tag} added while {self.tags} is on"
+        self.tags.add(tag)
+        self.calls.append(f"+{tag}")
+
+    def removeJobTag(self, tag: str) -> None:
+        self.tags.remove(tag)
+        self.calls.append(f"-{tag}")
+
+
+async def test_the_job_tag_stays_between_steps_of_one_dataflow(tmp_path: Path) -> None:
+    """Steps of one dataflow run under its tag without taking it off and on each time; another
+    dataflow's build switches to its own tag (only one at a time); steps after a step that ran
+    no Spark job leave the tag as it is."""
+    tables = Tables.embedded(tmp_path / "persist")
+    t = tables.create(KV)
+    t.append([((1, 1), 1)], time=0)
+    a, b = GlobalId.user(10), GlobalId.user(11)
+    spark = TagRecorder()
+    async with serving(tmp_path, tables, spark) as s:
+        d = await s.driver(1)
+        await d.start([CreateDataflow(table_index(t, a, 0)), Schedule(a)])
+        for i in range(2, 6):
+            ts = t.append([((i, i), 1)])
+            await d.wait_frontier(a, ts)
+        assert len(spark.calls) == 1 and spark.calls[0].startswith("+spate-df"), spark.calls
+        await d.send(CreateDataflow(table_index(t, b, 0)), Schedule(b))
+        ts = t.append([((9, 9), 1)])
+        await d.wait_frontier(a, ts)
+        await d.wait_frontier(b, ts)
+        assert len(spark.calls) >= 3 and len(spark.tags) == 1, spark.calls
+        switched = len(spark.calls)
+        for i in range(10, 14):  # the fake's steps run no Spark job: no tag is switched
+            ts = t.append([((i, i), 1)])
+            await d.wait_frontier(a, ts)
+            await d.wait_frontier(b, ts)
+        assert len(spark.calls) == switched, spark.calls
+        await d.close()
+    tables.close()

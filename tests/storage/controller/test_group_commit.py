@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import Counter
 
 import pytest
@@ -366,3 +367,32 @@ async def test_write_all_commits_a_transaction_alone_atomically_or_not_at_all() 
         assert oracle.read == ts
         assert c.collection_frontiers(U3).upper == Antichain.of(ts + 1)
         await c.shutdown()
+
+
+class ReservingOracle(Oracle):
+    """An oracle whose reservation runs low after every timestamp (``ReservesAhead``): records
+    the threads ``reserve_ahead`` ran on."""
+
+    def __init__(self, storage: StorageController) -> None:
+        super().__init__(storage)
+        self.threads: list[int] = []
+
+    def needs_reserve(self) -> bool:
+        return True
+
+    def reserve_ahead(self) -> None:
+        self.threads.append(threading.get_ident())
+
+
+async def test_the_oracle_reservation_is_renewed_off_the_event_loop() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1)])
+        c.allow_writes()
+        oracle = ReservingOracle(c)
+        commit = GroupCommit(c, oracle)
+        for i in range(3):
+            await commit.write(U1, changes((i, "a")))
+        await asyncio.sleep(0.05)  # the last renewal, started after the last group's ts
+        assert oracle.threads and threading.get_ident() not in oracle.threads
+        commit.close()

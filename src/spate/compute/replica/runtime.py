@@ -18,7 +18,9 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
   ``interruptOnCancel``), and a drop cancels that tag (again every :data:`CANCEL_REPEAT_S`
   while the worker is still in that dataflow, so a job it starts next is cancelled too). The
   build or step then fails quietly, the worker moves on to the drop, and every other dataflow
-  keeps being stepped and served.
+  keeps being stepped and served. The tag costs two JVM calls when it changes, so it stays on
+  between steps, and a step of a dataflow whose last step ran no Spark job (a small step,
+  computed with Arrow) does not change it: a drop waits for such a step instead.
 * **Failures stay local.** A step that raises is retried with backoff (``STEP_ATTEMPTS`` in a
   row); then the dataflow is reported failed (``DataflowFailed``) and no longer stepped. A build
   that raises reports ``DataflowFailed`` at once. Nothing else is affected.
@@ -133,6 +135,9 @@ class _Running:
     retry_at: float = 0.0
     last_step: float = 0.0
     last_downgrade: float = 0.0
+    spark_jobs: bool = True
+    """Whether the last step ran Spark jobs (or none ran yet, or it failed): the next step runs
+    under the dataflow's job tag only then (:meth:`ComputeRuntime._jobs_of`)."""
 
 
 class ComputeRuntime:
@@ -190,6 +195,8 @@ class ComputeRuntime:
         """The dataflow the worker is building or stepping now."""
         self._canceler = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-cancel")
         self._interrupting = False
+        self._tagged: int | None = None
+        """The dataflow whose job tag the worker thread carries (:meth:`_tag`)."""
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -314,14 +321,17 @@ class ComputeRuntime:
     # -- cancelling ---------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _jobs_of(self, key: int) -> Iterator[None]:
-        """Run the Spark jobs started inside under dataflow ``key``'s job tag (worker thread)."""
+    def _jobs_of(self, key: int, *, tag: bool = True) -> Iterator[None]:
+        """Run the Spark jobs started inside under dataflow ``key``'s job tag (worker thread).
+        ``tag=False``: a step expected to run no Spark job (its dataflow's last step ran none:
+        a small step computed with Arrow) saves the JVM calls of switching tags; a drop then
+        waits for it to end rather than cancelling the job it unexpectedly starts."""
         sc = getattr(self.spark(), "sparkContext", None)  # None: a renderer without Spark
-        if sc is not None:
+        if sc is not None and tag:
             if not self._interrupting:  # a thread-local setting of the (one) worker thread
                 sc.setInterruptOnCancel(True)
                 self._interrupting = True
-            sc.addJobTag(job_tag(key))
+            self._tag(sc, key)
         self._busy = key
         try:
             if key in self._dropping:
@@ -329,8 +339,22 @@ class ComputeRuntime:
             yield
         finally:
             self._busy = None
-            if sc is not None:
-                sc.removeJobTag(job_tag(key))
+            if sc is not None and key in self._dropping:
+                self._tag(sc, None)
+
+    def _tag(self, sc: Any, key: int | None) -> None:
+        """Carry dataflow ``key``'s job tag (none: no tag) on the worker thread. The tag stays
+        between the steps of one dataflow (two JVM calls a step saved) and is taken off when
+        another dataflow steps or this one is being dropped, so a drop cancels only its own
+        jobs (worker thread)."""
+        if self._tagged == key:
+            return
+        if self._tagged is not None:
+            sc.removeJobTag(job_tag(self._tagged))
+            self._tagged = None
+        if key is not None:
+            sc.addJobTag(job_tag(key))
+            self._tagged = key
 
     def _cancel_jobs(self, key: int) -> None:
         """Dataflow ``key`` is being dropped: stop stepping it and cancel its Spark jobs
@@ -547,6 +571,12 @@ class ComputeRuntime:
                 _log.warning("replica=%s: dropping dataflow %d: %s", self.name, key, e)
         shutil.rmtree(r.scratch, ignore_errors=True)
         self._metrics.dataflows.set(len(self._running))
+        sc = getattr(self._spark, "sparkContext", None)
+        if sc is not None and self._tagged == key:
+            try:
+                self._tag(sc, None)
+            except Exception as e:  # the JVM going away: no job runs under it any more
+                _log.info("replica=%s: untagging dataflow %d: %s", self.name, key, e)
 
     def _drop_all(self) -> None:
         for key in list(self._running):
@@ -561,7 +591,7 @@ class ComputeRuntime:
             self._wake.clear()
             while not self._closed:
                 try:
-                    stepped = await loop.run_in_executor(self._worker, self._step_next)
+                    stepped = await loop.run_in_executor(self._worker, self._step_round)
                 except Exception as e:  # a bug here must not stop every dataflow for good
                     _log.error("replica=%s: scheduling failed: %r", self.name, e, exc_info=e)
                     await asyncio.sleep(STEP_BACKOFF_S)
@@ -569,6 +599,18 @@ class ComputeRuntime:
                     break
                 if not stepped:
                     break
+
+    def _step_round(self) -> bool:
+        """Step, one after the other on the worker thread, up to one step per dataflow
+        (:meth:`_step_next`); False if none could progress. A subscribe's dataflow that reads
+        the view just stepped steps at once, without a round trip through the event loop;
+        other work queued for the worker waits at most one round."""
+        stepped = False
+        for _ in range(max(1, len(self._rr))):
+            if self._closed or not self._step_next():
+                break
+            stepped = True
+        return stepped
 
     def _step_next(self) -> bool:
         """Step the next dataflow (round-robin) that can make progress; False if none can."""
@@ -602,10 +644,11 @@ class ComputeRuntime:
         started = time.perf_counter()
         r.last_step = time.monotonic()
         try:
-            with self._jobs_of(r.key), r.lock:
+            with self._jobs_of(r.key, tag=r.spark_jobs), r.lock:
                 report = r.dataflow.step(ready)
             r.inputs.after_step()
         except Exception as e:
+            r.spark_jobs = True  # a retry runs under the tag
             if r.key in self._dropping:
                 _log.info(
                     "replica=%s: dataflow %d dropped while stepping (%.2f s): its Spark jobs "
@@ -618,6 +661,7 @@ class ComputeRuntime:
             self._step_failed(r, e)
             return
         r.failures = 0
+        r.spark_jobs = report.actions > 0
         upper = r.dataflow.upper
         self._metrics.steps.inc()
         seconds = time.perf_counter() - started

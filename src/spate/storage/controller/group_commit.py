@@ -67,7 +67,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 import pyarrow as pa
 
@@ -100,6 +100,18 @@ class Timestamps(Protocol):
     def apply_write(self, ts: int) -> None:
         """The write at ``ts`` is acknowledged: strict reads from now on observe it."""
         ...
+
+
+@runtime_checkable
+class ReservesAhead(Protocol):
+    """An oracle whose durable reservation of timestamps can be renewed ahead of need, off the
+    event loop (:class:`~spate.environment.oracle.TimestampOracle`): the committer starts
+    ``reserve_ahead`` on a worker thread when ``needs_reserve``, so that ``write_ts`` does not
+    block the event loop on consensus I/O."""
+
+    def needs_reserve(self) -> bool: ...
+
+    def reserve_ahead(self) -> None: ...
 
 
 Derive = Callable[[TableContents], Sequence[tuple[Row, int]]]
@@ -157,6 +169,8 @@ class GroupCommit:
         self.reads = 0
         """Times a table's contents were read from persist (for tests and benchmarks)."""
         self._task: asyncio.Task[None] | None = None
+        self._reserving: asyncio.Future[None] | None = None
+        """The oracle's reservation being renewed on a worker thread (:class:`ReservesAhead`)."""
         self.groups = 0
         """Groups committed so far (for tests and benchmarks)."""
 
@@ -246,6 +260,7 @@ class GroupCommit:
         ids = sorted(live)  # every table moves with the group (module docs)
         ts = self._timestamps.write_ts()
         latency_trace.mark("commit_start", "tables", ts)
+        self._reserve_ahead()
         accepted: dict[GlobalId, list[_Write]] = {}
         commands: list[tuple[GlobalId, TableUpdates, Antichain[int]]] = []
         kept: dict[GlobalId, _Kept] = {}
@@ -357,6 +372,16 @@ class GroupCommit:
             others = await self._storage.tables.append_each(rest)
             outcomes.update({id: o for (id, _u, _n), o in zip(rest, others, strict=True)})
         return [outcomes[id] for id, _u, _n in commands]
+
+    def _reserve_ahead(self) -> None:
+        """Renew the oracle's reservation on a worker thread when it runs low (ReservesAhead)."""
+        oracle = self._timestamps
+        if not isinstance(oracle, ReservesAhead) or not oracle.needs_reserve():
+            return
+        if self._reserving is not None and not self._reserving.done():
+            return
+        self._reserving = asyncio.ensure_future(asyncio.to_thread(oracle.reserve_ahead))
+        self._reserving.add_done_callback(_log_reserve_failure)
 
     def _table_ids(self) -> list[GlobalId]:
         return [id for id, s in self._storage.collections() if s.description.is_table]
@@ -526,6 +551,11 @@ def _constant(changes: Sequence[tuple[Row, int]]) -> Derive:
 def _log_failure(f: asyncio.Future[None]) -> None:
     if not f.cancelled() and f.exception() is not None:
         _log.warning("building or reading a table's contents failed: %r", f.exception())
+
+
+def _log_reserve_failure(f: asyncio.Future[None]) -> None:
+    if not f.cancelled() and f.exception() is not None:  # write_ts reserves itself then
+        _log.warning("renewing the timestamp reservation failed: %r", f.exception())
 
 
 def _succeed(w: _Write, ts: int) -> None:

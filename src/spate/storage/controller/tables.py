@@ -111,6 +111,8 @@ def prepare_append(
         table = validate_table(desc, updates, collection=name)
     else:
         triples: list[tuple[Row, int, int]] = list(updates)
+        if not triples:  # an advance (every table moves with each group commit)
+            return PreparedAppend(id, None, upper, new_upper)
         for i, u in enumerate(triples):
             if not isinstance(u, tuple) or len(u) != 3:
                 raise SchemaMismatch(name, i, None, "an update (row, time, diff)", repr(u)[:60])
