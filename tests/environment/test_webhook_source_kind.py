@@ -50,6 +50,7 @@ def test_a_webhook_source_is_a_source(tmp_path: Path) -> None:
         with pytest.raises(SqlError, match='"w" is a source, not a table') as refused:
             env.sql("DROP TABLE w")
         assert refused.value.sqlstate == "42809"
+        assert refused.value.hint == "Use DROP SOURCE to remove a source."
         with pytest.raises(SqlError) as written:
             env.sql("INSERT INTO w VALUES ('x')")
         assert "w" in str(written.value)

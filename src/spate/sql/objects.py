@@ -51,6 +51,8 @@ _KINDS = {
     "CONNECTION": "connection",
     "CONNECTIONS": "connection",
 }
+_DROP_KIND = {"subsource": "source"}
+"""The DROP statement of a kind, where it is not the kind's own name."""
 
 
 def plan_create(p: StatementPlanner) -> st.Statement:
@@ -421,6 +423,8 @@ def plan_drop(p: StatementPlanner) -> st.Statement:
                 f'"{name}" is a {obj.kind}, not a {kind}',
                 position=at + 1,
                 text=p.src.text,
+                hint=f"Use DROP {_DROP_KIND.get(obj.kind, obj.kind).upper()}"
+                f" to remove a {obj.kind}.",
                 sqlstate="42809",
             )
         else:
