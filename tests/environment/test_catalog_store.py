@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spate.environment.catalog import CatalogState, TableItem, ViewItem
+from spate.environment.catalog import CatalogState, TableItem, ViewItem, dependencies
 from spate.environment.catalog_store import (
     CATALOG_KEY,
     CatalogDocument,
@@ -19,6 +19,7 @@ from spate.environment.catalog_store import (
     EnvironmentFenced,
 )
 from spate.environment.definitions import SqlDefinition
+from spate.ids import GlobalId
 from spate.persist.consensus import Consensus, VersionedData
 from spate.persist.consensus_mem import MemConsensus
 from spate.persist.consensus_sqlite import SqliteConsensus
@@ -158,6 +159,11 @@ def test_a_reopened_catalog_is_identical_at_every_version(tmp_path: Path) -> Non
         assert follower.load() == committed
         if step % 25 == 0:
             assert _reopened(consensus) == committed
+            table = committed.get("t").id  # the derived lookups answer what a scan would
+            assert committed.dependents(table) == [
+                i for i in committed.items if table in dependencies(i)
+            ]
+            assert all(committed.get(i.name) is i for i in committed.items)
     assert _reopened(consensus) == store.load()
     assert len(consensus.written) > 400  # one version per change
 
@@ -192,3 +198,37 @@ def test_a_newer_epoch_fences_every_write_and_changes_nothing(tmp_path: Path) ->
         first.claim()
     second.update(_drop("a"))
     assert _items(CatalogStore(consensus)) == ["t"]
+
+
+def test_lookups_do_not_scan_the_catalog(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1,600 views, a CREATE VIEW / lookup / dependents / DROP VIEW round reads the plans
+    of the items it changes only (the index is derived from the previous state's), and the
+    lookups answer what a scan of the items would."""
+    from spate.plan.relation import RelationExpr
+
+    state = _with_table(None)
+    for n in range(1_600):
+        state = _add_view(f"keep_{n}", n)(state)
+    table = state.get("t").id
+    assert [i.name for i in state.dependents(table)] == [f"keep_{n}" for n in range(1_600)]
+    calls = 0
+    depends_on = RelationExpr.depends_on
+
+    def counted(self: RelationExpr) -> frozenset[GlobalId]:
+        nonlocal calls
+        calls += 1
+        return depends_on(self)
+
+    monkeypatch.setattr(RelationExpr, "depends_on", counted)
+    for r in range(20):
+        state = _add_view("v", r)(state)
+        view = state.get("v")
+        assert state.by_id(view.id) is view and state.definition(view.id) is not None
+        assert state.dependents(table)[-1] is view
+        state = _drop("v")(state)
+        assert state.find("v") is None
+    assert calls <= 20 * 4
+    monkeypatch.undo()
+    for id in (table, state.get("keep_7").id):
+        assert state.dependents(id) == [i for i in state.items if id in dependencies(i)]
+    assert len(state.definitions) == 1_600
