@@ -232,3 +232,30 @@ def test_lookups_do_not_scan_the_catalog(monkeypatch: pytest.MonkeyPatch) -> Non
     for id in (table, state.get("keep_7").id):
         assert state.dependents(id) == [i for i in state.items if id in dependencies(i)]
     assert len(state.definitions) == 1_600
+
+
+def test_the_paths_ddl_takes_keep_the_lookups_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item added with an id allocated earlier (``with_id``) and a DDL block's stand-in
+    derive the next state's lookups from the previous state's instead of building them again."""
+    from spate.environment import catalog_index
+    from spate.environment.objects import with_id
+
+    state = _with_table(None)
+    table = state.get("t")  # built once
+    builds = 0
+    init = catalog_index.CatalogIndex.__init__
+
+    def counted(self: object, *args: object) -> None:
+        nonlocal builds
+        builds += 1
+        init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_index.CatalogIndex, "__init__", counted)
+    _, id = state.allocate_id()
+    plan = Get(table.id, DESC).project("k")
+    state = with_id(state, ViewItem("v", id, plan), SqlDefinition("CREATE VIEW v AS ...", ()))
+    assert state.get("v").id == id and state.next_id == id.value + 1
+    state, stand_in = state.allocate_id()
+    state = state.with_stand_in(ViewItem("w", stand_in, plan))
+    assert [i.name for i in state.dependents(table.id)] == ["v", "w"]
+    assert builds == 0

@@ -398,6 +398,17 @@ class CatalogState:
     def allocate_id(self) -> tuple[CatalogState, GlobalId]:
         return self._derived(next_id=self.next_id + 1), GlobalId.user(self.next_id)
 
+    def ids_beyond(self, id: GlobalId) -> CatalogState:
+        """The id counter moved beyond ``id`` (an id allocated earlier), if it is not yet."""
+        return self._derived(next_id=max(self.next_id, id.value + 1))
+
+    def with_stand_in(self, item: StoredItem) -> CatalogState:
+        """``item`` appended unvalidated: a stand-in that later statements of a DDL block are
+        planned against (:mod:`spate.environment.sql_ddl_block`), never committed."""
+        if self.find(item.name) is not None:
+            return dataclasses.replace(self, items=(*self.items, item))
+        return self._derived(items=(*self.items, item), added=(item,))
+
     def add_item(self, item: StoredItem, sql: SqlDefinition | None = None) -> CatalogState:
         """``item`` added (with its SQL ``sql``, when made in SQL)."""
         check_name(item.name, kind_of(item))
