@@ -259,3 +259,20 @@ def test_the_paths_ddl_takes_keep_the_lookups_derived(monkeypatch: pytest.Monkey
     state = state.with_stand_in(ViewItem("w", stand_in, plan))
     assert [i.name for i in state.dependents(table.id)] == ["v", "w"]
     assert builds == 0
+
+
+def test_an_item_put_back_in_its_place_is_read_in_catalog_order() -> None:
+    """``CatalogIndex.changed`` with an item removed and added again (a replacement) keeps it
+    in its place among the readers, as the catalog does."""
+    state = _with_table(None)
+    for n in range(3):
+        state = _add_view(f"v{n}", n)(state)
+    table = state.get("t").id
+    index = state._lookups()
+    first = state.get("v0")
+    assert isinstance(first, ViewItem)
+    again = ViewItem("v0", first.id, first.plan.project("k"))
+    changed = index.changed(removed=(first,), added=(again,))
+    assert [i.name for i in changed.readers(table)] == ["v0", "v1", "v2"]
+    assert changed.readers(table)[0] is again
+    assert [i.name for i in index.readers(table)] == ["v0", "v1", "v2"]  # unchanged

@@ -66,9 +66,9 @@ class CatalogIndex(Generic[It, D]):
         return self._definitions.get(id)
 
     def readers(self, id: GlobalId) -> list[It]:
-        """The items that read ``id``, in catalog order."""
-        ids = sorted(self._readers.get(id, ()), key=self._order.__getitem__)
-        return [self._by_id[r] for r in ids]
+        """The items that read ``id``, in catalog order (each reader set is kept in it)."""
+        by_id = self._by_id
+        return [by_id[r] for r in self._readers.get(id, ())]
 
     def changed(
         self,
@@ -100,13 +100,17 @@ class CatalogIndex(Generic[It, D]):
         for i in added:
             new._by_name[i.name] = i
             new._by_id[i.id] = i
-            if i.id in places:
+            if i.id in places:  # back in its place: not last among the readers
                 new._order[i.id] = places[i.id]
+                for x in self._reads(i):
+                    readers = [*new._readers.get(x, {}), i.id]
+                    readers.sort(key=new._order.__getitem__)
+                    new._readers[x] = dict.fromkeys(readers)
             else:
                 new._order[i.id] = new._next
                 new._next += 1
-            for x in self._reads(i):
-                new._readers[x] = {**new._readers.get(x, {}), i.id: None}
+                for x in self._reads(i):
+                    new._readers[x] = {**new._readers.get(x, {}), i.id: None}
         for gid in definitions_removed:
             new._definitions.pop(gid, None)
         for d in definitions_added:
