@@ -12,6 +12,13 @@ runner when ``--postgres URL`` (or ``SPATE_TEST_POSTGRES_URL``) is given; else t
 file's time (measured on this machine by the corpus's own run).
 
     python bench/sqllogictest.py [GLOB ...] [--limit N] [--postgres URL] [--out NAME]
+    python bench/sqllogictest.py --catalog-growth [--rounds N]
+
+``--catalog-growth`` measures what the index/view scripts repeat, against the catalog's size
+instead: rounds of CREATE VIEW, a read of it, the same read of its table, DROP VIEW, with 100
+and then 1,600 other views in the catalog (added in DDL blocks, not timed). It prints the
+median round at each size and their ratio (1.0: a DDL's cost does not grow with the catalog),
+and writes ``bench/results/sqllogictest_catalog_growth.json`` (or ``<OUT>.json``).
 
 GLOBs match file paths below the corpus folder (default: every ``*.test``), run in the order
 the GLOBs are given; ``--limit`` runs only each file's first N records (statements and
@@ -151,13 +158,78 @@ def _write(out: str, limit: int | None, files: dict[str, Any]) -> None:
     write_result(out, {"limit": limit, "totals": totals, "files": files})
 
 
+GROWTH_SIZES = (100, 1_600)
+
+
+def _source_commit(path: Path) -> str:
+    """The commit of the checkout ``path`` is in (the code measured: the runner may be
+    another checkout's), ``+`` if it has uncommitted changes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, cwd=path)
+        return out.stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no", ".")
+    return git("rev-parse", "--short", "HEAD") + ("+" if dirty else "")
+
+
+def catalog_growth(rounds: int) -> dict[str, Any]:
+    """Median seconds of a CREATE VIEW / read / read / DROP VIEW round at each catalog size."""
+    import statistics
+
+    import spate
+
+    medians: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, Environment.open(Path(tmp) / "data") as env:
+        env.sql("CREATE TABLE t(pk INTEGER PRIMARY KEY, a INTEGER, b TEXT)")
+        env.sql("INSERT INTO t VALUES (1, 10, 'x'), (2, 20, 'y'), (3, 30, 'z')")
+        env.sql("CREATE INDEX t_a ON t(a)")
+        kept = 0
+        for size in GROWTH_SIZES:
+            while kept < size:  # one commit per block of 100 views
+                batch = range(kept, min(size, kept + 100))
+                env.sql("BEGIN")
+                for i in batch:
+                    env.sql(f"CREATE VIEW keep_{i} AS SELECT pk, a FROM t WHERE a > {i}")
+                env.sql("COMMIT")
+                kept = batch[-1] + 1
+            times = []
+            for r in range(rounds):
+                started = time.perf_counter()
+                env.sql(f"CREATE VIEW v_{size}_{r} AS SELECT pk, a FROM t WHERE a > {r}")
+                env.sql(f"SELECT pk FROM v_{size}_{r}")
+                env.sql(f"SELECT pk FROM t WHERE a > {r}")
+                env.sql(f"DROP VIEW v_{size}_{r}")
+                times.append(time.perf_counter() - started)
+            medians[str(size)] = statistics.median(times)
+            print(f"catalog of {size} views: median round {1000 * medians[str(size)]:.1f} ms")
+    small, large = (medians[str(s)] for s in GROWTH_SIZES)
+    print(f"ratio {GROWTH_SIZES[1]} / {GROWTH_SIZES[0]} views: {large / small:.2f}")
+    return {
+        "rounds": rounds,
+        "round": "CREATE VIEW, SELECT from it, the same SELECT from its table, DROP VIEW",
+        "median_round_ms": {k: round(1000 * v, 2) for k, v in medians.items()},
+        "ratio": round(large / small, 2),
+        "spate_source": str(Path(spate.__file__).parent),
+        "spate_source_commit": _source_commit(Path(spate.__file__).parent),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("globs", nargs="*", help="file paths below the corpus folder (fnmatch)")
     ap.add_argument("--limit", type=int, default=None, help="run each file's first N records")
     ap.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     ap.add_argument("--out", default="sqllogictest", help="bench/results/<OUT>.json")
+    ap.add_argument("--catalog-growth", action="store_true", help="DDL cost vs catalog size")
+    ap.add_argument("--rounds", type=int, default=30, help="rounds per size (--catalog-growth)")
     args = ap.parse_args()
+    if args.catalog_growth:
+        out = "sqllogictest_catalog_growth" if args.out == "sqllogictest" else args.out
+        write_result(out, catalog_growth(args.rounds))
+        return 0
     # a terminated run closes its environments (and stops their replicas) on the way out
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     corpus = corpus_dir(ROOT)
