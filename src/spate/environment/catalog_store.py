@@ -1,18 +1,27 @@
 """The durable catalog, fenced by the environment's epoch, and readable entry by entry.
 
-The catalog lives in one consensus key as a :class:`CatalogDocument`: the catalog and the epoch
-of the environment that owns it. Opening an environment takes a new epoch and *claims* the
-catalog (one compare-and-set that writes that epoch; an older epoch can never claim it back).
-Every later change is one compare-and-set that also checks the epoch, so the check and the
-commit are the same consensus write: an environment opened again elsewhere fences this one at
-once, and its changes raise :class:`EnvironmentFenced` without changing anything.
+The catalog lives in one consensus key: a :class:`CatalogDocument` (the whole catalog and the
+epoch of the environment that owns it), then one version per change after it
+(:class:`~spate.environment.catalog_change.CatalogChange`: only what the change changed, and the
+epoch that made it); see :class:`CatalogStore`. Opening an environment takes a new epoch and
+*claims* the catalog (one compare-and-set that writes the whole catalog with that epoch; an
+older epoch can never claim it back). Every later change is one compare-and-set at the version
+this environment last read or wrote, whose epoch is its own: if it succeeds, nothing came in
+between, so the check and the commit are the same consensus write. An environment opened again
+elsewhere fences this one at once, and its changes raise :class:`EnvironmentFenced` without
+changing anything.
 
 Catalogs written before the epoch was kept beside them (a bare ``CatalogState``) are read as
-epoch 0 and upgraded by the first claim.
+epoch 0 and upgraded by the first claim; catalogs written whole at every change (before the
+log of changes) are read as their last version.
 
 If the stored catalog cannot be decoded, :class:`CatalogUnreadable` names every entry that
 cannot (its name, kind and why) instead of failing the whole open with a protocol error, and
 :func:`drop_unreadable_entries` repairs the data directory by removing exactly those entries.
+Only a whole catalog can hold such entries (a change is proven to decode before it is
+committed, and an environment that cannot read its catalog writes nothing), and a cleanly closed
+environment leaves its catalog whole (:meth:`CatalogStore.compact`), so the repair reads the
+last version only.
 """
 
 from __future__ import annotations
@@ -331,6 +340,11 @@ def drop_unreadable_entries(
         head = consensus.head(CATALOG_KEY)
         if head is None:
             return []
+        try:
+            CatalogStore(consensus).load()  # the catalog reads (a change at its head, too)
+            return []
+        except CatalogUnreadable:
+            pass
         try:
             decode_document(head.data)
             return []
