@@ -23,6 +23,7 @@ from typing import Final
 
 from spate._decoders import ADDED
 from spate.environment.builtins import IntrospectionItem, builtin, builtin_by_id
+from spate.environment.catalog_index import CatalogIndex
 from spate.environment.definitions import (
     ConnectionEntry,
     Definition,
@@ -297,6 +298,44 @@ class CatalogState:
     """The secrets made in SQL (their values are in the secrets directory)."""
     connections: tuple[ConnectionEntry, ...] = field(default=(), metadata={ADDED: True})
     """The connections made in SQL."""
+    _index: CatalogIndex[StoredItem, Definition] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """The lookups (:mod:`spate.environment.catalog_index`): derived from the previous
+    state's by the transitions that say what they changed, else built when first needed.
+    Not stored (not an ``__init__`` field)."""
+
+    def _lookups(self) -> CatalogIndex[StoredItem, Definition]:
+        index = self._index
+        if index is None:
+            index = CatalogIndex(self.items, self.definitions, dependencies)
+            object.__setattr__(self, "_index", index)
+        return index
+
+    def _derived(
+        self,
+        *,
+        added: tuple[StoredItem, ...] = (),
+        removed: tuple[StoredItem, ...] = (),
+        definitions_added: tuple[Definition, ...] = (),
+        definitions_removed: tuple[GlobalId, ...] = (),
+        **changes: object,
+    ) -> CatalogState:
+        """``dataclasses.replace(self, **changes)`` with its lookups derived from these, given
+        what changed: ``removed`` items removed and ``added`` ones appended (or put back in
+        the place of a removed one with their id), likewise the definitions."""
+        new = dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        if self._index is not None:
+            index = self._index
+            if added or removed or definitions_added or definitions_removed:
+                index = index.changed(
+                    added=added,
+                    removed=removed,
+                    definitions_added=definitions_added,
+                    definitions_removed=definitions_removed,
+                )
+            object.__setattr__(new, "_index", index)
+        return new
 
     # -- lookups ----------------------------------------------------------------------------------
 
@@ -304,9 +343,9 @@ class CatalogState:
         return iter(self.items)
 
     def get(self, name: str) -> Item:
-        for item in self.items:
-            if item.name == name:
-                return item
+        item = self._lookups().item_named(name)
+        if item is not None:
+            return item
         system = builtin(name)
         if system is not None:
             return system
@@ -314,15 +353,15 @@ class CatalogState:
         raise UnknownName(f"unknown object {name!r}; objects: {known}")
 
     def find(self, name: str) -> Item | None:
-        return next((i for i in self.items if i.name == name), None) or builtin(name)
+        return self._lookups().item_named(name) or builtin(name)
 
     def find_id(self, id: GlobalId) -> Item | None:
-        return next((i for i in self.items if i.id == id), None) or builtin_by_id(id)
+        return self._lookups().item(id) or builtin_by_id(id)
 
     def by_id(self, id: GlobalId) -> Item:
-        for item in self.items:
-            if item.id == id:
-                return item
+        item = self._lookups().item(id)
+        if item is not None:
+            return item
         system = builtin_by_id(id)
         if system is not None:
             return system
@@ -336,8 +375,8 @@ class CatalogState:
         raise UnknownName(f"unknown cluster {name!r}; clusters: {known}")
 
     def dependents(self, id: GlobalId) -> list[Item]:
-        """Items that read ``id`` directly."""
-        return [i for i in self.items if id in dependencies(i)]
+        """Items that read ``id`` directly (in catalog order)."""
+        return list(self._lookups().readers(id))
 
     def transitive_dependents(self, id: GlobalId) -> list[Item]:
         """Items that read ``id`` directly or indirectly, dependents after what they read."""
@@ -363,23 +402,38 @@ class CatalogState:
     # -- transitions (pure; validate first) -------------------------------------------------------
 
     def allocate_id(self) -> tuple[CatalogState, GlobalId]:
-        return dataclasses.replace(self, next_id=self.next_id + 1), GlobalId.user(self.next_id)
+        return self._derived(next_id=self.next_id + 1), GlobalId.user(self.next_id)
+
+    def ids_beyond(self, id: GlobalId) -> CatalogState:
+        """The id counter moved beyond ``id`` (an id allocated earlier), if it is not yet."""
+        return self._derived(next_id=max(self.next_id, id.value + 1))
+
+    def with_stand_in(self, item: StoredItem) -> CatalogState:
+        """``item`` appended unvalidated: a stand-in that later statements of a DDL block are
+        planned against (:mod:`spate.environment.sql_ddl_block`), never committed."""
+        if self.find(item.name) is not None:
+            return dataclasses.replace(self, items=(*self.items, item))
+        return self._derived(items=(*self.items, item), added=(item,))
 
     def add_item(self, item: StoredItem, sql: SqlDefinition | None = None) -> CatalogState:
         """``item`` added (with its SQL ``sql``, when made in SQL)."""
         check_name(item.name, kind_of(item))
         self._check_free(item.name)
-        ids = {i.id for i in self.items}
+        lookups = self._lookups()
         for dep in dependencies(item):
-            if dep not in ids and builtin_by_id(dep) is None:
+            if lookups.item(dep) is None and builtin_by_id(dep) is None:
                 raise UnknownName(f"{kind_of(item)} {item.name!r} reads unknown id {dep}")
         if isinstance(item, (MaterializedViewItem, IndexItem)):
             self.cluster(item.cluster)
-        state = dataclasses.replace(self, items=(*self.items, item))
-        if sql is not None:
-            definition = Definition(item.id, sql.create_sql, sql.types)
-            state = dataclasses.replace(state, definitions=(*state.definitions, definition))
-        return state
+        if sql is None:
+            return self._derived(items=(*self.items, item), added=(item,))
+        definition = Definition(item.id, sql.create_sql, sql.types)
+        return self._derived(
+            items=(*self.items, item),
+            definitions=(*self.definitions, definition),
+            added=(item,),
+            definitions_added=(definition,),
+        )
 
     def _check_free(self, name: str) -> None:
         """Raise ``NameExists`` if an item, secret or connection is named ``name`` (they share
@@ -407,11 +461,17 @@ class CatalogState:
 
     def remove_items(self, ids: frozenset[GlobalId]) -> CatalogState:
         """The items ``ids`` removed, with their comments and definitions."""
-        return dataclasses.replace(
-            self,
-            items=tuple(i for i in self.items if i.id not in ids),
+        lookups = self._lookups()
+        doomed = tuple(i for i in map(lookups.item, ids) if i is not None)
+        gone = set(map(id, doomed))  # by identity: cheaper than hashing every item's id
+        definitions = [lookups.definition(i.id) for i in doomed]
+        gone_definitions = {id(d) for d in definitions if d is not None}
+        return self._derived(
+            items=tuple(i for i in self.items if id(i) not in gone),
             comments=tuple(c for c in self.comments if c.id not in ids),
-            definitions=tuple(d for d in self.definitions if d.id not in ids),
+            definitions=tuple(d for d in self.definitions if id(d) not in gone_definitions),
+            removed=doomed,
+            definitions_removed=tuple(d.id for d in definitions if d is not None),
         )
 
     def rename_item(self, name: str, new: str) -> CatalogState:
@@ -445,11 +505,11 @@ class CatalogState:
 
     def definition(self, id: GlobalId) -> Definition | None:
         """The SQL item ``id`` was made with (``None``: not made in SQL)."""
-        return next((d for d in self.definitions if d.id == id), None)
+        return self._lookups().definition(id)
 
     def set_definition(self, id: GlobalId, sql: SqlDefinition | None) -> CatalogState:
         """Item ``id``'s definition set to ``sql`` (``None``: removed)."""
-        if not any(i.id == id for i in self.items):
+        if self._lookups().item(id) is None:
             raise UnknownName(f"no catalog object has id {id}")
         kept = tuple(d for d in self.definitions if d.id != id)
         added = (Definition(id, sql.create_sql, sql.types),) if sql is not None else ()
@@ -464,7 +524,7 @@ class CatalogState:
     def add_secret(self, entry: SecretEntry) -> CatalogState:
         check_name(entry.name, "secret")
         self._check_free(entry.name)
-        return dataclasses.replace(self, secrets=(*self.secrets, entry))
+        return self._derived(secrets=(*self.secrets, entry))
 
     def add_connection(self, entry: ConnectionEntry) -> CatalogState:
         """``entry`` added; the secret it names must exist."""
@@ -472,7 +532,7 @@ class CatalogState:
         self._check_free(entry.name)
         if entry.secret is not None and self.secret(entry.secret) is None:
             raise UnknownName(f"connection {entry.name!r} uses unknown secret {entry.secret!r}")
-        return dataclasses.replace(self, connections=(*self.connections, entry))
+        return self._derived(connections=(*self.connections, entry))
 
     def remove_secret(self, name: str, *, cascade: bool = False) -> CatalogState:
         """Secret ``name`` removed; the connections that use it too with ``cascade``, else
@@ -505,15 +565,15 @@ class CatalogState:
         self.by_id(id)
         kept = tuple(c for c in self.comments if (c.id, c.column) != (id, column))
         added = (Comment(id, column, text),) if text is not None else ()
-        return dataclasses.replace(self, comments=kept + added)
+        return self._derived(comments=kept + added)
 
     def add_cluster(self, name: str) -> tuple[CatalogState, ClusterItem]:
         check_name(name, "cluster")
         if any(c.name == name for c in self.clusters):
             raise NameExists(f"cluster {name!r} already exists")
         cluster = ClusterItem(name, InstanceId(self.next_instance))
-        state = dataclasses.replace(
-            self, clusters=(*self.clusters, cluster), next_instance=self.next_instance + 1
+        state = self._derived(
+            clusters=(*self.clusters, cluster), next_instance=self.next_instance + 1
         )
         return state, cluster
 
@@ -524,8 +584,7 @@ class CatalogState:
             raise NameExists(f"cluster {cluster} already has a replica {name!r}")
         replica = ReplicaItem(name, ReplicaId(self.next_replica))
         updated = dataclasses.replace(c, replicas=(*c.replicas, replica))
-        state = dataclasses.replace(
-            self,
+        state = self._derived(
             clusters=tuple(updated if x.name == cluster else x for x in self.clusters),
             next_replica=self.next_replica + 1,
         )
@@ -535,8 +594,8 @@ class CatalogState:
         c = self.cluster(cluster)
         c.replica(name)
         updated = dataclasses.replace(c, replicas=tuple(r for r in c.replicas if r.name != name))
-        return dataclasses.replace(
-            self, clusters=tuple(updated if x.name == cluster else x for x in self.clusters)
+        return self._derived(
+            clusters=tuple(updated if x.name == cluster else x for x in self.clusters)
         )
 
     def remove_cluster(self, name: str) -> CatalogState:
@@ -546,4 +605,4 @@ class CatalogState:
             raise HasDependents(
                 f"cluster {name} still maintains: {', '.join(i.name for i in users)}"
             )
-        return dataclasses.replace(self, clusters=tuple(c for c in self.clusters if c.name != name))
+        return self._derived(clusters=tuple(c for c in self.clusters if c.name != name))

@@ -1,18 +1,27 @@
 """The durable catalog, fenced by the environment's epoch, and readable entry by entry.
 
-The catalog lives in one consensus key as a :class:`CatalogDocument`: the catalog and the epoch
-of the environment that owns it. Opening an environment takes a new epoch and *claims* the
-catalog (one compare-and-set that writes that epoch; an older epoch can never claim it back).
-Every later change is one compare-and-set that also checks the epoch, so the check and the
-commit are the same consensus write: an environment opened again elsewhere fences this one at
-once, and its changes raise :class:`EnvironmentFenced` without changing anything.
+The catalog lives in one consensus key: a :class:`CatalogDocument` (the whole catalog and the
+epoch of the environment that owns it), then one version per change after it
+(:class:`~spate.environment.catalog_change.CatalogChange`: only what the change changed, and the
+epoch that made it); see :class:`CatalogStore`. Opening an environment takes a new epoch and
+*claims* the catalog (one compare-and-set that writes the whole catalog with that epoch; an
+older epoch can never claim it back). Every later change is one compare-and-set at the version
+this environment last read or wrote, whose epoch is its own: if it succeeds, nothing came in
+between, so the check and the commit are the same consensus write. An environment opened again
+elsewhere fences this one at once, and its changes raise :class:`EnvironmentFenced` without
+changing anything.
 
 Catalogs written before the epoch was kept beside them (a bare ``CatalogState``) are read as
-epoch 0 and upgraded by the first claim.
+epoch 0 and upgraded by the first claim; catalogs written whole at every change (before the
+log of changes) are read as their last version.
 
 If the stored catalog cannot be decoded, :class:`CatalogUnreadable` names every entry that
 cannot (its name, kind and why) instead of failing the whole open with a protocol error, and
 :func:`drop_unreadable_entries` repairs the data directory by removing exactly those entries.
+Only a whole catalog can hold such entries (a change is proven to decode before it is
+committed, and an environment that cannot read its catalog writes nothing), and a cleanly closed
+environment leaves its catalog whole (:meth:`CatalogStore.compact`), so the repair reads the
+last version only.
 """
 
 from __future__ import annotations
@@ -26,8 +35,10 @@ import msgpack
 
 from spate.codec import decode, decode_any
 from spate.environment.catalog import CatalogState
-from spate.environment.durable import DurableDocument
-from spate.errors import ProtocolError, SpateError, UsageError
+from spate.environment.catalog_change import CatalogChange, apply, diff
+from spate.errors import Determinate, ProtocolError, SpateError, UsageError
+from spate.persist.consensus import VersionedData, next_seqno
+from spate.persist.document import checked_encode
 from spate.persist.location import Consensus
 from spate.wire import wire
 
@@ -35,6 +46,11 @@ if TYPE_CHECKING:
     from spate.config import Settings
 
 CATALOG_KEY: Final = "environment/catalog"
+_MAX_ATTEMPTS: Final = 100
+_MAX_CHANGES: Final = 1_000
+"""At most this many changes follow a snapshot."""
+_MIN_SNAPSHOT_BYTES: Final = 64 * 1024
+"""Changes since the last snapshot may total this many bytes even when it is smaller."""
 
 
 class EnvironmentFenced(SpateError, RuntimeError):
@@ -124,48 +140,181 @@ def decode_document(data: bytes) -> CatalogDocument:
 
 
 class CatalogStore:
-    """The catalog of environment ``epoch`` (``None``: read only)."""
+    """The catalog of environment ``epoch`` (``None``: read only).
+
+    The key's versions are a log: a snapshot (:class:`CatalogDocument`, or a bare
+    ``CatalogState`` from before epochs) followed by changes (:class:`CatalogChange`), each
+    committed by one fenced compare-and-set as before. The catalog is the last snapshot with
+    the later changes applied. A change is written instead of the whole catalog while the
+    changes since the last snapshot are smaller in bytes than it (and fewer than
+    ``_MAX_CHANGES``); otherwise the whole catalog is written and the versions before it are
+    truncated. Bytes written and values encoded per change thus depend on what changed, and
+    over any sequence of changes the snapshots cost at most what the changes did (amortised
+    constant per change). The store keeps the state it last read or wrote, and reads only the
+    versions after it.
+    """
 
     def __init__(self, consensus: Consensus, epoch: int | None = None) -> None:
-        self._doc: DurableDocument[CatalogDocument] = DurableDocument(
-            consensus, CATALOG_KEY, CatalogDocument, decoder=decode_document
-        )
+        self._consensus = consensus
         self.epoch = epoch
+        self._seqno: int | None = None
+        self._doc: CatalogDocument | None = None
+        self._snapshot_bytes = 0
+        self._changes = 0
+        self._change_bytes = 0
 
     def load(self) -> CatalogState | None:
-        doc = self._doc.load()
+        doc = self._read()
         return None if doc is None else doc.catalog
 
     def claim(self) -> CatalogState:
-        """Make this environment's epoch the catalog's (at open). Raises ``EnvironmentFenced``
-        if a newer environment already claimed it."""
+        """Make this environment's epoch the catalog's (at open), writing it whole. Raises
+        ``EnvironmentFenced`` if a newer environment already claimed it."""
         epoch = self._require_epoch()
-
-        def claim(doc: CatalogDocument | None) -> CatalogDocument:
-            if doc is None:
-                return CatalogDocument(epoch, CatalogState())
-            if doc.epoch > epoch:
+        for _ in range(_MAX_ATTEMPTS):
+            doc = self._read()
+            if doc is not None and doc.epoch > epoch:
                 raise EnvironmentFenced(epoch, doc.epoch, "opening the environment")
-            return dataclasses.replace(doc, epoch=epoch)
-
-        return self._doc.update(claim).catalog
+            state = CatalogState() if doc is None else doc.catalog
+            if self._commit_snapshot(CatalogDocument(epoch, state)):
+                return state
+        raise Determinate(f"consensus key {CATALOG_KEY}: gave up after {_MAX_ATTEMPTS} CaS")
 
     def update(self, fn: Callable[[CatalogState | None], CatalogState]) -> CatalogState:
         """Commit ``fn(current)`` if this environment still owns the catalog (one CaS)."""
         epoch = self._require_epoch()
-
-        def change(doc: CatalogDocument | None) -> CatalogDocument:
+        doc = self._doc if self._seqno is not None else self._read()
+        for _ in range(_MAX_ATTEMPTS):
             current = 0 if doc is None else doc.epoch
             if current != epoch:
                 raise EnvironmentFenced(epoch, current, "changing the catalog")
-            return CatalogDocument(epoch, fn(None if doc is None else doc.catalog))
+            new = fn(None if doc is None else doc.catalog)
+            if doc is None or self._snapshot_due():
+                committed = self._commit_snapshot(CatalogDocument(epoch, new))
+            else:
+                committed = self._commit_change(doc.catalog, new, epoch)
+            if committed:
+                return new
+            doc = self._read()  # someone else committed: read what they did and retry
+        raise Determinate(f"consensus key {CATALOG_KEY}: gave up after {_MAX_ATTEMPTS} CaS")
 
-        return self._doc.update(change).catalog
+    def compact(self) -> None:
+        """Write the catalog whole if changes follow its last snapshot (so that the next open
+        reads one version). Raises ``EnvironmentFenced`` like :meth:`update`."""
+        epoch = self._require_epoch()
+        for _ in range(_MAX_ATTEMPTS):
+            doc = self._read()
+            if doc is None or self._changes == 0:
+                return
+            if doc.epoch != epoch:
+                raise EnvironmentFenced(epoch, doc.epoch, "changing the catalog")
+            if self._commit_snapshot(CatalogDocument(epoch, doc.catalog)):
+                return
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _snapshot_due(self) -> bool:
+        return self._changes >= _MAX_CHANGES or self._change_bytes > max(
+            self._snapshot_bytes, _MIN_SNAPSHOT_BYTES
+        )
+
+    def _commit_change(self, old: CatalogState, new: CatalogState, epoch: int) -> bool:
+        change = diff(old, new, epoch=epoch)
+        if apply(old, change) != new:  # not expressible as a change: write it whole
+            return self._commit_snapshot(CatalogDocument(epoch, new))
+        data = checked_encode(CATALOG_KEY, change, CatalogChange)
+        if not self._consensus.compare_and_set(CATALOG_KEY, self._seqno, data):
+            return False
+        self._seqno = next_seqno(self._seqno)
+        self._doc = CatalogDocument(epoch, new)
+        self._changes += 1
+        self._change_bytes += len(data)
+        return True
+
+    def _commit_snapshot(self, doc: CatalogDocument) -> bool:
+        data = checked_encode(CATALOG_KEY, doc, CatalogDocument)
+        if not self._consensus.compare_and_set(CATALOG_KEY, self._seqno, data):
+            return False
+        self._seqno = next_seqno(self._seqno)
+        self._doc = doc
+        self._snapshot_bytes, self._changes, self._change_bytes = len(data), 0, 0
+        if self._seqno > 0:
+            self._consensus.truncate(CATALOG_KEY, self._seqno)
+        return True
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read(self) -> CatalogDocument | None:
+        """The committed catalog: the versions after the one this store holds, applied to it
+        (all versions from the last snapshot when it holds none, or they were truncated)."""
+        head = self._consensus.head(CATALOG_KEY)
+        if head is None:
+            self._seqno, self._doc = None, None
+            self._snapshot_bytes, self._changes, self._change_bytes = 0, 0, 0
+            return None
+        if self._seqno is not None and head.seqno == self._seqno:
+            return self._doc
+        if self._seqno is not None and head.seqno > self._seqno:
+            newer = self._consensus.scan(CATALOG_KEY, self._seqno + 1, head.seqno - self._seqno)
+            if newer and newer[-1].seqno == head.seqno and newer[0].seqno == self._seqno + 1:
+                return self._replay(newer, self._doc)
+        return self._replay(self._all_versions(), None)
+
+    def _all_versions(self) -> list[VersionedData]:
+        out: list[VersionedData] = []
+        while True:
+            page = self._consensus.scan(
+                CATALOG_KEY, out[-1].seqno + 1 if out else 0, _MAX_CHANGES + 1
+            )
+            out += page
+            if len(page) <= _MAX_CHANGES:
+                return out
+
+    def _replay(
+        self, versions: list[VersionedData], doc: CatalogDocument | None
+    ) -> CatalogDocument | None:
+        """``doc`` with ``versions`` (consecutive, following it) applied; only the versions
+        from the last snapshot among them on are decoded."""
+        decoded: list[tuple[VersionedData, CatalogDocument | CatalogChange]] = []
+        for v in reversed(versions):
+            value = _decode_version(v.data)
+            decoded.append((v, value))
+            if isinstance(value, CatalogDocument):
+                break
+        decoded.reverse()
+        if not isinstance(decoded[0][1], CatalogDocument) and doc is None:
+            raise CatalogUnreadable([], "the catalog's versions hold no snapshot")
+        for v, value in decoded:
+            if isinstance(value, CatalogDocument):
+                doc = value
+                self._snapshot_bytes, self._changes, self._change_bytes = len(v.data), 0, 0
+            else:
+                assert doc is not None
+                doc = CatalogDocument(value.epoch, apply(doc.catalog, value))
+                self._changes += 1
+                self._change_bytes += len(v.data)
+        self._seqno, self._doc = versions[-1].seqno, doc
+        return doc
 
     def _require_epoch(self) -> int:
         if self.epoch is None:
             raise UsageError("this catalog was opened read only")
         return self.epoch
+
+
+def _decode_version(data: bytes) -> CatalogDocument | CatalogChange:
+    """One stored version: a change, or a snapshot (of any format this version reads)."""
+    try:
+        value = decode_any(data)
+    except ProtocolError:
+        return decode_document(data)  # raises CatalogUnreadable, naming the entries
+    if isinstance(value, CatalogChange):
+        return value
+    if isinstance(value, CatalogDocument):
+        return value
+    if isinstance(value, CatalogState):
+        return CatalogDocument(0, value)
+    raise CatalogUnreadable([], f"a catalog version holds a {type(value).__name__}")
 
 
 def drop_unreadable_entries(
@@ -191,6 +340,11 @@ def drop_unreadable_entries(
         head = consensus.head(CATALOG_KEY)
         if head is None:
             return []
+        try:
+            CatalogStore(consensus).load()  # the catalog reads (a change at its head, too)
+            return []
+        except CatalogUnreadable:
+            pass
         try:
             decode_document(head.data)
             return []

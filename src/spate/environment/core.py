@@ -40,6 +40,7 @@ from spate.environment.oracle import TimestampOracle
 from spate.environment.runtime import STORAGE_INSTANCE, Runtime
 from spate.environment.services import layout_of
 from spate.environment.webhook import legacy
+from spate.errors import SpateError
 from spate.ids import IdGen, SystemIdGen
 from spate.orchestrator.process import ProcessOrchestrator
 from spate.orchestrator.supervisor import Supervisor
@@ -161,4 +162,8 @@ async def close_runtime(rt: Runtime, *, stop_replicas: bool) -> None:
     rt.compute.shutdown()
     await rt.storage.shutdown()
     await rt.orchestrator.close(stop_services=stop_replicas)
+    try:  # the next open then reads the catalog as one version
+        await asyncio.to_thread(rt.catalog_doc.compact)
+    except SpateError as e:  # fenced, or consensus unreachable: the changes are durable anyway
+        _log.info("catalog not compacted at close: %s", e)
     await asyncio.to_thread(rt.persist.close)

@@ -101,8 +101,7 @@ def with_id(
 ) -> CatalogState:
     """Add ``item`` (whose id was allocated earlier), with its SQL ``sql`` if it was made in
     SQL, and keep the id counter beyond it."""
-    state = state.add_item(item, sql)
-    return dataclasses.replace(state, next_id=max(state.next_id, item.id.value + 1))
+    return state.add_item(item, sql).ids_beyond(item.id)
 
 
 def check_plan(rt: Runtime, plan: RelationExpr) -> None:

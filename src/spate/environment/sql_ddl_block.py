@@ -26,7 +26,6 @@ first of its block.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 
 from spate.environment.catalog import (
@@ -107,7 +106,7 @@ def _add(
     item = make(id)
     if definition is not None:
         return state.add_item(item, definition)
-    return dataclasses.replace(state, items=(*state.items, item))
+    return state.with_stand_in(item)
 
 
 def _index(state: CatalogState, stmt: st.CreateIndex) -> CatalogState:
@@ -118,7 +117,7 @@ def _index(state: CatalogState, stmt: st.CreateIndex) -> CatalogState:
     key = tuple(desc.names.index(k) for k in stmt.key) if desc is not None else ()
     state, id = state.allocate_id()
     item = IndexItem(stmt.name, id, on.id, key, stmt.cluster or "")
-    return dataclasses.replace(state, items=(*state.items, item))
+    return state.with_stand_in(item)
 
 
 def _drop(state: CatalogState, names: Sequence[str]) -> CatalogState:

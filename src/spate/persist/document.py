@@ -36,6 +36,21 @@ class UnreadableDocument(SpateError, ValueError):
     written by an incompatible version of spate. Names the key and the version."""
 
 
+def checked_encode(key: str, value: object, cls: type) -> bytes:
+    """``value`` encoded for consensus key ``key``, once it is proven to decode back to itself
+    as a ``cls`` (:class:`UndecodableValue` otherwise)."""
+    try:
+        data = encode(value)
+        back: object = decode(data, cls)
+    except (ProtocolError, TypeError, ValueError, OverflowError) as e:
+        raise UndecodableValue(
+            f"refusing to store {key}: the new value would not read back: {e}"
+        ) from None
+    if back != value:
+        raise UndecodableValue(f"refusing to store {key}: the new value reads back differently")
+    return data
+
+
 class DurableDocument(Generic[T]):
     """The value of consensus key ``key``, typed ``cls`` (a ``@wire`` type), with CaS updates.
     ``decoder`` (default: decode as ``cls``) reads a stored version."""
@@ -80,19 +95,7 @@ class DurableDocument(Generic[T]):
         return self._value
 
     def _encode(self, value: T) -> bytes:
-        """``value`` encoded, once it is proven to decode back to itself."""
-        try:
-            data = encode(value)
-            back = decode(data, self._cls)
-        except (ProtocolError, TypeError, ValueError, OverflowError) as e:
-            raise UndecodableValue(
-                f"refusing to store {self._key}: the new value would not read back: {e}"
-            ) from None
-        if back != value:
-            raise UndecodableValue(
-                f"refusing to store {self._key}: the new value reads back differently"
-            )
-        return data
+        return checked_encode(self._key, value, self._cls)
 
     def update(self, fn: Callable[[T | None], T]) -> T:
         """Commit ``fn(current)``; retried on contention. ``fn`` must be pure."""
