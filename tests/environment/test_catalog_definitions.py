@@ -13,6 +13,7 @@ from spate.environment.catalog import (
     CatalogState,
     HasDependents,
     NameExists,
+    SinkItem,
     TableItem,
     UnknownName,
     ViewItem,
@@ -24,9 +25,11 @@ from spate.environment.definitions import (
     SecretEntry,
     SqlDefinition,
 )
+from spate.errors import ConnectionInUse
 from spate.ids import GlobalId
 from spate.plan.relation import Get
 from spate.protocol.secret import SecretRef
+from spate.protocol.storage_desc import ParquetSinkConnection
 from spate.repr import INT64, RelationDesc
 
 DESC = RelationDesc.of(("a", INT64, False))
@@ -111,3 +114,49 @@ def test_the_fields_round_trip_and_an_older_catalog_decodes_without_them() -> No
     assert old.catalog.items == state.items
     assert (old.catalog.definitions, old.catalog.secrets, old.catalog.connections) == ((), (), ())
     assert old.catalog.definition(GlobalId.user(1)) is None
+
+
+def _sink_with_connection() -> CatalogState:
+    state = _table_and_view().add_connection(ConnectionEntry("pg", "", "postgres", ()))
+    state, id = state.allocate_id()
+    sink = SinkItem("out", id, GlobalId.user(1), ParquetSinkConnection("/tmp/never-written"))
+    create = "CREATE SINK out FROM t INTO POSTGRES CONNECTION pg (TABLE 'o')"
+    return state.add_item(sink, SqlDefinition(create, connection="pg"))
+
+
+def test_a_connection_a_sink_uses_is_not_dropped_until_the_sink_is() -> None:
+    state = _sink_with_connection()
+    with pytest.raises(ConnectionInUse, match='cannot drop connection "pg": out uses it') as e:
+        state.remove_connection("pg")
+    assert e.value.sqlstate == "2BP01"
+    without = state.remove_items(frozenset({state.get("out").id}))
+    assert without.remove_connection("pg").connections == ()
+
+
+def test_a_secret_dropped_with_cascade_cannot_take_a_connection_in_use_along() -> None:
+    state = CatalogState().add_secret(SecretEntry("s", "", SecretRef("s-1")))
+    state = state.add_connection(ConnectionEntry("pg", "", "postgres", (), "s"))
+    state, t = state.allocate_id()
+    state = state.add_item(TableItem("t", t, DESC))
+    state, id = state.allocate_id()
+    sink = SinkItem("out", id, t, ParquetSinkConnection("/tmp/never-written"))
+    state = state.add_item(sink, SqlDefinition("CREATE SINK out …", connection="pg"))
+    with pytest.raises(ConnectionInUse):
+        state.remove_secret("s", cascade=True)
+
+
+def test_an_item_made_with_a_connection_that_is_gone_is_refused() -> None:
+    state, id = _table_and_view().allocate_id()
+    sink = SinkItem("out", id, GlobalId.user(1), ParquetSinkConnection("/tmp/never-written"))
+    with pytest.raises(UnknownName, match="uses unknown connection 'pg'"):
+        state.add_item(sink, SqlDefinition("CREATE SINK out …", connection="pg"))
+
+
+def test_a_definition_keeps_its_connection_through_encoding_and_renames() -> None:
+    state = _sink_with_connection()
+    doc = CatalogDocument(3, state)
+    assert decode(encode(doc), CatalogDocument) == doc
+    renamed = state.rename_item("out", "out2")
+    assert renamed.definition(renamed.get("out2").id).connection == "pg"  # type: ignore[union-attr]
+    with pytest.raises(ConnectionInUse, match="out2 uses it"):
+        renamed.remove_connection("pg")

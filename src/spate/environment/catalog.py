@@ -31,6 +31,7 @@ from spate.environment.definitions import (
     SqlDefinition,
 )
 from spate.errors import CatalogError as CatalogError
+from spate.errors import ConnectionInUse
 from spate.errors import HasDependents as HasDependents
 from spate.errors import InvalidName as InvalidName
 from spate.errors import NameExists as NameExists
@@ -427,7 +428,11 @@ class CatalogState:
             self.cluster(item.cluster)
         if sql is None:
             return self._derived(items=(*self.items, item), added=(item,))
-        definition = Definition(item.id, sql.create_sql, sql.types)
+        if sql.connection is not None and self.connection(sql.connection) is None:
+            raise UnknownName(
+                f"{kind_of(item)} {item.name!r} uses unknown connection {sql.connection!r}"
+            )
+        definition = Definition(item.id, sql.create_sql, sql.types, sql.connection)
         return self._derived(
             items=(*self.items, item),
             definitions=(*self.definitions, definition),
@@ -512,7 +517,9 @@ class CatalogState:
         if self._lookups().item(id) is None:
             raise UnknownName(f"no catalog object has id {id}")
         kept = tuple(d for d in self.definitions if d.id != id)
-        added = (Definition(id, sql.create_sql, sql.types),) if sql is not None else ()
+        added = (
+            (Definition(id, sql.create_sql, sql.types, sql.connection),) if sql is not None else ()
+        )
         return dataclasses.replace(self, definitions=kept + added)
 
     def secret(self, name: str) -> SecretEntry | None:
@@ -544,6 +551,8 @@ class CatalogState:
             raise HasDependents(
                 f'cannot drop secret "{name}": connection {", ".join(users)} uses it'
             )
+        for user in users:  # the connections go too: not while a source or sink uses one
+            self._check_unused(user)
         return dataclasses.replace(
             self,
             secrets=tuple(s for s in self.secrets if s.name != name),
@@ -551,11 +560,22 @@ class CatalogState:
         )
 
     def remove_connection(self, name: str) -> CatalogState:
+        """Connection ``name`` removed; refused (``ConnectionInUse``) while a source or sink
+        made with it exists."""
         if self.connection(name) is None:
             raise UnknownName(f"unknown connection {name!r}")
+        self._check_unused(name)
         return dataclasses.replace(
             self, connections=tuple(c for c in self.connections if c.name != name)
         )
+
+    def _check_unused(self, connection: str) -> None:
+        users = [self.by_id(d.id).name for d in self.definitions if d.connection == connection]
+        if users:
+            raise ConnectionInUse(
+                f'cannot drop connection "{connection}": {", ".join(sorted(users))}'
+                f" {'uses' if len(users) == 1 else 'use'} it"
+            )
 
     def comment(self, id: GlobalId, column: int | None) -> str | None:
         return next((c.text for c in self.comments if c.id == id and c.column == column), None)

@@ -32,6 +32,9 @@ class SqlDefinition:
 
     create_sql: str
     types: tuple[str, ...] = ()
+    connection: str | None = None
+    """The SQL connection (``CREATE CONNECTION``) a source or sink was made with: DROP
+    CONNECTION refuses to drop it while they exist."""
 
 
 @wire("catalog.definition")
@@ -43,6 +46,7 @@ class Definition:
     id: GlobalId
     create_sql: str
     types: tuple[str, ...] = ()
+    connection: str | None = None
 
 
 @wire("catalog.secret")

@@ -20,7 +20,7 @@ from spate.environment.definitions import (
     SqlDefinition,
     secret_value,
 )
-from spate.errors import HasDependents
+from spate.errors import ConnectionInUse, HasDependents
 from spate.protocol.mysql import MySqlSource, mysql_connection_settings
 from spate.protocol.secret import Secret
 from spate.protocol.storage_desc import (
@@ -52,7 +52,8 @@ def create_external(env: EnvironmentOperations, stmt: st.Statement) -> None:
         )
         env._commit_catalog(lambda s: s.add_connection(entry))
         return
-    definition = SqlDefinition(stmt.sql)
+    assert isinstance(stmt, (st.CreateSource, st.CreateSink))
+    definition = SqlDefinition(stmt.sql, connection=stmt.connection)
     if isinstance(stmt, st.CreateSource) and stmt.kind == "webhook":
         assert stmt.desc is not None  # a webhook source is a collection the environment writes
         env._run(
@@ -87,7 +88,8 @@ def _create_secret(env: EnvironmentOperations, stmt: st.CreateSecret) -> None:
 
 def drop_external(env: EnvironmentOperations, stmt: st.DropObjects) -> None:
     """``DROP SECRET`` or ``DROP CONNECTION`` of ``stmt.names`` (a secret in use by a
-    connection only with CASCADE, which drops the connection too), in one catalog commit."""
+    connection only with CASCADE, which drops the connection too), in one catalog commit. A
+    connection a source or sink uses is not dropped, with CASCADE neither (0A000)."""
     names = list(stmt.names)
     state = env.runtime.catalog
     refs = [e.reference for e in state.secrets if e.name in names] if stmt.kind == "secret" else []
@@ -103,7 +105,14 @@ def drop_external(env: EnvironmentOperations, stmt: st.DropObjects) -> None:
     try:
         change(state)
     except HasDependents as e:
-        raise SqlError(str(e), sqlstate="2BP01") from None
+        if not isinstance(e, ConnectionInUse):  # a secret a connection uses
+            raise SqlError(str(e), sqlstate="2BP01") from None
+        # CASCADE does not drop sources and sinks: they are stopped by their own DROP
+        raise SqlError(
+            str(e),
+            sqlstate="0A000" if stmt.cascade else "2BP01",
+            hint="Drop the sources and sinks that use it first.",
+        ) from None
     env._commit_catalog(change)
     secrets = env.runtime.layout.secrets()
     for ref in refs:  # the values, once no committed entry names them

@@ -36,6 +36,10 @@ class HasDependents(CatalogError, ValueError):
     sqlstate = "2BP01"
 
 
+class ConnectionInUse(HasDependents):
+    """Dropping a connection (``CREATE CONNECTION``) that a source or sink was made with."""
+
+
 class InvalidName(CatalogError, ValueError):
     """A name that is not an identifier (a letter or '_', then letters, digits or '_')."""
 
