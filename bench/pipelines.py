@@ -90,12 +90,14 @@ def _customers(root: Path, n: int) -> None:
     )
 
 
-def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+def _timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, str]:
+    """The wall time of ``cmd`` and the last line it printed."""
     t = time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if proc.returncode:
         raise SystemExit(f"{cmd[:4]} failed: {(proc.stdout + proc.stderr)[-2000:]}")
-    return time.perf_counter() - t
+    lines = proc.stdout.strip().splitlines()
+    return time.perf_counter() - t, lines[-1] if lines else ""
 
 
 def main() -> None:
@@ -113,6 +115,7 @@ def main() -> None:
         help="record latency marks during serve and print where each file's rows waited",
     )
     args = ap.parse_args()
+    load_start = os.getloadavg()[0]  # the machine may be shared: the figures say how much
     paid = 0
     with tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp:
         roots = {e: Path(tmp) / e for e in ("spate", "spark")}
@@ -145,12 +148,14 @@ def main() -> None:
                                     args.change_rows, args.customers)  # fmt: skip
                     paid += n
                     next_id += args.change_rows
-                spate_times.append(_timed(spate_cmd, roots["spate"], spate_env))
+                took, said = _timed(spate_cmd, roots["spate"], spate_env)
+                spate_times.append(took)
+                print(f"  {said}")  # spate's phases
                 if not args.skip_spark:
                     # No metastore: each run starts with an empty catalog and Spark refuses a
                     # managed table over an existing location (it recomputes them in full).
                     shutil.rmtree(roots["spark"] / "spark-warehouse", ignore_errors=True)
-                    spark_times.append(_timed(spark_cmd, roots["spark"], spark_env))
+                    spark_times.append(_timed(spark_cmd, roots["spark"], spark_env)[0])
                 line = f"run {r}: spate {spate_times[-1]:.1f} s"
                 if spark_times:
                     line += f", spark-pipelines {spark_times[-1]:.1f} s"
@@ -169,6 +174,7 @@ def main() -> None:
         "spate_first_s": round(spate_times[0], 2),
         "spate_round_s": [round(t, 2) for t in spate_times[1:]],
         **freshness,
+        "load_average_1min": [round(load_start, 1), round(os.getloadavg()[0], 1)],
     }
     if spark_times:
         figures |= {

@@ -147,3 +147,23 @@ def test_a_stop_between_write_and_record_resumes_exactly(
     assert sync_input(env, inp, resumed) == Synced(files=rows // 3, rows=rows)
     assert _rows(env, inp) == [("a.parquet", 3), ("a.parquet", 4), ("a.parquet", 5)]
     assert FileFrontier(tmp_path).pending(inp.table) == []
+
+
+def test_reading_a_parquet_input_imports_neither_pandas_nor_pyspark(tmp_path: Path) -> None:
+    """A later run reads a few files and the inputs' schemas: neither needs pandas (which
+    ``pyarrow.dataset`` imports) nor pyspark, each most of a second of the run's start."""
+    import subprocess
+    import sys
+
+    _write(tmp_path, "a.parquet", [1, 2])
+    code = (
+        "import sys\n"
+        "from spate.pipelines.inputs import FileInput\n"
+        f"inp = FileInput('t', 'parquet', {str(tmp_path)!r})\n"
+        "assert inp.read('a.parquet').num_rows == 2\n"
+        "print(sorted(m for m in ('pandas', 'pyspark', 'pyarrow.dataset') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"

@@ -98,7 +98,9 @@ def _opt(options: dict[str, str], key: str) -> bool:
 def _read(inp: FileInput, path: Path, *, schema: pa.Schema | None = None) -> pa.Table:
     opts = {k.lower(): v for k, v in inp.options.items()}
     if inp.format == "parquet":
-        table = pq.read_table(path)
+        # one file: ParquetFile reads it as read_table does, without pyarrow.dataset (whose
+        # import brings pandas' in: most of a run's definitions phase)
+        table = pq.ParquetFile(path).read()
     elif inp.format == "csv":
         header = _opt(opts, "header")
         infer = _opt(opts, "inferSchema")

@@ -37,13 +37,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
-from spate.plan.expr import ColumnRef
 from spate.render.layout import col_name, data_names, internal_schema
-from spate.render.operators.driver_reduce import signed_changes
+from spate.render.operators.driver_reduce import (
+    counts_rows,
+    signed_changes,
+    value_column,
+)
 from spate.render.operators.driver_reduce import supported as driver_supported
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-from spate.repr.types import ScalarKind
+from spate.repr.types import ScalarKind, ScalarType
 
 K = ScalarKind
 F_ = AggregateFunc
@@ -61,16 +64,22 @@ def supported(
     out_desc: RelationDesc,
 ) -> bool:
     """Whether a reduce can keep accumulators: :mod:`.driver_reduce` computes it, and its
-    sums are int64 and averages float64 (so this layout gives them exactly)."""
+    sums are int64 (or a numeric every int64 fits in: the Spark dialect's sum of a ``bigint``)
+    and averages float64 (so this layout gives them exactly)."""
     if not driver_supported(key, aggregates, in_desc):
         return False
     for agg, column in zip(aggregates, out_desc.columns[len(key) :], strict=True):
         kind = column.type.kind
-        if agg.func is F_.SUM and kind is not K.INT64:
+        if agg.func is F_.SUM and kind is not K.INT64 and not _whole_numeric(column.type):
             return False
         if agg.func is F_.AVG and kind is not K.FLOAT64:
             return False
     return True
+
+
+def _whole_numeric(t: ScalarType) -> bool:
+    """A numeric of scale 0 that holds every int64 (at least 19 digits)."""
+    return t.kind is K.NUMERIC and t.scale == 0 and (t.precision or 0) >= 19
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +98,11 @@ class Layout:
     def value(self, i: int) -> str | None:
         """The input column aggregate ``i`` reads (``None``: ``count(*)``)."""
         agg = self.aggregates[i]
-        if agg.is_count_star():
+        if counts_rows(agg):
             return None
-        assert isinstance(agg.expr, ColumnRef)
-        return col_name(agg.expr.index)
+        index = value_column(agg, self.in_desc)
+        assert index is not None
+        return col_name(index)
 
     @property
     def in_schema(self) -> pa.Schema:

@@ -10,10 +10,13 @@ accumulated at every time of ``T``, and each output row ``+1`` at ``_from``, ``-
 columns (:mod:`spate.render.aggregates`) do:
 
 * keys of bool, int64, text, date or timestamp columns, never NULL in the rows given;
-* aggregates over an input column (or ``count(*)``), not ``DISTINCT``: ``count``; ``sum`` and
-  ``avg`` of int64 (``Σ v·m`` exact: a product beyond int64 falls back; the average is Python's
-  correctly rounded ``int / int``); ``min`` and ``max`` of bool, int64, text (pyarrow and Spark
-  both order UTF-8 by bytes, which is code-point order), date or timestamp.
+* aggregates over an input column (or ``count(*)``, or ``count`` of a non-NULL literal, which
+  counts the rows as ``count(*)`` does), not ``DISTINCT``: ``count``; ``sum`` and ``avg`` of
+  int64 (``Σ v·m`` exact: a product beyond int64 falls back; the average is Python's correctly
+  rounded ``int / int``); ``sum`` of an int64 column cast to ``numeric(p, 0)`` with ``p >= 19``
+  (how the Spark dialect sums a ``bigint``: every int64 is such a numeric unchanged, so the sum
+  is the same exact ``Σ v·m``, as a numeric); ``min`` and ``max`` of bool, int64, text (pyarrow
+  and Spark both order UTF-8 by bytes, which is code-point order), date or timestamp.
 
 Anything else, and any group with a negative multiplicity or a sum beyond int64 (evaluation
 errors, which Spark raises with their messages), returns ``None``: the caller takes the Spark
@@ -32,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
-from spate.plan.expr import ColumnRef
+from spate.plan.expr import Cast, ColumnRef, Literal
 from spate.render.layout import col_name, data_names, internal_schema
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
@@ -48,6 +51,34 @@ _M: Final = "_m"
 _EXACT: Final = pa.decimal128(38, 0)
 
 
+def counts_rows(agg: AggregateExpr) -> bool:
+    """Whether ``agg`` is the group's row count: ``count(*)``, or ``count`` of a literal that
+    is not NULL (``count(1)``), not ``DISTINCT``."""
+    if agg.func is not AggregateFunc.COUNT or agg.distinct:
+        return False
+    return agg.is_count_star() or (isinstance(agg.expr, Literal) and agg.expr.value is not None)
+
+
+def value_column(agg: AggregateExpr, in_desc: RelationDesc) -> int | None:
+    """The input column whose values ``agg`` aggregates as they are: a column, or for ``sum``
+    an int64 column cast to ``numeric(p, 0)`` with ``p >= 19`` (module docs); ``None`` for any
+    other expression."""
+    e = agg.expr
+    if isinstance(e, ColumnRef):
+        return e.index
+    if (
+        agg.func is AggregateFunc.SUM
+        and isinstance(e, Cast)
+        and isinstance(e.expr, ColumnRef)
+        and e.type.kind is K.NUMERIC
+        and e.type.scale == 0
+        and (e.type.precision or 0) >= 19
+        and in_desc.columns[e.expr.index].type.kind is K.INT64
+    ):
+        return e.expr.index
+    return None
+
+
 def supported(
     key: Sequence[int], aggregates: Sequence[AggregateExpr], in_desc: RelationDesc
 ) -> bool:
@@ -57,11 +88,12 @@ def supported(
     for agg in aggregates:
         if agg.distinct:
             return False
-        if agg.is_count_star():
+        if counts_rows(agg):
             continue
-        if not isinstance(agg.expr, ColumnRef):
+        index = value_column(agg, in_desc)
+        if index is None:
             return False
-        kind = in_desc.columns[agg.expr.index].type.kind
+        kind = in_desc.columns[index].type.kind
         f = agg.func
         if f is AggregateFunc.COUNT:
             continue
@@ -108,12 +140,13 @@ def reduce_on_driver(
     for i, agg in enumerate(aggregates):
         name = f"_a{i}"
         f = agg.func
-        if agg.is_count_star():
+        if counts_rows(agg):
             columns[name] = m
             specs.append((name, "sum"))
             continue
-        assert isinstance(agg.expr, ColumnRef)
-        v = groups.column(col_name(agg.expr.index))
+        index = value_column(agg, in_desc)
+        assert index is not None
+        v = groups.column(col_name(index))
         if f is AggregateFunc.COUNT:
             columns[name] = pc.if_else(pc.is_null(v), 0, m)
             specs.append((name, "sum"))
@@ -134,10 +167,15 @@ def reduce_on_driver(
     by = [*keys, *carried]
     out = pa.table(columns).group_by(by, use_threads=False).aggregate(specs)
     values: list[pa.Array | pa.ChunkedArray] = []
+    n_keys = len(key)
     for i, agg in enumerate(aggregates):
         total = out.column(f"_a{i}_{specs_of(specs, f'_a{i}')}")
         if i in avgs:
             values.append(_average(total, out.column(f"_a{i}_n_sum")))
+        elif agg.func is AggregateFunc.SUM and out_desc.columns[n_keys + i].type.kind is K.NUMERIC:
+            if not _fits(total, out_desc.columns[n_keys + i].type.precision):
+                return None  # beyond the numeric's digits: Spark raises the overflow
+            values.append(total)
         elif agg.func is AggregateFunc.SUM:
             try:
                 values.append(total.cast(pa.int64()))
@@ -148,6 +186,13 @@ def reduce_on_driver(
         else:
             values.append(total)
     return signed_changes(out, keys, values, out_desc)
+
+
+def _fits(total: pa.ChunkedArray, precision: int | None) -> bool:
+    """Whether every sum of ``total`` (decimal128(38, 0)) has at most ``precision`` digits."""
+    digits = 38 if precision is None else precision
+    bound = 10**digits - 1
+    return all(v is None or -bound <= int(v) <= bound for v in total.to_pylist())
 
 
 def specs_of(specs: list[tuple[str, str]], name: str) -> str:

@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.aggregate import AggregateFunc
-from spate.plan.expr import ColumnRef
 from spate.render.batch import Batch, Lazy
 from spate.render.layout import internal_schema
 from spate.render.operators.accumulators import ROWS, Layout, Unfoldable, state_of, values_of
+from spate.render.operators.driver_reduce import value_column
 from spate.render.operators.reduce_state import ReduceState
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, Column, RelationDesc
 from spate.repr.types import INT64, numeric
@@ -47,9 +47,9 @@ _SAFE: Final = 2**62
 def _nullable(layout: Layout, i: int) -> bool:
     """Whether aggregate ``i`` reads a nullable column (else its ``_n`` is ``_rows``, not
     aggregated)."""
-    agg = layout.aggregates[i]
-    assert isinstance(agg.expr, ColumnRef)
-    return layout.in_desc.columns[agg.expr.index].nullable
+    index = value_column(layout.aggregates[i], layout.in_desc)
+    assert index is not None
+    return layout.in_desc.columns[index].nullable
 
 
 def _state_desc(layout: Layout) -> tuple[RelationDesc, list[str]]:

@@ -1,7 +1,9 @@
 """Stateless operators: each output update is a function of one input update, at its time.
 
 Get, Constant, Map, Filter (ordinary predicates), Project, FlatMap, Negate, Union, ArrangeBy.
-They compose into one Spark plan per step and never materialize anything themselves.
+They compose into one Spark plan per step and never materialize anything themselves. Project
+and Filter over a delta already on the driver (an import's updates) compute it there, with
+pyarrow, so that a step that needs no other Spark work runs no Spark job.
 """
 
 from __future__ import annotations
@@ -9,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+
 from spate.ids import GlobalId
 from spate.plan.expr import ScalarExpr
+from spate.plan.relation import Filter, Get
 from spate.plan.table_func import TableFunc
-from spate.render.batch import Lazy
+from spate.render.batch import Batch, Lazy
 from spate.render.layout import col_name, data_names
 from spate.render.operators.node import ColumnMemo, Node, StepContext, scalar
 from spate.repr.arrow import updates_to_table
@@ -21,6 +27,11 @@ from spate.repr.types import Row
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
+
+    from spate.plan.evaluation.vectorized import CompiledPlan
+
+_DRIVER_INPUT = GlobalId.transient(0)
+"""The input id of a filter's predicates compiled for the driver."""
 
 
 def internal_columns(columns: list[Column]) -> list[Column]:
@@ -142,6 +153,9 @@ class FilterNode:
     predicates: tuple[ScalarExpr, ...]
     desc: RelationDesc
     _columns: ColumnMemo = field(default_factory=ColumnMemo)
+    _driver: CompiledPlan | None = None
+    """The predicates compiled for the driver (:meth:`_on_driver`), once tried."""
+    _driver_tried: bool = False
 
     def step(self, ctx: StepContext) -> Lazy:
         lazy = self.input.step(ctx)
@@ -153,8 +167,47 @@ class FilterNode:
             )
             if captured is not None:
                 return filter_capturing(ctx, lazy, self.desc, *captured)
+        batch = lazy.batch
+        if batch is not None and batch.table is not None:
+            kept = self._on_driver(batch.table, ctx.engine.settings.driver_rows)
+            if kept is not None:  # no Spark job for a delta already on the driver
+                out = Batch(
+                    self.desc, table=kept, rows=kept.num_rows, consolidated=batch.consolidated
+                )
+                return ctx.engine.lazy_of_batch(out)
         cond = self._columns.get("cond", lambda: all_true(self.predicates, self.input.desc))
         return Lazy(self._columns.frame(lazy.frame(), "where", lambda df: df.where(cond)), lazy.big)
+
+    def _on_driver(self, table: pa.Table, driver_rows: int) -> pa.Table | None:
+        """The rows of ``table`` (internal layout, on the driver) where every predicate is
+        TRUE, by :mod:`spate.plan.evaluation.vectorized` (the reference's results, column at a
+        time); ``None`` when it does not evaluate these predicates (their types, an overflow:
+        the Spark path computes them, or raises the error) or the table is beyond
+        ``driver_rows``."""
+        from spate.plan.evaluation import vectorized
+
+        if table.num_rows > driver_rows:
+            return None
+        if not self._driver_tried:
+            self._driver_tried = True
+            try:
+                get = Get(_DRIVER_INPUT, self.input.desc)
+                self._driver = vectorized.compile_plan(Filter(get, self.predicates))
+            except vectorized.Unsupported:
+                pass
+        if self._driver is None:
+            return None
+        # The filter's input: the data columns and, as the "multiplicity" it carries along
+        # untouched, each row's index, which says which rows were kept
+        arity = self.input.desc.arity
+        index = pa.array(np.arange(table.num_rows, dtype=np.int64))
+        try:
+            out = self._driver({_DRIVER_INPUT: pa.Table.from_arrays(
+                [*table.columns[:arity], index], names=[*data_names(arity), "_n"]
+            )})  # fmt: skip
+        except (vectorized.Unsupported, pa.ArrowException):
+            return None
+        return table.take(out.column(out.num_columns - 1))
 
     def drop(self) -> None:
         self.input.drop()

@@ -25,8 +25,9 @@ multiplicity among the rows a step reads declines the step (the Spark path raise
 retractions of rows after ``b`` are not checked against the history, as the reduce's
 accumulators do not check retractions of rows they do not hold.
 
-Supported: a ``limit``, and input columns of bool, int64, text, date or timestamp (pyarrow
-orders and compares them as Spark does: text by its UTF-8 bytes).
+Supported: a ``limit``, and input columns of bool, int64, numeric, text, date or timestamp
+(pyarrow orders and compares them as Spark does: text by its UTF-8 bytes, a numeric column's
+decimals, all of its one precision and scale, by value).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
 History = Callable[[pa.Table], "pa.Table | None"]
 K = ScalarKind
-_KINDS: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE, K.TIMESTAMP})
+_KINDS: Final = frozenset({K.BOOL, K.INT64, K.NUMERIC, K.TEXT, K.DATE, K.TIMESTAMP})
 _M: Final = "_m"
 _MAX_CHUNKS: Final = 64
 _AT: Final = "_at"
