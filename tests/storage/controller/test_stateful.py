@@ -377,10 +377,10 @@ StorageStateMachine.TestCase.settings = settings(
 TestStorageState = StorageStateMachine.TestCase
 
 
-def test_an_ingestion_is_dropped_after_its_export_was_dropped_and_forgotten() -> None:
-    state = StorageState(epoch=1, clock=ManualClock(0), ids=SeededIdGen(1), read_only=False)
-    state.create_instance(I1)
-    pairs = counter_ingestion(I1, 1)
+def _installed(
+    state: StorageState, pairs: list[tuple[GlobalId, CollectionDescription]]
+) -> tuple[GlobalId, GlobalId]:
+    """An ingestion and its export (``pairs``) installed in ``state`` at since = upper = 0."""
     for id, description in pairs:
         state.install(
             id,
@@ -390,6 +390,13 @@ def test_an_ingestion_is_dropped_after_its_export_was_dropped_and_forgotten() ->
             upper=Antichain.of(0),
         )
     ingestion, export = (id for id, _ in pairs)
+    return ingestion, export
+
+
+def test_an_ingestion_is_dropped_after_its_export_was_dropped_and_forgotten() -> None:
+    state = StorageState(epoch=1, clock=ManualClock(0), ids=SeededIdGen(1), read_only=False)
+    state.create_instance(I1)
+    ingestion, export = _installed(state, counter_ingestion(I1, 1))
     state.drop_collections([export])
     state.flush()  # the export's since is {}: forgotten
     assert export not in state.caps.collections
@@ -403,16 +410,7 @@ def test_an_ingestion_exports_own_status_is_recorded_and_a_strangers_is_not() ->
     state = StorageState(epoch=1, clock=ManualClock(5), ids=SeededIdGen(1), read_only=False)
     state.create_instance(I1)
     state.initialization_complete()
-    pairs = counter_ingestion(I1, 1)
-    for id, description in pairs:
-        state.install(
-            id,
-            description,
-            ShardId.new(SeededIdGen(id.value)),
-            since=Antichain.of(0),
-            upper=Antichain.of(0),
-        )
-    ingestion, export = (id for id, _ in pairs)
+    ingestion, export = _installed(state, counter_ingestion(I1, 1))
     state.connect_replica(I1, REPLICAS[0], LOCATION)
     (epoch,) = [a.epoch for a in state.drain() if isinstance(a, ConnectReplica)]
     state.handle(ReplicaConnected(I1, REPLICAS[0], epoch))

@@ -78,18 +78,24 @@ def _total(
     return Counter({k: v for k, v in total.items() if v})
 
 
-def test_json_none_envelope_with_metadata_and_errors(brokers: str) -> None:
-    topic = _topic()
-    good = [(None, json.dumps({"id": i, "name": f"n{i}"}).encode()) for i in range(200)]
-    bad = [(None, b"{not json"), (None, b'{"id": "x"}')]
-    _produce(brokers, topic, good + bad)
-    source = KafkaSource(
+def _id_name_source(brokers: str, topic: str) -> KafkaSource:
+    """A JSON source of ``topic`` with columns ``id`` and ``name``, and its records' partition
+    and offset."""
+    return KafkaSource(
         kafka_client_settings(brokers),
         topic,
         KafkaFormat.JSON,
         value_desc=RelationDesc.of(("id", INT64, False), ("name", TEXT)),
         include=("partition", "offset"),
     )
+
+
+def test_json_none_envelope_with_metadata_and_errors(brokers: str) -> None:
+    topic = _topic()
+    good = [(None, json.dumps({"id": i, "name": f"n{i}"}).encode()) for i in range(200)]
+    bad = [(None, b"{not json"), (None, b'{"id": "x"}')]
+    _produce(brokers, topic, good + bad)
+    source = _id_name_source(brokers, topic)
     reader = KafkaReader(source)
     assert [c.name for c in reader.outputs["data"].columns] == ["id", "name", "partition", "offset"]
     chunks = _drain(reader, (), 202)
@@ -203,13 +209,7 @@ def test_a_batch_decoded_poll_is_the_replay_row_for_row(brokers: str) -> None:
         value = json.dumps({"id": i, "name": f"n{i}"}).encode()
         p.produce(topic, value=b'{"id": NaN}' if i == 700 else value, partition=i % 3)
     assert p.flush(30) == 0
-    source = KafkaSource(
-        kafka_client_settings(brokers),
-        topic,
-        KafkaFormat.JSON,
-        value_desc=RelationDesc.of(("id", INT64, False), ("name", TEXT)),
-        include=("partition", "offset"),
-    )
+    source = _id_name_source(brokers, topic)
     reader = KafkaReader(source, max_records_per_poll=250)
     fresh = KafkaReader(source)
     lower: KafkaPoint = ()
