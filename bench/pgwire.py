@@ -19,6 +19,8 @@ With ``--postgres`` (``SPATE_TEST_POSTGRES_URL``) the same lookups also run agai
 in the same run (a primary-key lookup of a table of the same rows there): one connection with a
 prepared statement (queries/s, target >= 0.5x PostgreSQL's), then ``--clients`` connections at
 once, ``--per-client`` lookups each (total queries/s and p99; target >= 5,000 q/s, p99 <= 20 ms).
+Each of these clients runs in a process of its own, as real clients do: in the server's process
+their Python would contend with the server's for the interpreter lock, and be measured with it.
 
 ``--case copy`` measures ``COPY t FROM STDIN`` instead (no cluster, no JVM): ``--copy-rows``
 rows (``id bigint PRIMARY KEY, v text, x double precision``) sent with psycopg's
@@ -48,7 +50,6 @@ import os
 import random
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -198,56 +199,81 @@ _LOOKUP = "SELECT * FROM items_mv WHERE id = %s"
 _PG_LOOKUP = "SELECT * FROM items WHERE id = %s"
 
 
+_CLIENT = """
+import json, sys, time
+import psycopg
+dsn, sql, setup, keys = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+with psycopg.connect(dsn, autocommit=True) as conn:
+    for stmt in setup:
+        conn.execute(stmt)
+    conn.execute(sql, (keys[0],), prepare=True).fetchall()
+    print("ready", flush=True)
+    at = float(sys.stdin.readline())  # every client starts at this time
+    time.sleep(max(0.0, at - time.monotonic()))
+    lat = []
+    started = time.monotonic()
+    for k in keys:
+        t0 = time.perf_counter()
+        got = conn.execute(sql, (k,), prepare=True).fetchall()
+        lat.append(time.perf_counter() - t0)
+        assert got == [(k, f"value {k}")], got
+    ended = time.monotonic()
+print(json.dumps({"started": started, "ended": ended, "latencies": lat}))
+"""
+"""One client: a connection, its setup statements and a prepared lookup of each key, in a
+process of its own (as a real client is: never in the server's process, where its Python would
+share the server's interpreter lock); it reports the monotonic clock's start and end (one clock
+for every process) and each lookup's latency (s)."""
+
+
 def _lookups(dsn: str, sql: str, keys: list[int], setup: list[str]) -> list[float]:
-    """Latencies (s) of a prepared lookup of each key on one new connection."""
-    out = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for stmt in setup:
-            conn.execute(stmt)
-        conn.execute(sql, (keys[0],), prepare=True).fetchall()
-        for k in keys:
-            t0 = time.perf_counter()
-            got = conn.execute(sql, (k,), prepare=True).fetchall()
-            out.append(time.perf_counter() - t0)
-            assert got == [(k, f"value {k}")], got
-    return out
+    """Latencies (s) of a prepared lookup of each key on one new connection (in a client
+    process of its own)."""
+    latencies, _ = _concurrent(dsn, sql, [keys], setup)
+    return latencies
 
 
 def _concurrent(
     dsn: str, sql: str, keys: list[list[int]], setup: list[str]
 ) -> tuple[list[float], float]:
-    """Every client's lookups at once, one connection each: latencies and seconds overall."""
-    results: list[list[float]] = [[] for _ in keys]
-    ready = threading.Barrier(len(keys) + 1)
-    errors: list[BaseException] = []
+    """Every client's lookups at once, one connection and one process each: latencies and
+    seconds overall (from the first client's start to the last one's end)."""
+    import json
+    import subprocess
+    import sys
 
-    def client(i: int) -> None:
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for stmt in setup:
-                    conn.execute(stmt)
-                conn.execute(sql, (keys[i][0],), prepare=True).fetchall()
-                ready.wait()
-                for k in keys[i]:
-                    t0 = time.perf_counter()
-                    got = conn.execute(sql, (k,), prepare=True).fetchall()
-                    results[i].append(time.perf_counter() - t0)
-                    assert got == [(k, f"value {k}")], got
-        except BaseException as e:  # reported by the caller
-            errors.append(e)
-            ready.abort()
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(keys))]
-    for t in threads:
-        t.start()
-    ready.wait()
-    started = time.perf_counter()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - started
-    if errors:
-        raise errors[0]
-    return [x for r in results for x in r], elapsed
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CLIENT, dsn, sql, json.dumps(setup), json.dumps(k)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k in keys
+    ]
+    try:
+        for p in procs:  # every client connected and prepared before any starts
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a client failed before its lookups (exit {p.wait(60)})")
+        at = time.monotonic() + 0.5  # a start time: not each process's wake-up from a pipe
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{at}\n")
+            p.stdin.flush()
+        reports = []
+        for p in procs:
+            out, _ = p.communicate(timeout=600)
+            if p.returncode != 0:
+                raise RuntimeError(f"a client failed (exit {p.returncode})")
+            reports.append(json.loads(out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+    elapsed = max(r["ended"] for r in reports) - min(r["started"] for r in reports)
+    return [x for r in reports for x in r["latencies"]], elapsed
 
 
 def _versus_postgres(dsn: str, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:

@@ -64,6 +64,8 @@ def needs_description(stmt: Prepared, m: codec.Bind) -> bool:
     n = len(m.params)
     if len(m.param_formats) not in (0, 1, n):
         raise codec.MalformedMessage(f"Bind: {len(m.param_formats)} formats for {n} values")
+    if stmt.described is not None:
+        return False
     declared = list(stmt.param_oids) + [0] * n
     return stmt.described is None and any(declared[i] == 0 and _format(m, i) for i in range(n))
 

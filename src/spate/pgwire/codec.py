@@ -194,7 +194,69 @@ class Bind:
     result_formats: tuple[int, ...]
 
 
+_COUNT: Final = struct.Struct("!H")
+_VALUE_LEN: Final = struct.Struct("!i")
+_FORMATS: Final = {n: struct.Struct(f"!{n}h") for n in range(1, 9)}
+"""Precompiled formats of up to 8 format codes (a Bind's usual count)."""
+
+
 def parse_bind(body: bytes) -> Bind:
+    """The Bind in ``body``; exact :class:`MalformedMessage` errors for any that does not
+    decode. The usual Bind (at most 8 format codes of 0 or 1 each, every field in place) is
+    decoded in one pass with precompiled formats; anything else, the field-by-field
+    :class:`Reader`, which finds what is wrong."""
+    try:
+        return _bind_fast(body)
+    except (ValueError, IndexError, struct.error, UnicodeDecodeError, KeyError):
+        return _bind_checked(body)
+
+
+def _bind_fast(body: bytes) -> Bind:
+    """Decode a well-formed Bind; raise a built-in error (never a wrong Bind) otherwise."""
+    end = body.index(0)
+    portal = body[:end].decode() if end else ""
+    at = end + 1
+    end = body.index(0, at)
+    stmt = body[at:end].decode() if end > at else ""
+    at = end + 1
+    (n,) = _COUNT.unpack_from(body, at)
+    at += 2
+    pformats: tuple[int, ...] = ()
+    if n:
+        pformats = _FORMATS[n].unpack_from(body, at)
+        at += 2 * n
+    (n,) = _COUNT.unpack_from(body, at)
+    at += 2
+    values: list[bytes | None] = []
+    size = len(body)
+    for _ in range(n):
+        (k,) = _VALUE_LEN.unpack_from(body, at)
+        at += 4
+        if k == -1:
+            values.append(None)
+            continue
+        if k < 0 or at + k > size:
+            raise ValueError("value")
+        values.append(body[at : at + k])
+        at += k
+    (n,) = _COUNT.unpack_from(body, at)
+    at += 2
+    rformats: tuple[int, ...] = ()
+    if n:
+        rformats = _FORMATS[n].unpack_from(body, at)
+        at += 2 * n
+    if at != size:
+        raise ValueError("trailing bytes")
+    for f in pformats:
+        if f != 0 and f != 1:
+            raise ValueError("format")
+    for f in rformats:
+        if f != 0 and f != 1:
+            raise ValueError("format")
+    return Bind(portal, stmt, pformats, tuple(values), rformats)
+
+
+def _bind_checked(body: bytes) -> Bind:
     r = Reader(body, "Bind")
     portal, stmt = r.cstr(), r.cstr()
     pformats = tuple(r.int16() for _ in range(r.counted(2)))
@@ -218,7 +280,17 @@ class Target:
     name: str
 
 
+_TARGETS: Final = {
+    b"P\0": Target("P", ""),
+    b"S\0": Target("S", ""),
+}
+"""The unnamed portal's and statement's targets, decoded once."""
+
+
 def parse_target(body: bytes, what: str) -> Target:
+    found = _TARGETS.get(body)
+    if found is not None:
+        return found
     r = Reader(body, what)
     kind, name = r.byte(), r.cstr()
     r.end()
@@ -233,7 +305,12 @@ class Execute:
     max_rows: int
 
 
+_EXECUTE_UNNAMED: Final = Execute("", 0)
+
+
 def parse_execute(body: bytes) -> Execute:
+    if body == b"\0\0\0\0\0":  # the unnamed portal, every row: psycopg's and most drivers'
+        return _EXECUTE_UNNAMED
     r = Reader(body, "Execute")
     portal, max_rows = r.cstr(), r.int32()
     r.end()

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import secrets
 import ssl
+import struct
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -72,6 +73,15 @@ thread's round trip costs more); a larger one on a worker thread."""
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
 one client's huge statement never stalls the event loop (every other session)."""
+
+
+_KINDS: Final = {c: bytes([c]) for c in b"".join(codec.FRONTEND_TYPES)}
+"""Each frontend message type's byte, by its value (the message's first byte)."""
+
+_LENGTH: Final = struct.Struct("!i")
+
+_READY: Final = {status: codec.ready(status) for status in "ITE"}
+"""ReadyForQuery for each transaction status, made once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +138,18 @@ class Session:
         self._out_len += len(data)
 
     async def flush(self) -> None:
-        if self._out:
-            self.writer.write(b"".join(self._out))
-            self._out.clear()
+        """Write what is buffered, in one write; wait for the client to take it only when the
+        transport holds more than :data:`FLUSH_BYTES` not yet sent (or is closing: waiting
+        then says the connection is lost), so an answer that fits in the socket costs no
+        wait at all."""
+        transport = self.writer.transport  # read each time: start_tls replaces it
+        out = self._out
+        if out:
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
             self._out_len = 0
-        await self.writer.drain()
+        if transport.get_write_buffer_size() > FLUSH_BYTES or transport.is_closing():
+            await self.writer.drain()
 
     async def _maybe_flush(self) -> None:
         if self._out_len >= FLUSH_BYTES:
@@ -163,19 +180,22 @@ class Session:
         buf = self._unread
         if not buf:
             await self._fill(1)
-        kind = bytes(buf[:1])
-        if kind not in codec.FRONTEND_TYPES:  # checked before the length, as PostgreSQL does
-            raise codec.MalformedMessage(f"invalid frontend message type {kind!r}")
+        kind = _KINDS.get(buf[0])
+        if kind is None:  # checked before the length, as PostgreSQL does
+            raise codec.MalformedMessage(f"invalid frontend message type {bytes(buf[:1])!r}")
         if len(buf) < 5:
             await self._fill(5)
-        length = int.from_bytes(buf[1:5], "big", signed=True)
-        size = codec.check_length(
-            length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
-        )
-        if len(buf) < 5 + size:
-            await self._fill(5 + size)
-        body = bytes(buf[5 : 5 + size])
-        del buf[: 5 + size]
+        (length,) = _LENGTH.unpack_from(buf, 1)
+        size = length - 4
+        if size < 0 or size > self.options.max_message_bytes:
+            size = codec.check_length(
+                length, limit=self.options.max_message_bytes, what=f"message {kind!r}"
+            )
+        end = 5 + size
+        if len(buf) < end:
+            await self._fill(end)
+        body = bytes(buf[5:end])
+        del buf[:end]
         return kind, body
 
     async def _fill(self, n: int) -> None:
@@ -245,13 +265,13 @@ class Session:
                 raise Closed()
             if kind == b"S":
                 self._skip_to_sync = False
-                self.send(codec.ready(self._status))
+                self.send(_READY[self._status])
                 await self.flush()
                 continue
             if kind == b"Q":
                 self._skip_to_sync = False
                 await self._simple(codec.parse_query(body))
-                self.send(codec.ready(self._status))
+                self.send(_READY[self._status])
                 await self.flush()
                 continue
             if kind == b"H":
