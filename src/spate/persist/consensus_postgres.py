@@ -34,6 +34,7 @@ from spate.persist.consensus import (
     next_seqno,
     redact_uri,
 )
+from spate.persist.crash import crash_point
 from spate.persist.errors import InvalidLocation, TruncateBeyondHead
 
 if TYPE_CHECKING:
@@ -205,16 +206,19 @@ class PostgresConsensus:
         what = f"cas({ops[0].key if len(ops) == 1 else f'{len(ops)} keys'})"
         q = self._cas_query()
         out = [False] * len(ops)
+        order = sorted(range(len(ops)), key=lambda i: ops[i].key)
         with self._lock:
             conn = self._connection()
             committing = False
             try:
                 with conn.transaction():
-                    for i in sorted(range(len(ops)), key=lambda i: ops[i].key):
+                    for i in order:
                         op = ops[i]
                         params = (op.key, next_seqno(op.expected), bytes(op.data), op.key)
                         cur = conn.execute(q, (*params, op.expected))
                         out[i] = cur.rowcount == 1
+                        if i == order[0] and len(ops) > 1:
+                            crash_point("consensus.mid_batch_cas")
                     committing = True  # leaving the block commits
             except psycopg.Error as e:
                 if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):

@@ -28,6 +28,7 @@ from spate.persist.consensus import (
     check_consensus_key,
     next_seqno,
 )
+from spate.persist.crash import crash_point
 from spate.persist.errors import TruncateBeyondHead
 
 _SCHEMA: Final = (
@@ -107,6 +108,8 @@ class SqliteConsensus:
                 for op in ops:
                     params = (op.key, next_seqno(op.expected), bytes(op.data), op.key, op.expected)
                     out.append(conn.execute(_CAS, params).rowcount == 1)
+                    if len(out) == 1 < len(ops):
+                        crash_point("consensus.mid_batch_cas")
             except sqlite3.Error as e:
                 self._rollback()
                 raise Determinate(f"sqlite consensus: cas({what}) failed: {e}") from e
