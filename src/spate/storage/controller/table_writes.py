@@ -152,10 +152,11 @@ class TableWrites:
         self, commands: Sequence[tuple[GlobalId, TableUpdates, Frontier]]
     ) -> list[AppendOutcome]:
         """Append to each table on its own: one compare-and-append per table, all committed with
-        one batched consensus compare-and-set, under one fencing check. Returns, per command, the table's new upper or the exception
-        its append raised (``InvalidUppers`` if its shard moved); tables that failed are left
-        as they were, the others are written. Validation errors of any command raise before
-        anything is written (as ``append``); so do ``ReadOnly`` and ``ControllerFenced``."""
+        one batched consensus compare-and-set, under one fencing check. Returns, per command,
+        the table's new upper or the exception its append raised (``InvalidUppers`` if its
+        shard moved); tables that failed are left as they were, the others are written.
+        Validation errors of any command raise before anything is written (as ``append``); so
+        do ``ReadOnly`` and ``ControllerFenced``."""
         self._check_tables([id for id, _u, _n in commands])
         async with self._lock:
             await self._finish_unapplied()
