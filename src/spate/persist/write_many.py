@@ -81,25 +81,18 @@ def compare_and_append_many(requests: Sequence[AppendRequest]) -> list[AppendMan
         except Exception as e:
             out[i] = e
             tables.append(None)
-    # The blobs first, in parallel and before taking any handle's lock (a blob is write-once
-    # and referenced only by the compare-and-set below): one blob's fsync overlaps another's,
-    # and a shard's running maintenance delays only the commit.
-    writes = {
-        i: handles[i]._ctx.pool.submit(handles[i]._write_parts, tables[i], r.new_upper)
-        for i, r in enumerate(requests)
-        if out[i] is None and tables[i] is not None
-    }
-    for i, r in enumerate(requests):
-        if out[i] is not None:
-            continue
-        try:
-            parts = writes[i].result() if i in writes else r.handle._write_parts(None, r.new_upper)
-            pending.append(_Pending(i, r, parts))
-        except Exception as e:
-            out[i] = e
     with contextlib.ExitStack() as locks:
         for i in sorted(range(len(requests)), key=lambda i: str(handles[i].shard_id)):
             locks.enter_context(handles[i]._lock)
+        # The blobs only under the handles' locks: a writer's GC (under its lock) deletes the
+        # writer's blobs no state references, which a blob not yet committed is.
+        for i, r in enumerate(requests):
+            if out[i] is not None:
+                continue
+            try:
+                pending.append(_Pending(i, r, r.handle._write_parts(tables[i], r.new_upper)))
+            except Exception as e:
+                out[i] = e
         for p in pending:
             r = p.request
             fn = r.handle._append_fn(p.parts, r.expected_upper, r.new_upper, r.idempotency_token)
