@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from spate.persist.errors import TruncateBeyondHead
-from spate.persist.location import Consensus, VersionedData
+from spate.persist.errors import InvalidKey, TruncateBeyondHead
+from spate.persist.location import CasOp, Consensus, VersionedData
 
 
 def test_head_of_absent_key_is_none(consensus: Consensus) -> None:
@@ -108,3 +108,64 @@ def test_racing_threads_get_exactly_one_winner_per_seqno(consensus: Consensus) -
     entries = consensus.scan("race", 0, 1000)
     assert [e.seqno for e in entries] == seqnos
     assert {e.seqno: e.data for e in entries} == {s: f"{i}".encode() for s, i in wins}
+
+
+# -- batched compare-and-set ------------------------------------------------------------------
+
+
+def test_cas_many_gives_each_op_its_own_outcome(consensus: Consensus) -> None:
+    assert consensus.compare_and_set("a", None, b"a0")
+    assert consensus.compare_and_set("b", None, b"b0")
+    assert consensus.compare_and_set("b", 0, b"b1")
+    ops = [
+        CasOp("a", 0, b"a1"),  # holds
+        CasOp("b", 0, b"bx"),  # stale: b is at 1
+        CasOp("c", None, b"c0"),  # a fresh key
+        CasOp("d", 3, b"dx"),  # a fresh key with an expected seqno
+    ]
+    assert consensus.compare_and_set_many(ops) == [True, False, True, False]
+    assert consensus.head("a") == VersionedData(1, b"a1")
+    assert consensus.head("b") == VersionedData(1, b"b1")
+    assert consensus.head("c") == VersionedData(0, b"c0")
+    assert consensus.head("d") is None
+    # Truncation is untouched: every entry is still there.
+    assert [e.seqno for e in consensus.scan("b", 0, 10)] == [0, 1]
+    assert consensus.compare_and_set_many([]) == []
+
+
+def test_cas_many_commits_once(consensus: Consensus) -> None:
+    ops = [CasOp(f"k{i}", None, bytes([i])) for i in range(5)]
+    before = consensus.commits  # type: ignore[attr-defined]
+    assert consensus.compare_and_set_many(ops) == [True] * 5
+    assert consensus.commits == before + 1  # type: ignore[attr-defined]
+    assert consensus.list_keys() == [f"k{i}" for i in range(5)]
+
+
+def test_cas_many_rejects_a_key_twice_and_writes_nothing(consensus: Consensus) -> None:
+    with pytest.raises(InvalidKey):
+        consensus.compare_and_set_many([CasOp("k", None, b"1"), CasOp("k", None, b"2")])
+    assert consensus.head("k") is None
+
+
+def test_concurrent_cas_many_on_overlapping_keys_lets_one_win_per_key(
+    consensus: Consensus,
+) -> None:
+    # Each writer batches the same keys (in different orders) expecting them absent: per key
+    # exactly one writer wins, and no batch blocks another for ever.
+    keys = [f"k{i}" for i in range(6)]
+    results: dict[int, list[bool]] = {}
+
+    def writer(n: int) -> None:
+        order = keys if n % 2 == 0 else list(reversed(keys))
+        out = consensus.compare_and_set_many([CasOp(k, None, bytes([n])) for k in order])
+        results[n] = out if n % 2 == 0 else list(reversed(out))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, k in enumerate(keys):
+        winners = [n for n in range(4) if results[n][i]]
+        assert len(winners) == 1
+        assert consensus.head(k) == VersionedData(0, bytes(winners))

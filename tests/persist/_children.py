@@ -2,7 +2,9 @@
 
 ``race``: one of several writers racing ``compare_and_append`` on one shard; prints one JSON
 line per attempt. ``crash``: a writer that appends numbered rows, with crash points armed from
-``SPATE_PERSIST_CRASH_AT``; prints each acknowledged write before going on.
+``SPATE_PERSIST_CRASH_AT``; prints each acknowledged write before going on. ``many``: writers
+of several shards appending a numbered row to every shard per round with one batched commit
+(``compare_and_append_many``), crash points armed the same way.
 """
 
 from __future__ import annotations
@@ -87,6 +89,30 @@ def crash(args: argparse.Namespace) -> None:
     client.close()
 
 
+def many(args: argparse.Namespace) -> None:
+    from spate.persist.write_many import AppendRequest, compare_and_append_many
+
+    client = _client(args.blob, args.consensus)
+    writers = [client.open_writer(ShardId.parse(s), DESC) for s in args.shards.split(",")]
+    for u in range(args.writes):
+        print(json.dumps({"attempt": u}), flush=True)
+        out = compare_and_append_many(
+            [
+                AppendRequest(
+                    w,
+                    updates_to_table(DESC, [((u, "row"), u, 1)]),
+                    Antichain.of(u),
+                    Antichain.of(u + 1),
+                    uuid.uuid4(),
+                )
+                for w in writers
+            ]
+        )
+        assert all(isinstance(o, Appended) for o in out), out
+        print(json.dumps({"ack": u}), flush=True)
+    client.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -102,8 +128,13 @@ def main() -> None:
     c.add_argument("--consensus", required=True)
     c.add_argument("--shard", required=True)
     c.add_argument("--writes", type=int, required=True)
+    m = sub.add_parser("many")
+    m.add_argument("--blob", required=True)
+    m.add_argument("--consensus", required=True)
+    m.add_argument("--shards", required=True)
+    m.add_argument("--writes", type=int, required=True)
     args = ap.parse_args()
-    {"race": race, "crash": crash}[args.cmd](args)
+    {"race": race, "crash": crash, "many": many}[args.cmd](args)
 
 
 if __name__ == "__main__":

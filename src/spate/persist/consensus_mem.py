@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from spate.persist._named import Named
-from spate.persist.consensus import VersionedData, check_consensus_key, next_seqno
+from spate.persist.consensus import (
+    CasOp,
+    VersionedData,
+    check_cas_ops,
+    check_consensus_key,
+    next_seqno,
+)
 from spate.persist.errors import TruncateBeyondHead
 
 
@@ -15,6 +22,8 @@ class MemConsensus:
     def __init__(self) -> None:
         self._logs: dict[str, list[VersionedData]] = {}
         self._lock = threading.Lock()
+        self.commits = 0
+        """Batched compare-and-sets done (each under one hold of the lock)."""
 
     @staticmethod
     def named(name: str) -> MemConsensus:
@@ -36,6 +45,21 @@ class MemConsensus:
                 return False
             log.append(VersionedData(next_seqno(expected), bytes(data)))
             return True
+
+    def compare_and_set_many(self, ops: Sequence[CasOp]) -> list[bool]:
+        ops = check_cas_ops(ops)
+        out = []
+        with self._lock:
+            for op in ops:
+                log = self._logs.setdefault(op.key, [])
+                current = log[-1].seqno if log else None
+                ok = current == op.expected
+                if ok:
+                    log.append(VersionedData(next_seqno(op.expected), bytes(op.data)))
+                out.append(ok)
+            if ops:
+                self.commits += 1
+        return out
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         check_consensus_key(key)

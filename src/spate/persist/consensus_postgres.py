@@ -3,7 +3,9 @@
 One row per entry, keyed by ``(shard, seqno)``. ``compare_and_set`` is one conditional
 ``INSERT … SELECT … WHERE max(seqno) IS NOT DISTINCT FROM expected ON CONFLICT DO NOTHING``:
 two writers expecting the same head both try to insert the same primary key and exactly one
-succeeds, under PostgreSQL's default isolation.
+succeeds, under PostgreSQL's default isolation. ``compare_and_set_many`` runs one such
+``INSERT`` per op (in key order, so two batches never wait on each other in a cycle) inside one
+transaction: one commit for the batch.
 
 The table (and schema) are created if absent. The URI's ``table`` and ``schema`` query
 parameters choose them (default ``consensus`` in the connection's default schema); every other
@@ -20,15 +22,19 @@ import contextlib
 import re
 import threading
 import urllib.parse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from spate.errors import Determinate, Indeterminate
 from spate.persist.consensus import (
+    CasOp,
     VersionedData,
+    check_cas_ops,
     check_consensus_key,
     next_seqno,
     redact_uri,
 )
+from spate.persist.crash import crash_point
 from spate.persist.errors import InvalidLocation, TruncateBeyondHead
 
 if TYPE_CHECKING:
@@ -60,6 +66,8 @@ class PostgresConsensus:
         self._connect_timeout = connect_timeout_s
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self.commits = 0
+        """Compare-and-set transactions this object committed (one per batch)."""
         with self._lock:
             self._connection()
 
@@ -168,23 +176,60 @@ class PostgresConsensus:
         assert isinstance(seqno, int) and isinstance(data, (bytes, memoryview))
         return VersionedData(seqno, bytes(data))
 
-    def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
+    def _cas_query(self) -> sql.Composed:
         from psycopg import sql
 
-        check_consensus_key(key)
-        q = sql.SQL(
+        return sql.SQL(
             "INSERT INTO {t} (shard, seqno, data) SELECT %s, %s, %s"
             " WHERE (SELECT max(seqno) FROM {t} WHERE shard = %s)"
             " IS NOT DISTINCT FROM %s::bigint ON CONFLICT DO NOTHING"
         ).format(t=self._ident())
+
+    def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
+        check_consensus_key(key)
         with self._lock:
             cur = self._run(
                 f"cas({key})",
-                q,
+                self._cas_query(),
                 (key, next_seqno(expected), bytes(data), key, expected),
                 write=True,
             )
+            self.commits += 1
             return cur.rowcount == 1
+
+    def compare_and_set_many(self, ops: Sequence[CasOp]) -> list[bool]:
+        import psycopg
+
+        ops = check_cas_ops(ops)
+        if not ops:
+            return []
+        what = f"cas({ops[0].key if len(ops) == 1 else f'{len(ops)} keys'})"
+        q = self._cas_query()
+        out = [False] * len(ops)
+        order = sorted(range(len(ops)), key=lambda i: ops[i].key)
+        with self._lock:
+            conn = self._connection()
+            committing = False
+            try:
+                with conn.transaction():
+                    for i in order:
+                        op = ops[i]
+                        params = (op.key, next_seqno(op.expected), bytes(op.data), op.key)
+                        cur = conn.execute(q, (*params, op.expected))
+                        out[i] = cur.rowcount == 1
+                        if i == order[0] and len(ops) > 1:
+                            crash_point("consensus.mid_batch_cas")
+                    committing = True  # leaving the block commits
+            except psycopg.Error as e:
+                if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):
+                    with contextlib.suppress(psycopg.Error):
+                        conn.close()
+                    self._conn = None
+                # Before COMMIT was sent nothing can have committed; from then on, anything.
+                cls = Indeterminate if committing else Determinate
+                raise cls(f"postgres consensus: {what} failed: {e}") from e
+            self.commits += 1
+            return out
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         from psycopg import sql

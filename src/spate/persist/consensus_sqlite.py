@@ -3,7 +3,8 @@
 Safe across processes: WAL journal, ``synchronous=FULL`` (a commit is durable when it returns),
 a busy timeout, and every ``compare_and_set`` is one conditional ``INSERT`` inside a
 ``BEGIN IMMEDIATE`` transaction (the write lock is taken before the condition is read, so two
-processes can never both see the same head and both append).
+processes can never both see the same head and both append). ``compare_and_set_many`` runs one
+such ``INSERT`` per op inside one transaction: one commit, one fsync, for the batch.
 
 Errors before the commit are :class:`~spate.errors.Determinate`; an error from ``COMMIT`` itself
 is :class:`~spate.errors.Indeterminate`.
@@ -15,11 +16,19 @@ import contextlib
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from spate.errors import Determinate, Indeterminate
-from spate.persist.consensus import VersionedData, check_consensus_key, next_seqno
+from spate.persist.consensus import (
+    CasOp,
+    VersionedData,
+    check_cas_ops,
+    check_consensus_key,
+    next_seqno,
+)
+from spate.persist.crash import crash_point
 from spate.persist.errors import TruncateBeyondHead
 
 _SCHEMA: Final = (
@@ -41,6 +50,8 @@ class SqliteConsensus:
     ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self.commits = 0
+        """Write transactions committed by ``compare_and_set``/``compare_and_set_many``."""
         try:
             if read_only:
                 if not self.path.exists():
@@ -78,26 +89,37 @@ class SqliteConsensus:
         return None if row is None else VersionedData(int(row[0]), bytes(row[1]))
 
     def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
-        check_consensus_key(key)
-        new = next_seqno(expected)
+        (ok,) = self.compare_and_set_many([CasOp(key, expected, data)])
+        return ok
+
+    def compare_and_set_many(self, ops: Sequence[CasOp]) -> list[bool]:
+        ops = check_cas_ops(ops)
+        if not ops:
+            return []
+        what = ops[0].key if len(ops) == 1 else f"{len(ops)} keys"
         with self._lock:
             conn = self._conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as e:
-                raise Determinate(f"sqlite consensus: cas({key}) could not begin: {e}") from e
+                raise Determinate(f"sqlite consensus: cas({what}) could not begin: {e}") from e
             try:
-                cur = conn.execute(_CAS, (key, new, bytes(data), key, expected))
-                inserted = cur.rowcount == 1
+                out = []
+                for op in ops:
+                    params = (op.key, next_seqno(op.expected), bytes(op.data), op.key, op.expected)
+                    out.append(conn.execute(_CAS, params).rowcount == 1)
+                    if len(out) == 1 < len(ops):
+                        crash_point("consensus.mid_batch_cas")
             except sqlite3.Error as e:
                 self._rollback()
-                raise Determinate(f"sqlite consensus: cas({key}) failed: {e}") from e
+                raise Determinate(f"sqlite consensus: cas({what}) failed: {e}") from e
             try:
                 conn.execute("COMMIT")
             except sqlite3.Error as e:
                 self._rollback()
-                raise Indeterminate(f"sqlite consensus: cas({key}) commit failed: {e}") from e
-            return inserted
+                raise Indeterminate(f"sqlite consensus: cas({what}) commit failed: {e}") from e
+            self.commits += 1
+            return out
 
     def _rollback(self) -> None:
         with contextlib.suppress(sqlite3.Error):

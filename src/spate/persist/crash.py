@@ -8,6 +8,7 @@ Points in persist (and in the storage controller, which writes through it):
 ``persist.after_blob_set``        a batch blob is durable; the CaS that would reference it is not
 ``persist.before_cas``            about to CaS a new state (an append)
 ``persist.after_cas_before_ack``  the append committed; the caller has not been told
+``consensus.mid_batch_cas``       a batched compare-and-set ran its first op; not committed
 ``gc.mid_physical_delete``        GC deleted some but not all unreferenced blobs
 ``gc.after_logical_delete``       GC truncated old consensus states
 ``storage.append.before_intent``  a multi-table append's data is staged; its intent not committed
@@ -33,6 +34,7 @@ POINTS: Final = frozenset(
         "persist.after_blob_set",
         "persist.before_cas",
         "persist.after_cas_before_ack",
+        "consensus.mid_batch_cas",
         "gc.mid_physical_delete",
         "gc.after_logical_delete",
         "storage.append.before_intent",

@@ -41,6 +41,7 @@ from typing import Final
 
 from spate.persist.blob import Blob as Blob
 from spate.persist.blob import check_blob_key as check_blob_key
+from spate.persist.consensus import CasOp as CasOp
 from spate.persist.consensus import Consensus as Consensus
 from spate.persist.consensus import VersionedData as VersionedData
 from spate.persist.consensus import check_consensus_key as check_consensus_key

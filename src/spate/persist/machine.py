@@ -11,6 +11,12 @@ failures the error reaches the caller — as ``Indeterminate`` if any CaS attemp
 committed.
 
 Every new state is checked against the shard invariants before it is written (P3).
+
+Several shards commit with ONE consensus transaction through ``prepare`` (the transition on the
+cached state: a new state and its compare-and-set, not yet written), a batched
+``Consensus.compare_and_set_many`` by the caller, then ``committed`` for each op that won; an op
+that lost (or a batch that failed) goes through ``apply`` as a lone write would
+(``refresh=True``, ``maybe_committed`` if the batch was indeterminate).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from spate.clock import Clock
 from spate.errors import Determinate, Indeterminate, LocationError, SpateError
 from spate.ids import ShardId
 from spate.persist.config import PersistConfig
-from spate.persist.consensus import Consensus, next_seqno
+from spate.persist.consensus import CasOp, Consensus, next_seqno
 from spate.persist.crash import crash_point
 from spate.persist.state import Apply, ShardState, check_invariants
 from spate.persist.state_codec import decode_state, encode_state
@@ -51,6 +57,16 @@ class Applied(Generic[R]):
     before: ShardState
     uncertain: bool = False
     """Some CaS attempt of this call was indeterminate (it may have committed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCas(Generic[R]):
+    """A transition computed on the cached state and ready to compare-and-set (``op``)."""
+
+    result: R
+    before: ShardState
+    new: ShardState
+    op: CasOp
 
 
 class Machine:
@@ -160,24 +176,66 @@ class Machine:
 
     # -- writing ------------------------------------------------------------------------------
 
+    def prepare(self, fn: Callable[[ShardState], Apply[R]]) -> PreparedCas[R] | None:
+        """``fn`` on the cached state (fetched if none) as a compare-and-set to batch, or
+        ``None`` when ``fn`` raises a ``SpateError`` or needs no write: then the caller MUST go
+        through ``apply``, which decides on a fresh state. Writes nothing."""
+        with self._lock:
+            cached = self._cached
+        expected, state = cached if cached is not None else self.fetch_with_seqno()
+        try:
+            out = fn(state)
+        except SpateError:
+            return None
+        if out.state is None:
+            return None
+        new = self._next(out.state, expected, state)
+        self.cas_attempts += 1
+        return PreparedCas(out.result, state, new, CasOp(self.key, expected, encode_state(new)))
+
+    def committed(self, prepared: PreparedCas[R]) -> Applied[R]:
+        """``prepared``'s compare-and-set won: remember the new state."""
+        self._remember(prepared.new.seqno, prepared.new)
+        self.changes_since_gc += 1
+        return Applied(prepared.result, prepared.new, True, prepared.before)
+
+    def _next(self, new: ShardState, expected: int | None, state: ShardState) -> ShardState:
+        out = dataclasses.replace(
+            new,
+            seqno=next_seqno(expected),
+            walltime_ms=max(self._clock.now_millis(), state.walltime_ms),
+        )
+        check_invariants(state, out)
+        return out
+
     def apply(
         self,
         fn: Callable[[ShardState], Apply[R]],
         *,
         crash_points: bool = False,
+        refresh: bool = False,
+        maybe_committed: bool = False,
     ) -> Applied[R]:
         """Run ``fn`` on the latest state until its result is written or needs no write.
 
-        Usage errors raised by ``fn`` propagate unchanged (nothing was written).
+        Usage errors raised by ``fn`` propagate unchanged (nothing was written). ``refresh``:
+        start from a fetched state, not the cached one. ``maybe_committed``: an earlier
+        attempt of this write (a batched compare-and-set) may have committed.
         """
         with self._lock:
             cached = self._cached
-        if cached is not None:
+        if cached is not None and not refresh:
             (expected, state), fresh = cached, False
         else:
-            (expected, state), fresh = self.fetch_with_seqno(), True
+            try:
+                (expected, state), fresh = self.fetch_with_seqno(), True
+            except LocationError as e:
+                if maybe_committed:
+                    raise Indeterminate(
+                        f"shard {self.key}: a write may have committed, then: {e}"
+                    ) from e
+                raise
         failures = 0
-        maybe_committed = False
         while True:
             # A cached state may be stale: an error or a "nothing to do" computed from it is
             # only trusted after a fresh fetch.
@@ -193,12 +251,7 @@ class Machine:
                     (expected, state), fresh = self.fetch_with_seqno(), True
                     continue
                 return Applied(out.result, state, False, state, maybe_committed)
-            new = dataclasses.replace(
-                out.state,
-                seqno=next_seqno(expected),
-                walltime_ms=max(self._clock.now_millis(), state.walltime_ms),
-            )
-            check_invariants(state, new)
+            new = self._next(out.state, expected, state)
             data = encode_state(new)
             if crash_points:
                 crash_point("persist.before_cas")

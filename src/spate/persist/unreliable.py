@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from spate.errors import Determinate, Indeterminate
 from spate.persist.blob import Blob
-from spate.persist.consensus import Consensus, VersionedData
+from spate.persist.consensus import CasOp, Consensus, VersionedData
 
 T = TypeVar("T")
 
@@ -126,6 +126,12 @@ class UnreliableConsensus(_Unreliable):
     def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
         return self._inj.run(
             f"consensus cas {key}", lambda: self.inner.compare_and_set(key, expected, data)
+        )
+
+    def compare_and_set_many(self, ops: Sequence[CasOp]) -> list[bool]:
+        """One fault draw for the whole batch: it runs whole or not at all (one transaction)."""
+        return self._inj.run(
+            f"consensus cas {len(ops)} keys", lambda: self.inner.compare_and_set_many(ops)
         )
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:

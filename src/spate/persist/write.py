@@ -34,6 +34,7 @@ import asyncio
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Final
 
 import pyarrow as pa
@@ -54,9 +55,11 @@ from spate.persist.errors import (
     UpdateNotBeyondLower,
 )
 from spate.persist.gc import GcReport
+from spate.persist.machine import Applied
 from spate.persist.maintenance import run_maintenance
 from spate.persist.state import (
     Appended,
+    Apply,
     BatchPart,
     HollowBatch,
     ShardState,
@@ -212,21 +215,44 @@ class WriteHandle:
         new_upper: Frontier,
         token: uuid.UUID,
     ) -> Appended | UpperMismatch:
-        ctx = self._ctx
-        shard = ctx.shard_id
+        parts = self._write_parts(table, new_upper)
+        fn = self._append_fn(parts, expected_upper, new_upper, token)
+        return self._finish(self._ctx.machine.apply(fn, crash_points=True), parts, new_upper)
+
+    def _write_parts(self, table: pa.Table | None, new_upper: Frontier) -> tuple[BatchPart, ...]:
+        """The batch's blob (none for an empty append), durable when this returns."""
+        shard = self._ctx.shard_id
         latency_trace.mark("append_start", shard, _value(new_upper))
         parts = (self._write_part(table),) if table is not None else ()
         latency_trace.mark("blob_written", shard, _value(new_upper))
+        return parts
+
+    def _append_fn(
+        self,
+        parts: tuple[BatchPart, ...],
+        expected_upper: Frontier,
+        new_upper: Frontier,
+        token: uuid.UUID,
+    ) -> Callable[[ShardState], Apply[Appended | UpperMismatch]]:
+        """The transition that appends ``parts`` as one batch ``[expected_upper, new_upper)``."""
+        ctx = self._ctx
         batch = HollowBatch(
             lower=expected_upper, upper=new_upper, since=Antichain.minimum(), parts=parts
         )
         writer_id = self.writer_id
-        applied = ctx.machine.apply(
-            lambda s: compare_and_append(
-                s, writer_id=writer_id, batch=batch, token=token, now_ms=ctx.now_ms()
-            ),
-            crash_points=True,
+        return lambda s: compare_and_append(
+            s, writer_id=writer_id, batch=batch, token=token, now_ms=ctx.now_ms()
         )
+
+    def _finish(
+        self,
+        applied: Applied[Appended | UpperMismatch],
+        parts: tuple[BatchPart, ...],
+        new_upper: Frontier,
+    ) -> Appended | UpperMismatch:
+        """What follows an append's compare-and-set: drop blobs proven unreferenced, learn the
+        upper, queue maintenance."""
+        ctx = self._ctx
         result = applied.result
         if isinstance(result, UpperMismatch):
             # Proven not committed (see state.compare_and_append): the blobs are ours to drop.
@@ -237,7 +263,7 @@ class WriteHandle:
             # An earlier call committed; this call's blobs were never referenced.
             ctx.delete_quietly([p.key for p in parts])
         crash_point("persist.after_cas_before_ack")
-        latency_trace.mark("cas_done", shard, _value(new_upper))
+        latency_trace.mark("cas_done", ctx.shard_id, _value(new_upper))
         self._upper = self._upper.join(result.upper)
         if applied.changed and ctx.config.maintenance:
             self._after_append(applied.before)

@@ -20,6 +20,7 @@ import pytest
 from spate.frontier import Antichain
 from spate.frontier.read_policy import ReadPolicy
 from spate.ids import GlobalId
+from spate.persist.consensus_mem import MemConsensus
 from spate.repr.types import Row
 from spate.storage.controller import StorageController
 from spate.storage.controller.errors import IdentifierMissing, ReadOnly
@@ -396,3 +397,26 @@ async def test_the_oracle_reservation_is_renewed_off_the_event_loop() -> None:
         await asyncio.sleep(0.05)  # the last renewal, started after the last group's ts
         assert oracle.threads and threading.get_ident() not in oracle.threads
         commit.close()
+
+
+async def test_a_group_commits_every_table_with_one_consensus_transaction() -> None:
+    async with environment() as env:
+        c = await env.controller()
+        await c.create_collections([table(1), table(2), table(3)])
+        c.allow_writes()
+        commit = GroupCommit(c, Oracle(c))
+        await commit.write(U1, changes((0, "warm")))  # every table has its writer now
+        consensus = c.tables._persist.consensus
+        assert isinstance(consensus, MemConsensus)
+        blob = c.tables._persist.blob
+        shards = {id: c.tables._caps.collections[id].shard for id in (U1, U2, U3)}
+        blobs = {id: len(list(blob.list_keys(f"{s}/"))) for id, s in shards.items()}
+        commits = consensus.commits
+        ts = await commit.write(U1, changes((1, "a")))
+        assert consensus.commits == commits + 1
+        for id in (U1, U2, U3):
+            assert c.collection_frontiers(id).upper == Antichain.of(ts + 1)
+        after = {id: len(list(blob.list_keys(f"{s}/"))) for id, s in shards.items()}
+        assert after[U2] == blobs[U2] and after[U3] == blobs[U3]  # empty appends: no blob
+        assert await contents(c, U1) == Counter({(0, "warm"): 1, (1, "a"): 1})
+        await c.shutdown()

@@ -7,9 +7,10 @@ and the *advance* of every table (the tick), if one was asked for — chooses **
 every change to that table at ``ts``, with the table's new upper ``ts + 1``. **Every** table is
 appended, the ones no write of the group names with no updates: all tables move together, so a
 dataflow or a read over a written table and an unwritten one can go to ``ts`` at once instead
-of waiting for the next tick to move the unwritten one. Tables are appended
-concurrently and independently (:meth:`~.table_writes.TableWrites.append_each`). Only when
-every append of the group has returned does the committer tell the oracle that ``ts`` is
+of waiting for the next tick to move the unwritten one. Tables are appended independently
+(:meth:`~.table_writes.TableWrites.append_each`) and their new states commit with one batched
+consensus compare-and-set: one transaction for the group, and no blob for an empty append. Only
+when every append of the group has returned does the committer tell the oracle that ``ts`` is
 acknowledged (``apply_write``), and only then does each successful write return ``ts``: a write
 returns after it is durable **and** visible to a following strict read at ``read_ts()``.
 

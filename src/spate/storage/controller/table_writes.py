@@ -11,7 +11,9 @@ is validated whole first (:mod:`.tables`), then, under one lock (calls are seria
   every table exactly once or in none.
 
 ``append_each`` is the group commit's primitive: one compare-and-append per table, each table
-on its own (one table's failure does not undo another's), all of them concurrently.
+on its own (one table's failure does not undo another's), all of them committed with one
+batched consensus compare-and-set (:mod:`spate.persist.write_many`: one transaction, one fsync
+for the group, not one per table).
 
 **One truth for a table's upper.** The expected upper of a table is its write frontier in the
 controller's :class:`~.collections.Capabilities`, and nothing else: the controller is a table's
@@ -41,6 +43,7 @@ from spate.persist.crash import crash_point
 from spate.persist.errors import LeaseExpired
 from spate.persist.state import UpperMismatch
 from spate.persist.write import WriteHandle
+from spate.persist.write_many import AppendRequest, compare_and_append_many
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
 from spate.storage.controller.collections import Capabilities, CollectionState
@@ -148,11 +151,12 @@ class TableWrites:
     async def append_each(
         self, commands: Sequence[tuple[GlobalId, TableUpdates, Frontier]]
     ) -> list[AppendOutcome]:
-        """Append to each table on its own: one compare-and-append per table, concurrently,
-        under one fencing check. Returns, per command, the table's new upper or the exception
-        its append raised (``InvalidUppers`` if its shard moved); tables that failed are left
-        as they were, the others are written. Validation errors of any command raise before
-        anything is written (as ``append``); so do ``ReadOnly`` and ``ControllerFenced``."""
+        """Append to each table on its own: one compare-and-append per table, all committed with
+        one batched consensus compare-and-set, under one fencing check. Returns, per command,
+        the table's new upper or the exception its append raised (``InvalidUppers`` if its
+        shard moved); tables that failed are left as they were, the others are written.
+        Validation errors of any command raise before anything is written (as ``append``); so
+        do ``ReadOnly`` and ``ControllerFenced``."""
         self._check_tables([id for id, _u, _n in commands])
         async with self._lock:
             await self._finish_unapplied()
@@ -161,13 +165,7 @@ class TableWrites:
                 return []
             await asyncio.to_thread(self._txn.check_epoch)
             tokens = [self._ids.uuid() for _ in prepared]
-            outcomes = await asyncio.gather(
-                *(
-                    asyncio.to_thread(self._append_one, p, token, fenced=True)
-                    for p, token in zip(prepared, tokens, strict=True)
-                ),
-                return_exceptions=True,
-            )
+            outcomes = await asyncio.to_thread(self._append_many, prepared, tokens)
         results = [o for o in outcomes if isinstance(o, tuple)]
         self._on_uppers([(id, upper) for id, upper, _ok in results])
         out: list[AppendOutcome] = []
@@ -247,6 +245,46 @@ class TableWrites:
         if isinstance(result, UpperMismatch):
             return prepared.id, result.current, False
         return prepared.id, result.upper, True
+
+    def _append_many(
+        self, prepared: Sequence[PreparedAppend], tokens: Sequence[uuid.UUID]
+    ) -> list[tuple[GlobalId, Frontier, bool] | BaseException]:
+        """Several tables, each on its own, one batched commit (blocking; the caller checked
+        the epoch). A table whose writer expired is appended alone with a fresh writer."""
+        requests: list[AppendRequest] = []
+        out: list[tuple[GlobalId, Frontier, bool] | BaseException | None] = []
+        for p, token in zip(prepared, tokens, strict=True):
+            state = self._caps.collections[p.id]
+            try:
+                writer = self._writers.get(p.id)
+                if writer is None or writer.shard_id != state.shard:
+                    writer = self._persist.open_writer(state.shard, state.description.desc)
+                    self._writers[p.id] = writer
+            except Exception as e:
+                out.append(e)
+                continue
+            out.append(None)
+            requests.append(AppendRequest(writer, p.table, p.expected_upper, p.new_upper, token))
+        results = iter(compare_and_append_many(requests))
+        final: list[tuple[GlobalId, Frontier, bool] | BaseException] = []
+        for p, token, o in zip(prepared, tokens, out, strict=True):
+            if o is not None:
+                final.append(o)
+                continue
+            r = next(results)
+            if isinstance(r, LeaseExpired):  # nothing written: again alone, with a new writer
+                self._writers.pop(p.id, None)
+                try:
+                    final.append(self._append_one(p, token, fenced=True))
+                except Exception as e:
+                    final.append(e)
+            elif isinstance(r, BaseException):
+                final.append(r)
+            elif isinstance(r, UpperMismatch):
+                final.append((p.id, r.current, False))
+            else:
+                final.append((p.id, r.upper, True))
+        return final
 
     async def _append_atomic(
         self, prepared: Sequence[PreparedAppend]
