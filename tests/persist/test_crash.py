@@ -14,9 +14,6 @@ process (this one):
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -28,20 +25,16 @@ from spate.clock import ManualClock
 from spate.frontier.antichain import Antichain
 from spate.ids import ShardId, SystemIdGen
 from spate.persist import Appended, PersistClient, PersistLocation
-from spate.persist.crash import ENV
 from spate.repr.arrow import table_to_updates
-from spate.testing.process import spate_env
+from tests._crash_child import records_until_killed
 from tests.persist.conftest import DESC, updates
 
-REPO = Path(__file__).resolve().parents[2]
 WRITES = 12
 
 
 def _run_child(location: PersistLocation, shard: ShardId, point: str) -> list[dict[str, object]]:
-    proc = subprocess.run(
+    return records_until_killed(
         [
-            sys.executable,
-            "-m",
             "tests.persist._children",
             "crash",
             "--blob",
@@ -53,14 +46,8 @@ def _run_child(location: PersistLocation, shard: ShardId, point: str) -> list[di
             "--writes",
             str(WRITES),
         ],
-        cwd=REPO,
-        env=spate_env({ENV: point}),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        point,
     )
-    assert proc.returncode == -9, f"the child did not die at {point}: {proc.stderr}"
-    return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
 @pytest.mark.integration

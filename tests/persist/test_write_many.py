@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -17,15 +14,12 @@ from spate.persist import Appended, PersistClient, PersistConfig, PersistLocatio
 from spate.persist.blob_mem import MemBlob
 from spate.persist.consensus_mem import MemConsensus
 from spate.persist.consensus_sqlite import SqliteConsensus
-from spate.persist.crash import ENV
 from spate.persist.unreliable import Faults, UnreliableConsensus
 from spate.persist.write import WriteHandle
 from spate.persist.write_many import AppendRequest, compare_and_append_many
 from spate.repr.arrow import table_to_updates
-from spate.testing.process import spate_env
+from tests._crash_child import records_until_killed
 from tests.persist.conftest import DESC, A, tok, updates
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _shards(n: int) -> list[ShardId]:
@@ -181,10 +175,8 @@ def test_kill_during_a_batched_append_leaves_each_shard_whole_or_untouched(
 ) -> None:
     location = PersistLocation.embedded(tmp_path / "data")
     s = _shards(3)
-    proc = subprocess.run(
+    records = records_until_killed(
         [
-            sys.executable,
-            "-m",
             "tests.persist._children",
             "many",
             "--blob",
@@ -196,14 +188,8 @@ def test_kill_during_a_batched_append_leaves_each_shard_whole_or_untouched(
             "--writes",
             "6",
         ],
-        cwd=REPO,
-        env=spate_env({ENV: point}),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        point,
     )
-    assert proc.returncode == -9, f"the child did not die at {point}: {proc.stderr}"
-    records = [json.loads(line) for line in proc.stdout.splitlines()]
     acked = [r["ack"] for r in records if "ack" in r]
     in_flight = records[-1]["attempt"]
     assert acked == list(range(in_flight))

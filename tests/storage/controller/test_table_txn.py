@@ -10,9 +10,6 @@ before the commit point, not at all).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -24,15 +21,13 @@ from spate.clock import ManualClock, SystemClock
 from spate.frontier import Antichain
 from spate.ids import GlobalId, ShardId, SystemIdGen
 from spate.persist import PersistClient, PersistConfig, PersistLocation
-from spate.persist.crash import ENV
 from spate.repr.arrow import updates_to_table
 from spate.storage.controller import StorageController
 from spate.storage.controller.errors import ControllerFenced, InvalidUppers
 from spate.storage.controller.table_txn import STAGED_PREFIX, IntentWrite, TableTxnLog
-from spate.testing.process import spate_env
+from tests._crash_child import records_until_killed
 from tests.storage.controller._harness import TABLE_DESC, environment, table
 
-REPO = Path(__file__).resolve().parents[3]
 U1, U2, U3 = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3)
 
 
@@ -199,10 +194,8 @@ BIG_ROWS = 60_000
 
 
 def _run_child(data: Path, point: str, inline_bytes: int) -> list[dict[str, object]]:
-    proc = subprocess.run(
+    return records_until_killed(
         [
-            sys.executable,
-            "-m",
             "tests.storage.controller._children",
             "txn",
             "--data",
@@ -212,14 +205,8 @@ def _run_child(data: Path, point: str, inline_bytes: int) -> list[dict[str, obje
             "--inline-bytes",
             str(inline_bytes),
         ],
-        cwd=REPO,
-        env=spate_env({ENV: point}),
-        capture_output=True,
-        text=True,
-        timeout=120,
+        point,
     )
-    assert proc.returncode == -9, f"the child did not die at {point}: {proc.stderr}"
-    return [json.loads(line) for line in proc.stdout.splitlines()]
 
 
 @pytest.mark.integration
