@@ -154,6 +154,18 @@ class Machine:
         """The latest state in Consensus (retrying failures)."""
         return self.retrying("fetch", self._fetch_once)[1]
 
+    def _fetch_after(self, maybe_committed: bool) -> tuple[int | None, ShardState]:
+        """:meth:`fetch_with_seqno`; when a write of ours may have committed already, a
+        failure to fetch is ``Indeterminate`` (the caller cannot know whether it landed)."""
+        try:
+            return self.fetch_with_seqno()
+        except LocationError as e:
+            if maybe_committed:
+                raise Indeterminate(
+                    f"shard {self.key}: a write may have committed, then: {e}"
+                ) from e
+            raise
+
     def fetch_with_seqno(self) -> tuple[int | None, ShardState]:
         return self.retrying("fetch", self._fetch_once)
 
@@ -227,14 +239,7 @@ class Machine:
         if cached is not None and not refresh:
             (expected, state), fresh = cached, False
         else:
-            try:
-                (expected, state), fresh = self.fetch_with_seqno(), True
-            except LocationError as e:
-                if maybe_committed:
-                    raise Indeterminate(
-                        f"shard {self.key}: a write may have committed, then: {e}"
-                    ) from e
-                raise
+            (expected, state), fresh = self._fetch_after(maybe_committed), True
         failures = 0
         while True:
             # A cached state may be stale: an error or a "nothing to do" computed from it is
@@ -268,14 +273,7 @@ class Machine:
                         ) from e
                     raise
                 self._backoff(failures)
-                try:
-                    (expected, state), fresh = self.fetch_with_seqno(), True
-                except LocationError as fe:
-                    if maybe_committed:
-                        raise Indeterminate(
-                            f"shard {self.key}: a write may have committed, then: {fe}"
-                        ) from fe
-                    raise
+                (expected, state), fresh = self._fetch_after(maybe_committed), True
                 continue
             if ok:
                 self._remember(new.seqno, new)
