@@ -200,6 +200,16 @@ _FORMATS: Final = {n: struct.Struct(f"!{n}h") for n in range(1, 9)}
 """Precompiled formats of up to 8 format codes (a Bind's usual count)."""
 
 
+def _format_codes(body: bytes, at: int) -> tuple[tuple[int, ...], int]:
+    """A Bind's count of format codes at ``at``, then the codes; and where they end (more than
+    8 codes: ``KeyError``, for the field-by-field reader)."""
+    (n,) = _COUNT.unpack_from(body, at)
+    at += 2
+    if not n:
+        return (), at
+    return _FORMATS[n].unpack_from(body, at), at + 2 * n
+
+
 def parse_bind(body: bytes) -> Bind:
     """The Bind in ``body``; exact :class:`MalformedMessage` errors for any that does not
     decode. The usual Bind (at most 8 format codes of 0 or 1 each, every field in place) is
@@ -219,12 +229,7 @@ def _bind_fast(body: bytes) -> Bind:
     end = body.index(0, at)
     stmt = body[at:end].decode() if end > at else ""
     at = end + 1
-    (n,) = _COUNT.unpack_from(body, at)
-    at += 2
-    pformats: tuple[int, ...] = ()
-    if n:
-        pformats = _FORMATS[n].unpack_from(body, at)
-        at += 2 * n
+    pformats, at = _format_codes(body, at)
     (n,) = _COUNT.unpack_from(body, at)
     at += 2
     values: list[bytes | None] = []
@@ -239,12 +244,7 @@ def _bind_fast(body: bytes) -> Bind:
             raise ValueError("value")
         values.append(body[at : at + k])
         at += k
-    (n,) = _COUNT.unpack_from(body, at)
-    at += 2
-    rformats: tuple[int, ...] = ()
-    if n:
-        rformats = _FORMATS[n].unpack_from(body, at)
-        at += 2 * n
+    rformats, at = _format_codes(body, at)
     if at != size:
         raise ValueError("trailing bytes")
     for f in pformats:
