@@ -20,45 +20,31 @@ from spate.environment.catalog_store import (
 )
 from spate.environment.definitions import SqlDefinition
 from spate.ids import GlobalId
-from spate.persist.consensus import Consensus, VersionedData
+from spate.persist.consensus import Consensus
 from spate.persist.consensus_mem import MemConsensus
 from spate.persist.consensus_sqlite import SqliteConsensus
 from spate.persist.document import DurableDocument
 from spate.plan.builder import col
 from spate.plan.relation import Get
 from spate.repr import INT64, TEXT, RelationDesc
+from tests._consensus import PassThroughConsensus
 
 Change = Callable[[CatalogState | None], CatalogState]
 DESC = RelationDesc.of(("k", INT64, False), ("v", INT64, False), ("s", TEXT))
 
 
-class CountingConsensus:
+class CountingConsensus(PassThroughConsensus):
     """A consensus that counts the bytes of every version written."""
 
     def __init__(self, inner: Consensus) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.written: list[int] = []
-
-    def head(self, key: str) -> VersionedData | None:
-        return self.inner.head(key)
 
     def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
         ok = self.inner.compare_and_set(key, expected, data)
         if ok:
             self.written.append(len(data))
         return ok
-
-    def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
-        return self.inner.scan(key, from_seqno, limit)
-
-    def truncate(self, key: str, seqno: int) -> int:
-        return self.inner.truncate(key, seqno)
-
-    def list_keys(self) -> list[str]:
-        return self.inner.list_keys()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def _with_table(state: CatalogState | None) -> CatalogState:

@@ -15,21 +15,18 @@ from spate.ids import SeededIdGen, ShardId
 from spate.persist import Appended, PersistClient, PersistConfig, UpperMismatch
 from spate.persist.blob_mem import MemBlob
 from spate.persist.consensus_mem import MemConsensus
-from spate.persist.location import VersionedData
 from spate.persist.unreliable import Faults, UnreliableBlob, UnreliableConsensus
 from spate.repr.arrow import table_to_updates
+from tests._consensus import PassThroughConsensus
 from tests.persist.conftest import DESC, A, updates
 
 
-class ScriptedConsensus:
+class ScriptedConsensus(PassThroughConsensus):
     """MemConsensus whose next compare-and-set fails the way a test says."""
 
     def __init__(self) -> None:
-        self.inner = MemConsensus()
+        super().__init__(MemConsensus())
         self.next_cas: str | None = None
-
-    def head(self, key: str) -> VersionedData | None:
-        return self.inner.head(key)
 
     def compare_and_set(self, key: str, expected: int | None, data: bytes) -> bool:
         mode, self.next_cas = self.next_cas, None
@@ -39,15 +36,6 @@ class ScriptedConsensus:
         if mode == "timeout_after":
             raise Indeterminate("scripted: ran, then timed out")
         return ok
-
-    def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
-        return self.inner.scan(key, from_seqno, limit)
-
-    def truncate(self, key: str, seqno: int) -> int:
-        return self.inner.truncate(key, seqno)
-
-    def list_keys(self) -> list[str]:
-        return self.inner.list_keys()
 
     def close(self) -> None:
         pass
