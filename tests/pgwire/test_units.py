@@ -1,4 +1,4 @@
-"""Unit tests of the pieces: lexer, statements, types, catalog answers, tags, CLI options."""
+"""Unit tests of the pieces: literals, statements, types, catalog answers, tags, CLI options."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from spate.cli.serve import BadListenAddress, parse_listen
-from spate.pgwire import lexer, statements
+from spate.pgwire import literals, statements
 from spate.pgwire import types as pgt
 from spate.pgwire.binding import Prepared, bind_text
 from spate.pgwire.environment import view_query
@@ -38,12 +38,12 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
     with pytest.raises(PgError) as e:
         bind_text(prepared, ["7"], what="bind message")
     assert e.value.sqlstate == "08P01"
-    assert lexer.literal("it's") == "'it''s'"
-    assert lexer.literal(-3) == "(-3)"
-    assert lexer.literal(Decimal("1.50"), "numeric") == "CAST(1.50 AS numeric)"
-    assert lexer.literal(b"\x00\xff") == "CAST('\\x00ff' AS bytea)"
-    assert lexer.literal(dt.date(2020, 1, 2)) == "CAST('2020-01-02' AS date)"
-    assert lexer.literal(None) == "NULL" and lexer.literal(True) == "TRUE"
+    assert literals.literal("it's") == "'it''s'"
+    assert literals.literal(-3) == "(-3)"
+    assert literals.literal(Decimal("1.50"), "numeric") == "CAST(1.50 AS numeric)"
+    assert literals.literal(b"\x00\xff") == "CAST('\\x00ff' AS bytea)"
+    assert literals.literal(dt.date(2020, 1, 2)) == "CAST('2020-01-02' AS date)"
+    assert literals.literal(None) == "NULL" and literals.literal(True) == "TRUE"
 
 
 @pytest.mark.parametrize(

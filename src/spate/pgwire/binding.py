@@ -15,10 +15,11 @@ from typing import Final
 
 from sqlglot.tokenizer_core import TokenType
 
-from spate.pgwire import codec, lexer
+from spate.pgwire import codec
 from spate.pgwire import types as pgt
 from spate.pgwire.engine import Described
 from spate.pgwire.errors import PgError
+from spate.pgwire.literals import literal
 from spate.sql import Parsed
 
 
@@ -94,9 +95,7 @@ def bind_values(stmt: Prepared, m: codec.Bind) -> tuple[tuple[object, ...], Call
     )
 
     def text() -> str:
-        literals = [
-            lexer.literal(v, cast_name(pgt.BY_OID.get(oids[i]))) for i, v in enumerate(values)
-        ]
+        literals = [literal(v, cast_name(pgt.BY_OID.get(oids[i]))) for i, v in enumerate(values)]
         return bind_text(stmt, literals, what="bind message")
 
     return values, text

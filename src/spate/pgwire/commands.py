@@ -26,7 +26,7 @@ from spate.pgwire.copy import copy_in, parse_copy_from
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
-from spate.pgwire.lexer import literal
+from spate.pgwire.literals import literal
 from spate.pgwire.output import CopyEncoder, RowEncoder, copy_line, field_descs
 from spate.pgwire.portal import Portal
 from spate.pgwire.split import split_statements
