@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import uuid
 from collections import Counter
@@ -107,6 +108,11 @@ def test_indeterminate_retry_cases(fault: str, other_writer_between: bool, expec
     assert got == want
 
 
+ATTEMPTS = int(os.environ.get("SPATE_PERSIST_FAULT_ATTEMPTS", "600"))
+"""Append attempts of the seeded unreliable run (each seed differs per run and is printed, so
+runs add up; a soak sets more)."""
+
+
 @pytest.mark.slow
 def test_seeded_unreliable_run_has_no_duplicates_and_no_lost_acks(seed: int) -> None:
     rng = random.Random(seed)
@@ -139,7 +145,7 @@ def test_seeded_unreliable_run_has_no_duplicates_and_no_lost_acks(seed: int) -> 
     attempts = 0
     indeterminate = 0
     row_id = 0
-    while attempts < 2000:
+    while attempts < ATTEMPTS:
         w = rng.choice(writers)
         try:
             cur = w.fetch_recent_upper()
@@ -179,7 +185,7 @@ def test_seeded_unreliable_run_has_no_duplicates_and_no_lost_acks(seed: int) -> 
         f"attempts={attempts} acked={len(acked)} unknown={len(unknown)} indeterminate={indeterminate}"
     )
     print(f"faults blob={blob.counts} consensus={consensus.counts}")
-    assert indeterminate > 20 and len(acked) > 200
+    assert indeterminate > ATTEMPTS // 100 and len(acked) > ATTEMPTS // 10
     assert all(d == 1 for _, _, d in contents), "a row was applied twice"
     assert all(counts[r] == 1 for r in acked), "an acknowledged write was lost"
     assert set(counts) <= set(acked) | unknown, "a row that was never attempted appeared"
