@@ -117,7 +117,7 @@ def test_spate_answers_like_postgres(
     path: Path, key: str, spate_run: Callable[[Path], FileResult]
 ) -> None:
     problem = spate_run(path).problems[key]
-    assert problem is None, problem
+    assert problem is None, f"{problem}\nreplay: {Knobs.from_env().replay()}"
 
 
 @pytest.mark.timeout(1800)
@@ -131,7 +131,7 @@ def test_maintained_view_equals_postgres_after_every_round(
     if key not in result.incremental:
         pytest.skip("no random rounds this run (SPATE_SLT_ROUNDS=0)")
     problem = result.incremental[key]
-    assert problem is None, problem
+    assert problem is None, f"{problem}\nreplay: {Knobs.from_env().replay()}"
 
 
 @pytest.mark.slow
