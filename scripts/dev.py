@@ -94,6 +94,13 @@ def ensure_venv(dev: bool) -> None:
     stamp.write_text("\n".join(sorted(done)) + "\n")
 
 
+def compile_sources() -> None:
+    """Byte-compile spate's sources once. spate is installed editable, so nothing else does, and
+    where PYTHONDONTWRITEBYTECODE is set every process (a replica, a test's server) would compile
+    them again on import: about a third of its import CPU."""
+    subprocess.run([str(PY), "-m", "compileall", "-q", "src"], check=True, cwd=ROOT)
+
+
 def run(argv: list[str]) -> int:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
@@ -109,10 +116,12 @@ def main() -> int:
     if command == "demo":
         check_java()
         ensure_venv(dev=False)
+        compile_sources()
         return run([str(BIN / "spate"), "demo", *rest])
     if command == "test":
         check_java()
         ensure_venv(dev=True)
+        compile_sources()
         code = run([str(PY), "-m", "pytest", *rest])
         if code == 5:
             print("spate: pytest collected no tests; that is a failure", file=sys.stderr)
