@@ -45,6 +45,7 @@ from spate.errors import Indeterminate, InvariantViolation
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen
 from spate.persist.client import PersistClient
+from spate.persist.errors import AsOfBeforeSince
 from spate.persist.read import ListenUpdates, ReadHandle
 from spate.persist.state import UpperMismatch
 from spate.persist.write import WriteHandle
@@ -57,6 +58,7 @@ from spate.storage.replica.bindings import Binding, binding_history, contents_of
 from spate.storage.sources.source import (
     ReportsCoverage,
     ReportsFailedOutputs,
+    RestoresFromOutputs,
     SourceChunk,
     SourceError,
     SourceReader,
@@ -179,6 +181,7 @@ class IngestionRunner:
             raise SourceError(f"ingestion {self.id}: its remap collection is closed")
         start, bindings = self._history(lowest, remap_upper)
         point = self._reader.point_from_rows(list(start))
+        self._restore(point, lowest)
         for binding in bindings:
             target = self._reader.point_from_rows(list(binding.rows))
             chunk = self._reader.replay(point, target)
@@ -196,6 +199,37 @@ class IngestionRunner:
         self.counters.snapshot_committed = self._point != self._reader.minimum()
         self._hold_remap()
         self._needs_rehydration = False
+
+    def _restore(self, point: Any, lowest: Frontier) -> None:
+        """Hand a reader whose state is a function of its outputs (``RestoresFromOutputs``)
+        its exports' contents at ``point``: their contents at ``lowest - 1``, where the remap
+        binds ``point``. Exports no longer readable there (their since is beyond) leave the
+        reader to rebuild its state from upstream."""
+        reader = self._reader
+        if not isinstance(reader, RestoresFromOutputs) or not reader.needs_outputs(point):
+            return
+        t = lowest.as_option()
+        if t is None or t == 0:
+            return
+        outputs: dict[str, pa.Table] = {}
+        for e in self.description.exports:
+            handle = self._persist.open_leased_reader(e.shard, e.desc)
+            try:
+                snapshot = handle.snapshot(t - 1)
+            except AsOfBeforeSince:
+                _log.info(
+                    "ingestion %s: export %s is not readable at %d; its source rebuilds its "
+                    "state from upstream",
+                    self.id,
+                    e.id,
+                    t - 1,
+                )
+                return
+            finally:
+                handle.expire()
+            outputs[e.reference] = snapshot.drop_columns([TIME_COLUMN])
+        if reader.restore(point, outputs):
+            _log.info("ingestion %s: source state restored from its outputs at %d", self.id, t - 1)
 
     def _history(self, lowest: Frontier, upper: Frontier) -> tuple[tuple[Row, ...], list[Binding]]:
         """The remap contents at ``lowest - 1`` and the bindings in ``[lowest, upper)``."""
