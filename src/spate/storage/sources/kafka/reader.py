@@ -39,6 +39,7 @@ records of ``[lower, upper)``.
 
 from __future__ import annotations
 
+import logging
 import operator
 import threading
 import time
@@ -59,6 +60,7 @@ from spate.storage.sources.kafka.envelope import DATA, ERRORS, Envelope, Record,
 from spate.storage.sources.kafka.json_batch import JsonBatch
 from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
 
+_log: Final = logging.getLogger("spate.storage.kafka")
 KAFKA_PROGRESS_DESC: Final = RelationDesc.of(("partition", INT64, False), ("offset", INT64, False))
 KafkaPoint = tuple[tuple[int, int], ...]
 _BATCH: Final = 10_000
@@ -402,6 +404,12 @@ class KafkaReader:
         if self._state_at == point:
             return
         state.clear()
+        _log.info(
+            "Kafka source: topic %r: rebuilding the UPSERT state by reading the topic from its "
+            "start up to %s",
+            self._source.topic,
+            point,
+        )
         messages = self._read_range((), point) if point else []
         messages.sort(key=lambda m: (m.partition(), m.offset()))
         self.records_reread += len(messages)
