@@ -8,9 +8,11 @@ the source goes on from the committed point, and the key set is never held in Py
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -226,3 +228,55 @@ def test_the_key_set_is_on_disk_not_in_python(brokers: str) -> None:
     assert 0 < state.max_resident <= 500
     assert len(_total(chunks, DATA)) == keys - keys // 10
     reader.close()
+
+
+def test_a_state_directory_left_by_a_process_that_is_gone_is_removed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from spate.storage.sources.kafka.upsert_state import UpsertState
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    orphan = tmp_path / f"spate-upsert-{int(gone.stdout)}-abc"
+    orphan.mkdir()
+    (orphan / "state.db").write_bytes(b"x")
+    other = tmp_path / "spate-upsert-notes"
+    other.mkdir()
+    state = UpsertState(str(tmp_path))
+    mine = [p for p in tmp_path.iterdir() if p.name.startswith(f"spate-upsert-{os.getpid()}-")]
+    assert len(mine) == 1
+    assert not orphan.exists() and other.exists()
+    state.write({b"k": (DATA, (1, "a"))})
+    state.commit()
+    assert state.get_many([b"k", b"x"]) == {b"k": (DATA, (1, "a"))}
+    state.close()
+    assert not mine[0].exists()
+
+
+def test_rows_of_every_decoded_type_are_kept_as_they_were() -> None:
+    import datetime as dt
+    import decimal
+
+    from spate.storage.sources.kafka.upsert_state import decode_row, encode_row
+
+    row = (
+        1,
+        -(2**63),
+        1.5,
+        True,
+        None,
+        "text",
+        b"\x00bytes",
+        dt.datetime(2026, 1, 2, 3, 4, 5, 678),
+        dt.date(2026, 1, 2),
+        decimal.Decimal("12.340"),
+    )
+    back = decode_row(encode_row(row))
+    assert back == row
+    assert [type(v) for v in back] == [type(v) for v in row]
+    assert str(back[-1]) == "12.340"

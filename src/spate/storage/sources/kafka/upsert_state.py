@@ -13,13 +13,16 @@ then durable downstream) or :meth:`rollback` undoes (the point was not bound: th
 back to the last committed point). The file is a cache, not the state of record: a new
 reader starts from an empty one and rebuilds it from the source's outputs in persist
 (:meth:`spate.storage.sources.kafka.reader.KafkaReader.restore`), so the database is written
-without syncs and removed on :meth:`close`.
+without syncs and removed on :meth:`close`. Its directory is named after the process that
+made it; one left by a process that is gone (a killed storage replica) is removed when the
+next state is made in the same directory.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -36,6 +39,7 @@ Held = tuple[str, Row]
 
 _IN_CHUNK: Final = 500  # keys per ``IN (…)`` lookup, well under SQLite's variable limit
 _CACHE_KIB: Final = 16 * 1024  # SQLite's page cache: what it keeps in memory at most
+_PREFIX: Final = "spate-upsert-"
 _DATETIME: Final = 1  # msgpack extension codes of the datums msgpack has no type for
 _DATE: Final = 2
 _DECIMAL: Final = 3
@@ -62,6 +66,30 @@ def _ext(code: int, data: bytes) -> object:
     return msgpack.ExtType(code, data)
 
 
+def _remove_orphans(directory: str | None) -> None:
+    """Remove the state directories in ``directory`` of processes that are gone."""
+    parent = directory if directory is not None else tempfile.gettempdir()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PREFIX) :].split("-", 1)[0]
+        if not name.startswith(_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def encode_row(row: Row) -> bytes:
     """A row as bytes (msgpack; datetimes, dates and decimals as extensions)."""
     return msgpack.packb(row, default=_default, use_bin_type=True, datetime=False)  # type: ignore[no-any-return]
@@ -77,7 +105,8 @@ class UpsertState:
     """The key state of one source on local disk (see the module docs)."""
 
     def __init__(self, directory: str | None = None) -> None:
-        self._dir = tempfile.mkdtemp(prefix="spate-upsert-", dir=directory)
+        _remove_orphans(directory)
+        self._dir = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=directory)
         try:
             self._db = sqlite3.connect(
                 f"{self._dir}/state.db", isolation_level=None, check_same_thread=False
