@@ -26,6 +26,11 @@ wrote: no duplicate, no gap. The remap history of ``[min u_e - 1, u_r)`` must st
 the controller holds the remap collection's since at or below its exports' uppers minus one,
 and the runner keeps a leased reader there too.
 
+A source whose state is a function of its outputs (``RestoresFromOutputs``: an UPSERT Kafka
+source's key state) is handed, before the replay, the exports' contents at ``min u_e - 1``,
+where the remap binds the point the replay starts from; the runner keeps leased readers on
+those exports at ``min u_e - 1`` as well, so that a restarted runner can read them there.
+
 All methods block (persist and sources are synchronous); the replica runs them in threads.
 Writes happen only in :meth:`rehydrate` and :meth:`step`, which the replica calls only after
 ``AllowWrites``.
@@ -116,6 +121,7 @@ class IngestionRunner:
         self._remap_writer: WriteHandle | None = None
         self._remap_reader: ReadHandle | None = None
         self._writers: dict[GlobalId, WriteHandle] = {}
+        self._export_readers: dict[GlobalId, ReadHandle] = {}  # RestoresFromOutputs only
         self._point: Any = reader.minimum()
         self._upper: Frontier = Antichain.minimum()
         self._needs_rehydration = True
@@ -162,6 +168,9 @@ class IngestionRunner:
         self._remap_reader = self._persist.open_leased_reader(remap.shard, remap.desc)
         for e in self.description.exports:
             self._writers[e.id] = self._persist.open_writer(e.shard, e.desc)
+        if isinstance(self._reader, RestoresFromOutputs):
+            for e in self.description.exports:
+                self._export_readers[e.id] = self._persist.open_leased_reader(e.shard, e.desc)
 
     def rehydrate(self) -> None:
         """Catch every export up with the remap collection (see the module docs)."""
@@ -213,9 +222,8 @@ class IngestionRunner:
             return
         outputs: dict[str, pa.Table] = {}
         for e in self.description.exports:
-            handle = self._persist.open_leased_reader(e.shard, e.desc)
             try:
-                snapshot = handle.snapshot(t - 1)
+                snapshot = self._export_readers[e.id].snapshot(t - 1)
             except AsOfBeforeSince:
                 _log.info(
                     "ingestion %s: export %s is not readable at %d; its source rebuilds its "
@@ -225,8 +233,6 @@ class IngestionRunner:
                     t - 1,
                 )
                 return
-            finally:
-                handle.expire()
             outputs[e.reference] = snapshot.drop_columns([TIME_COLUMN])
         if reader.restore(point, outputs):
             _log.info("ingestion %s: source state restored from its outputs at %d", self.id, t - 1)
@@ -254,7 +260,9 @@ class IngestionRunner:
         return rows_of(start), binding_history(start, tables, below=hi)
 
     def _hold_remap(self) -> None:
-        """Keep the remap readable at every export's upper minus one."""
+        """Keep the remap readable at every export's upper minus one, and, for a source that
+        restores its state from its outputs, the exports too (so a restart can read them
+        where it resumes)."""
         assert self._remap_reader is not None
         lowest = self._remap_writer.upper if self._remap_writer is not None else self._upper
         for w in self._writers.values():
@@ -262,6 +270,8 @@ class IngestionRunner:
         t = lowest.as_option()
         if t is not None and t > 0:
             self._remap_reader.downgrade_since(Antichain.of(t - 1))
+            for r in self._export_readers.values():
+                r.downgrade_since(Antichain.of(t - 1))
 
     def _append(
         self, export: SourceExport, writer: WriteHandle, chunk: SourceChunk[Any], time: int
@@ -407,11 +417,14 @@ class IngestionRunner:
                     h.expire()
                 except Exception:  # a closing runner must not fail on a lost lease
                     _log.debug("ingestion %s: expiring a writer failed", self.id, exc_info=True)
-        if self._remap_reader is not None:
+        for r in [self._remap_reader, *self._export_readers.values()]:
+            if r is None:
+                continue
             try:
-                self._remap_reader.expire()
+                r.expire()
             except Exception:
-                _log.debug("ingestion %s: expiring the remap reader failed", self.id, exc_info=True)
+                _log.debug("ingestion %s: expiring a reader failed", self.id, exc_info=True)
+        self._export_readers = {}
         self._remap_writer = None
         self._remap_reader = None
         self._writers = {}
