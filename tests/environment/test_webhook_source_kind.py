@@ -5,6 +5,8 @@ older version kept as a plain table opens with it as a source."""
 
 from __future__ import annotations
 
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -70,3 +72,59 @@ def test_a_webhook_source_kept_as_a_table_opens_as_a_source(tmp_path: Path) -> N
         assert "w" in _names(env, "SHOW SOURCES")
         env.sql("DROP SOURCE w")
         assert "w" not in env.names()
+
+
+def _post(url: str, body: bytes) -> int:
+    request = urllib.request.Request(url, body, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def test_a_webhook_source_has_a_row_in_source_statistics(tmp_path: Path) -> None:
+    """Accepted POSTs are its rows and bytes; a body that is not JSON and one over the size
+    limit are its errors, the latest one's reason its last error."""
+    settings = Settings(data_dir=tmp_path / "data", webhook_port=0, webhook_max_body_bytes=64)
+    with Environment.open(settings=settings) as env:
+        env.sql("CREATE SOURCE j FROM WEBHOOK BODY FORMAT JSON")
+        url = f"{env.webhook_url}/materialize/public/j"
+        bodies = [b'{"a": 1}', b'{"a": 22}', b"[1, 2, 3]"]
+        assert [_post(url, b) for b in bodies] == [200, 200, 200]
+        assert _post(url, b"{not json") == 400
+        assert _post(url, b"x" * 65) == 413
+        query = (
+            "SELECT name, status, rows, bytes, errors, last_error, committed_frontier "
+            "FROM spate_catalog.source_statistics WHERE name = 'j'"
+        )
+        deadline = time.monotonic() + 60
+        rows: list[dict[str, object]] = []
+        while time.monotonic() < deadline:
+            result = env.sql(query)
+            assert isinstance(result, pa.Table)
+            rows = result.to_pylist()
+            if rows and rows[0]["errors"] == 2:
+                break
+            time.sleep(0.5)
+        assert len(rows) == 1, rows
+        row = rows[0]
+        assert row["status"] == "running"
+        assert row["rows"] == 3
+        assert row["bytes"] == sum(len(b) for b in bodies)
+        assert row["errors"] == 2
+        assert row["last_error"] == "the body is over 64 bytes"
+        assert isinstance(row["committed_frontier"], int)
+        # Dropped and created again under its name: a new source, counted from zero.
+        env.sql("DROP SOURCE j")
+        env.sql("CREATE SOURCE j FROM WEBHOOK BODY FORMAT JSON")
+        assert _post(url, b'{"b": 1}') == 200
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            result = env.sql(query)
+            assert isinstance(result, pa.Table)
+            rows = result.to_pylist()
+            if len(rows) == 1 and rows[0]["rows"] == 1:
+                break
+            time.sleep(0.5)
+        assert [(r["rows"], r["bytes"], r["errors"]) for r in rows] == [(1, 8, 0)]

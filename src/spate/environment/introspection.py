@@ -296,6 +296,22 @@ def _sources_and_sinks(rt: Runtime) -> tuple[list[Row], list[Row]]:
                     None if upper is None else upper - 1,
                 )
             )
+        elif isinstance(item, TableItem) and item.webhook:
+            # Written by the environment's endpoint, not ingested: the endpoint's counts.
+            hooks = rt.webhooks.of(item.id)
+            upper = rt.storage.collection_frontiers(item.id).upper.as_option()
+            sources.append(
+                (
+                    str(item.id),
+                    item.name,
+                    ObjectStatus.RUNNING.value,
+                    hooks.accepted,
+                    hooks.bytes_accepted,
+                    hooks.rejected,
+                    hooks.last_error,
+                    None if upper is None else upper - 1,
+                )
+            )
         elif isinstance(item, SinkItem):
             last = rt.storage.status(item.id)
             out = stats.sink(item.id)

@@ -21,6 +21,7 @@ from spate.environment.catalog import CatalogState, UnknownName
 from spate.environment.catalog_store import CatalogStore
 from spate.environment.layout import Layout
 from spate.environment.oracle import TimestampOracle
+from spate.environment.webhook.statistics import WebhookStatistics
 from spate.ids import GlobalId, IdGen, InstanceId, ReplicaId
 from spate.orchestrator.supervisor import Supervisor
 from spate.persist.client import PersistClient
@@ -50,6 +51,8 @@ class Runtime:
     storage_replica_started: bool = False
     commits: GroupCommit = field(init=False)
     """Every table write goes through it (one group commit per table per tick)."""
+    webhooks: WebhookStatistics = field(default_factory=WebhookStatistics)
+    """What the webhook endpoint was sent, per source (``source_statistics``)."""
     _transient: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:

@@ -46,10 +46,12 @@ class Endpoint:
         definition: Callable[[str], str | None],
         secret: Callable[[str], str],
         insert: Callable[[str, Sequence[Sequence[Datum]]], object],
+        record: Callable[[str, int, bool, str | None], object] | None = None,
     ) -> None:
         self._definition = definition
         self._secret = secret
         self._insert = insert
+        self._record = record
         self._cache: dict[str, tuple[WebhookSpec, exp.Expr | None]] = {}
         self._lock = threading.Lock()
 
@@ -69,10 +71,29 @@ class Endpoint:
         return hit
 
     def handle(self, name: str, headers: dict[str, str], body: bytes) -> tuple[int, str]:
-        """The status and message for a POST of ``body`` to source ``name``."""
+        """The status and message for a POST of ``body`` to source ``name``; a request to a
+        webhook source is counted (``record``: the source, the body's bytes, whether it was
+        written, why not)."""
         found = self.spec(name)
         if found is None:
             return 404, f"no webhook source {name!r}"
+        status, message = self._handle(name, found, headers, body)
+        if self._record is not None:
+            self._record(name, len(body), status == 200, None if status == 200 else message)
+        return status, message
+
+    def refused(self, name: str, message: str) -> None:
+        """Count a request to ``name`` refused before its body was read (too big)."""
+        if self._record is not None and self.spec(name) is not None:
+            self._record(name, 0, False, message)
+
+    def _handle(
+        self,
+        name: str,
+        found: tuple[WebhookSpec, exp.Expr | None],
+        headers: dict[str, str],
+        body: bytes,
+    ) -> tuple[int, str]:
         spec, node = found
         if spec.check is not None:
             assert node is not None
@@ -161,7 +182,9 @@ def _handler(endpoint: Endpoint, max_body: int) -> type[BaseHTTPRequestHandler]:
                 return
             length = int(length_text)
             if length > max_body:
-                self._answer(413, f"the body is over {max_body} bytes", close=True)
+                message = f"the body is over {max_body} bytes"
+                endpoint.refused(parts[5], message)
+                self._answer(413, message, close=True)
                 return
             body = self.rfile.read(length)
             if len(body) != length:

@@ -26,6 +26,11 @@ wrote: no duplicate, no gap. The remap history of ``[min u_e - 1, u_r)`` must st
 the controller holds the remap collection's since at or below its exports' uppers minus one,
 and the runner keeps a leased reader there too.
 
+A source whose state is a function of its outputs (``RestoresFromOutputs``: an UPSERT Kafka
+source's key state) is handed, before the replay, the exports' contents at ``min u_e - 1``,
+where the remap binds the point the replay starts from; the runner keeps leased readers on
+those exports at ``min u_e - 1`` as well, so that a restarted runner can read them there.
+
 All methods block (persist and sources are synchronous); the replica runs them in threads.
 Writes happen only in :meth:`rehydrate` and :meth:`step`, which the replica calls only after
 ``AllowWrites``.
@@ -45,6 +50,7 @@ from spate.errors import Indeterminate, InvariantViolation
 from spate.frontier.antichain import Antichain, Frontier
 from spate.ids import GlobalId, IdGen
 from spate.persist.client import PersistClient
+from spate.persist.errors import AsOfBeforeSince
 from spate.persist.read import ListenUpdates, ReadHandle
 from spate.persist.state import UpperMismatch
 from spate.persist.write import WriteHandle
@@ -57,6 +63,7 @@ from spate.storage.replica.bindings import Binding, binding_history, contents_of
 from spate.storage.sources.source import (
     ReportsCoverage,
     ReportsFailedOutputs,
+    RestoresFromOutputs,
     SourceChunk,
     SourceError,
     SourceReader,
@@ -114,6 +121,7 @@ class IngestionRunner:
         self._remap_writer: WriteHandle | None = None
         self._remap_reader: ReadHandle | None = None
         self._writers: dict[GlobalId, WriteHandle] = {}
+        self._export_readers: dict[GlobalId, ReadHandle] = {}  # RestoresFromOutputs only
         self._point: Any = reader.minimum()
         self._upper: Frontier = Antichain.minimum()
         self._needs_rehydration = True
@@ -160,6 +168,9 @@ class IngestionRunner:
         self._remap_reader = self._persist.open_leased_reader(remap.shard, remap.desc)
         for e in self.description.exports:
             self._writers[e.id] = self._persist.open_writer(e.shard, e.desc)
+        if isinstance(self._reader, RestoresFromOutputs):
+            for e in self.description.exports:
+                self._export_readers[e.id] = self._persist.open_leased_reader(e.shard, e.desc)
 
     def rehydrate(self) -> None:
         """Catch every export up with the remap collection (see the module docs)."""
@@ -179,6 +190,7 @@ class IngestionRunner:
             raise SourceError(f"ingestion {self.id}: its remap collection is closed")
         start, bindings = self._history(lowest, remap_upper)
         point = self._reader.point_from_rows(list(start))
+        self._restore(point, lowest)
         for binding in bindings:
             target = self._reader.point_from_rows(list(binding.rows))
             chunk = self._reader.replay(point, target)
@@ -196,6 +208,34 @@ class IngestionRunner:
         self.counters.snapshot_committed = self._point != self._reader.minimum()
         self._hold_remap()
         self._needs_rehydration = False
+
+    def _restore(self, point: Any, lowest: Frontier) -> None:
+        """Hand a reader whose state is a function of its outputs (``RestoresFromOutputs``)
+        its exports' contents at ``point``: their contents at ``lowest - 1``, where the remap
+        binds ``point``. Exports no longer readable there (their since is beyond) leave the
+        reader to rebuild its state from upstream."""
+        reader = self._reader
+        if not isinstance(reader, RestoresFromOutputs) or not reader.needs_outputs(point):
+            return
+        t = lowest.as_option()
+        if t is None or t == 0:
+            return
+        outputs: dict[str, pa.Table] = {}
+        for e in self.description.exports:
+            try:
+                snapshot = self._export_readers[e.id].snapshot(t - 1)
+            except AsOfBeforeSince:
+                _log.info(
+                    "ingestion %s: export %s is not readable at %d; its source rebuilds its "
+                    "state from upstream",
+                    self.id,
+                    e.id,
+                    t - 1,
+                )
+                return
+            outputs[e.reference] = snapshot.drop_columns([TIME_COLUMN])
+        if reader.restore(point, outputs):
+            _log.info("ingestion %s: source state restored from its outputs at %d", self.id, t - 1)
 
     def _history(self, lowest: Frontier, upper: Frontier) -> tuple[tuple[Row, ...], list[Binding]]:
         """The remap contents at ``lowest - 1`` and the bindings in ``[lowest, upper)``."""
@@ -220,7 +260,9 @@ class IngestionRunner:
         return rows_of(start), binding_history(start, tables, below=hi)
 
     def _hold_remap(self) -> None:
-        """Keep the remap readable at every export's upper minus one."""
+        """Keep the remap readable at every export's upper minus one, and, for a source that
+        restores its state from its outputs, the exports too (so a restart can read them
+        where it resumes)."""
         assert self._remap_reader is not None
         lowest = self._remap_writer.upper if self._remap_writer is not None else self._upper
         for w in self._writers.values():
@@ -228,6 +270,8 @@ class IngestionRunner:
         t = lowest.as_option()
         if t is not None and t > 0:
             self._remap_reader.downgrade_since(Antichain.of(t - 1))
+            for r in self._export_readers.values():
+                r.downgrade_since(Antichain.of(t - 1))
 
     def _append(
         self, export: SourceExport, writer: WriteHandle, chunk: SourceChunk[Any], time: int
@@ -373,11 +417,14 @@ class IngestionRunner:
                     h.expire()
                 except Exception:  # a closing runner must not fail on a lost lease
                     _log.debug("ingestion %s: expiring a writer failed", self.id, exc_info=True)
-        if self._remap_reader is not None:
+        for r in [self._remap_reader, *self._export_readers.values()]:
+            if r is None:
+                continue
             try:
-                self._remap_reader.expire()
+                r.expire()
             except Exception:
-                _log.debug("ingestion %s: expiring the remap reader failed", self.id, exc_info=True)
+                _log.debug("ingestion %s: expiring a reader failed", self.id, exc_info=True)
+        self._export_readers = {}
         self._remap_writer = None
         self._remap_reader = None
         self._writers = {}

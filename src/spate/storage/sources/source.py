@@ -127,6 +127,20 @@ class ReportsFailedOutputs(Protocol):
     def failed_outputs(self, point: Any) -> Mapping[str, str]: ...
 
 
+@runtime_checkable
+class RestoresFromOutputs(Protocol):
+    """A source whose state at a point (an UPSERT source's: what each key holds) is a function
+    of its outputs' contents there, so that it resumes from them rather than from upstream's
+    beginning. Before replaying from ``point``, an ingestion whose reader
+    ``needs_outputs(point)`` hands :meth:`restore` each output's contents at ``point`` (data
+    columns and ``_diff``, by output name); ``restore`` answers ``False`` when that is not
+    enough (the reader then rebuilds its state some other way)."""
+
+    def needs_outputs(self, point: Any) -> bool: ...
+
+    def restore(self, point: Any, outputs: Mapping[str, pa.Table]) -> bool: ...
+
+
 class IntPoints:
     """The resume-point half of a :class:`SourceReader` whose points are counters (an event
     count, an LSN): ``0`` is the minimum, the order is ``<=``, and a point ``p > 0`` is recorded

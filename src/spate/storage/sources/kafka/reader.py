@@ -9,9 +9,19 @@ so the records of ``[lower, upper)`` are the same on every read. A chunk decodes
 ``(partition, offset)`` order, so :meth:`KafkaReader.replay` derives exactly the updates
 :meth:`KafkaReader.poll` derived. An UPSERT source's state (what each key holds) is that of
 its ``lower``; when a call starts from another point than the state's, the state is rebuilt
-by reading the topic from the start up to that point (this happens after a restart or a lost
-commit, never in the steady state). A key MUST stay in one partition (Kafka's default
+from the source's outputs (see below). A key MUST stay in one partition (Kafka's default
 partitioner keeps it there).
+
+The UPSERT state is on local disk (:mod:`~spate.storage.sources.kafka.upsert_state`), changed
+in a transaction that :meth:`KafkaReader.committed` commits: a poll or replay from the
+committed point (the chunk after it was not bound) undoes what was not committed, and one from
+where the uncommitted changes end goes on. A new reader (a restarted storage replica) or one
+whose ingestion moved elsewhere (another writer bound further) is brought to its point by
+:meth:`KafkaReader.restore` from the ``data`` and ``errors`` outputs' contents in persist at
+that point: the state is a function of them (as Materialize rebuilds its upsert state from the
+output shard), so nothing is read again from Kafka. Only when no outputs are given (they are
+not both exported, or no longer readable there) is the state rebuilt by reading the topic from
+the start up to the point; ``records_reread`` counts the records that took.
 
 Records are read ``read_committed``: records of aborted transactions are never ingested.
 Partitions added to the topic are found within ``discovery_interval_ms`` and read from their
@@ -29,18 +39,20 @@ records of ``[lower, upper)``.
 
 from __future__ import annotations
 
+import logging
 import operator
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from spate.protocol.kafka import KafkaEnvelope, KafkaSource
-from spate.repr.arrow import rows_to_table
+from spate.protocol.kafka import KafkaSource
+from spate.repr.arrow import rows_to_table, table_to_rows
 from spate.repr.desc import DIFF_COLUMN, RelationDesc
 from spate.repr.types import INT64, Row
 from spate.storage.sources.kafka import client
@@ -48,6 +60,7 @@ from spate.storage.sources.kafka.envelope import DATA, ERRORS, Envelope, Record,
 from spate.storage.sources.kafka.json_batch import JsonBatch
 from spate.storage.sources.source import SourceChunk, SourceError, SourceUnavailable
 
+_log: Final = logging.getLogger("spate.storage.kafka")
 KAFKA_PROGRESS_DESC: Final = RelationDesc.of(("partition", INT64, False), ("offset", INT64, False))
 KafkaPoint = tuple[tuple[int, int], ...]
 _BATCH: Final = 10_000
@@ -62,7 +75,8 @@ class KafkaReader:
     source is behind) it doubles, up to ``max_poll_budget_s``: a source catching up writes
     fewer, bigger chunks to persist, and one that keeps up stays as fresh as before.
     ``consumer``: how to make a consumer (tests inject settings); default from the source's
-    connection.
+    connection. ``state_dir``: where the UPSERT state's directory is made (default: the
+    system's temporary directory).
     """
 
     def __init__(
@@ -76,12 +90,13 @@ class KafkaReader:
         discovery_interval_ms: int = 1000,
         replay_timeout_s: float = 60.0,
         consumer: Callable[[], Consumer] | None = None,
+        state_dir: str | None = None,
     ) -> None:
         if max_records_per_poll < 1:
             raise SourceError("Kafka source: max_records_per_poll must be >= 1")
         self._source = source
         self._outputs = outputs(source)
-        self._envelope = Envelope(source)
+        self._envelope = Envelope(source, state_dir=state_dir)
         self._max = max_records_per_poll
         self._budget = poll_budget_s
         self._max_budget = max(poll_budget_s, max_poll_budget_s)
@@ -95,7 +110,9 @@ class KafkaReader:
         self._at: KafkaPoint | None = None  # where the live consumer's stream continues
         self._partitions: tuple[int, ...] = ()
         self._discovered_at: int | None = None
-        self._state_at: KafkaPoint | None = None  # the point the UPSERT state is at
+        self._state_at: KafkaPoint = ()  # the point of the UPSERT state's committed contents
+        self._pending_at: KafkaPoint | None = None  # where its uncommitted changes end
+        self.records_reread = 0  # records read again to rebuild the UPSERT state
         self._batch = JsonBatch.for_source(source, self._outputs[DATA])
         self._ahead: tuple[_Reading, threading.Event, threading.Thread] | None = None
 
@@ -159,7 +176,7 @@ class KafkaReader:
         else:
             chunk = self._chunk(records, upper)
         self._at = upper
-        self._state_at = upper
+        self._advanced(upper)
         if reading.behind:
             self._start_ahead(consumer, upper)
         return chunk
@@ -256,13 +273,57 @@ class KafkaReader:
             raise SourceError(f"Kafka source: replay bounds {lower} and {upper} are not ordered")
         self._state_to(lower)
         chunk = self._chunk(self._read_range(lower, upper), upper)
-        self._state_at = upper
+        self._advanced(upper)
         return chunk
 
     def committed(self, point: KafkaPoint) -> None:
-        return None
+        """The UPSERT state's changes up to ``point`` are kept (see the module docs)."""
+        state = self._envelope.state
+        if state is not None and self._pending_at is not None and self._pending_at == point:
+            state.commit()
+            self._state_at = point
+            self._pending_at = None
+
+    def needs_outputs(self, point: KafkaPoint) -> bool:
+        """Whether going on from ``point`` needs :meth:`restore` (an UPSERT state elsewhere)."""
+        return (
+            self._envelope.restorable
+            and point != self._state_at
+            and point != self._pending_at
+            and point != self.minimum()
+        )
+
+    def restore(self, point: KafkaPoint, outputs: Mapping[str, pa.Table]) -> bool:
+        """Make the UPSERT state the one of ``point`` from the contents of the source's
+        outputs there (tables of data columns and ``_diff``, every diff 1); ``False`` (nothing
+        changed) when an output is missing or the state cannot be rebuilt from them."""
+        state = self._envelope.state
+        if not self._envelope.restorable or DATA not in outputs or ERRORS not in outputs:
+            return False
+        assert state is not None
+        for name in (DATA, ERRORS):
+            diffs = outputs[name].column(DIFF_COLUMN)
+            if len(diffs) and (pc.min(diffs).as_py() != 1 or pc.max(diffs).as_py() != 1):
+                raise SourceError(
+                    f"Kafka source: the {name} output holds a row other than once: it is not "
+                    "an UPSERT source's"
+                )
+        state.rollback()
+        self._pending_at = None
+        try:
+            self._envelope.restore(
+                _rows(outputs[DATA], self._outputs[DATA]),
+                _rows(outputs[ERRORS], self._outputs[ERRORS]),
+            )
+        except BaseException:
+            state.rollback()
+            raise
+        state.commit()
+        self._state_at = point
+        return True
 
     def close(self) -> None:
+        self._envelope.close()
         self._take_ahead(())
         if self._live is not None:
             self._live.close()
@@ -329,14 +390,32 @@ class KafkaReader:
             decoded.setdefault(p, []).append(table)
         return decoded
 
+    def _advanced(self, upper: KafkaPoint) -> None:
+        if self._envelope.state is not None:
+            self._pending_at = upper
+
     def _state_to(self, point: KafkaPoint) -> None:
         """Bring the UPSERT state to ``point`` (see the module docs)."""
-        if self._source.envelope is not KafkaEnvelope.UPSERT or self._state_at == point:
+        state = self._envelope.state
+        if state is None or (self._pending_at is not None and self._pending_at == point):
             return
-        self._envelope.reset()
+        state.rollback()
+        self._pending_at = None
+        if self._state_at == point:
+            return
+        state.clear()
+        _log.info(
+            "Kafka source: topic %r: rebuilding the UPSERT state by reading the topic from its "
+            "start up to %s",
+            self._source.topic,
+            point,
+        )
         messages = self._read_range((), point) if point else []
         messages.sort(key=lambda m: (m.partition(), m.offset()))
-        self._envelope.apply([_record(m) for m in messages])
+        self.records_reread += len(messages)
+        for i in range(0, len(messages), _BATCH):
+            self._envelope.apply([_record(m) for m in messages[i : i + _BATCH]])
+        state.commit()
         self._state_at = point
 
     def _caught_up(self, consumer: Consumer) -> bool:
@@ -496,6 +575,13 @@ def _fresh_run(
         return False
     next_offset[p] = end + 1
     return True
+
+
+def _rows(table: pa.Table, desc: RelationDesc) -> Iterator[Row]:
+    """The rows of ``table`` in ``desc``'s columns, converted a slice at a time."""
+    names = [c.name for c in desc.columns]
+    for start in range(0, table.num_rows, _BATCH):
+        yield from table_to_rows(table.slice(start, _BATCH), names)
 
 
 def _record(m: Message) -> Record:
