@@ -524,6 +524,8 @@ def run_probe(
             current = out
         else:
             current = [(tuple(r[o] for o in step), m) for r, m in current]
+    if len(current) <= 1:  # nothing to consolidate (a key lookup's usual answer)
+        return [(r, m) for r, m in current if m != 0]
     counts: Multiset = Counter()
     for r, m in current:
         counts[r] += m
@@ -549,6 +551,12 @@ class AtOnce:
     """``item``'s shard (a collection's never changes)."""
     errors: ShardId | None = None
     """The errors shard of ``item``, a materialized view."""
+    last: list[object] = dataclasses.field(default_factory=lambda: [None, None], compare=False)
+    """What the last reads found (a cache, replaced whole, safe from any thread): the
+    contents of ``shard`` by the probe's column (:class:`~spate.environment.small_reads.
+    SeenIndex`), and the errors shard's state seen last with the first timestamp at which
+    it may hold an error; each is used again while the state seen last is the same object
+    and the timestamp is one it is valid for."""
 
 
 def at_once(
@@ -616,17 +624,55 @@ def read_at_once(
         ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
     else:
         ts = max(rt.oracle.read_ts(), since)
-    only = (probe.column, (cast(Datum, values[probe.slot]),))
     assert kept.shard is not None
-    seen = small_reads.lookup_seen_in(rt, kept.shard, ts, limit, only)
-    if seen is None:
+    index = _seen_index(rt, kept, ts, limit, probe.column)
+    if index is None:
         return None
-    if kept.errors is not None and not small_reads.no_errors_seen_in(rt, kept.errors, ts):
+    if kept.errors is not None and not _no_errors(rt, kept, kept.errors, ts):
         return None
     try:
-        return run_probe(probe, seen, values, rt.oracle.read_ts())
+        rows = index.get(cast(Datum, values[probe.slot]), _NONE)
+        return run_probe(probe, rows, values, rt.oracle.read_ts())
     except EvalError:  # the read reports it, naming what it read
         return None
+
+
+_NONE: Final[Multiset] = Counter()
+
+
+def _seen_index(
+    rt: Runtime, kept: AtOnce, ts: int, limit: int, column: int
+) -> dict[Datum, Multiset] | None:
+    """:func:`~spate.environment.small_reads.seen_index` of ``kept``'s shard at ``ts``:
+    the last one found, while the shard's state seen last is the one it was found in and
+    ``ts`` is a timestamp it holds for."""
+    assert kept.shard is not None
+    last = kept.last[0]
+    if (
+        isinstance(last, small_reads.SeenIndex)
+        and last.lo <= ts < last.hi
+        and last.updates <= limit
+        and rt.persist.seen_state(kept.shard) is last.state
+    ):
+        return last.index
+    found = small_reads.seen_index(rt, kept.shard, ts, limit, column)
+    if found is None:
+        return None
+    kept.last[0] = found
+    return found.index
+
+
+def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
+    """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
+    from what the last call found while the errors shard's state seen last is the same."""
+    last = kept.last[1]
+    if isinstance(last, tuple) and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
+        return True
+    found = small_reads.no_errors_until(rt, shard, ts)
+    if found is None:
+        return False
+    kept.last[1] = found
+    return True
 
 
 def fits(template: LookupTemplate, values: Sequence[object]) -> bool:
