@@ -295,7 +295,8 @@ class Session:
             except Exception as e:
                 self._error(e)
                 self._skip_to_sync = True
-            await self._maybe_flush()
+            if self._out_len >= FLUSH_BYTES:  # inline: no coroutine per message
+                await self.flush()
 
     def _error(self, e: BaseException, *, offset: int | None = None) -> None:
         """Answer ``e``; ``offset`` is where the failed statement starts in the query text,
