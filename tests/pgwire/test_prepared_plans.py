@@ -422,6 +422,15 @@ def test_kept_lookups_are_answered_at_once_and_see_every_acknowledged_write(
         c.execute("DELETE FROM t WHERE id = 1")
         if isolation == "strict serializable":
             assert c.execute(lookup, (1,), prepare=True).fetchall() == []
+        for v in ("c", "d"):  # a key looked up before, its row changed: the new row
+            c.execute(f"UPDATE t SET v = '{v}' WHERE id = 2")
+            deadline = time.monotonic() + (0 if isolation == "strict serializable" else 10)
+            while True:
+                got = c.execute(lookup, (2,), prepare=True).fetchall()
+                if got == [(v, 2)] or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.05)
+            assert got == [(v, 2)]
 
 
 def test_a_lookup_answered_at_once_reads_the_table_the_catalog_names_now(

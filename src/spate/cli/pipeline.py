@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import threading
 import time
@@ -159,6 +158,7 @@ def serve(
     """Keep every dataset up to date as input files change, and serve them over pgwire."""
     from spate.cli.serve import _serve, parse_listen, stopping_message
     from spate.environment.api import Environment
+    from spate.pgwire import eventloop
     from spate.pgwire.environment import EnvironmentEngine
     from spate.pgwire.server import Server, ServerConfig, check_config
     from spate.pipelines import PipelineRunner, keep_up_to_date
@@ -183,7 +183,7 @@ def serve(
             name="pipeline-inputs", daemon=True,
         )  # fmt: skip
         loop.start()
-        asyncio.run(_serve(Server(EnvironmentEngine(env), config), data, host, False))
+        eventloop.run(_serve(Server(EnvironmentEngine(env), config), data, host, False))
     finally:
         # the pipeline's threads end first (a Parquet write in progress is canceled): one left
         # waiting on the closed environment would hold up the process's exit

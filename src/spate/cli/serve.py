@@ -91,6 +91,7 @@ def serve(
     and the environment's replicas, unless --keep-replicas.
     """
     from spate.environment.api import Environment
+    from spate.pgwire import eventloop
     from spate.pgwire.auth import read_password
     from spate.pgwire.environment import EnvironmentEngine
     from spate.pgwire.errors import PgError
@@ -127,7 +128,7 @@ def serve(
                 target=warm_start, args=(env, echo, stop), name="spate-warm-start", daemon=True
             ).start()
         server = Server(EnvironmentEngine(env), config)
-        asyncio.run(_serve(server, data_dir, host, password is not None))
+        eventloop.run(_serve(server, data_dir, host, password is not None))
     finally:
         stop.set()
         replicas = sum(len(c.replicas) for c in env.runtime.catalog.clusters)

@@ -33,7 +33,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -124,6 +124,7 @@ class EnvironmentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.peeks = Counter("spate_peeks", "Reads by outcome", ["outcome"], registry=self.registry)
+        self._peeks_ok: Any = None  # the "ok" child, found at the first read (then kept)
         self.peek_seconds = Histogram(
             "spate_peek_seconds", "Time per read", buckets=_BUCKETS, registry=self.registry
         )
@@ -185,7 +186,13 @@ class EnvironmentMetrics:
     def peek_done(self, started: float, *, failed: bool) -> None:
         """A read started at ``started`` (``time.monotonic()``) ended, failed or not."""
         self.peek_seconds.observe(time.monotonic() - started)
-        self.peeks.labels("error" if failed else "ok").inc()
+        if failed:
+            self.peeks.labels("error").inc()
+            return
+        ok = self._peeks_ok
+        if ok is None:
+            ok = self._peeks_ok = self.peeks.labels("ok")
+        ok.inc()
 
     def error(self, operation: str, e: BaseException) -> None:
         self.errors.labels(operation, type(e).__name__).inc()

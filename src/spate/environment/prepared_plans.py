@@ -502,12 +502,25 @@ def run_probe(
     value) and their counts, with ``values`` as its parameters' values, as
     :func:`~spate.plan.evaluation.relation.evaluate` gives them; raises what it raises
     (:class:`EvalError`)."""
-    params = cast(Row, tuple(values))
+    return run_steps(probe, base_rows(probe, rows), values, now)
+
+
+def base_rows(probe: Probe, rows: Multiset) -> list[tuple[Row, int]]:
+    """``rows`` (of ``probe``'s base) checked against its columns, each value in its
+    canonical form, with their counts: what :func:`run_steps` takes."""
     desc = probe.base.desc
     current: list[tuple[Row, int]] = []
     for i, (row, m) in enumerate(rows.items()):
         desc.validate_row(row, collection=str(probe.base.id), row_index=i)
         current.append((canonical_row(tuple(row), desc.columns), m))
+    return current
+
+
+def run_steps(
+    probe: Probe, current: list[tuple[Row, int]], values: Sequence[object], now: int
+) -> list[tuple[Row, int]]:
+    """:func:`run_probe` of rows :func:`base_rows` gave (not changed)."""
+    params = cast(Row, tuple(values))
     for step in probe.steps:
         if isinstance(step, _Keep):
             predicates = step.predicates
@@ -524,6 +537,8 @@ def run_probe(
             current = out
         else:
             current = [(tuple(r[o] for o in step), m) for r, m in current]
+    if len(current) <= 1:  # nothing to consolidate (a key lookup's usual answer)
+        return [(r, m) for r, m in current if m != 0]
     counts: Multiset = Counter()
     for r, m in current:
         counts[r] += m
@@ -549,6 +564,15 @@ class AtOnce:
     """``item``'s shard (a collection's never changes)."""
     errors: ShardId | None = None
     """The errors shard of ``item``, a materialized view."""
+    last: list[object] = dataclasses.field(
+        default_factory=lambda: [None, None, None], compare=False
+    )
+    """What the last reads found (a cache, each item replaced whole, safe from any thread):
+    the contents of ``shard`` by the probe's column (:class:`~spate.environment.small_reads.
+    SeenIndex`), and the errors shard's state seen last with the first timestamp at which
+    it may hold an error, each used again while the state seen last is the same object and
+    the timestamp is one it is valid for; and, for those contents, each looked-up key's rows
+    as :func:`base_rows` gives them (the contents never change: neither do they)."""
 
 
 def at_once(
@@ -616,17 +640,66 @@ def read_at_once(
         ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
     else:
         ts = max(rt.oracle.read_ts(), since)
-    only = (probe.column, (cast(Datum, values[probe.slot]),))
     assert kept.shard is not None
-    seen = small_reads.lookup_seen_in(rt, kept.shard, ts, limit, only)
-    if seen is None:
+    index = _seen_index(rt, kept, ts, limit, probe.column)
+    if index is None:
         return None
-    if kept.errors is not None and not small_reads.no_errors_seen_in(rt, kept.errors, ts):
+    if kept.errors is not None and not _no_errors(rt, kept, kept.errors, ts):
         return None
+    key = cast(Datum, values[probe.slot])
+    kept_rows = kept.last[2]
+    if not (isinstance(kept_rows, tuple) and kept_rows[0] is index):
+        kept_rows = kept.last[2] = (index, {})
+    by_key: dict[Datum, list[tuple[Row, int]]] = kept_rows[1]
+    base = by_key.get(key)
+    if base is None:
+        base = base_rows(probe, index.get(key, _NONE))
+        if len(by_key) < _KEPT_KEYS:
+            by_key[key] = base
     try:
-        return run_probe(probe, seen, values, rt.oracle.read_ts())
+        return run_steps(probe, base, values, rt.oracle.read_ts())
     except EvalError:  # the read reports it, naming what it read
         return None
+
+
+_NONE: Final[Multiset] = Counter()
+_KEPT_KEYS: Final = 100_000
+"""Keys whose checked rows (:func:`base_rows`) are kept per contents read at once."""
+
+
+def _seen_index(
+    rt: Runtime, kept: AtOnce, ts: int, limit: int, column: int
+) -> dict[Datum, Multiset] | None:
+    """:func:`~spate.environment.small_reads.seen_index` of ``kept``'s shard at ``ts``:
+    the last one found, while the shard's state seen last is the one it was found in and
+    ``ts`` is a timestamp it holds for."""
+    assert kept.shard is not None
+    last = kept.last[0]
+    if (
+        isinstance(last, small_reads.SeenIndex)
+        and last.lo <= ts < last.hi
+        and last.updates <= limit
+        and rt.persist.seen_state(kept.shard) is last.state
+    ):
+        return last.index
+    found = small_reads.seen_index(rt, kept.shard, ts, limit, column)
+    if found is None:
+        return None
+    kept.last[0] = found
+    return found.index
+
+
+def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
+    """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
+    from what the last call found while the errors shard's state seen last is the same."""
+    last = kept.last[1]
+    if isinstance(last, tuple) and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
+        return True
+    found = small_reads.no_errors_until(rt, shard, ts)
+    if found is None:
+        return False
+    kept.last[1] = found
+    return True
 
 
 def fits(template: LookupTemplate, values: Sequence[object]) -> bool:

@@ -31,6 +31,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import pyarrow as pa
@@ -45,7 +46,7 @@ from spate.ids import GlobalId, ShardId
 from spate.persist.client import PersistClient
 from spate.persist.error_shard import errors_at, errors_shard
 from spate.persist.read import batches_for
-from spate.persist.state import HollowBatch
+from spate.persist.state import HollowBatch, ShardState
 from spate.plan.errors import EvalError
 from spate.plan.evaluation.interrupt import interruptible
 from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
@@ -495,17 +496,55 @@ def lookup_seen_in(
     rt: Runtime, shard: ShardId, ts: int, limit: int, only: tuple[int, tuple[Datum, ...]]
 ) -> Multiset | None:
     """:func:`lookup_seen` of the collection whose shard is ``shard``."""
+    seen = seen_index(rt, shard, ts, limit, only[0])
+    return None if seen is None else _pick(seen.index, only[1])
+
+
+@dataclass(frozen=True, slots=True)
+class SeenIndex:
+    """The contents of a shard at every timestamp ``t`` with ``lo <= t < hi`` as its
+    ``state`` (the state this process saw last) has them, final there, indexed by a column:
+    each value's rows and their counts. They were read from ``updates`` updates."""
+
+    state: ShardState
+    lo: int
+    hi: int
+    updates: int
+    index: dict[Datum, Multiset]
+
+
+def seen_index(rt: Runtime, shard: ShardId, ts: int, limit: int, column: int) -> SeenIndex | None:
+    """The contents at ``ts`` of the shard ``shard`` by ``column``, as :func:`lookup_seen_in`
+    finds them, and the timestamps from ``ts`` on at which the same state has the same
+    contents (until its upper or the next batch with updates after ``ts``); ``None`` when
+    :func:`lookup_seen_in` would give ``None``."""
     state = rt.persist.seen_state(shard)
     if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
         return None
     found = batches_for(state, ts)
-    if sum(b.num_updates for b in found) > limit:
+    updates = sum(b.num_updates for b in found)
+    if updates > limit:
         return None
     key = complete_key(found, ts)
     if key is None:
         return None
-    index = _cache_of(rt).index(shard, key, only[0])
-    return None if index is None else _pick(index, only[1])
+    index = _cache_of(rt).index(shard, key, column)
+    if index is None:
+        return None
+    return SeenIndex(state, ts, _same_until(state, ts), updates, index)
+
+
+def _same_until(state: ShardState, ts: int) -> int:
+    """The first timestamp after ``ts`` at which ``state`` may have other contents than at
+    ``ts``: its upper, or the lower of its first batch with updates after ``ts``."""
+    upper = state.upper.as_option()
+    until = _NO_LIMIT if upper is None else upper
+    for b in state.batches:
+        if b.parts and not b.lower.less_equal(ts):
+            lower = b.lower.as_option()
+            if lower is not None and lower < until:
+                until = lower
+    return until
 
 
 def no_errors_seen(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> bool:
@@ -518,12 +557,17 @@ def no_errors_seen(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> b
 
 def no_errors_seen_in(rt: Runtime, shard: ShardId, timestamp: int) -> bool:
     """:func:`no_errors_seen` of a view whose errors shard is ``shard``."""
+    return no_errors_until(rt, shard, timestamp) is not None
+
+
+def no_errors_until(rt: Runtime, shard: ShardId, timestamp: int) -> tuple[ShardState, int] | None:
+    """For :func:`no_errors_seen_in` true at ``timestamp``: the errors shard's state seen
+    last and the first timestamp at which that state may hold an error (it holds none at
+    any timestamp before it); ``None`` when :func:`no_errors_seen_in` is false."""
     state = rt.persist.seen_state(shard)
-    return (
-        state is not None
-        and not state.upper.less_equal(timestamp)
-        and not batches_for(state, timestamp)
-    )
+    if state is None or state.upper.less_equal(timestamp) or batches_for(state, timestamp):
+        return None
+    return state, _same_until(state, timestamp)
 
 
 def _errors_at(

@@ -1,6 +1,7 @@
 """The listening server: accepts connections, runs a :class:`Session` for each.
 
-One asyncio event loop owns every socket, all parsing and all encoding; engine calls run on a
+One event loop (uvloop's where it is installed: :mod:`spate.pgwire.eventloop`) owns every
+socket, all parsing and all encoding; engine calls run on a
 bounded thread pool. CancelRequests find their session through a registry keyed by
 (pid, secret). A listen address that is not loopback is refused unless a password is
 configured (SCRAM-SHA-256), so the server never trusts the network.
@@ -22,6 +23,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from spate.pgwire import eventloop
 from spate.pgwire.auth import AuthConfigError, ScramVerifier, is_loopback
 from spate.pgwire.engine import Engine
 from spate.pgwire.session import Session, SessionOptions
@@ -179,10 +181,11 @@ class Server:
 
 
 class ServerThread:
-    """A :class:`Server` on an event loop in a thread of its own (tests, embedding)."""
+    """A :class:`Server` on an event loop in a thread of its own (tests, embedding); uvloop's
+    where it is installed (:mod:`spate.pgwire.eventloop`)."""
 
     def __init__(self, engine: Engine, config: ServerConfig) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = eventloop.new_event_loop()
         self.server = Server(engine, config)
         self._thread = threading.Thread(target=self._loop.run_forever, name="pgwire", daemon=True)
         self._thread.start()

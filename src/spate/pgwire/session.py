@@ -83,6 +83,9 @@ _LENGTH: Final = struct.Struct("!i")
 _READY: Final = {status: codec.ready(status) for status in "ITE"}
 """ReadyForQuery for each transaction status, made once."""
 
+_COMPLETE: Final = {f"SELECT {n}": codec.command_complete(f"SELECT {n}") for n in range(16)}
+"""CommandComplete of the usual small SELECTs (a lookup's), made once."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Encoding:
@@ -128,6 +131,7 @@ class Session:
         self._canceled = False
         self._unread = bytearray()  # what the client sent and the session has not read yet
         self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
+        """The last result's columns, the format codes it was asked in, and its encoding."""
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -291,7 +295,8 @@ class Session:
             except Exception as e:
                 self._error(e)
                 self._skip_to_sync = True
-            await self._maybe_flush()
+            if self._out_len >= FLUSH_BYTES:  # inline: no coroutine per message
+                await self.flush()
 
     def _error(self, e: BaseException, *, offset: int | None = None) -> None:
         """Answer ``e``; ``offset`` is where the failed statement starts in the query text,
@@ -640,14 +645,14 @@ class Session:
         Execute) in the same formats."""
         schema = portal.schema
         assert schema is not None
-        fmts = tuple(_formats(portal.formats, len(schema)))
         kept = self._encoding
-        if kept is not None and kept[0] is schema and kept[1] == fmts:
+        if kept is not None and kept[0] is schema and kept[1] == portal.formats:
             return kept[2]
+        fmts = _formats(portal.formats, len(schema))
         encoding = _Encoding(
             codec.row_description(field_descs(schema), fmts), RowEncoder(schema, fmts)
         )
-        self._encoding = (schema, fmts, encoding)
+        self._encoding = (schema, portal.formats, encoding)
         return encoding
 
     async def _send_rows(self, portal: Portal, max_rows: int) -> None:
@@ -663,13 +668,16 @@ class Session:
             )
             for row in portal.rows[portal.offset : end]:
                 self.send(enc.row(row))
-                await self._maybe_flush()
+                if self._out_len >= FLUSH_BYTES:
+                    await self.flush()
             sent = end - portal.offset
             portal.offset = end
             if end < len(portal.rows):
                 self.send(codec.PORTAL_SUSPENDED)
             else:
-                self.send(codec.command_complete(_select_tag(portal.tag, sent)))
+                tag = _select_tag(portal.tag, sent)
+                done = _COMPLETE.get(tag)
+                self.send(codec.command_complete(tag) if done is None else done)
                 portal.rows, portal.done = None, True
             return
         assert portal.pump is not None
