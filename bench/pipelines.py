@@ -6,7 +6,10 @@ SQL, a group-by, a window and a top-k in Python) over ``--rows`` order rows in f
 engine runs the spec after the first files and after every round; the figure is the wall time
 of each run (``spate pipeline run`` leaves its replica running for the next run, as it does by
 default; spark-pipelines starts its Spark Connect server each run, as it does). The ratio is
-the median round of spark-pipelines over spate's, measured in the same run.
+the median round of spark-pipelines over spate's, measured in the same run. Both engines' commands
+run with Python's bytecode cache (in the run's temporary directory), as installed packages do:
+an environment that sets ``PYTHONDONTWRITEBYTECODE`` (this machine's does) would otherwise have
+every spate command compile spate's sources again, while pyspark's come compiled from its wheel.
 
 Then the freshness of ``spate pipeline serve`` over the same data directory: ``--serve-files``
 more files of ``--change-rows`` rows, written one at a time (each renamed into the input
@@ -42,17 +45,25 @@ from bench._results import write_result
 VENV_BIN = Path(sys.executable).parent
 
 
-def _spate_env() -> dict[str, str]:
+def _bytecode_env(env: dict[str, str], cache: Path) -> dict[str, str]:
+    """``env`` with Python's bytecode cache on, kept under ``cache`` (module docs)."""
+    out = dict(env, PYTHONPYCACHEPREFIX=str(cache))
+    out.pop("PYTHONDONTWRITEBYTECODE", None)
+    return out
+
+
+def _spate_env(cache: Path) -> dict[str, str]:
     """The environment of the spate commands measured: they run the spate this process
     imported (an absolute PYTHONPATH: the commands run in the pipeline's directory, where a
-    relative one would find the installed spate instead)."""
+    relative one would find the installed spate instead), their bytecode kept in ``cache``."""
     import spate
 
     src = str(Path(spate.__file__).resolve().parents[1])
     parts = [
         str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p
     ]
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([src, *[p for p in parts if p != src]]))
+    path = os.pathsep.join([src, *[p for p in parts if p != src]])
+    return _bytecode_env(dict(os.environ, PYTHONPATH=path), cache)
 
 
 def _orders(path: Path, first_id: int, n: int, customers: int) -> int:
@@ -130,13 +141,15 @@ def main() -> None:
                             min(args.file_rows, args.rows - i), args.customers)  # fmt: skip
             paid += n
             next_id += args.file_rows
+        pycache = Path(tmp) / "pycache"
         spark_env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ.get('PATH', '')}")
         spark_env.pop("PYTHONPATH", None)
+        spark_env = _bytecode_env(spark_env, pycache)
         data = Path(tmp) / "spate-data"
         spate_cmd = [sys.executable, "-m", "spate", "pipeline", "run", "pipeline.yml",
                      "--data-dir", str(data)]  # fmt: skip
         spark_cmd = [str(VENV_BIN / "spark-pipelines"), "run", "--spec", "pipeline.yml"]
-        spate_env = _spate_env()
+        spate_env = _spate_env(pycache)
         if args.trace:  # the replica the runs keep records its marks too (serve adopts it)
             spate_env["SPATE_LATENCY_TRACE"] = str(data.parent / "latency-trace.tsv")
         spate_times, spark_times = [], []
@@ -161,7 +174,7 @@ def main() -> None:
                     line += f", spark-pipelines {spark_times[-1]:.1f} s"
                 print(line)
             rows = args.rows + args.rounds * args.change_rows
-            freshness = _serve_freshness(args, roots["spate"], data, next_id, rows, paid)
+            freshness = _serve_freshness(args, roots["spate"], data, next_id, rows, paid, pycache)
         finally:
             from spate.orchestrator.process import stop_services
 
@@ -196,13 +209,19 @@ def _free_port() -> int:
 
 
 def _serve_freshness(
-    args: argparse.Namespace, root: Path, data: Path, next_id: int, rows: int, paid: int
+    args: argparse.Namespace,
+    root: Path,
+    data: Path,
+    next_id: int,
+    rows: int,
+    paid: int,
+    pycache: Path,
 ) -> dict[str, object]:
     """Write → visible over pgwire, per file, under ``spate pipeline serve`` (module docs)."""
     import psycopg
 
     port = _free_port()
-    env = _spate_env()
+    env = _spate_env(pycache)
     trace = data.parent / "latency-trace.tsv"
     if args.trace:
         env["SPATE_LATENCY_TRACE"] = str(trace)

@@ -221,3 +221,59 @@ def test_loaded_definitions_are_kept_while_their_files_are_unchanged(
     (tmp_path / "p" / "t" / "defs.py").write_text(py.replace("def base", "def base2"))
     assert [d.name for d in load_pipeline(spec, cache=cache).datasets] == ["base2"]
     assert len(loads) == 3  # a changed definition file is loaded again
+
+
+def test_compiled_pipeline_is_kept_while_definitions_and_first_files_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spate.pipelines as pipelines
+
+    py = _HEAD + '\n@dp.materialized_view\ndef base():\n    return spark.read.parquet("data")\n'
+    spec = _pipeline(tmp_path / "p", py=py)
+    cache = tmp_path / "cache"
+    compiles: list[int] = []
+    real = pipelines.compile_pipeline
+    monkeypatch.setattr(
+        pipelines, "compile_pipeline", lambda *a, **k: compiles.append(1) or real(*a, **k)
+    )
+    first = load_pipeline(spec, cache=cache)
+    kept = load_pipeline(spec, cache=cache)
+    assert len(compiles) == 1  # the second came from the cache, the same pipeline
+    assert kept.datasets == first.datasets and kept.inputs == first.inputs
+    # a file after the first: the schema compiling read is still the first file's
+    pq.write_table(pa.table({"k": [3], "v": ["c"]}), tmp_path / "p" / "data" / "g.parquet")
+    assert load_pipeline(spec, cache=cache).datasets == first.datasets
+    assert len(compiles) == 1
+    # the first file replaced with another schema: compiled again, with the new columns
+    pq.write_table(pa.table({"k": [1], "w": [2.5]}), tmp_path / "p" / "data" / "f.parquet")
+    (inp,) = load_pipeline(spec, cache=cache).inputs.values()
+    assert len(compiles) == 2
+    assert inp.names() == ["k", "w"]
+    load_pipeline(spec, cache=cache, reload=True)
+    assert len(compiles) == 3  # --reload compiles again too
+    (tmp_path / "p" / "t" / "defs.py").write_text(py.replace("def base", "def base2"))
+    assert [d.name for d in load_pipeline(spec, cache=cache).datasets] == ["base2"]
+    assert len(compiles) == 4
+
+
+def test_a_kept_pipeline_loads_without_pyspark_or_pandas(tmp_path: Path) -> None:
+    """A later run's load imports neither pyspark's Connect classes (nor grpc) nor pandas:
+    a second or more of CPU for every ``spate pipeline run``."""
+    import subprocess
+    import sys
+
+    py = _HEAD + '\n@dp.materialized_view\ndef base():\n    return spark.read.parquet("data")\n'
+    spec = _pipeline(tmp_path / "p", py=py)
+    cache = tmp_path / "cache"
+    load_pipeline(spec, cache=cache)
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom spate.pipelines import load_pipeline\n"
+        f"p = load_pipeline(Path({str(spec)!r}), cache=Path({str(cache)!r}))\n"
+        "print([d.name for d in p.datasets])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pyspark', 'grpc', 'pandas', 'psycopg')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout.splitlines()
+    assert out == ["['base']", "[]"]

@@ -40,6 +40,20 @@ def load_pipeline(
 ) -> CompiledPipeline:
     """The pipeline at ``path`` (a spec file or its directory), loaded and translated;
     ``cache``: a directory where the loaded definitions are kept while their files are
-    unchanged (:func:`spate.pipelines.loader.load_graph`)."""
+    unchanged (:func:`spate.pipelines.loader.load_graph`), and the pipeline compiled from them
+    while its inputs' first files are unchanged too (:mod:`spate.pipelines.compiled_cache`)."""
     spec = load_spec(path)
-    return compile_pipeline(spec, load_graph(spec, cache=cache, reload=reload))
+    if cache is None:
+        return compile_pipeline(spec, load_graph(spec))
+    from spate.pipelines.compiled_cache import compiled_key, load_compiled, store_compiled
+    from spate.pipelines.loader import definitions_digest
+
+    digest = definitions_digest(spec)
+    graph = load_graph(spec, cache=cache, reload=reload, digest=digest)
+    key = compiled_key(digest)
+    kept = None if reload else load_compiled(spec, graph, key, cache)
+    if kept is not None:
+        return kept
+    compiled = compile_pipeline(spec, graph)
+    store_compiled(compiled, key, cache)
+    return compiled

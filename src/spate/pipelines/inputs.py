@@ -73,6 +73,8 @@ class FileInput:
     schema: str | None = None
     columns: tuple[tuple[str, str], ...] = ()
     """(name, arrow type name) of the data columns, as the files are read."""
+    first: tuple[str, str] | None = None
+    """The name and version of the file ``columns`` were read from (the first one)."""
 
     def names(self) -> list[str]:
         return [n for n, _ in self.columns]
@@ -174,9 +176,10 @@ def describe_input(ds: Any, dataset: str, root: Path) -> FileInput:
             f"dataset {dataset!r} reads {directory}, which has no files yet: spate takes the "
             "input's schema from its first file"
         )
-    first = _read(base, Path(directory) / next(iter(files)))
+    name = next(iter(files))
+    first = _read(base, Path(directory) / name)
     cols = tuple((f.name, str(f.type)) for f in first.schema)
-    return FileInput(table, fmt, directory, options, None, cols)
+    return FileInput(table, fmt, directory, options, None, cols, (name, files[name]))
 
 
 def input_desc(inp: FileInput) -> RelationDesc:

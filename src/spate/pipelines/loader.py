@@ -58,11 +58,20 @@ def _pyspark_version() -> bytes:
 
 
 def load_graph(
-    spec: PipelineSpec, *, timeout: float = 300.0, cache: Path | None = None, reload: bool = False
+    spec: PipelineSpec,
+    *,
+    timeout: float = 300.0,
+    cache: Path | None = None,
+    reload: bool = False,
+    digest: str | None = None,
 ) -> Graph:
     """The validated graph ``spec``'s files define; :class:`DefinitionError` names the file and
-    line of a definition that fails. ``cache``: a directory to keep it in (module docs)."""
-    digest = definitions_digest(spec) if cache is not None else ""
+    line of a definition that fails. ``cache``: a directory to keep it in (module docs);
+    ``digest``: :func:`definitions_digest` of ``spec`` if the caller has it."""
+    if cache is None:
+        digest = ""
+    elif digest is None:
+        digest = definitions_digest(spec)
     kept = cache / GRAPH_CACHE if cache is not None else None
     if kept is not None and kept.exists() and not reload:
         doc = json.loads(kept.read_text())

@@ -21,7 +21,6 @@ from spate.protocol.storage_desc import (
     SourceConnection,
 )
 from spate.repr.desc import RelationDesc
-from spate.storage.sources.auction import AuctionReader
 from spate.storage.sources.counter import CounterReader
 from spate.storage.sources.files import (
     DEFAULT_SPARK_MIN_BYTES,
@@ -30,10 +29,8 @@ from spate.storage.sources.files import (
 )
 from spate.storage.sources.loadgen import OFFSET_DESC
 from spate.storage.sources.loadgen import LoadGenerator as LoadGeneratorReader
-from spate.storage.sources.postgres.reader import LSN_DESC
 from spate.storage.sources.source import SourceError, SourceReader
 from spate.storage.sources.stash import Stash
-from spate.storage.sources.tpch import TpchReader
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +41,8 @@ def progress_desc(connection: SourceConnection) -> RelationDesc:
     if isinstance(connection, LoadGeneratorSource):
         return OFFSET_DESC
     if isinstance(connection, PostgresSource):
+        from spate.storage.sources.postgres.reader import LSN_DESC
+
         return LSN_DESC
     if isinstance(connection, FileSource):
         return FILES_PROGRESS_DESC
@@ -70,10 +69,14 @@ def load_generator(source: LoadGeneratorSource) -> LoadGeneratorReader:
         case LoadGenerator.COUNTER:
             return CounterReader(max_cardinality=source.max_cardinality, **common)
         case LoadGenerator.AUCTION:
+            from spate.storage.sources.auction import AuctionReader
+
             if source.base_time_ms is not None:
                 common["base_time_us"] = source.base_time_ms * 1000
             return AuctionReader(seed=source.seed, **common)
         case LoadGenerator.TPCH:
+            from spate.storage.sources.tpch import TpchReader
+
             if source.ticks is not None:  # the snapshot is an event of its own
                 common["max_events"] = 1 + source.ticks * source.rows_per_tick
             return TpchReader(scale_factor=source.scale_factor, seed=source.seed, **common)
