@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,9 @@ class _Engine:
     def spilled(self, table: object) -> Path | None:
         return None  # nothing was written for Spark
 
+    def df_of_files(self, paths: tuple[Path, ...], desc: RelationDesc) -> tuple[Path, ...]:
+        return paths  # what Spark would read
+
 
 @settings(max_examples=40, deadline=None)
 @given(
@@ -177,6 +181,62 @@ def test_large_arrangements_serve_one_column_lookups_from_their_batches(
     ]
     # several key columns: Spark reads the arrangement instead
     assert arr.lookup([0, 1], pa.table({"k": [1], "v": [10]}), null_safe=True) is None
+
+
+def _sums(table: pa.Table) -> dict[tuple[int | None, int, int], int]:
+    out: dict[tuple[int | None, int, int], int] = {}
+    for r in table.to_pylist():
+        key = (r["c0"], r["c1"], r["_time"])
+        out[key] = out.get(key, 0) + r["_diff"]
+    return {k: d for k, d in out.items() if d}
+
+
+def test_arrow_appends_write_parquet_only_when_spark_reads_the_arrangement(
+    tmp_path: Path,
+) -> None:
+    arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=False)  # type: ignore[arg-type]
+    every = []
+    for t in range(6):  # appends and merges, all resident
+        rows = [(k, t, t, 1) for k in range(t + 1)]
+        every += rows
+        table = _updates(rows)
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        found = arr.lookup([0], pa.table({"k": [0, 2]}), null_safe=True)
+        assert found is not None and found.num_rows
+    assert not list(tmp_path.rglob("*.parquet"))
+    paths = arr.df()  # Spark reads the files: every batch is on disk now
+    assert isinstance(paths, tuple) and paths
+    on_disk = pa.concat_tables(pq.read_table(p) for p in paths)
+    assert _sums(on_disk) == _sums(_updates(every)) == _sums(arr.updates())
+    arr.append(Batch(DESC, table=_updates([(9, 9, 6, 1)]), rows=1), 7)  # merged with them
+    assert _sums(pa.concat_tables(pq.read_table(p) for p in arr.df())) == _sums(
+        _updates([*every, (9, 9, 6, 1)])
+    )
+    arr.drop()
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_batches_leaving_driver_memory_are_written_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large arrangement keeps only its small batches in memory; the others it reads back
+    from their files, which must have been written before they left."""
+    import spate.render.arrangement as arrangement
+
+    monkeypatch.setattr(arrangement, "LOOKUP_MAX_ROWS", 12)
+    monkeypatch.setattr(arrangement, "INDEX_MIN_ROWS", 4)
+    arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=False)  # type: ignore[arg-type]
+    every = []
+    for t in range(5):
+        rows = [(k, t, t, 1) for k in range(8)]
+        every += rows
+        table = _updates(rows)
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        assert _sums(arr.updates()) == _sums(_updates(every))
+    assert arr.resident() is None
+    found = arr.lookup([0], pa.table({"k": [3]}), null_safe=True)
+    assert found is not None
+    assert _sums(found) == _sums(_updates([r for r in every if r[0] == 3]))
 
 
 @settings(max_examples=60, deadline=None)
