@@ -91,6 +91,7 @@ class _Engine:
         self.root = root
         self.n = 0
         self.settings = EngineSettings()
+        self.defer_merges = False
 
     def fresh(self, what: str) -> Path:
         self.n += 1
@@ -316,3 +317,44 @@ def test_sorted_run_lookups_find_the_rows_a_scan_finds_however_spread_the_keys(
     assert run.table().sort_by("c1").equals(table)  # the memory-mapped copy holds every row
     run.unlink()
     assert not run.copy.exists()
+
+
+def test_deferred_merges_keep_every_read_the_same_and_lose_nothing_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spate.render.arrangement as arrangement
+    from spate.render.batch import Engine
+
+    engine = Engine(None, tmp_path / "e")  # type: ignore[arg-type]  # no Spark: Arrow only
+    engine.defer_merges = True
+    arr = Arrangement(engine, DESC, "t", as_of=0, internal=False)
+    every: list[tuple[int | None, int, int, int]] = []
+    seed = 11
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for t in range(3 * arrangement.MAX_DEFERRED_APPENDS):
+        ks, ds = rng.integers(0, 9, 6), rng.integers(-2, 3, 6)
+        rows = [(int(k), int(k) % 3, t, int(d)) for k, d in zip(ks, ds, strict=True)]
+        every += [r for r in rows if r[3]]
+        table = _updates([r for r in rows if r[3]])
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        # the batches of at most MAX_DEFERRED_APPENDS appends wait for a merge
+        assert len(arr._files) <= arrangement.MAX_DEFERRED_APPENDS + 8
+        assert _sums(arr.updates()) == _sums(_updates(every))
+        found = arr.lookup([0], pa.table({"k": [3, 4]}), null_safe=True)
+        assert found is not None
+        assert _sums(found) == _sums(_updates([r for r in every if r[0] in (3, 4)]))
+        if t % 5 == 4:
+            while engine.run_deferred():
+                pass
+            assert len(arr._files) <= 8  # merged: logarithmic again
+    pending = len(arr._files)
+
+    def failing(table: pa.Table, **kw: object) -> pa.Table:
+        raise pa.ArrowMemoryError("out of memory")
+
+    monkeypatch.setattr(arrangement, "consolidate", failing)
+    assert pending > 1
+    with pytest.raises(pa.ArrowMemoryError):
+        arr.merge()
+    assert _sums(arr.updates()) == _sums(_updates(every))  # no batch lost

@@ -10,7 +10,11 @@ step (``spark.read.parquet``), so lineage never grows with the number of steps. 
 driver memory (an appended Arrow batch, a merge's result) is written to its file only when
 something needs the files: Spark reading the arrangement (:meth:`df`), or the batch leaving
 memory (a large arrangement keeps only its small batches). A small step computed with Arrow
-from a resident arrangement so writes no Parquet at all.
+from a resident arrangement so writes no Parquet at all. When the engine defers merges
+(:attr:`~spate.render.batch.Engine.defer_merges`: the replica merges while no dataflow can
+step, after the step's output is on its way), an append leaves its merges to
+:meth:`Arrangement.merge` unless ``MAX_DEFERRED_APPENDS`` appends in a row did; an unmerged
+spine holds the same updates in more batches, so every read is the same.
 
 While an arrangement holds at most ``LOOKUP_MAX_ROWS`` updates, its files' contents are also
 kept in driver memory as Arrow, and it serves key lookups (:mod:`spate.render.lookup`): a step
@@ -35,7 +39,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,6 +57,10 @@ from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+MAX_DEFERRED_APPENDS: Final = 8
+"""With deferred merges, an append merges at once after this many appends left theirs undone
+(a replica that never runs out of steps to take still merges)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +104,8 @@ class Arrangement:
         """The column lookups of a large arrangement come by (set at the first): merges write
         large batches sorted by it."""
         self._dropped = False
+        self._unmerged = 0
+        """Appends since the last merge (deferred merges: :attr:`Engine.defer_merges`)."""
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -161,7 +171,17 @@ class Arrangement:
         self._upper = max(self._upper, upper)
         if self.internal:
             self._since = max(self._since, self._upper - 1)
-        self._merge()
+        if self._engine.defer_merges and self._unmerged < MAX_DEFERRED_APPENDS:
+            self._unmerged += 1
+            self._engine.defer(id(self), self.merge)
+        else:
+            self.merge()
+
+    def merge(self) -> None:
+        """Merge the batches appends left unmerged (module docs)."""
+        self._unmerged = 0
+        if not self._dropped:
+            self._merge()
 
     def _next_path(self) -> Path:
         return self._engine.fresh(f"{self._dir.name}/b").with_suffix(".parquet")
@@ -173,10 +193,10 @@ class Arrangement:
             # keep the file count low even when every batch is tiny
             or files[-1].rows + files[-2].rows <= self._engine.settings.small_rows // 4
         ):
-            b = files.pop()
-            a = files.pop()
+            a, b = files[-2], files[-1]
             table = pa.concat_tables([self._table(f) for f in (a, b)])
             table = consolidate(advance_times(table, self._since))
+            del files[-2:]  # (only now: a merge that raises loses no batch)
             if table.num_rows:
                 path = self._next_path()
                 run = self._sorted(table, path)
