@@ -428,3 +428,43 @@ def test_a_snapshot_is_read_for_the_columns_the_dataflow_uses(
     assert got == peeked(via_arrow.peek(index.id, timestamp=0)) and got
     via_files.drop()
     via_arrow.drop()
+
+
+def test_a_dataflow_whose_merges_wait_for_maintain_answers_as_one_that_merges_at_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import random
+
+    seed = random.randrange(1 << 30)
+    print("seed", seed)
+    rng = random.Random(seed)
+    plan = SRC.reduce(["auction"], top=max_(col("price")), n=count())
+    desc = single_plan_dataflow(plan, INPUTS, subscribe_id=None)
+    ix = desc.index_exports[0].id
+    eager_in, deferred_in = feed([], 1), feed([], 1)
+    eager = Dataflow(desc, eager_in, spark=spark, scratch=tmp_path / "eager")
+    deferred = Dataflow(desc, deferred_in, spark=spark, scratch=tmp_path / "deferred")
+    deferred.defer_merges()
+    live: list[tuple[int, int, str | None]] = []
+    for t in range(1, 30):
+        rows: list[tuple[tuple[int, int, str | None], int, int]] = []
+        for _ in range(rng.randrange(1, 6)):
+            row = (rng.randrange(4), rng.randrange(100), rng.choice(["a", None]))
+            live.append(row)
+            rows.append((row, t, 1))
+        if live and rng.random() < 0.6:  # retract a live bid, maybe an auction's top
+            gone = live.pop(rng.randrange(len(live)))
+            rows.append((gone, t, -1))
+        for inputs in (eager_in, deferred_in):
+            inputs.append(BIDS, updates_to_table(DESC, rows), t + 1)
+        eager.step()
+        deferred.step()
+        if rng.random() < 0.3:
+            while deferred.maintain():
+                pass
+        assert peeked(deferred.peek(ix, timestamp=t)) == peeked(eager.peek(ix, timestamp=t))
+    while deferred.maintain():  # whatever is left merges
+        pass
+    assert peeked(deferred.peek(ix, timestamp=29)) == peeked(eager.peek(ix, timestamp=29))
+    eager.drop()
+    deferred.drop()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -90,6 +91,7 @@ class _Engine:
         self.root = root
         self.n = 0
         self.settings = EngineSettings()
+        self.defer_merges = False
 
     def fresh(self, what: str) -> Path:
         self.n += 1
@@ -97,6 +99,9 @@ class _Engine:
 
     def spilled(self, table: object) -> Path | None:
         return None  # nothing was written for Spark
+
+    def df_of_files(self, paths: tuple[Path, ...], desc: RelationDesc) -> tuple[Path, ...]:
+        return paths  # what Spark would read
 
 
 @settings(max_examples=40, deadline=None)
@@ -179,6 +184,62 @@ def test_large_arrangements_serve_one_column_lookups_from_their_batches(
     assert arr.lookup([0, 1], pa.table({"k": [1], "v": [10]}), null_safe=True) is None
 
 
+def _sums(table: pa.Table) -> dict[tuple[int | None, int, int], int]:
+    out: dict[tuple[int | None, int, int], int] = {}
+    for r in table.to_pylist():
+        key = (r["c0"], r["c1"], r["_time"])
+        out[key] = out.get(key, 0) + r["_diff"]
+    return {k: d for k, d in out.items() if d}
+
+
+def test_arrow_appends_write_parquet_only_when_spark_reads_the_arrangement(
+    tmp_path: Path,
+) -> None:
+    arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=False)  # type: ignore[arg-type]
+    every = []
+    for t in range(6):  # appends and merges, all resident
+        rows = [(k, t, t, 1) for k in range(t + 1)]
+        every += rows
+        table = _updates(rows)
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        found = arr.lookup([0], pa.table({"k": [0, 2]}), null_safe=True)
+        assert found is not None and found.num_rows
+    assert not list(tmp_path.rglob("*.parquet"))
+    paths = arr.df()  # Spark reads the files: every batch is on disk now
+    assert isinstance(paths, tuple) and paths
+    on_disk = pa.concat_tables(pq.read_table(p) for p in paths)
+    assert _sums(on_disk) == _sums(_updates(every)) == _sums(arr.updates())
+    arr.append(Batch(DESC, table=_updates([(9, 9, 6, 1)]), rows=1), 7)  # merged with them
+    assert _sums(pa.concat_tables(pq.read_table(p) for p in arr.df())) == _sums(
+        _updates([*every, (9, 9, 6, 1)])
+    )
+    arr.drop()
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_batches_leaving_driver_memory_are_written_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large arrangement keeps only its small batches in memory; the others it reads back
+    from their files, which must have been written before they left."""
+    import spate.render.arrangement as arrangement
+
+    monkeypatch.setattr(arrangement, "LOOKUP_MAX_ROWS", 12)
+    monkeypatch.setattr(arrangement, "INDEX_MIN_ROWS", 4)
+    arr = Arrangement(_Engine(tmp_path), DESC, "t", as_of=0, internal=False)  # type: ignore[arg-type]
+    every = []
+    for t in range(5):
+        rows = [(k, t, t, 1) for k in range(8)]
+        every += rows
+        table = _updates(rows)
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        assert _sums(arr.updates()) == _sums(_updates(every))
+    assert arr.resident() is None
+    found = arr.lookup([0], pa.table({"k": [3]}), null_safe=True)
+    assert found is not None
+    assert _sums(found) == _sums(_updates([r for r in every if r[0] == 3]))
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=40),
@@ -256,3 +317,44 @@ def test_sorted_run_lookups_find_the_rows_a_scan_finds_however_spread_the_keys(
     assert run.table().sort_by("c1").equals(table)  # the memory-mapped copy holds every row
     run.unlink()
     assert not run.copy.exists()
+
+
+def test_deferred_merges_keep_every_read_the_same_and_lose_nothing_when_one_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spate.render.arrangement as arrangement
+    from spate.render.batch import Engine
+
+    engine = Engine(None, tmp_path / "e")  # type: ignore[arg-type]  # no Spark: Arrow only
+    engine.defer_merges = True
+    arr = Arrangement(engine, DESC, "t", as_of=0, internal=False)
+    every: list[tuple[int | None, int, int, int]] = []
+    seed = 11
+    print("seed", seed)
+    rng = np.random.default_rng(seed)
+    for t in range(3 * arrangement.MAX_DEFERRED_APPENDS):
+        ks, ds = rng.integers(0, 9, 6), rng.integers(-2, 3, 6)
+        rows = [(int(k), int(k) % 3, t, int(d)) for k, d in zip(ks, ds, strict=True)]
+        every += [r for r in rows if r[3]]
+        table = _updates([r for r in rows if r[3]])
+        arr.append(Batch(DESC, table=table, rows=table.num_rows), t + 1)
+        # the batches of at most MAX_DEFERRED_APPENDS appends wait for a merge
+        assert len(arr._files) <= arrangement.MAX_DEFERRED_APPENDS + 8
+        assert _sums(arr.updates()) == _sums(_updates(every))
+        found = arr.lookup([0], pa.table({"k": [3, 4]}), null_safe=True)
+        assert found is not None
+        assert _sums(found) == _sums(_updates([r for r in every if r[0] in (3, 4)]))
+        if t % 5 == 4:
+            while engine.run_deferred():
+                pass
+            assert len(arr._files) <= 8  # merged: logarithmic again
+    pending = len(arr._files)
+
+    def failing(table: pa.Table, **kw: object) -> pa.Table:
+        raise pa.ArrowMemoryError("out of memory")
+
+    monkeypatch.setattr(arrangement, "consolidate", failing)
+    assert pending > 1
+    with pytest.raises(pa.ArrowMemoryError):
+        arr.merge()
+    assert _sums(arr.updates()) == _sums(_updates(every))  # no batch lost

@@ -1,13 +1,20 @@
 """Arrangements: a collection's updates kept as a spine of Parquet batches.
 
-Every batch is a set of Parquet files in the arrangement's directory. Appending a batch writes
-it (an Arrow batch) or hard-links it (a batch Spark already wrote as part files, or a table the
-step already spilled for Spark); then batches are merged logarithmically — while the newest is
-at least half the size of the one before it, the two are merged with pyarrow (times advanced to
-the since, consolidated) — so an arrangement of ``n``
-updates has ``O(log n)`` files and each update is rewritten ``O(log n)`` times. Spark reads the
-files afresh at each step (``spark.read.parquet``), so lineage never grows with the number of
-steps.
+Every batch is a set of Parquet files in the arrangement's directory. Appending a batch
+hard-links it (a batch Spark already wrote as part files, or a table the step already spilled
+for Spark) or keeps it (an Arrow batch); then batches are merged logarithmically — while the
+newest is at least half the size of the one before it, the two are merged with pyarrow (times
+advanced to the since, consolidated) — so an arrangement of ``n`` updates has ``O(log n)``
+files and each update is rewritten ``O(log n)`` times. Spark reads the files afresh at each
+step (``spark.read.parquet``), so lineage never grows with the number of steps. A batch held in
+driver memory (an appended Arrow batch, a merge's result) is written to its file only when
+something needs the files: Spark reading the arrangement (:meth:`df`), or the batch leaving
+memory (a large arrangement keeps only its small batches). A small step computed with Arrow
+from a resident arrangement so writes no Parquet at all. When the engine defers merges
+(:attr:`~spate.render.batch.Engine.defer_merges`: the replica merges while no dataflow can
+step, after the step's output is on its way), an append leaves its merges to
+:meth:`Arrangement.merge` unless ``MAX_DEFERRED_APPENDS`` appends in a row did; an unmerged
+spine holds the same updates in more batches, so every read is the same.
 
 While an arrangement holds at most ``LOOKUP_MAX_ROWS`` updates, its files' contents are also
 kept in driver memory as Arrow, and it serves key lookups (:mod:`spate.render.lookup`): a step
@@ -32,7 +39,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,6 +57,10 @@ from spate.repr.desc import RelationDesc
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+MAX_DEFERRED_APPENDS: Final = 8
+"""With deferred merges, an append merges at once after this many appends left theirs undone
+(a replica that never runs out of steps to take still merges)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +97,15 @@ class Arrangement:
         (:mod:`spate.render.key_index`; ``None``: the column cannot be indexed)."""
         self._runs: dict[_Part, SortedRun] = {}
         """The batches kept as sorted runs (:mod:`spate.render.sorted_run`)."""
+        self._unwritten: set[_Part] = set()
+        """Batches whose files are not written yet: their contents are in ``_tables``
+        (:meth:`_write_out` writes them)."""
         self._run_column: str | None = None
         """The column lookups of a large arrangement come by (set at the first): merges write
         large batches sorted by it."""
         self._dropped = False
+        self._unmerged = 0
+        """Appends since the last merge (deferred merges: :attr:`Engine.defer_merges`)."""
 
     # -- frontiers ----------------------------------------------------------------------------
 
@@ -134,16 +150,14 @@ class Arrangement:
                 path = self._next_path()
                 run = self._sorted(table, path)
                 spilled = self._engine.spilled(table)  # never a cast copy
-                if run is not None:
-                    pass
-                elif spilled is not None:
+                if run is None and spilled is not None:
                     os.link(spilled, path)  # Spark read the same table from this file
-                else:
-                    write_parquet(table, path)
                 part = _Part((path,), batch.rows)
                 if run is not None:
                     self._runs[part] = run
                 else:
+                    if spilled is None:
+                        self._unwritten.add(part)  # written when needed (module docs)
                     self._tables[part] = table
                     self._index_ahead(part, table)
             else:
@@ -157,7 +171,17 @@ class Arrangement:
         self._upper = max(self._upper, upper)
         if self.internal:
             self._since = max(self._since, self._upper - 1)
-        self._merge()
+        if self._engine.defer_merges and self._unmerged < MAX_DEFERRED_APPENDS:
+            self._unmerged += 1
+            self._engine.defer(id(self), self.merge)
+        else:
+            self.merge()
+
+    def merge(self) -> None:
+        """Merge the batches appends left unmerged (module docs)."""
+        self._unmerged = 0
+        if not self._dropped:
+            self._merge()
 
     def _next_path(self) -> Path:
         return self._engine.fresh(f"{self._dir.name}/b").with_suffix(".parquet")
@@ -169,25 +193,26 @@ class Arrangement:
             # keep the file count low even when every batch is tiny
             or files[-1].rows + files[-2].rows <= self._engine.settings.small_rows // 4
         ):
-            b = files.pop()
-            a = files.pop()
+            a, b = files[-2], files[-1]
             table = pa.concat_tables([self._table(f) for f in (a, b)])
             table = consolidate(advance_times(table, self._since))
+            del files[-2:]  # (only now: a merge that raises loses no batch)
             if table.num_rows:
                 path = self._next_path()
                 run = self._sorted(table, path)
-                if run is None:
-                    write_parquet(table, path)
                 merged = _Part((path,), int(table.num_rows))
                 files.append(merged)
                 self._tables[merged] = table
                 if run is not None:
                     self._runs[merged] = run
+                else:
+                    self._unwritten.add(merged)
             for f in (a, b):
                 self._forget(f)
             self._cache = None
         if self.rows > LOOKUP_MAX_ROWS:  # small batches stay: a lookup scans them
             for part in [p for p in self._tables if p.rows >= INDEX_MIN_ROWS]:
+                self._write_out(part)
                 del self._tables[part]
             self._indexes.clear()
 
@@ -199,10 +224,20 @@ class Arrangement:
         if name is not None and fits and table.num_rows >= INDEX_MIN_ROWS:
             self._index(part, table, name)
 
+    def _write_out(self, part: _Part) -> None:
+        """Write ``part``'s file if it is not written yet (module docs)."""
+        if part in self._unwritten:
+            (path,) = part.paths
+            write_parquet(self._tables[part], path)
+            self._unwritten.discard(part)
+
     def _forget(self, part: _Part) -> None:
         """Delete a batch merged away or rewritten: its files and what is kept of it."""
-        for p in part.paths:
-            p.unlink(missing_ok=True)
+        if part in self._unwritten:
+            self._unwritten.discard(part)  # no file to delete
+        else:
+            for p in part.paths:
+                p.unlink(missing_ok=True)
         self._tables.pop(part, None)
         run = self._runs.pop(part, None)
         if run is not None:
@@ -228,6 +263,8 @@ class Arrangement:
         """Every update as a Spark DataFrame (``None`` when there are none)."""
         if not self._files:
             return None
+        for part in self._files:
+            self._write_out(part)
         return self._engine.df_of_files(tuple(p for f in self._files for p in f.paths), self.desc)
 
     def updates(self) -> pa.Table:
@@ -348,4 +385,5 @@ class Arrangement:
         self._tables.clear()
         self._indexes.clear()
         self._runs.clear()
+        self._unwritten.clear()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -207,6 +207,23 @@ class Engine:
         self._spilled: dict[int, tuple[pa.Table, Path]] = {}
         """Large tables of this step written to a temporary file for Spark (by ``id``; the
         table is kept so that the id stays its own)."""
+        self.defer_merges = False
+        """Whether arrangements leave their merges for :meth:`run_deferred` (a caller that
+        calls it between steps: the replica, while no dataflow can step) rather than merging
+        as they append (:mod:`spate.render.arrangement`)."""
+        self._deferred: dict[int, Callable[[], None]] = {}
+
+    def defer(self, key: int, work: Callable[[], None]) -> None:
+        """Run ``work`` at the next :meth:`run_deferred` (once per ``key``)."""
+        self._deferred[key] = work
+
+    def run_deferred(self) -> bool:
+        """Run one piece of deferred work; False when none was left."""
+        if not self._deferred:
+            return False
+        key = next(iter(self._deferred))
+        self._deferred.pop(key)()
+        return True
 
     def fresh(self, what: str) -> Path:
         """A path in the scratch directory never used before (Spark caches file listings)."""

@@ -485,6 +485,16 @@ class Dataflow:
         if live:
             self.errors.compact(min(live))
 
+    def defer_merges(self) -> None:
+        """From now on, arrangements leave their merges to :meth:`maintain`, which the caller
+        runs between steps (:mod:`spate.render.arrangement`)."""
+        self._engine.defer_merges = True
+
+    def maintain(self) -> bool:
+        """Do one piece of the work steps left for later (an arrangement's merges); False when
+        none was left."""
+        return self._engine.run_deferred()
+
     def cancel(self) -> None:
         """The dataflow is being dropped and its Spark jobs cancelled (any thread): a step
         that fails now is not tried again capturing errors."""

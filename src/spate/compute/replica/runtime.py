@@ -33,6 +33,11 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
   Each step's updates of a view also go to the view's feed (:mod:`~spate.compute.replica.
   view_feed`), from which a subscribe of the view on this replica steps at once, without
   waiting for the write and reading it back.
+* **Merges wait.** A step appends to its dataflow's arrangements without merging their
+  batches (:meth:`~spate.render.dataflow.Dataflow.defer_merges`); the scheduler merges them,
+  one arrangement at a time, once no dataflow can step, so a step's output (and the steps of
+  the subscribes reading it) does not wait for merges. An arrangement that has gone
+  ``MAX_DEFERRED_APPENDS`` appends without one merges as it appends.
 * A maintenance task renews reader leases, moves the readers' sinces up behind the steps
   (a step moves them at most every ``SINCE_DOWNGRADE_S``: persist writes off the way to
   its output) and lets read-only views observe their shards.
@@ -421,6 +426,9 @@ class ComputeRuntime:
             why = f"building the dataflow failed: {_short(e)}"
             self._post(DataflowFailed(key, why, _sqlstate(e)))
             return
+        defer = getattr(dataflow, "defer_merges", None)
+        if defer is not None:
+            defer()  # merged while no dataflow can step (module docs)
         r = _Running(key, desc, dataflow, inputs, scratch, sinks, set(desc.subscribe_ids()))
         self._running[key] = r
         self._open_feeds(r)
@@ -610,7 +618,26 @@ class ComputeRuntime:
             if self._closed or not self._step_next():
                 break
             stepped = True
+        if not stepped and not self._closed:
+            return self._maintain_one()
         return stepped
+
+    def _maintain_one(self) -> bool:
+        """Do one piece of the work a dataflow's steps left for later (an arrangement's
+        merges: module docs); False when there was none."""
+        for key in list(self._rr):
+            r = self._running[key]
+            maintain = getattr(r.dataflow, "maintain", None)
+            if maintain is None or r.failed or key in self._dropping:
+                continue
+            try:
+                with r.lock:
+                    if maintain():
+                        return True
+            except Exception as e:  # the batches stay unmerged; the next append merges them
+                _log.warning("replica=%s: merging in dataflow %d failed: %s", self.name, key, e)
+                return True
+        return False
 
     def _step_next(self) -> bool:
         """Step the next dataflow (round-robin) that can make progress; False if none can."""
