@@ -706,13 +706,12 @@ async def _select_dataflow(
     isolation: Isolation,
     small_reads: bool,
 ) -> pa.Table:
+    if small_reads:
+        seen = _dataflow_seen(rt, plan, as_of, cluster, finishing, isolation)
+        if seen is not None:
+            return seen
     inlined = inline_views(plan, rt.catalog)
     none = cluster is None and not rt.catalog.clusters  # read here before creating one
-    if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
-        ts = _seen_timestamp(rt, storage_inputs(inlined), as_of, isolation)
-        seen = None if ts is None else evaluate_seen(rt, inlined, ts)
-        if seen is not None:
-            return _finished(seen, finishing)
     # Hold the inputs before choosing the timestamp, until the dataflow holds them itself: the
     # read here awaits (and may give up on a large join), and meanwhile the inputs' read
     # policies would compact them past the timestamp (the dataflow's as_of).
@@ -737,6 +736,57 @@ async def _select_dataflow(
         return await _peek(rt, name, target, ts, inlined.desc, finishing, timeout, reads=reads)
     finally:
         rt.compute.drop_collections(instance, [index])
+
+
+def select_seen(
+    rt: Runtime, route: read_plan.ReadPlan, *, as_of: int | None, isolation: Isolation
+) -> pa.Table | None:
+    """:func:`select` of ``route`` (a read of tables, subsources or materialized views in
+    this process) carried out without awaiting anything, on the calling thread: no hop to the
+    event loop, no read holds, no worker thread. Answered when the inputs' contents at the
+    timestamp the read picks are cached here and final in the shard states last seen
+    (:func:`_persist_seen`, :func:`_dataflow_seen`); ``None``: read with :func:`select`.
+
+    Safe off the loop: the timestamp is the oracle's read timestamp (every write acknowledged
+    before this call) or later, the states consulted are ones the shards had (read under their
+    locks) with their uppers past it, and their contents there are final."""
+    finishing = RowSetFinishing()
+    try:
+        match route:
+            case read_plan.PersistRead(plan=plan):
+                if route.cluster is not None and route.here_up_to <= 0:
+                    return None
+                found = _persist_seen(rt, route, as_of, finishing, isolation)
+            case read_plan.InProcess(plan=plan, otherwise=dataflow):
+                found = _dataflow_seen(rt, plan, as_of, dataflow.cluster, finishing, isolation)
+            case _:
+                return None
+    except SpateError:  # a cluster or collection gone meanwhile: select says so
+        return None
+    return None if found is None else to_user(found, plan.desc)
+
+
+def _dataflow_seen(
+    rt: Runtime,
+    plan: RelationExpr,
+    as_of: int | None,
+    cluster: str | None,
+    finishing: RowSetFinishing,
+    isolation: Isolation,
+) -> pa.Table | None:
+    """A read of ``plan`` that would build a dataflow, or be read here, answered before
+    anything awaits (:func:`~spate.environment.small_reads.evaluate_seen`); ``None``: read
+    as usual."""
+    none = cluster is None and not rt.catalog.clusters  # read here before creating one
+    if not (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
+        return None
+    inlined = inline_views(plan, rt.catalog)
+    ids = storage_inputs(inlined)
+    if any(builtin_by_id(i) is not None for i in ids):
+        return None
+    ts = _seen_timestamp(rt, ids, as_of, isolation)
+    found = None if ts is None else evaluate_seen(rt, inlined, ts)
+    return None if found is None else _finished(found, finishing)
 
 
 def _seen_timestamp(
