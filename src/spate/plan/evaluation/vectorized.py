@@ -594,8 +594,12 @@ def _matches(
         found = build.get(key)
         if found is None:
             continue
-        left_i.extend([i] * len(found))
-        right_i.extend(found)
+        if len(found) == 1:
+            left_i.append(i)
+            right_i.append(found[0])
+        else:
+            left_i.extend([i] * len(found))
+            right_i.extend(found)
         if 0 <= limit < len(left_i):
             raise TooLarge("Join")
     return pa.array(left_i, pa.int64()), pa.array(right_i, pa.int64())
