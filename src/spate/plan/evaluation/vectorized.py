@@ -110,6 +110,7 @@ class Unsupported(Exception):
 
 Relation = pa.Table
 _Scalar = Callable[[pa.Table], pa.Array | pa.ChunkedArray | pa.Scalar]
+"""A compiled scalar: its values over a relation's table (or :class:`_Columns`)."""
 _Node = Callable[[Mapping[GlobalId, pa.Table]], pa.Table]
 CompiledPlan = _Node
 """A plan compiled by :func:`compile_plan`: its contents as a function of the inputs."""
@@ -189,6 +190,19 @@ def _repeated(plan: RelationExpr) -> set[RelationExpr]:
     except TypeError:  # a plan holding something unhashable
         return set()
     return {p for p, n in seen.items() if n > 1 and not isinstance(p, (Get, Constant))}
+
+
+class _Columns:
+    """Columns by position: all of a relation a compiled scalar reads (``column(i)``), made
+    without building a table."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: Sequence[pa.Array | pa.ChunkedArray]) -> None:
+        self._columns = columns
+
+    def column(self, i: int) -> pa.Array | pa.ChunkedArray:
+        return self._columns[i]
 
 
 def _shared(fn: _Node) -> _Node:
@@ -309,9 +323,8 @@ class _Compiler:
                     table = below(inputs)
                     counts = table.column(MULTIPLICITY)
                     values = list(table.columns[:-1])
-                    for fn, t in compiled:
-                        current = _with(values, counts)
-                        values.append(_column(fn(current), t, table.num_rows))
+                    for fn, t in compiled:  # a scalar reads columns by position only
+                        values.append(_column(fn(_Columns(values)), t, table.num_rows))
                     return _with(values, counts)
 
                 return map_
