@@ -761,7 +761,7 @@ def select_seen(
                 found = _dataflow_seen(rt, plan, as_of, dataflow.cluster, finishing, isolation)
             case _:
                 return None
-    except SpateError:  # a cluster or collection gone meanwhile: select says so
+    except (SpateError, LookupError):  # a cluster or collection gone meanwhile: select says so
         return None
     return None if found is None else to_user(found, plan.desc)
 
