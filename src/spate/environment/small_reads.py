@@ -510,8 +510,9 @@ def lookup_seen_in(
 
 LOOP_ROWS: Final = 20_000
 """Inputs of at most this many rows in all, whose contents at the read's timestamp are cached,
-are evaluated on the event loop (:func:`evaluate_seen`, :func:`contents_seen`): a vectorised
-evaluation of them takes less than the two thread switches of a worker thread call."""
+are evaluated where the read is (:func:`evaluate_seen`, :func:`contents_seen`): on the SQL
+session's thread, or on the event loop for a read through ``Environment.select``; a vectorised
+evaluation of them takes less than the thread switches of a worker thread call."""
 
 
 def _seen_key(rt: Runtime, id: GlobalId, ts: int) -> tuple[ShardId, tuple[str, ...]] | None:
