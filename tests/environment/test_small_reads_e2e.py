@@ -101,6 +101,36 @@ def test_a_read_asked_not_to_use_small_reads_builds_a_dataflow(
     assert len(dataflows) == 2
 
 
+def test_reads_answered_from_cached_contents_see_every_acknowledged_write(
+    env: Environment, dataflows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads evaluated on the event loop from the contents cached here (no read hold, no
+    worker thread: reads.evaluate_seen) observe every write acknowledged before them."""
+    answered: list[bool] = []
+    evaluate_seen = reads.evaluate_seen
+
+    def recording(*args: Any) -> Any:
+        found = evaluate_seen(*args)
+        answered.append(found is not None)
+        return found
+
+    monkeypatch.setattr(reads, "evaluate_seen", recording)
+    env.sql("CREATE TABLE u (k bigint, v bigint)")
+    env.sql("INSERT INTO u VALUES (1, 10), (2, 20)")
+    u, s = [(1, 10), (2, 20)], [2, None]
+    for i in range(3, 8):
+        join = sorted((k, y) for k, _ in u for y in s if k == y)
+        for _ in range(2):  # the second read is answered from the cache
+            assert _rows(env, "SELECT k, y FROM u JOIN s ON u.k = s.y") == join
+            assert _rows(env, "SELECT sum(v) FROM u WHERE v > 5") == [(sum(v for _, v in u),)]
+        env.sql("INSERT INTO s VALUES (2)")
+        env.sql(f"INSERT INTO u VALUES ({i}, {10 * i})")
+        s.append(2)
+        u.append((i, 10 * i))
+    assert any(answered)
+    assert dataflows == []
+
+
 def test_an_evaluation_error_is_the_one_a_dataflow_gives(
     env: Environment, dataflows: list[Any]
 ) -> None:

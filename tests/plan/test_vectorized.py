@@ -16,6 +16,7 @@ import pytest
 from spate.ids import GlobalId
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.errors import EvalError
+from spate.plan.evaluation import vectorized
 from spate.plan.evaluation.relation import TooLarge, evaluate
 from spate.plan.evaluation.vectorized import (
     Unsupported,
@@ -232,8 +233,15 @@ def _expanded(counts: Counter[tuple[object, ...]]) -> list[tuple[object, ...]]:
     return sorted((r for r, n in counts.items() for _ in range(max(n, 0))), key=repr)
 
 
+@pytest.mark.parametrize("dicts", [True, False], ids=["dicts", "acero"])
 @pytest.mark.parametrize("big", [False, True])
-def test_vectorised_agrees_with_the_row_evaluator(big: bool) -> None:
+def test_vectorised_agrees_with_the_row_evaluator(
+    big: bool, dicts: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small tables are joined, deduplicated and consolidated by dicts; larger ones by Acero
+    (made to be used here on the small ones, with SMALL_ROWS at 0)."""
+    if not dicts:
+        monkeypatch.setattr(vectorized, "SMALL_ROWS", 0)
     seed = int(os.environ.get("SPATE_TEST_SEED", random.randrange(2**32)))
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -261,7 +269,12 @@ def test_vectorised_agrees_with_the_row_evaluator(big: bool) -> None:
     assert covered > 150  # the generator mostly makes plans the vectorised path covers
 
 
-def test_a_join_too_large_is_refused_before_its_pairs_are_made() -> None:
+@pytest.mark.parametrize("dicts", [True, False], ids=["dicts", "acero"])
+def test_a_join_too_large_is_refused_before_its_pairs_are_made(
+    dicts: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not dicts:
+        monkeypatch.setattr(vectorized, "SMALL_ROWS", 0)
     desc = RelationDesc.of(("a", INT64, True), ("b", INT64, False))
     rows: Counter[tuple[object, ...]] = Counter({(1, i): 1 for i in range(300)})
     rows[(None, -1)] = 5  # NULL keys pair with nothing: not counted
@@ -270,3 +283,37 @@ def test_a_join_too_large_is_refused_before_its_pairs_are_made() -> None:
     with pytest.raises(TooLarge):
         evaluate_arrow(plan, {T: table, U: table}, max_rows=300 * 300 - 1)
     assert evaluate_arrow(plan, {T: table, U: table}, max_rows=300 * 300).num_rows == 300 * 300
+
+
+@pytest.mark.parametrize("dicts", [True, False], ids=["dicts", "acero"])
+def test_null_keys_duplicates_and_repeated_subplans(
+    dicts: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NULL join keys match nothing (one key and two), Distinct keeps one NULL row, a Union
+    sums the multiplicities of equal rows (cancelling some), and a subplan used three times
+    gives the same rows each time; as the row evaluator says."""
+    if not dicts:
+        monkeypatch.setattr(vectorized, "SMALL_ROWS", 0)
+    t: Counter[tuple[object, ...]] = Counter(
+        {(1, 1, "x"): 2, (None, 2, "x"): 1, (2, 3, None): 3, (None, 4, None): 1, (1, 5, "y"): 1}
+    )
+    u: Counter[tuple[object, ...]] = Counter(
+        {(1, "x", True): 1, (None, "x", False): 2, (2, None, None): 1, (1, "y", None): 3}
+    )
+    inputs = {T: input_table(T_DESC, t), U: input_table(U_DESC, u)}
+    one_key = Join((Get(T, T_DESC), Get(U, U_DESC)), ((0, 3),))
+    two_keys = Join((Get(T, T_DESC), Get(U, U_DESC)), ((0, 3), (2, 4)))
+    ta = Project(Get(T, T_DESC), (0,))
+    big = Filter(Get(T, T_DESC), (CallBinary(BinaryFunc.GT, ColumnRef(1), Literal(2, INT64)),))
+    plans: list[RelationExpr] = [
+        one_key,
+        two_keys,
+        Distinct(ta),
+        Distinct(Project(Get(T, T_DESC), (0, 2))),
+        Union((Get(T, T_DESC), Negate(big), Get(T, T_DESC))),
+        Union((ta, Negate(ta), ta)),
+        Join((Distinct(ta), Distinct(ta)), ((0, 1),)),
+    ]
+    for plan in plans:
+        want = _expanded(evaluate(plan, {T: t, U: u}, 0))
+        assert _rows(evaluate_arrow(plan, inputs)) == want, plan.explain()

@@ -26,6 +26,7 @@ from spate.environment.changes import Changes
 from spate.environment.definitions import SqlDefinition
 from spate.environment.pipeline import WritePipeline
 from spate.environment.read_holds import ReadHolds
+from spate.environment.read_plan import ReadPlan
 from spate.environment.reads import Isolation
 from spate.environment.transaction import Transaction
 from spate.environment.write_result import WriteResult
@@ -557,6 +558,22 @@ class EnvironmentOperations(EnvironmentBase):
             env.read_done(started)
         """
         self._metrics.peek_done(started, failed=False)
+
+    def select_seen(
+        self, route: ReadPlan, *, as_of: int | None, isolation: Isolation
+    ) -> pa.Table | None:
+        """:meth:`select` of the read ``route`` answered on the calling thread when its
+        inputs' contents are cached here and final (:func:`~spate.environment.reads.select_seen`:
+        no hop to the environment's loop); ``None``: call :meth:`select`."""
+        if self._rt is None or (
+            self._background is not None and self._background.failure() is not None
+        ):
+            return None  # select raises what is wrong
+        started = time.monotonic()
+        found = reads.select_seen(self._rt, route, as_of=as_of, isolation=isolation)
+        if found is not None:
+            self._metrics.peek_done(started, failed=False)
+        return found
 
     def select_pandas(self, target: str | RelationExpr, **kwargs: Any) -> pd.DataFrame:
         """:meth:`select`, as a pandas DataFrame (same keyword arguments).

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spate.environment import introspection, lookup, small_reads
-from spate.environment.builtins import IntrospectionItem
+from spate.environment.builtins import IntrospectionItem as IntrospectionItem
 from spate.environment.catalog import (
     IndexItem,
     MaterializedViewItem,

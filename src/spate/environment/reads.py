@@ -60,6 +60,8 @@ from spate.environment.runtime import Runtime
 from spate.environment.small_reads import (
     VECTORISED_FACTOR,
     arrow_snapshots,
+    contents_seen,
+    evaluate_seen,
     evaluate_table,
     lookup_seen,
     no_errors_seen,
@@ -76,6 +78,7 @@ from spate.errors import (
     InvalidReadArgument,
     Problem,
     ReadTimeout,
+    SpateError,
     UsageError,
     check_argument,
     reported,
@@ -581,6 +584,10 @@ async def _persist_read(
     """A :class:`~spate.environment.read_plan.PersistRead`: the snapshot read here when it is
     small or no cluster has replicas, else peeked by a replica; the plan applied here."""
     item, base, plan = route.item, route.base, route.plan
+    if route.cluster is None or route.here_up_to > 0:
+        seen = _persist_seen(rt, route, as_of, finishing, isolation)
+        if seen is not None:
+            return seen
     # Held at ts until answered: finding the cluster may wait (the default cluster is created
     # on first need) and the collection's read policy would compact it past ts meanwhile.
     holds, ts = _held_timestamp(rt, [item.id], as_of, isolation, {item.id: item.name})
@@ -610,6 +617,42 @@ async def _persist_read(
         return _rows_table(plan.desc, list(contents.items()), finishing)
     found = _apply(rt, plan, base, contents, rt.oracle.read_ts())
     return _rows_table(plan.desc, found, finishing)
+
+
+def _persist_seen(
+    rt: Runtime,
+    route: read_plan.PersistRead,
+    as_of: int | None,
+    finishing: RowSetFinishing,
+    isolation: Isolation,
+) -> pa.Table | None:
+    """A :class:`~spate.environment.read_plan.PersistRead` answered on the event loop, before
+    anything awaits, when the collection's contents at the timestamp are cached here and
+    final in the state last seen (:func:`~spate.environment.small_reads.contents_seen`): no
+    read hold, no worker thread; ``None``: read as usual."""
+    item, base, plan = route.item, route.base, route.plan
+    if isinstance(item, read_plan.IntrospectionItem):
+        return None
+    ts = _seen_timestamp(rt, [item.id], as_of, isolation)
+    if ts is None:
+        return None
+    limit = route.here_up_to if route.cluster is not None else _NO_LIMIT
+    if route.only is not None:
+        contents = lookup_seen(rt, item.id, ts, limit, route.only)
+        if isinstance(item, MaterializedViewItem) and not no_errors_seen(rt, item, ts):
+            contents = None
+    elif plan is not base and vectorised(plan) is not None:  # not by rows: far slower
+        found = evaluate_seen(rt, plan, ts)
+        return None if found is None else _finished(found, finishing)
+    else:
+        contents = contents_seen(rt, item.id, ts)
+    if contents is None or sum(contents.values()) > limit:
+        return None
+    if plan is not base:
+        return _rows_table(
+            plan.desc, _apply(rt, plan, base, contents, rt.oracle.read_ts()), finishing
+        )
+    return _rows_table(plan.desc, list(contents.items()), finishing)
 
 
 def _rows_table(
@@ -663,13 +706,17 @@ async def _select_dataflow(
     isolation: Isolation,
     small_reads: bool,
 ) -> pa.Table:
+    if small_reads:
+        seen = _dataflow_seen(rt, plan, as_of, cluster, finishing, isolation)
+        if seen is not None:
+            return seen
     inlined = inline_views(plan, rt.catalog)
+    none = cluster is None and not rt.catalog.clusters  # read here before creating one
     # Hold the inputs before choosing the timestamp, until the dataflow holds them itself: the
     # read here awaits (and may give up on a large join), and meanwhile the inputs' read
     # policies would compact them past the timestamp (the dataflow's as_of).
     holds, ts = _held_timestamp(rt, storage_inputs(inlined), as_of, isolation)
     try:
-        none = cluster is None and not rt.catalog.clusters  # read here before creating one
         if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
             here = await read_here(rt, inlined, ts, timeout)
             if isinstance(here, pa.Table):
@@ -689,6 +736,69 @@ async def _select_dataflow(
         return await _peek(rt, name, target, ts, inlined.desc, finishing, timeout, reads=reads)
     finally:
         rt.compute.drop_collections(instance, [index])
+
+
+def select_seen(
+    rt: Runtime, route: read_plan.ReadPlan, *, as_of: int | None, isolation: Isolation
+) -> pa.Table | None:
+    """:func:`select` of ``route`` (a read of tables, subsources or materialized views in
+    this process) carried out without awaiting anything, on the calling thread: no hop to the
+    event loop, no read holds, no worker thread. Answered when the inputs' contents at the
+    timestamp the read picks are cached here and final in the shard states last seen
+    (:func:`_persist_seen`, :func:`_dataflow_seen`); ``None``: read with :func:`select`.
+
+    Safe off the loop: the timestamp is the oracle's read timestamp (every write acknowledged
+    before this call) or later, the states consulted are ones the shards had (read under their
+    locks) with their uppers past it, and their contents there are final."""
+    finishing = RowSetFinishing()
+    try:
+        match route:
+            case read_plan.PersistRead(plan=plan):
+                if route.cluster is not None and route.here_up_to <= 0:
+                    return None
+                found = _persist_seen(rt, route, as_of, finishing, isolation)
+            case read_plan.InProcess(plan=plan, otherwise=dataflow):
+                found = _dataflow_seen(rt, plan, as_of, dataflow.cluster, finishing, isolation)
+            case _:
+                return None
+    except (SpateError, LookupError):  # a cluster or collection gone meanwhile: select says so
+        return None
+    return None if found is None else to_user(found, plan.desc)
+
+
+def _dataflow_seen(
+    rt: Runtime,
+    plan: RelationExpr,
+    as_of: int | None,
+    cluster: str | None,
+    finishing: RowSetFinishing,
+    isolation: Isolation,
+) -> pa.Table | None:
+    """A read of ``plan`` that would build a dataflow, or be read here, answered before
+    anything awaits (:func:`~spate.environment.small_reads.evaluate_seen`); ``None``: read
+    as usual."""
+    none = cluster is None and not rt.catalog.clusters  # read here before creating one
+    if not (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
+        return None
+    inlined = inline_views(plan, rt.catalog)
+    ids = storage_inputs(inlined)
+    if any(builtin_by_id(i) is not None for i in ids):
+        return None
+    ts = _seen_timestamp(rt, ids, as_of, isolation)
+    found = None if ts is None else evaluate_seen(rt, inlined, ts)
+    return None if found is None else _finished(found, finishing)
+
+
+def _seen_timestamp(
+    rt: Runtime, ids: Sequence[GlobalId], as_of: int | None, isolation: Isolation
+) -> int | None:
+    """The timestamp :func:`_held_timestamp` would choose now, without read holds, for a read
+    answered before anything awaits (from contents cached here: nothing can compact the inputs
+    meanwhile); ``None`` when choosing it fails (the held read raises the error)."""
+    try:
+        return _pick_timestamp(rt, [_storage_input(rt, i, str(i)) for i in ids], as_of, isolation)
+    except SpateError:
+        return None
 
 
 def _held_timestamp(

@@ -547,6 +547,73 @@ def _same_until(state: ShardState, ts: int) -> int:
     return until
 
 
+LOOP_ROWS: Final = 20_000
+"""Inputs of at most this many rows in all, whose contents at the read's timestamp are cached,
+are evaluated where the read is (:func:`evaluate_seen`, :func:`contents_seen`): on the SQL
+session's thread, or on the event loop for a read through ``Environment.select``; a vectorised
+evaluation of them takes less than the thread switches of a worker thread call."""
+
+
+def _seen_key(rt: Runtime, id: GlobalId, ts: int) -> tuple[ShardId, tuple[str, ...]] | None:
+    """The shard of collection ``id`` and the parts of its contents at ``ts`` when the
+    shard's state this process last saw (no Consensus read) is final at ``ts`` (its upper
+    past it) and readable there (its since at or below it), and, for a materialized view, its
+    errors shard is known to hold no error at ``ts``; else ``None``."""
+    item = rt.catalog.find_id(id)
+    if not isinstance(item, _Readable):
+        return None
+    if isinstance(item, MaterializedViewItem) and not no_errors_seen(rt, item, ts):
+        return None
+    shard = rt.storage.collection_metadata(id).shard
+    state = rt.persist.seen_state(shard)
+    if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
+        return None
+    key = complete_key(batches_for(state, ts), ts)
+    return None if key is None else (shard, key)
+
+
+def contents_seen(rt: Runtime, id: GlobalId, ts: int) -> Multiset | None:
+    """:func:`snapshot_here` of the whole collection when it needs no I/O (as
+    :func:`lookup_seen`: from the state last seen, the contents cached here) and holds at
+    most :data:`LOOP_ROWS` rows; else ``None``. Safe on the event loop; needs no read hold
+    (it does not wait: nothing compacts the collection meanwhile)."""
+    seen = _seen_key(rt, id, ts)
+    if seen is None:
+        return None
+    contents = _cache_of(rt).get(*seen)
+    if contents is None or len(contents) > LOOP_ROWS:
+        return None
+    return Counter(contents)
+
+
+def evaluate_seen(rt: Runtime, plan: RelationExpr, ts: int) -> pa.Table | None:
+    """:func:`read_here` of a plan the vectorised evaluator covers when it needs no I/O and
+    no worker thread: every input's contents at ``ts`` are known from the state last seen
+    and cached as Arrow tables (as :func:`contents_seen`), at most :data:`LOOP_ROWS` rows in
+    all, and the evaluator answers; else ``None`` (the caller reads as :func:`read_here`
+    does, which says the same or fails as it should). Safe on the event loop; needs no read
+    holds."""
+    ids = sorted(plan.depends_on())
+    if rt.settings.small_read_updates <= 0 or not ids:
+        return None
+    compiled = _compiled(plan)
+    if compiled is None:
+        return None
+    cache = _cache_of(rt)
+    tables: dict[GlobalId, pa.Table] = {}
+    rows = 0
+    for id in ids:
+        seen = _seen_key(rt, id, ts)
+        table = None if seen is None else cache.get_table(*seen)
+        if table is None:
+            return None
+        rows += table.num_rows
+        if rows > LOOP_ROWS:
+            return None
+        tables[id] = table
+    return _evaluate_arrow(plan, tables, compiled)
+
+
 def no_errors_seen(rt: Runtime, item: MaterializedViewItem, timestamp: int) -> bool:
     """Whether the view's errors shard is known, without I/O, to hold no error at
     ``timestamp``: the state of it this process last saw has its upper past ``timestamp``

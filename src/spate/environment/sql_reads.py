@@ -43,9 +43,10 @@ def read(
 ) -> pa.Table:
     """The contents of ``plan``, read by the route :func:`~spate.environment.read_plan.plan_read`
     chooses (``pg_catalog`` and ``information_schema`` are read here, from the catalog). A
-    constant plan (``SELECT 1``, ``VALUES …``) is evaluated on the caller's thread; interval
-    result columns computed over a read (which dataflows do not compute) are split off and
-    evaluated here over the read of what is under them."""
+    constant plan (``SELECT 1``, ``VALUES …``) is evaluated on the caller's thread, and so is
+    a read of inputs whose contents are cached here (``EnvironmentOperations.select_seen``);
+    interval result columns computed over a read (which dataflows do not compute) are split off
+    and evaluated here over the read of what is under them."""
     if pg_catalog_reads.reads_catalog(plan):  # pg_catalog, information_schema: read here
 
         def other(get: Get) -> list[Row]:
@@ -70,6 +71,11 @@ def read(
             raise EvaluationFailed.of("query", e) from None
         rows = [r for r, n in counts.items() for _ in range(n)]
         return rows_table(plan.desc, rows)
+    isolation = check_isolation(session.isolation)
+    if not (session.real_time_recency and as_of is None):
+        seen = env.select_seen(route, as_of=as_of, isolation=isolation)
+        if seen is not None:
+            return seen
     target: Any = plan
     if isinstance(plan, Get):
         target = env.runtime.catalog.by_id(plan.id).name
@@ -77,7 +83,7 @@ def read(
         target,
         as_of=as_of,
         cluster=session.cluster,
-        isolation=check_isolation(session.isolation),
+        isolation=isolation,
         real_time_recency=session.real_time_recency and as_of is None,
         timeout=session.read_timeout(),
         small_reads=session.small_reads,

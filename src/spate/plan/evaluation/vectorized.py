@@ -23,6 +23,13 @@ A relation here is a table whose columns are the plan's, by position, then ``_n`
 multiplicity (positive; never consolidated: nothing covered needs it). Grouping keys, join keys
 and ``Distinct``'s columns are of the comparable types above (Arrow hashes them as the row
 evaluator compares them).
+
+A subplan that occurs more than once in a plan (a decorrelated subquery reads its outer
+relation again; a scalar subquery's guard repeats the subquery) is evaluated once per
+evaluation. Tables of at most :data:`SMALL_ROWS` rows are joined, deduplicated and consolidated
+with Python dicts over their values instead of by Acero, whose fixed cost per call (planning,
+threads) is tens of times the dicts' work on them; the results are the same rows (keys of the
+comparable types above compare in Python as in Arrow; NULL join keys match nothing).
 """
 
 from __future__ import annotations
@@ -92,6 +99,8 @@ _COMPARABLE: Final = frozenset({K.BOOL, K.INT64, K.TEXT, K.DATE})
 _ORDERED: Final = _COMPARABLE | {K.NUMERIC}
 """Types Arrow compares as the row evaluator does (decimals by value, whatever the scales)."""
 _INT64_MAX: Final = 2**63 - 1
+SMALL_ROWS: Final = 4096
+"""Tables up to this many rows are joined, deduplicated and consolidated by dicts (module docs)."""
 
 
 class Unsupported(Exception):
@@ -101,6 +110,7 @@ class Unsupported(Exception):
 
 Relation = pa.Table
 _Scalar = Callable[[pa.Table], pa.Array | pa.ChunkedArray | pa.Scalar]
+"""A compiled scalar: its values over a relation's table (or :class:`_Columns`)."""
 _Node = Callable[[Mapping[GlobalId, pa.Table]], pa.Table]
 CompiledPlan = _Node
 """A plan compiled by :func:`compile_plan`: its contents as a function of the inputs."""
@@ -126,7 +136,7 @@ def evaluate_arrow(
     if plan.desc.arity == 0:
         raise Unsupported("a result without columns")
     node = compiled if compiled is not None else compile_plan(plan, max_rows)
-    out = node(inputs)
+    out = node(_Run(inputs))
     counts = out.column(MULTIPLICITY).to_numpy()
     if (counts < 1).any():
         out = _consolidate(out)
@@ -153,7 +163,61 @@ def input_table(desc: RelationDesc, contents: Mapping[Row, int]) -> pa.Table:
 def compile_plan(plan: RelationExpr, max_rows: int | None = None) -> _Node:
     """A function of the inputs computing ``plan`` (module docs); :class:`Unsupported` when
     the plan is not covered."""
-    return _Compiler(max_rows).node(plan)
+    return _Compiler(max_rows, _repeated(plan)).node(plan)
+
+
+class _Run(dict[GlobalId, pa.Table]):
+    """The inputs of one evaluation, and the results of its repeated subplans so far."""
+
+    __slots__ = ("shared",)
+
+    def __init__(self, inputs: Mapping[GlobalId, pa.Table]) -> None:
+        super().__init__(inputs)
+        self.shared: dict[object, pa.Table] = {}
+
+
+def _repeated(plan: RelationExpr) -> set[RelationExpr]:
+    """The subplans of ``plan`` that occur more than once in it (by equality), other than
+    inputs and constants (nothing to save); none when the plan is not hashable."""
+    seen: Counter[RelationExpr] = Counter()
+    stack = [plan]
+    try:
+        while stack:
+            node = stack.pop()
+            seen[node] += 1
+            if seen[node] == 1:
+                stack.extend(node.inputs())
+    except TypeError:  # a plan holding something unhashable
+        return set()
+    return {p for p, n in seen.items() if n > 1 and not isinstance(p, (Get, Constant))}
+
+
+class _Columns:
+    """Columns by position: all of a relation a compiled scalar reads (``column(i)``), made
+    without building a table."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: Sequence[pa.Array | pa.ChunkedArray]) -> None:
+        self._columns = columns
+
+    def column(self, i: int) -> pa.Array | pa.ChunkedArray:
+        return self._columns[i]
+
+
+def _shared(fn: _Node) -> _Node:
+    """``fn`` evaluated at most once per evaluation (:class:`_Run`)."""
+    token = object()
+
+    def shared(inputs: Mapping[GlobalId, pa.Table]) -> pa.Table:
+        if not isinstance(inputs, _Run):
+            return fn(inputs)
+        found = inputs.shared.get(token)
+        if found is None:
+            found = inputs.shared[token] = fn(inputs)
+        return found
+
+    return shared
 
 
 def _consolidate(table: pa.Table) -> pa.Table:
@@ -162,6 +226,22 @@ def _consolidate(table: pa.Table) -> pa.Table:
     if arity == 0:
         total = pc.sum(table.column(MULTIPLICITY)).as_py() or 0
         return pa.table({MULTIPLICITY: pa.array([total] if total else [], pa.int64())})
+    if table.num_rows <= SMALL_ROWS:
+        first: dict[object, int] = {}
+        sums: dict[object, int] = {}
+        counts_in = table.column(MULTIPLICITY).to_pylist()
+        for i, row in enumerate(_key_values(table.columns[:arity])):
+            if row in sums:
+                sums[row] += counts_in[i]
+            else:
+                first[row], sums[row] = i, counts_in[i]
+        kept = [row for row, n in sums.items() if n != 0]
+        picked = table.take(pa.array([first[row] for row in kept], pa.int64()))
+        try:
+            totals = pa.array([sums[row] for row in kept], pa.int64())
+        except (OverflowError, pa.ArrowInvalid):  # beyond int64: the row evaluator's error
+            raise Unsupported("a multiplicity beyond int64") from None
+        return _with(picked.columns[:arity], pa.chunked_array([totals]))
     names = _names(arity)
     summed = table.group_by(names, use_threads=False).aggregate([(MULTIPLICITY, "sum")])
     counts = summed.column(f"{MULTIPLICITY}_sum")
@@ -189,10 +269,20 @@ def _with(arrays: Sequence[pa.Array | pa.ChunkedArray], counts: pa.ChunkedArray)
 
 
 class _Compiler:
-    def __init__(self, max_rows: int | None) -> None:
+    def __init__(self, max_rows: int | None, repeated: set[RelationExpr]) -> None:
         self.max_rows = max_rows
+        self.repeated = repeated
+        self.shared: dict[RelationExpr, _Node] = {}
 
     def node(self, plan: RelationExpr) -> _Node:
+        if not self.repeated or plan not in self.repeated:
+            return self._node(plan)
+        found = self.shared.get(plan)
+        if found is None:
+            found = self.shared[plan] = _shared(self._node(plan))
+        return found
+
+    def _node(self, plan: RelationExpr) -> _Node:
         match plan:
             case Get(id, desc):
                 if not supported_input(desc):
@@ -233,9 +323,8 @@ class _Compiler:
                     table = below(inputs)
                     counts = table.column(MULTIPLICITY)
                     values = list(table.columns[:-1])
-                    for fn, t in compiled:
-                        current = _with(values, counts)
-                        values.append(_column(fn(current), t, table.num_rows))
+                    for fn, t in compiled:  # a scalar reads columns by position only
+                        values.append(_column(fn(_Columns(values)), t, table.num_rows))
                     return _with(values, counts)
 
                 return map_
@@ -290,6 +379,13 @@ class _Compiler:
                     if arity == 0:
                         n = 1 if table.num_rows else 0
                         return pa.table({MULTIPLICITY: pa.array([1] * n, pa.int64())})
+                    if table.num_rows <= SMALL_ROWS:
+                        first: dict[object, int] = {}
+                        for i, row in enumerate(_key_values(table.columns[:arity])):
+                            first.setdefault(row, i)
+                        picked = table.take(pa.array(list(first.values()), pa.int64()))
+                        ones = pa.chunked_array([pa.array(np.ones(len(first), np.int64))])
+                        return _with(picked.columns[:arity], ones)
                     names = _names(arity)
                     grouped = table.group_by(names, use_threads=False).aggregate([])
                     ones = pa.chunked_array([pa.array(np.ones(grouped.num_rows, np.int64))])
@@ -339,7 +435,15 @@ class _Compiler:
                     acc = right
                     continue
                 pairs = links[k]
-                if pairs:
+                if pairs and acc.num_rows <= SMALL_ROWS and right.num_rows <= SMALL_ROWS:
+                    left_keys = [acc.column(f"c{a}") for a, _ in pairs]
+                    right_keys = [right.column(f"c{b}") for _, b in pairs]
+                    left_i, right_i = _matches(left_keys, right_keys, max_rows)
+                    a, b = acc.take(left_i), right.take(right_i)
+                    acc = pa.Table.from_arrays(
+                        [*a.columns, *b.columns], names=[*a.column_names, *b.column_names]
+                    )
+                elif pairs:
                     if max_rows is not None:  # count the pairs before making them
                         left_keys = [f"c{a}" for a, _ in pairs]
                         right_keys = [f"c{b}" for _, b in pairs]
@@ -475,6 +579,43 @@ class _Compiler:
             return _with(out, ones)
 
         return reduce
+
+
+def _key_values(columns: Sequence[pa.Array | pa.ChunkedArray]) -> list[object]:
+    """Each row's values of ``columns`` as a Python value (one column) or tuple, equal
+    exactly when Arrow's hashing groups them (the types are the comparable ones)."""
+    values = [c.to_pylist() for c in columns]
+    return values[0] if len(values) == 1 else list(zip(*values, strict=True))
+
+
+def _matches(
+    left: Sequence[pa.ChunkedArray], right: Sequence[pa.ChunkedArray], max_rows: int | None
+) -> tuple[pa.Array, pa.Array]:
+    """The positions of the row pairs of an inner join of two small tables on the key columns
+    ``left`` = ``right`` (NULL keys match nothing), by a dict of the right side's keys;
+    :class:`TooLarge` once there are more than ``max_rows`` pairs."""
+    single = len(right) == 1  # keys are values, else tuples
+    build: dict[object, list[int]] = {}
+    for j, key in enumerate(_key_values(right)):
+        if key is None if single else None in key:  # type: ignore[operator]
+            continue  # a NULL key matches nothing
+        build.setdefault(key, []).append(j)
+    left_i: list[int] = []
+    right_i: list[int] = []
+    limit = max_rows if max_rows is not None else -1
+    for i, key in enumerate(_key_values(left)):
+        found = build.get(key)
+        if found is None:
+            continue
+        if len(found) == 1:
+            left_i.append(i)
+            right_i.append(found[0])
+        else:
+            left_i.extend([i] * len(found))
+            right_i.extend(found)
+        if 0 <= limit < len(left_i):
+            raise TooLarge("Join")
+    return pa.array(left_i, pa.int64()), pa.array(right_i, pa.int64())
 
 
 def _join_size(left: pa.Table, left_keys: list[str], right: pa.Table, right_keys: list[str]) -> int:
