@@ -9,7 +9,8 @@
    were when it ran) is maintained as a materialized view through seeded random changes to the
    tables and equals PostgreSQL's answer after every round (see ``tests/sql/_slt_spate.py`` for
    the knobs and the replay).
-   What spate does not support yet is listed in ``tests/sql/slt/KNOWN_GAPS`` (strict xfail).
+   What spate does not support yet is listed in ``tests/sql/slt/KNOWN_GAPS`` (xfail; strict for
+   answers, not for views, whose gaps show only when a run's random rounds make their data).
 """
 
 from __future__ import annotations
@@ -86,7 +87,10 @@ def _params(check: str) -> list[Any]:
             if check == "incremental" and (r.noview or not r.runs_on("postgresql")):
                 continue
             gap = GAPS.get((f.name, r.key, check))
-            marks = [pytest.mark.xfail(strict=True, reason=gap.reason)] if gap else []
+            # An answer's gap fails every run; a view's shows only when the run's random rounds
+            # make the data it needs (the seed changes per run), so it is not strict.
+            strict = check == "query"
+            marks = [pytest.mark.xfail(strict=strict, reason=gap.reason)] if gap else []
             out.append(pytest.param(path, r.key, id=f"{path.stem}:{r.line}", marks=marks))
     return out
 
