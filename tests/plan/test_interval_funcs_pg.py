@@ -154,6 +154,8 @@ TEXTS = [
     "-9007199254740993 microseconds 1.5 ms", "178956971 years", "178956970 years 8 mons",
     "-178956970 years -9 mons", "-1 millennium 1 century 2147483647 mons", "2147483648 years",
     "1 year ago 2 days", "ago 1 day", "1 ago", "1 day ago 02:00", "1 day ago 5", "ago",
+    "0:60:00", "0:180", "-0:180:00", "+0:60:00", "0:00:60", "0:00:60.5", "0:00:61",
+    "-0:59:60.5", "1 day 0:60", "1 day -0:60", "@ 0:60", "0:60 ago", "100:59:60",
 ]  # fmt: skip
 """ISO 8601 (``P1Y``) is not read (documented)."""
 

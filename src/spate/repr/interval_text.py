@@ -91,7 +91,7 @@ def parse_interval(text: str) -> Interval:
             if used & {"h", "min", "s"}:
                 raise bad
             used.update(("h", "min", "s"))
-            micros += _clock(m.group("time"))
+            micros += _clock(m.group("time"), text, bad)
             seen = True
             continue
         if word == "ago":  # anywhere, any number of times: the whole interval is negated
@@ -158,12 +158,18 @@ def _spill(days: float, micros: int) -> tuple[int, int]:
     return whole, micros + round((days - whole) * USECS_PER_DAY)
 
 
-def _clock(text: str) -> int:
-    """``[+-]h:m[:s[.f]]`` in microseconds, the sign applying to every field."""
+def _clock(text: str, whole_text: str, bad: EvalError) -> int:
+    """``[+-]h:m[:s[.f]]`` in microseconds, the sign applying to every field. As PostgreSQL's
+    ``DecodeTime``: minutes above 59 or seconds above 60 are out of range (22015), or, after a
+    sign, not read at all (22007)."""
     sign = -1 if text.startswith("-") else 1
     parts = text.lstrip("+-").split(":")
     h, m = int(parts[0]), int(parts[1])
     s = parts[2] if len(parts) > 2 else "0"
     whole, _, frac = s.partition(".")
+    if m > 59 or int(whole) > 60:
+        if text[0] in "+-":
+            raise bad
+        raise EvalError(f'interval field value out of range: "{whole_text}"', sqlstate="22015")
     us = round(float("0." + frac) * 1e6) if frac else 0
     return sign * (((h * 60 + m) * 60 + int(whole)) * 1_000_000 + us)
