@@ -564,7 +564,16 @@ class EnvironmentOperations(EnvironmentBase):
     ) -> pa.Table | None:
         """:meth:`select` of the read ``route`` answered on the calling thread when its
         inputs' contents are cached here and final (:func:`~spate.environment.reads.select_seen`:
-        no hop to the environment's loop); ``None``: call :meth:`select`."""
+        no hop to the environment's loop); ``None``: call :meth:`select`. SQL reads try it
+        first; it is for callers that have already planned their read.
+
+        Example::
+
+            route = read_plan.plan_read(env.runtime, plan, None)
+            rows = env.select_seen(route, as_of=None, isolation="strict serializable")
+            if rows is None:
+                rows = env.select(plan)
+        """
         if self._rt is None or (
             self._background is not None and self._background.failure() is not None
         ):
