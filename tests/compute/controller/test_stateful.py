@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -566,3 +567,23 @@ TestInstanceModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+
+
+def test_history_is_bounded_by_live_objects_after_every_collection_is_dropped() -> None:
+    """The machine's shrunk counterexample: six indexes made and dropped on an instance without
+    replicas; after maintenance the history holds no more than its live objects justify (it
+    kept 21 commands: the history reduces itself only when it doubles, which bounds it by the
+    most objects ever live)."""
+
+    class First:
+        def draw(self, strategy: Any) -> Any:
+            return next(iter(strategy.elements))
+
+    m = InstanceMachine()
+    m.start(replicas=0, indexes=0)
+    for _ in range(6):
+        m.create_index(source=SOURCES[0], offset=0, transient=False)
+    for _ in range(6):
+        m.drop(data=First())  # type: ignore[arg-type]
+    m.maintain()
+    m.history_bounded()

@@ -406,8 +406,18 @@ class Instance(InstanceState):
             for id in list(self.unscheduled):
                 self.maybe_schedule(self.collections[id])
             maintenance.cleanup_dropped(self)
+            self._bound_history()
         finally:
             self.end()
+
+    def _bound_history(self) -> None:
+        """Reduce the command history when the commands of dropped objects outweigh those of
+        the live ones. The history reduces itself whenever it doubles since its last reduction,
+        which bounds it by the most objects ever live, not by those live now: after many drops
+        (and a replica-less instance never replays) it would keep their commands."""
+        live = 8 + 4 * len(self.collections) + len(self.peeks)
+        if len(self.history) > 2 * live:
+            self.history.reduce()
 
     def _rehydrate_failed_replicas(self) -> None:
         for r in [r for r in self.replicas.values() if r.is_failed()]:
