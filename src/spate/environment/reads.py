@@ -584,10 +584,9 @@ async def _persist_read(
     """A :class:`~spate.environment.read_plan.PersistRead`: the snapshot read here when it is
     small or no cluster has replicas, else peeked by a replica; the plan applied here."""
     item, base, plan = route.item, route.base, route.plan
-    if route.cluster is None or route.here_up_to > 0:
-        seen = _persist_seen(rt, route, as_of, finishing, isolation)
-        if seen is not None:
-            return seen
+    seen = _persist_seen(rt, route, as_of, finishing, isolation)
+    if seen is not None:
+        return seen
     # Held at ts until answered: finding the cluster may wait (the default cluster is created
     # on first need) and the collection's read policy would compact it past ts meanwhile.
     holds, ts = _held_timestamp(rt, [item.id], as_of, isolation, {item.id: item.name})
@@ -629,9 +628,11 @@ def _persist_seen(
     """A :class:`~spate.environment.read_plan.PersistRead` answered on the event loop, before
     anything awaits, when the collection's contents at the timestamp are cached here and
     final in the state last seen (:func:`~spate.environment.small_reads.contents_seen`): no
-    read hold, no worker thread; ``None``: read as usual."""
+    read hold, no worker thread; ``None``: read as usual (also when a replica reads it)."""
     item, base, plan = route.item, route.base, route.plan
-    if isinstance(item, read_plan.IntrospectionItem):
+    if isinstance(item, read_plan.IntrospectionItem) or not (
+        route.cluster is None or route.here_up_to > 0
+    ):
         return None
     ts = _seen_timestamp(rt, [item.id], as_of, isolation)
     if ts is None:
@@ -711,13 +712,12 @@ async def _select_dataflow(
         if seen is not None:
             return seen
     inlined = inline_views(plan, rt.catalog)
-    none = cluster is None and not rt.catalog.clusters  # read here before creating one
     # Hold the inputs before choosing the timestamp, until the dataflow holds them itself: the
     # read here awaits (and may give up on a large join), and meanwhile the inputs' read
     # policies would compact them past the timestamp (the dataflow's as_of).
     holds, ts = _held_timestamp(rt, storage_inputs(inlined), as_of, isolation)
     try:
-        if small_reads and (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
+        if small_reads and _reads_here(rt, cluster):
             here = await read_here(rt, inlined, ts, timeout)
             if isinstance(here, pa.Table):
                 return _finished(here, finishing)
@@ -754,8 +754,6 @@ def select_seen(
     try:
         match route:
             case read_plan.PersistRead(plan=plan):
-                if route.cluster is not None and route.here_up_to <= 0:
-                    return None
                 found = _persist_seen(rt, route, as_of, finishing, isolation)
             case read_plan.InProcess(plan=plan, otherwise=dataflow):
                 found = _dataflow_seen(rt, plan, as_of, dataflow.cluster, finishing, isolation)
@@ -777,8 +775,7 @@ def _dataflow_seen(
     """A read of ``plan`` that would build a dataflow, or be read here, answered before
     anything awaits (:func:`~spate.environment.small_reads.evaluate_seen`); ``None``: read
     as usual."""
-    none = cluster is None and not rt.catalog.clusters  # read here before creating one
-    if not (none or rt.catalog.cluster(rt.default_cluster(cluster)).replicas):
+    if not _reads_here(rt, cluster):
         return None
     inlined = inline_views(plan, rt.catalog)
     ids = storage_inputs(inlined)
@@ -787,6 +784,14 @@ def _dataflow_seen(
     ts = _seen_timestamp(rt, ids, as_of, isolation)
     found = None if ts is None else evaluate_seen(rt, inlined, ts)
     return None if found is None else _finished(found, finishing)
+
+
+def _reads_here(rt: Runtime, cluster: str | None) -> bool:
+    """Whether a small one-off read on ``cluster`` may be answered here: the cluster has
+    replicas (else it waits for them), or no cluster exists yet and none is named (read here
+    before creating one)."""
+    none = cluster is None and not rt.catalog.clusters
+    return none or bool(rt.catalog.cluster(rt.default_cluster(cluster)).replicas)
 
 
 def _seen_timestamp(

@@ -518,8 +518,8 @@ def seen_index(rt: Runtime, shard: ShardId, ts: int, limit: int, column: int) ->
     finds them, and the timestamps from ``ts`` on at which the same state has the same
     contents (until its upper or the next batch with updates after ``ts``); ``None`` when
     :func:`lookup_seen_in` would give ``None``."""
-    state = rt.persist.seen_state(shard)
-    if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
+    state = _final_seen_state(rt, shard, ts)
+    if state is None:
         return None
     found = batches_for(state, ts)
     updates = sum(b.num_updates for b in found)
@@ -532,6 +532,15 @@ def seen_index(rt: Runtime, shard: ShardId, ts: int, limit: int, column: int) ->
     if index is None:
         return None
     return SeenIndex(state, ts, _same_until(state, ts), updates, index)
+
+
+def _final_seen_state(rt: Runtime, shard: ShardId, ts: int) -> ShardState | None:
+    """The state of ``shard`` this process saw last (no Consensus read) when its contents at
+    ``ts`` are final there (its upper past ``ts``) and readable (its since at or below it)."""
+    state = rt.persist.seen_state(shard)
+    if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
+        return None
+    return state
 
 
 def _same_until(state: ShardState, ts: int) -> int:
@@ -565,8 +574,8 @@ def _seen_key(rt: Runtime, id: GlobalId, ts: int) -> tuple[ShardId, tuple[str, .
     if isinstance(item, MaterializedViewItem) and not no_errors_seen(rt, item, ts):
         return None
     shard = rt.storage.collection_metadata(id).shard
-    state = rt.persist.seen_state(shard)
-    if state is None or state.upper.less_equal(ts) or not state.since.less_equal(ts):
+    state = _final_seen_state(rt, shard, ts)
+    if state is None:
         return None
     key = complete_key(batches_for(state, ts), ts)
     return None if key is None else (shard, key)
