@@ -44,6 +44,7 @@ from spate.environment.runtime import Runtime
 from spate.errors import EvalError
 from spate.ids import GlobalId, ShardId
 from spate.persist.error_shard import errors_shard
+from spate.persist.state import ShardState
 from spate.plan.evaluation.relation import Multiset
 from spate.plan.evaluation.scalar import Evaluator, compile_scalar
 from spate.plan.evaluation.values import canonical, canonical_row
@@ -545,6 +546,23 @@ def run_steps(
     return [(r, m) for r, m in counts.items() if m != 0]
 
 
+class LastFound:
+    """What the last at-once reads of a template found, each attribute replaced whole (safe
+    from any thread), each used again while the state seen last is the same object and the
+    timestamp is one it is valid for: ``index``, the contents of the item's shard by the
+    probe's column; ``no_errors``, the errors shard's state seen last with the first
+    timestamp at which it may hold an error; ``rows``, for ``index``'s contents, each
+    looked-up key's rows as :func:`base_rows` gives them (the contents never change: neither
+    do they)."""
+
+    __slots__ = ("index", "no_errors", "rows")
+
+    def __init__(self) -> None:
+        self.index: small_reads.SeenIndex | None = None
+        self.no_errors: tuple[ShardState, int] | None = None
+        self.rows: tuple[dict[Datum, Multiset], dict[Datum, list[tuple[Row, int]]]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class AtOnce:
     """Whether executions of a template, run by a session on ``cluster`` with
@@ -564,15 +582,8 @@ class AtOnce:
     """``item``'s shard (a collection's never changes)."""
     errors: ShardId | None = None
     """The errors shard of ``item``, a materialized view."""
-    last: list[object] = dataclasses.field(
-        default_factory=lambda: [None, None, None], compare=False
-    )
-    """What the last reads found (a cache, each item replaced whole, safe from any thread):
-    the contents of ``shard`` by the probe's column (:class:`~spate.environment.small_reads.
-    SeenIndex`), and the errors shard's state seen last with the first timestamp at which
-    it may hold an error, each used again while the state seen last is the same object and
-    the timestamp is one it is valid for; and, for those contents, each looked-up key's rows
-    as :func:`base_rows` gives them (the contents never change: neither do they)."""
+    last: LastFound = dataclasses.field(default_factory=LastFound, compare=False)
+    """What the last reads found (a cache, :class:`LastFound`)."""
 
 
 def at_once(
@@ -647,10 +658,10 @@ def read_at_once(
     if kept.errors is not None and not _no_errors(rt, kept, kept.errors, ts):
         return None
     key = cast(Datum, values[probe.slot])
-    kept_rows = kept.last[2]
-    if not (isinstance(kept_rows, tuple) and kept_rows[0] is index):
-        kept_rows = kept.last[2] = (index, {})
-    by_key: dict[Datum, list[tuple[Row, int]]] = kept_rows[1]
+    kept_rows = kept.last.rows
+    if kept_rows is None or kept_rows[0] is not index:
+        kept_rows = kept.last.rows = (index, {})
+    by_key = kept_rows[1]
     base = by_key.get(key)
     if base is None:
         base = base_rows(probe, index.get(key, _NONE))
@@ -674,9 +685,9 @@ def _seen_index(
     the last one found, while the shard's state seen last is the one it was found in and
     ``ts`` is a timestamp it holds for."""
     assert kept.shard is not None
-    last = kept.last[0]
+    last = kept.last.index
     if (
-        isinstance(last, small_reads.SeenIndex)
+        last is not None
         and last.lo <= ts < last.hi
         and last.updates <= limit
         and rt.persist.seen_state(kept.shard) is last.state
@@ -685,20 +696,20 @@ def _seen_index(
     found = small_reads.seen_index(rt, kept.shard, ts, limit, column)
     if found is None:
         return None
-    kept.last[0] = found
+    kept.last.index = found
     return found.index
 
 
 def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
     """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
     from what the last call found while the errors shard's state seen last is the same."""
-    last = kept.last[1]
-    if isinstance(last, tuple) and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
+    last = kept.last.no_errors
+    if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
         return True
     found = small_reads.no_errors_until(rt, shard, ts)
     if found is None:
         return False
-    kept.last[1] = found
+    kept.last.no_errors = found
     return True
 
 
