@@ -11,6 +11,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spate.render.let import let
 from spate.repr.interval import INT32_MAX, INT32_MIN
 from spate.repr.interval_input import GROUPS, MICRO_UNITS, PATTERN
 
@@ -30,22 +31,36 @@ def _int32(x: Column) -> Column:
     return (x >= F.lit(INT32_MIN)) & (x <= F.lit(INT32_MAX))
 
 
-def _let(body: Callable[..., Column], **values: Column) -> Column:
-    """``body`` of ``values`` bound once (as :func:`spate.render.interval._let`)."""
-    row = F.struct(*(v.alias(k) for k, v in values.items()))
-    return F.transform(F.array(row), lambda r: body(*(r[k] for k in values))).getItem(0)
-
-
 Make = Callable[[Column, Column, Column], Column]
 
 
 def read_text(text: Column, make: Make, check: Check) -> Column:
-    """``text::interval`` (``make`` builds the stored interval of three longs)."""
+    """``text::interval`` (``make`` builds the stored interval of three longs).
+
+    The groups are bound once (:func:`~spate.render.let.let`); the value and each failure's
+    condition leave the binding's lambda as fields of a struct, and ``check`` sees those
+    fields: a condition over the lambda's variable recorded by a capturing ``check`` would be
+    used outside the lambda, where Spark cannot resolve it."""
     groups = {f"g{k}": F.regexp_extract(text, _JAVA_PATTERN, k) for k in range(1, GROUPS + 1)}
-    return _let(lambda *g: _value(text, list(g), make, check), **groups)
+    out = let(lambda *g: _value(text, list(g), make), **groups)
+    failing = [(out[name], sqlstate, message) for name, sqlstate, message in _FAILURES]
+    bad = F.lit(False)
+    for cond, _, _ in failing:
+        bad = bad | cond
+    return check(F.when(text.isNotNull() & ~bad, out["value"]), *failing)
 
 
-def _value(text: Column, g: list[Column], make: Make, check: Check) -> Column:
+_FAILURES: Final = (
+    ("digitless", "22007", "invalid input syntax for type interval"),
+    ("unsupported", "0A000", _UNSUPPORTED),
+    ("overflow", "22015", "interval field value out of range"),
+    ("out_of_range", "22008", "interval out of range"),
+)
+
+
+def _value(text: Column, g: list[Column], make: Make) -> Column:
+    """The interval of the groups ``g`` and where it fails, as a struct: ``value`` and one
+    boolean field per failure of :data:`_FAILURES`."""
     empty = F.lit("")
     zero = F.lit(0).cast(_LONG)
 
@@ -82,12 +97,10 @@ def _value(text: Column, g: list[Column], make: Make, check: Check) -> Column:
     unsupported = present & ~matched & ~digitless
     overflow = present & matched & field_bad
     out_of_range = present & matched & ~field_bad & ~_int32(months)
-    bad = digitless | unsupported | overflow | out_of_range
-    value = make(months, days * sign, micros * sign)
-    return check(
-        F.when(present & ~bad, value),
-        (digitless, "22007", "invalid input syntax for type interval"),
-        (unsupported, "0A000", _UNSUPPORTED),
-        (overflow, "22015", "interval field value out of range"),
-        (out_of_range, "22008", "interval out of range"),
+    return F.struct(
+        make(months, days * sign, micros * sign).alias("value"),
+        digitless.alias("digitless"),
+        unsupported.alias("unsupported"),
+        overflow.alias("overflow"),
+        out_of_range.alias("out_of_range"),
     )
