@@ -260,3 +260,65 @@ def test_interval_columns_over_the_wire(env: Environment) -> None:
             assert got == [((1, -2, 10_800_000_000),), ((0, -1, 5),)]
     finally:
         server.close()
+
+
+def test_a_view_casting_text_to_interval_recovers_when_the_bad_text_is_deleted(
+    tmp_path: Path,
+) -> None:
+    """A dataflow that reads ``text::interval`` records a bad text's failure as an error (capture
+    mode) and drops it when the row goes. The failure conditions were built inside the lambda
+    that binds the text's groups once, so the error record named the lambda's variable outside
+    it: Spark failed the step (``UNRESOLVED_COLUMN … x_14``) instead of recording the error."""
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("CREATE TABLE ivt (id bigint NOT NULL, t text)")  # type: ignore[attr-defined]
+        env.insert("ivt", [(1, "36 hours"), (2, "1 day"), (3, None)])
+        env.sql(  # type: ignore[attr-defined]
+            "CREATE MATERIALIZED VIEW v IN CLUSTER c AS SELECT id, justify_hours(t::interval), "
+            "extract(epoch FROM t::interval) FROM ivt WHERE t::interval > '1 day'"
+        )
+        env.sql("CREATE DEFAULT INDEX IN CLUSTER c ON v")  # type: ignore[attr-defined]
+        want = [(1, "1 day 12:00:00", 129600)]
+        assert [(r[0], r[1], int(r[2])) for r in _texts(env.sql("SELECT * FROM v"))] == want  # type: ignore[attr-defined]
+        env.insert("ivt", [(4, "a")])
+        with pytest.raises(EvaluationFailed, match="invalid input syntax for type interval") as e:
+            env.sql("SELECT * FROM v")  # type: ignore[attr-defined]
+        assert e.value.sqlstate == "22007"
+        env.delete("ivt", [(4, "a")])
+        assert [(r[0], r[1], int(r[2])) for r in _texts(env.sql("SELECT * FROM v"))] == want  # type: ignore[attr-defined]
+
+
+def test_intervals_of_equal_span_are_different_rows(tmp_path: Path) -> None:
+    """'1 day' and '24:00:00' compare equal but are two rows, as in PostgreSQL: deleting one
+    leaves the other, and a view over them retracts what was written. Merged by span, the
+    deletes of three '24:00:00' rows were written as retractions of '1 day' (a negative
+    multiplicity in the view's reduce)."""
+    day, hours = Interval(0, 1, 0), Interval(0, 0, 24 * 3600 * 10**6)
+    with Environment.open(tmp_path / "data") as env:
+        env.create_cluster("c", replicas=1)
+        env.sql("CREATE TABLE ib (id bigint NOT NULL, i interval)")  # type: ignore[attr-defined]
+        env.insert("ib", [(1, day), (1, hours), (1, hours), (1, hours), (5, hours)])
+        env.sql(  # type: ignore[attr-defined]
+            "CREATE MATERIALIZED VIEW v IN CLUSTER c AS "
+            "SELECT id > 3 AS big, sum(i), count(*) FROM ib GROUP BY id > 3"
+        )
+        env.sql("CREATE DEFAULT INDEX IN CLUSTER c ON v")  # type: ignore[attr-defined]
+
+        def rows(q: str) -> list[tuple[object, ...]]:
+            return sorted(_texts(env.sql(q)), key=repr)  # type: ignore[attr-defined]
+
+        assert rows("SELECT * FROM v") == [(False, "1 day 72:00:00", 4), (True, "24:00:00", 1)]
+        env.delete("ib", [(1, hours), (1, hours), (1, hours)])
+        assert rows("SELECT i FROM ib WHERE id = 1") == [("1 day",)]
+        assert rows("SELECT * FROM v") == [(False, "1 day", 1), (True, "24:00:00", 1)]
+        env.update("ib", [((1, day), (1, hours))])
+        assert rows("SELECT i FROM ib WHERE id = 1") == [("24:00:00",)]
+        assert rows("SELECT * FROM v") == [(False, "24:00:00", 1), (True, "24:00:00", 1)]
+        env.insert("ib", [(1, day)])
+        assert rows("SELECT count(*) FROM ib WHERE i = '1 day'") == [(3,)]
+        env.sql("CREATE INDEX ib_i IN CLUSTER c ON ib (i)")  # type: ignore[attr-defined]
+        assert rows("SELECT id FROM ib WHERE i = '24:00:00'") == [(1,), (1,), (5,)]
+        assert rows("SELECT id FROM ib WHERE i = '1 day'") == [(1,), (1,), (5,)]
+        assert len(rows("SELECT DISTINCT i FROM ib")) == 1
+        env.delete("ib", where={"id": 1})
+        assert rows("SELECT * FROM v") == [(True, "24:00:00", 1)]

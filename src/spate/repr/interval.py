@@ -32,36 +32,34 @@ class Interval(NamedTuple):
         of 30 days and a day of 24 hours (so ``'1 mon' = '30 days' = '720:00:00'``)."""
         return (self.months * DAYS_PER_MONTH + self.days) * USECS_PER_DAY + self.micros
 
-    # Equal, hashed and ordered by the span, as PostgreSQL compares, groups and sorts intervals
-    # (a plain tuple would tell '1 mon' from '30 days'); the fields stay apart for printing.
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Interval) and self.span() == other.span()
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __hash__(self) -> int:
-        return hash(self.span())
+    # Equal and hashed as the triple it is, so that a multiset of rows (a table's contents, a
+    # write's diffs, a read's answer) keeps '1 day' and '24:00:00' apart as PostgreSQL's rows
+    # do: merged, a retraction of one would retract the other's representation. SQL's
+    # comparisons, grouping and DISTINCT compare spans through the plan (``interval_key``,
+    # ``interval_canon``: :mod:`spate.sql.interval_ops`), never through ``==``. Ordered by the
+    # span first (as PostgreSQL sorts), then by the fields, a total order consistent with ``==``.
+    def _order(self) -> tuple[int, int, int, int]:
+        return (self.span(), self.months, self.days, self.micros)
 
     def __lt__(self, other: tuple[int, ...]) -> bool:
         if not isinstance(other, Interval):
             return NotImplemented
-        return self.span() < other.span()
+        return self._order() < other._order()
 
     def __le__(self, other: tuple[int, ...]) -> bool:
         if not isinstance(other, Interval):
             return NotImplemented
-        return self.span() <= other.span()
+        return self._order() <= other._order()
 
     def __gt__(self, other: tuple[int, ...]) -> bool:
         if not isinstance(other, Interval):
             return NotImplemented
-        return self.span() > other.span()
+        return self._order() > other._order()
 
     def __ge__(self, other: tuple[int, ...]) -> bool:
         if not isinstance(other, Interval):
             return NotImplemented
-        return self.span() >= other.span()
+        return self._order() >= other._order()
 
     def text(self) -> str:
         """PostgreSQL's output (``IntervalStyle = postgres``): ``1 year 2 mons``,
