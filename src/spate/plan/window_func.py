@@ -119,6 +119,12 @@ class WindowFrame:
             self.end is not None and self.end < 0
         )
 
+    def always_empty(self) -> bool:
+        """Whether every row's frame is empty: ``ROWS`` bounds past each other (``ROWS BETWEEN
+        2 FOLLOWING AND 1 FOLLOWING``), which PostgreSQL accepts."""
+        s, e = self.start, self.end
+        return self.mode is FrameMode.ROWS and s is not None and e is not None and s > e
+
     def sql(self) -> str:
         """``ROWS BETWEEN 1 PRECEDING AND CURRENT ROW``…"""
         start, end = _bound(self.start, "PRECEDING"), _bound(self.end, "FOLLOWING")

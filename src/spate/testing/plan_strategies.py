@@ -131,6 +131,7 @@ _FRAMES = (
     rows_between(0, None),
     rows_between(1, 2),
     rows_between(-2, -1),
+    rows_between(2, 1),
     rows_between(None, None),
     range_between(0, None),
     range_between(0, 0),

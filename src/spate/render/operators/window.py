@@ -20,7 +20,9 @@ Only the per-group output differs from the other keyed kinds: for every touched
    the ORDER BY alone, whose bounds are the partition's edges or the row's peers (no ORDER
    BY: the whole partition); ``last_value`` to the row's last peer is the last row by the
    tie-break among the row's peers (partitioned by the ORDER BY columns too), and
-   ``nth_value`` is NULL where the frame has fewer than ``n`` rows;
+   ``nth_value`` is NULL where the frame has fewer than ``n`` rows; a ``ROWS`` frame whose
+   bounds pass each other (``2 FOLLOWING AND 1 FOLLOWING``, refused by Spark) is empty
+   everywhere: ``count`` 0, the others NULL;
 3. identical annotated rows are counted back into one row with that multiplicity.
 
 ``lag``/``lead`` read a one-field struct of the value, so that a NULL value in the row
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.infer import typ
-from spate.plan.window import FrameMode, WindowExpr, WindowFrame, WindowFunc
+from spate.plan.window import FrameMode, WindowExpr, WindowFrame, WindowFunc, reads_frame
 from spate.render.layout import col_name, data_names, sort_columns
 from spate.render.operators.keyed import _AT, _CARRY, _M, KeyedNode
 from spate.render.operators.node import scalar
@@ -104,7 +106,10 @@ class WindowNode(KeyedNode):
     # -- errors as data ----------------------------------------------------------------------------
 
     def _can_fail(self) -> bool:
-        return any(self._overflow_message(f) is not None for f in self.funcs)
+        return any(
+            self._overflow_message(f) is not None and not fr.always_empty()
+            for f, fr in zip(self.funcs, self.frames, strict=True)
+        )
 
     def _overflow_message(self, f: WindowExpr | AggregateExpr) -> str | None:
         """The error of an aggregate whose value over the frame can leave its type (``None``:
@@ -153,7 +158,7 @@ class WindowNode(KeyedNode):
         out: Column | None = None
         for f, frame, value in zip(self.funcs, self.frames, values, strict=True):
             message = self._overflow_message(f)
-            if message is None:
+            if message is None or frame.always_empty():  # an empty frame's value fits
                 continue
             assert isinstance(f, AggregateExpr)
             fails = self._overflow(f, frame, value)
@@ -263,6 +268,10 @@ class WindowNode(KeyedNode):
 
         from spate.repr.spark import spark_type
 
+        if reads_frame(f) and frame.always_empty():  # Spark refuses such a frame
+            if isinstance(f, AggregateExpr) and f.func is AggregateFunc.COUNT:
+                return F.lit(0).cast(spark_type(out))
+            return F.lit(None).cast(spark_type(out))
         if isinstance(f, AggregateExpr):
             return self._aggregate(f, frame, out)
         if f.func is WindowFunc.ROW_NUMBER:
