@@ -48,6 +48,7 @@ from spate.plan import (
 from spate.plan.explain import explain
 from spate.plan.expr import NAN
 from spate.plan.finishing import ColumnOrder
+from spate.plan.window import DEFAULT_FRAME
 from spate.repr import FLOAT64, INT64, JSONB, TEXT, RelationDesc, numeric
 from spate.testing.reference import evaluate
 from tests.plan.fixtures import BIDS
@@ -143,8 +144,14 @@ def test_validation_errors_name_the_node_and_the_function() -> None:
         rows_between(1, 0)
     with pytest.raises(PlanTypeError, match="RANGE frame bound must be UNBOUNDED or CURRENT"):
         range_between(-1, 0)
-    with pytest.raises(InvalidPlan, match="Window: frame must be a WindowFrame"):
-        Window(BIDS, (0,), (), (row_number(),), frame="rows")  # type: ignore[arg-type]
+    with pytest.raises(InvalidPlan, match="Window: frames must be a tuple of WindowFrame"):
+        Window(BIDS, (0,), (), (row_number(),), frames=rows_between(0, 1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidPlan, match="Window: a frame must be a WindowFrame"):
+        Window(BIDS, (0,), (), (row_number(),), frames=("rows",))  # type: ignore[arg-type]
+    with pytest.raises(InvalidPlan, match="Window: 1 window functions but 2 frames"):
+        Window(BIDS, (0,), (), (row_number(),), frames=(DEFAULT_FRAME, DEFAULT_FRAME))
+    with pytest.raises(InvalidPlan, match="frames for no window function: nope"):
+        BIDS.window(frames={"nope": rows_between(0, 1)}, rn=row_number())
 
 
 def test_a_frame_that_may_be_empty_makes_its_functions_nullable() -> None:
@@ -160,12 +167,13 @@ def test_a_frame_that_may_be_empty_makes_its_functions_nullable() -> None:
     )
     nullable = {c.name: c.nullable for c in by_price.desc.columns[BIDS.desc.arity :]}
     assert nullable == {"n": False, "s": True, "first": True, "rn": False, "names": True}
-    assert "frame=[ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING]" in explain(by_price)
+    assert "n = count(*) ROWS BETWEEN 1 FOLLOWING AND 2 FOLLOWING" in explain(by_price)
+    assert "rn = row_number()," in explain(by_price)  # it reads no frame
     around = BIDS.window(
         ["auction"], frame=rows_between(-1, None), first=first_value(col("auction"))
     )
     assert not around.desc.columns[-1].nullable
-    assert "frame" not in explain(BIDS.window(["auction"], rn=row_number()))
+    assert "BETWEEN" not in explain(BIDS.window(["auction"], rn=row_number()))
     with pytest.raises(PlanTypeError, match=r"Window: c: count\(DISTINCT …\) is not supported"):
         BIDS.window(c=count(col("price"), distinct=True))
     with pytest.raises(PlanTypeError, match="Window: p: lag: the value price is int64 but the"):
@@ -214,6 +222,66 @@ def test_roundtrip_and_explain() -> None:
         " [rn = row_number(), prev = lag(price, 2, 0), n = count(*), top = max(price)]"
     )
     assert "every change recomputes" in BIDS.window(n=count()).explain()
+    framed = BIDS.window(
+        ["auction"],
+        order_by=["price"],
+        frames={"s": rows_between(-1, 1), "last": range_between(0, None)},
+        s=sum_(col("price")),
+        rn=row_number(),
+        last=last_value(col("bidder")),
+        n=count(),
+    )
+    back = decode(encode(framed), RelationExpr)
+    assert back == framed and back.frames == framed.frames
+    assert (
+        "[s = sum(price) ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING, rn = row_number(),"
+        " last = last_value(bidder) RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING,"
+        " n = count(*)]"
+    ) in framed.explain()
+
+
+def test_each_function_has_its_frame_and_the_others_the_default() -> None:
+    """A frame per function; one given to a function that reads none is settled to the
+    default, so that equal windows compare equal."""
+    w = Window(
+        BIDS,
+        (0,),
+        (ColumnOrder(2),),
+        (row_number(), AggregateExpr(AggregateFunc.COUNT, ColumnRef(2))),
+        frames=(rows_between(1, 2), rows_between(1, 2)),
+    )
+    assert w.frames == (DEFAULT_FRAME, rows_between(1, 2))
+    assert w == Window(
+        BIDS,
+        (0,),
+        (ColumnOrder(2),),
+        (row_number(), AggregateExpr(AggregateFunc.COUNT, ColumnRef(2))),
+        frames=(DEFAULT_FRAME, rows_between(1, 2)),
+    )
+    assert Window(BIDS, (0,), (), (row_number(),)).frames == (DEFAULT_FRAME,)
+    # only the function whose frame may be empty is nullable
+    two = BIDS.window(
+        order_by=["price"],
+        frames={"after": rows_between(1, 1)},
+        after=max_(col("price")),
+        upto=max_(col("price")),
+    )
+    assert [c.nullable for c in two.desc.columns[-2:]] == [True, False]
+
+
+def test_functions_of_one_node_read_one_position_over_identical_rows() -> None:
+    """Two copies of a row at positions 0 and 1: one output row holds both functions' values
+    at 0, the other both at 1 (the next row's y falls from 30 to 10 as row_number rises)."""
+    rows = {(1, 30, 0): 2, (1, 10, 1): 1}
+    w = T.window(
+        order_by=[desc("y"), "x"],
+        frames={"nxt": rows_between(1, 1)},
+        nxt=sum_(col("y")),
+        rn=row_number(),
+    )
+    assert run(w, rows) == Counter(
+        {(1, 30, 0, 30, 1): 1, (1, 30, 0, 10, 2): 1, (1, 10, 1, None, 3): 1}
+    )
 
 
 # --- reference semantics ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from spate.plan.aggregate import AggregateExpr
 from spate.plan.expr import ScalarExpr, show
 from spate.plan.finishing import ColumnOrder
 from spate.plan.table_func import TableFunc
-from spate.plan.window_func import WindowExpr, show_call
+from spate.plan.window_func import DEFAULT_FRAME, WindowExpr, WindowFrame, show_call
 from spate.repr.desc import RelationDesc
 from spate.repr.types import Row
 
@@ -140,8 +140,12 @@ def window_line(
     order_by: Sequence[ColumnOrder],
     new: Sequence[str],
     funcs: Sequence[WindowExpr | AggregateExpr],
+    frames: Sequence[WindowFrame],
 ) -> str:
-    calls = [f"{n} = {show_call(f, names)}" for n, f in zip(new, funcs, strict=True)]
+    calls = [
+        f"{n} = {show_call(f, names)}" + ("" if fr == DEFAULT_FRAME else f" {fr.sql()}")
+        for n, f, fr in zip(new, funcs, frames, strict=True)
+    ]
     text = (
         f"Window partition=[{', '.join(names[i] for i in partition_by)}]"
         f" order=[{_order(order_by, names)}] [{', '.join(calls)}]"

@@ -18,7 +18,7 @@ Column names exist for people and for schemas; the semantics is positional.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from spate.ids import GlobalId
@@ -143,14 +143,21 @@ class RelationExpr:
         *,
         order_by: Sequence[SortSpec] = (),
         frame: WindowFrame = DEFAULT_FRAME,
+        frames: Mapping[str, WindowFrame] | None = None,
         **funcs: WindowExpr | AggregateExpr,
     ) -> Window:
-        """Window functions over one ``OVER (PARTITION BY … ORDER BY … frame)``, appended as
-        columns: ``.window(["auction"], order_by=[desc("price")], rn=row_number(),
-        prev=lag(col("price")), total=sum_(col("price")))`` (see :mod:`spate.plan.window`)."""
+        """Window functions over one ``PARTITION BY … ORDER BY …``, appended as columns:
+        ``.window(["auction"], order_by=[desc("price")], rn=row_number(),
+        prev=lag(col("price")), total=sum_(col("price")))`` (see :mod:`spate.plan.window`).
+        Each function reads ``frame``, or its own in ``frames`` (by output name)."""
         key = spec.columns(self.desc, partition_by, "partition by")
         order = spec.ordering(self.desc, order_by)
-        return Window(self, key, order, tuple(funcs.values()), tuple(funcs), frame)
+        own = dict(frames or {})
+        unknown = sorted(set(own) - set(funcs))
+        if unknown:
+            raise InvalidPlan(f"frames for no window function: {', '.join(unknown)}")
+        chosen = tuple(own.get(name, frame) for name in funcs)
+        return Window(self, key, order, tuple(funcs.values()), tuple(funcs), chosen)
 
     def distinct(self) -> Distinct:
         return Distinct(self)
@@ -444,35 +451,47 @@ class TopK(RelationExpr):
         return (self.input,)
 
 
-@wire("plan.window", 2)
+@wire("plan.window", 3)
 @dataclass(frozen=True, slots=True)
 class Window(RelationExpr):
     """The input with one column appended per function in ``funcs``, each computed over the
-    row's partition (``partition_by`` columns) in the order ``order_by``, the aggregates and
-    ``first_value``/``last_value``/``nth_value`` over ``frame`` (see :mod:`spate.plan.window`
-    for the semantics, the tie-break and the frame)."""
+    row's partition (``partition_by`` columns) sorted once by ``order_by`` (then the
+    tie-break), at the row's one position in it; the aggregates and
+    ``first_value``/``last_value``/``nth_value`` each over its own frame in ``frames`` (one
+    per function; empty: every function's the default). Since every function reads the same
+    position, a row's values are those PostgreSQL pairs even among identical rows (see
+    :mod:`spate.plan.window` for the semantics, the tie-break and the frames)."""
 
     input: RelationExpr
     partition_by: tuple[int, ...] = ()
     order_by: tuple[ColumnOrder, ...] = ()
     funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
     names: tuple[str, ...] = ()
-    frame: WindowFrame = DEFAULT_FRAME
+    frames: tuple[WindowFrame, ...] = ()
     _desc: RelationDesc = field(init=False, repr=False, compare=False)
 
     def explain_line(self, names: Sequence[str]) -> str:
-        line = text.window_line(names, self.partition_by, self.order_by, self.names, self.funcs)
-        return line if self.frame == DEFAULT_FRAME else f"{line} frame=[{self.frame.sql()}]"
+        return text.window_line(
+            names, self.partition_by, self.order_by, self.names, self.funcs, self.frames
+        )
 
     def __post_init__(self) -> None:
         with node_errors("Window"):
             inp = _check_input(self.input).desc
             key = positions(self.partition_by, inp.arity, "partition by", inp)
             order = rules.sort_order(inp, self.order_by)
-            if not isinstance(self.frame, WindowFrame):
-                raise InvalidPlan(f"frame must be a WindowFrame, got {self.frame!r}")
-            funcs, names, desc = rules.window_columns(inp, self.funcs, self.names, self.frame)
-            _settle(self, partition_by=key, order_by=order, funcs=funcs, names=names, _desc=desc)
+            funcs, names, frames, desc = rules.window_columns(
+                inp, self.funcs, self.names, self.frames
+            )
+            _settle(
+                self,
+                partition_by=key,
+                order_by=order,
+                funcs=funcs,
+                names=names,
+                frames=frames,
+                _desc=desc,
+            )
 
     def inputs(self) -> tuple[RelationExpr, ...]:
         return (self.input,)

@@ -19,7 +19,14 @@ from spate.plan.infer import resolve
 from spate.plan.node_checks import bool_predicate, fresh_name, no_now, output_names, positions
 from spate.plan.table_func import TableFunc, table_func_type
 from spate.plan.temporal import temporal_bounds
-from spate.plan.window_func import WindowCall, WindowFrame, func_name, resolve_call
+from spate.plan.window_func import (
+    DEFAULT_FRAME,
+    WindowCall,
+    WindowFrame,
+    func_name,
+    reads_frame,
+    resolve_call,
+)
 from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Row, ScalarKind
 
@@ -209,27 +216,44 @@ def union_columns(inputs: Sequence[RelationDesc]) -> RelationDesc:
 
 
 def window_columns(
-    inp: RelationDesc, funcs: Sequence[WindowCall], names: Sequence[str], frame: WindowFrame
-) -> tuple[tuple[WindowCall, ...], Names, RelationDesc]:
+    inp: RelationDesc,
+    funcs: Sequence[WindowCall],
+    names: Sequence[str],
+    frames: Sequence[WindowFrame],
+) -> tuple[tuple[WindowCall, ...], Names, tuple[WindowFrame, ...], RelationDesc]:
     """``Window``: the input's columns, then one per function (typed by
-    :func:`spate.plan.window_func.resolve_call`); output names must be distinct."""
+    :func:`spate.plan.window_func.resolve_call` with its frame); output names must be distinct.
+
+    ``frames`` holds one frame per function, or none (every function's the default); a function
+    that does not read its frame gets :data:`~spate.plan.window_func.DEFAULT_FRAME`, so that
+    equal windows compare equal."""
     funcs = tuple(funcs)
     if not funcs:
         raise InvalidPlan("a window needs at least one function")
+    if not isinstance(frames, (tuple, list)):
+        raise InvalidPlan(f"frames must be a tuple of WindowFrame, one per function: {frames!r}")
+    frames = tuple(frames) or (DEFAULT_FRAME,) * len(funcs)
+    if len(frames) != len(funcs):
+        raise InvalidPlan(f"{len(funcs)} window functions but {len(frames)} frames")
+    for fr in frames:
+        if not isinstance(fr, WindowFrame):
+            raise InvalidPlan(f"a frame must be a WindowFrame, got {fr!r}")
     defaults = [func_name(f) for f in funcs]
     settled = output_names(names, len(funcs), defaults, set(inp.names))
     cols = list(inp.columns)
     resolved: list[WindowCall] = []
-    for name, f in zip(settled, funcs, strict=True):
+    kept: list[WindowFrame] = []
+    for name, f, frame in zip(settled, funcs, frames, strict=True):
         try:
             r, t = resolve_call(f, inp.columns, frame)
         except InvalidPlan as e:
             raise type(e)(f"{name}: {e}") from None
         resolved.append(r)
+        kept.append(frame if reads_frame(r) else DEFAULT_FRAME)
         cols.append(Column(name, t.type, t.nullable))
     taken: set[str] = set()
     for c in cols:
         if c.name in taken:
             raise InvalidPlan(f"duplicate output column {c.name!r}; give other names")
         taken.add(c.name)
-    return tuple(resolved), settled, RelationDesc(cols)
+    return tuple(resolved), settled, tuple(kept), RelationDesc(cols)

@@ -1,9 +1,10 @@
 """Window functions: ``Window``, a relation that appends one column per window function.
 
-``Window(input, partition_by, order_by, funcs, names)`` is SQL's ``f(…) OVER (PARTITION BY …
-ORDER BY …)`` for every ``f`` in ``funcs``, all sharing one partitioning and one order (a query
-with several different ``OVER`` clauses stacks several nodes). Its output is the input's columns
-followed by one column per function, named ``names`` (default: the function's name)::
+``Window(input, partition_by, order_by, funcs, names, frames)`` is SQL's ``f(…) OVER
+(PARTITION BY … ORDER BY … frame)`` for every ``f`` in ``funcs``, all sharing one partitioning
+and one order, each with its own frame (a query with several partitionings or orders stacks
+several nodes). Its output is the input's columns followed by one column per function, named
+``names`` (default: the function's name)::
 
     Window(
         bids,
@@ -69,10 +70,17 @@ PostgreSQL's types casts the argument to numeric first), except that ``string_ag
 frame's values **in the frame's order** (``Reduce`` sorts them).
 
 **Frames.** The aggregates and ``first_value``/``last_value``/``nth_value`` read the row's
-*frame*, the node's ``frame`` (:class:`WindowFrame`, one per node: SQL's ``ROWS``/``RANGE
-BETWEEN … AND …``). ``ROWS`` counts positions in the total order (``ROWS BETWEEN 1 PRECEDING
-AND 1 FOLLOWING``: the row and its neighbours); ``RANGE`` bounds are UNBOUNDED or CURRENT ROW,
-which is the row's first peer as a start and its last peer as an end. The default is
+*frame*, the function's in ``frames`` (:class:`WindowFrame`, one per function: SQL's
+``ROWS``/``RANGE BETWEEN … AND …``; the other functions' are settled to the default). The
+frames differ per function but the order does not: the node sorts each partition once and every
+function reads the row's one position in it, as PostgreSQL evaluates all the functions of one
+ordering in one pass. So over identical rows at positions ``k`` and ``k + 1`` one output row
+holds every function's value at ``k`` and the other every function's at ``k + 1``; two stacked
+nodes would not (the second node's tie-break reads the first's values, which differ between
+the identical rows, and pairs them from different positions). ``ROWS`` counts positions in
+the total order (``ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING``: the row and its neighbours);
+``RANGE`` bounds are UNBOUNDED or CURRENT ROW, which is the row's first peer as a start and its
+last peer as an end. The default is
 PostgreSQL's: with ``order_by``, ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW`` — the
 partition's rows up to the row's **last peer**, so ``sum(x) OVER (ORDER BY y)`` over ``(x, y) =
 (1, 1), (2, 1), (3, 2)`` is 3, 3, 6; without ``order_by``, the whole partition (every row is a
@@ -111,6 +119,7 @@ from spate.plan.window_func import (
     percent_rank,
     range_between,
     rank,
+    reads_frame,
     row_number,
     rows_between,
     show_call,
@@ -137,6 +146,7 @@ __all__ = [
     "percent_rank",
     "range_between",
     "rank",
+    "reads_frame",
     "row_number",
     "rows_between",
     "show_call",

@@ -119,6 +119,12 @@ class WindowFrame:
             self.end is not None and self.end < 0
         )
 
+    def always_empty(self) -> bool:
+        """Whether every row's frame is empty: ``ROWS`` bounds past each other (``ROWS BETWEEN
+        2 FOLLOWING AND 1 FOLLOWING``), which PostgreSQL accepts."""
+        s, e = self.start, self.end
+        return self.mode is FrameMode.ROWS and s is not None and e is not None and s > e
+
     def sql(self) -> str:
         """``ROWS BETWEEN 1 PRECEDING AND CURRENT ROW``…"""
         start, end = _bound(self.start, "PRECEDING"), _bound(self.end, "FOLLOWING")
@@ -198,15 +204,20 @@ def func_name(f: object) -> str:
     raise InvalidPlan(f"not a window function: {f!r} (use WindowExpr or AggregateExpr)")
 
 
+def reads_frame(f: WindowExpr | AggregateExpr) -> bool:
+    """Whether the function's value depends on its frame: the aggregates and
+    ``first_value``/``last_value``/``nth_value`` (the others read the partition)."""
+    return isinstance(f, AggregateExpr) or f.func in _FRAMED
+
+
 def resolve_call(
     f: WindowExpr | AggregateExpr, columns: Sequence[Column], frame: WindowFrame = DEFAULT_FRAME
 ) -> tuple[WindowExpr | AggregateExpr, ColumnType]:
     """The call with its scalars resolved against ``columns``, and its output type (nullable
-    where ``frame`` may be empty)."""
+    where ``frame``, the call's own, may be empty)."""
     call, t = _resolve(f, columns)
-    reads_frame = isinstance(call, AggregateExpr) or call.func in _FRAMED
     is_count = isinstance(call, AggregateExpr) and call.func is AggregateFunc.COUNT
-    if reads_frame and not is_count and frame.may_be_empty():
+    if reads_frame(call) and not is_count and frame.may_be_empty():
         t = ColumnType(t.type, True)
     return call, t
 

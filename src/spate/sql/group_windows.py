@@ -62,6 +62,6 @@ def with_group_windows(
         name = f"group_window{width}"
         while name in mapped.desc.names:
             name += "_"
-        mapped = Window(mapped, tuple(key), order, (agg.call,), (name,), agg.frame)
+        mapped = Window(mapped, tuple(key), order, (agg.call,), (name,), (agg.frame,))
         out.append(AggregateExpr(AggregateFunc.MAX, ColumnRef(width)))
     return mapped, tuple(out)

@@ -1,9 +1,10 @@
 """Window functions: ``f(…) OVER (PARTITION BY … ORDER BY …)`` → the IR's ``Window`` node.
 
 Windows are computed after GROUP BY/HAVING and before the SELECT list, DISTINCT and ORDER BY:
-the partition keys, order keys and arguments are mapped as columns, and the functions that share
-one ``OVER`` (same partitioning and order) become one ``Window`` node; different ``OVER``
-clauses (or frames) stack nodes. Supported: ``row_number``, ``rank``, ``dense_rank``,
+the partition keys, order keys and arguments are mapped as columns, and the functions of one
+partitioning and order become one ``Window`` node, each with its own frame (so that, as in
+PostgreSQL, they read the same positions of one ordering even among identical rows); different
+partitionings or orders stack nodes. Supported: ``row_number``, ``rank``, ``dense_rank``,
 ``percent_rank``, ``cume_dist``, ``ntile``, ``lag``, ``lead``, ``first_value``, ``last_value``,
 ``nth_value`` and ``count``/``sum``/``avg``/``min``/``max``/``bool_and``/``bool_or``/
 ``string_agg`` over ``ROWS BETWEEN`` any bounds or ``RANGE BETWEEN`` UNBOUNDED/CURRENT ROW
@@ -104,8 +105,8 @@ def plan_windows(
     its column."""
     found: dict[int, Typed] = {}
     groups: dict[
-        tuple[tuple[int, ...], tuple[ColumnOrder, ...], WindowFrame],
-        list[tuple[exp.Window, object, PgType]],
+        tuple[tuple[int, ...], tuple[ColumnOrder, ...]],
+        list[tuple[exp.Window, object, PgType, WindowFrame]],
     ] = {}  # a call: a WindowExpr, an AggregateExpr, or the aggregates of an interval's
     binder = qp.binder(rel.scope, "window", override)
     extra: list[ScalarExpr] = []
@@ -135,23 +136,22 @@ def plan_windows(
         )
         frame = _frame(qp, binder, spec.args.get("spec"), w)
         call, t = _call(qp, binder, w.this, column_of)
-        if not reads_frame(call):
-            frame = DEFAULT_FRAME  # so that it shares a node with the others of its OVER
-        groups.setdefault((partition, orders, frame), []).append((w, call, t))
+        groups.setdefault((partition, orders), []).append((w, call, t, frame))
     if extra:
         names = unique_names([*rel.expr.desc.names, *(f"w{i}" for i in range(len(extra)))])
         expr: RelationExpr = Map(rel.expr, tuple(extra), tuple(names[base:]))
         rel = rel.with_cols(
             expr, rel.scope.cols + [Col(None, None, t, hidden=True) for t in extra_types]
         )
-    for (partition, orders, frame), calls in groups.items():
+    for (partition, orders), calls in groups.items():
         at = rel.arity
-        funcs = tuple(f for _, c, _ in calls for f in _funcs(c))
+        funcs = tuple(f for _, c, _, _ in calls for f in _funcs(c))
+        frames = tuple(fr for _, c, _, fr in calls for _ in _funcs(c))
         names = unique_names([*rel.expr.desc.names, *(f"win{i}" for i in range(len(funcs)))])[at:]
-        window = Window(rel.expr, partition, orders, funcs, tuple(names), frame)  # type: ignore[arg-type]
+        window = Window(rel.expr, partition, orders, funcs, tuple(names), frames)  # type: ignore[arg-type]
         cols = list(rel.scope.cols)
         i = 0
-        for w, c, t in calls:
+        for w, c, t, _ in calls:
             if isinstance(c, interval_aggs.Lowered):
                 refs = [ColumnRef(at + i + j) for j in range(len(c.aggs))]
                 found[id(w)] = Typed(c.final(refs), t)
@@ -440,14 +440,6 @@ def _funcs(call: object) -> tuple[object, ...]:
     return call.aggs if isinstance(call, interval_aggs.Lowered) else (call,)
 
 
-def reads_frame(call: object) -> bool:
-    """Whether a window call's value depends on the frame."""
-    if isinstance(call, (AggregateExpr, interval_aggs.Lowered)):
-        return True
-    assert isinstance(call, WindowExpr)
-    return call.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE)
-
-
 # --- WHERE rn <= k -------------------------------------------------------------------------------
 
 
@@ -488,7 +480,7 @@ def top_k_rewrite(expr: RelationExpr) -> RelationExpr:
         return expr
     topk = TopK(node.input, node.partition_by, node.order_by, limit, 0)
     rebuilt: RelationExpr = Window(
-        topk, node.partition_by, node.order_by, node.funcs, node.names, node.frame
+        topk, node.partition_by, node.order_by, node.funcs, node.names, node.frames
     )
     for proj in reversed(chain):
         rebuilt = Project(rebuilt, proj.outputs, proj.names)

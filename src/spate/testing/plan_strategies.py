@@ -131,6 +131,7 @@ _FRAMES = (
     rows_between(0, None),
     rows_between(1, 2),
     rows_between(-2, -1),
+    rows_between(2, 1),
     rows_between(None, None),
     range_between(0, None),
     range_between(0, 0),
@@ -368,8 +369,9 @@ class _Plans:
             if k is K.TEXT:
                 options.append(AggregateExpr(AggregateFunc.STRING_AGG, ref, delimiter=","))
         funcs = draw(st.lists(st.sampled_from(options), min_size=1, max_size=3))
-        frame = draw(st.sampled_from(_FRAMES))
-        return Window(c, tuple(key), tuple(order), tuple(funcs), frame=frame)
+        # each function its own frame: functions of different frames share one ordering
+        frames = tuple(draw(st.sampled_from(_FRAMES)) for _ in funcs)
+        return Window(c, tuple(key), tuple(order), tuple(funcs), frames=frames)
 
     def _distinct(self, draw: st.DrawFn, child: _Child) -> RelationExpr:
         return Distinct(draw(child))

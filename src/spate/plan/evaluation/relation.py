@@ -362,8 +362,9 @@ class _Evaluator:
         return out
 
     def window(self, plan: Window) -> Multiset:
-        """Each partition's rows in the window order (a row of multiplicity ``n`` as ``n``
-        rows), each with its functions' values (:mod:`spate.plan.window`)."""
+        """Each partition's rows sorted once in the window order (a row of multiplicity ``n``
+        as ``n`` rows), each with every function's value at its position, each function over
+        its own frame (:mod:`spate.plan.window`)."""
         inp, order_by = plan.input, plan.order_by
         columns = inp.desc.columns
         groups: dict[Row, list[Row]] = {}
@@ -396,10 +397,13 @@ class _Evaluator:
             for i in range(n - 2, -1, -1):
                 new = _starts_peer_group(order_by, rows[i], rows[i + 1])
                 last[i] = i if new else last[i + 1]
-            bounds = _frame_bounds(plan.frame, first, last)
             columns_out: list[list[Datum]] = []
-            for f, t, fn, default in compiled:
+            bounds_of: dict[WindowFrame, list[tuple[int, int]]] = {}
+            for (f, t, fn, default), frame in zip(compiled, plan.frames, strict=True):
                 values = [None if fn is None else fn(r, self.now) for r in rows]
+                if frame not in bounds_of:
+                    bounds_of[frame] = _frame_bounds(frame, first, last)
+                bounds = bounds_of[frame]
                 if isinstance(f, AggregateExpr):
                     by_frame: dict[tuple[int, int], Datum] = {}  # one value per distinct frame
                     s = _scale(f.expr, columns)

@@ -123,7 +123,7 @@ class Builder:
                     offset=offset,
                     joined=attach(built, key),
                 )
-            case Window(inp, partition_by, order_by, funcs, _, frame):
+            case Window(inp, partition_by, order_by, funcs, _, frames):
                 built = self.build(inp)
                 return WindowNode(
                     capturing(built, window_arguments(funcs)),
@@ -134,7 +134,7 @@ class Builder:
                     order_by=order_by,
                     joined=attach(built, partition_by),
                     funcs=funcs,
-                    frame=frame,
+                    frames=frames,
                 )
             case Distinct(inp):
                 return KeyedNode(

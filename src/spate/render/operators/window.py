@@ -11,14 +11,18 @@ Only the per-group output differs from the other keyed kinds: for every touched
 ``(partition, _at)`` group of consolidated rows,
 
 1. each row of multiplicity ``n`` becomes ``n`` rows (``explode(sequence(1, _diff))``);
-2. Spark window functions over ``partitionBy(partition columns, _at)`` compute each function:
-   ``row_number``, ``ntile``, ``lag``, ``lead``, ``first_value`` and ``nth_value`` in the
-   total order (the ORDER BY with its NULL placement, then every input column ascending, NULLs
-   last: the reference's tie-break), ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``
-   and the aggregates in the ORDER BY alone, whose ``RANGE`` frame ``UNBOUNDED PRECEDING ..
-   CURRENT ROW`` holds the row's peers (no ORDER BY: the whole partition); ``last_value`` is the
-   last row by the tie-break among the row's peers (partitioned by the ORDER BY columns too),
-   and ``nth_value`` is NULL where the frame has fewer than ``n`` rows;
+2. Spark window functions over ``partitionBy(partition columns, _at)`` compute every
+   function in one ``select``, each over its own frame: ``row_number``, ``ntile``, ``lag``,
+   ``lead`` and the functions of a ``ROWS`` frame in the total order (the ORDER BY with its
+   NULL placement, then every input column ascending, NULLs last: the reference's tie-break,
+   then the copy number, so that all of them read a copy at the same position), ``rank``,
+   ``dense_rank``, ``percent_rank``, ``cume_dist`` and the functions of a ``RANGE`` frame in
+   the ORDER BY alone, whose bounds are the partition's edges or the row's peers (no ORDER
+   BY: the whole partition); ``last_value`` to the row's last peer is the last row by the
+   tie-break among the row's peers (partitioned by the ORDER BY columns too), and
+   ``nth_value`` is NULL where the frame has fewer than ``n`` rows; a ``ROWS`` frame whose
+   bounds pass each other (``2 FOLLOWING AND 1 FOLLOWING``, refused by Spark) is empty
+   everywhere: ``count`` 0, the others NULL;
 3. identical annotated rows are counted back into one row with that multiplicity.
 
 ``lag``/``lead`` read a one-field struct of the value, so that a NULL value in the row
@@ -36,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from spate.plan.aggregate import AggregateExpr, AggregateFunc
 from spate.plan.infer import typ
-from spate.plan.window import DEFAULT_FRAME, FrameMode, WindowExpr, WindowFrame, WindowFunc
+from spate.plan.window import FrameMode, WindowExpr, WindowFrame, WindowFunc, reads_frame
 from spate.render.layout import col_name, data_names, sort_columns
 from spate.render.operators.keyed import _AT, _CARRY, _M, KeyedNode
 from spate.render.operators.node import scalar
@@ -57,7 +61,8 @@ class WindowNode(KeyedNode):
     """A ``Window`` plan node: ``kind = "window"``, ``key`` its partition columns."""
 
     funcs: tuple[WindowExpr | AggregateExpr, ...] = ()
-    frame: WindowFrame = DEFAULT_FRAME
+    frames: tuple[WindowFrame, ...] = ()
+    """One per function (the plan node's, settled: never empty for a node with functions)."""
 
     def _outputs(self, groups: DataFrame, stamped: list[Column] | None = None) -> DataFrame:
         """Every ``(partition, _at)`` group's output rows: data columns (the input's, then the
@@ -76,9 +81,10 @@ class WindowNode(KeyedNode):
 
         def annotated() -> list[Column]:
             arity = self.input.desc.arity
+            outs = self.desc.columns[arity:]
             values = [
-                self._function(f, c.type)
-                for f, c in zip(self.funcs, self.desc.columns[arity:], strict=True)
+                self._function(f, fr, c.type)
+                for f, fr, c in zip(self.funcs, self.frames, outs, strict=True)
             ]
             funcs = [v.alias(col_name(arity + i)) for i, v in enumerate(values)]
             if self._capturing:
@@ -100,7 +106,10 @@ class WindowNode(KeyedNode):
     # -- errors as data ----------------------------------------------------------------------------
 
     def _can_fail(self) -> bool:
-        return any(self._overflow_message(f) is not None for f in self.funcs)
+        return any(
+            self._overflow_message(f) is not None and not fr.always_empty()
+            for f, fr in zip(self.funcs, self.frames, strict=True)
+        )
 
     def _overflow_message(self, f: WindowExpr | AggregateExpr) -> str | None:
         """The error of an aggregate whose value over the frame can leave its type (``None``:
@@ -120,7 +129,7 @@ class WindowNode(KeyedNode):
         wide = in_type.kind is K.NUMERIC and (in_type.precision or 0) + 10 > 38
         return "numeric field overflow" if wide else None
 
-    def _overflow(self, f: AggregateExpr, value: Column) -> Column:
+    def _overflow(self, f: AggregateExpr, frame: WindowFrame, value: Column) -> Column:
         """Where ``f`` (one with an :meth:`_overflow_message`) fails, given ``value``, its
         column as :meth:`_aggregate` builds it in capture mode (NULL beyond the type): an
         average's quotient is built once, for both."""
@@ -128,7 +137,7 @@ class WindowNode(KeyedNode):
         from pyspark.sql import types as T
 
         v = scalar(f.expr, self.input.desc)
-        w = self._frame()
+        w = self._frame(frame)
         in_type = typ(f.expr, self.input.desc.columns).type
         if f.func is AggregateFunc.SUM and in_type.kind is K.INT64:
             total = F.sum(v.cast(T.DecimalType(20, 0))).over(w)
@@ -147,12 +156,12 @@ class WindowNode(KeyedNode):
 
         row = row_text(self.input.desc)
         out: Column | None = None
-        for f, value in zip(self.funcs, values, strict=True):
+        for f, frame, value in zip(self.funcs, self.frames, values, strict=True):
             message = self._overflow_message(f)
-            if message is None:
+            if message is None or frame.always_empty():  # an empty frame's value fits
                 continue
             assert isinstance(f, AggregateExpr)
-            fails = self._overflow(f, value)
+            fails = self._overflow(f, frame, value)
             what = f"{f.func.value}({show(f.expr, self.input.desc.names)})"
             text = F.concat(F.lit(error_record("22003", message, what, "")), row)
             out = F.when(fails, text) if out is None else out.when(fails, text)
@@ -169,11 +178,15 @@ class WindowNode(KeyedNode):
         return sort_columns(self.order_by)
 
     def _total(self) -> WindowSpec:
-        """The ORDER BY, then every input column ascending, NULLs last."""
+        """The ORDER BY, then every input column ascending, NULLs last, then the copy number:
+        a total order of the expanded rows, so that every window expression over it, in
+        whichever of Spark's window operators it lands, sees each copy at the same position
+        (identical copies could otherwise be sorted differently by two sorts, pairing one
+        function's value at one position with another's at another)."""
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
-        order = [*self._order(), *self._tie()] or [F.lit(0)]  # no columns: one row's copies
+        order = [*self._order(), *self._tie(), F.col(_COPY).asc()]
         return Window.partitionBy(*self._partition()).orderBy(*order)
 
     def _tie(self) -> list[Column]:
@@ -181,12 +194,11 @@ class WindowNode(KeyedNode):
 
         return [F.col(c).asc_nulls_last() for c in data_names(self.input.desc.arity)]
 
-    def _frame(self) -> WindowSpec:
-        """The node's frame: ``ROWS`` over the total order, ``RANGE`` over the ORDER BY (the
+    def _frame(self, frame: WindowFrame) -> WindowSpec:
+        """A function's frame: ``ROWS`` over the total order, ``RANGE`` over the ORDER BY (the
         whole partition without one: every row is a peer)."""
         from pyspark.sql.window import Window
 
-        frame = self.frame
         start = Window.unboundedPreceding if frame.start is None else frame.start
         end = Window.unboundedFollowing if frame.end is None else frame.end
         if frame.mode is FrameMode.ROWS:
@@ -199,10 +211,10 @@ class WindowNode(KeyedNode):
     def _needs_position(self) -> bool:
         """Whether a function reads the rows' positions in the total order (``_pos``): those
         that need the frame's rows in order where a ``RANGE`` frame's Spark order is not it."""
-        ranged = self.frame.mode is FrameMode.RANGE and self.frame.start == 0
-        for f in self.funcs:
+        for f, frame in zip(self.funcs, self.frames, strict=True):
             if isinstance(f, AggregateExpr) and f.func is AggregateFunc.STRING_AGG:
                 return True
+            ranged = frame.mode is FrameMode.RANGE and frame.start == 0
             if ranged and isinstance(f, WindowExpr) and f.func is WindowFunc.NTH_VALUE:
                 return True
         return False
@@ -212,26 +224,25 @@ class WindowNode(KeyedNode):
 
         return [F.col("*"), F.row_number().over(self._total()).alias(_POS)]
 
-    def _in_order(self, value: Column) -> Column:
+    def _in_order(self, frame: WindowFrame, value: Column) -> Column:
         """The frame's values as an array in the total order."""
         from pyspark.sql import functions as F
 
         held = F.collect_list(F.struct(F.col(_POS).alias("p"), value.alias("v")))
-        return F.transform(F.array_sort(held.over(self._frame())), lambda e: e["v"])
+        return F.transform(F.array_sort(held.over(self._frame(frame))), lambda e: e["v"])
 
-    def _framed(self, f: WindowExpr, value: Column) -> Column:
+    def _framed(self, f: WindowExpr, frame: WindowFrame, value: Column) -> Column:
         """``first_value``, ``last_value`` or ``nth_value`` over the frame."""
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
         whole = (Window.unboundedPreceding, Window.unboundedFollowing)
-        frame = self.frame
         if frame.mode is FrameMode.ROWS:
             if f.func is WindowFunc.FIRST_VALUE:
-                return F.first(value).over(self._frame())
+                return F.first(value).over(self._frame(frame))
             if f.func is WindowFunc.LAST_VALUE:
-                return F.last(value).over(self._frame())
-            return F.nth_value(value, f.offset).over(self._frame())
+                return F.last(value).over(self._frame(frame))
+            return F.nth_value(value, f.offset).over(self._frame(frame))
         # RANGE: a bound is the partition's edge (None) or the row's peer group's (0)
         peers = [*self._partition(), *(col_name(o.column) for o in self.order_by)]
         by_peer = Window.partitionBy(*peers).orderBy(*(self._tie() or [F.lit(0)]))
@@ -243,18 +254,26 @@ class WindowNode(KeyedNode):
             return F.last(value).over(spec.rowsBetween(*whole))
         if frame.start is None:
             nth = F.nth_value(value, f.offset).over(self._total().rowsBetween(*whole))
-            return F.when(F.count(F.lit(1)).over(self._frame()) >= F.lit(f.offset), nth)
-        values = self._in_order(value)
+            return F.when(F.count(F.lit(1)).over(self._frame(frame)) >= F.lit(f.offset), nth)
+        values = self._in_order(frame, value)
         return F.when(F.size(values) >= F.lit(f.offset), F.element_at(values, f.offset))
 
-    def _function(self, f: WindowExpr | AggregateExpr, out: ScalarType) -> Column:
+    def _function(
+        self, f: WindowExpr | AggregateExpr, frame: WindowFrame, out: ScalarType
+    ) -> Column:
+        """``f``'s column; ``frame`` is its own (read by the aggregates and the value
+        functions of the frame)."""
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
         from spate.repr.spark import spark_type
 
+        if reads_frame(f) and frame.always_empty():  # Spark refuses such a frame
+            if isinstance(f, AggregateExpr) and f.func is AggregateFunc.COUNT:
+                return F.lit(0).cast(spark_type(out))
+            return F.lit(None).cast(spark_type(out))
         if isinstance(f, AggregateExpr):
-            return self._aggregate(f, out)
+            return self._aggregate(f, frame, out)
         if f.func is WindowFunc.ROW_NUMBER:
             return F.row_number().over(self._total()).cast("long")
         if f.func is WindowFunc.NTILE:
@@ -275,7 +294,7 @@ class WindowNode(KeyedNode):
         in_desc = self.input.desc
         value = scalar(f.expr, in_desc)
         if f.func in (WindowFunc.FIRST_VALUE, WindowFunc.LAST_VALUE, WindowFunc.NTH_VALUE):
-            return self._framed(f, value)
+            return self._framed(f, frame, value)
         back = f.offset if f.func is WindowFunc.LAG else -f.offset
         if back == 0:
             return value.cast(spark_type(out))
@@ -285,8 +304,8 @@ class WindowNode(KeyedNode):
         default = F.lit(None) if f.default is None else scalar(f.default, in_desc)
         return F.when(other.isNull(), default).otherwise(other["v"]).cast(spark_type(out))
 
-    def _aggregate(self, agg: AggregateExpr, out: ScalarType) -> Column:
-        """``agg`` over the frame; every row counts once (the rows were expanded)."""
+    def _aggregate(self, agg: AggregateExpr, frame: WindowFrame, out: ScalarType) -> Column:
+        """``agg`` over its frame; every row counts once (the rows were expanded)."""
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
@@ -294,7 +313,7 @@ class WindowNode(KeyedNode):
         from spate.render.scalar_funcs import unchecked
         from spate.repr.spark import spark_type
 
-        w = self._frame()
+        w = self._frame(frame)
         in_desc = self.input.desc
         v = scalar(agg.expr, in_desc)
         k = typ(agg.expr, in_desc.columns).type.kind
@@ -313,7 +332,7 @@ class WindowNode(KeyedNode):
             result = F.bool_or(v).over(w)
         elif f is AggregateFunc.STRING_AGG:  # in the frame's order, NULLs skipped
             assert agg.delimiter is not None
-            present = F.filter(self._in_order(v), lambda e: e.isNotNull())
+            present = F.filter(self._in_order(frame, v), lambda e: e.isNotNull())
             joined = F.array_join(present, agg.delimiter)
             result = F.when(F.size(present) > F.lit(0), joined)
         elif f is AggregateFunc.SUM:
