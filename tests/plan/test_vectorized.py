@@ -317,3 +317,33 @@ def test_null_keys_duplicates_and_repeated_subplans(
     for plan in plans:
         want = _expanded(evaluate(plan, {T: t, U: u}, 0))
         assert _rows(evaluate_arrow(plan, inputs)) == want, plan.explain()
+
+
+def test_repeated_subplans_are_found_without_hashing_whole_subtrees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Equal subplans, the same object or not, share one number; a plan's nodes are numbered
+    from their own fields and their inputs' numbers, never hashed whole (a dataclass hash
+    hashes the whole subtree: counting a chain of a few hundred Filters by hash took most of
+    a small read's time)."""
+    ta = Project(Get(T, T_DESC), (0,))
+    twin = Project(Get(T, T_DESC), (0,))
+    plan = Union((ta, Negate(twin), Distinct(ta)))
+    found = vectorized._repeated(plan)
+    assert set(found) == {id(ta), id(twin)} and found[id(ta)] == found[id(twin)]
+    assert vectorized._repeated(Union((ta, Distinct(Project(Get(T, T_DESC), (1,)))))) == {}
+
+    deep: RelationExpr = Get(T, T_DESC)
+    for k in range(300):
+        deep = Filter(deep, (CallBinary(BinaryFunc.GT, ColumnRef(1), Literal(k, INT64)),))
+
+    t: Counter[tuple[object, ...]] = Counter({(1, 1, "x"): 1, (2, 400, "y"): 2})
+    want = _expanded(evaluate(deep, {T: t}, 0))
+
+    def no_hash(self: object) -> int:
+        raise AssertionError(f"{type(self).__name__} hashed whole")
+
+    for cls in (Filter, Project, Union, Negate, Distinct, Get):
+        monkeypatch.setattr(cls, "__hash__", no_hash)
+    assert set(vectorized._repeated(Union((deep, deep)))) == {id(deep)}
+    assert _rows(evaluate_arrow(deep, {T: input_table(T_DESC, t)})) == want

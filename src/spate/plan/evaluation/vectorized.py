@@ -34,6 +34,7 @@ comparable types above compare in Python as in Arrow; NULL join keys match nothi
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -176,20 +177,56 @@ class _Run(dict[GlobalId, pa.Table]):
         self.shared: dict[object, pa.Table] = {}
 
 
-def _repeated(plan: RelationExpr) -> set[RelationExpr]:
+def _repeated(plan: RelationExpr) -> dict[int, int]:
     """The subplans of ``plan`` that occur more than once in it (by equality), other than
-    inputs and constants (nothing to save); none when the plan is not hashable."""
-    seen: Counter[RelationExpr] = Counter()
-    stack = [plan]
+    inputs and constants (nothing to save): each such node's ``id`` mapped to its subplan's
+    number, the same for equal subplans; none when the plan is not hashable.
+
+    Each node is numbered once, bottom-up, by its own fields and its inputs' numbers: hashing
+    the nodes themselves hashes each one's whole subtree (dataclass hashes are not cached), so
+    counting a deep plan's nodes by hash cost time quadratic in its depth (a WHERE of a few
+    hundred terms, one Filter over another: most of a small read's time)."""
+    number: dict[int, int] = {}  # id(node) -> the number of its subplan
+    numbers: dict[tuple[object, ...], int] = {}
+    count: Counter[int] = Counter()
+    nodes: dict[int, RelationExpr] = {}
+    stack: list[tuple[RelationExpr, bool]] = [(plan, False)]
     try:
         while stack:
-            node = stack.pop()
-            seen[node] += 1
-            if seen[node] == 1:
-                stack.extend(node.inputs())
+            node, ready = stack.pop()
+            if id(node) in number:
+                count[number[id(node)]] += 1
+                continue
+            children = node.inputs()
+            if not ready:
+                stack.append((node, True))
+                stack.extend((c, False) for c in reversed(children))
+                continue
+            key = (type(node), _own_fields(node), tuple(number[id(c)] for c in children))
+            n = numbers.setdefault(key, len(numbers))
+            number[id(node)] = n
+            nodes[id(node)] = node
+            count[n] += 1
     except TypeError:  # a plan holding something unhashable
-        return set()
-    return {p for p, n in seen.items() if n > 1 and not isinstance(p, (Get, Constant))}
+        return {}
+    return {
+        i: n
+        for i, n in number.items()
+        if count[n] > 1 and not isinstance(nodes[i], (Get, Constant))
+    }
+
+
+def _own_fields(node: RelationExpr) -> tuple[object, ...]:
+    """``node``'s fields other than its inputs."""
+    out: list[object] = []
+    for f in dataclasses.fields(node):  # type: ignore[arg-type]
+        v = getattr(node, f.name)
+        if isinstance(v, RelationExpr):
+            continue
+        if isinstance(v, tuple) and v and all(isinstance(x, RelationExpr) for x in v):
+            continue
+        out.append(v)
+    return tuple(out)
 
 
 class _Columns:
@@ -269,17 +306,18 @@ def _with(arrays: Sequence[pa.Array | pa.ChunkedArray], counts: pa.ChunkedArray)
 
 
 class _Compiler:
-    def __init__(self, max_rows: int | None, repeated: set[RelationExpr]) -> None:
+    def __init__(self, max_rows: int | None, repeated: dict[int, int]) -> None:
         self.max_rows = max_rows
-        self.repeated = repeated
-        self.shared: dict[RelationExpr, _Node] = {}
+        self.repeated = repeated  # see _repeated
+        self.shared: dict[int, _Node] = {}
 
     def node(self, plan: RelationExpr) -> _Node:
-        if not self.repeated or plan not in self.repeated:
+        n = self.repeated.get(id(plan))
+        if n is None:
             return self._node(plan)
-        found = self.shared.get(plan)
+        found = self.shared.get(n)
         if found is None:
-            found = self.shared[plan] = _shared(self._node(plan))
+            found = self.shared[n] = _shared(self._node(plan))
         return found
 
     def _node(self, plan: RelationExpr) -> _Node:
