@@ -27,7 +27,9 @@ differing (0 expected) and not made, their time apart from the file's.
 
 GLOBs match file paths below the corpus folder (default: every ``*.test``), run in the order
 the GLOBs are given; ``--limit`` runs only each file's first N records (statements and
-queries).
+queries); ``--slice`` runs the test suite's slice of each file
+(:data:`spate.testing.sqllogictest.CI_SLICE`), whose total time against PostgreSQL's is the
+"slice" figure.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from spate.testing.sqllogictest import (
     parse_file,
     read_baseline,
     run_file,
+    slice_end,
     versus,
 )
 
@@ -233,7 +236,7 @@ def _statement_causes(report: FileReport) -> dict[str, int]:
     return out
 
 
-def _write(out: str, limit: int | None, files: dict[str, Any]) -> None:
+def _write(out: str, limit: int | str | None, files: dict[str, Any]) -> None:
     totals = {
         key: sum(f[key] for f in files.values())
         for key in ("queries", "spate_passed", "postgresql_passed", "wrong", "errors")
@@ -309,6 +312,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("globs", nargs="*", help="file paths below the corpus folder (fnmatch)")
     ap.add_argument("--limit", type=int, default=None, help="run each file's first N records")
+    ap.add_argument("--slice", action="store_true", help="run the test suite's slice of each")
     ap.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     ap.add_argument("--out", default="sqllogictest", help="bench/results/<OUT>.json")
     ap.add_argument("--views", type=int, default=3, help="queries per file kept as views")
@@ -330,8 +334,9 @@ def main() -> int:
     files: dict[str, Any] = {}
     for name in select_files(corpus, args.globs):
         watch = _Watch(name)
-        report, views = run_spate(corpus / name, args.limit, watch, args.views, args.seed)
-        pg = run_postgres(corpus / name, args.postgres, args.limit) if args.postgres else None
+        limit = slice_end(name, parse_file(corpus / name)) if args.slice else args.limit
+        report, views = run_spate(corpus / name, limit, watch, args.views, args.seed)
+        pg = run_postgres(corpus / name, args.postgres, limit) if args.postgres else None
         files[name] = figures_of(name, report, baselines[name], pg) | views
         files[name]["slowest"] = [
             {"record": n, "seconds": round(t, 2), "sql": sql[:300]}
@@ -365,7 +370,8 @@ def main() -> int:
             print(
                 f"    WRONG #{w['record']} line {w['line']}: {w['sql'][:100]!r}: {w['why'][:200]}"
             )
-        _write(args.out, args.limit, files)  # after every file: a run cut short keeps its figures
+        # after every file: a run cut short keeps its figures
+        _write(args.out, "slice" if args.slice else args.limit, files)
     return 0
 
 

@@ -17,7 +17,6 @@ PostgreSQL: on the first records of every script it must reproduce the baseline'
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +28,6 @@ from spate.testing.sqllogictest import (
     EnvironmentEngine,
     PostgresEngine,
     Record,
-    Script,
     corpus_dir,
     matches,
     parse_file,
@@ -37,6 +35,7 @@ from spate.testing.sqllogictest import (
     read_baseline,
     result_values,
     run_file,
+    slice_end,
     values_hash,
     versus,
 )
@@ -50,21 +49,10 @@ PRESENT = (CORPUS / "postgresql-baseline.json").is_file()
 BASELINES: dict[str, Baseline] = read_baseline(CORPUS) if PRESENT else {}
 FILES = sorted(BASELINES)
 MIN_RATIO = 0.99
-DEFAULT_SLICE = {"index": 60, "random": 300}
 
 corpus_needed = pytest.mark.skipif(
     not PRESENT, reason=f"the sqllogictest corpus is not at {CORPUS} (set $SPATE_SLT_CORPUS)"
 )
-
-
-def _slice(name: str, script: Script) -> int | None:
-    """The number of the script's last record in the slice (its N-th query run)."""
-    kind = name.split("/", 1)[0]
-    text = os.environ.get(f"SPATE_SLT_SLICE_{kind.upper()}", str(DEFAULT_SLICE[kind]))
-    if text.strip().lower() == "all":
-        return None
-    queries = [r.number for r in script.records if r.kind == "query" and r.runs_on()]
-    return queries[int(text) - 1] if len(queries) >= int(text) else None
 
 
 # -- the format ------------------------------------------------------------------------------------
@@ -166,7 +154,7 @@ def test_spate_passes_what_postgres_passes(name: str, slt_env: Environment) -> N
     before = set(slt_env.names())
     try:
         script = parse_file(CORPUS / name)
-        report = run_file(script, EnvironmentEngine(slt_env), limit=_slice(name, script))
+        report = run_file(script, EnvironmentEngine(slt_env), limit=slice_end(name, script))
     finally:
         _drop_new(slt_env, before)
     vs = versus(report, BASELINES[name])

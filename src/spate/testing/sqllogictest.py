@@ -420,6 +420,24 @@ def run_record(record: Record, engine: Engine) -> Outcome:
 # -- the corpus and PostgreSQL's results -----------------------------------------------------------
 
 
+CI_SLICE: Final = {"index": 60, "random": 300}
+"""The test suite's slice of each script: its records up to its N-th query run, N by the
+script's folder (``index/`` scripts read through the cluster's replica, ``random/`` ones are
+many small reads); ``SPATE_SLT_SLICE_INDEX`` / ``SPATE_SLT_SLICE_RANDOM`` override it
+(``all``: the whole script)."""
+
+
+def slice_end(name: str, script: Script) -> int | None:
+    """The number of the last record of ``script``'s slice (:data:`CI_SLICE`; ``name`` is its
+    path below the corpus folder), ``None`` for the whole script."""
+    kind = name.split("/", 1)[0]
+    text = os.environ.get(f"SPATE_SLT_SLICE_{kind.upper()}", str(CI_SLICE[kind]))
+    if text.strip().lower() == "all":
+        return None
+    queries = [r.number for r in script.records if r.kind == "query" and r.runs_on()]
+    return queries[int(text) - 1] if len(queries) >= int(text) else None
+
+
 def corpus_dir(repo_root: Path) -> Path:
     """Where the corpus is: ``$SPATE_SLT_CORPUS``, else the folder ``shared/sqllogictest``
     next to the repository's own folder."""
