@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import psycopg
 import pytest
@@ -11,7 +12,9 @@ from spate.pgwire import eventloop
 from spate.pgwire.server import ServerConfig, ServerThread
 from tests.pgwire.fake_engine import FakeEngine
 
-uvloop = pytest.importorskip("uvloop")
+if sys.platform == "win32":  # uvloop is a dependency everywhere else (pyproject.toml)
+    pytest.skip("uvloop does not build on Windows", allow_module_level=True)
+import uvloop
 
 
 def test_the_server_loop_is_uvloops_where_installed(monkeypatch: pytest.MonkeyPatch) -> None:
