@@ -588,6 +588,15 @@ class Session:
                 result = await self._call(lambda: prepared(bound, self._ctx))
         elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
             parsed = portal.parsed  # split once: the engine does not split it again
+            at_once = getattr(self._engine, "start_parsed", None)
+            answered = None
+            if at_once is not None:
+                self._fresh_cancel()
+                answered = at_once(parsed, self._ctx)
+            if answered is not None:  # answered at once, on the loop
+                portal.schema, portal.rows = answered.schema, answered.rows
+                portal.tag = answered.tag
+                return
             result = await self._call(lambda: run(parsed, self._ctx))
         else:
             if portal.bound is not None:  # the statement's text with the values bound
