@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 import spate.pgwire.environment
+import spate.pgwire.output
 from spate.environment import prepared_plans as plans
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
@@ -260,3 +261,43 @@ def test_a_plan_reading_the_time_is_never_answered_again(sql: str, reads_time: b
     """Only a plan whose answer is a function of its inputs' contents is answered from the
     last answer: one that reads the time is not (here_read gives it no HereRead)."""
     assert plans._reads_time(_plan(sql).plan) is reads_time
+
+
+def test_a_kept_answer_is_encoded_once_per_format(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kept answer given again is sent from the DataRows encoded the last time (for the
+    same columns in the same formats); another answer, another format or a partial fetch
+    are encoded as they come."""
+    _, dsn = served
+    encoded: list[object] = []
+    real = spate.pgwire.output.RowEncoder.row
+
+    def row(self: Any, values: Any) -> bytes:
+        encoded.append(values)
+        return real(self, values)
+
+    monkeypatch.setattr(spate.pgwire.output.RowEncoder, "row", row)
+    query = "SELECT t.id, u.w FROM t JOIN u ON t.id = u.id"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL)")
+        c.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
+        c.execute("INSERT INTO t VALUES (1), (2), (3)")
+        c.execute("INSERT INTO u VALUES (1, 'x'), (2, NULL), (3, 'z')")
+        want = [(1, "x"), (2, None), (3, "z")]
+        for _ in range(3):
+            assert sorted(c.execute(query).fetchall()) == want
+        encoded.clear()
+        for _ in range(6):
+            assert sorted(c.execute(query).fetchall()) == want
+        assert len(encoded) <= 3  # encoded once, then sent as encoded
+        with c.cursor(binary=True) as b:
+            for _ in range(3):
+                assert sorted(b.execute(query).fetchall()) == want
+            assert sorted(c.execute(query).fetchall()) == want
+        c.execute("INSERT INTO u VALUES (1, 'y')")
+        assert sorted(c.execute(query).fetchall()) == sorted([*want, (1, "y")])
+        with c.transaction(), c.cursor("named") as named:  # a portal fetched a few at a time
+            named.execute(query)
+            assert sorted(named.fetchmany(2) + named.fetchall()) == sorted([*want, (1, "y")])
+        assert sorted(c.execute(query).fetchall()) == sorted([*want, (1, "y")])
