@@ -796,8 +796,6 @@ class HereRead:
     no_errors: dict[ShardId, tuple[ShardState, int]] = dataclasses.field(default_factory=dict)
     """Per errors shard, its state seen last and the first timestamp at which that state may
     hold an error (:func:`~spate.environment.small_reads.no_errors_until`)."""
-    answered: int = 0
-    """Executions answered at once (for tests and ``EXPLAIN``-less checks)."""
 
 
 _READABLE: Final = (TableItem, SubsourceItem, MaterializedViewItem)
@@ -885,7 +883,8 @@ def answer_at_once(
     shard seen last must hold no error up to it. The plan reads nothing but its inputs (no
     time: :func:`here_read`), so its answer is a function of their contents: the last answer
     is given again, without evaluating anything, while every input has the same contents
-    (the same parts) at the timestamp; otherwise the plan is evaluated here, over at most
+    (the same parts) at the timestamp (an answer of at most :data:`KEPT_ANSWER_ROWS` rows
+    is kept); otherwise the plan is evaluated here, over at most
     :data:`~spate.environment.small_reads.LOOP_ROWS` rows, and ``finish`` applied (by the
     vectorised evaluator when it covers the plan, else by rows). No read hold is taken: the
     contents are in memory and final, and nothing is fetched."""
@@ -899,7 +898,6 @@ def answer_at_once(
             return None
     last = here.last
     if last is not None and _same_contents(rt, here, last, ts):
-        here.answered += 1
         return cast(_T, last.answer)
     seen = []
     for inp in here.inputs:
@@ -913,9 +911,14 @@ def answer_at_once(
     if table is None:
         return None
     answer = finish(table)
-    here.last = _Found(seen, answer)
-    here.answered += 1
+    if table.num_rows <= KEPT_ANSWER_ROWS:
+        here.last = _Found(seen, answer)
     return answer
+
+
+KEPT_ANSWER_ROWS: Final = 10_000
+"""An answer of more rows than this (before ORDER BY/LIMIT) is not kept: it is computed
+again at every execution (a kept plan keeps one answer; a few hundred plans are kept)."""
 
 
 def _here_timestamp(rt: Runtime, inputs: Sequence[_Input], isolation: str) -> int | None:
