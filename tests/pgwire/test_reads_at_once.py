@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import spate.environment.prepared_plans
 import spate.pgwire.environment
 import spate.pgwire.output
 from spate.environment import prepared_plans as plans
@@ -301,3 +302,29 @@ def test_a_kept_answer_is_encoded_once_per_format(
             named.execute(query)
             assert sorted(named.fetchmany(2) + named.fetchall()) == sorted([*want, (1, "y")])
         assert sorted(c.execute(query).fetchall()) == sorted([*want, (1, "y")])
+
+
+def test_a_read_failing_at_once_is_read_as_usual(
+    served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the at-once path cannot follow (a plan too deep for the loop's stack, an
+    evaluator bug) is read the usual way, which answers or says what is wrong."""
+    _, dsn = served
+    query = "SELECT count(*) FROM t, u WHERE t.id = u.id"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE TABLE t (id bigint NOT NULL)")
+        c.execute("CREATE TABLE u (id bigint NOT NULL)")
+        c.execute("INSERT INTO t VALUES (1), (2)")
+        c.execute("INSERT INTO u VALUES (1)")
+
+        def deep(*args: Any, **kwargs: Any) -> Any:
+            raise RecursionError
+
+        monkeypatch.setattr(plans, "here_read", deep)
+        for _ in range(4):
+            assert c.execute(query).fetchall() == [(1,)]
+        monkeypatch.undo()
+        monkeypatch.setattr(spate.environment.prepared_plans, "evaluate", deep)
+        monkeypatch.setattr(spate.environment.prepared_plans, "vectorised", lambda plan: None)
+        for _ in range(4):
+            assert c.execute(query + " AND t.id > 0").fetchall() == [(1,)]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,8 @@ from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 from spate.sql import Parsed
 from spate.sql import statements as st
+
+_log: Final = logging.getLogger("spate.environment.prepared_plans")
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
@@ -1001,6 +1004,9 @@ def _evaluate_here(
         return None
     try:
         counts = evaluate(plan, inputs, ts, max_rows=small_reads.MAX_INTERMEDIATE_ROWS)
-    except (EvalError, TooLarge):  # the read reports it as it should
+    except (EvalError, TooLarge, RecursionError):  # the read reports it as it should
+        return None
+    except Exception:  # an evaluator bug must not fail a read the usual way answers
+        _log.warning("evaluating a kept read at once failed; reading it as usual", exc_info=True)
         return None
     return rows_table(plan.desc, [r for r, n in counts.items() for _ in range(n)])

@@ -251,19 +251,19 @@ def text_at_once(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
         return None
     key = (state.cluster, state.small_reads)
     here = found.reads.get(key, _UNKNOWN)
-    if here is _UNKNOWN:
-        here = found.reads[key] = plans.here_read(
-            rt, found.statement, cluster=state.cluster, small_reads=state.small_reads
-        )
-    if not isinstance(here, plans.HereRead):
-        return None
     stmt = found.statement
     started = time.monotonic()
     try:
+        if here is _UNKNOWN:
+            here = found.reads[key] = plans.here_read(
+                rt, stmt, cluster=state.cluster, small_reads=state.small_reads
+            )
+        if not isinstance(here, plans.HereRead):
+            return None
         answer = plans.answer_at_once(
             rt, here, state.isolation, lambda table: _values(finish_prepared(stmt, table))
         )
-    except (SpateError, LookupError):  # a collection gone meanwhile: the read says so
+    except (SpateError, LookupError, RecursionError):  # the read says what is wrong
         return None
     if answer is None:
         return None
