@@ -80,6 +80,7 @@ _DDL = [
     "INSERT INTO tiny VALUES "
     + ", ".join(f"({i}, '{chr(97 + i)}')" for i in range(6))
     + ", (6, NULL), (7, 'it''s')",
+    "CREATE VIEW tv AS SELECT id, name FROM tiny WHERE id > 1",
 ]
 
 _QUERIES = [
@@ -98,6 +99,8 @@ _QUERIES = [
     "SELECT count(*) FROM tiny WHERE name IS NULL",
     "SELECT sum(v) FROM big WHERE id < 0",
     "SELECT coalesce(name, 'none') AS n, upper(name) FROM tiny ORDER BY id",
+    "SELECT v.name, count(*) FROM tv v JOIN mid m ON m.g = v.id GROUP BY v.name",
+    "SELECT * FROM tv",
 ]
 
 
