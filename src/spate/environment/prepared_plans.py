@@ -24,36 +24,49 @@ environment's ``runtime.catalog``, a new object after every catalog change: DDL,
 comment): once the catalog is another, the template is not used and the next execution plans
 again. Nothing else a plan depends on changes without the catalog changing (the read route,
 which depends on replicas and hydration, is chosen again at every execution).
+
+**Answered at once.** A kept lookup whose rows are in memory here and final at the read's
+timestamp is answered on the calling thread (:func:`read_at_once`); so is a kept ``SELECT``
+of any other shape (a join, an aggregate, a subquery: :class:`HereRead`) whose inputs'
+contents are cached here and final at the timestamp (:func:`answer_at_once`), its last answer
+given again while those contents are the same.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, TypeVar, cast
 
+import pyarrow as pa
 from sqlglot.tokenizer_core import Token, TokenType
 
 from spate.environment import lookup, read_plan, small_reads
-from spate.environment.catalog import MaterializedViewItem, TableItem
+from spate.environment.catalog import MaterializedViewItem, SubsourceItem, TableItem
+from spate.environment.reads import rows_table
 from spate.environment.runtime import Runtime
+from spate.environment.small_reads import VECTORISED_FACTOR, vectorised
 from spate.errors import EvalError
 from spate.ids import GlobalId, ShardId
 from spate.persist.error_shard import errors_shard
 from spate.persist.state import ShardState
-from spate.plan.evaluation.relation import Multiset
+from spate.plan.evaluation.relation import Multiset, TooLarge, evaluate
 from spate.plan.evaluation.scalar import Evaluator, compile_scalar
 from spate.plan.evaluation.values import canonical, canonical_row
-from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, Literal, ScalarExpr
+from spate.plan.evaluation.vectorized import CompiledPlan
+from spate.plan.expr import BinaryFunc, CallBinary, ColumnRef, Literal, Now, ScalarExpr
 from spate.plan.relation import Filter, Get, Map, Project, RelationExpr
-from spate.repr.desc import Column
+from spate.repr.desc import Column, RelationDesc
 from spate.repr.types import Datum, Row, ScalarKind, ScalarType
 from spate.sql import Parsed
 from spate.sql import statements as st
+
+_log: Final = logging.getLogger("spate.environment.prepared_plans")
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
@@ -347,6 +360,11 @@ class KeptPlan:
     catalog: object
     recursion_limit: int
     statement: st.Select
+    reads: dict[tuple[str | None, bool], HereRead | None] = dataclasses.field(
+        default_factory=dict, compare=False
+    )
+    """Its :class:`HereRead` (``None``: it has none) per (cluster, small reads) of the
+    sessions that ran it."""
 
 
 class TextPlans:
@@ -381,6 +399,14 @@ class TextPlans:
         if kept is None or kept.recursion_limit != recursion_limit:
             return None
         return kept.statement
+
+    def kept(self, sql: str, catalog: object, recursion_limit: int) -> KeptPlan | None:
+        """:meth:`get`, the :class:`KeptPlan` itself."""
+        with self._lock:
+            kept = self._plans.get(sql)
+        if kept is None or kept.catalog is not catalog or kept.recursion_limit != recursion_limit:
+            return None
+        return kept
 
     def put(self, sql: str, kept: KeptPlan) -> None:
         with self._lock:
@@ -728,3 +754,259 @@ def _base(plan: RelationExpr) -> Get:
         node = node.input
     assert isinstance(node, Get)
     return node
+
+
+# -- kept reads of any shape answered at once ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Input:
+    """A collection a :class:`HereRead` reads: its shard and, for a materialized view, the
+    shard of its errors."""
+
+    id: GlobalId
+    shard: ShardId
+    errors: ShardId | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """An answer (what the caller's ``finish`` made of the plan's rows) and, per input, the
+    contents it was computed from: ``seen[i]`` is replaced, whole, by a later state's
+    finding of the same parts (safe from any thread: each entry is one consistent value)."""
+
+    seen: list[small_reads.SeenContents]
+    answer: object
+
+
+@dataclass(slots=True)
+class HereRead:
+    """How a kept ``SELECT`` (its plan ``plan``, views inlined, reading ``inputs``), run by
+    a session on one cluster with small reads on or off, is answered at once
+    (:func:`answer_at_once`): its route reads the inputs' persisted contents here (a
+    :class:`~spate.environment.read_plan.PersistRead` here or an
+    :class:`~spate.environment.read_plan.InProcess` read), at most ``limit`` updates in all
+    (``None``: any) while ``small_read_updates`` is ``setting``. Valid while the catalog is
+    the one the statement was planned against (the caller's to check)."""
+
+    plan: RelationExpr
+    inputs: tuple[_Input, ...]
+    limit: int | None
+    setting: int
+    compiled: CompiledPlan | None
+    last: _Found | None = None
+    """The last answer computed (a cache; replaced whole)."""
+    no_errors: dict[ShardId, tuple[ShardState, int]] = dataclasses.field(default_factory=dict)
+    """Per errors shard, its state seen last and the first timestamp at which that state may
+    hold an error (:func:`~spate.environment.small_reads.no_errors_until`)."""
+
+
+_READABLE: Final = (TableItem, SubsourceItem, MaterializedViewItem)
+
+
+def here_read(
+    rt: Runtime, stmt: st.Select, *, cluster: str | None, small_reads: bool
+) -> HereRead | None:
+    """The :class:`HereRead` of ``stmt`` read by a session on ``cluster`` with
+    ``small_reads`` (its route chosen from the catalog now, which MUST be the one ``stmt``
+    was planned against), or ``None`` when it cannot be answered at once: an ``AS OF``, an
+    interval column, a plan that reads the time (``now()``, ``mz_now()``: its answer is not
+    a function of its inputs' contents alone), a route that reads no persisted contents
+    here (an index peek, a dataflow, a constant)."""
+    plan = stmt.plan
+    if stmt.as_of is not None or _has_interval(plan) or _reads_time(plan):
+        return None
+    setting = rt.settings.small_read_updates
+    if setting <= 0:
+        return None
+    route = read_plan.plan_read(rt, plan, cluster, small_reads=small_reads)
+    limit: int | None
+    if isinstance(route, read_plan.PersistRead):
+        if not (route.cluster is None or route.here_up_to > 0):
+            return None
+        evaluated = route.plan
+        compiled = vectorised(evaluated)
+        limit = route.here_up_to if route.cluster is not None else None
+    elif isinstance(route, read_plan.InProcess):
+        evaluated = route.plan
+        compiled = vectorised(evaluated)
+        limit = route.up_to * (VECTORISED_FACTOR if compiled else 1)
+    else:
+        return None
+    inputs = []
+    for id in sorted(evaluated.depends_on()):
+        item = rt.catalog.find_id(id)
+        if not isinstance(item, _READABLE):
+            return None
+        shard = rt.storage.collection_metadata(id).shard
+        errors = errors_shard(shard) if isinstance(item, MaterializedViewItem) else None
+        inputs.append(_Input(id, shard, errors))
+    if not inputs:
+        return None
+    return HereRead(evaluated, tuple(inputs), limit, setting, compiled)
+
+
+def _has_interval(plan: RelationExpr) -> bool:
+    return any(c.type.kind is ScalarKind.INTERVAL for c in plan.desc.columns)
+
+
+def _reads_time(node: object) -> bool:
+    """Whether a plan holds :class:`Now` anywhere (in any expression of any node: its
+    scalars, predicates, aggregates …)."""
+    if isinstance(node, Now):
+        return True
+    if isinstance(node, (tuple, list)):
+        return any(_reads_time(x) for x in node)
+    if isinstance(node, (RelationDesc, ScalarType, type)):
+        return False
+    if dataclasses.is_dataclass(node):
+        return any(_reads_time(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
+
+
+_T = TypeVar("_T")
+
+
+def answer_at_once(
+    rt: Runtime, here: HereRead, isolation: str, finish: Callable[[pa.Table], _T]
+) -> _T | None:
+    """The answer of a read of ``here``'s plan, read now on the calling thread (any thread):
+    ``finish`` of its rows (a table of ``data_schema(plan.desc)``, each row repeated as often
+    as it occurs), or ``None`` when that needs I/O or a wait, the inputs are too large or the
+    plan fails on them (the caller reads it as any read: the answer, or the error, is the
+    same).
+
+    The read's timestamp is the one :func:`spate.environment.reads.select` picks for a read
+    of the inputs at ``isolation`` (strict serializable: at or past every write acknowledged
+    before this call; serializable: the latest time they all have completed; never before a
+    since). Each input's contents there are taken from its shard's state this process saw
+    last when that state's upper is past the timestamp (final there) and they are cached
+    here (:func:`~spate.environment.small_reads.seen_contents`,
+    :func:`~spate.environment.small_reads.cached_contents`); a materialized view's errors
+    shard seen last must hold no error up to it. The plan reads nothing but its inputs (no
+    time: :func:`here_read`), so its answer is a function of their contents: the last answer
+    is given again, without evaluating anything, while every input has the same contents
+    (the same parts) at the timestamp (an answer of at most :data:`KEPT_ANSWER_ROWS` rows
+    is kept); otherwise the plan is evaluated here, over at most
+    :data:`~spate.environment.small_reads.LOOP_ROWS` rows, and ``finish`` applied (by the
+    vectorised evaluator when it covers the plan, else by rows). No read hold is taken: the
+    contents are in memory and final, and nothing is fetched."""
+    if rt.settings.small_read_updates != here.setting:
+        return None
+    ts = _here_timestamp(rt, here.inputs, isolation)
+    if ts is None:
+        return None
+    for inp in here.inputs:
+        if inp.errors is not None and not _no_errors_here(rt, here, inp.errors, ts):
+            return None
+    last = here.last
+    if last is not None and _same_contents(rt, here, last, ts):
+        return cast(_T, last.answer)
+    seen = []
+    for inp in here.inputs:
+        found = small_reads.seen_contents(rt, inp.shard, ts)
+        if found is None:
+            return None
+        seen.append(found)
+    if here.limit is not None and sum(s.updates for s in seen) > here.limit:
+        return None
+    table = _evaluate_here(rt, here, seen, ts)
+    if table is None:
+        return None
+    answer = finish(table)
+    if table.num_rows <= KEPT_ANSWER_ROWS:
+        here.last = _Found(seen, answer)
+    return answer
+
+
+KEPT_ANSWER_ROWS: Final = 10_000
+"""An answer of more rows than this (before ORDER BY/LIMIT) is not kept: it is computed
+again at every execution (a kept plan keeps one answer; a few hundred plans are kept)."""
+
+
+def _here_timestamp(rt: Runtime, inputs: Sequence[_Input], isolation: str) -> int | None:
+    """The timestamp :func:`spate.environment.reads.select` picks for a read of ``inputs``
+    at ``isolation`` now (no ``AS OF``); ``None`` when one is gone or has no since."""
+    latest_since = 0
+    complete: list[int] = []
+    for inp in inputs:
+        try:
+            frontiers = rt.storage.collection_frontiers(inp.id)
+        except LookupError:  # dropped meanwhile: the read says so
+            return None
+        since = frontiers.since.as_option()
+        if since is None:
+            return None
+        latest_since = max(latest_since, since)
+        upper = frontiers.upper.as_option()
+        if upper is not None:
+            complete.append(upper - 1)
+    if isolation == "serializable":
+        freshest = min(complete) if complete else rt.oracle.read_ts()
+        return max(freshest, latest_since)
+    if isolation != "strict serializable":
+        return None
+    return max(rt.oracle.read_ts(), latest_since)
+
+
+def _same_contents(rt: Runtime, here: HereRead, last: _Found, ts: int) -> bool:
+    """Whether every input of ``here`` has at ``ts`` the contents ``last`` was computed
+    from, final in the state seen last (``last.seen`` updated to that state's finding)."""
+    for i, inp in enumerate(here.inputs):
+        before = last.seen[i]
+        if rt.persist.seen_state(inp.shard) is before.state and before.lo <= ts < before.hi:
+            continue
+        now = small_reads.seen_contents(rt, inp.shard, ts)
+        if now is None or now.key != before.key:
+            return False
+        last.seen[i] = now
+    return True
+
+
+def _no_errors_here(rt: Runtime, here: HereRead, shard: ShardId, ts: int) -> bool:
+    """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
+    from what the last call found while the errors shard's state seen last is the same."""
+    last = here.no_errors.get(shard)
+    if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
+        return True
+    found = small_reads.no_errors_until(rt, shard, ts)
+    if found is None:
+        return False
+    here.no_errors[shard] = found
+    return True
+
+
+def _evaluate_here(
+    rt: Runtime, here: HereRead, seen: Sequence[small_reads.SeenContents], ts: int
+) -> pa.Table | None:
+    """``here``'s plan over the inputs' cached contents ``seen`` found (at most
+    :data:`~spate.environment.small_reads.LOOP_ROWS` rows), or ``None``."""
+    plan = here.plan
+    if here.compiled is not None:
+        tables: dict[GlobalId, pa.Table] = {}
+        for inp, s in zip(here.inputs, seen, strict=True):
+            table = small_reads.cached_contents(rt, inp.id, s, arrow=True)
+            if not isinstance(table, pa.Table):
+                return None
+            tables[inp.id] = table
+        if sum(t.num_rows for t in tables.values()) > small_reads.LOOP_ROWS:
+            return None
+        found = small_reads.evaluate_tables(plan, tables, here.compiled)
+        if found is not None:
+            return found
+    inputs: dict[GlobalId, Multiset] = {}
+    for inp, s in zip(here.inputs, seen, strict=True):
+        rows = small_reads.cached_contents(rt, inp.id, s, arrow=False)
+        if rows is None or isinstance(rows, pa.Table):
+            return None
+        inputs[inp.id] = rows
+    if sum(len(c) for c in inputs.values()) > small_reads.LOOP_ROWS:
+        return None
+    try:
+        counts = evaluate(plan, inputs, ts, max_rows=small_reads.MAX_INTERMEDIATE_ROWS)
+    except (EvalError, TooLarge, RecursionError):  # the read reports it as it should
+        return None
+    except Exception:  # an evaluator bug must not fail a read the usual way answers
+        _log.warning("evaluating a kept read at once failed; reading it as usual", exc_info=True)
+        return None
+    return rows_table(plan.desc, [r for r, n in counts.items() for _ in range(n)])

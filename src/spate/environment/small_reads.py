@@ -677,3 +677,60 @@ def raise_view_errors(item: MaterializedViewItem, found: list[tuple[str, int]] |
     if found:
         count = sum(n for _, n in found)
         raise EvaluationFailed.of_record(f"materialized view {item.name}", found[0][0], count)
+
+
+@dataclass(frozen=True, slots=True)
+class SeenContents:
+    """The contents of a shard at every timestamp ``t`` with ``lo <= t < hi`` as its
+    ``state`` (the state this process saw last) has them, final there: those of the parts
+    ``key`` (immutable), ``updates`` updates."""
+
+    state: ShardState
+    lo: int
+    hi: int
+    updates: int
+    key: tuple[str, ...]
+
+
+def seen_contents(rt: Runtime, shard: ShardId, ts: int) -> SeenContents | None:
+    """Which contents the shard ``shard`` has at ``ts`` in the state of it this process saw
+    last (no I/O), when they are final there (its upper past ``ts``), readable (its since at
+    or below it) and every update of them is at or before ``ts``; else ``None``. Two calls
+    that give the same ``key`` saw the same contents."""
+    state = _final_seen_state(rt, shard, ts)
+    if state is None:
+        return None
+    found = batches_for(state, ts)
+    key = complete_key(found, ts)
+    if key is None:
+        return None
+    updates = sum(b.num_updates for b in found)
+    return SeenContents(state, ts, _same_until(state, ts), updates, key)
+
+
+def cached_contents(
+    rt: Runtime, id: GlobalId, seen: SeenContents, *, arrow: bool
+) -> Multiset | pa.Table | None:
+    """The contents of collection ``id`` ``seen`` found, when they are cached here (no
+    I/O): as an input of :func:`evaluate_arrow` (``arrow``, converted from the cached rows
+    and kept when only those are cached) or as rows (not to be changed); else ``None``."""
+    cache = _cache_of(rt)
+    shard = rt.storage.collection_metadata(id).shard
+    if not arrow:
+        return cache.get(shard, seen.key)
+    table = cache.get_table(shard, seen.key)
+    if table is None:
+        rows = cache.get(shard, seen.key)
+        if rows is None:
+            return None
+        table = input_table(rt.storage.collection_metadata(id).desc, rows)
+        cache.put_table(shard, seen.key, table)
+    return table
+
+
+def evaluate_tables(
+    plan: RelationExpr, tables: dict[GlobalId, pa.Table], compiled: CompiledPlan
+) -> pa.Table | None:
+    """``plan`` over ``tables`` by the vectorised evaluator (as :func:`evaluate_seen`
+    evaluates it), or ``None`` when the data need the row evaluator."""
+    return _evaluate_arrow(plan, tables, compiled)

@@ -68,7 +68,8 @@ class Values:
     """A finished result given as Python values: ``rows``, each a tuple of its columns'
     values in ``schema``'s order, each value what ``pa.Table.to_pylist`` gives for a column
     of that type (``int``, ``str``, ``None``…), and its tag. It is the result a :class:`Rows`
-    of a table of ``schema`` holding those rows is; only ``start_prepared`` gives one."""
+    of a table of ``schema`` holding those rows is; only ``start_prepared`` and ``start_parsed``
+    give one."""
 
     schema: pa.Schema
     rows: list[tuple[Any, ...]]
@@ -175,6 +176,11 @@ class Engine(Protocol):
     it has it at once (from memory, without I/O or waiting), or an awaitable of that result,
     whose work happens elsewhere (the engine's own event loop); the session may cancel the
     awaitable (a cancel request, the statement timeout), which MUST cancel that work.
+
+    An engine MAY also have ``start_parsed(parsed, ctx) -> Values | None``, called on the
+    session's event loop before ``execute_parsed`` and MUST NOT block: the result
+    ``execute_parsed`` would give as :class:`Values` when it has it at once (from memory,
+    without I/O or waiting), else ``None`` (the session then calls ``execute_parsed``).
 
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->

@@ -41,7 +41,13 @@ from spate.pgwire.engine import (
     Values,
 )
 from spate.pgwire.errors import PgError
-from spate.pgwire.prepared import execute_prepared, execute_text, finish_prepared, start_prepared
+from spate.pgwire.prepared import (
+    execute_prepared,
+    execute_text,
+    finish_prepared,
+    start_prepared,
+    text_at_once,
+)
 from spate.plan.evaluation.interrupt import interruptible
 from spate.repr.arrow import USER_INTERVAL, data_schema
 from spate.sql import Parsed, SqlError
@@ -217,6 +223,12 @@ class EnvironmentEngine:
         SELECT run again keeps its plan (:func:`spate.pgwire.prepared.execute_text`)."""
         plans = self._plans
         return self._answer(parsed.sql, lambda s: execute_text(s, parsed, plans), ctx)
+
+    def start_parsed(self, parsed: Parsed, ctx: Context) -> Values | None:
+        """:meth:`execute_parsed`'s result answered at once, without a worker thread, when
+        it is a kept SELECT whose inputs' contents are in memory here
+        (:func:`spate.pgwire.prepared.text_at_once`); ``None`` for anything else."""
+        return text_at_once(self._session(ctx), parsed, self._plans)
 
     def execute_prepared(self, bound: Bound, ctx: Context) -> Result:
         """:meth:`execute` of an Execute of a prepared statement: a prepared lookup keeps its

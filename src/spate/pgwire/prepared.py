@@ -10,7 +10,9 @@ against, and read it (the read route is chosen again each time). Everything else
 bound text as :meth:`SqlSession.sql` does.
 
 :func:`execute_text` does the same for statements without parameters (simple queries, and
-prepared statements without parameters), keyed by their text, from their second run on.
+prepared statements without parameters), keyed by their text, from their second run on;
+:func:`text_at_once` answers such a kept ``SELECT`` on the calling thread when its inputs'
+contents are in memory here (:class:`~spate.environment.prepared_plans.HereRead`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from spate.environment.pg_catalog_reads import reads_catalog
 from spate.environment.reads import rows_table
 from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_reads import finish, select
-from spate.errors import InputMissing
+from spate.errors import InputMissing, SpateError
 from spate.pgwire.engine import Bound, Values
 from spate.pgwire.portal import table_rows
 from spate.repr.desc import RelationDesc
@@ -229,6 +231,52 @@ def execute_text(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
         if isinstance(planned, st.Select) and not reads_catalog(planned.plan):
             kept.put(parsed.sql, plans.KeptPlan(catalog.state, state.recursion_limit, planned))
     return result
+
+
+def text_at_once(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> Values | None:
+    """The result :func:`execute_text` of ``parsed`` gives, answered at once on the calling
+    thread (:func:`~spate.environment.prepared_plans.answer_at_once`: its inputs' contents
+    in memory here and final at the read's timestamp, its last answer given again while
+    they are the same), as :class:`Values`, when a plan is kept for its text (a
+    :func:`~spate.environment.prepared_plans.stable_text` ``SELECT`` run before, the
+    catalog unchanged since), no transaction block is open and the session does not ask
+    for real-time recency; ``None`` otherwise (nothing done: run :func:`execute_text`)."""
+    state = session.session
+    if state.block is not None or state.real_time_recency:
+        return None
+    env = session.env
+    rt = env.runtime
+    found = kept.kept(parsed.sql, rt.catalog, state.recursion_limit)
+    if found is None:
+        return None
+    key = (state.cluster, state.small_reads)
+    here = found.reads.get(key, _UNKNOWN)
+    stmt = found.statement
+    started = time.monotonic()
+    try:
+        if here is _UNKNOWN:
+            here = found.reads[key] = plans.here_read(
+                rt, stmt, cluster=state.cluster, small_reads=state.small_reads
+            )
+        if not isinstance(here, plans.HereRead):
+            return None
+        answer = plans.answer_at_once(
+            rt, here, state.isolation, lambda table: _values(finish_prepared(stmt, table))
+        )
+    except (SpateError, LookupError, RecursionError):  # the read says what is wrong
+        return None
+    if answer is None:
+        return None
+    _starting(state)
+    env.read_done(started)
+    return answer
+
+
+_UNKNOWN: Final = object()
+
+
+def _values(table: pa.Table) -> Values:
+    return Values(table.schema, table_rows(table), f"SELECT {table.num_rows}")
 
 
 def _select(session: SqlSession, stmt: st.Select) -> object:

@@ -67,6 +67,9 @@ READ_BYTES: Final = 64 * 1024
 """Read at most this much at a time from the client, beyond what a message needs."""
 
 INLINE_CELLS: Final = 4096
+KEEP_ROWS: Final = 4096
+"""A whole result of at most this many rows is encoded in one piece, and its encoding kept
+for the next result that is the same list of rows (an answer kept by the engine)."""
 """A result of at most this many values is turned into rows on the event loop (a worker
 thread's round trip costs more); a larger one on a worker thread."""
 
@@ -131,6 +134,9 @@ class Session:
         self._canceled = False
         self._unread = bytearray()  # what the client sent and the session has not read yet
         self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
+        self._encoded_rows: tuple[list[Any], RowEncoder, bytes] | None = None
+        """The DataRows of the last whole small result sent: the rows (the same list is
+        the same result: a kept answer given again) and their encoder."""
         """The last result's columns, the format codes it was asked in, and its encoding."""
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
@@ -588,6 +594,15 @@ class Session:
                 result = await self._call(lambda: prepared(bound, self._ctx))
         elif portal.parsed is not None and (run := getattr(self._engine, "execute_parsed", None)):
             parsed = portal.parsed  # split once: the engine does not split it again
+            at_once = getattr(self._engine, "start_parsed", None)
+            answered = None
+            if at_once is not None:
+                self._fresh_cancel()
+                answered = at_once(parsed, self._ctx)
+            if answered is not None:  # answered at once, on the loop
+                portal.schema, portal.rows = answered.schema, answered.rows
+                portal.tag = answered.tag
+                return
             result = await self._call(lambda: run(parsed, self._ctx))
         else:
             if portal.bound is not None:  # the statement's text with the values bound
@@ -660,6 +675,23 @@ class Session:
             self.send(codec.command_complete(portal.tag))
             return
         enc = self._encoded(portal).encoder
+        rows = portal.rows
+        if rows is not None and portal.offset == 0 and max_rows <= 0 and len(rows) <= KEEP_ROWS:
+            kept = self._encoded_rows
+            if kept is not None and kept[0] is rows and kept[1] is enc:
+                data = kept[2]
+            else:
+                data = b"".join([enc.row(row) for row in rows])
+                self._encoded_rows = (rows, enc, data)
+            self.send(data)
+            if self._out_len >= FLUSH_BYTES:
+                await self.flush()
+            tag = _select_tag(portal.tag, len(rows))
+            done = _COMPLETE.get(tag)
+            self.send(codec.command_complete(tag) if done is None else done)
+            portal.offset = len(rows)
+            portal.rows, portal.done = None, True
+            return
         if portal.rows is not None:
             end = (
                 len(portal.rows)
