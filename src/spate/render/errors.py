@@ -87,7 +87,9 @@ def consolidate_errors(table: pa.Table) -> pa.Table:
     """One row per ``(record, time)``, multiplicities summed, zeros dropped."""
     if table.num_rows == 0:
         return ERROR_SCHEMA.empty_table()
-    grouped = table.group_by([ERROR_COLUMN, TIME_COLUMN]).aggregate([(DIFF_COLUMN, "sum")])
+    grouped = table.group_by([ERROR_COLUMN, TIME_COLUMN], use_threads=False).aggregate(
+        [(DIFF_COLUMN, "sum")]
+    )
     out = pa.table(
         {
             ERROR_COLUMN: grouped.column(ERROR_COLUMN),
@@ -122,7 +124,7 @@ class ErrorCollection:
         upto = self._table.filter(pc.less_equal(self._table.column(TIME_COLUMN), t))
         if upto.num_rows == 0:
             return []
-        grouped = upto.group_by([ERROR_COLUMN]).aggregate([(DIFF_COLUMN, "sum")])
+        grouped = upto.group_by([ERROR_COLUMN], use_threads=False).aggregate([(DIFF_COLUMN, "sum")])
         rows = zip(
             grouped.column(ERROR_COLUMN).to_pylist(),
             grouped.column(f"{DIFF_COLUMN}_sum").to_pylist(),

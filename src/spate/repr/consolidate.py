@@ -32,9 +32,16 @@ def data_columns(table: pa.Table) -> list[str]:
     return [n for n in table.column_names if n not in RESERVED_COLUMNS]
 
 
+THREADED_ROWS = 1_000_000
+"""Tables of at least this many rows are grouped with Arrow's thread pool: below it, handing
+the work to the pool costs more than it saves (a step's 1,000 updates: 1.4 ms threaded, 0.12 ms
+not, on two cores)."""
+
+
 def _group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
     table = normalize_table(table)
-    grouped = table.group_by(keys, use_threads=True).aggregate([(DIFF_COLUMN, "sum")])
+    threads = table.num_rows >= THREADED_ROWS
+    grouped = table.group_by(keys, use_threads=threads).aggregate([(DIFF_COLUMN, "sum")])
     grouped = grouped.filter(pc.not_equal(grouped.column(_SUM), 0))
     return grouped.rename_columns([*keys, DIFF_COLUMN])
 

@@ -333,7 +333,7 @@ def _live(working: pa.Table, hi: int) -> list[tuple[int, int]]:
     (non-negative multiplicities at every time) accumulate to something."""
     if not working.num_rows:
         return []
-    by_time = working.group_by(TIME_COLUMN).aggregate([(DIFF_COLUMN, "sum")])
+    by_time = working.group_by(TIME_COLUMN, use_threads=False).aggregate([(DIFF_COLUMN, "sum")])
     by_time = by_time.sort_by(TIME_COLUMN)
     out: list[tuple[int, int]] = []
     total = 0
