@@ -104,6 +104,14 @@ _QUERIES = [
 ]
 
 
+def _tables(c: psycopg.Connection[Any], *, t: str, u: str, t_rows: str, u_rows: str) -> None:
+    """Tables ``t`` and ``u`` of the given columns, holding the given rows (VALUES lists)."""
+    c.execute(f"CREATE TABLE t ({t})")
+    c.execute(f"CREATE TABLE u ({u})")
+    c.execute(f"INSERT INTO t VALUES {t_rows}")
+    c.execute(f"INSERT INTO u VALUES {u_rows}")
+
+
 def test_kept_reads_answer_as_postgresql_does_and_at_once(
     served: tuple[Environment, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,10 +149,13 @@ def test_a_write_between_executions_is_seen(
     join = "SELECT t.v, u.w FROM t JOIN u ON t.id = u.id"
     total = "SELECT count(*), sum(id) FROM t WHERE id IN (SELECT id FROM u)"
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
-        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
-        c.execute("INSERT INTO u VALUES (1, 'x')")
+        _tables(
+            c,
+            t="id bigint NOT NULL, v text",
+            u="id bigint NOT NULL, w text",
+            t_rows="(1, 'a'), (2, 'b')",
+            u_rows="(1, 'x')",
+        )
         c.execute(f"SET transaction_isolation = '{isolation}'")
         counts = _Counts(monkeypatch)
         wait = 0 if isolation == "strict serializable" else 10
@@ -184,10 +195,13 @@ def test_ddl_invalidates_a_kept_read(
     _, dsn = served
     query = "SELECT t.v, count(*) FROM t JOIN u ON t.id = u.id GROUP BY t.v"
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL, v text)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL)")
-        c.execute("INSERT INTO t VALUES (1, 'old')")
-        c.execute("INSERT INTO u VALUES (1), (1)")
+        _tables(
+            c,
+            t="id bigint NOT NULL, v text",
+            u="id bigint NOT NULL",
+            t_rows="(1, 'old')",
+            u_rows="(1), (1)",
+        )
         counts = _Counts(monkeypatch)
         for _ in range(5):
             assert c.execute(query).fetchall() == [("old", 2)]
@@ -213,10 +227,7 @@ def test_an_evaluation_error_is_raised_every_time(
     any read and fails as PostgreSQL does."""
     _, dsn = served
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL)")
-        c.execute("INSERT INTO t VALUES (1), (2)")
-        c.execute("INSERT INTO u VALUES (1)")
+        _tables(c, t="id bigint NOT NULL", u="id bigint NOT NULL", t_rows="(1), (2)", u_rows="(1)")
         counts = _Counts(monkeypatch)
         for _ in range(5):
             with pytest.raises(psycopg.errors.DivisionByZero):
@@ -230,10 +241,7 @@ def test_a_transaction_block_reads_as_before(
     _, dsn = served
     query = "SELECT count(*) FROM t, u WHERE t.id = u.id"
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL)")
-        c.execute("INSERT INTO t VALUES (1), (2)")
-        c.execute("INSERT INTO u VALUES (1)")
+        _tables(c, t="id bigint NOT NULL", u="id bigint NOT NULL", t_rows="(1), (2)", u_rows="(1)")
         for _ in range(3):
             c.execute(query)
         counts = _Counts(monkeypatch)
@@ -284,10 +292,13 @@ def test_a_kept_answer_is_encoded_once_per_format(
     monkeypatch.setattr(spate.pgwire.output.RowEncoder, "row", row)
     query = "SELECT t.id, u.w FROM t JOIN u ON t.id = u.id"
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL, w text)")
-        c.execute("INSERT INTO t VALUES (1), (2), (3)")
-        c.execute("INSERT INTO u VALUES (1, 'x'), (2, NULL), (3, 'z')")
+        _tables(
+            c,
+            t="id bigint NOT NULL",
+            u="id bigint NOT NULL, w text",
+            t_rows="(1), (2), (3)",
+            u_rows="(1, 'x'), (2, NULL), (3, 'z')",
+        )
         want = [(1, "x"), (2, None), (3, "z")]
         for _ in range(3):
             assert sorted(c.execute(query).fetchall()) == want
@@ -315,10 +326,7 @@ def test_a_read_failing_at_once_is_read_as_usual(
     _, dsn = served
     query = "SELECT count(*) FROM t, u WHERE t.id = u.id"
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("CREATE TABLE t (id bigint NOT NULL)")
-        c.execute("CREATE TABLE u (id bigint NOT NULL)")
-        c.execute("INSERT INTO t VALUES (1), (2)")
-        c.execute("INSERT INTO u VALUES (1)")
+        _tables(c, t="id bigint NOT NULL", u="id bigint NOT NULL", t_rows="(1), (2)", u_rows="(1)")
 
         def deep(*args: Any, **kwargs: Any) -> Any:
             raise RecursionError

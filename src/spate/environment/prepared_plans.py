@@ -665,18 +665,9 @@ def read_at_once(
     limit = _NO_LIMIT if kept.limit is None else rt.settings.small_read_updates
     if limit <= 0:
         return None
-    try:
-        frontiers = rt.storage.collection_frontiers(item.id)
-    except LookupError:  # dropped meanwhile: the read says so
+    ts = _read_timestamp(rt, [item.id], isolation)
+    if ts is None:
         return None
-    since = frontiers.since.as_option()
-    if since is None:
-        return None
-    if isolation == "serializable":
-        upper = frontiers.upper.as_option()
-        ts = max(rt.oracle.read_ts() if upper is None else upper - 1, since)
-    else:
-        ts = max(rt.oracle.read_ts(), since)
     assert kept.shard is not None
     index = _seen_index(rt, kept, ts, limit, probe.column)
     if index is None:
@@ -893,7 +884,7 @@ def answer_at_once(
     contents are in memory and final, and nothing is fetched."""
     if rt.settings.small_read_updates != here.setting:
         return None
-    ts = _here_timestamp(rt, here.inputs, isolation)
+    ts = _read_timestamp(rt, [inp.id for inp in here.inputs], isolation)
     if ts is None:
         return None
     for inp in here.inputs:
@@ -924,14 +915,15 @@ KEPT_ANSWER_ROWS: Final = 10_000
 again at every execution (a kept plan keeps one answer; a few hundred plans are kept)."""
 
 
-def _here_timestamp(rt: Runtime, inputs: Sequence[_Input], isolation: str) -> int | None:
-    """The timestamp :func:`spate.environment.reads.select` picks for a read of ``inputs``
-    at ``isolation`` now (no ``AS OF``); ``None`` when one is gone or has no since."""
+def _read_timestamp(rt: Runtime, ids: Sequence[GlobalId], isolation: str) -> int | None:
+    """The timestamp :func:`spate.environment.reads.select` picks for a read of the
+    collections ``ids`` at ``isolation`` now (no ``AS OF``); ``None`` when one is gone or has
+    no since."""
     latest_since = 0
     complete: list[int] = []
-    for inp in inputs:
+    for gid in ids:
         try:
-            frontiers = rt.storage.collection_frontiers(inp.id)
+            frontiers = rt.storage.collection_frontiers(gid)
         except LookupError:  # dropped meanwhile: the read says so
             return None
         since = frontiers.since.as_option()
