@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +80,33 @@ def test_the_shell_runs_its_statements_on_the_server(served: tuple[Path, Served]
     conninfo = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
     with psycopg.connect(conninfo, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (3,)
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
+def test_psql_on_a_fresh_server_needs_no_setup(served: tuple[Path, Served]) -> None:
+    """A new server answers a PostgreSQL script that starts with a primary key and groups
+    (the default cluster is made when first needed), in one psql call."""
+    _, server = served
+    out = subprocess.run(
+        [
+            "psql",
+            f"postgresql://psql@127.0.0.1:{server.port}/spate?sslmode=disable",
+            "-X",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            "CREATE TABLE fresh (k int PRIMARY KEY, v text); "
+            "INSERT INTO fresh VALUES (1, 'a'), (2, 'b'), (3, 'a'); "
+            "SELECT v, count(*) FROM fresh GROUP BY v ORDER BY v",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-2:] == ["a|2", "b|1"], out.stdout
 
 
 def test_the_shell_on_the_server_in_a_terminal(served: tuple[Path, Served], tmp_path: Path) -> None:
