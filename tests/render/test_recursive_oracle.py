@@ -169,3 +169,50 @@ def test_a_time_that_reached_its_fixpoint_gets_no_more_rounds(
         spark, tmp_path, dataflow, {LIMITS_ID: limits}, {LIMITS_ID: INPUTS[LIMITS_ID]}, [1, 3]
     )
     assert checked >= 3
+
+
+def test_a_dropped_dataflow_stops_its_recursion_at_the_next_round(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A UNION ALL over a cycle runs to its iteration limit at every step; canceled (its
+    dataflow dropped) it stops at its next round instead, so the replica's one step thread is
+    free again (it ran a dropped view's 10,000 rounds a step for 20 minutes)."""
+    import threading
+    import time
+
+    from spate.render.dataflow import DataflowError
+
+    plan = closure(distinct=False, max_iterations=1_000_000)
+    edges = [((1, 2), 0, 1), ((2, 1), 0, 1)]
+    dataflow = single_plan_dataflow(plan, {EDGES_ID: EDGES_DESC}, as_of=0, subscribe_id=None)
+    inputs = ArrowInputs.of({EDGES_ID: updates_to_table(EDGES_DESC, [])}, upper=0)
+    inputs.append(EDGES_ID, updates_to_table(EDGES_DESC, edges), 2)
+    df = Dataflow(
+        dataflow,
+        inputs,
+        spark=spark,
+        scratch=tmp_path / "s",
+        name="cycle",
+        settings=EngineSettings(),
+    )
+    rounds: list[int] = []
+    original = RecursiveNode.step
+
+    def watched(self: RecursiveNode, ctx: object) -> object:
+        timer = threading.Timer(5.0, df.cancel)
+        timer.start()
+        try:
+            return original(self, ctx)  # type: ignore[arg-type]
+        finally:
+            timer.cancel()
+            rounds.append(1)
+
+    RecursiveNode.step = watched  # type: ignore[assignment,method-assign]
+    try:
+        started = time.monotonic()
+        with pytest.raises(DataflowError, match="StepCanceled: cycle-0: dropped after"):
+            df.step()
+        assert rounds and time.monotonic() - started < 120
+    finally:
+        RecursiveNode.step = original  # type: ignore[method-assign]
+        df.drop()

@@ -256,7 +256,15 @@ class Dataflow:
         actions = self._engine.actions
         first = not self._hydrated
         start = self._as_of if first else lo
-        ctx = StepContext(self._engine, start, hi, first, collections={}, capture=self._capture)
+        ctx = StepContext(
+            self._engine,
+            start,
+            hi,
+            first,
+            collections={},
+            capture=self._capture,
+            canceled=lambda: self._canceled,
+        )
         phases = PhaseTimes()
         latency_trace.mark("step_start", self.name, hi)
         try:

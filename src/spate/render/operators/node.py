@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from spate.plan.expr import ScalarExpr
 
 
+class StepCanceled(Exception):
+    """A step stopped because its dataflow is being dropped (:attr:`StepContext.canceled`)."""
+
+
 @dataclass
 class StepContext:
     """One step: the interval ``[lo, hi)`` and the imports' and built objects' deltas."""
@@ -35,6 +39,9 @@ class StepContext:
     (:mod:`spate.render.errors`)."""
     errors: list[pa.Table] = field(default_factory=list)
     """Error records of this step (:data:`spate.render.errors.ERROR_SCHEMA`)."""
+    canceled: Callable[[], bool] = lambda: False
+    """Whether the dataflow is being dropped: an operator that loops on the driver (a
+    recursion's rounds) stops at its next round (:class:`StepCanceled`)."""
 
     def on_commit(self, action: Callable[[], None]) -> None:
         self.commits.append(action)

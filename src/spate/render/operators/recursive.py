@@ -68,7 +68,7 @@ from spate.plan.relation import (
 from spate.render.batch import Batch, Engine, Lazy
 from spate.render.errors import ERROR_COLUMN, ERROR_SCHEMA
 from spate.render.layout import internal_schema
-from spate.render.operators.node import Node, StepContext
+from spate.render.operators.node import Node, StepCanceled, StepContext
 from spate.repr.consolidate import accumulate_at, advance_times, consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
 
@@ -191,7 +191,13 @@ class _Rounds:
         ctx = self.ctx
         built = self.node.builder(f"{self.node.name}-{next(self._builds)}", plan)
         sub = StepContext(
-            self.engine, ctx.lo, ctx.hi, True, collections=self.collections, capture=ctx.capture
+            self.engine,
+            ctx.lo,
+            ctx.hi,
+            True,
+            collections=self.collections,
+            capture=ctx.capture,
+            canceled=ctx.canceled,
         )
         try:
             batch = sub.materialize(built.step(sub), plan.desc)
@@ -220,6 +226,8 @@ class _Rounds:
             if self.count == plan.max_iterations:
                 limit = _live(working.arrow(), self.ctx.hi)
                 break
+            if self.ctx.canceled():  # dropped: a cycle would run every round left
+                raise StepCanceled(f"{self.node.name}: dropped after {self.count} rounds")
             self.count += 1
             w = self.bind(working)
             term = _bind_ref(step, plan.binding, functools.partial(_get_of, w))
