@@ -626,10 +626,13 @@ def at_once(
     elif isinstance(route, read_plan.FastPathLookup):
         if route.here_up_to > 0 and route.only is not None and route.only[0] == probe.column:
             here = route.base.id, route.here_up_to
-    elif isinstance(route, read_plan.PersistRead):
-        local = route.cluster is None or route.here_up_to > 0
-        if local and route.only is not None and route.only[0] == probe.column:
-            here = route.base.id, route.here_up_to if route.cluster is not None else None
+    elif (
+        isinstance(route, read_plan.PersistRead)
+        and route.may_read_here
+        and route.only is not None
+        and route.only[0] == probe.column
+    ):
+        here = route.base.id, route.here_up_to if route.cluster is not None else None
     if here is not None:
         found = rt.catalog.find_id(here[0])
         if isinstance(found, (TableItem, MaterializedViewItem)):
@@ -718,16 +721,23 @@ def _seen_index(
 
 
 def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
-    """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
-    from what the last call found while the errors shard's state seen last is the same."""
-    last = kept.last.no_errors
+    """:func:`_no_errors_until` of ``shard`` at ``ts``, kept in ``kept.last``."""
+    found = _no_errors_until(rt, shard, ts, kept.last.no_errors)
+    if found is not None:
+        kept.last.no_errors = found
+    return found is not None
+
+
+def _no_errors_until(
+    rt: Runtime, shard: ShardId, ts: int, last: tuple[ShardState, int] | None
+) -> tuple[ShardState, int] | None:
+    """:func:`~spate.environment.small_reads.no_errors_until` of ``shard`` at ``ts``: ``last``
+    (what an earlier call found) while the errors shard's state seen last is the same and
+    ``ts`` is before its first possible error, else found again; ``None``: not known to hold
+    no error up to ``ts``."""
     if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
-        return True
-    found = small_reads.no_errors_until(rt, shard, ts)
-    if found is None:
-        return False
-    kept.last.no_errors = found
-    return True
+        return last
+    return small_reads.no_errors_until(rt, shard, ts)
 
 
 def fits(template: LookupTemplate, values: Sequence[object]) -> bool:
@@ -813,7 +823,7 @@ def here_read(
     route = read_plan.plan_read(rt, plan, cluster, small_reads=small_reads)
     limit: int | None
     if isinstance(route, read_plan.PersistRead):
-        if not (route.cluster is None or route.here_up_to > 0):
+        if not route.may_read_here:
             return None
         evaluated = route.plan
         compiled = vectorised(evaluated)
@@ -956,16 +966,11 @@ def _same_contents(rt: Runtime, here: HereRead, last: _Found, ts: int) -> bool:
 
 
 def _no_errors_here(rt: Runtime, here: HereRead, shard: ShardId, ts: int) -> bool:
-    """:func:`~spate.environment.small_reads.no_errors_seen_in` of ``shard`` at ``ts``,
-    from what the last call found while the errors shard's state seen last is the same."""
-    last = here.no_errors.get(shard)
-    if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
-        return True
-    found = small_reads.no_errors_until(rt, shard, ts)
-    if found is None:
-        return False
-    here.no_errors[shard] = found
-    return True
+    """:func:`_no_errors_until` of ``shard`` at ``ts``, kept in ``here.no_errors``."""
+    found = _no_errors_until(rt, shard, ts, here.no_errors.get(shard))
+    if found is not None:
+        here.no_errors[shard] = found
+    return found is not None
 
 
 def _evaluate_here(

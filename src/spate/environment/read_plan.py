@@ -111,6 +111,12 @@ class PersistRead:
     """A column ``plan``'s filters fix, and its values: read here, only those rows are
     evaluated (through a hash index of the cached contents)."""
 
+    @property
+    def may_read_here(self) -> bool:
+        """Whether the snapshot may be read here: no cluster, or one small enough (else a
+        replica of ``cluster`` reads it)."""
+        return self.cluster is None or self.here_up_to > 0
+
 
 @dataclass(frozen=True, slots=True)
 class InProcess:

@@ -592,7 +592,7 @@ async def _persist_read(
     holds, ts = _held_timestamp(rt, [item.id], as_of, isolation, {item.id: item.name})
     try:
         contents: Multiset | None = None
-        if route.cluster is None or route.here_up_to > 0:
+        if route.may_read_here:
             limit = route.here_up_to if route.cluster is not None else None
             compiled = vectorised(plan) if route.only is None else None
             if compiled is not None:
@@ -630,9 +630,7 @@ def _persist_seen(
     final in the state last seen (:func:`~spate.environment.small_reads.contents_seen`): no
     read hold, no worker thread; ``None``: read as usual (also when a replica reads it)."""
     item, base, plan = route.item, route.base, route.plan
-    if isinstance(item, read_plan.IntrospectionItem) or not (
-        route.cluster is None or route.here_up_to > 0
-    ):
+    if isinstance(item, read_plan.IntrospectionItem) or not route.may_read_here:
         return None
     ts = _seen_timestamp(rt, [item.id], as_of, isolation)
     if ts is None:

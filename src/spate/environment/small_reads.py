@@ -715,16 +715,16 @@ def cached_contents(
     I/O): as an input of :func:`evaluate_arrow` (``arrow``, converted from the cached rows
     and kept when only those are cached) or as rows (not to be changed); else ``None``."""
     cache = _cache_of(rt)
-    shard = rt.storage.collection_metadata(id).shard
+    meta = rt.storage.collection_metadata(id)
     if not arrow:
-        return cache.get(shard, seen.key)
-    table = cache.get_table(shard, seen.key)
+        return cache.get(meta.shard, seen.key)
+    table = cache.get_table(meta.shard, seen.key)
     if table is None:
-        rows = cache.get(shard, seen.key)
+        rows = cache.get(meta.shard, seen.key)
         if rows is None:
             return None
-        table = input_table(rt.storage.collection_metadata(id).desc, rows)
-        cache.put_table(shard, seen.key, table)
+        table = input_table(meta.desc, rows)
+        cache.put_table(meta.shard, seen.key, table)
     return table
 
 

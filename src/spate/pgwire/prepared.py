@@ -196,8 +196,7 @@ def _at_once(session: SqlSession, bound: Bound, template: plans.LookupTemplate) 
         rows = [row[:width] if len(row) != width else row for row, n in found for _ in range(n)]
         return Values(output.schema, rows, f"SELECT {len(rows)}")
     expanded = [r for r, n in found for _ in range(n)]
-    table = finish_prepared(stmt, rows_table(stmt.plan.desc, expanded))
-    return Values(table.schema, table_rows(table), f"SELECT {table.num_rows}")
+    return _values(finish_prepared(stmt, rows_table(stmt.plan.desc, expanded)))
 
 
 def finish_prepared(stmt: st.Select, table: pa.Table) -> pa.Table:

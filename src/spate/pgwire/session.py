@@ -67,11 +67,12 @@ READ_BYTES: Final = 64 * 1024
 """Read at most this much at a time from the client, beyond what a message needs."""
 
 INLINE_CELLS: Final = 4096
+"""A result of at most this many values is turned into rows on the event loop (a worker
+thread's round trip costs more); a larger one on a worker thread."""
+
 KEEP_ROWS: Final = 4096
 """A whole result of at most this many rows is encoded in one piece, and its encoding kept
 for the next result that is the same list of rows (an answer kept by the engine)."""
-"""A result of at most this many values is turned into rows on the event loop (a worker
-thread's round trip costs more); a larger one on a worker thread."""
 
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
@@ -134,10 +135,10 @@ class Session:
         self._canceled = False
         self._unread = bytearray()  # what the client sent and the session has not read yet
         self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
+        """The last result's columns, the format codes it was asked in, and its encoding."""
         self._encoded_rows: tuple[list[Any], RowEncoder, bytes] | None = None
         """The DataRows of the last whole small result sent: the rows (the same list is
         the same result: a kept answer given again) and their encoder."""
-        """The last result's columns, the format codes it was asked in, and its encoding."""
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -675,33 +676,21 @@ class Session:
             self.send(codec.command_complete(portal.tag))
             return
         enc = self._encoded(portal).encoder
-        rows = portal.rows
-        if rows is not None and portal.offset == 0 and max_rows <= 0 and len(rows) <= KEEP_ROWS:
-            kept = self._encoded_rows
-            if kept is not None and kept[0] is rows and kept[1] is enc:
-                data = kept[2]
-            else:
-                data = b"".join([enc.row(row) for row in rows])
-                self._encoded_rows = (rows, enc, data)
-            self.send(data)
-            if self._out_len >= FLUSH_BYTES:
-                await self.flush()
-            tag = _select_tag(portal.tag, len(rows))
-            done = _COMPLETE.get(tag)
-            self.send(codec.command_complete(tag) if done is None else done)
-            portal.offset = len(rows)
-            portal.rows, portal.done = None, True
-            return
         if portal.rows is not None:
             end = (
                 len(portal.rows)
                 if max_rows <= 0
                 else min(len(portal.rows), portal.offset + max_rows)
             )
-            for row in portal.rows[portal.offset : end]:
-                self.send(enc.row(row))
+            if portal.offset == 0 and end == len(portal.rows) <= KEEP_ROWS:
+                self.send(self._whole(portal.rows, enc))  # a whole small result: one piece
                 if self._out_len >= FLUSH_BYTES:
                     await self.flush()
+            else:
+                for row in portal.rows[portal.offset : end]:
+                    self.send(enc.row(row))
+                    if self._out_len >= FLUSH_BYTES:
+                        await self.flush()
             sent = end - portal.offset
             portal.offset = end
             if end < len(portal.rows):
@@ -718,6 +707,15 @@ class Session:
             self.send(codec.command_complete(f"SUBSCRIBE {sent}"))
         else:
             self.send(codec.PORTAL_SUSPENDED)
+
+    def _whole(self, rows: list[Any], enc: RowEncoder) -> bytes:
+        """The DataRows of ``rows``, kept for the next result that is the same list."""
+        kept = self._encoded_rows
+        if kept is not None and kept[0] is rows and kept[1] is enc:
+            return kept[2]
+        data = b"".join([enc.row(row) for row in rows])
+        self._encoded_rows = (rows, enc, data)
+        return data
 
     async def _stream(self, portal: Portal, emit: Callable[[Any], None], max_rows: int) -> int:
         """Send a stream's rows as they come until it ends, ``max_rows`` went, or a cancel."""
