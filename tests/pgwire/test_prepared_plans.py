@@ -21,6 +21,7 @@ import spate.environment.reads
 import spate.environment.sql
 import spate.pgwire.prepared
 from spate.environment import prepared_plans as plans
+from spate.environment import reads_at_once
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
@@ -233,7 +234,7 @@ def test_a_kept_lookup_runs_on_the_environments_loop_and_a_timeout_cancels_it_th
 
         monkeypatch.setattr(spate.environment.reads, "select", hangs)
         # not in memory here: read on the environment's loop
-        monkeypatch.setattr(plans, "read_at_once", lambda *args, **kwargs: None)
+        monkeypatch.setattr(reads_at_once, "read_at_once", lambda *args, **kwargs: None)
         c.execute("SET statement_timeout = 200")
         with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
             c.execute(lookup, (1,), prepare=True)
@@ -352,7 +353,7 @@ def test_a_probe_keeps_the_rows_the_plan_of_the_values_text_keeps(
     rng = random.Random(seed)
     template = plans.make_template(object(), _plan(sql), first)
     assert isinstance(template, plans.LookupTemplate)
-    probe = plans.make_probe(template)
+    probe = reads_at_once.make_probe(template)
     assert probe is not None
     base = probe.base
     for _ in range(200):
@@ -368,7 +369,7 @@ def test_a_probe_keeps_the_rows_the_plan_of_the_values_text_keeps(
         want = evaluate(stmt.plan, {base.id: contents}, 0)  # type: ignore[dict-item]
         looked_up = values[probe.slot]
         rows = Counter({r: n for r, n in contents.items() if r[probe.column] == looked_up})
-        got = Counter(dict(plans.run_probe(probe, rows, values, 0)))  # type: ignore[arg-type]
+        got = Counter(dict(reads_at_once.run_probe(probe, rows, values, 0)))  # type: ignore[arg-type]
         assert got == want, (values, contents)
 
 

@@ -1,5 +1,5 @@
 """Kept SELECTs of any shape (joins, aggregates, subqueries) answered at once on the pgwire
-session's loop (spate.environment.prepared_plans.HereRead, spate.pgwire.prepared.text_at_once):
+session's loop (spate.environment.reads_at_once.HereRead, spate.pgwire.prepared.text_at_once):
 the same answers as PostgreSQL's, every acknowledged write seen, a catalog change obeyed, the
 path actually taken (counted, not timed)."""
 
@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
-import spate.environment.prepared_plans
+import spate.environment.reads_at_once
 import spate.pgwire.environment
 import spate.pgwire.output
-from spate.environment import prepared_plans as plans
+from spate.environment import reads_at_once
 from spate.environment.api import Environment
 from spate.pgwire.environment import EnvironmentEngine
 from spate.pgwire.server import ServerConfig, ServerThread
@@ -51,7 +51,7 @@ class _Counts:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.at_once = 0
         self.worker = 0
-        real_answer, real_text = plans.answer_at_once, spate.pgwire.environment.execute_text
+        real_answer, real_text = reads_at_once.answer_at_once, spate.pgwire.environment.execute_text
 
         def answer(*args: Any, **kwargs: Any) -> Any:
             found = real_answer(*args, **kwargs)
@@ -62,7 +62,7 @@ class _Counts:
             self.worker += 1
             return real_text(*args, **kwargs)
 
-        monkeypatch.setattr(plans, "answer_at_once", answer)
+        monkeypatch.setattr(reads_at_once, "answer_at_once", answer)
         monkeypatch.setattr(spate.pgwire.environment, "execute_text", text)
 
     def clear(self) -> None:
@@ -272,7 +272,7 @@ def _plan(sql: str) -> st.Select:
 def test_a_plan_reading_the_time_is_never_answered_again(sql: str, reads_time: bool) -> None:
     """Only a plan whose answer is a function of its inputs' contents is answered from the
     last answer: one that reads the time is not (here_read gives it no HereRead)."""
-    assert plans._reads_time(_plan(sql).plan) is reads_time
+    assert reads_at_once._reads_time(_plan(sql).plan) is reads_time
 
 
 def test_a_kept_answer_is_encoded_once_per_format(
@@ -331,11 +331,11 @@ def test_a_read_failing_at_once_is_read_as_usual(
         def deep(*args: Any, **kwargs: Any) -> Any:
             raise RecursionError
 
-        monkeypatch.setattr(plans, "here_read", deep)
+        monkeypatch.setattr(reads_at_once, "here_read", deep)
         for _ in range(4):
             assert c.execute(query).fetchall() == [(1,)]
         monkeypatch.undo()
-        monkeypatch.setattr(spate.environment.prepared_plans, "evaluate", deep)
-        monkeypatch.setattr(spate.environment.prepared_plans, "vectorised", lambda plan: None)
+        monkeypatch.setattr(spate.environment.reads_at_once, "evaluate", deep)
+        monkeypatch.setattr(spate.environment.reads_at_once, "vectorised", lambda plan: None)
         for _ in range(4):
             assert c.execute(query + " AND t.id > 0").fetchall() == [(1,)]

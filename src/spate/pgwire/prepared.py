@@ -12,7 +12,7 @@ bound text as :meth:`SqlSession.sql` does.
 :func:`execute_text` does the same for statements without parameters (simple queries, and
 prepared statements without parameters), keyed by their text, from their second run on;
 :func:`text_at_once` answers such a kept ``SELECT`` on the calling thread when its inputs'
-contents are in memory here (:class:`~spate.environment.prepared_plans.HereRead`).
+contents are in memory here (:class:`~spate.environment.reads_at_once.HereRead`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 import pyarrow as pa
 
 from spate.environment import prepared_plans as plans
-from spate.environment import reads
+from spate.environment import reads, reads_at_once
 from spate.environment.pg_catalog_reads import reads_catalog
 from spate.environment.reads import rows_table
 from spate.environment.sql_catalog import EnvironmentCatalog
@@ -84,7 +84,7 @@ def start_prepared(
     it was planned: :class:`InputMissing`, which :func:`execute_prepared` answers).
 
     A lookup whose rows are in memory here, final at its timestamp
-    (:func:`~spate.environment.prepared_plans.read_at_once`), is answered at once instead,
+    (:func:`~spate.environment.reads_at_once.read_at_once`), is answered at once instead,
     on the calling thread: its finished result (:class:`Values` whose rows are the values of
     that result's table)."""
     state = session.session
@@ -167,23 +167,23 @@ def _output(template: plans.LookupTemplate) -> _Output:
 
 def _at_once(session: SqlSession, bound: Bound, template: plans.LookupTemplate) -> Values | None:
     """The result of an execution of ``template`` with ``bound.values`` read at once
-    (:func:`~spate.environment.prepared_plans.read_at_once`), or ``None``."""
+    (:func:`~spate.environment.reads_at_once.read_at_once`), or ``None``."""
     state = session.session
     env = session.env
     kept = bound.cache.get("at_once")
     if (
-        not isinstance(kept, plans.AtOnce)
+        not isinstance(kept, reads_at_once.AtOnce)
         or kept.template is not template
         or kept.cluster != state.cluster
         or kept.small_reads != state.small_reads
     ):
-        kept = bound.cache["at_once"] = plans.at_once(
+        kept = bound.cache["at_once"] = reads_at_once.at_once(
             env.runtime, template, cluster=state.cluster, small_reads=state.small_reads
         )
     if kept.item is None:
         return None
     started = time.monotonic()
-    found = plans.read_at_once(env.runtime, kept, bound.values, isolation=state.isolation)
+    found = reads_at_once.read_at_once(env.runtime, kept, bound.values, isolation=state.isolation)
     if found is None:
         return None
     env.read_done(started)
@@ -234,7 +234,7 @@ def execute_text(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
 
 def text_at_once(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> Values | None:
     """The result :func:`execute_text` of ``parsed`` gives, answered at once on the calling
-    thread (:func:`~spate.environment.prepared_plans.answer_at_once`: its inputs' contents
+    thread (:func:`~spate.environment.reads_at_once.answer_at_once`: its inputs' contents
     in memory here and final at the read's timestamp, its last answer given again while
     they are the same), as :class:`Values`, when a plan is kept for its text (a
     :func:`~spate.environment.prepared_plans.stable_text` ``SELECT`` run before, the
@@ -254,12 +254,12 @@ def text_at_once(session: SqlSession, parsed: Parsed, kept: plans.TextPlans) -> 
     started = time.monotonic()
     try:
         if here is _UNKNOWN:
-            here = found.reads[key] = plans.here_read(
+            here = found.reads[key] = reads_at_once.here_read(
                 rt, stmt, cluster=state.cluster, small_reads=state.small_reads
             )
-        if not isinstance(here, plans.HereRead):
+        if not isinstance(here, reads_at_once.HereRead):
             return None
-        answer = plans.answer_at_once(
+        answer = reads_at_once.answer_at_once(
             rt, here, state.isolation, lambda table: _values(finish_prepared(stmt, table))
         )
     except (SpateError, LookupError, RecursionError):  # the read says what is wrong
