@@ -17,8 +17,12 @@ Figures printed and written to ``bench/results/e2e.json``:
 
 * load: the two tables inserted as Arrow tables (rows/s);
 * steps one at a time: p50/p99 of the write calls (insert, update, both) and of write -> visible;
+* the same steps as **one write each** (a transaction of the step's inserts and replacements,
+  at one timestamp, as the peers take a step: one changelog file, one batch): the write call's
+  and write -> visible p50/p99;
 * sustained: ``--steps`` steps back to back (no waiting for visibility; each write call waits
-  for its own acknowledgement), then until the last is visible: updates/s; and again with the
+  for its own acknowledgement), then until the last is visible: updates/s, with two write calls
+  per step and with one (the transaction above); and again with the
   writes pipelined (``env.pipeline()``: calls return at once, successive writes share group
   commits, every write acknowledged durable before the clock stops);
 * peak RSS of the whole process tree (this process, the environment's replicas, Spark);
@@ -403,6 +407,19 @@ def keyed_case(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+def _rows(new: pa.Table) -> list[tuple[Any, ...]]:
+    """A step's new bids as row tuples (what a transaction takes), made before the clock."""
+    return list(zip(*(new.column(c).to_pylist() for c in BIDS.names), strict=True))
+
+
+def _one_write(env: Environment, rows: list[tuple[Any, ...]], pairs: list[Any]) -> int:
+    """A step's inserts and replacements as one transaction: its timestamp once durable."""
+    tx = env.transaction()
+    tx.insert("bids", rows)
+    tx.update("bids", pairs)
+    return tx.commit().timestamp
+
+
 def ratios(figures: dict[str, Any]) -> None:
     """spate's figures over each peer's of the same run (> 1: spate faster, or fresher)."""
     peers = {"pathway": "pathway", "flink_bt0": "flink (buffer timeout 0)"}
@@ -414,14 +431,19 @@ def ratios(figures: dict[str, Any]) -> None:
         waiting = figures["sustained_updates_per_s"] / theirs
         pipelined = figures["sustained_pipelined_updates_per_s"] / theirs
         fresher = figures[f"{key}_visible_p50_ms"] / figures["visible_p50_ms"]
+        one = figures["sustained_one_write_updates_per_s"] / theirs
+        fresher_one = figures[f"{key}_visible_p50_ms"] / figures["one_write_visible_p50_ms"]
         figures[f"ratio_vs_{key}"] = {
             "sustained_waiting": round(waiting, 2),
+            "sustained_waiting_one_write_per_step": round(one, 2),
             "sustained_pipelined": round(pipelined, 2),
             "visible_p50_theirs_over_ours": round(fresher, 2),
+            "visible_p50_theirs_over_ours_one_write_per_step": round(fresher_one, 2),
         }
         print(
-            f"spate / {name}: sustained {waiting:.2f}x (writes waiting), {pipelined:.2f}x "
-            f"(pipelined); write -> visible p50 theirs / ours {fresher:.2f}",
+            f"spate / {name}: sustained {waiting:.2f}x (two writes per step, waiting), "
+            f"{one:.2f}x (one write per step, waiting), {pipelined:.2f}x (pipelined); write -> "
+            f"visible p50 theirs / ours {fresher:.2f} (two writes), {fresher_one:.2f} (one)",
             flush=True,
         )
 
@@ -574,6 +596,31 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
     print("write -> visible, stage by stage (the steps above):", flush=True)
     print(format_table(stages), flush=True)
 
+    # The same steps as one write each, as the peers take a step (one changelog file, one
+    # batch): the step's inserts and replacements in one transaction, at one timestamp.
+    one: list[float] = []
+    one_visible: list[float] = []
+    for _ in range(args.steps):
+        k += 1
+        new, pairs = data.step(k)
+        rows = _rows(new)
+        t0 = time.perf_counter()
+        ts = _one_write(env, rows, pairs)
+        t1 = time.perf_counter()
+        seen = obs.wait_for(ts)
+        one.append(t1 - t0)
+        one_visible.append(seen - t0)
+    for name, samples in (("one_write", one), ("one_write_visible", one_visible)):
+        figures[f"{name}_p50_ms"] = round(pct(samples, 0.5) * 1000, 1)
+        figures[f"{name}_p99_ms"] = round(pct(samples, 0.99) * 1000, 1)
+    print(
+        f"steps as one write (a transaction of the step's inserts and replacements): write call "
+        f"p50 {figures['one_write_p50_ms']} ms p99 {figures['one_write_p99_ms']} ms; write -> "
+        f"visible p50 {figures['one_write_visible_p50_ms']} ms p99 "
+        f"{figures['one_write_visible_p99_ms']} ms",
+        flush=True,
+    )
+
     # The steps are made before the clock starts (as for the pipelined run and the peers):
     # making one moves the million-row numpy columns of the live bids, tens of ms.
     steps = [data.step(k + 1 + i) for i in range(args.steps)]
@@ -589,6 +636,23 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
     print(
         f"sustained: {sustained:,.0f} updates/s ({args.steps} steps back to back, each call "
         "waiting for its acknowledgement)",
+        flush=True,
+    )
+
+    # The same, each step one write (a transaction), each waiting for its acknowledgement.
+    one_steps = [
+        (_rows(new), pairs) for new, pairs in (data.step(k + 1 + i) for i in range(args.steps))
+    ]
+    k += args.steps
+    t0 = time.perf_counter()
+    for rows, pairs in one_steps:
+        ts = _one_write(env, rows, pairs)
+    obs.wait_for(ts)
+    sustained_one = args.steps * (STEP_NEW + STEP_REPLACED) / (time.perf_counter() - t0)
+    figures["sustained_one_write_updates_per_s"] = round(sustained_one)
+    print(
+        f"sustained, one write per step: {sustained_one:,.0f} updates/s ({args.steps} steps back "
+        "to back, each a transaction waiting for its acknowledgement)",
         flush=True,
     )
 
