@@ -494,3 +494,36 @@ def test_smallint_real_timestamptz(spate_dsn: str, postgres_url: str, fmt: str) 
                 c.execute(f"DROP TABLE {table}")
     assert got[0] == got[1]
     assert got[0][0][2] == dt.datetime(2020, 1, 2, 1, 4, 5)
+
+
+@pytest.mark.parametrize("fmt", ["text", "csv", "binary"])
+def test_interval_column_as_postgresql(spate_dsn: str, postgres_url: str, fmt: str) -> None:
+    """An interval column is written as the intervals the fields are (PostgreSQL's text
+    forms, or its binary format) and reads back as PostgreSQL's; a text that is no interval
+    is 22007 and writes nothing."""
+    table = f"iv_{uuid.uuid4().hex[:8]}"
+    values = ["1 day 00:00:03", "-2 mons +04:05:06.5", "1 year 2 days", "00:00:00"]
+    got = []
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (k integer, iv interval)")
+            try:
+                sql = f"COPY {table} FROM STDIN (FORMAT {fmt})"
+                with c.cursor() as cur, cur.copy(sql) as cp:
+                    if fmt == "binary":
+                        cp.set_types(["int4", "interval"])
+                        for k in range(len(values)):
+                            cp.write_row((k, dt.timedelta(days=k, seconds=3.5 * k)))
+                        cp.write_row((len(values), None))
+                    else:
+                        sep = "\t" if fmt == "text" else ","
+                        null = "\\N" if fmt == "text" else ""
+                        lines = [f"{k}{sep}{v}\n" for k, v in enumerate(values)]
+                        cp.write("".join([*lines, f"{len(values)}{sep}{null}\n"]))
+                with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
+                    _copy(c, f"COPY {table} FROM STDIN", data=("9\t1 day\n10\tnot an interval\n",))
+                got.append(c.execute(f"SELECT k, iv, iv::text FROM {table} ORDER BY k").fetchall())
+            finally:
+                c.execute(f"DROP TABLE {table}")
+    assert got[0] == got[1]
+    assert len(got[0]) == len(values) + 1
