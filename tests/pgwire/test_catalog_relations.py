@@ -529,3 +529,29 @@ def test_format_and_names_cast_to_regclass_at_run_time(spate_dsn: str, pg_schema
         " (SELECT count(*) FROM pg_constraint WHERE contype = 'p'::char"
         " AND conrelid = '{schema}.items'::regclass) AS primary_keys",
     )
+
+
+def test_result_columns_of_casts_named_as_postgres_names_them(
+    spate_dsn: str, pg_schema: str
+) -> None:
+    """A cast to ``regclass``, ``regtype``, ``regnamespace`` or ``oid`` is named after what it
+    casts when that is a column (``c.oid::regclass`` is ``oid``), else after its type
+    (``'items'::regclass`` is ``regclass``), as is a cast of a function call (``count(*)::int``
+    is ``count``); the values as PostgreSQL's. (Their types are not compared: spate sends such
+    columns as text and bigint.)"""
+    sql = (
+        "SELECT c.oid::regclass, c.relnamespace::regnamespace, c.reltype::regtype,"
+        " (c.oid::regclass)::text, c.oid::regclass AS named, 'items'::regclass,"
+        " 'int4'::regtype, 'int4'::regtype::oid, relkind::\"char\", upper(c.relname)::text,"
+        " (c.relname::text)::varchar, CASE WHEN true THEN 1 END::text, count(*)::int"
+        " FROM pg_class c WHERE c.oid = '{schema}.items'::regclass"
+        " GROUP BY c.oid, c.relnamespace, c.reltype, c.relkind, c.relname"
+    )
+    ours = _run(spate_dsn, sql.format(schema="public"))
+    theirs = _run(PG_URL or "", sql.format(schema=pg_schema), search_path=f"{pg_schema}, public")
+    assert ours[0] == theirs[0] == [
+        "oid", "relnamespace", "reltype", "oid", "named", "regclass", "regtype", "oid",
+        "relkind", "upper", "relname", "text", "count",
+    ]  # fmt: skip
+    normalized = [str(v).replace(pg_schema, "public") for v in theirs[2][0]]
+    assert [str(v) for v in ours[2][0]] == normalized

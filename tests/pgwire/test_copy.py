@@ -494,3 +494,74 @@ def test_smallint_real_timestamptz(spate_dsn: str, postgres_url: str, fmt: str) 
                 c.execute(f"DROP TABLE {table}")
     assert got[0] == got[1]
     assert got[0][0][2] == dt.datetime(2020, 1, 2, 1, 4, 5)
+
+
+@pytest.mark.parametrize("fmt", ["text", "csv", "binary"])
+def test_interval_column_as_postgresql(spate_dsn: str, postgres_url: str, fmt: str) -> None:
+    """An interval column is written as the intervals the fields are (PostgreSQL's text
+    forms, or its binary format) and reads back as PostgreSQL's; a text that is no interval
+    is 22007 and writes nothing."""
+    table = f"iv_{uuid.uuid4().hex[:8]}"
+    values = ["1 day 00:00:03", "-2 mons +04:05:06.5", "1 year 2 days", "00:00:00"]
+    got = []
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (k integer, iv interval)")
+            try:
+                sql = f"COPY {table} FROM STDIN (FORMAT {fmt})"
+                with c.cursor() as cur, cur.copy(sql) as cp:
+                    if fmt == "binary":
+                        cp.set_types(["int4", "interval"])
+                        for k in range(len(values)):
+                            cp.write_row((k, dt.timedelta(days=k, seconds=3.5 * k)))
+                        cp.write_row((len(values), None))
+                    else:
+                        sep = "\t" if fmt == "text" else ","
+                        null = "\\N" if fmt == "text" else ""
+                        lines = [f"{k}{sep}{v}\n" for k, v in enumerate(values)]
+                        cp.write("".join([*lines, f"{len(values)}{sep}{null}\n"]))
+                with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
+                    _copy(c, f"COPY {table} FROM STDIN", data=("9\t1 day\n10\tnot an interval\n",))
+                got.append(c.execute(f"SELECT k, iv, iv::text FROM {table} ORDER BY k").fetchall())
+            finally:
+                c.execute(f"DROP TABLE {table}")
+    assert got[0] == got[1]
+    assert len(got[0]) == len(values) + 1
+
+
+def _million(c: Conn, table: str, bad_at: int | None, give_up_after: int | None) -> int:
+    """COPY a million rows into ``table`` in blocks of 50,000 lines, the row ``bad_at`` with a
+    value that is no float, the client giving up (CopyFail) after row ``give_up_after``."""
+    with c.cursor() as cur:
+        with cur.copy(f"COPY {table} (k, s, f) FROM STDIN") as copy:
+            lines = []
+            for i in range(1_000_000):
+                lines.append(f"{i}\tv{i}\t{'x' if i == bad_at else i / 2}\n")
+                if len(lines) == 50_000:
+                    copy.write("".join(lines))
+                    lines = []
+                    if give_up_after is not None and i > give_up_after:
+                        raise RuntimeError("client gave up")
+            copy.write("".join(lines))
+        return cur.rowcount
+
+
+@pytest.mark.slow
+def test_a_million_rows_all_or_none(spate_dsn: str, postgres_url: str) -> None:
+    """psycopg's COPY of a million rows: a bad value at row 600,000 or the client's CopyFail
+    at row 700,000 writes nothing, as in PostgreSQL; the whole COPY writes every row (its
+    count, not read back: a read of a million rows without a cluster takes most of a minute)."""
+    table = f"m_{uuid.uuid4().hex[:8]}"
+    for dsn in (spate_dsn, postgres_url):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} (k bigint, s text, f double precision)")
+            try:
+                with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+                    _million(c, table, 600_000, None)
+                assert c.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), dsn
+                with pytest.raises(RuntimeError):
+                    _million(c, table, None, 700_000)
+                assert c.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), dsn
+                assert _million(c, table, None, None) == 1_000_000, dsn
+            finally:
+                c.execute(f"DROP TABLE {table}")

@@ -6,7 +6,7 @@ values for what spate has no notion of: no toast tables, no tablespaces, ``heap`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from spate.environment.pg_catalog import (
@@ -232,7 +232,7 @@ def _users(snap: Snapshot) -> Iterator[Row]:
 
 
 def _settings(snap: Snapshot) -> Iterator[Row]:
-    values = settings_of(snap)
+    values = settings_of(snap.settings)
     for r in SETTINGS:
         row = dict(zip(_SETTING_COLUMNS, r, strict=True))
         value = values.get(str(row["name"]).lower())
@@ -243,10 +243,10 @@ def _settings(snap: Snapshot) -> Iterator[Row]:
         yield row
 
 
-def settings_of(snap: Snapshot) -> dict[str, str]:
-    """The session's settings by lower-case name, with ``server_version_num`` derived from
+def settings_of(settings: Mapping[str, str]) -> dict[str, str]:
+    """A session's settings by lower-case name, with ``server_version_num`` derived from
     ``server_version``."""
-    out = {k.lower(): v for k, v in snap.settings.items()}
+    out = {k.lower(): v for k, v in settings.items()}
     out.setdefault("server_version", "15.0")
     out.setdefault("search_path", "public")
     out["server_version_num"] = version_num(out["server_version"])

@@ -39,6 +39,7 @@ from spate.environment.catalog import (
 )
 from spate.environment.clusters import cluster_names
 from spate.environment.definitions import SqlDefinition
+from spate.environment.pg_catalog_rows import settings_of
 from spate.environment.sql_catalog import EnvironmentCatalog
 from spate.environment.sql_external import create_external, drop_external
 from spate.environment.sql_reads import dml_rows, explain_read, read_rows, select
@@ -519,6 +520,8 @@ def _show(env: EnvironmentOperations, stmt: st.ShowVariable, session: Session) -
     }
     if name == "all":
         return pa.table({"name": list(values), "setting": [str(v) for v in values.values()]})
+    if name not in values:  # one current_setting() shows (server_version_num)
+        values = settings_of({**session.settings, **session.client_settings})
     if name not in values:
         raise UndefinedObject(f'unrecognized configuration parameter "{stmt.name}"')
     return pa.table({name: [values[name]]})

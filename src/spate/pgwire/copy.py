@@ -32,16 +32,18 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import TokenType
 
+from spate.errors import EvalError
 from spate.pgwire import codec
 from spate.pgwire import types as pgt
 from spate.pgwire.errors import SYNTAX_ERROR, PgError
 from spate.pgwire.host import SessionHost
+from spate.repr.interval_text import parse_interval
 
 BAD_COPY_DATA: Final = "22P04"
 INVALID_TEXT: Final = "22P02"
 INVALID_BINARY: Final = "22P03"
 INVALID_DATETIME: Final = "22007"
-_DATETIMES: Final = frozenset({1082, 1114, 1184})
+_DATETIMES: Final = frozenset({1082, 1114, 1184, 1186})
 SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
 _I16: Final = struct.Struct("!h")
 _I32: Final = struct.Struct("!i")
@@ -563,6 +565,8 @@ def converters(t: Target, fmt: str) -> list[Callable[[bytes], Any]]:
             dec = pgt.text_decoder(oid)
             if oid in _INT_RANGES:
                 conv = _ranged(*_INT_RANGES[oid])
+            elif oid == pgt.INTERVAL.oid:
+                conv = _text(parse_interval)
             else:
                 conv = _text(dec) if dec is not None else _utf8
         typ = t.arrow[i] if t.arrow else None
@@ -629,7 +633,14 @@ def _text(dec: Callable[[str], Any]) -> Callable[[bytes], Any]:
     return lambda b: dec(b.decode())
 
 
-_DECODE_ERRORS: Final = (ValueError, struct.error, InvalidOperation, OverflowError, TypeError)
+_DECODE_ERRORS: Final = (
+    ValueError,
+    struct.error,
+    InvalidOperation,
+    OverflowError,
+    TypeError,
+    EvalError,
+)
 
 
 SPILL_ROWS: Final = 16384
@@ -744,9 +755,11 @@ def _bad_value(
             if t.types[col].oid == 1700:
                 return PgError("22003", "numeric field overflow")
             return PgError("22003", f'value "{shown}" is out of range for type {t.types[col].name}')
-        except _DECODE_ERRORS:
+        except _DECODE_ERRORS as exc:
             col = t.given[i]
             typ = t.types[col].name
+            if isinstance(exc, EvalError) and fmt != "binary":  # its own code and text
+                return PgError(exc.sqlstate, str(exc))
             if fmt == "binary":
                 e = PgError(INVALID_BINARY, f"incorrect binary data format in column {col + 1}")
             else:

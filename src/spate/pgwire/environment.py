@@ -49,7 +49,7 @@ from spate.pgwire.prepared import (
     text_at_once,
 )
 from spate.plan.evaluation.interrupt import interruptible
-from spate.repr.arrow import USER_INTERVAL, data_schema
+from spate.repr.arrow import data_schema
 from spate.sql import Parsed, SqlError
 from spate.sql import parse as parse_sql
 from spate.sql import statements as st
@@ -199,13 +199,14 @@ class EnvironmentEngine:
         obj = EnvironmentCatalog(self._env).lookup(table)
         assert obj is not None and obj.desc is not None
         # COPY decodes each column into its stored type: timestamptz values as UTC
-        # timestamps, intervals as stored (spate.pgwire.copy)
+        # timestamps; an interval column is an interval (each field read as one, then
+        # written through the INSERT path, which stores it), never its stored text
         types = [t.name for t in column_types(obj)]
         schema = result_schema(obj.desc, obj.desc.names, types)
         stored = data_schema(obj.desc)
         return pa.schema(
             [
-                stored.field(i) if t in TAGGED or f.type == USER_INTERVAL else f
+                stored.field(i) if t in TAGGED else f
                 for i, (f, t) in enumerate(zip(schema, types, strict=True))
             ]
         )

@@ -337,9 +337,45 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
         series_over_array(select)
         unnest_in_from(select)
     _qualify_arguments(tree)
+    _name_oid_casts(tree)
     # casts first: a function's arguments are copied into its SQL as they are then
     tree = _post_order(tree, _rewrite_cast)
     return tree.transform(_rewrite_node, copy=False)
+
+
+def _name_oid_casts(tree: exp.Expression) -> None:
+    """Each result column that is a cast to an object-identifier type (or a cast of one),
+    aliased as PostgreSQL names it before it is rewritten into a CASE or a subquery: after
+    what it casts when that is a column or a function call (``c.oid::regclass`` is ``oid``),
+    else after the outermost cast's type (``'t'::regclass`` is ``regclass``)."""
+    for select in list(tree.find_all(exp.Select)):
+        for item in list(select.expressions):
+            name = _oid_cast_name(item)
+            if name is not None:
+                item.replace(exp.Alias(this=item.copy(), alias=exp.to_identifier(name)))
+
+
+def _oid_cast_name(item: exp.Expression) -> str | None:
+    n = item
+    while isinstance(n, exp.Paren):
+        n = n.this
+    if not isinstance(n, (exp.Cast, exp.TryCast)):
+        return None
+    outermost = _cast_target(n)
+    oid_cast = False
+    while isinstance(n, (exp.Cast, exp.TryCast, exp.Paren)):
+        if not isinstance(n, exp.Paren):
+            oid_cast = oid_cast or _cast_target(n) is not None
+        n = n.this
+    if not oid_cast:
+        return None
+    if isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier):
+        return n.name
+    if isinstance(n, exp.Anonymous):
+        return n.name.lower()
+    if outermost is None:
+        return None  # named after its type as it is (pg_catalog.text is text)
+    return outermost.strip('"')
 
 
 def _post_order(

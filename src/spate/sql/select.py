@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Final
 
 from sqlglot import exp
 
@@ -260,9 +261,11 @@ def output_name(node: exp.Expression) -> str:
     if isinstance(n, exp.Column):
         return n.name
     if isinstance(n, (exp.Cast, exp.TryCast)):
-        inner = n.this
-        if isinstance(inner, exp.Column):
-            return inner.name
+        # PostgreSQL names a cast after what it casts when that has a name of its own (a
+        # column, a function call, a cast of one: count(*)::int is "count"), else its type
+        inner = output_name(n.this)
+        if inner not in _WEAK_NAMES:
+            return inner
         return _type_output_name(n.args["to"])
     if isinstance(n, exp.Window):  # PostgreSQL names a window call after its function
         n = n.this
@@ -291,6 +294,11 @@ def output_name(node: exp.Expression) -> str:
         sql_name = n.sql_name() if hasattr(n, "sql_name") else type(n).__name__
         return str(sql_name).lower()
     return "?column?"
+
+
+_WEAK_NAMES: Final = frozenset({"?column?", "case"})
+"""Names PostgreSQL gives an expression that a cast of it does not keep (a constant, an
+operator, a CASE: ``CASE … END::text`` is ``text``)."""
 
 
 def _type_output_name(node: exp.Expression) -> str:
