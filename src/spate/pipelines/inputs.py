@@ -111,15 +111,17 @@ def _read(inp: FileInput, path: Path, *, schema: pa.Schema | None = None) -> pa.
         parse = pcsv.ParseOptions(delimiter=sep)
         convert = None
         if not infer:
+            # every column read as the text written ('007', '1.50', 'True'), as Spark reads
+            # it: a column inferred first and cast to a string after would read '7', '1.5'
+            with pcsv.open_csv(path, read_options=read, parse_options=parse) as reader:
+                names = reader.schema.names
             convert = pcsv.ConvertOptions(
-                column_types=None, strings_can_be_null=True, auto_dict_encode=False
+                column_types={n: pa.string() for n in names}, strings_can_be_null=True
             )
         table = pcsv.read_csv(path, read_options=read, parse_options=parse,
                               convert_options=convert)  # fmt: skip
         if not header:
             table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
-        if not infer:
-            table = table.cast(pa.schema([pa.field(n, pa.string()) for n in table.column_names]))
     else:
         table = pjson.read_json(path)
         table = table.select(sorted(table.column_names))
