@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FILE_COLUMN",
+    "INPUT_PREFIX",
     "VERSION_COLUMN",
     "FileInput",
     "Synced",
@@ -59,6 +60,8 @@ __all__ = [
 
 FILE_COLUMN: Final = "_spate_file"
 VERSION_COLUMN: Final = "_spate_version"
+INPUT_PREFIX: Final = "_spate_in_"
+"""The names of the input tables start so."""
 _FORMATS: Final = ("parquet", "csv", "json")
 
 
@@ -168,7 +171,7 @@ def describe_input(ds: Any, dataset: str, root: Path) -> FileInput:
             "files are read with their own (or inferred) schema"
         )
     key = json.dumps([fmt, directory, sorted(options.items())])
-    table = "_spate_in_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    table = INPUT_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:12]
     base = FileInput(table=table, format=fmt, directory=directory, options=options)
     if not Path(directory).is_dir():
         raise DefinitionError(f"dataset {dataset!r} reads {directory}, which is not a directory")
