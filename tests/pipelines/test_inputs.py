@@ -2,7 +2,8 @@
 file inserts its rows, a replaced file swaps its rows, a deleted file retracts them — and a
 second sync with nothing changed writes nothing. Only changed files are read (the inputs'
 frontier, persisted, says which), and a sync stopped between a file's write and its record
-resumes without reading the file twice. (Tables only: no replica, no Spark job.)"""
+resumes without reading the file twice. (Tables only: no replica, no Spark job; Spark only
+reads the same CSV and JSON files to compare.)"""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ import pytest
 from spate.pipelines import inputs
 from spate.pipelines.file_frontier import FileFrontier
 from spate.pipelines.inputs import FILE_COLUMN, FileInput, Synced, input_desc, sync_input
+from tests.pipelines._example import normalized
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from spate.environment.api import Environment
 
 
@@ -167,3 +171,24 @@ def test_reading_a_parquet_input_imports_neither_pandas_nor_pyspark(tmp_path: Pa
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "options"),
+    [
+        ("csv", "007,1.50,True,x\n10,2.0,false,\n", {}),
+        ("csv", "id,amt,code\n1,2.5,007\n2,,010\n", {"header": "true"}),
+        ("csv", "id,amt,code\n1,2.5,007\n2,,010\n", {"header": "true", "inferSchema": "true"}),
+        ("json", '{"b": 1, "a": "x"}\n{"a": "y", "c": 2.5}\n', {}),
+    ],
+)
+def test_csv_and_json_files_are_read_as_spark_reads_them(
+    tmp_path: Path, spark: SparkSession, fmt: str, text: str, options: dict[str, str]
+) -> None:
+    """Without inferSchema a CSV column holds the text as written ('007', '1.50', 'True'),
+    not a number inferred and printed again ('7', '1.5', 'true')."""
+    (tmp_path / f"a.{fmt}").write_text(text)
+    got = FileInput("_in", fmt, str(tmp_path), options).read(f"a.{fmt}")
+    want = spark.read.options(**options).format(fmt).load(str(tmp_path))
+    assert got.column_names == want.columns
+    assert normalized(got.to_pylist()) == normalized([r.asDict() for r in want.collect()])

@@ -30,6 +30,7 @@ from spate.cli.app import app
 
 if TYPE_CHECKING:
     from spate.config import Settings
+    from spate.environment.api import Environment
     from spate.pipelines import CompiledPipeline
 
 pipeline_app = typer.Typer(
@@ -83,12 +84,20 @@ def _settings(keep_for: float) -> Settings:
     return settings.model_copy(update={"replicas": replicas})
 
 
-def _load(spec: Path, data_dir: Path | None, reload: bool) -> tuple[CompiledPipeline, Path]:
-    """The pipeline (its loaded definitions kept in the data directory) and that directory."""
-    from spate.pipelines import load_pipeline, load_spec
+def _data_dir(spec: Path, data_dir: Path | None) -> Path:
+    """The pipeline's data directory: ``--data-dir``, or ``<storage>/spate``."""
+    from spate.pipelines import load_spec
 
-    data = data_dir or load_spec(spec).storage_dir() / "spate"
-    return load_pipeline(spec, cache=data, reload=reload), data
+    return data_dir or load_spec(spec).storage_dir() / "spate"
+
+
+def _load(spec: Path, data: Path, reload: bool, env: Environment) -> CompiledPipeline:
+    """The pipeline (its loaded definitions kept in the data directory), translated against
+    its datasets and the tables, sources and views ``env`` has (``spark.read.table``)."""
+    from spate.pipelines import load_pipeline
+    from spate.pipelines.runner import relation_columns
+
+    return load_pipeline(spec, cache=data, reload=reload, existing=relation_columns(env))
 
 
 @pipeline_app.command("run")
@@ -113,16 +122,17 @@ def run(
 
     started = time.perf_counter()
     settings = _settings(keep_for)
-    pipeline, data = _load(spec, data_dir, reload)
-    loaded = time.perf_counter()
+    data = _data_dir(spec, data_dir)
     env = Environment.open(data, settings=settings)
     opened = time.perf_counter()
     try:
+        pipeline = _load(spec, data, reload, env)
+        loaded = time.perf_counter()
         result = PipelineRunner(env, pipeline, data).run()
     finally:
         closing = time.perf_counter()
         env.close(stop_replicas=not keep_replicas)
-    phases = [("load", loaded - started), ("open", opened - loaded), *result.seconds]
+    phases = [("open", opened - started), ("load", loaded - opened), *result.seconds]
     phases.append(("close", time.perf_counter() - closing))
     typer.echo(
         f"pipeline {pipeline.spec.name}: {len(pipeline.datasets)} datasets up to date at "
@@ -182,7 +192,7 @@ def serve(
     config = ServerConfig(host=host, port=port)
     check_config(config)
     settings = _settings(keep_for)
-    pipeline, data = _load(spec, data_dir, reload)
+    data = _data_dir(spec, data_dir)
     # SIGTERM before the server listens (the first run) stops as Ctrl-C does: through the
     # `finally` below, which closes the environment and its replicas
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -190,6 +200,7 @@ def serve(
     stop = threading.Event()
     loop: threading.Thread | None = None
     try:
+        pipeline = _load(spec, data, reload, env)
         runner = PipelineRunner(env, pipeline, data)
         runner.run()
         loop = threading.Thread(

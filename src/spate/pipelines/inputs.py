@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FILE_COLUMN",
+    "INPUT_PREFIX",
     "VERSION_COLUMN",
     "FileInput",
     "Synced",
@@ -59,6 +60,8 @@ __all__ = [
 
 FILE_COLUMN: Final = "_spate_file"
 VERSION_COLUMN: Final = "_spate_version"
+INPUT_PREFIX: Final = "_spate_in_"
+"""The names of the input tables start so."""
 _FORMATS: Final = ("parquet", "csv", "json")
 
 
@@ -111,15 +114,17 @@ def _read(inp: FileInput, path: Path, *, schema: pa.Schema | None = None) -> pa.
         parse = pcsv.ParseOptions(delimiter=sep)
         convert = None
         if not infer:
+            # every column read as the text written ('007', '1.50', 'True'), as Spark reads
+            # it: a column inferred first and cast to a string after would read '7', '1.5'
+            with pcsv.open_csv(path, read_options=read, parse_options=parse) as reader:
+                names = reader.schema.names
             convert = pcsv.ConvertOptions(
-                column_types=None, strings_can_be_null=True, auto_dict_encode=False
+                column_types={n: pa.string() for n in names}, strings_can_be_null=True
             )
         table = pcsv.read_csv(path, read_options=read, parse_options=parse,
                               convert_options=convert)  # fmt: skip
         if not header:
             table = table.rename_columns([f"_c{i}" for i in range(table.num_columns)])
-        if not infer:
-            table = table.cast(pa.schema([pa.field(n, pa.string()) for n in table.column_names]))
     else:
         table = pjson.read_json(path)
         table = table.select(sorted(table.column_names))
@@ -166,7 +171,7 @@ def describe_input(ds: Any, dataset: str, root: Path) -> FileInput:
             "files are read with their own (or inferred) schema"
         )
     key = json.dumps([fmt, directory, sorted(options.items())])
-    table = "_spate_in_" + hashlib.sha256(key.encode()).hexdigest()[:12]
+    table = INPUT_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:12]
     base = FileInput(table=table, format=fmt, directory=directory, options=options)
     if not Path(directory).is_dir():
         raise DefinitionError(f"dataset {dataset!r} reads {directory}, which is not a directory")

@@ -266,32 +266,38 @@ class Translator:
         op = {1: "INTERSECT", 2: "UNION", 3: "EXCEPT"}.get(r.set_op_type)
         if op is None:
             raise self.fail("a set operation", "unknown type")
+        columns = list(left.columns)
+        lcols = [ident(c) for c in left.columns]
+        rcols = [ident(c) for c in right.columns]
         if r.by_name:
+            # A missing column's NULL stands in the branch's own select list: there it takes
+            # the other branch's type, as Spark's untyped NULL does; inside a subquery it
+            # would be a text column, which a number column does not union with.
             lower = {c.lower(): c for c in right.columns}
-            items = []
+            rcols = []
             for c in left.columns:
                 if c.lower() in lower:
-                    items.append((ident(lower[c.lower()]), c))
+                    rcols.append(ident(lower[c.lower()]))
                 elif r.allow_missing_columns:
-                    items.append(("NULL", c))
+                    rcols.append("NULL")
                 else:
                     raise self.fail("unionByName", f"column {c!r} is missing on the right")
             if r.allow_missing_columns:
-                extra = [c for c in right.columns if c.lower() not in
-                         {x.lower() for x in left.columns}]  # fmt: skip
-                left = self.select(left, self.passthrough(left) + [("NULL", c) for c in extra])
-                items += [(ident(c), c) for c in extra]
-            right = self.select(right, items)
+                on_left = {x.lower() for x in left.columns}
+                extra = [c for c in right.columns if c.lower() not in on_left]
+                columns += extra
+                lcols += ["NULL"] * len(extra)
+                rcols += [ident(c) for c in extra]
         elif len(left.columns) != len(right.columns):
             raise self.fail(op.lower(), f"{len(left.columns)} columns vs {len(right.columns)}")
         all_ = " ALL" if r.is_all else (" DISTINCT" if op != "UNION" else "")
         ls, _ = self.wrap(left)
         rs, _ = self.wrap(right)
-        cols = ", ".join(ident(c) for c in left.columns)
-        rcols = ", ".join(ident(c) for c in right.columns)
+        lsel = ", ".join(f"{s} AS {ident(c)}" for s, c in zip(lcols, columns, strict=True))
+        rsel = ", ".join(rcols)
         return Rel(
-            sql=f"SELECT {cols} FROM {ls} {op}{all_} SELECT {rcols} FROM {rs}",
-            columns=left.columns,
+            sql=f"SELECT {lsel} FROM {ls} {op}{all_} SELECT {rsel} FROM {rs}",
+            columns=columns,
             plan_ids=left.plan_ids | right.plan_ids,
             reads=left.reads | right.reads,
         )

@@ -24,23 +24,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from spate.errors import UsageError
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
 from spate.pipelines.expressions import ident
 from spate.pipelines.file_frontier import FileFrontier
 from spate.pipelines.graph import DatasetKind
-from spate.pipelines.inputs import Synced, input_desc, sync_input
+from spate.pipelines.inputs import INPUT_PREFIX, Synced, input_desc, sync_input
 from spate.pipelines.outputs import write_output
 
 if TYPE_CHECKING:
     from spate.environment.api import Environment
 
-__all__ = ["PipelineRunner", "RunResult", "keep_up_to_date"]
+__all__ = ["PipelineRunner", "RunResult", "keep_up_to_date", "relation_columns"]
 
 _log = logging.getLogger(__name__)
 _STATE = "spate-pipeline.json"
 
 READ_WINDOW_MS: Final = 10 * 60 * 1000
 """How far back each dataset stays readable: every run reads all of them at one time."""
+
+
+def relation_columns(env: Environment) -> dict[str, list[str]]:
+    """The columns of every table, source and view of ``env`` but the pipelines' file
+    inputs: what a dataset may read with ``spark.read.table`` besides the other datasets."""
+    out: dict[str, list[str]] = {}
+    for name in env.names():
+        if name.startswith(INPUT_PREFIX):
+            continue
+        try:
+            desc = env.get(name).desc
+        except UsageError:  # an index or a sink: not a relation to read
+            continue
+        out[name] = [c.name for c in desc.columns]
+    return out
 
 
 @dataclass(frozen=True, slots=True)
