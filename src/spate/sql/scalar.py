@@ -38,6 +38,7 @@ from spate.sql.errors import (
     DatatypeMismatch,
     FeatureNotSupported,
     GroupingError,
+    SqlError,
     UndefinedFunction,
     UndefinedParameter,
 )
@@ -157,6 +158,13 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
                 target,
             )
         if t.type.name == "unknown":
+            if isinstance(node, exp.TryCast) and target.scalar is not None:
+                try:  # a text that does not convert is NULL (a CAST fails on it)
+                    return self.coerce(t, target, node)
+                except SqlError as e:
+                    if not e.sqlstate.startswith("22"):  # not a value's problem: say so
+                        raise
+                    return Typed(Literal(None, target.scalar), target)
             return self.coerce(t, target, node)
         if target.scalar is None:
             raise self.err(FeatureNotSupported, f"cannot cast to {display_name(target)}", node)
