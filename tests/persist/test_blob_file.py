@@ -40,3 +40,13 @@ def test_kill_between_write_and_rename_leaves_no_half_written_key(tmp_path: Path
     assert blob.sweep_temp(0, prefix="other/", now=temps[0].stat().st_mtime + 1) == 0
     assert blob.sweep_temp(0, prefix="s/", now=temps[0].stat().st_mtime + 1) == 1
     assert not temps[0].exists()
+
+
+def test_a_key_directory_removed_after_a_write_is_made_again(tmp_path: Path) -> None:
+    blob = FileBlob(tmp_path / "blob")
+    blob.set("s/a.parquet", b"a")
+    (tmp_path / "blob" / "s" / "a.parquet").unlink()
+    (tmp_path / "blob" / "s").rmdir()
+    blob.set("s/b.parquet", b"b")  # the directory is known to this blob, yet gone
+    assert blob.get("s/b.parquet") == b"b"
+    assert [k for k, _ in blob.list_keys("s/")] == ["s/b.parquet"]

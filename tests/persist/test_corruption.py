@@ -7,12 +7,15 @@ import random
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spate.ids import ShardId
 from spate.persist import BatchNotFromThisShard, CorruptBatch, PersistClient
-from spate.persist.batch import decode_part
+from spate.persist.batch import COMPRESS_MIN_BYTES, decode_part, encode_part, make_part
 from spate.persist.state import BatchPart
+from spate.repr.arrow import updates_schema
 from tests.persist.conftest import DESC, A, tok, updates
 
 
@@ -104,3 +107,19 @@ def test_a_corrupt_file_on_disk_fails_every_read_path(
     path.unlink()
     with pytest.raises(CorruptBatch, match="missing"):
         r.snapshot(1)
+
+
+def test_small_parts_are_written_uncompressed_and_large_ones_with_zstd() -> None:
+    shard = ShardId(uuid.uuid4())
+    schema = updates_schema(DESC)
+    big = COMPRESS_MIN_BYTES // 8
+    for rows, codec in (
+        ([((1, "a"), 3, 1)], "UNCOMPRESSED"),
+        ([((i, "x" * 8), 3, 1) for i in range(big)], "ZSTD"),
+    ):
+        table = updates(rows).cast(schema)
+        data = encode_part(table, shard)
+        meta = pq.read_metadata(pa.BufferReader(data))
+        assert meta.row_group(0).column(0).compression == codec
+        part = make_part("k", data, table.num_rows)
+        assert decode_part(data, part, shard, schema).equals(table)

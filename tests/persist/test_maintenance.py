@@ -66,7 +66,7 @@ def test_expire_waits_for_a_running_pass_and_drops_a_queued_one(
 
     monkeypatch.setattr(write_module, "run_maintenance", held)
     w = client.open_writer(shard, DESC)
-    for t in range(3):
+    for t in range(9):  # the eighth makes a merge due (a pass runs), the ninth queues one
         w.compare_and_append(
             updates([((t, "v"), t, 1)]),
             expected_upper=A(t),
@@ -84,3 +84,36 @@ def test_expire_waits_for_a_running_pass_and_drops_a_queued_one(
     client.wait_for_maintenance()
     assert passes == [1]  # the queued pass was dropped: the writer is gone
     assert w.writer_id not in client.fetch_state(shard).writers
+
+
+def test_an_append_with_nothing_to_compact_and_no_gc_due_queues_no_pass(
+    client: PersistClient, shard: ShardId, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes: list[int] = []
+    real = write_module.run_maintenance
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        passes.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(write_module, "run_maintenance", counted)
+    w = client.open_writer(shard, DESC)
+
+    def append(t: int) -> None:
+        w.compare_and_append(
+            updates([((t, "v"), t, 1)]),
+            expected_upper=A(t),
+            new_upper=A(t + 1),
+            idempotency_token=tok(),
+        )
+
+    for t in range(7):
+        append(t)
+    client.wait_for_maintenance()
+    assert passes == []  # seven batches: fewer than a merge takes, and GC not due yet
+    assert len(client.fetch_state(shard).batches) == 7
+    append(7)  # the eighth batch of the run: a merge is due
+    client.wait_for_maintenance()
+    assert passes == [1]
+    assert len(client.fetch_state(shard).batches) < 8
+    w.expire()

@@ -35,6 +35,8 @@ class FileBlob:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
+        self._dirs: set[Path] = set()
+        """Directories known to exist, made durable by whoever created them."""
         try:
             if not self.root.is_dir():
                 self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -56,9 +58,8 @@ class FileBlob:
         except OSError as e:
             raise Determinate(f"file blob: cannot read {key}: {e}") from e
 
-    def set(self, key: str, value: bytes) -> None:
-        path = self._path(key)
-        parent = path.parent
+    def _make_dir(self, parent: Path, key: str) -> None:
+        """``parent`` exists, and so durably if this call created it (up to the root)."""
         try:
             if not parent.is_dir():
                 parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -69,9 +70,26 @@ class FileBlob:
                     d = d.parent
         except OSError as e:
             raise Determinate(f"file blob: cannot create directory for {key}: {e}") from e
+        self._dirs.add(parent)
+
+    def _create(self, tmp: Path, key: str) -> int:
+        """A new temporary file in a directory of :meth:`_make_dir`; one that went missing
+        since (deleted by hand) is made again."""
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileNotFoundError:
+            self._dirs.discard(tmp.parent)
+            self._make_dir(tmp.parent, key)
+        return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+    def set(self, key: str, value: bytes) -> None:
+        path = self._path(key)
+        parent = path.parent
+        if parent not in self._dirs:  # checked once per directory, not once per write
+            self._make_dir(parent, key)
         tmp = parent / f"{_TMP_PREFIX}{path.name}.{os.getpid()}.{time.monotonic_ns()}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = self._create(tmp, key)
             try:
                 view = memoryview(value)
                 while view:

@@ -23,6 +23,22 @@ _log: Final = logging.getLogger("spate.persist.maintenance")
 MAX_MERGES_PER_CALL: Final = 4
 
 
+def maintenance_due(ctx: ShardContext, before: ShardState, *, compacts: bool) -> bool:
+    """Whether :func:`run_maintenance` after a change from ``before`` (to the cached state)
+    would do anything: a compaction to pick (``compacts``: as a writer) or GC due. Cheap: a
+    look at the cached state, no I/O."""
+    config = ctx.config
+    after = ctx.machine.cached()
+    if compacts and pick_compaction(
+        after,
+        factor=config.compaction_factor,
+        min_inputs=config.compaction_min_inputs,
+        min_bytes=config.compaction_min_bytes,
+    ):
+        return True
+    return should_gc(before, after, ctx.machine.changes_since_gc, config.gc_every)
+
+
 def run_maintenance(
     ctx: ShardContext,
     before: ShardState,

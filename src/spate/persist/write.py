@@ -22,10 +22,12 @@ A handle is not meant to be shared by concurrent callers; calls are serialised b
 **Maintenance** (compaction and GC) follows a committed append. With
 ``PersistConfig.background_maintenance`` it runs on the client's maintenance thread after the
 append has returned: appends in a row that find a pass still queued share it (it starts from
-the oldest state they saw). It runs only while the writer is registered, because GC keeps the
-unreferenced blobs of registered writers only: :meth:`WriteHandle.expire` waits for a running
-pass and drops a queued one before unregistering the writer. Its GC, which deletes this
-writer's own unreferenced blobs, holds the handle's lock, so no append of it is in flight.
+the oldest state they saw), and an append after which there is nothing to compact and no GC
+due (``maintenance_due``, a look at the cached state) queues none. It runs only while the
+writer is registered, because GC keeps the unreferenced blobs of registered writers only:
+:meth:`WriteHandle.expire` waits for a running pass and drops a queued one before unregistering
+the writer. Its GC, which deletes this writer's own unreferenced blobs, holds the handle's
+lock, so no append of it is in flight.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from spate.persist.errors import (
 )
 from spate.persist.gc import GcReport
 from spate.persist.machine import Applied
-from spate.persist.maintenance import run_maintenance
+from spate.persist.maintenance import maintenance_due, run_maintenance
 from spate.persist.state import (
     Appended,
     Apply,
@@ -275,6 +277,8 @@ class WriteHandle:
         if pool is None:  # inline, under the handle's lock as the append
             run_maintenance(self._ctx, before, writer=str(self.writer_id), schema=self.schema)
             return
+        if not maintenance_due(self._ctx, before, compacts=True):
+            return  # most small appends: no thread woken, competing with the append's caller
         with self._maintaining_queue:
             if self._queued is not None:
                 return  # the queued pass starts from an older state: it covers this append

@@ -149,3 +149,34 @@ def test_arrow_chunks_count_like_rows_in_any_order_and_any_form(monkeypatch: Any
                 assert [contents.count(r) for r in asked] == [eager.count(r) for r in asked], seed
         assert contents.indexed == (not text)
         assert Counter(dict(contents.items())) == Counter(dict(eager.items())), seed
+
+
+def test_prepare_is_quick_for_small_appends_and_not_when_it_would_merge_many_rows() -> None:
+    ints = RelationDesc.of(("a", INT64, False), ("b", INT64, False))
+
+    def chunk(start: int, n: int) -> Any:
+        return updates_to_table(ints, [((i, i), 1, 1) for i in range(start, start + n)])
+
+    contents = TableContents.empty(ints)
+    assert contents.indexed and contents.prepare_is_quick()
+    contents.append(chunk(0, 3_000))
+    assert contents.prepare_is_quick()  # 3,000 rows to index
+    contents.prepare()
+    contents.append(chunk(3_000, 2_000))
+    assert not contents.prepare_is_quick()  # indexed, then merged with the 3,000 before
+    contents.prepare()
+    for i in range(20):  # one-row writes: each indexed (and merged with small runs) at once
+        contents.append(chunk(10_000 + i, 1))
+        assert contents.prepare_is_quick()
+        contents.prepare()
+    assert contents.prefetch([(0, 0), (10_019, 10_019), (-1, -1)])
+    assert [contents.count(r) for r in [(0, 0), (10_019, 10_019), (-1, -1)]] == [1, 1, 0]
+
+    rows_form = TableContents.empty(RelationDesc.of(("x", FLOAT64, False)))
+    assert rows_form.settled and rows_form.prepare_is_quick()
+    big = updates_to_table(rows_form.desc, [((float(i),), 1, 1) for i in range(5_000)])
+    rows_form.append(big)
+    assert rows_form.prepare_is_quick()  # no row looked up yet: prepare leaves the chunk
+    rows_form.prefetch([(1.0,)])
+    rows_form.append(big)
+    assert not rows_form.prepare_is_quick()  # 5,000 rows to fold into the rows

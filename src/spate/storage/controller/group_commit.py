@@ -275,8 +275,17 @@ class GroupCommit:
             commands.append((id, updates, Antichain.of(ts + 1)))
         # Index (or fold) what this group adds to each table's contents while it is written.
         ready = [k.contents for k in kept.values() if k.loading is None]
-        appending = self._append(commands, set(writes) if atomic else set())
-        outcomes, prepared = await asyncio.gather(appending, asyncio.to_thread(_prepare, ready))
+        appending = asyncio.ensure_future(self._append(commands, set(writes) if atomic else set()))
+        if all(c.prepare_is_quick() for c in ready):  # a small group's: no thread trip for it
+            try:
+                await asyncio.sleep(0)  # the append's worker-thread trip starts first
+            except BaseException:
+                appending.cancel()
+                raise
+            prepared = _prepare(ready)
+            outcomes = await appending
+        else:
+            outcomes, prepared = await asyncio.gather(appending, asyncio.to_thread(_prepare, ready))
         failed: BaseException | None = None
         for (id, _u, _n), outcome in zip(commands, outcomes, strict=True):
             upper = None if isinstance(outcome, BaseException) else outcome.as_option()

@@ -56,6 +56,9 @@ _INDEX: Final = "__i"
 _QUICK_ROWS: Final = 5_000
 _FOLD_CHANGES: Final = 50_000
 """Changes given as rows that :meth:`TableContents.prepare` turns into a chunk (snapshot form)."""
+_QUICK_PREPARE_ROWS: Final = 4_096
+"""At most this many rows folded or indexed (and merged) by a :meth:`TableContents.prepare`
+that :meth:`TableContents.prepare_is_quick` calls quick."""
 
 
 class TableContents:
@@ -193,6 +196,29 @@ class TableContents:
             )
             self.add_base(table, None, counted=True)
         self._index_pending()
+
+    def prepare_is_quick(self) -> bool:
+        """Whether :meth:`prepare` would now fold, index and merge at most a few thousand rows
+        (a small write's): the committer then runs it on its own thread rather than paying a
+        worker-thread trip for it."""
+        if self._rows is not None:
+            return not self._asked or sum(c.num_rows for c in self._chunks) <= _QUICK_PREPARE_ROWS
+        if len(self._changes) > _FOLD_CHANGES:
+            return False
+        if self._desc is None or not _indexable(self._desc):
+            return True
+        sizes = [r.size for r in self._runs]
+        work = 0
+        for chunk in self._unindexed:  # as _index_pending indexes and merges them
+            work += chunk.num_rows
+            sizes.append(chunk.num_rows)
+            while len(sizes) >= 2 and sizes[-2] <= 2 * sizes[-1]:
+                last = sizes.pop()
+                sizes[-1] += last
+                work += sizes[-1]
+            if work > _QUICK_PREPARE_ROWS:
+                return False
+        return True
 
     # -- unique keys ------------------------------------------------------------------------------
 

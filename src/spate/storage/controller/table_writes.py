@@ -163,9 +163,8 @@ class TableWrites:
             prepared = self._prepare(commands)
             if not prepared:
                 return []
-            await asyncio.to_thread(self._txn.check_epoch)
             tokens = [self._ids.uuid() for _ in prepared]
-            outcomes = await asyncio.to_thread(self._append_many, prepared, tokens)
+            outcomes = await asyncio.to_thread(self._fenced_append_many, prepared, tokens)
         results = [o for o in outcomes if isinstance(o, tuple)]
         self._on_uppers([(id, upper) for id, upper, _ok in results])
         out: list[AppendOutcome] = []
@@ -245,6 +244,15 @@ class TableWrites:
         if isinstance(result, UpperMismatch):
             return prepared.id, result.current, False
         return prepared.id, result.upper, True
+
+    def _fenced_append_many(
+        self, prepared: Sequence[PreparedAppend], tokens: Sequence[uuid.UUID]
+    ) -> list[tuple[GlobalId, Frontier, bool] | BaseException]:
+        """The epoch check, then :meth:`_append_many` (blocking): one worker-thread trip for
+        both, since a write waits for each trip (``ControllerFenced`` before anything is
+        written, as before)."""
+        self._txn.check_epoch()
+        return self._append_many(prepared, tokens)
 
     def _append_many(
         self, prepared: Sequence[PreparedAppend], tokens: Sequence[uuid.UUID]
