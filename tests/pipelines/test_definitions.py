@@ -219,12 +219,24 @@ def test_expectations_stack_with_dataset_decorators_in_either_order(tmp_path: Pa
 @pytest.mark.parametrize(
     ("decorators", "match"),
     [
-        ('@dp.expect("bad", "k >")', r"dataset 'base': expectation 'bad' .* at .*defs\.py:5 does not parse"),
-        ('@dp.expect_or_drop("ghost", "nope > 1")', r"dataset 'base': expectation 'ghost' .*defs\.py:5 names column 'nope'.*columns: k, v"),
-        ('@dp.expect("a", "k > 0")\n@dp.expect_or_fail("a", "k < 9")', r"expectation 'a' .*defs\.py:5 has the name of the expectation at .*defs\.py:6"),
+        (
+            '@dp.expect("bad", "k >")',
+            r"dataset 'base': expectation 'bad' .* at .*defs\.py:5 does not parse",
+        ),
+        (
+            '@dp.expect_or_drop("ghost", "nope > 1")',
+            r"dataset 'base': expectation 'ghost' .*defs\.py:5 names column 'nope'.*columns: k, v",
+        ),
+        (
+            '@dp.expect("a", "k > 0")\n@dp.expect_or_fail("a", "k < 9")',
+            r"expectation 'a' .*defs\.py:5 has the name of the expectation at .*defs\.py:6",
+        ),
         ('@dp.expect("r", "rand() > 0.5")', r"expectation 'r' .*defs\.py:5 is not deterministic"),
         ('@dp.expect("s", "k IN (SELECT 1)")', r"expectation 's' .*defs\.py:5 .*subquery"),
-        ('@dp.expect("c", 42)', r"expect at .*defs\.py:5: the constraint of expectation 'c' must be"),
+        (
+            '@dp.expect("c", 42)',
+            r"expect at .*defs\.py:5: the constraint of expectation 'c' must be",
+        ),
         ("@dp.expect_all([])", r"expect_all at .*defs\.py:5 takes a non-empty dict"),
     ],
 )

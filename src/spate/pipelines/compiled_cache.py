@@ -89,9 +89,7 @@ def load_compiled(
                 sql=d["sql"],
                 columns=list(d["columns"]),
                 reads=frozenset(d["reads"]),
-                expectations=tuple(
-                    Expectation.from_json(e) for e in d.get("expectations") or []
-                ),
+                expectations=tuple(Expectation.from_json(e) for e in d.get("expectations") or []),
                 counts_sql=d.get("counts_sql"),
             )
         )

@@ -92,8 +92,7 @@ def counts_view(dataset: str) -> str:
 
 def _fail(e: Expectation, why: str) -> DefinitionError:
     return DefinitionError(
-        f"dataset {e.dataset!r}: expectation {e.name!r} ({e.constraint!r}) at {e.location} "
-        f"{why}"
+        f"dataset {e.dataset!r}: expectation {e.name!r} ({e.constraint!r}) at {e.location} {why}"
     )
 
 
@@ -117,7 +116,7 @@ def validate_expectations(expectations: Sequence[Expectation], columns: Sequence
         if tree.find(exp.AggFunc, exp.Window) is not None:
             raise _fail(e, "is not a row's condition: an aggregate is not allowed")
         try:
-            _check_sql(tree, e.dataset, str(e.location))
+            _check_sql(tree, e.dataset, str(e.location))  # type: ignore[arg-type]
         except Exception as err:
             raise _fail(e, f"is not deterministic: {err}") from None
         for col in tree.find_all(exp.Column):
