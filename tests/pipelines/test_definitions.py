@@ -189,15 +189,65 @@ def test_sql_statements_split_outside_strings() -> None:
     ]
 
 
-def test_expectations_are_not_in_pyspark_and_fail_naming_the_line(tmp_path: Path) -> None:
-    import pyspark.pipelines as dp
-
-    assert not [n for n in dir(dp) if n.startswith("expect")]  # pyspark 4.1: none to translate
+def test_expectations_stack_with_dataset_decorators_in_either_order(tmp_path: Path) -> None:
     py = _HEAD + (
         '\n@dp.expect("positive", "k > 0")\n@dp.materialized_view\n'
+        '@dp.expect_or_drop("has_v", "v IS NOT NULL")\n'
+        'def base():\n    return spark.read.parquet("data")\n'
+        '\n@dp.table(name="top")\n@dp.expect_all_or_fail({"small": "k < 100", "v_a": "v <> \'z\'"})\n'
+        'def top_fn():\n    return spark.read.table("base")\n'
+        '\n@dp.expect_or_fail("k_set", "k IS NOT NULL")\n@dp.expect_all({"k1": "k >= 1"})\n'
+        '@dp.temporary_view\ndef tv():\n    return spark.read.table("base")\n'
+    )
+    pipeline = load_pipeline(_pipeline(tmp_path, py=py))
+    got = {
+        d.name: sorted((e.name, e.action.value, e.location.line) for e in d.expectations)
+        for d in pipeline.datasets
+        if d.expectations
+    }
+    assert got == {
+        "base": [("has_v", "drop", 7), ("positive", "warn", 5)],
+        "top": [("small", "fail", 12), ("v_a", "fail", 12)],
+        "tv": [("k1", "warn", 17), ("k_set", "fail", 16)],
+    }
+    assert "expectation positive [" in pipeline.describe()
+    base = pipeline.dataset("base")
+    assert "v IS NOT NULL" in base.sql and "k > 0" not in base.sql  # a warn keeps every row
+    assert base.counts_sql is not None and "k > 0" in base.counts_sql
+
+
+@pytest.mark.parametrize(
+    ("decorators", "match"),
+    [
+        (
+            '@dp.expect("bad", "k >")',
+            r"dataset 'base': expectation 'bad' .* at .*defs\.py:5 does not parse",
+        ),
+        (
+            '@dp.expect_or_drop("ghost", "nope > 1")',
+            r"dataset 'base': expectation 'ghost' .*defs\.py:5 names column 'nope'.*columns: k, v",
+        ),
+        (
+            '@dp.expect("a", "k > 0")\n@dp.expect_or_fail("a", "k < 9")',
+            r"expectation 'a' .*defs\.py:5 has the name of the expectation at .*defs\.py:6",
+        ),
+        ('@dp.expect("r", "rand() > 0.5")', r"expectation 'r' .*defs\.py:5 is not deterministic"),
+        ('@dp.expect("s", "k IN (SELECT 1)")', r"expectation 's' .*defs\.py:5 .*subquery"),
+        (
+            '@dp.expect("c", 42)',
+            r"expect at .*defs\.py:5: the constraint of expectation 'c' must be",
+        ),
+        ("@dp.expect_all([])", r"expect_all at .*defs\.py:5 takes a non-empty dict"),
+    ],
+)
+def test_expectation_errors_name_dataset_expectation_and_line(
+    tmp_path: Path, decorators: str, match: str
+) -> None:
+    py = _HEAD + (
+        f"\n{decorators}\n@dp.materialized_view\n"
         'def base():\n    return spark.read.parquet("data")\n'
     )
-    with pytest.raises(DefinitionError, match=r"AttributeError.*expect.* at .*defs\.py:5"):
+    with pytest.raises(DefinitionError, match=match):
         load_pipeline(_pipeline(tmp_path, py=py))
 
 

@@ -142,6 +142,11 @@ def run(
         + ", ".join(f"{name} {s:.1f}" for name, s in phases)
         + ")"
     )
+    for c in result.expectations:
+        typer.echo(
+            f"  expectation {c.dataset}.{c.expectation} ({c.action}): {c.passed} passed, "
+            f"{c.failed} failed"
+        )
     _exit_now()
 
 

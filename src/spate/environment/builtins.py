@@ -57,6 +57,7 @@ _RELATIONS: Final[tuple[tuple[str, IntrospectionKind], ...]] = (
     ("source_status_history", _K.SOURCE_STATUS_HISTORY),
     ("sink_status_history", _K.SINK_STATUS_HISTORY),
     ("errors", _K.ERRORS),  # appended: the ids above stay what they were
+    ("pipeline_expectations", _K.PIPELINE_EXPECTATIONS),
 )
 
 BUILTINS: Final[tuple[IntrospectionItem, ...]] = tuple(

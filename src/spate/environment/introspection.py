@@ -136,6 +136,9 @@ def desired_rows(rt: Runtime) -> Rows:
         _K.PEEKS: [],
         _K.SUBSCRIBES: [],
         _K.ERRORS: [],
+        _K.PIPELINE_EXPECTATIONS: [
+            row for rows in list(rt.pipeline_expectations.values()) for row in rows
+        ],
     }
     for item in _items(rt):
         out[_K.OBJECTS].append((str(item.id), item.name, kind_of(item), _cluster_of(item)))

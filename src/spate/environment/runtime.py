@@ -53,6 +53,11 @@ class Runtime:
     """Every table write goes through it (one group commit per table per tick)."""
     webhooks: WebhookStatistics = field(default_factory=WebhookStatistics)
     """What the webhook endpoint was sent, per source (``source_statistics``)."""
+    pipeline_expectations: dict[str, list[tuple[str, str, str, str, int, int]]] = field(
+        default_factory=dict
+    )
+    """The rows of ``pipeline_expectations`` per pipeline, as its runner last read them
+    (``spate.pipelines.runner.PipelineRunner.expectation_counts``)."""
     _transient: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:

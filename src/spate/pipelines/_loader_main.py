@@ -55,6 +55,7 @@ def _session(configuration: dict[str, str]) -> Any:
 def load(spec_path: Path) -> dict[str, Any]:
     from pyspark.pipelines.graph_element_registry import graph_element_registration_context
 
+    from spate.pipelines import _expect_api
     from spate.pipelines.graph import Graph
     from spate.pipelines.registry import SpateGraphElementRegistry
     from spate.pipelines.spec import load_spec
@@ -63,6 +64,7 @@ def load(spec_path: Path) -> dict[str, Any]:
     spark = _session(dict(spec.configuration))
     graph = Graph()
     registry = SpateGraphElementRegistry(graph, spark.client)
+    _expect_api.install()
     os.chdir(spec.root)
     with graph_element_registration_context(registry):
         for file in spec.files():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
+from spate.pipelines.expectations import Expectation
 from spate.pipelines.graph import DatasetKind, Graph, Location
 from spate.pipelines.inputs import FileInput
 from spate.pipelines.spec import PipelineSpec
@@ -88,6 +89,8 @@ def load_compiled(
                 sql=d["sql"],
                 columns=list(d["columns"]),
                 reads=frozenset(d["reads"]),
+                expectations=tuple(Expectation.from_json(e) for e in d.get("expectations") or []),
+                counts_sql=d.get("counts_sql"),
             )
         )
     return out
@@ -118,6 +121,8 @@ def store_compiled(pipeline: CompiledPipeline, key: str, cache: Path) -> None:
                 "sql": d.sql,
                 "columns": d.columns,
                 "reads": sorted(d.reads),
+                "expectations": [e.to_json() for e in d.expectations],
+                "counts_sql": d.counts_sql,
             }
             for d in pipeline.datasets
         ],

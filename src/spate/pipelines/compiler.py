@@ -17,6 +17,12 @@ import sqlglot
 from sqlglot import exp
 
 from spate.pipelines.errors import DefinitionError, NotMaintainable
+from spate.pipelines.expectations import (
+    Expectation,
+    checked_sql,
+    counts_sql,
+    validate_expectations,
+)
 from spate.pipelines.expressions import ident
 from spate.pipelines.graph import DatasetKind, Flow, Graph, Location
 from spate.pipelines.inputs import FileInput, describe_input
@@ -35,6 +41,10 @@ class CompiledDataset:
     """The Spark SQL query whose result the dataset is, at every time."""
     columns: list[str]
     reads: frozenset[str]
+    expectations: tuple[Expectation, ...] = ()
+    counts_sql: str | None = None
+    """The query counting the rows passing and failing each expectation
+    (:func:`~spate.pipelines.expectations.counts_sql`); None without expectations."""
 
 
 @dataclass(slots=True)
@@ -61,6 +71,10 @@ class CompiledPipeline:
             lines.append(
                 f"  {d.kind.value} {d.name} [{d.location}] reads {reads}: ({', '.join(d.columns)})"
             )
+            for e in d.expectations:
+                lines.append(
+                    f"    expectation {e.name} [{e.location}] {e.action.value}: {e.constraint}"
+                )
         return "\n".join(lines)
 
 
@@ -150,8 +164,16 @@ def compile_pipeline(
             cols = ", ".join(ident(lower[c.lower()]) for c in first.columns)
             sql = f"{sql} UNION ALL SELECT {cols} FROM ({other.sql}) AS _f"
         all_reads = frozenset().union(*(r.reads for r in rels))
+        expectations = tuple(graph.expectations_of(name))
+        counts = None
+        if expectations:
+            validate_expectations(expectations, first.columns)
+            counts = counts_sql(sql, expectations)
+            sql = checked_sql(sql, first.columns, expectations)
         out.datasets.append(
-            CompiledDataset(name, d.kind, d.location, sql, first.columns, all_reads)
+            CompiledDataset(
+                name, d.kind, d.location, sql, first.columns, all_reads, expectations, counts
+            )
         )
         schemas[name] = first.columns
     return out

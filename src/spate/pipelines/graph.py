@@ -14,9 +14,12 @@ import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spate.pipelines.errors import DefinitionError
+
+if TYPE_CHECKING:
+    from spate.pipelines.expectations import Expectation
 
 __all__ = ["Dataset", "DatasetKind", "Flow", "Graph", "Location"]
 
@@ -68,6 +71,14 @@ class Graph:
 
     datasets: dict[str, Dataset] = field(default_factory=dict)
     flows: list[Flow] = field(default_factory=list)
+    expectations: list[Expectation] = field(default_factory=list)
+    """The datasets' expectations, in the order they were declared."""
+
+    def add_expectation(self, expectation: Expectation) -> None:
+        self.expectations.append(expectation)
+
+    def expectations_of(self, name: str) -> list[Expectation]:
+        return [e for e in self.expectations if e.dataset == name]
 
     def add_dataset(self, dataset: Dataset) -> None:
         if dataset.name in self.datasets:
@@ -93,6 +104,12 @@ class Graph:
                 raise DefinitionError(
                     f"flow {f.name!r} at {f.location} writes {f.target!r}, which no definition "
                     f"creates; datasets: {', '.join(sorted(self.datasets)) or '(none)'}"
+                )
+        for e in self.expectations:
+            if e.dataset not in self.datasets:
+                raise DefinitionError(
+                    f"expectation {e.name!r} at {e.location} is on {e.dataset!r}, which no "
+                    f"definition creates"
                 )
         for d in self.datasets.values():
             n = len(self.flows_into(d.name))
@@ -156,6 +173,7 @@ class Graph:
                 }
                 for f in self.flows
             ],
+            "expectations": [e.to_json() for e in self.expectations],
         }
 
     @staticmethod
@@ -184,4 +202,9 @@ class Graph:
                     spark_conf=dict(f.get("spark_conf") or {}),
                 )
             )
+        if data.get("expectations"):
+            from spate.pipelines.expectations import Expectation
+
+            for e in data["expectations"]:
+                g.add_expectation(Expectation.from_json(dict(e)))
         return g

@@ -27,7 +27,9 @@ from pyspark.pipelines.output import (
     TemporaryView,
 )
 
+from spate.pipelines._expect_api import MARKS
 from spate.pipelines.errors import DefinitionError
+from spate.pipelines.expectations import Expectation
 from spate.pipelines.graph import Dataset, DatasetKind, Flow, Graph, Location
 from spate.pipelines.sql_files import register_sql_file
 
@@ -53,6 +55,9 @@ class SpateGraphElementRegistry(GraphElementRegistry):
     def __init__(self, graph: Graph, client: Any) -> None:
         self.graph = graph
         self._client = client
+        self.last_target: str | None = None
+        """The dataset the last flow registered writes, until an expectation decorator above
+        its dataset decorator takes it (:mod:`spate.pipelines._expect_api`)."""
 
     def register_output(self, output: Output) -> None:
         loc = output.source_code_location
@@ -96,6 +101,9 @@ class SpateGraphElementRegistry(GraphElementRegistry):
                 spark_conf=dict(flow.spark_conf),
             )
         )
+        for name, constraint, action, loc in getattr(flow.func, MARKS, []):
+            self.graph.add_expectation(Expectation(flow.target, name, constraint, action, loc))
+        self.last_target = flow.target
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         register_sql_file(self.graph, sql_text, str(file_path))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 
 from spate.errors import UsageError
 from spate.pipelines.compiler import CompiledDataset, CompiledPipeline
+from spate.pipelines.expectations import COUNTS_PREFIX, counts_view
 from spate.pipelines.expressions import ident
 from spate.pipelines.file_frontier import FileFrontier
 from spate.pipelines.graph import DatasetKind
@@ -35,7 +36,13 @@ from spate.pipelines.outputs import write_output
 if TYPE_CHECKING:
     from spate.environment.api import Environment
 
-__all__ = ["PipelineRunner", "RunResult", "keep_up_to_date", "relation_columns"]
+__all__ = [
+    "ExpectationCounts",
+    "PipelineRunner",
+    "RunResult",
+    "keep_up_to_date",
+    "relation_columns",
+]
 
 _log = logging.getLogger(__name__)
 _STATE = "spate-pipeline.json"
@@ -49,7 +56,7 @@ def relation_columns(env: Environment) -> dict[str, list[str]]:
     inputs: what a dataset may read with ``spark.read.table`` besides the other datasets."""
     out: dict[str, list[str]] = {}
     for name in env.names():
-        if name.startswith(INPUT_PREFIX):
+        if name.startswith((INPUT_PREFIX, COUNTS_PREFIX)):
             continue
         try:
             desc = env.get(name).desc
@@ -70,6 +77,21 @@ class RunResult:
     """The committed time every dataset's Parquet output is as of."""
     seconds: tuple[tuple[str, float], ...] = ()
     """Where the run's time went: (phase, seconds) for install, inputs and outputs."""
+    expectations: tuple[ExpectationCounts, ...] = ()
+    """Every expectation's counts at ``timestamp``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectationCounts:
+    """The rows of ``dataset``'s query passing and failing ``expectation`` at one time (a row
+    of ``spate_catalog.pipeline_expectations``)."""
+
+    pipeline: str
+    dataset: str
+    expectation: str
+    action: str
+    passed: int
+    failed: int
 
 
 class PipelineRunner:
@@ -113,7 +135,50 @@ class PipelineRunner:
             created.append(d.name)
             known[d.name] = d.sql
             self._state_path().write_text(json.dumps(known, indent=1))
+        self._install_counts(known, changed)
         return tuple(created)
+
+    def _install_counts(self, known: dict[str, str], changed: set[str]) -> None:
+        """Create the expectation counts views that are missing or changed, and drop those of
+        expectations no longer declared."""
+        wanted = {counts_view(d.name): d for d in self.pipeline.datasets if d.counts_sql}
+        for name in [n for n in known if n.startswith(COUNTS_PREFIX) and n not in wanted]:
+            if self._exists(name):
+                self.env.drop(name)
+            del known[name]
+        for name, d in wanted.items():
+            assert d.counts_sql is not None
+            stale = known.get(name) != d.counts_sql or bool(d.reads & changed)
+            if not stale and self._exists(name):
+                continue
+            if self._exists(name):
+                self.env.drop(name, cascade=True)
+            query = f"CREATE MATERIALIZED VIEW {ident(name)} AS {d.counts_sql}"
+            self.env.sql(query, dialect="spark")
+            self.env.set_retain_history(name, READ_WINDOW_MS)
+            known[name] = d.counts_sql
+        self._state_path().write_text(json.dumps(known, indent=1))
+
+    def expectation_counts(self, timestamp: int) -> tuple[ExpectationCounts, ...]:
+        """Every expectation's counts as of ``timestamp``, also made the pipeline's rows of
+        ``spate_catalog.pipeline_expectations``."""
+        spec = self.pipeline.spec.name
+        out: list[ExpectationCounts] = []
+        for d in self.pipeline.datasets:
+            if not d.counts_sql:
+                continue
+            table = self.env.select(counts_view(d.name), as_of=timestamp, timeout=600)
+            by_name = {r["expectation"]: r for r in table.to_pylist()}
+            for e in d.expectations:
+                r = by_name.get(e.name, {})
+                out.append(
+                    ExpectationCounts(spec, d.name, e.name, e.action.value,
+                                      int(r.get("passed") or 0), int(r.get("failed") or 0))
+                )  # fmt: skip
+        self.env.runtime.pipeline_expectations[spec] = [
+            (c.pipeline, c.dataset, c.expectation, c.action, c.passed, c.failed) for c in out
+        ]
+        return tuple(out)
 
     def _create(self, d: CompiledDataset) -> None:
         what = "VIEW" if d.kind is DatasetKind.TEMPORARY_VIEW else "MATERIALIZED VIEW"
@@ -174,12 +239,13 @@ class PipelineRunner:
         synced = self.sync()
         inputs = time.perf_counter()
         timestamp = self.write_outputs()
+        counts = self.expectation_counts(timestamp)
         seconds = (
             ("install", installed - started),
             ("inputs", inputs - installed),
             ("outputs", time.perf_counter() - inputs),
         )
-        return RunResult(synced.files, synced.rows, created, timestamp, seconds)
+        return RunResult(synced.files, synced.rows, created, timestamp, seconds, counts)
 
 
 def keep_up_to_date(
@@ -206,7 +272,7 @@ def keep_up_to_date(
                 return
             changed.clear()
             try:
-                runner.write_outputs(cancel=stop)
+                runner.expectation_counts(runner.write_outputs(cancel=stop))
             except Exception:
                 if stop.is_set():
                     return  # canceled: serve is stopping

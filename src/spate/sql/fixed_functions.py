@@ -26,11 +26,12 @@ from spate.plan.expr import (
     Case,
     Cast,
     Literal,
+    RaiseError,
     ScalarExpr,
     VariadicFunc,
 )
 from spate.plan.funcs import TO_CHAR_PATTERNS, unsupported_to_char
-from spate.repr.types import FLOAT64, INT64, TEXT, numeric
+from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, numeric
 from spate.sql.age import age
 from spate.sql.binding import BinderBase, Typed
 from spate.sql.errors import FeatureNotSupported, SqlError, UndefinedFunction
@@ -367,6 +368,24 @@ def btrim(b: BinderBase, node: exp.Expression) -> Typed:
     return Typed(_call(V.BTRIM, _text(b, args[0]), chars), PG_TEXT)
 
 
+RAISED_SQLSTATE: Final = "P0001"
+"""The SQLSTATE of an error ``raise_error`` raises (PostgreSQL's ``raise_exception``)."""
+
+
+def raise_error(b: BinderBase, node: exp.Expression) -> Typed:
+    """Spark's ``raise_error(message)`` (Spark dialect only), evaluated where it is reached:
+    inside ``CASE WHEN p THEN raise_error('…') ELSE … END`` only for the rows where ``p``
+    holds. ``message`` MUST be a string literal. Spark types the call NULL, which coerces to
+    anything; here it is ``boolean``, the one place spate uses it (a row's check,
+    :mod:`spate.pipelines.expectations`)."""
+    args = node.expressions
+    if b.dialect != "spark":
+        raise b.err(UndefinedFunction, "function raise_error does not exist", node)
+    if len(args) != 1 or not (isinstance(args[0], exp.Literal) and args[0].is_string):
+        raise b.err(FeatureNotSupported, "raise_error takes one string literal", node)
+    return Typed(RaiseError(RAISED_SQLSTATE, args[0].name, BOOL), PG_BOOL)
+
+
 FIXED_BUILTINS: Final[dict[type, Builtin]] = {
     exp.JustifyDays: justify,
     exp.JustifyHours: justify,
@@ -404,5 +423,6 @@ ANONYMOUS: Final[dict[str, Builtin]] = {
     "make_date": make_date,
     "octet_length": octet_length,
     "btrim": btrim,
+    "raise_error": raise_error,
 }
 """Functions sqlglot leaves anonymous, by lower-case name."""

@@ -146,6 +146,14 @@ INTROSPECTION_DESCS.update(
             ("replica", TEXT, False),
             ("message", TEXT, False),
         ),
+        _K.PIPELINE_EXPECTATIONS: RelationDesc.of(
+            ("pipeline", TEXT, False),
+            ("dataset", TEXT, False),
+            ("expectation", TEXT, False),
+            ("action", TEXT, False),
+            ("passed", INT64, False),
+            ("failed", INT64, False),
+        ),
     }
 )
 

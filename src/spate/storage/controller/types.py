@@ -88,6 +88,7 @@ class IntrospectionKind(enum.Enum):
     PEEKS = "peeks"
     SUBSCRIBES = "subscribes"
     ERRORS = "errors"
+    PIPELINE_EXPECTATIONS = "pipeline_expectations"
 
 
 @wire("storage.controller.introspection_source")
