@@ -31,6 +31,27 @@ def pipeline_seed(default: int) -> int:
     return seed
 
 
+def small_pipeline(root: Path, name: str, files: dict[str, str]) -> Path:
+    """A pipeline named ``name`` whose library is ``files`` (file name: text) under
+    ``root/t``, its storage ``root/storage``: its spec."""
+    (root / "t").mkdir(parents=True, exist_ok=True)
+    for file, text in files.items():
+        (root / "t" / file).write_text(text)
+    spec = root / "pipeline.yml"
+    spec.write_text(
+        f"name: {name}\nstorage: {(root / 'storage').as_uri()}\n"
+        "libraries:\n  - glob:\n      include: t/**\n"
+    )
+    return spec
+
+
+def output_rows(root: Path, name: str) -> list[tuple[Any, ...]]:
+    """The rows of the dataset ``name`` as written under a :func:`small_pipeline`'s storage,
+    sorted."""
+    rows = pq.read_table(root / "storage" / "tables" / name).to_pylist()
+    return sorted((tuple(r.values()) for r in rows), key=repr)
+
+
 def write_pipeline(root: Path, *, storage: str | None = None) -> Path:
     """Copy the pipeline's files under ``root`` with a spec naming ``root``'s inputs."""
     shutil.copytree(EXAMPLE / "transformations", root / "transformations")

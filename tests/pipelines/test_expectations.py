@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.pipelines._example import output_rows, small_pipeline
 from tests.pipelines.test_run_vs_spark import spate_run, stop_replicas
 
 _PY = """\
@@ -72,23 +73,12 @@ def _printed(out: str) -> dict[tuple[str, str], tuple[int, int]]:
     return got
 
 
-def _output(root: Path, name: str) -> list[tuple[Any, ...]]:
-    rows = pq.read_table(root / "storage" / "tables" / name).to_pylist()
-    return sorted((tuple(r.values()) for r in rows), key=repr)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_expect_drop_and_fail_across_runs(tmp_path: Path) -> None:
     root = tmp_path / "p"
-    (root / "t").mkdir(parents=True)
-    (root / "data").mkdir()
-    (root / "t" / "defs.py").write_text(_PY)
-    spec = root / "pipeline.yml"
-    spec.write_text(
-        f"name: checks\nstorage: {(root / 'storage').as_uri()}\n"
-        "libraries:\n  - glob:\n      include: t/**\n"
-    )
+    (root / "data").mkdir(parents=True)
+    spec = small_pipeline(root, "checks", {"defs.py": _PY})
     data = tmp_path / "spate"
     _write(root, "a.parquet", [(1, "a"), (2, "b"), (3, None)])
     try:
@@ -99,8 +89,8 @@ def test_expect_drop_and_fail_across_runs(tmp_path: Path) -> None:
             rows = _rows(root)
             assert _printed(out) == _recount(rows), out
             kept = sorted(((r["k"], r["v"]) for r in rows if r["v"] is not None), key=repr)
-            assert _output(root, "base") == kept  # drop: the rows passing has_v, and only them
-            assert _output(root, "capped") == kept
+            assert output_rows(root, "base") == kept  # drop: the rows passing has_v, and only them
+            assert output_rows(root, "capped") == kept
         assert _printed(out)[("base", "positive")] == (5, 2)  # -1 and NULL (not true) fail
 
         # the counts are in spate_catalog.pipeline_expectations while a run holds the env
@@ -147,6 +137,6 @@ def test_expect_drop_and_fail_across_runs(tmp_path: Path) -> None:
         _write(root, "c.parquet", [(9, "ok")])
         out = spate_run(spec, data)
         assert _printed(out) == _recount(_rows(root)), out
-        assert (9, "ok") in _output(root, "capped")
+        assert (9, "ok") in output_rows(root, "capped")
     finally:
         stop_replicas(data)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
+from tests.pipelines._example import output_rows, small_pipeline
 from tests.pipelines.test_run_vs_spark import spate_run, stop_replicas
 
 _PY = """\
@@ -36,33 +36,21 @@ def _insert(data: Path, rows: str) -> None:
         env.close()
 
 
-def _outputs(root: Path, name: str) -> list[tuple[object, ...]]:
-    rows = pq.read_table(root / "storage" / "tables" / name).to_pylist()
-    return sorted(tuple(r.values()) for r in rows)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_a_spate_table_is_an_input(tmp_path: Path) -> None:
     root = tmp_path / "p"
-    (root / "t").mkdir(parents=True)
-    (root / "t" / "a.py").write_text(_PY)
-    (root / "t" / "b.sql").write_text(_SQL)
-    spec = root / "pipeline.yml"
-    spec.write_text(
-        f"name: p\nstorage: {(root / 'storage').as_uri()}\n"
-        "libraries:\n  - glob:\n      include: t/**\n"
-    )
+    spec = small_pipeline(root, "p", {"a.py": _PY, "b.sql": _SQL})
     data = tmp_path / "spate"
     _insert(data, "(1, 'n', 5), (2, 'n', 50), (3, 's', 20)")
     try:
         spate_run(spec, data)
-        assert _outputs(root, "by_region") == [("n", 2), ("s", 1)]
-        assert _outputs(root, "big_accounts") == [(2, "n"), (3, "s")]
+        assert output_rows(root, "by_region") == [("n", 2), ("s", 1)]
+        assert output_rows(root, "big_accounts") == [(2, "n"), (3, "s")]
         _insert(data, "(4, 's', 99)")
         out = spate_run(spec, data)
         assert "created: -" in out  # the datasets were kept, and followed the table
-        assert _outputs(root, "by_region") == [("n", 2), ("s", 2)]
-        assert _outputs(root, "big_accounts") == [(2, "n"), (3, "s"), (4, "s")]
+        assert output_rows(root, "by_region") == [("n", 2), ("s", 2)]
+        assert output_rows(root, "big_accounts") == [(2, "n"), (3, "s"), (4, "s")]
     finally:
         stop_replicas(data)

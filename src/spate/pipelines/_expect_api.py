@@ -17,11 +17,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol, cast
 
 from spate.pipelines.errors import DefinitionError
-from spate.pipelines.expectations import Action, Expectation
-from spate.pipelines.graph import Location
+from spate.pipelines.graph import Action, Expectation, Graph, Location
 
 __all__ = ["MARKS", "DefinedDataset", "install"]
 
@@ -30,6 +29,14 @@ MARKS: Final = "__spate_expectations__"
 decorator: a list of ``(name, constraint, action, location)``."""
 
 Mark = tuple[str, str, Action, Location]
+
+
+class _Registry(Protocol):
+    """What an expectation above its dataset decorator needs of the active registry
+    (:class:`~spate.pipelines.registry.SpateGraphElementRegistry`, which imports this module)."""
+
+    last_target: str | None
+    graph: Graph
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +68,10 @@ def _decorator(
     def apply(target: Any) -> Any:
         from pyspark.pipelines.graph_element_registry import get_active_graph_element_registry
 
-        from spate.pipelines.registry import SpateGraphElementRegistry
-
         if callable(target):  # below the dataset decorator: the query function
             setattr(target, MARKS, [*getattr(target, MARKS, []), *marks])
             return target
-        registry = get_active_graph_element_registry()
-        assert isinstance(registry, SpateGraphElementRegistry)
+        registry = cast(_Registry, get_active_graph_element_registry())
         if isinstance(target, DefinedDataset):
             dataset = target.dataset
         elif target is None and registry.last_target is not None:

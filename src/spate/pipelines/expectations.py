@@ -19,9 +19,7 @@ expectation sees every row of ``R``, dropped or not): a materialized view of spa
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
 import sqlglot
@@ -29,7 +27,7 @@ from sqlglot import exp
 
 from spate.pipelines.errors import DefinitionError
 from spate.pipelines.expressions import ident
-from spate.pipelines.graph import Location
+from spate.pipelines.graph import Action, Expectation
 from spate.pipelines.relations import _check_sql
 
 __all__ = [
@@ -44,45 +42,6 @@ __all__ = [
 
 COUNTS_PREFIX: Final = "_spate_expect_"
 """The prefix of the materialized views holding a dataset's expectation counts."""
-
-
-class Action(enum.Enum):
-    WARN = "warn"
-    DROP = "drop"
-    FAIL = "fail"
-
-
-@dataclass(frozen=True, slots=True)
-class Expectation:
-    """A check on every row of ``dataset``: ``constraint`` is a Spark SQL boolean expression
-    over the dataset's columns, ``location`` the line of the decorator."""
-
-    dataset: str
-    name: str
-    constraint: str
-    action: Action
-    location: Location
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "dataset": self.dataset,
-            "name": self.name,
-            "constraint": self.constraint,
-            "action": self.action.value,
-            "file": self.location.file,
-            "line": self.location.line,
-        }
-
-    @staticmethod
-    def from_json(d: dict[str, object]) -> Expectation:
-        line = d["line"]
-        return Expectation(
-            dataset=str(d["dataset"]),
-            name=str(d["name"]),
-            constraint=str(d["constraint"]),
-            action=Action(str(d["action"])),
-            location=Location(str(d["file"]), line if isinstance(line, int) else None),
-        )
 
 
 def counts_view(dataset: str) -> str:

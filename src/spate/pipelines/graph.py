@@ -14,14 +14,11 @@ import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spate.pipelines.errors import DefinitionError
 
-if TYPE_CHECKING:
-    from spate.pipelines.expectations import Expectation
-
-__all__ = ["Dataset", "DatasetKind", "Flow", "Graph", "Location"]
+__all__ = ["Action", "Dataset", "DatasetKind", "Expectation", "Flow", "Graph", "Location"]
 
 
 class DatasetKind(Enum):
@@ -40,6 +37,45 @@ class Location:
 
     def __str__(self) -> str:
         return self.file if self.line is None else f"{self.file}:{self.line}"
+
+
+class Action(Enum):
+    WARN = "warn"
+    DROP = "drop"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """A check on every row of ``dataset``: ``constraint`` is a Spark SQL boolean expression
+    over the dataset's columns, ``location`` the line of the decorator."""
+
+    dataset: str
+    name: str
+    constraint: str
+    action: Action
+    location: Location
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "dataset": self.dataset,
+            "name": self.name,
+            "constraint": self.constraint,
+            "action": self.action.value,
+            "file": self.location.file,
+            "line": self.location.line,
+        }
+
+    @staticmethod
+    def from_json(d: dict[str, object]) -> Expectation:
+        line = d["line"]
+        return Expectation(
+            dataset=str(d["dataset"]),
+            name=str(d["name"]),
+            constraint=str(d["constraint"]),
+            action=Action(str(d["action"])),
+            location=Location(str(d["file"]), line if isinstance(line, int) else None),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,8 +239,6 @@ class Graph:
                 )
             )
         if data.get("expectations"):
-            from spate.pipelines.expectations import Expectation
-
             for e in data["expectations"]:
                 g.add_expectation(Expectation.from_json(dict(e)))
         return g
