@@ -14,6 +14,7 @@ import pyarrow as pa
 from spate.errors import UsageError
 from spate.pgwire.engine import Context, Described, Relation, Result, Rows, Stream
 from spate.pgwire.types import field_with_type
+from spate.sql.session_statements import Set
 
 
 class Located(UsageError, ValueError):
@@ -74,6 +75,7 @@ class FakeEngine:
         self.table = pa.Table.from_pylist(rows(n), schema=SCHEMA)
         self.streams_open = 0
         self.executed: list[str] = []
+        self.set: list[tuple[str | None, str | None]] = []
         self.stopped: list[float] = []
         """Seconds each SLEEP ran before its cancel event stopped it."""
         self._lock = threading.Lock()
@@ -104,6 +106,12 @@ class FakeEngine:
             assert isinstance(result, Rows)
             return Described(oids, None if result.table is None else result.table.schema)
         return Described(oids, None)
+
+    def set_variable(self, stmt: Set, ctx: Context) -> None:
+        """A SET of one of the engine's variables: a cluster named ``nowhere`` is refused."""
+        self.set.append((stmt.name, stmt.value))
+        if stmt.value == "nowhere":
+            raise NoSuchTable("unknown cluster 'nowhere'")
 
     def execute(self, sql: str, ctx: Context) -> Result:
         self.executed.append(sql)
@@ -147,11 +155,6 @@ class FakeEngine:
             return Rows(None, "SLEEP")
         if s.upper().startswith("SUBSCRIBE"):
             return self._subscribe(s)
-        m = re.fullmatch(r"SET (\w+) = (.+)", s, re.I)
-        if m:
-            if m.group(2) == "'nowhere'":
-                raise NoSuchTable("unknown cluster 'nowhere'")
-            return Rows(None, "SET")
         if s.upper().startswith("CREATE TABLE"):
             return Rows(None, "CREATE TABLE")
         if s.upper().startswith("INSERT"):

@@ -18,11 +18,13 @@ from typing import Any
 import psycopg
 import pytest
 
+import spate.sql
 from spate.environment.api import Environment
-from spate.pgwire.copy import CopyFrom, parse_copy_from
 from spate.pgwire.environment import EnvironmentEngine
-from spate.pgwire.errors import PgError
 from spate.pgwire.server import ServerConfig, ServerThread
+from spate.sql.copy_statement import CopyFrom, CopyOptions, CopyTo
+from spate.sql.errors import SqlError
+from spate.sql.session_statements import recognise
 
 pytestmark = pytest.mark.integration
 
@@ -359,19 +361,60 @@ def test_psql_backslash_copy_csv_header(
             c.execute(f"DROP TABLE {table}")
 
 
-def test_parse_copy_from() -> None:
-    assert parse_copy_from("COPY t FROM STDIN") == CopyFrom("t", None)
-    assert parse_copy_from('COPY public."T" (a, "B") FROM stdin WITH CSV HEADER') == CopyFrom(
-        "T", ("a", "B"), "csv", True, ",", ""
+def _copy_statement(sql: str) -> object:
+    (parsed,) = spate.sql.parse(sql)
+    return recognise(parsed)
+
+
+def test_the_sql_layer_types_copy() -> None:
+    """A COPY comes from the SQL layer as a typed statement: its table or query, columns,
+    direction, format and options, in both option syntaxes."""
+    assert _copy_statement("COPY t FROM STDIN") == CopyFrom("t", None)
+    assert _copy_statement('COPY public."T" (a, "B") FROM stdin WITH CSV HEADER') == CopyFrom(
+        "T", ("a", "B"), CopyOptions("csv", True, ",", "")
     )
-    assert parse_copy_from("COPY t FROM STDIN WITH (FORMAT binary)") == CopyFrom(
-        "t", None, "binary"
+    assert _copy_statement("COPY t FROM STDIN WITH (FORMAT binary)") == CopyFrom(
+        "t", None, CopyOptions("binary")
     )
-    assert parse_copy_from("COPY t TO STDOUT") is None
-    assert parse_copy_from("SELECT 1") is None
-    with pytest.raises(PgError) as err:
-        parse_copy_from("COPY t FROM STDIN WITH (QUOTE 'x')")
-    assert err.value.sqlstate == "0A000"
+    assert _copy_statement("copy t from stdin binary") == CopyFrom("t", None, CopyOptions("binary"))
+    assert _copy_statement(  # asyncpg's form: the options without WITH
+        "COPY t(a) FROM STDIN (FORMAT csv, DELIMITER '|', NULL 'x', QUOTE '''', ESCAPE E'\\\\',"
+        " HEADER false, FORCE_NOT_NULL (a), FORCE_NULL (a), ENCODING 'utf8', FREEZE)"
+    ) == CopyFrom(
+        "t",
+        ("a",),
+        CopyOptions("csv", False, "|", "x", "'", "\\", force_not_null=("a",), force_null=("a",)),
+    )
+    assert _copy_statement(
+        "COPY t FROM STDIN WITH DELIMITER AS ';' NULL AS '' CSV QUOTE AS '`' FORCE NOT NULL a, b"
+    ) == CopyFrom(
+        "t", None, CopyOptions("csv", False, ";", "", "`", "`", force_not_null=("a", "b"))
+    )
+    to = _copy_statement("COPY (SELECT k, s FROM t) TO STDOUT (FORMAT csv, FORCE_QUOTE *)")
+    assert isinstance(to, CopyTo)
+    assert to.query.sql == "SELECT k, s FROM t"  # the query's own tokens
+    assert [t.text for t in to.query.tokens] == ["SELECT", "k", ",", "s", "FROM", "t"]
+    assert to.options == CopyOptions("csv", delimiter=",", null="", force_quote_all=True)
+    to = _copy_statement('COPY s."T" (a, "B") TO STDOUT WITH CSV HEADER')
+    assert isinstance(to, CopyTo)
+    assert to.query.sql == 'SELECT "a", "B" FROM "s"."T"'
+    assert to.options == CopyOptions("csv", True, ",", "")
+    refused = {
+        "COPY t FROM STDIN WITH (QUOTE 'x')": "0A000",  # CSV only
+        "COPY t FROM STDIN WITH (FORMAT xml)": "22023",
+        "COPY t FROM STDIN WITH (DELIMITER ';;')": "22023",
+        "COPY t FROM STDIN WITH (FORMAT csv, FORMAT text)": "42601",
+        "COPY t FROM STDIN WITH (BOGUS 1)": "42601",
+        "COPY t FROM STDIN WITH (FORMAT binary, HEADER)": "0A000",
+        "COPY t FROM STDIN WITH (FORMAT csv, FORCE_QUOTE (a))": "0A000",  # COPY TO only
+        "COPY t TO STDOUT WITH (FORMAT csv, FORCE_NOT_NULL (a))": "0A000",  # COPY FROM only
+        "COPY t FROM '/etc/passwd'": "0A000",
+        "COPY t TO '/tmp/x'": "0A000",
+    }
+    for sql, sqlstate in refused.items():
+        with pytest.raises(SqlError) as err:
+            _copy_statement(sql)
+        assert err.value.sqlstate == sqlstate, sql
 
 
 def test_raw_protocol_copy_fail_and_stray_data(server: ServerThread, spate_dsn: str) -> None:
@@ -421,7 +464,19 @@ def test_check_constraint(spate_dsn: str, postgres_url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "options", ["", "WITH (FORMAT csv)", "WITH CSV", "WITH (FORMAT csv, HEADER)", "WITH CSV HEADER"]
+    "options",
+    [
+        "",
+        "WITH (FORMAT csv)",
+        "WITH CSV",
+        "WITH (FORMAT csv, HEADER)",
+        "WITH CSV HEADER",
+        "WITH (FORMAT text, HEADER)",
+        "WITH (DELIMITER '|', NULL 'nil')",
+        "WITH (FORMAT csv, FORCE_QUOTE *)",
+        "WITH (FORMAT csv, FORCE_QUOTE (s), QUOTE '''', ESCAPE '\\', NULL 'n')",
+        "WITH CSV DELIMITER ';' FORCE QUOTE k",
+    ],
 )
 def test_copy_to_stdout_as_postgresql(
     both: tuple[list[tuple[str, Conn]], str], options: str
@@ -440,6 +495,39 @@ def test_copy_to_stdout_as_postgresql(
                 got.append(sorted(bytes(b) for b in copy))
         out[name] = got
     assert out["spate"] == out["postgres"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "WITH (FORMAT csv, FORCE_NOT_NULL (s))",
+        "WITH (FORMAT csv, FORCE_NULL (s))",
+        "WITH (FORMAT csv, FORCE_NULL (s), NULL 'x')",
+        "WITH CSV FORCE NOT NULL s",
+    ],
+)
+def test_force_null_options_as_postgresql(
+    both: tuple[list[tuple[str, Conn]], str], options: str
+) -> None:
+    """FORCE_NOT_NULL and FORCE_NULL read a CSV's NULL strings as PostgreSQL does."""
+    conns, table = both
+    for _, c in conns:
+        _copy(c, f"COPY {table} (k, s) FROM STDIN {options}", data=('1,\n2,""\n3,x\n4,"x"\n',))
+    rows = _same(conns, table)
+    assert len(rows) == 4
+
+
+def test_binary_copy_to_stdout_as_postgresql(both: tuple[list[tuple[str, Conn]], str]) -> None:
+    """COPY (query) TO STDOUT (FORMAT binary): the same bytes as PostgreSQL's."""
+    conns, table = both
+    out = {}
+    for name, c in conns:
+        _copy(c, f"COPY {table} FROM STDIN", rows=tuple(ROWS))
+        sql = f"COPY (SELECT k, i, s, b, y FROM {table} ORDER BY k) TO STDOUT (FORMAT binary)"
+        with c.cursor() as cur, cur.copy(sql) as copy:
+            out[name] = b"".join(bytes(b) for b in copy)
+    assert out["spate"] == out["postgres"]
+    assert out["spate"].startswith(b"PGCOPY\n\xff\r\n\x00")
 
 
 def test_an_engine_without_copy_refuses_it() -> None:

@@ -176,3 +176,49 @@ def test_planner_types_parameters_without_running() -> None:
     with pytest.raises(UndefinedParameter) as e:
         plan_statements("SELECT k FROM t WHERE k = $1", catalog)
     assert e.value.sqlstate == "42P02"
+
+
+OBJECT_IDS = [
+    "SELECT c.oid, c.oid::regclass, c.reltype::regtype FROM pg_class c WHERE c.relname = '{t}'",
+    "SELECT '{t}'::regclass, 'int4'::regtype, 'numeric'::regtype, '{t}'::regclass::oid",
+    "SELECT a.attname, a.atttypid::regtype, a.atttypid, a.attnum::oid FROM pg_attribute a "
+    "WHERE a.attrelid = '{t}'::regclass AND a.attnum > 0 ORDER BY a.attnum",
+    "SELECT t.oid, t.typname FROM pg_type t WHERE t.oid = 'interval'::regtype",
+]
+
+
+def test_object_identifier_columns_as_postgres(dsns: dict[str, str]) -> None:
+    """Result columns of type ``regclass``, ``regtype`` and ``oid`` (a cast, a catalog
+    column) are described with PostgreSQL's OIDs (2205, 2206, 26) and sent, in the text
+    format, as PostgreSQL sends them: the object's name, the number. (A relation's own oid
+    differs between the two servers: compared by where it appears.)"""
+    table = f"d_{uuid.uuid4().hex[:8]}"
+    got: dict[str, list[Any]] = {}
+    for name, dsn in dsns.items():
+        out: list[Any] = []
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute(f"CREATE TABLE {table} ({COLUMNS})")
+            try:
+                relation = c.execute(f"SELECT '{table}'::regclass::oid").fetchone()
+                assert relation is not None
+                for q in OBJECT_IDS:
+                    cur = c.execute(q.format(t=table))  # type: ignore[call-overload]
+                    assert cur.description is not None
+                    out.append([d.type_code for d in cur.description])
+                    rows = cur.fetchall()
+                    out.append([tuple("R" if v == relation[0] else v for v in r) for r in rows])
+            finally:
+                c.execute(f"DROP TABLE IF EXISTS {table}")
+        got[name] = out
+    assert got["spate"] == got["postgres"]
+    assert got["spate"][0] == [26, 2205, 2206]
+    assert got["spate"][1] == [("R", table, table)]
+
+
+def test_a_regclass_result_in_binary_is_refused(dsns: dict[str, str]) -> None:
+    """spate holds a displayed ``regclass`` as the name: asked for the binary format (the
+    object id), it says so (``0A000``) rather than send other bytes; the session goes on."""
+    with psycopg.connect(dsns["spate"], autocommit=True) as c:
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="regclass"):
+            c.cursor(binary=True).execute("SELECT 'pg_class'::regclass")
+        assert c.execute("SELECT 'pg_class'::regclass").fetchone() == ("pg_class",)

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import sqlglot
 
 import spate.pgwire
 import spate.pgwire.split
@@ -35,6 +36,30 @@ def _regex_uses(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module == "re":
             found.append(f"{path.name}:{node.lineno}: from re import")
     return found
+
+
+def _sqlglot_uses(path: Path) -> list[str]:
+    """Imports of sqlglot beyond its token types and its errors (its parser reads SQL)."""
+    tree = ast.parse(path.read_text())
+    allowed = ("sqlglot.tokenizer_core", "sqlglot.errors")
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.startswith("sqlglot") for a in node.names):
+            found.append(f"{path.name}:{node.lineno}: import sqlglot")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("sqlglot")
+            and node.module not in allowed
+        ):
+            found.append(f"{path.name}:{node.lineno}: from {node.module} import")
+    return found
+
+
+def test_no_sql_parser_in_pgwire() -> None:
+    """The server's modules use sqlglot's token types and errors only: no statement (COPY's
+    included) is parsed there."""
+    found = [use for path in sorted(PGWIRE.glob("*.py")) for use in _sqlglot_uses(path)]
+    assert found == []
 
 
 def test_no_sql_recognising_regular_expressions_in_pgwire() -> None:
@@ -112,11 +137,22 @@ def test_each_statement_is_parsed_once_on_its_way_to_the_environment(
 
     monkeypatch.setattr(spate.pgwire.split, "parse_sql", counting)
     monkeypatch.setattr(spate.environment.sql, "parse", counting)
+    parsed_by_sqlglot: list[str] = []  # a statement's text parsed whole, not by the planner
+    real_parse_one = sqlglot.parse_one
+
+    def parse_one(sql: str, *args: Any, **kwargs: Any) -> Any:
+        parsed_by_sqlglot.append(sql)
+        return real_parse_one(sql, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot, "parse_one", parse_one)
     t = f"once_{uuid.uuid4().hex[:8]}"
     statements = [
         f"CREATE TABLE {t} (k integer, s text)",
         f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b')",
         f"UPDATE {t} SET s = 'c' WHERE k = 2",
+        f"COPY {t} (k, s) FROM STDIN WITH (FORMAT csv)",
+        f"COPY (SELECT k, s FROM {t} WHERE k > 2) TO STDOUT WITH CSV HEADER",
+        "SET transaction_isolation TO serializable",
         f"SELECT k, s FROM {t} ORDER BY k",
         "BEGIN",
         f"SELECT count(*) FROM {t}",
@@ -138,15 +174,27 @@ def test_each_statement_is_parsed_once_on_its_way_to_the_environment(
         with psycopg.connect(dsn, autocommit=True) as c:
             tags = []
             for sql in statements:
+                if sql.startswith("COPY"):
+                    with c.cursor() as cur:
+                        with cur.copy(sql) as copy:  # type: ignore[arg-type]
+                            if "FROM STDIN" in sql:
+                                copy.write(b"3,x\n4,y\n")
+                            else:
+                                copied = b"".join(bytes(b) for b in copy)
+                        tags.append(f"COPY {cur.rowcount}")
+                    continue
                 cur = c.execute(sql)  # type: ignore[call-overload]
                 tags.append(cur.statusmessage)
     finally:
         server.close()
         env.close()
     assert tags == [
-        "CREATE TABLE", "INSERT 0 2", "UPDATE 1", "SELECT 2", "BEGIN", "SELECT 1", "COMMIT",
+        "CREATE TABLE", "INSERT 0 2", "UPDATE 1", "COPY 2", "COPY 2", "SET", "SELECT 4",
+        "BEGIN", "SELECT 1", "COMMIT",
         "BEGIN", "INSERT 0 1", "SAVEPOINT", "INSERT 0 1", "ROLLBACK", "RELEASE", "ROLLBACK",
         "DELETE 1", "DROP TABLE",
     ]  # fmt: skip
+    assert copied == b"k,s\n3,x\n4,y\n"
     assert {s: counts[s] for s in statements} == dict.fromkeys(statements, 1)
     assert sum(counts.values()) == len(statements)  # nothing else split: no text made up
+    assert [sql for sql in parsed_by_sqlglot if "COPY" in sql or "SET" in sql] == []

@@ -80,10 +80,6 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
         ("DECLARE c NO SCROLL CURSOR WITH HOLD FOR SELECT 1", statements.Declare("c", "SELECT 1")),
         ("CLOSE c", statements.Close("c")),
         ("CLOSE ALL", statements.Close(None)),
-        ("COPY t TO STDOUT (FORMAT csv)", statements.CopyTo('SELECT * FROM "t"', "csv")),
-        ("COPY (SUBSCRIBE t) TO STDOUT", statements.CopyTo("SUBSCRIBE t", "text")),
-        ("COPY t TO STDOUT WITH CSV HEADER", statements.CopyTo('SELECT * FROM "t"', "csv", True)),
-        ("COPY t (a, b) FROM STDIN", statements.CopyFrom("COPY t (a, b) FROM STDIN")),
         (
             "PREPARE p (int, numeric(10,2)) AS SELECT $1",
             statements.Prepare("p", ("int", "numeric(10,2)"), "SELECT $1"),

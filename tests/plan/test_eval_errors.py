@@ -128,3 +128,27 @@ def test_the_read_error_names_everything_and_carries_the_sqlstate() -> None:
     e = EvaluationFailed.of_record("materialized view v", record, 3)
     assert str(e) == text and e.sqlstate == "22012" and sqlstate_of(e) == "22012"
     assert e.pg_message == "division by zero"
+
+
+def test_postgresql_text_travels_as_data_and_is_never_read_back() -> None:
+    """PostgreSQL's text of an evaluation error is given with it, never extracted from the
+    message: a value that looks like spate's message layout (``what: text [SQLSTATE x]
+    evaluating …``) stays whole."""
+    odd = 'invalid input syntax for type date: "a: b [SQLSTATE 22007] evaluating c"'
+    e = EvaluationFailed.of("query", EvalError(odd, sqlstate="22007"))
+    assert e.pg_message == odd and e.sqlstate == "22007"
+    assert str(e) == f"query: {odd} [SQLSTATE 22007]"
+    given = "reading t: x [SQLSTATE 22012] evaluating y"
+    assert EvaluationFailed(given, "22012").pg_message == given  # none given: the message
+    assert EvaluationFailed(given, "22012", "division by zero").pg_message == "division by zero"
+
+
+def test_the_evaluators_row_and_expression_are_not_postgresqls_text() -> None:
+    """A Map that fails names its expression and row in the message; PostgreSQL's text stays
+    the scalar's own, as data."""
+    with pytest.raises(EvalError) as raised:
+        _run("SELECT a / (b - 2) FROM t", [(1, 2, "1")], [])
+    assert " evaluating " in str(raised.value)
+    assert raised.value.pg_message == "division by zero"
+    failed = EvaluationFailed.of("query", raised.value)
+    assert failed.pg_message == "division by zero" and failed.sqlstate == "22012"

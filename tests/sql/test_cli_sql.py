@@ -42,7 +42,11 @@ def test_an_evaluation_error_prints_postgres_text_then_spate_detail() -> None:
     from spate.errors import EvaluationFailed
 
     console = Console(file=io.StringIO(), width=300, color_system=None)
-    e = EvaluationFailed("query: division by zero evaluating (1 / 0) on row () [SQLSTATE 22012]")
+    e = EvaluationFailed(
+        "query: division by zero evaluating (1 / 0) on row () [SQLSTATE 22012]",
+        "22012",
+        "division by zero",
+    )
     error(console, e)
     lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
     assert lines[0] == "ERROR:  division by zero"

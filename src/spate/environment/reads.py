@@ -373,7 +373,8 @@ def evaluate_constant(plan: RelationExpr, now: int) -> list[tuple[Row, int]]:
     try:
         return list(evaluate(plan, {}, now).items())
     except EvalError as e:  # the error a dataflow's read gives (22012, 22003 …)
-        raise LocalEvaluationFailed(str(EvaluationFailed.of("query", e)), e.sqlstate) from None
+        failed = EvaluationFailed.of("query", e)
+        raise LocalEvaluationFailed(str(failed), failed.sqlstate, failed.pg_message) from None
 
 
 def _apply(
@@ -385,7 +386,7 @@ def _apply(
     except EvalError as e:
         name = rt.catalog.by_id(base.id).name
         failed = EvaluationFailed.of(f"reading {name}", e)
-        raise LocalEvaluationFailed(str(failed), failed.sqlstate) from None
+        raise LocalEvaluationFailed(str(failed), failed.sqlstate, failed.pg_message) from None
 
 
 def _contents(table: pa.Table) -> Multiset:

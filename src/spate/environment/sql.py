@@ -22,7 +22,7 @@ connections in :mod:`spate.environment.sql_external`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,15 @@ class SqlSession:
                 block.failed = True
             raise
 
+    def set_variable(self, name: str, value: str | None) -> None:
+        """``SET name = value`` (``value`` ``None``: ``RESET name``) a caller already
+        recognised (a wire session's): it is not written out as text and parsed again."""
+        self.session.notices.clear()
+        self.session.rows_affected = None
+        stmt = st.SetVariable(f"SET {name}", name, value)
+        with collecting(self.session.notices):
+            _run_planned(self.env, lambda _catalog: stmt, self.session)
+
     def insert_rows(self, table: str, rows: Sequence[Sequence[Any]] | pa.Table) -> int:
         """``rows`` (whole rows of ``table``, or an Arrow table of its columns) written as an
         ``INSERT`` of them is: checked and written at once (``env.insert``), or buffered in the
@@ -155,13 +164,33 @@ def _run_one(env: EnvironmentOperations, parsed: Parsed, session: Session) -> Re
         if control is not None:
             _control(env, control, session)
             return None
+    except BaseException:
+        if block is not None and session.block is block:
+            block.failed = True
+        raise
+    return _run_planned(
+        env,
+        lambda catalog: plan_statement(parsed, catalog, recursion_limit=session.recursion_limit),
+        session,
+    )
+
+
+def _run_planned(
+    env: EnvironmentOperations,
+    plan: Callable[[EnvironmentCatalog], st.Statement],
+    session: Session,
+) -> Result:
+    """The statement ``plan`` makes of the catalog, under the rules of the session's block."""
+    session.rows_affected = None
+    block = session.block
+    try:
         if block is not None and block.failed:
             raise sql_block.aborted()
         catalog = EnvironmentCatalog(env)
         if block is not None and block.kind == "ddl" and block.ddl:
             # planned against the catalog as the block's earlier statements will leave it
             catalog.state = sql_ddl_block.pending(catalog.state, block.ddl)
-        stmt = plan_statement(parsed, catalog, recursion_limit=session.recursion_limit)
+        stmt = plan(catalog)
         if block is not None:
             stmt = sql_block.admit(env, stmt, block)
             if block.kind == "ddl":

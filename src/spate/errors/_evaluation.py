@@ -11,7 +11,6 @@ wrong (PostgreSQL's text and SQLSTATE), the expression and a sample offending ro
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -19,11 +18,6 @@ from spate.errors._environment import ReadFailed
 
 FIELD_SEP: Final = "\x1f"
 """Between the fields of an error record (sqlstate, message, expression, row)."""
-
-_DESCRIBED: Final = re.compile(r"^(?:[^:]*): (.*?) \[SQLSTATE [0-9A-Z]{5}\]", re.S)
-"""A message of :func:`describe_error` (or :meth:`EvaluationFailed.of`): what, then
-PostgreSQL's text, then the SQLSTATE."""
-_WHERE: Final = " evaluating "
 
 
 def error_record(sqlstate: str, message: str, expression: str, row: str) -> str:
@@ -88,18 +82,15 @@ class EvaluationFailed(ReadFailed):
     ``sqlstate`` is PostgreSQL's code for the error (``22012``, ``22003``, ``22P02``,
     ``21000``…); ``pg_message`` is PostgreSQL's text for it (``division by zero``), without
     the collection, the expression and the row that the message names (what a PostgreSQL
-    client is answered)."""
+    client is answered). Both are given as data by whoever raises the error (``pg_message``
+    ``None``: the message itself); neither is ever read back from the message."""
 
     def __init__(
         self, message: str, sqlstate: str = "22000", pg_message: str | None = None
     ) -> None:
         super().__init__(message)
         self.sqlstate = sqlstate
-        if pg_message is None:
-            found = _DESCRIBED.match(message)
-            bare = found.group(1) if found is not None else message
-            pg_message = bare.split(_WHERE, 1)[0] or message
-        self.pg_message: str = pg_message
+        self.pg_message: str = message if pg_message is None else pg_message
 
     @staticmethod
     def of(what: str, error: BaseException) -> EvaluationFailed:
@@ -108,8 +99,11 @@ class EvaluationFailed(ReadFailed):
         error ``error`` (an ``EvalError``): the message a dataflow's read gives, the same
         SQLSTATE."""
         sqlstate = getattr(error, "sqlstate", None)
-        code = sqlstate if isinstance(sqlstate, str) and len(sqlstate) == 5 else "22000"
-        return EvaluationFailed(f"{what}: {error} [SQLSTATE {code}]", code)
+        code = sqlstate if is_sqlstate(sqlstate) else "22000"
+        assert isinstance(code, str)
+        text = getattr(error, "pg_message", None)
+        pg_message = text if isinstance(text, str) else str(error)
+        return EvaluationFailed(f"{what}: {error} [SQLSTATE {code}]", code, pg_message)
 
     @staticmethod
     def of_record(what: str, record: str, count: int = 1) -> EvaluationFailed:
@@ -126,7 +120,7 @@ def reported(problem: Problem) -> ReadFailed:
     if problem.sqlstate is None:
         return ReadFailed(problem.message)
     if problem.sqlstate == OUT_OF_MEMORY:
-        return OutOfMemory(problem.message)
+        return OutOfMemory(problem.message, problem.pg_message)
     return EvaluationFailed(problem.message, problem.sqlstate, problem.pg_message)
 
 
@@ -138,5 +132,5 @@ class OutOfMemory(EvaluationFailed, MemoryError):
     estimated rows exceed the replica's ``max_one_off_rows``: a cross join of many inputs). It
     was refused before it ran; SQLSTATE ``53200`` (out of memory), as in PostgreSQL."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, OUT_OF_MEMORY)
+    def __init__(self, message: str, pg_message: str | None = None) -> None:
+        super().__init__(message, OUT_OF_MEMORY, pg_message)

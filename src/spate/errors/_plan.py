@@ -52,11 +52,15 @@ class EvalError(SpateError, ArithmeticError):
 
     ``sqlstate`` is PostgreSQL's code for it (``22012`` division by zero, ``22003`` a value out
     of range, ``22P02`` text that does not parse, ``21000`` a scalar subquery with more than one
-    row; ``22000`` otherwise)."""
+    row; ``22000`` otherwise). ``pg_message`` is PostgreSQL's text for it, without what spate
+    adds (the expression and the row it was evaluating); ``None``: the message itself."""
 
     sqlstate: str = "22000"
 
-    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, sqlstate: str | None = None, pg_message: str | None = None
+    ) -> None:
         super().__init__(message)
         if sqlstate is not None:
             self.sqlstate = sqlstate
+        self.pg_message: str = message if pg_message is None else pg_message

@@ -22,12 +22,11 @@ import pyarrow as pa
 from spate.pgwire import codec, guc, statements
 from spate.pgwire import types as pgt
 from spate.pgwire.binding import Prepared, bind_text, cast_name
-from spate.pgwire.copy import copy_in, parse_copy_from
+from spate.pgwire.copy import copy_in
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
-from spate.pgwire.literals import literal
-from spate.pgwire.output import CopyEncoder, RowEncoder, copy_line, field_descs
+from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
 from spate.pgwire.portal import Portal
 from spate.pgwire.split import split_statements
 from spate.sql.types import named_type
@@ -101,8 +100,7 @@ async def run_session_statement(
             s.send(codec.command_complete("RESET"))
         else:
             if stmt.name in ENGINE_VARS:
-                value = "DEFAULT" if stmt.value is None else literal(stmt.value)
-                await s.engine_execute(f"SET {stmt.name} = {value}")
+                await s.engine_set(stmt)
             if stmt.name == "statement_timeout" and stmt.value is not None:
                 s.set_var(stmt.name, guc.show_ms(guc.parse_ms(stmt.name, stmt.value)))
             else:
@@ -127,10 +125,7 @@ async def run_session_statement(
     elif isinstance(stmt, statements.CopyTo):
         await _copy(s, stmt)
     elif isinstance(stmt, statements.CopyFrom):
-        copy_from = parse_copy_from(stmt.sql)
-        if copy_from is None:
-            raise PgError("42601", "syntax error in COPY … FROM STDIN")
-        await copy_in(s, copy_from)
+        await copy_in(s, stmt)
     else:  # pragma: no cover - exhaustive
         raise AssertionError(stmt)
 
@@ -249,26 +244,24 @@ async def _fetch_stream(
 
 
 async def _copy(s: SessionHost, stmt: statements.CopyTo) -> None:
-    portal = Portal(stmt.query, ())
+    portal = Portal(stmt.query.sql, (), parsed=stmt.query)  # the query's tokens: not split again
     try:
         await s.start_portal(portal)
         if portal.schema is None:
             raise PgError("0A000", "COPY needs a statement that returns rows")
-        enc = CopyEncoder(portal.schema, stmt.format)
-        s.send(codec.copy_out_response(len(portal.schema)))
-        if stmt.header:
-            names = portal.schema.names
-            s.send(
-                codec.copy_data(
-                    copy_line([str.encode] * len(names), names, csv=stmt.format == "csv")
-                )
-            )
+        enc = CopyEncoder(portal.schema, stmt.options)
+        binary = int(stmt.options.format == "binary")
+        s.send(codec.copy_out_response(len(portal.schema), binary))
+        if start := enc.start():
+            s.send(codec.copy_data(start))
         if portal.rows is not None:
             for row in portal.rows:
                 s.send(codec.copy_data(enc.line(row)))
             n = len(portal.rows)
         else:
             n = await s.stream_rows(portal, lambda row: s.send(codec.copy_data(enc.line(row))), 0)
+        if end := enc.end():
+            s.send(codec.copy_data(end))
         s.send(codec.COPY_DONE)
         s.send(codec.command_complete(f"COPY {n}"))
     finally:

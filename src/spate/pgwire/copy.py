@@ -1,8 +1,8 @@
-"""``COPY t [(col, …)] FROM STDIN``: the statement, the copy-in sub-protocol, the data formats.
+"""``COPY t [(col, …)] FROM STDIN``: the copy-in sub-protocol and the data formats.
 
-The statement is parsed by sqlglot, in PostgreSQL's option syntax (``WITH (FORMAT csv,
-HEADER, DELIMITER ';', NULL '', QUOTE '"', ESCAPE '\\')``) and the old one (``WITH CSV
-HEADER``, ``BINARY``). The session answers CopyInResponse; the client's CopyData messages are
+The statement comes typed from the SQL layer (:class:`spate.sql.copy_statement.CopyFrom`:
+the table, the columns, the format and its options); nothing here reads SQL. The session
+answers CopyInResponse; the client's CopyData messages are
 parsed as they come (text: tab-separated with PostgreSQL's backslash escapes and ``\\N``;
 csv: PostgreSQL's quoting, an unquoted NULL string is NULL; binary: the ``PGCOPY`` file
 format), each field decoded as its column's type. A COPY is atomic: nothing is written until
@@ -18,26 +18,21 @@ quote), ``22P02`` a value that is not of its column's type, ``22P03`` malformed 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any, Final
 
 import pyarrow as pa
-import sqlglot
-from sqlglot import exp
-from sqlglot.dialects.postgres import Postgres
-from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokenizer_core import TokenType
 
 from spate.errors import EvalError
 from spate.pgwire import codec
 from spate.pgwire import types as pgt
-from spate.pgwire.errors import SYNTAX_ERROR, PgError
+from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
 from spate.repr.interval_text import parse_interval
+from spate.sql.copy_statement import CopyFrom, CopyOptions
 
 BAD_COPY_DATA: Final = "22P04"
 INVALID_TEXT: Final = "22P02"
@@ -49,159 +44,6 @@ _I16: Final = struct.Struct("!h")
 _I32: Final = struct.Struct("!i")
 
 
-@dataclass(frozen=True, slots=True)
-class CopyFrom:
-    """A parsed ``COPY … FROM STDIN``: the table, the columns given (``None``: all of them, in
-    order) and the format's options."""
-
-    table: str
-    columns: tuple[str, ...] | None
-    format: str = "text"  # text | csv | binary
-    header: bool = False
-    delimiter: str = "\t"
-    null: str = "\\N"
-    quote: str = '"'
-    escape: str = '"'
-
-
-# --- the statement ------------------------------------------------------------------------------
-
-
-def parse_copy_from(sql: str) -> CopyFrom | None:
-    """``sql`` as a COPY FROM STDIN; ``None`` for any other statement (COPY … TO included)."""
-    tree = _parsed(sql, "STDIN")
-    if not isinstance(tree, exp.Copy) or not tree.args.get("kind"):
-        return None
-    files = tree.args.get("files") or []
-    if len(files) != 1 or not (
-        isinstance(files[0], exp.Identifier) and files[0].name.upper() == "STDIN"
-    ):
-        raise PgError(
-            "0A000", "COPY FROM a file or program is not supported: use COPY FROM STDIN (\\copy)"
-        )
-    target = tree.this
-    columns: tuple[str, ...] | None = None
-    if isinstance(target, exp.Schema):
-        columns = tuple(_ident(c) for c in target.expressions)
-        target = target.this
-    if not isinstance(target, exp.Table):
-        raise PgError(SYNTAX_ERROR, "COPY FROM STDIN needs a table")
-    options = _options(tree.args.get("params") or [])
-    return CopyFrom(_ident(target.this), columns, **options)
-
-
-def copy_to_header(sql: str) -> bool:
-    """Whether ``COPY … TO STDOUT`` asks for a header line (``HEADER``); ``False`` for one
-    sqlglot cannot read (``COPY (SUBSCRIBE t) TO STDOUT``)."""
-    tree = _parsed(sql, "STDOUT")
-    if not isinstance(tree, exp.Copy) or tree.args.get("kind"):
-        return False
-    return bool(_options(tree.args.get("params") or []).get("header"))
-
-
-def _parsed(sql: str, end: str) -> exp.Expr | None:
-    try:
-        return sqlglot.parse_one(sql, read="postgres")
-    except (ParseError, TokenError):
-        return _with_options(sql, end)
-
-
-def _with_options(sql: str, end: str) -> exp.Expr | None:
-    """``COPY t FROM STDIN (FORMAT binary)`` (asyncpg's form), which sqlglot parses only with
-    ``WITH`` before the options: parsed again with it."""
-    try:
-        tokens = Postgres().tokenize(sql)
-    except TokenError:
-        return None
-    for tok, after in itertools.pairwise(tokens):
-        if tok.text.upper() == end and after.token_type == TokenType.L_PAREN:
-            try:
-                return sqlglot.parse_one(
-                    f"{sql[: tok.end + 1]} WITH {sql[tok.end + 1 :]}", read="postgres"
-                )
-            except (ParseError, TokenError):
-                return None
-    return None
-
-
-def _ident(node: exp.Expression) -> str:
-    if isinstance(node, exp.Identifier):
-        return node.name if node.quoted else node.name.lower()
-    if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
-        return _ident(node.this)
-    raise PgError(SYNTAX_ERROR, f"not a column name: {node.sql()[:60]!r}")
-
-
-def _option_value(node: exp.Expression | None) -> str | bool | None:
-    if node is None:
-        return None
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    if isinstance(node, (exp.Literal, exp.Var, exp.Identifier)):
-        return str(node.name)
-    raise PgError(SYNTAX_ERROR, f"invalid COPY option value {node.sql()[:60]!r}")
-
-
-def _one_char(name: str, value: object) -> str:
-    if not isinstance(value, str) or len(value) != 1:
-        raise PgError("22023", f"COPY {name.lower()} must be a single one-byte character")
-    return value
-
-
-def _options(params: Sequence[exp.Expression]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in params:
-        name = p.this.name.upper() if isinstance(p.this, exp.Expression) else str(p.this).upper()
-        value = _option_value(p.args.get("expression"))
-        if name == "FORMAT":
-            fmt = str(value).lower()
-            if fmt not in ("text", "csv", "binary"):
-                raise PgError("22023", f'COPY format "{fmt}" not recognized')
-            out["format"] = fmt
-        elif name in ("CSV", "BINARY"):  # the old syntax: WITH CSV [HEADER]
-            out["format"] = name.lower()
-            if isinstance(value, str) and value.upper() == "HEADER":
-                out["header"] = True
-        elif name == "HEADER":
-            if isinstance(value, str) and value.lower() == "match":
-                raise PgError("0A000", "COPY HEADER MATCH is not supported")
-            out["header"] = value is None or value is True or str(value).lower() in _TRUE
-        elif name == "DELIMITER":
-            out["delimiter"] = _one_char(name, value)
-        elif name == "NULL":
-            if not isinstance(value, str):
-                raise PgError(SYNTAX_ERROR, "COPY NULL needs a string")
-            out["null"] = value
-        elif name in ("QUOTE", "ESCAPE"):
-            out[name.lower()] = _one_char(name, value)
-        elif name == "ENCODING":
-            if str(value).upper().replace("-", "") not in ("UTF8", "UNICODE", "SQL_ASCII"):
-                raise PgError("0A000", f"COPY encoding {value} is not supported (UTF8)")
-        elif name == "FREEZE":
-            pass
-        else:
-            raise PgError("42601", f'option "{name.lower()}" not recognized')
-    fmt = out.get("format", "text")
-    if fmt == "csv":
-        out.setdefault("delimiter", ",")
-        out.setdefault("null", "")
-        out.setdefault("escape", out.get("quote", '"'))
-    else:
-        for name in ("quote", "escape"):
-            if name in out:
-                raise PgError("0A000", f"COPY {name} available only in CSV mode")
-        if out.get("header") and fmt == "binary":
-            raise PgError("0A000", "cannot specify HEADER in BINARY mode")
-    if fmt == "binary" and ("delimiter" in out or "null" in out):
-        raise PgError("42601", "cannot specify DELIMITER or NULL in BINARY mode")
-    if "\n" in out.get("delimiter", "") or "\r" in out.get("delimiter", ""):
-        raise PgError("22023", "COPY delimiter cannot be newline or carriage return")
-    return out
-
-
-_TRUE: Final = ("true", "on", "1", "yes")
-
-
 # --- the data formats ---------------------------------------------------------------------------
 
 Field = bytes | None
@@ -211,7 +53,7 @@ class _LineReader:
     """What the text and the CSV format share: the options of lines, their count, the header
     line and the end marker."""
 
-    def __init__(self, stmt: CopyFrom) -> None:
+    def __init__(self, stmt: CopyOptions) -> None:
         self._delim = stmt.delimiter.encode()
         self._null = stmt.null.encode()
         self._header = stmt.header
@@ -238,7 +80,7 @@ class TextReader(_LineReader):
     """PostgreSQL's text format: one row a line, fields split at the delimiter, backslash
     escapes; a field that is the NULL string (before unescaping) is NULL."""
 
-    def __init__(self, stmt: CopyFrom) -> None:
+    def __init__(self, stmt: CopyOptions) -> None:
         super().__init__(stmt)
         self._flat = b"\\" in self._null  # a block without backslashes has no NULL
 
@@ -340,12 +182,22 @@ def _unescape(raw: bytes) -> bytes:
 class CsvReader(_LineReader):
     """PostgreSQL's CSV format: a quoted field may hold delimiters, quotes (doubled, or after
     the escape character) and newlines; an unquoted field equal to the NULL string is NULL, a
-    quoted one never is."""
+    quoted one never is, but in the ``force_not_null`` fields (the positions of the given
+    columns) an unquoted one is not, in the ``force_null`` fields a quoted one is."""
 
-    def __init__(self, stmt: CopyFrom) -> None:
+    def __init__(
+        self,
+        stmt: CopyOptions,
+        *,
+        force_not_null: frozenset[int] = frozenset(),
+        force_null: frozenset[int] = frozenset(),
+    ) -> None:
         super().__init__(stmt)
         self._quote = stmt.quote.encode()
         self._escape = stmt.escape.encode()
+        self._force_not_null = force_not_null
+        self._force_null = force_null
+        self._forced = bool(force_not_null or force_null)
 
     def feed(self, data: bytes, out: Columns) -> None:
         out.add(self._feed(data))
@@ -378,7 +230,9 @@ class CsvReader(_LineReader):
             if quote not in line:
                 pos = nl + 1
                 data = self._data_line(line)
-                if data is not None:
+                if data is not None and self._forced:
+                    yield [self._value(f, False, k) for k, f in enumerate(data.split(delim))]
+                elif data is not None:
                     yield [None if f == null else f for f in data.split(delim)]
                 continue
             parsed = self._quoted(text, pos)
@@ -421,21 +275,25 @@ class CsvReader(_LineReader):
             if c == q:
                 in_quotes = quoted = True
             elif c == d:
-                fields.append(self._value(bytes(field), quoted))
+                fields.append(self._value(bytes(field), quoted, len(fields)))
                 field.clear()
                 quoted = False
             elif c == 0x0A:
                 if field.endswith(b"\r") and not quoted:
                     del field[-1]
-                fields.append(self._value(bytes(field), quoted))
+                fields.append(self._value(bytes(field), quoted, len(fields)))
                 return fields, i + 1, lines
             else:
                 field.append(c)
             i += 1
         return None
 
-    def _value(self, raw: bytes, quoted: bool) -> Field:
-        return None if not quoted and raw == self._null else raw
+    def _value(self, raw: bytes, quoted: bool, k: int) -> Field:
+        if raw != self._null:
+            return raw
+        if quoted:
+            return None if k in self._force_null else raw
+        return raw if k in self._force_not_null else None
 
 
 class BinaryReader:
@@ -443,7 +301,7 @@ class BinaryReader:
     extension, then per row a 16-bit field count and per field a 32-bit length (-1: NULL) and
     the value in its type's binary format; a field count of -1 ends the data."""
 
-    def __init__(self, stmt: CopyFrom) -> None:
+    def __init__(self, stmt: CopyOptions) -> None:
         self._buf = bytearray()
         self._pos = 0
         self._header_done = False
@@ -514,12 +372,26 @@ class BinaryReader:
 Reader = TextReader | CsvReader | BinaryReader
 
 
-def reader(stmt: CopyFrom) -> Reader:
-    if stmt.format == "csv":
-        return CsvReader(stmt)
-    if stmt.format == "binary":
-        return BinaryReader(stmt)
-    return TextReader(stmt)
+def reader(stmt: CopyFrom, t: Target) -> Reader:
+    """The reader of ``stmt``'s format, into the given columns of ``t``."""
+    opts = stmt.options
+    if opts.format == "csv":
+        given = [t.names[i] for i in t.given]
+        return CsvReader(
+            opts,
+            force_not_null=_positions("FORCE_NOT_NULL", opts.force_not_null, given),
+            force_null=_positions("FORCE_NULL", opts.force_null, given),
+        )
+    if opts.format == "binary":
+        return BinaryReader(opts)
+    return TextReader(opts)
+
+
+def _positions(option: str, names: tuple[str, ...], given: list[str]) -> frozenset[int]:
+    for name in names:
+        if name not in given:
+            raise PgError("42P10", f'{option} column "{name}" not referenced by COPY')
+    return frozenset(given.index(n) for n in names)
 
 
 # --- values -------------------------------------------------------------------------------------
@@ -777,10 +649,10 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
     """Answer CopyInResponse, read the client's data to CopyDone, write every row at once."""
     schema = await s.engine_call(lambda engine, ctx: _copy_schema(engine, stmt.table, ctx))
     t = target(stmt, schema)
-    fmt = 1 if stmt.format == "binary" else 0
+    r = reader(stmt, t)  # its options checked against the columns before CopyInResponse
+    fmt = 1 if stmt.options.format == "binary" else 0
     s.send(codec.msg(b"G", bytes([fmt]) + _I16.pack(len(t.given)) + _I16.pack(fmt) * len(t.given)))
     await s.flush()
-    r = reader(stmt)
     cols = Columns(t)
     while True:
         kind, body = await s.read_message()
@@ -809,8 +681,9 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
 def _decoded(
     t: Target, schema: pa.Schema, cols: Columns, stmt: CopyFrom
 ) -> pa.Table | list[tuple[Any, ...]]:
-    fast = columnar(t, schema, cols) if stmt.format != "binary" else None
-    return fast if fast is not None else rows(t, cols, stmt.format)
+    fmt = stmt.options.format
+    fast = columnar(t, schema, cols) if fmt != "binary" else None
+    return fast if fast is not None else rows(t, cols, fmt)
 
 
 def _copy_schema(engine: object, table: str, ctx: object) -> pa.Schema:

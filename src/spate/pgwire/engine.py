@@ -147,7 +147,8 @@ class Relation:
 ENGINE_VARS: Final = frozenset(
     {"cluster", "transaction_isolation", "real_time_recency", "recursion_limit"}
 )
-"""Variables a SET also sends to the engine (as ``SET name = 'value'``), which may refuse."""
+"""Variables whose SET and RESET the session also passes to the engine (``set_variable``),
+which may refuse them."""
 
 
 class Engine(Protocol):
@@ -181,6 +182,12 @@ class Engine(Protocol):
     session's event loop before ``execute_parsed`` and MUST NOT block: the result
     ``execute_parsed`` would give as :class:`Values` when it has it at once (from memory,
     without I/O or waiting), else ``None`` (the session then calls ``execute_parsed``).
+
+    An engine MAY also have ``set_variable(stmt, ctx)``: the session passes it each ``SET``
+    and ``RESET`` of one of :data:`ENGINE_VARS` as the typed statement it recognised
+    (:class:`spate.sql.session_statements.Set`: the name and the value as written, ``None``
+    for RESET), before it keeps the value itself; the engine MAY refuse it (raise), and then
+    the session keeps nothing. An engine without it sees none of them.
 
     An engine MAY also have ``copy_schema(table, ctx) -> pa.Schema`` (the columns of a table a
     ``COPY … FROM STDIN`` writes; raises for anything else) and ``copy_in(table, rows, ctx) ->

@@ -57,7 +57,7 @@ from spate.sql.declared import column_types
 from spate.sql.depth import too_complex
 from spate.sql.describe import describe as describe_statement
 from spate.sql.results import TAGGED, result_schema
-from spate.sql.session_statements import TransactionControl
+from spate.sql.session_statements import Set, TransactionControl
 from spate.sql.types import PgType as SqlType
 from spate.sql.types import named_type
 
@@ -187,6 +187,13 @@ class EnvironmentEngine:
         transaction block: :mod:`spate.environment.sql_block`), as the session recognised
         them: not parsed again."""
         self._sql_call(lambda session: session.control(stmt), ctx)
+
+    def set_variable(self, stmt: Set, ctx: Context) -> None:
+        """A SET or RESET of the connection's SQL session, as the session recognised it: not
+        written out as text and parsed again."""
+        assert stmt.name is not None
+        name, value = stmt.name, stmt.value
+        self._sql_call(lambda session: session.set_variable(name, value), ctx)
 
     def copy_schema(self, table: str, ctx: Context) -> pa.Schema:
         """The columns of ``table``, which a COPY FROM STDIN writes (42P01 if there is no

@@ -17,7 +17,7 @@ from spate.pgwire.auth import ScramVerifier
 from spate.pgwire.binding import Prepared
 from spate.pgwire.engine import Context, Described, Engine
 from spate.pgwire.portal import Portal
-from spate.sql.session_statements import TransactionControl
+from spate.sql.session_statements import Set, TransactionControl
 
 T = TypeVar("T")
 
@@ -83,7 +83,7 @@ class SessionHost(Connection, Protocol):
 
     async def engine_call(self, fn: Callable[[Engine, Context], T]) -> T: ...
 
-    async def engine_execute(self, sql: str) -> None: ...
+    async def engine_set(self, stmt: Set) -> None: ...
 
     async def engine_transaction(self, stmt: TransactionControl) -> None: ...
 

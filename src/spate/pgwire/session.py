@@ -776,8 +776,12 @@ class Session:
         """``fn(engine, context)`` on a worker thread (COPY FROM STDIN's engine calls)."""
         return await self._call(lambda: fn(self._engine, self._ctx))
 
-    async def engine_execute(self, sql: str) -> None:
-        await self._call(lambda: self._engine.execute(sql, self._ctx))
+    async def engine_set(self, stmt: statements.Set) -> None:
+        """Pass a SET or RESET of one of the engine's variables on to the engine, as the typed
+        statement it was recognised as, if it takes them (``Engine.set_variable``)."""
+        setter = getattr(self._engine, "set_variable", None)
+        if setter is not None:
+            await self._call(lambda: setter(stmt, self._ctx))
 
     async def engine_transaction(self, stmt: statements.TransactionControl) -> None:
         """Pass BEGIN, COMMIT, ROLLBACK and the savepoint statements on to the engine, as the

@@ -12,12 +12,11 @@ from typing import Final
 
 from spate.pgwire.errors import PgError
 from spate.sql import Parsed
+from spate.sql.copy_statement import CopyFrom, CopyTo
 from spate.sql.session_statements import (
     Begin,
     Close,
     Commit,
-    CopyFrom,
-    CopyTo,
     Deallocate,
     Declare,
     Discard,

@@ -41,6 +41,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from spate.errors import UsageError
+from spate.pgwire.errors import PgError
 from spate.plan.evaluation.casts import float_text as single_text
 from spate.repr.interval import Interval
 from spate.sql.results import PG_TYPE_KEY
@@ -397,6 +398,22 @@ CATALOG_TEXT: Final[dict[str, PgType]] = {
 }  # fmt: skip
 """Catalog column types whose values spate holds as their PostgreSQL text form (``{a,b}``,
 ``1 2``): sent as that text."""
+
+
+def _b_object_name(v: Any) -> bytes:
+    raise PgError(
+        "0A000",
+        "the binary format of a regclass or regtype result (its object id) is not supported: "
+        "spate sends its name, in the text format",
+    )
+
+
+CATALOG_TEXT.update(
+    {
+        name: PgType(oid, name, 4, _t_str, _b_object_name, category="N")
+        for name, oid in (("regclass", 2205), ("regtype", 2206))
+    }
+)
 
 
 def for_field(field: pa.Field) -> PgType:

@@ -128,11 +128,11 @@ def user_interval(v: object) -> object:
     if isinstance(v, Interval):
         nanos = v.micros * 1000
         if not -(2**63) <= nanos < 2**63:
-            raise EvaluationFailed(
+            text = (
                 f"interval '{v}' does not fit Arrow's month_day_nano_interval (at most about "
-                "2,562,047 hours in its time part) [SQLSTATE 22008]",
-                "22008",
+                "2,562,047 hours in its time part)"
             )
+            raise EvaluationFailed(f"{text} [SQLSTATE 22008]", "22008", text)
         return pa.MonthDayNano([v.months, v.days, nanos])
     return v
 

@@ -821,8 +821,9 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
     value = node.this
     if target == '"char"':
         return exp.Cast(this=value, to=exp.DataType.build("text"))
-    if target == "oid":
-        return exp.Cast(this=value, to=exp.DataType.build("bigint"))
+    if target == "oid":  # an object id of type oid (what it casts, as a number)
+        number = exp.Cast(this=value, to=exp.DataType.build("bigint"))
+        return exp.Cast(this=number, to=exp.DataType.build("oid", dialect="postgres", udt=True))
     literal = value.this if isinstance(value, exp.Literal) and value.is_string else None
     oid = _literal_oid(str(literal), target) if literal is not None else value
     if literal is None and target == "regclass" and _text_valued(value):
@@ -839,7 +840,12 @@ def _cast(node: exp.Expression, target: str) -> exp.Expression:
         return oid
     # the invalid object id 0 is shown as '-', as PostgreSQL shows it
     zero = exp.EQ(this=oid.copy(), expression=exp.Literal.number(0))
-    return exp.Case(ifs=[exp.If(this=zero, true=exp.Literal.string("-"))], default=shown)
+    case = exp.Case(ifs=[exp.If(this=zero, true=exp.Literal.string("-"))], default=shown)
+    if target in ("regclass", "regtype") and _result_column(node):
+        # a result column of the type PostgreSQL gives it (its name as the value: the text
+        # format; spate.pgwire.types refuses the binary one, which is the object id)
+        return exp.Cast(this=case, to=exp.DataType.build(target, dialect="postgres", udt=True))
+    return case
 
 
 def _text_valued(node: exp.Expression) -> bool:
@@ -850,6 +856,14 @@ def _text_valued(node: exp.Expression) -> bool:
         to = node.args.get("to")
         return isinstance(to, exp.DataType) and to.is_type("text", "varchar", "name")
     return False
+
+
+def _result_column(node: exp.Expression) -> bool:
+    """Whether ``node`` is a result column of its SELECT (in parentheses or aliased)."""
+    child: exp.Expression = node
+    while isinstance(child.parent, (exp.Paren, exp.Alias)):
+        child = child.parent
+    return isinstance(child.parent, exp.Select) and child.arg_key == "expressions"
 
 
 def _displayed(node: exp.Expression) -> bool:

@@ -6,8 +6,9 @@ SQL prepared statements (``PREPARE``/``EXECUTE``/``DEALLOCATE``), ``DISCARD``, `
 ``UNLISTEN``. :func:`recognise` reads them from the tokens the statement was split with
 (:func:`spate.sql.parse`), over :class:`~spate.sql.parse.Cursor`, and returns one of the types
 below; any other statement (``None``) is planned (:func:`spate.sql.plan_statement`). A query a
-session statement carries (``DECLARE … FOR query``, ``COPY (query) TO``, ``PREPARE … AS
-statement``) is kept as its text, a statement of its own.
+session statement carries (``DECLARE … FOR query``, ``PREPARE … AS statement``) is kept as
+its text, a statement of its own; ``COPY`` is read by :mod:`spate.sql.copy_statement`, its
+query kept as the tokens it was split into.
 
 A malformed session statement is a syntax error (``42601``) naming what was expected.
 """
@@ -20,6 +21,7 @@ from typing import Final
 from sqlglot.tokenizer_core import TokenType
 
 from spate.sql import Parsed
+from spate.sql.copy_statement import CopyFrom, CopyTo, copy_statement
 from spate.sql.parse import Cursor
 
 ENGINE_SHOW: Final = frozenset(
@@ -109,23 +111,6 @@ class Fetch:
 @dataclass(frozen=True, slots=True)
 class Close:
     name: str | None  # None: CLOSE ALL
-
-
-@dataclass(frozen=True, slots=True)
-class CopyTo:
-    """``COPY (query) TO STDOUT`` or ``COPY table TO STDOUT``: ``query`` is a SELECT."""
-
-    query: str
-    format: str  # text | csv
-    header: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CopyFrom:
-    """``COPY table … FROM STDIN …``: its options are read by the wire's COPY
-    (:mod:`spate.pgwire.copy`, over sqlglot's tree of the same text)."""
-
-    sql: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +230,7 @@ def recognise(parsed: Parsed) -> SessionStatement | None:
             return Close(None)
         return Close(_last_name(c, "a cursor name"))
     if head == "COPY":
-        return _copy(c)
+        return copy_statement(c)
     if head == "PREPARE":
         return _prepare(c)
     if head == "EXECUTE":
@@ -413,62 +398,6 @@ def _count(c: Cursor, *, default: int) -> int:
     if tok is not None and tok.token_type is TokenType.NUMBER:
         return c.integer("a row count")
     return default
-
-
-def _copy(c: Cursor) -> CopyTo | CopyFrom:
-    c.expect("COPY")
-    start = c.here()
-    if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
-        c.skip_parens()
-        query = c.src.text[start + 1 : _prev_end(c)].strip()
-        query = query[: query.rfind(")")].strip() if query.endswith(")") else query
-    else:
-        parts = [c.name("a table name")]
-        while c.accept_token(TokenType.DOT):
-            parts.append(c.name("a table name"))
-        if c.peek() is not None and c.peek().token_type is TokenType.L_PAREN:  # type: ignore[union-attr]
-            c.skip_parens()  # a column list
-        if c.accept("FROM"):
-            return CopyFrom(c.src.sql)
-        quoted = ".".join('"' + p.replace('"', '""') + '"' for p in parts)
-        query = f"SELECT * FROM {quoted}"  # noqa: S608 (quoted identifiers)
-    if c.accept("FROM"):
-        return CopyFrom(c.src.sql)
-    c.expect("TO")
-    if not c.accept("STDOUT"):
-        raise c.error("only COPY … TO STDOUT is supported")
-    fmt, header = "text", False
-    c.accept("WITH")
-    if c.accept_token(TokenType.L_PAREN):  # (name [value], …)
-        while not c.accept_token(TokenType.R_PAREN):
-            key = c.word()
-            c.i += 1
-            tok = c.peek()
-            value = ""
-            if tok is not None and tok.token_type not in (TokenType.COMMA, TokenType.R_PAREN):
-                value = tok.text.lower()
-                c.i += 1
-            if key == "FORMAT":
-                fmt = value
-            elif key == "HEADER":
-                header = value in ("", "true", "on", "1")
-            if not c.accept_token(TokenType.COMMA) and c.peek() is None:
-                raise c.error("expected )")
-    while not c.at_end():
-        word = c.word()
-        if word == "CSV":
-            fmt = "csv"
-        elif word == "HEADER":
-            header = True
-        elif word == "BINARY":
-            fmt = "binary"
-        c.i += 1
-    return CopyTo(query, fmt, header)
-
-
-def _prev_end(c: Cursor) -> int:
-    tok = c.tokens[c.i - 1]
-    return tok.end + 1
 
 
 def _prepare(c: Cursor) -> Prepare:

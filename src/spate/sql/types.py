@@ -284,7 +284,7 @@ PG_VARCHAR: Final = PgType("varchar", TEXT)
 PG_NAME_ARRAY: Final = PgType("_name", TEXT)
 ARRAY_PREFIX: Final = "spate_catalog_array_"
 """``CAST(x AS spate_catalog_array_text)``: a catalog array (its text form) typed ``text[]``."""
-_TEXT_LIKE: Final = ("name", "char", "varchar", "regproc", "pg_node_tree")
+_TEXT_LIKE: Final = ("name", "char", "varchar", "regproc", "regclass", "regtype", "pg_node_tree")
 _OPAQUE: Final = (
     "xid", "aclitem", "int2vector", "oidvector", "anyarray", "_aclitem", "_text", "_int2",
     "_oid", "_char", "_float4", "_name", "_bool", "_int8", "_int4",
@@ -300,6 +300,8 @@ _CATEGORY["xid"] = "U"
 _CATEGORY["aclitem"] = "U"
 _NUMERIC_RANK["oid"] = 2
 _NAMED.update({"oid": PG_OID, "name": PG_NAME})
+# a displayed cast to regclass or regtype (spate.sql.catalog_functions): the object's name
+_NAMED.update({n: CATALOG_TYPES[n] for n in ("regclass", "regtype")})
 # the catalog's arrays in the casts spate.sql.catalog_functions writes (not column types)
 _NAMED.update(
     {

@@ -265,7 +265,9 @@ class _Evaluator:
                         for n, v in zip(names, row, strict=False)
                     ]
                     where = f"evaluating {shown(s, names)} on row ({', '.join(cells)})"
-                    raise EvalError(f"{e} {where}", sqlstate=e.sqlstate) from None
+                    raise EvalError(
+                        f"{e} {where}", sqlstate=e.sqlstate, pg_message=e.pg_message
+                    ) from None
             out.append((tuple(values), m))
         return consolidated(out)
 
