@@ -4,6 +4,7 @@ each dataset becomes, and the errors a dry run reports (dataset, operator, line)
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from spate.pipelines import (
     load_pipeline,
     load_spec,
 )
-from spate.pipelines.graph import DatasetKind
+from spate.pipelines.graph import Dataset, DatasetKind, Flow, Graph, Location
 from spate.pipelines.sql_files import split_statements
 from tests.pipelines._example import Inputs, write_pipeline
 
@@ -129,34 +130,86 @@ def test_dataframe_operations_translate(tmp_path: Path) -> None:
     assert p.dataset("via_sql").columns == ["k", "n"]
 
 
+def _call_on_its_line(call: str) -> str:
+    return f'b = spark.read.table("base")\nreturn (\n    {call}\n)\n'
+
+
+_CHAIN = """\
+b = spark.read.table("base")
+wide = (
+    b.where("k > 0")
+    .withColumn("k2", F.col("k") * 2)
+    .limit(5)
+    .select("k", "k2")
+)
+return wide.union(b.select("k", F.col("k").alias("k2")))
+"""
+
+
 @pytest.mark.parametrize(
-    ("body", "operator"),
+    ("body", "operator", "marker"),
     [
-        ('spark.read.table("base").withColumn("r", F.rand())', "rand()"),
+        (_call_on_its_line('b.withColumn("r", F.rand())'), "rand()", "F.rand()"),
         (
-            'spark.read.table("base").select(F.current_timestamp().alias("t"))',
+            _call_on_its_line('b.select(F.current_timestamp().alias("t"))'),
             "current_timestamp()",
+            "current_timestamp",
         ),
-        ('spark.read.table("base").limit(5)', "limit(5) without orderBy"),
-        ('spark.read.table("base").dropDuplicates(["k"])', "dropDuplicates(['k'])"),
-        ('spark.read.table("base").sample(0.5)', "sample"),
-        ('spark.sql("SELECT k, rand() AS r FROM base")', "rand()"),
+        (_call_on_its_line("b.limit(5)"), "limit(5) without orderBy", "limit(5)"),
+        (_call_on_its_line('b.dropDuplicates(["k"])'), "dropDuplicates(['k'])", "dropDup"),
+        (_call_on_its_line("b.sample(0.5)"), "sample", "sample"),
+        (_call_on_its_line('b.where("rand() > 0.5")'), "rand()", "where"),
+        (
+            _call_on_its_line('spark.sql("SELECT k, rand() AS r FROM base")'),
+            "rand()",
+            "spark.sql(",
+        ),
+        (_call_on_its_line('spark.read.table("nowhere")'), "nowhere", "nowhere"),
+        (_CHAIN, "limit(5) without orderBy", ".limit(5)"),
+    ],
+    ids=[
+        "rand",
+        "current_timestamp",
+        "limit",
+        "dropDuplicates",
+        "sample",
+        "where_text",
+        "sql",
+        "unknown_table",
+        "chain",
     ],
 )
 def test_what_cannot_be_maintained_fails_naming_dataset_operator_line(
-    tmp_path: Path, body: str, operator: str
+    tmp_path: Path, body: str, operator: str, marker: str
 ) -> None:
     py = _HEAD + (
         '\n@dp.materialized_view\ndef base():\n    return spark.read.parquet("data")\n'
-        f"\n\n@dp.materialized_view\ndef bad():\n    return {body}\n"
+        "\n\n@dp.materialized_view\ndef bad():\n" + textwrap.indent(body, "    ")
     )
+    lines = py.splitlines()
+    call = next(n for n, text in enumerate(lines, 1) if marker in text)
+    defined = next(n for n, text in enumerate(lines, 1) if "def bad" in text)
+    assert call > defined + 1  # the call is on a line of its own, below the def
     spec = _pipeline(tmp_path, py=py)
     with pytest.raises(NotMaintainable) as e:
         load_pipeline(spec)
     assert e.value.dataset == "bad"
     assert operator in e.value.operator
-    assert e.value.where.endswith(("defs.py:12", "defs.py:10"))  # the call, or the definition
+    assert e.value.where.endswith(f"defs.py:{call}"), (e.value.where, call)
+    assert f"defs.py:{call} cannot be maintained" in str(e.value)
     assert e.value.sqlstate == "0A000"
+
+
+def test_call_sites_travel_with_the_graph_and_older_graphs_load() -> None:
+    g = Graph()
+    g.add_dataset(Dataset("d", DatasetKind.MATERIALIZED_VIEW, Location("f.py", 3)))
+    site = Location("f.py", 5)
+    g.add_flow(Flow("d", "d", Location("f.py", 3), relation=b"x", sites={7: site}))
+    doc = json.loads(json.dumps(g.to_json()))
+    assert Graph.from_json(doc).flows[0].sites == {7: site}
+    del doc["flows"][0]["sites"]  # a graph cached before call sites were recorded
+    old = Graph.from_json(doc).flows[0]
+    assert (old.sites, old.relation, old.location) == ({}, b"x", Location("f.py", 3))
 
 
 def test_definition_errors(tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ def load(spec_path: Path) -> dict[str, Any]:
     from pyspark.pipelines.graph_element_registry import graph_element_registration_context
 
     from spate.pipelines import _expect_api
+    from spate.pipelines._call_sites import record_call_sites
     from spate.pipelines.graph import Graph
     from spate.pipelines.registry import SpateGraphElementRegistry
     from spate.pipelines.spec import load_spec
@@ -63,7 +64,7 @@ def load(spec_path: Path) -> dict[str, Any]:
     spec = load_spec(spec_path)
     spark = _session(dict(spec.configuration))
     graph = Graph()
-    registry = SpateGraphElementRegistry(graph, spark.client)
+    registry = SpateGraphElementRegistry(graph, spark.client, sites=record_call_sites())
     _expect_api.install()
     os.chdir(spec.root)
     with graph_element_registration_context(registry):

@@ -153,7 +153,9 @@ def compile_pipeline(
             if f.sql is not None:
                 rels.append(sql_rel(f.sql, schemas, name, where))
             else:
-                rels.append(Translator(name, where, schemas, sources).relation(_relation(f)))
+                sites = {pid: str(loc) for pid, loc in f.sites.items()}
+                translator = Translator(name, where, schemas, sources, sites=sites)
+                rels.append(translator.relation(_relation(f)))
         first = rels[0]
         sql = first.sql
         for other in rels[1:]:

@@ -91,7 +91,10 @@ class Dataset:
 @dataclass(frozen=True, slots=True)
 class Flow:
     """One query into ``target``; exactly one of ``relation`` (Spark Connect protobuf bytes)
-    and ``sql`` (a Spark SQL query) is set."""
+    and ``sql`` (a Spark SQL query) is set. ``location`` is the line of the flow's decorator;
+    ``sites`` maps the plan id of a node of ``relation`` to the line of the user's file that
+    made it (the DataFrame call), where it is known (a graph cached before sites were recorded
+    has none)."""
 
     name: str
     target: str
@@ -99,6 +102,7 @@ class Flow:
     relation: bytes | None = None
     sql: str | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    sites: Mapping[int, Location] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -206,6 +210,10 @@ class Graph:
                     else base64.b64encode(f.relation).decode("ascii"),
                     "sql": f.sql,
                     "spark_conf": dict(f.spark_conf),
+                    "sites": [
+                        {"plan_id": pid, "file": loc.file, "line": loc.line}
+                        for pid, loc in sorted(f.sites.items())
+                    ],
                 }
                 for f in self.flows
             ],
@@ -236,6 +244,10 @@ class Graph:
                     relation=None if rel is None else base64.b64decode(rel),
                     sql=f.get("sql"),
                     spark_conf=dict(f.get("spark_conf") or {}),
+                    sites={
+                        int(s["plan_id"]): Location(str(s["file"]), s["line"])
+                        for s in f.get("sites") or ()
+                    },
                 )
             )
         if data.get("expectations"):

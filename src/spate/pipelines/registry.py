@@ -14,6 +14,7 @@ in Spark Connect mode.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from pyspark.pipelines.output import (
     TemporaryView,
 )
 
+from spate.pipelines._call_sites import plan_ids
 from spate.pipelines._expect_api import MARKS
 from spate.pipelines.errors import DefinitionError
 from spate.pipelines.expectations import Expectation
@@ -50,11 +52,16 @@ def _kind(output: Output) -> DatasetKind:
 
 class SpateGraphElementRegistry(GraphElementRegistry):
     """Adds what the decorators register to ``graph``; ``client`` is the offline Spark Connect
-    client the query functions' plans are serialized with."""
+    client the query functions' plans are serialized with; ``sites`` the user's line that made
+    each plan node, by plan id (:func:`~spate.pipelines._call_sites.record_call_sites`), kept
+    with each flow for the nodes of its plan."""
 
-    def __init__(self, graph: Graph, client: Any) -> None:
+    def __init__(
+        self, graph: Graph, client: Any, *, sites: Mapping[int, Location] | None = None
+    ) -> None:
         self.graph = graph
         self._client = client
+        self._sites: Mapping[int, Location] = sites if sites is not None else {}
         self.last_target: str | None = None
         """The dataset the last flow registered writes, until an expectation decorator above
         its dataset decorator takes it (:mod:`spate.pipelines._expect_api`)."""
@@ -92,6 +99,7 @@ class SpateGraphElementRegistry(GraphElementRegistry):
                 f"{type(df).__name__}, not a DataFrame"
             )
         relation = plan.plan(self._client)
+        sites = {p: self._sites[p] for p in sorted(plan_ids(relation)) if p in self._sites}
         self.graph.add_flow(
             Flow(
                 name=flow.name,
@@ -99,6 +107,7 @@ class SpateGraphElementRegistry(GraphElementRegistry):
                 location=where,
                 relation=relation.SerializeToString(),
                 spark_conf=dict(flow.spark_conf),
+                sites=sites,
             )
         )
         for name, constraint, action, loc in getattr(flow.func, MARKS, []):

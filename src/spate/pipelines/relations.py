@@ -91,13 +91,26 @@ def sql_rel(query: str, schemas: Mapping[str, list[str]], dataset: str, where: s
 
 class Translator:
     """Translates the plans of one dataset: ``schemas`` holds the columns of every name it may
-    read (the datasets before it, spate's tables and views); ``sources`` resolves file reads."""
+    read (the datasets before it, spate's tables and views); ``sources`` resolves file reads.
+
+    What cannot be maintained names the line of the DataFrame call that made the relation being
+    translated (``sites``: plan id → ``file:line``), or ``where`` (the flow's definition) for a
+    relation whose site is not known; an expression names its own call site where it has one."""
 
     def __init__(
-        self, dataset: str, where: str, schemas: Mapping[str, list[str]], sources: SourceResolver
+        self,
+        dataset: str,
+        where: str,
+        schemas: Mapping[str, list[str]],
+        sources: SourceResolver,
+        *,
+        sites: Mapping[int, str] | None = None,
     ) -> None:
         self.dataset, self.where = dataset, where
         self.schemas, self.sources = schemas, sources
+        self.sites: Mapping[int, str] = sites if sites is not None else {}
+        self._at = where
+        """The site of the relation being translated."""
         self._n = 0
 
     def _alias(self) -> str:
@@ -105,7 +118,7 @@ class Translator:
         return f"_s{self._n}"
 
     def fail(self, operator: str, why: str) -> NotMaintainable:
-        return NotMaintainable(self.dataset, operator, self.where, why)
+        return NotMaintainable(self.dataset, operator, self._at, why)
 
     def ctx(self, rel: Rel, qualifiers: Mapping[int, str] | None = None,
             sides: Mapping[str, list[str]] | None = None) -> ExprContext:  # fmt: skip
@@ -114,7 +127,7 @@ class Translator:
                 return sides[qual]
             return rel.columns
 
-        return ExprContext(self.dataset, self.where, qualifiers or {}, star)
+        return ExprContext(self.dataset, self._at, qualifiers or {}, star)
 
     def wrap(self, rel: Rel) -> tuple[str, str]:
         """``rel`` as a FROM item and the alias it is known by."""
@@ -141,10 +154,15 @@ class Translator:
     def relation(self, r: Any) -> Rel:
         kind = r.WhichOneof("rel_type")
         pid = frozenset({r.common.plan_id}) if r.HasField("common") else frozenset()
-        method = getattr(self, f"_{kind}", None)
-        if method is None:
-            raise self.fail(f"the DataFrame operation {kind}", "spate does not translate it")
-        rel: Rel = method(getattr(r, kind))
+        outer = self._at
+        self._at = next((self.sites[p] for p in pid if p in self.sites), self.where)
+        try:
+            method = getattr(self, f"_{kind}", None)
+            if method is None:
+                raise self.fail(f"the DataFrame operation {kind}", "spate does not translate it")
+            rel: Rel = method(getattr(r, kind))
+        finally:
+            self._at = outer
         return Rel(rel.sql, rel.columns, rel.plan_ids | pid, rel.alias, rel.reads)
 
     def _read(self, r: Any) -> Rel:
@@ -166,7 +184,7 @@ class Translator:
     def _sql(self, r: Any) -> Rel:
         if r.args or r.named_arguments or r.pos_args or r.pos_arguments:
             raise self.fail("spark.sql with arguments", "not supported")
-        return sql_rel(r.query, self.schemas, self.dataset, self.where)
+        return sql_rel(r.query, self.schemas, self.dataset, self._at)
 
     def _subquery_alias(self, r: Any) -> Rel:
         inner = self.relation(r.input)
