@@ -24,12 +24,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
 from sqlglot import exp
 from sqlglot.tokenizer_core import Token, TokenType
 
-from spate.sql.parse import Source, parse_sql
+from spate.sql.errors import FeatureNotSupported, GroupingError, UndefinedColumn, WindowingError
+from spate.sql.parse import Source, parse_sql, position
 from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, PgType
 
 
@@ -98,13 +99,46 @@ def binding_arguments(arguments: Sequence[Argument]) -> Iterator[Parameters]:
     """Plan with ``$n`` bound to ``arguments[n - 1]`` (an ``EXECUTE``'s arguments), each
     parsed here, once."""
     # in parentheses, as ``CAST((arg) AS type)`` reads it
-    parsed = tuple(exp.Paren(this=parse_sql(a.source, a.source.start)) for a in arguments)
+    parsed = tuple(
+        exp.Paren(this=_constant(parse_sql(a.source, a.source.start), a.source.text))
+        for a in arguments
+    )
     params = Parameters(tuple(a.type for a in arguments), arguments=parsed)
     token = _CURRENT.set(params)
     try:
         yield params
     finally:
         _CURRENT.reset(token)
+
+
+def _constant(arg: exp.Expression, text: str) -> exp.Expression:
+    """``arg``, an ``EXECUTE`` argument, refused as PostgreSQL refuses it when it is no
+    expression of constants: it names a column (42703: an argument has no columns in scope,
+    even where the prepared statement has), or holds a subquery (0A000), an aggregate (42803)
+    or a window function (42P20)."""
+    for found in arg.walk():
+        node = cast(exp.Expression, found)
+        if isinstance(node, exp.Column):
+            raise UndefinedColumn(
+                f'column "{node.name}" does not exist', position=position(node), text=text
+            )
+        if isinstance(node, (exp.Subquery, exp.Select)):
+            raise FeatureNotSupported(
+                "cannot use subquery in EXECUTE parameter", position=position(node), text=text
+            )
+        if isinstance(node, exp.Window):
+            raise WindowingError(
+                "window functions are not allowed in EXECUTE parameters",
+                position=position(node),
+                text=text,
+            )
+        if isinstance(node, exp.AggFunc):
+            raise GroupingError(
+                "aggregate functions are not allowed in EXECUTE parameters",
+                position=position(node),
+                text=text,
+            )
+    return arg
 
 
 @contextmanager
