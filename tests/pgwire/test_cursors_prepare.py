@@ -89,6 +89,10 @@ def _script(c: psycopg.Connection[tuple[Any, ...]], table: str) -> list[Any]:
     run(f"PREPARE sel AS SELECT k, s, n FROM {table} WHERE k > $1 AND s <> $2 ORDER BY k")
     run("EXECUTE sel (0, 'x')")
     run("EXECUTE sel ('1', 'one')")
+    run("EXECUTE sel (k, 'one')")  # 42703: an argument has no columns, not the query's k
+    run("EXECUTE sel ((SELECT 1), 'one')")  # 0A000
+    run("EXECUTE sel (count(*), 'one')")  # 42803
+    run("EXECUTE sel (1 + 1, 'o' || 'ne')")
     run("PREPARE sel AS SELECT 1")  # 42P05
     run("DEALLOCATE sel")
     run("EXECUTE sel (0, 'x')")  # 26000

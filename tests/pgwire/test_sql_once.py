@@ -107,7 +107,7 @@ def test_each_statement_is_parsed_once_by_the_session(
         for sql in statements:  # the extended protocol, each on its own
             c.execute(sql)  # type: ignore[call-overload]
     # Once for the simple query's split, once for each Parse (a Bind without values keeps
-    # the Parse's tokens); a DECLAREd query is split when the cursor starts.
+    # the Parse's tokens); a DECLAREd query keeps the DECLARE's tokens.
     over = {s: n for s, n in tokenize_count.items() if n > 2}
     assert over == {}, over
     assert all(tokenize_count[s] == 2 for s in statements), tokenize_count
@@ -198,3 +198,108 @@ def test_each_statement_is_parsed_once_on_its_way_to_the_environment(
     assert {s: counts[s] for s in statements} == dict.fromkeys(statements, 1)
     assert sum(counts.values()) == len(statements)  # nothing else split: no text made up
     assert [sql for sql in parsed_by_sqlglot if "COPY" in sql or "SET" in sql] == []
+
+
+def test_cursors_and_sql_prepared_statements_are_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DECLARE … FOR SELECT, FETCH and MOVE from it, PREPARE … AS SELECT/INSERT, EXECUTE and
+    DEALLOCATE, against a real environment: each statement text is split once in all (every
+    split in the SQL layer counted), the statements DECLARE and PREPARE carry are never split
+    again, and an EXECUTE's arguments are bound into the prepared statement without a text
+    being made of them (no ``CAST((arg) AS type)`` reaches sqlglot)."""
+    import uuid
+
+    import spate.sql.copy_statement
+    from spate.environment.api import Environment
+    from spate.pgwire.environment import EnvironmentEngine
+    from spate.pgwire.server import ServerConfig, ServerThread
+    from spate.sql.parse import split as real_split
+
+    splits: Counter[str] = Counter()
+
+    def counting_split(text: str, dialect: str = "postgres") -> Any:
+        out = real_split(text, dialect)
+        for src, _ in out:
+            splits[src.sql] += 1
+        return out
+
+    monkeypatch.setattr(spate.sql, "split", counting_split)  # spate.sql.parse, everywhere
+    monkeypatch.setattr(spate.sql.copy_statement, "split", counting_split)
+    by_parse_one: list[str] = []
+    by_parse: list[str] = []
+    real_parse_one, real_parse = sqlglot.parse_one, sqlglot.parse
+
+    def parse_one(sql: str, *args: Any, **kwargs: Any) -> Any:
+        by_parse_one.append(sql)
+        return real_parse_one(sql, *args, **kwargs)
+
+    def parse(sql: str, *args: Any, **kwargs: Any) -> Any:
+        by_parse.append(sql)
+        return real_parse(sql, *args, **kwargs)
+
+    monkeypatch.setattr(sqlglot, "parse_one", parse_one)
+    monkeypatch.setattr(sqlglot, "parse", parse)
+    t = f"once_{uuid.uuid4().hex[:8]}"
+    statements = [
+        f"CREATE TABLE {t} (k integer, s text)",
+        f"PREPARE ins (integer) AS INSERT INTO {t} VALUES ($1, $2)",
+        "EXECUTE ins (1, 'a')",
+        "EXECUTE ins (2, 'b' || 'c')",
+        "EXECUTE ins ('3', NULL)",
+        f"PREPARE sel AS SELECT k, s FROM {t} WHERE k >= $1 ORDER BY k",
+        "EXECUTE sel (2)",
+        "EXECUTE sel ('1')",
+        "BEGIN",
+        f"DECLARE c CURSOR FOR SELECT k, s FROM {t} ORDER BY k",
+        "FETCH 1 FROM c",
+        "MOVE 1 IN c",
+        "FETCH ALL FROM c",
+        "CLOSE c",
+        "COMMIT",
+        "DEALLOCATE ins",
+        "DEALLOCATE ALL",
+        f"DROP TABLE {t}",
+    ]
+    env = Environment.open(tmp_path / "data")
+    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
+    try:
+        dsn = f"host=127.0.0.1 port={server.port} user=tester dbname=spate sslmode=disable"
+        out = []
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for sql in statements:
+                cur = c.execute(sql)  # type: ignore[call-overload]
+                rows = cur.fetchall() if cur.description is not None else None
+                out.append((cur.statusmessage, rows))
+    finally:
+        server.close()
+        env.close()
+    assert out == [
+        ("CREATE TABLE", None),
+        ("PREPARE", None),
+        ("INSERT 0 1", None),
+        ("INSERT 0 1", None),
+        ("INSERT 0 1", None),
+        ("PREPARE", None),
+        ("SELECT 2", [(2, "bc"), (3, None)]),
+        ("SELECT 3", [(1, "a"), (2, "bc"), (3, None)]),
+        ("BEGIN", None),
+        ("DECLARE CURSOR", None),
+        ("FETCH 1", [(1, "a")]),
+        ("MOVE 1", None),
+        ("FETCH 1", [(3, None)]),
+        ("CLOSE CURSOR", None),
+        ("COMMIT", None),
+        ("DEALLOCATE", None),
+        ("DEALLOCATE ALL", None),
+        ("DROP TABLE", None),
+    ]
+    assert {s: splits[s] for s in statements} == dict.fromkeys(statements, 1)
+    assert sum(splits.values()) == len(statements)  # nothing else split: no text made up
+    # the table's CREATE text, as the catalog keeps it (its declared column types), is the
+    # only text sqlglot parses whole
+    assert [sql for sql in by_parse_one if sql != statements[0]] == []
+    # sqlglot reads fragments of the statements as they came (a prepared statement when it
+    # is planned, an argument when it is bound), never a text made of them
+    assert all(any(text in sql for sql in statements) for text in by_parse), by_parse
+    assert not [text for text in by_parse if "CAST" in text or "EXECUTE" in text]

@@ -76,16 +76,8 @@ def test_bind_replaces_parameters_outside_quotes_only() -> None:
         ("FETCH c", statements.Fetch("c", 1, None)),
         ("MOVE FORWARD 10 IN c", statements.Fetch("c", 10, None, move=True)),
         ("MOVE ALL c", statements.Fetch("c", None, None, move=True)),
-        ('DECLARE "C" CURSOR FOR SUBSCRIBE t', statements.Declare("C", "SUBSCRIBE t")),
-        ("DECLARE c NO SCROLL CURSOR WITH HOLD FOR SELECT 1", statements.Declare("c", "SELECT 1")),
         ("CLOSE c", statements.Close("c")),
         ("CLOSE ALL", statements.Close(None)),
-        (
-            "PREPARE p (int, numeric(10,2)) AS SELECT $1",
-            statements.Prepare("p", ("int", "numeric(10,2)"), "SELECT $1"),
-        ),
-        ("EXECUTE p (1, 'a,b', f(2, 3))", statements.Execute("p", ("1", "'a,b'", "f(2, 3)"))),
-        ("EXECUTE p", statements.Execute("p", ())),
         ("DEALLOCATE PREPARE p", statements.Deallocate("p")),
         ("DEALLOCATE ALL", statements.Deallocate(None)),
         ("DISCARD ALL", statements.Discard("ALL")),
@@ -99,8 +91,48 @@ def test_classify(sql: str, expected: object) -> None:
     assert statements.classify(split_statements(sql)[0][1]) == expected
 
 
+def _carried(sql: str) -> object:
+    """A session statement with the statement or arguments it carries as their text."""
+    stmt = statements.classify(split_statements(sql)[0][1])
+    if isinstance(stmt, statements.Declare):
+        return ("DECLARE", stmt.name, stmt.query.sql)
+    if isinstance(stmt, statements.Prepare):
+        return ("PREPARE", stmt.name, stmt.param_types, stmt.statement.sql)
+    assert isinstance(stmt, statements.Execute)
+    return ("EXECUTE", stmt.name, stmt.arg_texts)
+
+
 @pytest.mark.parametrize(
-    "sql", ["FETCH 5", "DECLARE c CURSOR", "SET x", "CLOSE", "DISCARD nothing", "PREPARE p AS"]
+    ("sql", "expected"),
+    [
+        ('DECLARE "C" CURSOR FOR SUBSCRIBE t', ("DECLARE", "C", "SUBSCRIBE t")),
+        ("DECLARE c NO SCROLL CURSOR WITH HOLD FOR SELECT 1 ", ("DECLARE", "c", "SELECT 1")),
+        (
+            "PREPARE p (int, numeric(10,2)) AS SELECT $1",
+            ("PREPARE", "p", ("int", "numeric(10,2)"), "SELECT $1"),
+        ),
+        ("EXECUTE p (1, 'a,b', f(2, 3))", ("EXECUTE", "p", ("1", "'a,b'", "f(2, 3)"))),
+        ("EXECUTE p ( 1 ,\n2 )", ("EXECUTE", "p", ("1", "2"))),
+        ("EXECUTE p", ("EXECUTE", "p", ())),
+    ],
+)
+def test_statements_carried_as_they_were_split(sql: str, expected: object) -> None:
+    """DECLARE's query, PREPARE's statement and EXECUTE's arguments keep their tokens (their
+    places in the text they came in): they are not split again."""
+    assert _carried(sql) == expected
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "FETCH 5",
+        "DECLARE c CURSOR",
+        "SET x",
+        "CLOSE",
+        "DISCARD nothing",
+        "PREPARE p AS",
+        "EXECUTE p ()",
+    ],
 )
 def test_malformed_session_statements_are_syntax_errors(sql: str) -> None:
     with pytest.raises(SqlError) as e:

@@ -131,6 +131,7 @@ def bind_text(stmt: Prepared, literals: Sequence[str], *, what: str) -> str:
     out: list[str] = []
     last = 0
     tokens = stmt.parsed.tokens
+    base = stmt.parsed.source.start  # the tokens' places are in the text they came in
     for tok, nxt in itertools.pairwise(tokens):
         if tok.token_type is not TokenType.PARAMETER or nxt.token_type is not TokenType.NUMBER:
             continue
@@ -139,9 +140,9 @@ def bind_text(stmt: Prepared, literals: Sequence[str], *, what: str) -> str:
         n = int(nxt.text)
         if not 1 <= n <= len(literals):
             raise PgError("08P01", f"{what} supplies {len(literals)} parameters, but ${n} is used")
-        out.append(stmt.sql[last : tok.start])
+        out.append(stmt.sql[last : tok.start - base])
         out.append(literals[n - 1])
-        last = nxt.end + 1
+        last = nxt.end + 1 - base
     out.append(stmt.sql[last:])
     return "".join(out)
 

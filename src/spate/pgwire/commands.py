@@ -21,15 +21,15 @@ import pyarrow as pa
 
 from spate.pgwire import codec, guc, statements
 from spate.pgwire import types as pgt
-from spate.pgwire.binding import Prepared, bind_text, cast_name
+from spate.pgwire.binding import Prepared, cast_name
 from spate.pgwire.copy import copy_in
 from spate.pgwire.engine import ENGINE_VARS
 from spate.pgwire.errors import PgError
 from spate.pgwire.host import SessionHost
 from spate.pgwire.output import CopyEncoder, RowEncoder, field_descs
 from spate.pgwire.portal import Portal
-from spate.pgwire.split import split_statements
-from spate.sql.types import named_type
+from spate.sql import Argument, Parsed
+from spate.sql.types import PgType, named_type
 
 
 async def run_session_statement(
@@ -173,7 +173,8 @@ async def _declare(s: SessionHost, stmt: statements.Declare) -> None:
         raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
     if stmt.name in s.portals:
         raise PgError("42P03", f'cursor "{stmt.name}" already exists')
-    portal = Portal(stmt.query, (), cursor=True)
+    query = stmt.query  # the query's tokens: not split again
+    portal = Portal(query.sql, (), cursor=True, parsed=query)
     await s.start_portal(portal)
     s.portals[stmt.name] = portal
     s.send(codec.command_complete("DECLARE CURSOR"))
@@ -274,14 +275,19 @@ async def _prepare(s: SessionHost, stmt: statements.Prepare) -> None:
     if not stmt.name or stmt.name in s.prepared:
         raise PgError("42P05", f'prepared statement "{stmt.name}" already exists')
     oids = tuple(_type_oid(t) for t in stmt.param_types)
-    parts = split_statements(stmt.statement)
-    if len(parts) != 1:
-        raise PgError("42601", "PREPARE takes one statement")
-    parsed = parts[0][1]
+    parsed = stmt.statement  # the statement's tokens, as the PREPARE was split: kept
     prepared = Prepared(parsed.sql, oids, parsed=parsed)
     prepared.described = await s.describe_prepared(prepared)  # errors now, as PostgreSQL's
     s.prepared[stmt.name] = prepared
     s.send(codec.command_complete("PREPARE"))
+
+
+def _param_type(oid: int) -> PgType:
+    """The SQL layer's type of a parameter of type ``oid`` (``text`` for one it has not)."""
+    try:
+        return named_type(cast_name(pgt.BY_OID.get(oid)) or "text")
+    except KeyError:
+        return named_type("text")
 
 
 def _type_oid(name: str) -> int:
@@ -297,7 +303,9 @@ def _type_oid(name: str) -> int:
 async def _execute(
     s: SessionHost, stmt: statements.Execute, *, describe: bool, formats: tuple[int, ...]
 ) -> None:
-    """SQL ``EXECUTE name (args)``: each argument cast to its parameter's type."""
+    """SQL ``EXECUTE name (args)``: the prepared statement's tokens planned with each
+    argument cast to its parameter's type (:attr:`spate.sql.Parsed.arguments`); no text is
+    made of them."""
     prepared = s.prepared.get(stmt.name)
     if prepared is None:
         raise PgError("26000", f'prepared statement "{stmt.name}" does not exist')
@@ -310,12 +318,13 @@ async def _execute(
             f'wrong number of parameters for prepared statement "{stmt.name}": '
             f"expected {len(oids)}, got {len(stmt.args)}",
         )
-    literals = []
-    for arg, oid in zip(stmt.args, oids, strict=True):
-        name = cast_name(pgt.BY_OID.get(oid)) or "text"
-        literals.append(f"CAST(({arg}) AS {name})")
-    sql = bind_text(prepared, literals, what="EXECUTE")
-    portal = Portal(sql, formats)
+    parsed = prepared.parsed
+    assert parsed is not None  # PREPARE takes a statement
+    arguments = tuple(
+        Argument(arg, _param_type(oid)) for arg, oid in zip(stmt.args, oids, strict=True)
+    )
+    bound = Parsed(parsed.source, parsed.tokens, arguments)
+    portal = Portal(bound.sql, formats, parsed=bound)
     try:
         await s.run_portal(portal, describe=describe)
     finally:

@@ -164,6 +164,15 @@ class Engine(Protocol):
     engine MUST NOT split or tokenize again; the session then calls it instead of
     :meth:`execute` whenever it has the statement's tokens.
 
+    A statement given to ``execute_parsed`` MAY carry arguments (:attr:`spate.sql.Parsed.
+    arguments`: an SQL ``EXECUTE`` of a prepared statement); the engine MUST plan it with
+    them (:func:`spate.sql.plan_statement` does), never run its text. Without
+    ``execute_parsed`` the session refuses such an ``EXECUTE`` (``0A000``).
+
+    An engine MAY also have ``describe_parsed(parsed, param_oids, ctx) -> Described``:
+    :meth:`describe` of a statement the session split (not split again), which the session
+    then calls instead of :meth:`describe` whenever it has the statement's tokens.
+
     An engine MAY also have ``execute_prepared(bound, ctx) -> Result``: :meth:`execute` of
     ``bound.sql``, an Execute of a prepared statement (:class:`Bound`); the session calls it
     instead for every such Execute whose statement has parameters. Its result MUST be the one

@@ -167,10 +167,17 @@ class EnvironmentEngine:
         """The planner's description of ``sql`` (:func:`spate.sql.describe.describe`): its
         parameters typed by their contexts, its result columns as planned. Nothing is run
         but a ``SHOW`` of spate's objects, which lists the catalog."""
+        return self.describe_parsed(sql, param_oids, ctx)
+
+    def describe_parsed(
+        self, statement: str | Parsed, param_oids: Sequence[int], ctx: Context
+    ) -> Described:
+        """:meth:`describe` of a statement the session split already (not split again)."""
+        sql = statement if isinstance(statement, str) else statement.sql
         session = self._session(ctx)
         declared = [sql_type(o) for o in param_oids]
         catalog = EnvironmentCatalog(session.env)
-        d = describe_statement(sql, catalog, declared)
+        d = describe_statement(statement, catalog, declared)
         oids = tuple(pg_oid(t) for t in d.params)
         stmt = d.statement
         if isinstance(stmt, st.Subscribe):
@@ -230,7 +237,7 @@ class EnvironmentEngine:
         """:meth:`execute` of a statement the session split already (not split again); a
         SELECT run again keeps its plan (:func:`spate.pgwire.prepared.execute_text`)."""
         plans = self._plans
-        return self._answer(parsed.sql, lambda s: execute_text(s, parsed, plans), ctx)
+        return self._answer(parsed, lambda s: execute_text(s, parsed, plans), ctx)
 
     def start_parsed(self, parsed: Parsed, ctx: Context) -> Values | None:
         """:meth:`execute_parsed`'s result answered at once, without a worker thread, when
@@ -271,7 +278,9 @@ class EnvironmentEngine:
 
         return answer()
 
-    def _answer(self, sql: str, run: Callable[[SqlSession], object], ctx: Context) -> Result:
+    def _answer(
+        self, statement: str | Parsed, run: Callable[[SqlSession], object], ctx: Context
+    ) -> Result:
         try:
             result = self._sql_call(run, ctx)
         except EvaluationFailed as e:  # PostgreSQL's text, not spate's plan of the query
@@ -282,20 +291,21 @@ class EnvironmentEngine:
         if result is None:
             return Rows(None, tag)
         if isinstance(result, Iterator):
-            return self._stream(sql, result, ctx)
+            return self._stream(statement, result, ctx)
         raise UsageError(f"unexpected result of type {type(result).__name__} from SQL")
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _subscribe_schema(self, sql: str, ctx: Context) -> pa.Schema:
+    def _subscribe_schema(self, statement: str | Parsed, ctx: Context) -> pa.Schema:
         session = self._session(ctx)
         catalog = EnvironmentCatalog(session.env)
-        return subscribe_schema(describe_statement(sql, catalog).columns or pa.schema([]))
+        columns = describe_statement(statement, catalog).columns
+        return subscribe_schema(columns or pa.schema([]))
 
     def _stream(
-        self, sql: str, changes: Iterator[list[tuple[int, Any, int]]], ctx: Context
+        self, statement: str | Parsed, changes: Iterator[list[tuple[int, Any, int]]], ctx: Context
     ) -> Stream:
-        schema = self._subscribe_schema(sql, ctx)
+        schema = self._subscribe_schema(statement, ctx)
 
         def batches() -> Iterator[pa.Table]:
             names = schema.names

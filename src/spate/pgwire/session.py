@@ -554,7 +554,11 @@ class Session:
             elif isinstance(stmt, statements.Fetch):
                 schema = self._portal(stmt.name).schema
             return Described(param_types(param_oids, nparams), schema)
-        d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
+        by_parsed = getattr(self._engine, "describe_parsed", None)
+        if by_parsed is not None and parsed is not None:  # split once: not split again
+            d = await self._call(lambda: by_parsed(parsed, param_oids, self._ctx))
+        else:
+            d = await self._call(lambda: self._engine.describe(sql, param_oids, self._ctx))
         return Described(param_types(d.param_oids or param_oids, nparams), d.schema)
 
     async def _prepare_portal(self, portal: Portal) -> None:
@@ -608,6 +612,10 @@ class Session:
         else:
             if portal.bound is not None:  # the statement's text with the values bound
                 sql = portal.bound.sql
+            elif portal.parsed is not None and portal.parsed.arguments:
+                raise PgError(
+                    "0A000", "EXECUTE with arguments needs an engine that runs parsed statements"
+                )
             result = await self._call(lambda: self._engine.execute(sql, self._ctx))
         if isinstance(result, Stream):
             self._cancel_held = True

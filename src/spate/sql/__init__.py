@@ -28,16 +28,24 @@ from sqlglot.tokenizer_core import Token
 from spate.sql.catalog import Catalog, CatalogObject, MemoryCatalog
 from spate.sql.depth import run_deep
 from spate.sql.errors import SqlError
+from spate.sql.parameters import Argument, binding_arguments
 from spate.sql.parse import Source, split
 from spate.sql.statements import Statement
 
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """One statement of a text, split but not planned yet."""
+    """One statement of a text, split but not planned yet.
+
+    ``arguments``: the values of its parameters ``$1``, ``$2``… as an ``EXECUTE`` of it gives
+    them (expressions, each cast to its parameter's type: :func:`~spate.sql.parameters.
+    binding_arguments`); planned with them, the statement MUST NOT be rewritten as text.
+    ``None``: its parameters (if any) are unbound.
+    """
 
     source: Source
     tokens: tuple[Token, ...]
+    arguments: tuple[Argument, ...] | None = None
 
     @property
     def sql(self) -> str:
@@ -60,9 +68,16 @@ def plan_statement(
     from spate.sql.plan import plan_one
 
     limit = DEFAULT_MAX_ITERATIONS if recursion_limit is None else recursion_limit
+
     # sqlglot's parser and the planner recurse: a deeply nested statement is planned on a
     # deep stack, or fails with 54001 (spate.sql.depth)
-    return run_deep(lambda: plan_one(parsed.source, list(parsed.tokens), catalog, limit))
+    def plan() -> Statement:
+        if parsed.arguments is None:
+            return plan_one(parsed.source, list(parsed.tokens), catalog, limit)
+        with binding_arguments(parsed.arguments):  # set on the thread that plans
+            return plan_one(parsed.source, list(parsed.tokens), catalog, limit)
+
+    return run_deep(plan)
 
 
 def plan_statements(text: str, catalog: Catalog, *, dialect: str = "postgres") -> list[Statement]:
@@ -71,6 +86,7 @@ def plan_statements(text: str, catalog: Catalog, *, dialect: str = "postgres") -
 
 
 __all__ = [
+    "Argument",
     "Catalog",
     "CatalogObject",
     "MemoryCatalog",

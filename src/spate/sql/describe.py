@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from spate.sql import parse, plan_statement
+from spate.sql import Parsed, parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.catalog import Catalog
 from spate.sql.errors import SqlSyntaxError
@@ -33,20 +33,21 @@ class Description:
 
 
 def describe(
-    text: str,
+    text: str | Parsed,
     catalog: Catalog,
     declared: Sequence[PgType | None] = (),
     *,
     dialect: str = "postgres",
 ) -> Description:
-    """Plan the one statement of ``text`` (with parameters ``$n``) and describe it.
+    """Plan the one statement of ``text`` (with parameters ``$n``) and describe it; a
+    statement already split (:class:`~spate.sql.Parsed`) is not split again.
 
     ``declared[i]`` is the type the client gave ``$(i+1)`` (``None``: to be inferred); a
     declared type is kept. Raises the statement's planning error (as PostgreSQL reports it
     when the statement is prepared).
     """
     with typing_parameters(declared) as params:
-        parsed = parse(text, dialect=dialect)
+        parsed = [text] if isinstance(text, Parsed) else parse(text, dialect=dialect)
         if len(parsed) != 1:
             raise SqlSyntaxError(f"cannot describe {len(parsed)} statements at once")
         stmt = plan_statement(parsed[0], catalog)

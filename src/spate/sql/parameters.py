@@ -9,8 +9,12 @@ binder binds ``$n`` as a NULL of unknown type (or of its declared type), and the
 coercion of it to a type records that type (:meth:`Parameters.note`). Planning never reads
 any data, so describing a statement runs nothing.
 
-Outside :func:`typing_parameters` a parameter is refused (``42P02``): statements run with
-their values bound.
+While :func:`binding_arguments` is active (SQL ``EXECUTE name (args)`` of a prepared
+statement: :attr:`spate.sql.Parsed.arguments`), ``$n`` is the ``n``-th argument's expression,
+cast to its parameter's type, as PostgreSQL evaluates ``EXECUTE``'s arguments: the prepared
+statement is planned with them, its text is not rewritten and split again.
+
+Outside these a parameter is refused (``42P02``): statements run with their values bound.
 """
 
 from __future__ import annotations
@@ -20,11 +24,25 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
+from sqlglot import exp
 from sqlglot.tokenizer_core import Token, TokenType
 
+from spate.sql.errors import FeatureNotSupported, GroupingError, UndefinedColumn, WindowingError
+from spate.sql.parse import Source, parse_sql, position
 from spate.sql.types import PG_INTERVAL_VALUE, PG_TEXT, PgType
+
+
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One argument of an ``EXECUTE``: ``source`` the expression's place in the ``EXECUTE``'s
+    text (as the statement was split: parsed when the prepared statement is planned with it,
+    once), ``type`` the type of the parameter it is given to (declared by ``PREPARE`` or
+    inferred from the prepared statement), to which it is cast."""
+
+    source: Source
+    type: PgType
 
 
 @dataclass(slots=True)
@@ -39,6 +57,9 @@ class Parameters:
     inferred: dict[int, PgType] = field(default_factory=dict)
     highest: int = 0
     """The highest ``$n`` the statement uses."""
+    arguments: tuple[exp.Expression, ...] | None = None
+    """``$n`` is ``arguments[n - 1]`` cast to ``declared[n - 1]`` (an ``EXECUTE``'s
+    arguments, :func:`binding_arguments`); ``None``: parameters are typed, not bound."""
 
     def type_of(self, n: int) -> PgType | None:
         """The type of ``$n`` known so far (``None``: unknown yet)."""
@@ -69,6 +90,63 @@ def typing_parameters(declared: Sequence[PgType | None] = ()) -> Iterator[Parame
     token = _CURRENT.set(params)
     try:
         yield params
+    finally:
+        _CURRENT.reset(token)
+
+
+@contextmanager
+def binding_arguments(arguments: Sequence[Argument]) -> Iterator[Parameters]:
+    """Plan with ``$n`` bound to ``arguments[n - 1]`` (an ``EXECUTE``'s arguments), each
+    parsed here, once."""
+    # in parentheses, as ``CAST((arg) AS type)`` reads it
+    parsed = tuple(
+        exp.Paren(this=_constant(parse_sql(a.source, a.source.start), a.source.text))
+        for a in arguments
+    )
+    params = Parameters(tuple(a.type for a in arguments), arguments=parsed)
+    token = _CURRENT.set(params)
+    try:
+        yield params
+    finally:
+        _CURRENT.reset(token)
+
+
+def _constant(arg: exp.Expression, text: str) -> exp.Expression:
+    """``arg``, an ``EXECUTE`` argument, refused as PostgreSQL refuses it when it is no
+    expression of constants: it names a column (42703: an argument has no columns in scope,
+    even where the prepared statement has), or holds a subquery (0A000), an aggregate (42803)
+    or a window function (42P20)."""
+    for found in arg.walk():
+        node = cast(exp.Expression, found)
+        if isinstance(node, exp.Column):
+            raise UndefinedColumn(
+                f'column "{node.name}" does not exist', position=position(node), text=text
+            )
+        if isinstance(node, (exp.Subquery, exp.Select)):
+            raise FeatureNotSupported(
+                "cannot use subquery in EXECUTE parameter", position=position(node), text=text
+            )
+        if isinstance(node, exp.Window):
+            raise WindowingError(
+                "window functions are not allowed in EXECUTE parameters",
+                position=position(node),
+                text=text,
+            )
+        if isinstance(node, exp.AggFunc):
+            raise GroupingError(
+                "aggregate functions are not allowed in EXECUTE parameters",
+                position=position(node),
+                text=text,
+            )
+    return arg
+
+
+@contextmanager
+def no_parameters() -> Iterator[None]:
+    """Plan with parameters refused (an ``EXECUTE``'s argument: it has none of its own)."""
+    token = _CURRENT.set(None)
+    try:
+        yield
     finally:
         _CURRENT.reset(token)
 

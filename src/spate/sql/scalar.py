@@ -46,6 +46,7 @@ from spate.sql.fixed_functions import ANONYMOUS, FIXED_BUILTINS
 from spate.sql.functions import BUILTINS
 from spate.sql.operators import _ARITH, _VARIADIC, COMPARISON_OPS, OperatorBinding
 from spate.sql.parameters import current as current_parameters
+from spate.sql.parameters import no_parameters
 from spate.sql.parse import UNARY_PLUS, position
 from spate.sql.temporal import TemporalBinding, interval_constant, parse_interval
 from spate.sql.types import (
@@ -107,6 +108,13 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
         if params is None or not node.name.isdigit():
             raise self.err(UndefinedParameter, f"there is no parameter ${node.name}", node)
         n = int(node.name)
+        if params.arguments is not None:  # an EXECUTE's argument, cast to the parameter's type
+            if not 1 <= n <= len(params.arguments):
+                raise self.err(UndefinedParameter, f"there is no parameter ${n}", node)
+            target = params.declared[n - 1]
+            assert target is not None
+            with no_parameters():
+                return self.cast_to(params.arguments[n - 1], target, node)
         known = params.type_of(n)
         if known is not None:
             scalar = known.scalar if known.scalar is not None else INTERVAL
@@ -136,15 +144,26 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
     def cast(self, node: exp.Expression) -> Typed:
         assert isinstance(node, (exp.Cast, exp.TryCast))
         target = self.type_of(node.args["to"])
+        return self.cast_to(node.this, target, node, to=node.args["to"])
+
+    def cast_to(
+        self,
+        inner: exp.Expression,
+        target: PgType,
+        node: exp.Expression,
+        *,
+        to: exp.Expression | None = None,
+    ) -> Typed:
+        """``CAST(inner AS target)`` (``node``: the cast, a ``TRY_CAST`` gives NULL where
+        a text does not convert; ``to``: the type as written, its modifiers)."""
         if target.name == "interval":
-            inner = node.this
             if isinstance(inner, exp.Literal) and inner.is_string:
                 return interval_constant(str(inner.this), node, self)
             return self._interval_cast(self._bind(inner), node)
-        t = self._bind(node.this)
-        to = node.args["to"]
+        t = self._bind(inner)
         if (
-            target.name == "text"
+            to is not None
+            and target.name == "text"
             and to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.NVARCHAR)
             and to.expressions
         ):
@@ -179,7 +198,7 @@ class ScalarBinder(OperatorBinding, TemporalBinding):
             return out
         if (
             target.name == "numeric"
-            and not to.expressions
+            and (to is None or not to.expressions)
             and isinstance(out.expr, Literal)
             and isinstance(t.expr, Literal)
             and isinstance(t.expr.value, (int, Decimal))

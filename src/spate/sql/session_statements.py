@@ -6,9 +6,10 @@ SQL prepared statements (``PREPARE``/``EXECUTE``/``DEALLOCATE``), ``DISCARD``, `
 ``UNLISTEN``. :func:`recognise` reads them from the tokens the statement was split with
 (:func:`spate.sql.parse`), over :class:`~spate.sql.parse.Cursor`, and returns one of the types
 below; any other statement (``None``) is planned (:func:`spate.sql.plan_statement`). A query a
-session statement carries (``DECLARE … FOR query``, ``PREPARE … AS statement``) is kept as
-its text, a statement of its own; ``COPY`` is read by :mod:`spate.sql.copy_statement`, its
-query kept as the tokens it was split into.
+session statement carries (``DECLARE … FOR query``, ``PREPARE … AS statement``, ``COPY
+(query) TO``: :mod:`spate.sql.copy_statement`) is kept as the tokens it was split into (a
+:class:`~spate.sql.Parsed` in the text it came in), and ``EXECUTE``'s arguments as their
+places in that text: none of them is split again.
 
 A malformed session statement is a syntax error (``42601``) naming what was expected.
 """
@@ -22,7 +23,7 @@ from sqlglot.tokenizer_core import TokenType
 
 from spate.sql import Parsed
 from spate.sql.copy_statement import CopyFrom, CopyTo, copy_statement
-from spate.sql.parse import Cursor
+from spate.sql.parse import Cursor, Source
 
 ENGINE_SHOW: Final = frozenset(
     [
@@ -93,8 +94,10 @@ class Show:
 
 @dataclass(frozen=True, slots=True)
 class Declare:
+    """``DECLARE name CURSOR FOR query``: ``query`` as the statement was split."""
+
     name: str
-    query: str
+    query: Parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,16 +118,26 @@ class Close:
 
 @dataclass(frozen=True, slots=True)
 class Prepare:
+    """``PREPARE name [(types)] AS statement``: ``statement`` as the ``PREPARE`` was split."""
+
     name: str
     param_types: tuple[str, ...]
-    statement: str
+    statement: Parsed
 
 
 @dataclass(frozen=True, slots=True)
 class Execute:
+    """``EXECUTE name [(args)]``: each argument's place in the ``EXECUTE``'s text (an
+    expression: a literal, a cast…), which the prepared statement is planned with
+    (:class:`spate.sql.parameters.Argument`)."""
+
     name: str
-    args: tuple[str, ...]
-    """Each argument's SQL text (an expression: a literal, a cast…)."""
+    args: tuple[Source, ...]
+
+    @property
+    def arg_texts(self) -> tuple[str, ...]:
+        """Each argument as written."""
+        return tuple(a.sql for a in self.args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +290,14 @@ def _dotted(c: Cursor) -> str:
     return ".".join(parts)
 
 
+def _rest_parsed(c: Cursor) -> Parsed:
+    """The statement from the current token to its end, as it was split (its tokens, in the
+    text they came in)."""
+    tokens = c.tokens[c.i :]
+    src = Source(c.src.text, tokens[0].start, tokens[-1].end + 1, c.src.dialect)
+    return Parsed(src, tuple(tokens))
+
+
 def _rest(c: Cursor) -> str:
     """The text from the current token to the statement's end."""
     return c.src.text[c.here() : c.src.end].strip()
@@ -365,7 +386,7 @@ def _declare(c: Cursor) -> Declare:
     c.expect("FOR")
     if c.at_end():
         raise c.error("expected a query")
-    return Declare(name, _rest(c))
+    return Declare(name, _rest_parsed(c))
 
 
 def _fetch(c: Cursor, *, move: bool) -> Fetch:
@@ -413,23 +434,40 @@ def _prepare(c: Cursor) -> Prepare:
     c.expect("AS")
     if c.at_end():
         raise c.error("expected a statement")
-    return Prepare(name, tuple(types), _rest(c))
+    return Prepare(name, tuple(types), _rest_parsed(c))
 
 
 def _execute(c: Cursor) -> Execute:
     c.expect("EXECUTE")
     name = c.name("a prepared statement name")
-    args: list[str] = []
+    args: list[Source] = []
     if c.accept_token(TokenType.L_PAREN):
-        args = [item.strip() for item in _items(c)]
+        args = [_stripped(c.src, start, end) for start, end in _item_spans(c)]
+        if any(a.start == a.end for a in args):
+            raise c.error("expected an expression")
     c.end()
     return Execute(name, tuple(args))
+
+
+def _stripped(src: Source, start: int, end: int) -> Source:
+    text = src.text
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return Source(text, start, end, src.dialect)
 
 
 def _items(c: Cursor) -> list[str]:
     """After a ``(``: the text of each comma-separated item up to the matching ``)`` (which is
     consumed), commas inside nested parentheses kept."""
-    items: list[str] = []
+    return [c.src.text[start:end] for start, end in _item_spans(c)]
+
+
+def _item_spans(c: Cursor) -> list[tuple[int, int]]:
+    """After a ``(``: where each comma-separated item is in the text, up to the matching
+    ``)`` (which is consumed), commas inside nested parentheses kept."""
+    items: list[tuple[int, int]] = []
     start, depth = c.here(), 0
     while True:
         tok = c.peek()
@@ -440,7 +478,7 @@ def _items(c: Cursor) -> list[str]:
         elif tok.token_type is TokenType.R_PAREN and depth > 0:
             depth -= 1
         elif tok.token_type in (TokenType.COMMA, TokenType.R_PAREN) and depth == 0:
-            items.append(c.src.text[start : tok.start])
+            items.append((start, tok.start))
             c.i += 1
             if tok.token_type is TokenType.R_PAREN:
                 return items
