@@ -19,6 +19,17 @@ from spate.environment.api import Environment
 from spate.environment.changes import Changes
 
 
+@pytest.fixture(autouse=True)
+def _sigint_interrupts() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, as in the interactive shell (which takes it even
+    when started with SIGINT ignored): the tests send the user's Ctrl-C as SIGINT."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
     e = Environment.open(tmp_path_factory.mktemp("cancel") / "env")

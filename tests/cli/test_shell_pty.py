@@ -26,10 +26,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 class Terminal:
     """A process on a pty: type lines, read what it prints up to the next prompt."""
 
-    def __init__(self, argv: list[str], home: Path) -> None:
+    def __init__(self, argv: list[str], home: Path, *, sigint_ignored: bool = False) -> None:
         env = {**os.environ, "HOME": str(home)}  # its history file is the test's
         pid, fd = pty.fork()
         if pid == 0:  # the child: the pty is its controlling terminal
+            if sigint_ignored:  # as a background job of a non-interactive shell starts
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             os.execve(sys.executable, [sys.executable, *argv], env)
         self.pid, self.fd = pid, fd
 
@@ -115,19 +117,39 @@ def test_shell_in_a_terminal(shell: Terminal, tmp_path: Path) -> None:
 
     # Ctrl-C cancels the running statement and the shell goes on
     # (seconds of per-row work in-process, in little memory)
-    shell.type(
-        "SELECT count(*) FROM generate_series(1, 1000000) AS g(x) WHERE md5(md5(x::text)) < '1';"
-    )
-    shell.read_until("< '1';\r\n")  # the line was entered: the statement is running
-    time.sleep(0.5)
-    os.write(shell.fd, b"\x03")
-    out = shell.read_until(PROMPT, timeout=60)
+    out = _cancel_a_long_statement(shell)
     assert "canceling statement due to user request" in out
     assert "(1 row)" in shell.run("SELECT 1 AS one;")
 
     assert shell.close() == 0
     assert not (tmp_path / "env" / "services").exists()  # no replica was started
     assert "INSERT INTO t VALUES" in (tmp_path / ".spate_sql_history").read_text()
+
+
+def _cancel_a_long_statement(term: Terminal) -> str:
+    """Ctrl-C while a statement runs for seconds in-process: what the shell prints."""
+    term.type(
+        "SELECT count(*) FROM generate_series(1, 1000000) AS g(x) WHERE md5(md5(x::text)) < '1';"
+    )
+    term.read_until("< '1';\r\n")  # the line was entered: the statement is running
+    time.sleep(0.5)
+    os.write(term.fd, b"\x03")
+    return term.read_until(PROMPT, timeout=60)
+
+
+def test_ctrl_c_cancels_even_when_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A shell started where SIGINT is ignored (a background job of a script, nohup-like
+    launchers) still takes the terminal's Ctrl-C, as psql does."""
+    term = Terminal(["-m", "spate", "sql", str(tmp_path / "env")], tmp_path, sigint_ignored=True)
+    try:
+        term.read_until(PROMPT)
+        assert "canceling statement due to user request" in _cancel_a_long_statement(term)
+        assert "(1 row)" in term.run("SELECT 1 AS one;")
+        assert term.close() == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(term.pid, signal.SIGKILL)
+            os.waitpid(term.pid, 0)
 
 
 def test_command_prints_each_statement_result(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -440,6 +441,10 @@ def _run_shell(shell: Shell, console: Console, command: str | None, banner: str)
             if not shell.statement(text):
                 raise typer.Exit(1)
         return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started where SIGINT is ignored (a background job of a script): at a terminal the
+        # user's Ctrl-C is still theirs, to cancel the running statement, as psql takes it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     console.print(
         Text(f"{banner}; statements end with ';', "),
         Text("\\? is help, \\q quits"),
