@@ -124,7 +124,6 @@ class SqlSession:
         """``SET name = value`` (``value`` ``None``: ``RESET name``) a caller already
         recognised (a wire session's): it is not written out as text and parsed again."""
         self.session.notices.clear()
-        self.session.rows_affected = None
         stmt = st.SetVariable(f"SET {name}", name, value)
         with collecting(self.session.notices):
             _run_planned(self.env, lambda _catalog: stmt, self.session)

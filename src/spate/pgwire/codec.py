@@ -392,7 +392,9 @@ def parameter_description(oids: Sequence[int]) -> bytes:
     return msg(b"t", _U16.pack(len(oids)) + b"".join(_U32.pack(o) for o in oids))
 
 
-def data_row(values: Sequence[bytes | None]) -> bytes:
+def tuple_fields(values: Sequence[bytes | None]) -> bytes:
+    """The field count, then each value with its length before it (-1: NULL): a DataRow's
+    body, and a tuple of the binary COPY format."""
     parts = [_U16.pack(len(values))]
     for v in values:
         if v is None:
@@ -400,7 +402,11 @@ def data_row(values: Sequence[bytes | None]) -> bytes:
         else:
             parts.append(_I32.pack(len(v)))
             parts.append(v)
-    return msg(b"D", b"".join(parts))
+    return b"".join(parts)
+
+
+def data_row(values: Sequence[bytes | None]) -> bytes:
+    return msg(b"D", tuple_fields(values))
 
 
 def command_complete(tag: str) -> bytes:
@@ -408,7 +414,20 @@ def command_complete(tag: str) -> bytes:
 
 
 def copy_out_response(ncols: int, fmt: int = 0) -> bytes:
-    return msg(b"H", bytes([fmt]) + _U16.pack(ncols) + _I16.pack(fmt) * ncols)
+    return msg(b"H", _copy_formats(ncols, fmt))
+
+
+def copy_in_response(ncols: int, fmt: int = 0) -> bytes:
+    return msg(b"G", _copy_formats(ncols, fmt))
+
+
+def _copy_formats(ncols: int, fmt: int) -> bytes:
+    """The overall format (0 text, 1 binary), the column count and each column's format."""
+    return bytes([fmt]) + _U16.pack(ncols) + _I16.pack(fmt) * ncols
+
+
+COPY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
+"""The first 11 bytes of the binary COPY format's header."""
 
 
 def copy_data(data: bytes) -> bytes:

@@ -39,7 +39,6 @@ INVALID_TEXT: Final = "22P02"
 INVALID_BINARY: Final = "22P03"
 INVALID_DATETIME: Final = "22007"
 _DATETIMES: Final = frozenset({1082, 1114, 1184, 1186})
-SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
 _I16: Final = struct.Struct("!h")
 _I32: Final = struct.Struct("!i")
 
@@ -327,7 +326,7 @@ class BinaryReader:
         if not self._header_done:
             if len(buf) < 19:
                 return
-            if bytes(buf[:11]) != SIGNATURE:
+            if bytes(buf[:11]) != codec.COPY_SIGNATURE:
                 raise PgError(INVALID_BINARY, "COPY file signature not recognized")
             (ext,) = _I32.unpack_from(buf, 15)
             if ext < 0:
@@ -651,7 +650,7 @@ async def copy_in(s: SessionHost, stmt: CopyFrom) -> None:
     t = target(stmt, schema)
     r = reader(stmt, t)  # its options checked against the columns before CopyInResponse
     fmt = 1 if stmt.options.format == "binary" else 0
-    s.send(codec.msg(b"G", bytes([fmt]) + _I16.pack(len(t.given)) + _I16.pack(fmt) * len(t.given)))
+    s.send(codec.copy_in_response(len(t.given), fmt))
     await s.flush()
     cols = Columns(t)
     while True:

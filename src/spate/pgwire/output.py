@@ -45,7 +45,6 @@ _TEXT_ESCAPES: Final = tuple(
     for c, letter in zip(b"\b\f\n\r\t\v", b"bfnrtv", strict=True)
 )
 """The control characters PostgreSQL's text format writes as a backslash and a letter."""
-COPY_SIGNATURE: Final = b"PGCOPY\n\xff\r\n\x00"
 _I16: Final = struct.Struct("!h")
 _I32: Final = struct.Struct("!i")
 
@@ -94,7 +93,7 @@ class CopyEncoder:
 
     def start(self) -> bytes:
         if self._binary:
-            return COPY_SIGNATURE + _I32.pack(0) + _I32.pack(0)
+            return codec.COPY_SIGNATURE + _I32.pack(0) + _I32.pack(0)
         if not self._opts.header:
             return b""
         names = [n.encode() for n in self._names]
@@ -108,14 +107,9 @@ class CopyEncoder:
     def line(self, values: Sequence[Any]) -> bytes:
         encs = self._encoders
         if self._binary:
-            parts = [_I16.pack(len(values))]
-            for enc, v in zip(encs, values, strict=True):
-                if v is None:
-                    parts.append(_I32.pack(-1))
-                else:
-                    b = enc(v)
-                    parts.append(_I32.pack(len(b)) + b)
-            return b"".join(parts)
+            return codec.tuple_fields(
+                [None if v is None else enc(v) for enc, v in zip(encs, values, strict=True)]
+            )
         out = []
         if self._csv:
             for enc, v, forced in zip(encs, values, self._forced, strict=True):

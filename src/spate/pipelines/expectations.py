@@ -25,10 +25,10 @@ from typing import Final
 import sqlglot
 from sqlglot import exp
 
-from spate.pipelines.errors import DefinitionError
+from spate.pipelines.errors import DefinitionError, NotMaintainable
 from spate.pipelines.expressions import ident
 from spate.pipelines.graph import Action, Expectation
-from spate.pipelines.relations import _check_sql
+from spate.pipelines.relations import check_sql
 
 __all__ = [
     "COUNTS_PREFIX",
@@ -75,8 +75,8 @@ def validate_expectations(expectations: Sequence[Expectation], columns: Sequence
         if tree.find(exp.AggFunc, exp.Window) is not None:
             raise _fail(e, "is not a row's condition: an aggregate is not allowed")
         try:
-            _check_sql(tree, e.dataset, str(e.location))  # type: ignore[arg-type]
-        except Exception as err:
+            check_sql(tree, e.dataset, str(e.location))  # type: ignore[arg-type]
+        except NotMaintainable as err:
             raise _fail(e, f"is not deterministic: {err}") from None
         for col in tree.find_all(exp.Column):
             if col.name.lower() not in known:

@@ -22,6 +22,7 @@ __all__ = [
     "ExprContext",
     "SqlExpr",
     "ident",
+    "nondeterministic_call",
     "sort_order_sql",
     "translate_expr",
 ]
@@ -232,16 +233,31 @@ def _expr(e: Any, ctx: ExprContext) -> SqlExpr:
 def _check_sql_functions(text: str, ctx: ExprContext, where: str) -> None:
     import sqlglot
 
-    tree = sqlglot.parse_one(text, read="spark")
+    name = nondeterministic_call(sqlglot.parse_one(text, read="spark"))
+    if name is not None:
+        raise NotMaintainable(ctx.dataset, f"{name}()", where, "it is not deterministic")
+
+
+_NAMED_CALLS: Final = {
+    "Rand": "rand",
+    "Randn": "randn",
+    "Uuid": "uuid",
+    "CurrentTimestamp": "current_timestamp",
+    "CurrentDate": "current_date",
+    "CurrentTime": "current_time",
+}
+"""sqlglot's classes of Spark's functions whose names differ from their class's."""
+
+
+def nondeterministic_call(tree: Any) -> str | None:
+    """The Spark name of the first call in ``tree`` (a sqlglot expression of Spark SQL) of a
+    function in :data:`NONDETERMINISTIC`, or ``None``."""
     for node in tree.walk():
-        name = type(node).__name__.lower()
-        fname = node.name.lower() if hasattr(node, "name") and name == "anonymous" else ""
-        key = fname or {"rand": "rand", "randn": "randn", "uuid": "uuid"}.get(name, "")
-        for cls in ("CurrentTimestamp", "CurrentDate", "Rand", "Randn", "Uuid"):
-            if type(node).__name__ == cls:
-                key = cls.lower()
-        if key and key in NONDETERMINISTIC | {"currenttimestamp", "currentdate"}:
-            raise NotMaintainable(ctx.dataset, f"{key}()", where, "it is not deterministic")
+        cls = type(node).__name__
+        name = node.name.lower() if cls == "Anonymous" else _NAMED_CALLS.get(cls, cls.lower())
+        if name in NONDETERMINISTIC:
+            return str(name)
+    return None
 
 
 def _function(e: Any, ctx: ExprContext) -> SqlExpr:

@@ -250,7 +250,6 @@ class Graph:
                     },
                 )
             )
-        if data.get("expectations"):
-            for e in data["expectations"]:
-                g.add_expectation(Expectation.from_json(dict(e)))
+        for e in data.get("expectations") or ():
+            g.add_expectation(Expectation.from_json(dict(e)))
         return g

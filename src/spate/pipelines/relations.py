@@ -23,9 +23,9 @@ from sqlglot.optimizer.qualify import qualify
 
 from spate.pipelines.errors import NotMaintainable
 from spate.pipelines.expressions import (
-    NONDETERMINISTIC,
     ExprContext,
     ident,
+    nondeterministic_call,
     sort_order_sql,
     translate_expr,
 )
@@ -49,15 +49,11 @@ class Rel:
     reads: frozenset[str] = field(default_factory=frozenset)
 
 
-def _check_sql(tree: exp.Expression, dataset: str, where: str) -> None:
+def check_sql(tree: exp.Expression, dataset: str, where: str) -> None:
+    name = nondeterministic_call(tree)
+    if name is not None:
+        raise NotMaintainable(dataset, f"{name}()", where, "it is not deterministic")
     for node in tree.walk():
-        cls = type(node).__name__
-        name = node.name.lower() if isinstance(node, exp.Anonymous) else cls.lower()
-        if cls in ("Rand", "Randn", "Uuid", "CurrentTimestamp", "CurrentDate", "CurrentTime"):
-            name = {"currenttimestamp": "current_timestamp", "currentdate": "current_date",
-                    "currenttime": "current_time"}.get(cls.lower(), cls.lower())  # fmt: skip
-        if name in NONDETERMINISTIC:
-            raise NotMaintainable(dataset, f"{name}()", where, "it is not deterministic")
         if isinstance(node, exp.Limit) and not (
             isinstance(node.parent, exp.Select) and node.parent.args.get("order")
         ):
@@ -73,7 +69,7 @@ def sql_rel(query: str, schemas: Mapping[str, list[str]], dataset: str, where: s
         tree = sqlglot.parse_one(query, read="spark")
     except sqlglot.ParseError as e:
         raise NotMaintainable(dataset, "SQL", where, f"it does not parse: {e}") from None
-    _check_sql(tree, dataset, where)  # type: ignore[arg-type]
+    check_sql(tree, dataset, where)  # type: ignore[arg-type]
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     reads = frozenset(t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes)
     schema: dict[str, object] = {

@@ -148,10 +148,10 @@ class PipelineRunner:
             del known[name]
         for name, d in wanted.items():
             assert d.counts_sql is not None
-            stale = known.get(name) != d.counts_sql or bool(d.reads & changed)
-            if not stale and self._exists(name):
+            exists = self._exists(name)
+            if exists and known.get(name) == d.counts_sql and not d.reads & changed:
                 continue
-            if self._exists(name):
+            if exists:
                 self.env.drop(name, cascade=True)
             query = f"CREATE MATERIALIZED VIEW {ident(name)} AS {d.counts_sql}"
             self.env.sql(query, dialect="spark")

@@ -212,7 +212,7 @@ class TableContents:
         for chunk in self._unindexed:  # as _index_pending indexes and merges them
             work += chunk.num_rows
             sizes.append(chunk.num_rows)
-            while len(sizes) >= 2 and sizes[-2] <= 2 * sizes[-1]:
+            while len(sizes) >= 2 and _merge_due(sizes[-2], sizes[-1]):
                 last = sizes.pop()
                 sizes[-1] += last
                 work += sizes[-1]
@@ -352,9 +352,15 @@ class TableContents:
         while self._unindexed:
             self._runs.append(_RowIndex.of_table(self._unindexed[0], names))
             del self._unindexed[0]
-            while len(self._runs) >= 2 and self._runs[-2].size <= 2 * self._runs[-1].size:
+            while len(self._runs) >= 2 and _merge_due(self._runs[-2].size, self._runs[-1].size):
                 last = self._runs.pop()
                 self._runs[-1] = self._runs[-1].merged(last)
+
+
+def _merge_due(older: int, newer: int) -> bool:
+    """Whether the last two index runs (their sizes) are merged: the runs stay a geometric
+    series, so a row is merged a logarithmic number of times."""
+    return older <= 2 * newer
 
 
 def _grouped(chunk: pa.Table, columns: Sequence[str]) -> pa.Table:
