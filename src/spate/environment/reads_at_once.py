@@ -267,6 +267,12 @@ class AtOnce:
     """The errors shard of ``item``, a materialized view."""
     last: LastFound = dataclasses.field(default_factory=LastFound, compare=False)
     """What the last reads found (a cache, :class:`LastFound`)."""
+    seen: Callable[[], ShardState | None] | None = dataclasses.field(default=None, compare=False)
+    """The state of ``shard`` this process saw last (``PersistClient.seen_states``)."""
+    errors_seen: Callable[[], ShardState | None] | None = dataclasses.field(
+        default=None, compare=False
+    )
+    """The state of ``errors`` this process saw last."""
 
 
 def at_once(
@@ -295,7 +301,18 @@ def at_once(
         if isinstance(found, (TableItem, MaterializedViewItem)):
             shard = rt.storage.collection_metadata(found.id).shard
             errors = errors_shard(shard) if isinstance(found, MaterializedViewItem) else None
-            return AtOnce(template, cluster, small_reads, found, probe, here[1], shard, errors)
+            return AtOnce(
+                template,
+                cluster,
+                small_reads,
+                found,
+                probe,
+                here[1],
+                shard,
+                errors,
+                seen=rt.persist.seen_states(shard),
+                errors_seen=None if errors is None else rt.persist.seen_states(errors),
+            )
     return AtOnce(template, cluster, small_reads, None, None)
 
 
@@ -367,7 +384,8 @@ def _seen_index(
         last is not None
         and last.lo <= ts < last.hi
         and last.updates <= limit
-        and rt.persist.seen_state(kept.shard) is last.state
+        and (kept.seen() if kept.seen is not None else rt.persist.seen_state(kept.shard))
+        is last.state
     ):
         return last.index
     found = small_reads.seen_index(rt, kept.shard, ts, limit, column)
@@ -379,21 +397,27 @@ def _seen_index(
 
 def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
     """:func:`_no_errors_until` of ``shard`` at ``ts``, kept in ``kept.last``."""
-    found = _no_errors_until(rt, shard, ts, kept.last.no_errors)
+    found = _no_errors_until(rt, shard, ts, kept.last.no_errors, kept.errors_seen)
     if found is not None:
         kept.last.no_errors = found
     return found is not None
 
 
 def _no_errors_until(
-    rt: Runtime, shard: ShardId, ts: int, last: tuple[ShardState, int] | None
+    rt: Runtime,
+    shard: ShardId,
+    ts: int,
+    last: tuple[ShardState, int] | None,
+    seen: Callable[[], ShardState | None] | None = None,
 ) -> tuple[ShardState, int] | None:
     """:func:`~spate.environment.small_reads.no_errors_until` of ``shard`` at ``ts``: ``last``
-    (what an earlier call found) while the errors shard's state seen last is the same and
-    ``ts`` is before its first possible error, else found again; ``None``: not known to hold
-    no error up to ``ts``."""
-    if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
-        return last
+    (what an earlier call found) while the errors shard's state seen last (``seen()``, if
+    given) is the same and ``ts`` is before its first possible error, else found again;
+    ``None``: not known to hold no error up to ``ts``."""
+    if last is not None and ts < last[1]:
+        state = seen() if seen is not None else rt.persist.seen_state(shard)
+        if state is last[0]:
+            return last
     return small_reads.no_errors_until(rt, shard, ts)
 
 

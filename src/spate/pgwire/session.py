@@ -40,6 +40,7 @@ from spate.pgwire.binding import (
     binds_every_parameter,
     needs_description,
     param_types,
+    value_decoders,
 )
 from spate.pgwire.commands import run_session_statement
 from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream, Values
@@ -584,13 +585,15 @@ class Session:
                 or not stmt.plain
                 or stmt.parsed is None
                 or not m.params
+                or None in m.params  # NULL: planned as usual
                 or len(m.result_formats) > 1
                 or len(stmt.sql) + 16 * len(m.params) > OFF_LOOP_CHARS
-                or needs_description(stmt, m)
-                or not binds_every_parameter(stmt, m)
             ):
                 return 0
-            values, _ = bind_values(stmt, m)
+            decoders = value_decoders(stmt, m)
+            if decoders is None:
+                return 0
+            values = tuple([d(v) for d, v in zip(decoders, m.params, strict=True)])  # type: ignore[arg-type]
         except Exception:  # a malformed Bind, a value that does not decode: answered as usual
             return 0
         self._fresh_cancel()
