@@ -289,8 +289,7 @@ class EnvironmentEngine:
         session = ctx.state.get("sql")
         if not isinstance(session, SqlSession):
             return None  # nothing kept yet: the statement never ran in this session
-        session.session.cancel = ctx.canceled
-        return lookup_at_once(session, cache, values)
+        return lookup_at_once(session, cache, values)  # nothing to cancel: no wait, no I/O
 
     def _answer(
         self, statement: str | Parsed, run: Callable[[SqlSession], object], ctx: Context

@@ -7,7 +7,9 @@ prepared statement's cache (:class:`~spate.environment.prepared_plans.LookupTemp
 first execution is run as any statement is, and planned once more to make the template; the
 next ones put their values into the template, as long as the catalog is the one it was planned
 against, and read it (the read route is chosen again each time). Everything else runs the
-bound text as :meth:`SqlSession.sql` does.
+bound text as :meth:`SqlSession.sql` does. :func:`start_prepared` answers such an execution
+on the calling thread when its rows are in memory here, and keeps what that took once per
+statement, so that :func:`lookup_at_once` answers the next ones from their values alone.
 
 :func:`execute_text` does the same for statements without parameters (simple queries, and
 prepared statements without parameters), keyed by their text, from their second run on;

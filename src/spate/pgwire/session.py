@@ -7,6 +7,13 @@ too: ``pg_catalog`` is the engine's) runs on the engine in a worker thread, so t
 keeps serving every other session. Output is buffered and written at ReadyForQuery, Flush, a
 full buffer, and every streamed batch.
 
+A prepared lookup's Bind, Describe, Execute and Sync, sent together, are answered together
+when the engine has the result at once (``lookup_at_once``: its rows in memory): as the
+bytes arrive, on the event loop, without waking the session's task (:class:`Reader`), every
+answer in one write (:meth:`Session._answer_lookup`). Anything else about them (another
+portal, a NULL, a value that does not decode, a transaction block, a read that must wait)
+and they are handled one message at a time, as every other message is.
+
 A CancelRequest (from another connection, carrying this session's key) ends the statement in
 progress with ``57014``; so does ``statement_timeout`` (per engine call; 0: none); and a client
 that closes its connection while a statement runs ends it too. Each time the engine is told
