@@ -104,6 +104,10 @@ _DESCRIBE_EXECUTE_SYNC: Final = codec.msg(b"D", b"P\0") + _EXECUTE_SYNC
 """Describe of the unnamed portal, Execute of every row of it, Sync (psycopg's, JDBC's)."""
 
 
+_LookupAtOnce = Callable[[dict[str, object], tuple[object, ...], Context], Values | None]
+"""An engine's ``lookup_at_once`` (:class:`~spate.pgwire.engine.Engine`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Encoding:
     """A result's RowDescription message and its rows' encoder."""
@@ -170,8 +174,8 @@ class Session:
         self._encoded_rows: tuple[list[Any], RowEncoder, bytes] | None = None
         """The DataRows of the last whole small result sent: the rows (the same list is
         the same result: a kept answer given again) and their encoder."""
-        self._lookup: Callable[[dict[str, object], tuple[object, ...], Context], Any] | None
-        self._lookup = getattr(engine, "lookup_at_once", None)
+        self._lookup: _LookupAtOnce | None = getattr(engine, "lookup_at_once", None)
+        """The engine's ``lookup_at_once`` (``None``: it has none)."""
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -303,10 +307,12 @@ class Session:
     # -- the message loop ------------------------------------------------------------------------
 
     async def _loop(self) -> None:
-        reader = self.reader if isinstance(self.reader, Reader) else None
-        take = self._take_lookups if self._lookup is not None else None
+        reader = self.reader
+        hook = isinstance(reader, Reader) and self._lookup is not None
+        take = self._take_lookups
         while True:
-            if reader is not None and not self._unread:  # waiting: lookups answered as they come
+            if hook and not self._unread:  # waiting: lookups answered as they come
+                assert isinstance(reader, Reader)
                 reader.on_data = take
                 try:
                     kind, body = await self.read_message()
