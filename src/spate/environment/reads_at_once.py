@@ -107,23 +107,23 @@ def make_probe(template: LookupTemplate) -> Probe | None:
     slots = {id(s): i for i, s in enumerate(template.slots)}
     params = [Column(f"${i + 1}", s.type, False) for i, s in enumerate(template.slots)]
     mapping: list[int | None] = list(range(base.desc.arity))  # position -> base column
-    key: tuple[int, int] | None = None
+    key: tuple[int, int, ScalarExpr] | None = None
     steps: list[_Step] = []
     for node in reversed(chain):
         width = node.input.desc.arity
         if isinstance(node, Filter):
+            found = None
             if key is None:
-                key = _key_slot(node.predicates, slots, mapping, base, template.slots)
+                key = found = _key_slot(node.predicates, slots, mapping, base, template.slots)
             replace = _parameters(template.slots, width)
             columns = [*node.input.desc.columns, *params]
-            steps.append(
-                _Keep(
-                    tuple(
-                        compile_scalar(replaced_literals(p, replace), columns)
-                        for p in node.predicates
-                    )
-                )
+            kept = tuple(
+                compile_scalar(replaced_literals(p, replace), columns)
+                for p in node.predicates
+                if found is None or p is not found[2] or not _exact_key(base, found[0])
             )
+            if kept:
+                steps.append(_Keep(kept))
         elif isinstance(node, Map):
             compiled = []
             for j, scalar in enumerate(node.scalars):
@@ -142,6 +142,15 @@ def make_probe(template: LookupTemplate) -> Probe | None:
     return Probe(template, base, key[0], key[1], tuple(steps))
 
 
+def _exact_key(base: Get, column: int) -> bool:
+    """Whether the rows of ``base`` an index by ``column`` gives for a value (rows checked
+    against their columns: :func:`base_rows`) are exactly those on which ``column = value``
+    is true, for any value a template takes of that column's type: a ``bigint``, whose
+    Python ``int`` is its own canonical form and equal only to itself. Such a conjunct,
+    standing as a whole predicate, is not evaluated again on the rows looked up."""
+    return base.desc.columns[column].type.kind is ScalarKind.INT64
+
+
 def _parameters(slots: Sequence[Literal], width: int) -> dict[int, ScalarExpr]:
     """Each slot's literal as a reference to its value, after ``width`` columns."""
     return {id(s): ColumnRef(width + i) for i, s in enumerate(slots)}
@@ -153,9 +162,9 @@ def _key_slot(
     mapping: Sequence[int | None],
     base: Get,
     literals: Sequence[Literal],
-) -> tuple[int, int] | None:
-    """``(base column, slot)`` of a conjunct ``column = slot`` of ``predicates`` (either
-    side) whose column is a column of the base of the slot's type."""
+) -> tuple[int, int, ScalarExpr] | None:
+    """``(base column, slot, conjunct)`` of a conjunct ``column = slot`` of ``predicates``
+    (either side) whose column is a column of the base of the slot's type."""
     for p in predicates:
         for conjunct in lookup.conjuncts(p):
             if not (isinstance(conjunct, CallBinary) and conjunct.func is BinaryFunc.EQ):
@@ -166,7 +175,7 @@ def _key_slot(
                 column = mapping[ref.index] if ref.index < len(mapping) else None
                 slot = slots[id(lit)]
                 if column is not None and base.desc.columns[column].type == literals[slot].type:
-                    return column, slot
+                    return column, slot, conjunct
     return None
 
 
@@ -258,6 +267,12 @@ class AtOnce:
     """The errors shard of ``item``, a materialized view."""
     last: LastFound = dataclasses.field(default_factory=LastFound, compare=False)
     """What the last reads found (a cache, :class:`LastFound`)."""
+    seen: Callable[[], ShardState | None] | None = dataclasses.field(default=None, compare=False)
+    """The state of ``shard`` this process saw last (``PersistClient.seen_states``)."""
+    errors_seen: Callable[[], ShardState | None] | None = dataclasses.field(
+        default=None, compare=False
+    )
+    """The state of ``errors`` this process saw last."""
 
 
 def at_once(
@@ -286,7 +301,18 @@ def at_once(
         if isinstance(found, (TableItem, MaterializedViewItem)):
             shard = rt.storage.collection_metadata(found.id).shard
             errors = errors_shard(shard) if isinstance(found, MaterializedViewItem) else None
-            return AtOnce(template, cluster, small_reads, found, probe, here[1], shard, errors)
+            return AtOnce(
+                template,
+                cluster,
+                small_reads,
+                found,
+                probe,
+                here[1],
+                shard,
+                errors,
+                seen=rt.persist.seen_states(shard),
+                errors_seen=None if errors is None else rt.persist.seen_states(errors),
+            )
     return AtOnce(template, cluster, small_reads, None, None)
 
 
@@ -316,7 +342,7 @@ def read_at_once(
     limit = _NO_LIMIT if kept.limit is None else rt.settings.small_read_updates
     if limit <= 0:
         return None
-    ts = _read_timestamp(rt, [item.id], isolation)
+    ts = _timestamp_of(rt, item.id, isolation)
     if ts is None:
         return None
     assert kept.shard is not None
@@ -358,7 +384,8 @@ def _seen_index(
         last is not None
         and last.lo <= ts < last.hi
         and last.updates <= limit
-        and rt.persist.seen_state(kept.shard) is last.state
+        and (kept.seen() if kept.seen is not None else rt.persist.seen_state(kept.shard))
+        is last.state
     ):
         return last.index
     found = small_reads.seen_index(rt, kept.shard, ts, limit, column)
@@ -370,21 +397,27 @@ def _seen_index(
 
 def _no_errors(rt: Runtime, kept: AtOnce, shard: ShardId, ts: int) -> bool:
     """:func:`_no_errors_until` of ``shard`` at ``ts``, kept in ``kept.last``."""
-    found = _no_errors_until(rt, shard, ts, kept.last.no_errors)
+    found = _no_errors_until(rt, shard, ts, kept.last.no_errors, kept.errors_seen)
     if found is not None:
         kept.last.no_errors = found
     return found is not None
 
 
 def _no_errors_until(
-    rt: Runtime, shard: ShardId, ts: int, last: tuple[ShardState, int] | None
+    rt: Runtime,
+    shard: ShardId,
+    ts: int,
+    last: tuple[ShardState, int] | None,
+    seen: Callable[[], ShardState | None] | None = None,
 ) -> tuple[ShardState, int] | None:
     """:func:`~spate.environment.small_reads.no_errors_until` of ``shard`` at ``ts``: ``last``
-    (what an earlier call found) while the errors shard's state seen last is the same and
-    ``ts`` is before its first possible error, else found again; ``None``: not known to hold
-    no error up to ``ts``."""
-    if last is not None and ts < last[1] and rt.persist.seen_state(shard) is last[0]:
-        return last
+    (what an earlier call found) while the errors shard's state seen last (``seen()``, if
+    given) is the same and ``ts`` is before its first possible error, else found again;
+    ``None``: not known to hold no error up to ``ts``."""
+    if last is not None and ts < last[1]:
+        state = seen() if seen is not None else rt.persist.seen_state(shard)
+        if state is last[0]:
+            return last
     return small_reads.no_errors_until(rt, shard, ts)
 
 
@@ -580,6 +613,23 @@ def _read_timestamp(rt: Runtime, ids: Sequence[GlobalId], isolation: str) -> int
     if isolation != "strict serializable":
         return None
     return max(rt.oracle.read_ts(), latest_since)
+
+
+def _timestamp_of(rt: Runtime, gid: GlobalId, isolation: str) -> int | None:
+    """:func:`_read_timestamp` of the one collection ``gid``."""
+    try:
+        frontiers = rt.storage.collection_frontiers(gid)
+    except LookupError:  # dropped meanwhile: the read says so
+        return None
+    since = frontiers.since.as_option()
+    if since is None:
+        return None
+    if isolation == "strict serializable":
+        return max(rt.oracle.read_ts(), since)
+    if isolation != "serializable":
+        return None
+    upper = frontiers.upper.as_option()
+    return max(rt.oracle.read_ts() if upper is None else upper - 1, since)
 
 
 def _same_contents(rt: Runtime, here: HereRead, last: _Found, ts: int) -> bool:

@@ -197,6 +197,11 @@ class PersistClient:
         when it has seen none); see :meth:`~spate.persist.machine.Machine.seen`."""
         return self._ctx(shard_id).machine.seen()
 
+    def seen_states(self, shard_id: ShardId) -> Callable[[], ShardState | None]:
+        """:meth:`seen_state` of the shard as a function of nothing, found once (the shard's
+        machine lives as long as this client): for a caller that asks again and again."""
+        return self._ctx(shard_id).machine.seen
+
     def is_finalized(self, shard_id: ShardId) -> bool:
         return self.fetch_state(shard_id).tombstone
 

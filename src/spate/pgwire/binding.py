@@ -22,6 +22,9 @@ from spate.pgwire.errors import PgError
 from spate.pgwire.literals import literal
 from spate.sql import Parsed
 
+Decode = Callable[[bytes], object]
+"""How a bound value's bytes become its Python value."""
+
 
 @dataclass(slots=True)
 class Prepared:
@@ -38,6 +41,10 @@ class Prepared:
     (a ``SELECT``, not a session statement); ``None``: not looked at yet."""
     numbers: frozenset[int] | None = None
     """The ``n`` of the statement's ``$n`` (``None``: not looked at yet)."""
+    decoders: dict[tuple[tuple[int, ...], int, bool], tuple[Decode, ...] | None] = field(
+        default_factory=dict
+    )
+    """:func:`value_decoders` found for Binds of each shape."""
 
 
 MAX_PARAMS: Final = 65535
@@ -99,6 +106,46 @@ def bind_values(stmt: Prepared, m: codec.Bind) -> tuple[tuple[object, ...], Call
         return bind_text(stmt, literals, what="bind message")
 
     return values, text
+
+
+def value_decoders(stmt: Prepared, m: codec.Bind) -> tuple[Decode, ...] | None:
+    """How each of the Bind's values (none NULL) becomes what :func:`bind_values` makes of
+    it (the same decoders; a value they refuse raises), when the Bind needs nothing more
+    than that: its formats fit its values, it binds every parameter of the statement, and
+    it needs no description (:func:`needs_description`); ``None`` otherwise. Found once per
+    statement and shape of Bind (its formats, its count of values)."""
+    key = (m.param_formats, len(m.params), stmt.described is None)
+    found = stmt.decoders.get(key, _UNKNOWN)
+    if found is _UNKNOWN:
+        found = stmt.decoders[key] = _decoders(stmt, m)
+    return found  # type: ignore[return-value]
+
+
+_UNKNOWN: Final = object()
+
+
+def _decoders(stmt: Prepared, m: codec.Bind) -> tuple[Decode, ...] | None:
+    n = len(m.params)
+    try:
+        if needs_description(stmt, m) or not binds_every_parameter(stmt, m):
+            return None
+    except codec.MalformedMessage:
+        return None
+    oids = list(stmt.param_oids) + [0] * n
+    if stmt.described is not None:
+        oids = [o or d for o, d in zip(oids, stmt.described.param_oids + (0,) * n, strict=False)]
+    out: list[Decode] = []
+    for i in range(n):
+        if _format(m, i) == 1:
+            out.append(pgt.binary_decoder(oids[i]))
+        else:
+            tdec = pgt.text_decoder(oids[i])
+            out.append(bytes.decode if tdec is None else _text_then(tdec))
+    return tuple(out)
+
+
+def _text_then(decode: Callable[[str], object]) -> Decode:
+    return lambda raw: decode(raw.decode())
 
 
 def binds_every_parameter(stmt: Prepared, m: codec.Bind) -> bool:

@@ -187,6 +187,15 @@ class Engine(Protocol):
     whose work happens elsewhere (the engine's own event loop); the session may cancel the
     awaitable (a cancel request, the statement timeout), which MUST cancel that work.
 
+    An engine MAY also have ``lookup_at_once(cache, values, ctx) -> Values | None``, called
+    on the session's event loop (it MUST NOT block) for an Execute of a prepared statement
+    with parameters whose ``Bound`` would have ``cache`` and ``values``: the result
+    ``start_prepared`` would give as :class:`Values` when it has it at once, else ``None``,
+    having done nothing (the session then binds and runs the Execute as usual). The session
+    asks it when a Bind of the unnamed portal is followed, in what the client sent, by a
+    Describe of that portal (or none), an Execute of all its rows and a Sync, and answers
+    them all in one piece.
+
     An engine MAY also have ``start_parsed(parsed, ctx) -> Values | None``, called on the
     session's event loop before ``execute_parsed`` and MUST NOT block: the result
     ``execute_parsed`` would give as :class:`Values` when it has it at once (from memory,

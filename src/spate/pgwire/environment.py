@@ -45,6 +45,7 @@ from spate.pgwire.prepared import (
     execute_prepared,
     execute_text,
     finish_prepared,
+    lookup_at_once,
     start_prepared,
     text_at_once,
 )
@@ -277,6 +278,18 @@ class EnvironmentEngine:
             return Rows(result, f"SELECT {result.num_rows}")
 
         return answer()
+
+    def lookup_at_once(
+        self, cache: dict[str, object], values: tuple[object, ...], ctx: Context
+    ) -> Values | None:
+        """:meth:`start_prepared`'s result of an Execute of a prepared statement whose kept
+        plans are ``cache`` with ``values``, when it is answered at once
+        (:func:`spate.pgwire.prepared.lookup_at_once`: a kept lookup whose rows are in memory
+        here); ``None``, having done nothing, for anything else."""
+        session = ctx.state.get("sql")
+        if not isinstance(session, SqlSession):
+            return None  # nothing kept yet: the statement never ran in this session
+        return lookup_at_once(session, cache, values)  # nothing to cancel: no wait, no I/O
 
     def _answer(
         self, statement: str | Parsed, run: Callable[[SqlSession], object], ctx: Context

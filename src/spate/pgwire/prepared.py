@@ -7,7 +7,9 @@ prepared statement's cache (:class:`~spate.environment.prepared_plans.LookupTemp
 first execution is run as any statement is, and planned once more to make the template; the
 next ones put their values into the template, as long as the catalog is the one it was planned
 against, and read it (the read route is chosen again each time). Everything else runs the
-bound text as :meth:`SqlSession.sql` does.
+bound text as :meth:`SqlSession.sql` does. :func:`start_prepared` answers such an execution
+on the calling thread when its rows are in memory here, and keeps what that took once per
+statement, so that :func:`lookup_at_once` answers the next ones from their values alone.
 
 :func:`execute_text` does the same for statements without parameters (simple queries, and
 prepared statements without parameters), keyed by their text, from their second run on;
@@ -34,7 +36,7 @@ from spate.errors import InputMissing, SpateError
 from spate.pgwire.engine import Bound, Values
 from spate.pgwire.portal import table_rows
 from spate.repr.desc import RelationDesc
-from spate.repr.types import ScalarKind
+from spate.repr.types import Row, ScalarKind
 from spate.sql import Parsed, parse, plan_statement
 from spate.sql import statements as st
 from spate.sql.results import narrow_table
@@ -99,7 +101,7 @@ def start_prepared(
         return None
     _starting(state)
     if not state.real_time_recency:
-        answered = _at_once(session, bound, cached)
+        answered = _at_once(session, bound.cache, bound.values, cached)
         if answered is not None:
             return answered
     stmt = plans.instantiate(cached, bound.values, sql=bound.sql)
@@ -165,34 +167,114 @@ def _output(template: plans.LookupTemplate) -> _Output:
     return _Output(template, schema, plain)
 
 
-def _at_once(session: SqlSession, bound: Bound, template: plans.LookupTemplate) -> Values | None:
-    """The result of an execution of ``template`` with ``bound.values`` read at once
-    (:func:`~spate.environment.reads_at_once.read_at_once`), or ``None``."""
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """What an execution of a kept lookup answered at once takes, found once (by
+    :func:`_at_once`) and used while ``at_once.template`` is the statement's valid template
+    and the session's cluster and small reads are ``at_once``'s: where its rows are read
+    (``at_once``), its result's columns (``output``), and the Python type of each value
+    (``types``: the template's)."""
+
+    at_once: reads_at_once.AtOnce
+    output: _Output
+    types: tuple[type, ...]
+
+
+def lookup_at_once(
+    session: SqlSession, cache: dict[str, object], values: tuple[object, ...]
+) -> Values | None:
+    """The result :func:`start_prepared` gives of an Execute of a prepared statement whose
+    kept plans are ``cache`` (:attr:`Bound.cache`) with ``values`` when it is answered at
+    once, on the calling thread: a kept lookup answered at once before
+    (:func:`start_prepared` found the template valid, its plan needing nothing beyond the
+    read, and where its rows are), its template still valid (planned against the catalog
+    now), the values fitting it, outside a transaction block and without real-time
+    recency, its rows in memory here and final at its timestamp
+    (:func:`~spate.environment.reads_at_once.read_at_once`). ``None`` otherwise, having done
+    nothing (the caller runs the Execute as usual: :func:`start_prepared`)."""
+    kept = cache.get("lookup")
+    if type(kept) is not _Lookup:
+        return None
+    state = session.session
+    at_once = kept.at_once
+    env = session.env
+    rt = env.runtime
+    if (
+        state.block is not None
+        or state.real_time_recency
+        or at_once.template.catalog is not rt.catalog
+        or at_once.cluster != state.cluster
+        or at_once.small_reads != state.small_reads
+        or cache.get("plan") is not at_once.template
+        or not _fit(kept.types, values)
+    ):
+        return None
+    started = time.monotonic()
+    found = reads_at_once.read_at_once(rt, at_once, values, isolation=state.isolation)
+    if found is None:
+        return None
+    _starting(state)
+    env.read_done(started)
+    return _result(kept.output, found)
+
+
+def _fit(types: tuple[type, ...], values: tuple[object, ...]) -> bool:
+    """:func:`~spate.environment.prepared_plans.fits` of a template whose values' types are
+    ``types``."""
+    if len(values) != len(types):
+        return False
+    for v, t in zip(values, types, strict=True):
+        if type(v) is not t:
+            return False
+        if t is int and not _INT64_MIN <= v <= _INT64_MAX:  # type: ignore[operator]
+            return False
+    return True
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _at_once(
+    session: SqlSession,
+    cache: dict[str, object],
+    values: tuple[object, ...],
+    template: plans.LookupTemplate,
+) -> Values | None:
+    """The result of an execution of ``template`` with ``values`` read at once
+    (:func:`~spate.environment.reads_at_once.read_at_once`), or ``None``; ``cache`` is the
+    statement's (:attr:`Bound.cache`), where what :func:`lookup_at_once` takes is kept."""
     state = session.session
     env = session.env
-    kept = bound.cache.get("at_once")
+    kept = cache.get("at_once")
     if (
         not isinstance(kept, reads_at_once.AtOnce)
         or kept.template is not template
         or kept.cluster != state.cluster
         or kept.small_reads != state.small_reads
     ):
-        kept = bound.cache["at_once"] = reads_at_once.at_once(
+        kept = cache["at_once"] = reads_at_once.at_once(
             env.runtime, template, cluster=state.cluster, small_reads=state.small_reads
         )
     if kept.item is None:
         return None
     started = time.monotonic()
-    found = reads_at_once.read_at_once(env.runtime, kept, bound.values, isolation=state.isolation)
+    found = reads_at_once.read_at_once(env.runtime, kept, values, isolation=state.isolation)
     if found is None:
         return None
     env.read_done(started)
-    output = bound.cache.get("output")
-    if not isinstance(output, _Output) or output.template is not template:
-        output = bound.cache["output"] = _output(template)
-    stmt = template.statement
-    width = stmt.width
+    lookup = cache.get("lookup")
+    if type(lookup) is not _Lookup or lookup.at_once is not kept:
+        types = tuple(type(s.value) for s in template.slots)
+        lookup = cache["lookup"] = _Lookup(kept, _output(template), types)
+    return _result(lookup.output, found)
+
+
+def _result(output: _Output, found: list[tuple[Row, int]]) -> Values:
+    """The finished result of a kept lookup whose plan's rows are ``found``."""
+    stmt = output.template.statement
     if output.plain:
+        width = stmt.width
         rows = [row[:width] if len(row) != width else row for row, n in found for _ in range(n)]
         return Values(output.schema, rows, f"SELECT {len(rows)}")
     expanded = [r for r, n in found for _ in range(n)]

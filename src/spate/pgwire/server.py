@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from spate.pgwire import eventloop
 from spate.pgwire.auth import AuthConfigError, ScramVerifier, is_loopback
 from spate.pgwire.engine import Engine
-from spate.pgwire.session import Session, SessionOptions
+from spate.pgwire.session import Reader, Session, SessionOptions
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +98,17 @@ class Server:
         return len(self._starting)
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept,
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> asyncio.StreamReaderProtocol:  # asyncio.start_server's, our Reader
+            return asyncio.StreamReaderProtocol(
+                Reader(limit=2**20, loop=loop), self._accept, loop=loop
+            )
+
+        self._server = await loop.create_server(
+            protocol,
             self._config.host,
             self._config.port,
-            limit=2**20,
             backlog=min(4096, self._config.max_connections + self._config.max_startups),
         )
         log.info("pgwire listening on %s:%d", self._config.host, self.port)

@@ -7,6 +7,13 @@ too: ``pg_catalog`` is the engine's) runs on the engine in a worker thread, so t
 keeps serving every other session. Output is buffered and written at ReadyForQuery, Flush, a
 full buffer, and every streamed batch.
 
+A prepared lookup's Bind, Describe, Execute and Sync, sent together, are answered together
+when the engine has the result at once (``lookup_at_once``: its rows in memory): as the
+bytes arrive, on the event loop, without waking the session's task (:class:`Reader`), every
+answer in one write (:meth:`Session._answer_lookup`). Anything else about them (another
+portal, a NULL, a value that does not decode, a transaction block, a read that must wait)
+and they are handled one message at a time, as every other message is.
+
 A CancelRequest (from another connection, carrying this session's key) ends the statement in
 progress with ``57014``; so does ``statement_timeout`` (per engine call; 0: none); and a client
 that closes its connection while a statement runs ends it too. Each time the engine is told
@@ -24,10 +31,10 @@ import secrets
 import ssl
 import struct
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, SupportsIndex, TypeVar
 
 from sqlglot.tokenizer_core import TokenType
 
@@ -40,6 +47,7 @@ from spate.pgwire.binding import (
     binds_every_parameter,
     needs_description,
     param_types,
+    value_decoders,
 )
 from spate.pgwire.commands import run_session_statement
 from spate.pgwire.engine import Bound, Context, Described, Engine, Rows, Stream, Values
@@ -90,6 +98,15 @@ _READY: Final = {status: codec.ready(status) for status in "ITE"}
 _COMPLETE: Final = {f"SELECT {n}": codec.command_complete(f"SELECT {n}") for n in range(16)}
 """CommandComplete of the usual small SELECTs (a lookup's), made once."""
 
+_EXECUTE_SYNC: Final = codec.msg(b"E", b"\0\0\0\0\0") + codec.msg(b"S")
+"""Execute of every row of the unnamed portal, then Sync: what follows a lookup's Bind."""
+_DESCRIBE_EXECUTE_SYNC: Final = codec.msg(b"D", b"P\0") + _EXECUTE_SYNC
+"""Describe of the unnamed portal, Execute of every row of it, Sync (psycopg's, JDBC's)."""
+
+
+_LookupAtOnce = Callable[[dict[str, object], tuple[object, ...], Context], Values | None]
+"""An engine's ``lookup_at_once`` (:class:`~spate.pgwire.engine.Engine`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class _Encoding:
@@ -101,6 +118,24 @@ class _Encoding:
 
 class Closed(Exception):
     """The connection ended (client went away, Terminate, or a fatal error)."""
+
+
+class Reader(asyncio.StreamReader):
+    """asyncio's stream reader, which first offers what arrives to :attr:`on_data` while
+    that is set and nothing is buffered (a session waiting for its next message): the bytes
+    it takes (answered already) are not buffered; the rest is, as usual."""
+
+    on_data: Callable[[bytes], int] | None = None
+
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        take = self.on_data
+        if take is not None and isinstance(data, bytes) and data and not self._buffer:  # type: ignore[attr-defined]
+            taken = take(data)
+            if taken >= len(data):
+                return
+            if taken:
+                data = data[taken:]
+        super().feed_data(data)
 
 
 class Session:
@@ -139,6 +174,8 @@ class Session:
         self._encoded_rows: tuple[list[Any], RowEncoder, bytes] | None = None
         """The DataRows of the last whole small result sent: the rows (the same list is
         the same result: a kept answer given again) and their encoder."""
+        self._lookup: _LookupAtOnce | None = getattr(engine, "lookup_at_once", None)
+        """The engine's ``lookup_at_once`` (``None``: it has none)."""
         peer = writer.get_extra_info("peername")
         self.peer = str(peer[0]) if isinstance(peer, tuple) else ""
 
@@ -270,8 +307,19 @@ class Session:
     # -- the message loop ------------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        reader = self.reader
+        hook = isinstance(reader, Reader) and self._lookup is not None
+        take = self._take_lookups
         while True:
-            kind, body = await self.read_message()
+            if hook and not self._unread:  # waiting: lookups answered as they come
+                assert isinstance(reader, Reader)
+                reader.on_data = take
+                try:
+                    kind, body = await self.read_message()
+                finally:
+                    reader.on_data = None
+            else:
+                kind, body = await self.read_message()
             if kind == b"X":
                 raise Closed()
             if kind == b"S":
@@ -288,6 +336,12 @@ class Session:
             if kind == b"H":
                 await self.flush()
                 continue
+            if kind == b"B" and self._status == "I" and not self._skip_to_sync:
+                taken = self._answer_lookup(body, self._unread, 0)
+                if taken:
+                    del self._unread[:taken]
+                    await self.flush()
+                    continue
             handler = self._extended.get(kind)
             if handler is None:
                 if kind in (b"d", b"c", b"f"):  # stray COPY IN data: ignore, as PostgreSQL does
@@ -487,6 +541,108 @@ class Session:
         self._portals[m.portal] = portal
         self.send(codec.BIND_COMPLETE)
 
+    def _take_lookups(self, data: bytes) -> int:
+        """What arrives while the session waits for its next message with nothing unread
+        (:class:`Reader`): the lookups at its start (each a Bind, a Describe or none, an
+        Execute and a Sync) that the engine answers at once (:meth:`_answer_lookup`),
+        answered and written now, without waking the session's task; how many bytes of
+        ``data`` they took (the rest is read as usual)."""
+        if self._status != "I" or self._skip_to_sync or self._unread:
+            return 0
+        transport = self.writer.transport
+        if transport.is_closing() or transport.get_write_buffer_size() > FLUSH_BYTES:
+            return 0  # the session's task waits for the client to take its answers
+        limit = self.options.max_message_bytes
+        at, n = 0, len(data)
+        try:
+            while n - at > 5 and data[at] == 0x42:  # a Bind
+                (length,) = _LENGTH.unpack_from(data, at + 1)
+                end = at + 1 + length
+                if length < 4 or length - 4 > limit or end > n:
+                    break
+                taken = self._answer_lookup(data[at + 5 : end], data, end)
+                if not taken:
+                    break
+                at = end + taken
+        except Exception:  # read again by the session's task, which answers it as usual
+            log.debug("a lookup is left to the session's task", exc_info=True)
+        if at:
+            out = self._out
+            transport.write(b"".join(out))
+            out.clear()
+            self._out_len = 0
+        return at
+
+    def _answer_lookup(self, body: bytes, after: bytes | bytearray, at: int) -> int:
+        """Answer a Bind (``body``) of the unnamed portal to a prepared ``SELECT``, with the
+        Describe of that portal (or none), Execute of all its rows and Sync that follow it
+        in what the client sent already (``after``, from ``at``), here and now, when the
+        engine has the result at once (``lookup_at_once``: a kept lookup whose rows are in
+        memory): their answers, ReadyForQuery last, added to the output, and the unnamed
+        portal left as those messages leave it. Gives how many bytes of ``after`` those
+        messages took; ``0``, having done nothing, when anything is otherwise (the messages
+        are then handled one by one, as usual, which answers every error)."""
+        if after.startswith(_DESCRIBE_EXECUTE_SYNC, at):
+            describe, size = True, len(_DESCRIBE_EXECUTE_SYNC)
+        elif after.startswith(_EXECUTE_SYNC, at):
+            describe, size = False, len(_EXECUTE_SYNC)
+        else:
+            return 0
+        if body[:1] != b"\0" or self._lookup is None:  # a named portal
+            return 0
+        try:
+            m = codec.parse_bind(body)
+            stmt = self._statements.get(m.statement)
+            if (
+                stmt is None
+                or not stmt.plain
+                or stmt.parsed is None
+                or not m.params
+                or None in m.params  # NULL: planned as usual
+                or len(m.result_formats) > 1
+                or len(stmt.sql) + 16 * len(m.params) > OFF_LOOP_CHARS
+            ):
+                return 0
+            decoders = value_decoders(stmt, m)
+            if decoders is None:
+                return 0
+            values = tuple([d(v) for d, v in zip(decoders, m.params, strict=True)])  # type: ignore[arg-type]
+        except Exception:  # a malformed Bind, a value that does not decode: answered as usual
+            return 0
+        self._fresh_cancel()
+        answered = self._lookup(stmt.plans, values, self._ctx)
+        if answered is None:
+            return 0
+        rows = answered.rows
+        try:
+            encoding = self._encoding_of(answered.schema, m.result_formats)
+            row = encoding.encoder.row
+            data = [row(r) for r in rows]
+        except Exception:  # a value the encoder refuses: the Execute answers the error
+            return 0
+        old = self._portals.pop("", None)
+        if old is not None:
+            old.close()
+        self._portals[""] = Portal(
+            stmt.sql,
+            m.result_formats,
+            schema=answered.schema,
+            tag=answered.tag,
+            offset=len(rows),
+            done=True,
+            ran=True,
+            plain=True,
+        )
+        out = self._out
+        out.append(codec.BIND_COMPLETE)
+        if describe:
+            out.append(encoding.description)
+        out.extend(data)
+        tag = f"SELECT {len(rows)}"
+        out.append(_COMPLETE.get(tag) or codec.command_complete(tag))
+        out.append(_READY[self._status])
+        return size
+
     async def _describe(self, body: bytes) -> None:
         m = codec.parse_target(body, "Describe")
         if m.kind == "S":
@@ -664,19 +820,22 @@ class Session:
         await self._send_rows(portal, max_rows)
 
     def _encoded(self, portal: Portal) -> _Encoding:
-        """The RowDescription and row encoder of ``portal``'s columns in its formats; those of
-        the last result are kept, for the same schema object (a kept lookup's, at every
+        """The RowDescription and row encoder of ``portal``'s columns in its formats."""
+        assert portal.schema is not None
+        return self._encoding_of(portal.schema, portal.formats)
+
+    def _encoding_of(self, schema: pa.Schema, formats: tuple[int, ...]) -> _Encoding:
+        """The RowDescription and row encoder of ``schema``'s columns in ``formats``; those
+        of the last result are kept, for the same schema object (a kept lookup's, at every
         Execute) in the same formats."""
-        schema = portal.schema
-        assert schema is not None
         kept = self._encoding
-        if kept is not None and kept[0] is schema and kept[1] == portal.formats:
+        if kept is not None and kept[0] is schema and kept[1] == formats:
             return kept[2]
-        fmts = _formats(portal.formats, len(schema))
+        fmts = _formats(formats, len(schema))
         encoding = _Encoding(
             codec.row_description(field_descs(schema), fmts), RowEncoder(schema, fmts)
         )
-        self._encoding = (schema, portal.formats, encoding)
+        self._encoding = (schema, formats, encoding)
         return encoding
 
     async def _send_rows(self, portal: Portal, max_rows: int) -> None:
