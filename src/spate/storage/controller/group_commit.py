@@ -136,6 +136,9 @@ class _Write:
     """The table's unique keys, checked in the commit (:mod:`.table_keys`)."""
     parts: Sequence[Part] | None = None
     """A transaction's parts (:meth:`GroupCommit.write_all`); ``id`` is then ``None``."""
+    derived: Sequence[tuple[Row, int]] | None = None
+    """``changes`` as rows, already derived and checked against the table's contents in this
+    group (a transaction's part): they are added to the contents as rows, not derived again."""
 
 
 @dataclass(eq=False)
@@ -344,10 +347,9 @@ class GroupCommit:
             except Exception as e:
                 _fail(txn, e)
                 return
-            if rows:
-                writes.append(_Write(id, None, _constant(changes), self._future(), rows))
-            else:
-                writes.append(_Write(id, changed, None, self._future()))
+            # Derived and checked once: the commit below appends ``changed`` as it is.
+            derived = changes if rows else None
+            writes.append(_Write(id, changed, None, self._future(), rows, derived=derived))
         try:
             await self._commit(writes, atomic=True)
         finally:
@@ -520,7 +522,10 @@ class GroupCommit:
                     except Exception as e:
                         _fail(w, e)
                         continue
-                kept.contents.append(part.table)
+                if w.derived is not None:  # a transaction's part (loaded when it derived it)
+                    kept.contents.apply(w.derived)
+                else:
+                    kept.contents.append(part.table)
             parts.append(part)
             accepted.append(w)
         return parts, accepted
@@ -552,10 +557,6 @@ def _next_group(queue: list[_Write]) -> tuple[list[_Write], list[_Write]]:
         return queue[:1], queue[1:]
     n = next((i for i, w in enumerate(queue) if w.parts is not None), len(queue))
     return queue[:n], queue[n:]
-
-
-def _constant(changes: Sequence[tuple[Row, int]]) -> Derive:
-    return lambda _contents: changes
 
 
 def _log_failure(f: asyncio.Future[None]) -> None:
