@@ -136,9 +136,6 @@ class _Write:
     """The table's unique keys, checked in the commit (:mod:`.table_keys`)."""
     parts: Sequence[Part] | None = None
     """A transaction's parts (:meth:`GroupCommit.write_all`); ``id`` is then ``None``."""
-    derived: Sequence[tuple[Row, int]] | None = None
-    """``changes`` as rows, already derived and checked against the table's contents in this
-    group (a transaction's part): they are added to the contents as rows, not derived again."""
 
 
 @dataclass(eq=False)
@@ -347,9 +344,9 @@ class GroupCommit:
             except Exception as e:
                 _fail(txn, e)
                 return
-            # Derived and checked once: the commit below appends ``changed`` as it is.
-            derived = changes if rows else None
-            writes.append(_Write(id, changed, None, self._future(), rows, derived=derived))
+            # Derived and checked once: the commit below appends ``changed`` as it is, and adds
+            # it to the table's contents as Arrow (as an insert's), not as Python rows.
+            writes.append(_Write(id, changed, None, self._future()))
         try:
             await self._commit(writes, atomic=True)
         finally:
@@ -522,10 +519,7 @@ class GroupCommit:
                     except Exception as e:
                         _fail(w, e)
                         continue
-                if w.derived is not None:  # a transaction's part (loaded when it derived it)
-                    kept.contents.apply(w.derived)
-                else:
-                    kept.contents.append(part.table)
+                kept.contents.append(part.table)
             parts.append(part)
             accepted.append(w)
         return parts, accepted
