@@ -241,7 +241,9 @@ async def insert(rt: Runtime, name: str, rows: Insertable) -> int:
 
 
 def _missing(item: TableItem, contents: TableContents, wanted: Counter[Row]) -> None:
-    missing = [r for r, n in wanted.items() if contents.count(r) < n]
+    rows = list(wanted)
+    counts = contents.counts(rows)
+    missing = [r for r, n in zip(rows, counts, strict=True) if n < wanted[r]]
     if missing:
         shown = ", ".join(repr(r) for r in missing[:3])
         raise RowsNotFound(f"table {item.name}: {len(missing)} row(s) not found: {shown}")
