@@ -33,7 +33,8 @@ encoding time, and dictionaries and statistics (which nothing reads: a part is r
 much again, and a small write waits for its part (1,500 updates of four int64 columns: 0.9 ms
 with them, 0.13 ms without; about 5,000 such updates take 256 KiB). Compaction soon rewrites
 a small part into a larger one, which is compressed."""
-
+_READ_THREADS_MIN_BYTES: Final = 8 * 2**20
+"""A part at least this large is decoded on Arrow's threads (a small one faster without)."""
 
 
 def checksum(data: bytes | memoryview) -> bytes:
@@ -111,7 +112,10 @@ def decode_part(
     data = verify_part(data, part, shard_id)
     key = part.key
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # ParquetFile, not read_table: no dataset machinery (a small part reads several times
+        # faster, 0.08 ms instead of 0.55 for 1,500 updates).
+        threads = len(data) >= _READ_THREADS_MIN_BYTES
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=threads)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptBatch(key, f"not readable as Parquet: {e}") from None
     meta = table.schema.metadata or {}
