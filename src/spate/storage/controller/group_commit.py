@@ -163,6 +163,11 @@ class GroupCommit:
     ) -> None:
         self._storage = storage
         self._timestamps = timestamps
+        self._reserves: ReservesAhead | None = (
+            timestamps if isinstance(timestamps, ReservesAhead) else None
+        )
+        """The oracle, if it reserves ahead (checked once: a runtime protocol check walks the
+        protocol's members, a fair part of a small group's own work)."""
         self._window_s = window_s
         self._queue: list[_Write] = []
         self._kept: dict[GlobalId, _Kept] = {}
@@ -384,8 +389,8 @@ class GroupCommit:
 
     def _reserve_ahead(self) -> None:
         """Renew the oracle's reservation on a worker thread when it runs low (ReservesAhead)."""
-        oracle = self._timestamps
-        if not isinstance(oracle, ReservesAhead) or not oracle.needs_reserve():
+        oracle = self._reserves
+        if oracle is None or not oracle.needs_reserve():
             return
         if self._reserving is not None and not self._reserving.done():
             return
