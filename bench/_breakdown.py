@@ -2,8 +2,8 @@
 
 spate records a mark (``spate.persist.latency_trace``) at each stage a write passes through, in
 the environment's process and in its replicas', on one wall clock. For each step run one at a
-time, :func:`breakdown` finds, from the write's timestamp ``ts`` (the step's update), the first
-mark of each stage that covers ``ts``:
+time, :func:`breakdown` finds, from the write's timestamp ``ts`` (the step's update, or its one
+write), the first mark of each stage that covers ``ts``:
 
 * ``commit_start`` / ``acknowledged``: the group commit choosing ``ts`` / telling the oracle;
 * ``append_start`` / ``blob_written`` / ``cas_done``: each table's append to ``ts + 1`` (the

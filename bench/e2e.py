@@ -41,7 +41,8 @@ Figures printed and written to ``bench/results/e2e.json``:
   in a virtual environment of its own, made on first use; needs Java 11/17);
 * the ratios of spate's figures to each peer's;
 * a per-stage breakdown of write -> visible (``bench/_breakdown.py``, from the latency marks of
-  ``spate.persist.latency_trace``).
+  ``spate.persist.latency_trace``), for the steps of two write calls and for the steps as one
+  write each (``one_write_visible_breakdown_ms``; the figure the peers compare with).
 
     python bench/e2e.py [--small] [--steps N] [--skip-streaming] [--with pathway]
         [--with flink] [--out e2e]
@@ -600,14 +601,18 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
     # batch): the step's inserts and replacements in one transaction, at one timestamp.
     one: list[float] = []
     one_visible: list[float] = []
+    one_traced: list[StepTimes] = []
     for _ in range(args.steps):
         k += 1
         new, pairs = data.step(k)
         rows = _rows(new)
+        t0_ns = time.time_ns()
         t0 = time.perf_counter()
         ts = _one_write(env, rows, pairs)
         t1 = time.perf_counter()
+        t1_ns = time.time_ns()
         seen = obs.wait_for(ts)
+        one_traced.append(StepTimes(t0_ns, ts, t1_ns, obs.seen_ns))
         one.append(t1 - t0)
         one_visible.append(seen - t0)
     for name, samples in (("one_write", one), ("one_write_visible", one_visible)):
@@ -620,6 +625,12 @@ def run(env: Environment, data: Data, args: argparse.Namespace, work: Path) -> d
         f"{figures['one_write_visible_p99_ms']} ms",
         flush=True,
     )
+    stages = breakdown(work / "latency.trace", one_traced)
+    figures["one_write_visible_breakdown_ms"] = {
+        name.strip(): round(at, 1) for name, at, _ in stages if name != OFF_PATH
+    }
+    print("write -> visible, stage by stage (the steps as one write each):", flush=True)
+    print(format_table(stages), flush=True)
 
     # The steps are made before the clock starts (as for the pipelined run and the peers):
     # making one moves the million-row numpy columns of the live bids, tens of ms.

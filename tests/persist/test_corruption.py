@@ -109,17 +109,23 @@ def test_a_corrupt_file_on_disk_fails_every_read_path(
         r.snapshot(1)
 
 
-def test_small_parts_are_written_uncompressed_and_large_ones_with_zstd() -> None:
+def test_small_parts_are_written_plain_and_large_ones_with_zstd() -> None:
+    """A small part: uncompressed, no dictionary, no statistics; a large one: zstd, with
+    both. Each reads back the same."""
     shard = ShardId(uuid.uuid4())
     schema = updates_schema(DESC)
     big = COMPRESS_MIN_BYTES // 8
-    for rows, codec in (
-        ([((1, "a"), 3, 1)], "UNCOMPRESSED"),
-        ([((i, "x" * 8), 3, 1) for i in range(big)], "ZSTD"),
+    for rows, codec, full in (
+        ([((1, "a"), 3, 1), ((1, "a"), 3, 1)], "UNCOMPRESSED", False),
+        ([((i, "x" * 8), 3, 1) for i in range(big)], "ZSTD", True),
     ):
         table = updates(rows).cast(schema)
         data = encode_part(table, shard)
         meta = pq.read_metadata(pa.BufferReader(data))
-        assert meta.row_group(0).column(0).compression == codec
+        for i in range(meta.num_columns):
+            column = meta.row_group(0).column(i)
+            assert column.compression == codec
+            assert column.is_stats_set == full
+            assert ("RLE_DICTIONARY" in column.encodings) == full
         part = make_part("k", data, table.num_rows)
         assert decode_part(data, part, shard, schema).equals(table)

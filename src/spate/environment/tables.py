@@ -47,7 +47,7 @@ from spate.plan.evaluation.scalar import compile_scalar
 from spate.plan.evaluation.values import canonical_row
 from spate.repr.arrow import table_to_rows, updates_schema, validate_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-from spate.repr.types import INT64_MAX, INT64_MIN, Datum, Row, ScalarKind
+from spate.repr.types import Datum, Row, ScalarKind
 from spate.storage.controller.errors import InvalidUppers
 from spate.storage.controller.group_commit import TableContents
 from spate.storage.controller.table_keys import UniqueKey
@@ -148,7 +148,9 @@ def _int64_rows(desc: RelationDesc, rows: Sequence[Sequence[Datum]]) -> list[Row
     values = list(chain.from_iterable(rows))
     if set(map(type, values)) != {int}:
         return None
-    if min(values) < INT64_MIN or max(values) > INT64_MAX:
+    try:  # in range: numpy refuses an int beyond int64 (one pass in C, not min and max)
+        np.fromiter(values, np.int64, count=len(values))
+    except OverflowError:
         return None
     return cast("list[Row]", rows)
 
@@ -241,7 +243,9 @@ async def insert(rt: Runtime, name: str, rows: Insertable) -> int:
 
 
 def _missing(item: TableItem, contents: TableContents, wanted: Counter[Row]) -> None:
-    missing = [r for r, n in wanted.items() if contents.count(r) < n]
+    rows = list(wanted)
+    counts = contents.counts(rows)
+    missing = [r for r, n in zip(rows, counts, strict=True) if n < wanted[r]]
     if missing:
         shown = ", ".join(repr(r) for r in missing[:3])
         raise RowsNotFound(f"table {item.name}: {len(missing)} row(s) not found: {shown}")

@@ -155,7 +155,9 @@ def _part(item: TableItem, diffs: Counter[Row]) -> Part | None:
     removed = Counter({r: -d for r, d in changes if d < 0})
 
     def derive(contents: TableContents) -> list[tuple[Row, int]]:
-        missing = [r for r, n in removed.items() if contents.count(r) < n]
+        wanted = list(removed)
+        counts = contents.counts(wanted)
+        missing = [r for r, n in zip(wanted, counts, strict=True) if n < removed[r]]
         if missing:
             shown = ", ".join(repr(r) for r in missing[:3])
             raise tables.RowsNotFound(

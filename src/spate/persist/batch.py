@@ -26,9 +26,15 @@ FORMAT_VERSION: Final = b"1"
 META_SHARD: Final = b"spate.shard"
 META_FORMAT: Final = b"spate.format"
 DIGEST_SIZE: Final = 32
-COMPRESS_MIN_BYTES: Final = 64 * 2**10
-"""A part whose updates take less memory than this is written uncompressed: zstd saves a
-few bytes of it at about four times the encoding time (a small write waits for it)."""
+COMPRESS_MIN_BYTES: Final = 256 * 2**10
+"""A part whose updates take less memory than this is written uncompressed, without
+dictionary encoding and without column statistics: zstd saves bytes of it at several times the
+encoding time, and dictionaries and statistics (which nothing reads: a part is read whole) as
+much again, and a small write waits for its part (1,500 updates of four int64 columns: 0.9 ms
+with them, 0.13 ms without; about 5,000 such updates take 256 KiB). Compaction soon rewrites
+a small part into a larger one, which is compressed."""
+_READ_THREADS_MIN_BYTES: Final = 8 * 2**20
+"""A part at least this large is decoded on Arrow's threads (a small one faster without)."""
 
 
 def checksum(data: bytes | memoryview) -> bytes:
@@ -38,7 +44,7 @@ def checksum(data: bytes | memoryview) -> bytes:
 
 def encode_part(table: pa.Table, shard_id: ShardId, *, zstd_level: int = 1) -> bytes:
     """``table`` (updates schema) as Parquet bytes tagged with ``shard_id``: zstd, unless it
-    is smaller than :data:`COMPRESS_MIN_BYTES` (readers take either)."""
+    is smaller than :data:`COMPRESS_MIN_BYTES` (plain then; readers take either)."""
     meta = dict(table.schema.metadata or {})
     meta[META_SHARD] = str(shard_id).encode()
     meta[META_FORMAT] = FORMAT_VERSION
@@ -50,6 +56,8 @@ def encode_part(table: pa.Table, shard_id: ShardId, *, zstd_level: int = 1) -> b
         sink,
         compression="none" if small else "zstd",
         compression_level=None if small else zstd_level,
+        use_dictionary=not small,
+        write_statistics=not small,
         coerce_timestamps="us",
         allow_truncated_timestamps=False,
     )
@@ -104,7 +112,10 @@ def decode_part(
     data = verify_part(data, part, shard_id)
     key = part.key
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # ParquetFile, not read_table: no dataset machinery (a small part reads several times
+        # faster, 0.08 ms instead of 0.55 for 1,500 updates).
+        threads = len(data) >= _READ_THREADS_MIN_BYTES
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=threads)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptBatch(key, f"not readable as Parquet: {e}") from None
     meta = table.schema.metadata or {}

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from spate.repr.arrow import updates_to_table
+from spate.repr.arrow import updates_schema, updates_to_table
 from spate.repr.desc import RelationDesc
 from spate.repr.types import BOOL, FLOAT64, INT64, TEXT, Row
-from spate.storage.controller import table_contents
+from spate.storage.controller import table_contents, tables
 from spate.storage.controller.table_contents import TableContents
+from spate.storage.controller.tables import trusted_changes
 
 DESC = RelationDesc.of(("k", INT64, False), ("v", TEXT, True))
 
@@ -84,13 +85,32 @@ def test_an_integer_table_is_indexed_and_counts_like_the_rows_form() -> None:
         present = [r for r, n in eager.items() if n > 0 and None not in r]
         asked = [rng.choice(present) for _ in range(5)] + [row() for _ in range(5)]
         asked += [(a, b, not c) for a, b, c in asked[:3]]  # differ in one column only
-        assert lazy.prefetch(asked)
-        assert [lazy.count(r) for r in asked] == [eager.count(r) for r in asked], seed
+        assert lazy.counts(asked) == [eager.count(r) for r in asked], seed
+        assert [lazy.count(r) for r in asked] == eager.counts(asked), seed
         changes = [(rng.choice(present), -1), (row(), 1)]
         lazy.apply(changes)
         eager.apply(changes)
     assert lazy.indexed  # no row of the snapshot became a Python object
     assert Counter(dict(lazy.items())) == Counter(dict(eager.items())), seed
+
+
+def test_counts_of_many_rows_are_each_rows_count_in_every_form() -> None:
+    """``counts`` answers as ``count`` of each row would: in the snapshot form (a text table
+    joined, an integer table indexed, with the changes added since), in the rows form, and for
+    rows with a NULL (which switch to the rows form)."""
+    text = snapshot(DESC, Counter({(1, "a"): 2, (2, "b"): 1}))
+    text.apply([((1, "a"), -1), ((3, "c"), 1)])
+    asked = [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (1, "a")]
+    assert text.counts(asked) == [1, 1, 1, 0, 1] and not text.settled
+    assert text.counts([(2, "b"), (9, None)]) == [1, 0] and text.settled
+    assert text.counts(asked) == [1, 1, 1, 0, 1] and text.counts([]) == []
+    ints = RelationDesc.of(("a", INT64, False), ("c", BOOL, False))
+    indexed = snapshot(ints, Counter({(1, True): 1, (1, False): 3, (2**63 - 1, True): 1}))
+    indexed.apply([((1, False), -1)])
+    asked_ints = [(1, True), (1, False), (2**63 - 1, True), (-(2**63), False)]
+    assert indexed.counts(asked_ints) == [1, 2, 1, 0] and indexed.indexed
+    rows = TableContents(Counter({(1, True): 2}).items())
+    assert rows.counts([(1, True), (1, False)]) == [2, 0]
 
 
 def test_rows_sharing_a_hash_and_an_empty_snapshot_count_exactly(monkeypatch: Any) -> None:
@@ -180,3 +200,21 @@ def test_prepare_is_quick_for_small_appends_and_not_when_it_would_merge_many_row
     rows_form.prefetch([(1.0,)])
     rows_form.append(big)
     assert not rows_form.prepare_is_quick()  # 5,000 rows to fold into the rows
+
+
+def test_trusted_changes_of_an_int64_table_are_the_general_conversion() -> None:
+    """An int64 table's changes become Arrow through numpy: the same table as the general
+    conversion (schema, values at the int64 bounds, diffs, time 0); a NULL or another column
+    type takes the general one."""
+    ints = RelationDesc.of(("a", INT64, False), ("b", INT64, True))
+    changes: list[tuple[Row, int]] = [((1, 2), 1), ((2**63 - 1, -(2**63)), -2), ((1, 2), 3)]
+    fast = tables._int64_changes(ints, changes)
+    assert fast is not None
+    general = updates_to_table(ints, [(r, 0, d) for r, d in changes])
+    assert fast.equals(general.cast(updates_schema(ints)), check_metadata=True)
+    assert trusted_changes(ints, changes).table.equals(fast)
+    with_null: list[tuple[Row, int]] = [((1, None), 1)]
+    assert tables._int64_changes(ints, with_null) is None
+    assert trusted_changes(ints, with_null).table.column("b").to_pylist() == [None]
+    assert tables._int64_changes(DESC, [((1, "a"), 1)]) is None
+    assert tables._int64_changes(ints, []) is None

@@ -163,6 +163,11 @@ class GroupCommit:
     ) -> None:
         self._storage = storage
         self._timestamps = timestamps
+        self._reserves: ReservesAhead | None = (
+            timestamps if isinstance(timestamps, ReservesAhead) else None
+        )
+        """The oracle, if it reserves ahead (checked once: a runtime protocol check walks the
+        protocol's members, a fair part of a small group's own work)."""
         self._window_s = window_s
         self._queue: list[_Write] = []
         self._kept: dict[GlobalId, _Kept] = {}
@@ -344,10 +349,9 @@ class GroupCommit:
             except Exception as e:
                 _fail(txn, e)
                 return
-            if rows:
-                writes.append(_Write(id, None, _constant(changes), self._future(), rows))
-            else:
-                writes.append(_Write(id, changed, None, self._future()))
+            # Derived and checked once: the commit below appends ``changed`` as it is, and adds
+            # it to the table's contents as Arrow (as an insert's), not as Python rows.
+            writes.append(_Write(id, changed, None, self._future()))
         try:
             await self._commit(writes, atomic=True)
         finally:
@@ -385,8 +389,8 @@ class GroupCommit:
 
     def _reserve_ahead(self) -> None:
         """Renew the oracle's reservation on a worker thread when it runs low (ReservesAhead)."""
-        oracle = self._timestamps
-        if not isinstance(oracle, ReservesAhead) or not oracle.needs_reserve():
+        oracle = self._reserves
+        if oracle is None or not oracle.needs_reserve():
             return
         if self._reserving is not None and not self._reserving.done():
             return
@@ -552,10 +556,6 @@ def _next_group(queue: list[_Write]) -> tuple[list[_Write], list[_Write]]:
         return queue[:1], queue[1:]
     n = next((i for i, w in enumerate(queue) if w.parts is not None), len(queue))
     return queue[:n], queue[n:]
-
-
-def _constant(changes: Sequence[tuple[Row, int]]) -> Derive:
-    return lambda _contents: changes
 
 
 def _log_failure(f: asyncio.Future[None]) -> None:

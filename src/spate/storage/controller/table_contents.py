@@ -299,16 +299,16 @@ class TableContents:
             self._known.update(dict.fromkeys(wanted, 0))
             return True
         names = [c.name for c in desc.columns]
-        keys = rows_to_table(desc, wanted)
         if _indexable(desc):
             self._index_pending()
-            cols = _int_columns(keys, names)
+            cols = _int_rows(wanted, len(names))
             hashes = _hash(cols, len(wanted))
             counts = np.zeros(len(wanted), dtype=np.int64)
             for run in self._runs:
                 counts += run.counts(cols, hashes)
             self._known.update(zip(wanted, counts.tolist(), strict=True))
             return True
+        keys = rows_to_table(desc, wanted)
         keys = keys.append_column(_INDEX, pa.array(np.arange(len(wanted), dtype=np.int64)))
         snapshot = pa.concat_tables(self._chunks)
         found = snapshot.join(keys, keys=names, join_type="inner", use_threads=False)
@@ -337,6 +337,22 @@ class TableContents:
             self.materialize()
             return self.count(row)
         return self._known[row] + self._changes[row]
+
+    def counts(self, rows: Sequence[Row]) -> list[int]:
+        """How many times each of ``rows`` is in the table: :meth:`count` of each, with one
+        lookup of them all."""
+        self._asked = True
+        if self._rows is not None:
+            self._fold()
+            held = self._rows
+            return [held[r] for r in rows]
+        if not self.prefetch(rows):
+            self.materialize()
+            return self.counts(rows)
+        known, changes = self._known, self._changes
+        if not changes:
+            return [known[r] for r in rows]
+        return [known[r] + changes[r] for r in rows]
 
     def items(self) -> Iterator[tuple[Row, int]]:
         """Every row with its count."""
@@ -466,6 +482,13 @@ def _int_columns(table: pa.Table, names: list[str]) -> list[np.ndarray]:
     return [
         np.asarray(table.column(n).cast(pa.int64()).fill_null(0), dtype=np.int64) for n in names
     ]
+
+
+def _int_rows(rows: list[Row], width: int) -> list[np.ndarray]:
+    """The columns of rows of ints and bools (no NULL) as :func:`_int_columns` gives them (a
+    bool as 0 or 1), without an Arrow table in between."""
+    matrix = np.array(rows, dtype=np.int64).reshape(len(rows), width)
+    return [np.ascontiguousarray(matrix[:, i]) for i in range(width)]
 
 
 def _hash(columns: list[np.ndarray], n: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from spate.persist.state import Appended, UpperMismatch
 from spate.persist.write import WriteHandle
 from spate.repr.arrow import updates_schema, updates_to_table, validate_table
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN, RelationDesc
-from spate.repr.types import Datum, Row
+from spate.repr.types import Datum, Row, ScalarKind
 from spate.storage.controller.errors import InvalidUsage, UpdateBeyondUpper, UpdateNotBeyondLower
 
 
@@ -69,8 +69,30 @@ def validate_changes(
 
 def trusted_changes(desc: RelationDesc, changes: Sequence[tuple[Row, int]]) -> ValidatedChanges:
     """Changes whose rows are known to fit ``desc`` (read from the table, or validated)."""
-    table = updates_to_table(desc, [(row, 0, diff) for row, diff in changes])
+    table = _int64_changes(desc, changes)
+    if table is None:
+        table = updates_to_table(desc, [(row, 0, diff) for row, diff in changes])
     return ValidatedChanges(table.cast(updates_schema(desc)))
+
+
+def _int64_changes(desc: RelationDesc, changes: Sequence[tuple[Row, int]]) -> pa.Table | None:
+    """The changes of a table of int64 columns as one numpy matrix made columns (what
+    :func:`updates_to_table` makes one Python value at a time); ``None`` for another table,
+    or rows with a NULL."""
+    width = len(desc.columns)
+    if not changes or not width or any(c.type.kind is not ScalarKind.INT64 for c in desc.columns):
+        return None
+    try:
+        matrix = np.array([row for row, _diff in changes], dtype=np.int64)
+    except (TypeError, ValueError):  # a NULL (None)
+        return None
+    if matrix.shape != (len(changes), width):
+        return None
+    n = len(changes)
+    columns = [pa.array(np.ascontiguousarray(matrix[:, i])) for i in range(width)]
+    columns.append(pa.array(np.zeros(n, dtype=np.int64)))
+    columns.append(pa.array(np.fromiter((d for _row, d in changes), np.int64, count=n)))
+    return pa.Table.from_arrays(columns, schema=updates_schema(desc))
 
 
 TableUpdates: TypeAlias = ValidatedUpdates | pa.Table | Sequence[tuple[Row, int, int]]
