@@ -104,7 +104,9 @@ def decode_part(
     data = verify_part(data, part, shard_id)
     key = part.key
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        # one file in memory: ParquetFile reads it without the dataset machinery of
+        # read_table (0.3 ms instead of 0.75 for a step's part of a thousand updates)
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
     except (pa.ArrowException, OSError, ValueError) as e:
         raise CorruptBatch(key, f"not readable as Parquet: {e}") from None
     meta = table.schema.metadata or {}
