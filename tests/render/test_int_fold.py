@@ -21,7 +21,9 @@ from spate.plan.builder import avg, col, count, max_, min_, sum_
 from spate.plan.relation import Get
 from spate.render.layout import internal_schema
 from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_of
-from spate.render.operators.int_fold import applies, fold_ints
+from spate.render.operators.driver_reduce import reduce_on_driver
+from spate.render.operators.int_fold import applies, fold_ints, reduce_ints
+from spate.render.operators.key_times import key_times, with_from
 from spate.repr import INT64, TIMESTAMP, RelationDesc
 from spate.repr.consolidate import consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
@@ -118,3 +120,49 @@ def test_numpy_fold_declines_what_it_does_not_compute() -> None:
     assert not applies(_layout(FACTS, {"mean": avg(col("v"))}), _updates(FACTS, []))
     assert with_null.column(TIME_COLUMN).to_pylist() == [5]
     assert with_null.column(DIFF_COLUMN).to_pylist() == [1]
+
+
+@pytest.mark.parametrize("desc", [FACTS, BY_TIME], ids=["int64-key", "timestamp-key"])
+@pytest.mark.parametrize("name", sorted(LAYOUTS))
+def test_numpy_reduce_from_history_equals_the_arrow_reduce(name: str, desc: RelationDesc) -> None:
+    print(f"SPATE_TEST_SEED={SEED}")
+    rng = random.Random(SEED + 1)
+    layout = _layout(desc, LAYOUTS[name])
+    key = layout.keys[0]
+    schema = internal_schema(layout.out_desc)
+    computed = 0
+    for _ in range(150):
+        history, delta, lo = _case(rng, desc)
+        asked = delta.filter(pa.compute.is_in(delta.column(key), pa.array(_sorted_keys(delta)[:3])))
+        rows = pa.concat_tables([history, asked])  # history: a superset of the keys asked
+        times = with_from(key_times(asked, layout.key, lo - 1), lo)
+        want = reduce_on_driver(
+            rows.filter(pa.compute.is_in(rows.column(key), asked.column(key))),
+            times,
+            layout.key,
+            layout.aggregates,
+            layout.in_desc,
+            layout.out_desc,
+        )
+        got = reduce_ints(layout, rows, asked, lo)
+        if want is None:
+            assert got is None
+            continue
+        try:
+            learned = state_of(layout, rows)
+        except Unfoldable:
+            assert got is None
+            continue
+        learned = learned.filter(pa.compute.is_in(learned.column(key), asked.column(key)))
+        assert got is not None
+        changes, state = got
+        computed += 1
+        assert changes.schema == schema
+        assert _sorted(changes) == _sorted(want.cast(schema))
+        assert state.schema == learned.schema
+        assert _sorted(state) == _sorted(learned)
+    assert computed > 50
+
+
+def _sorted_keys(table: pa.Table) -> list[object]:
+    return sorted(set(table.column(0).to_pylist()))

@@ -14,6 +14,12 @@ slow keys and count, up to row order) with a handful of numpy passes, for the co
 It returns ``None`` when it does not apply; the caller then folds with pyarrow. Rows are sorted
 by ``(key, time)`` (``np.lexsort``) and each ``(key, time)`` group's shares summed with
 ``reduceat``; the running totals and extremes per key follow as in :func:`fold`.
+
+The keys a fold leaves slow (a retracted extreme, an unknown key) are computed from their
+history by :func:`reduce_ints` in the same way (what :func:`~spate.render.operators.
+driver_reduce.reduce_on_driver` and :func:`~spate.render.operators.accumulators.state_of`
+give), when every column of the input is integer-like without NULL: the rows are told apart by
+all their columns, each one's multiplicity accumulated at each time the step reads.
 """
 
 from __future__ import annotations
@@ -248,3 +254,115 @@ def _signed(
     arrays.append(pa.array(times[order][keep], pa.int64()))
     arrays.append(pa.array(sums, pa.int64()))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+MAX_CELLS: Final = 4_000_000
+""":func:`reduce_ints` declines when rows x times of the step would exceed this."""
+
+
+def reduce_ints(
+    layout: Layout, rows: pa.Table, delta: pa.Table, lo: int
+) -> tuple[pa.Table, pa.Table] | None:
+    """The output changes and the accumulators after the step of the keys of ``delta`` (the
+    step's rows of the slow keys, times ``>= lo``), from ``rows`` (their history, times
+    ``< lo``, a superset of keys allowed, and ``delta``), with numpy: what
+    :func:`~spate.render.operators.driver_reduce.reduce_on_driver` and
+    :func:`~spate.render.operators.accumulators.state_of` compute, or ``None`` when they must
+    (a data column not integer-like or with NULL, a negative row at a time the step reads,
+    sums near int64's range, or more than :data:`MAX_CELLS` rows x times)."""
+    if not delta.num_rows or not applies(layout, delta):
+        return None
+    (key,) = layout.keys
+    data = [f.name for f in layout.in_schema][: layout.in_desc.arity]
+    if not all(indexable(rows.column(c)) for c in data) or not indexable(delta.column(key)):
+        return None
+    dk = _as_int64(delta.column(key))
+    dt = _ints(delta.column(TIME_COLUMN))
+    wanted = np.unique(dk)
+    k_all = _as_int64(rows.column(key))
+    rows = rows.filter(np.isin(k_all, wanted))
+    n = rows.num_rows
+    levels = np.concatenate([[lo - 1], np.unique(dt)])
+    if n * len(levels) > MAX_CELLS:
+        return None
+    ints = [_as_int64(rows.column(c)) for c in data]
+    k = _as_int64(rows.column(key))
+    t = _ints(rows.column(TIME_COLUMN))
+    m = _ints(rows.column(DIFF_COLUMN))
+    order = np.lexsort([*ints[::-1], k])  # by key, then the whole row
+    ks, ts, ms = k[order], t[order], m[order]
+    sorted_ints = [c[order] for c in ints]
+    brk = np.ones(n, dtype=bool)
+    same = np.ones(max(n - 1, 0), dtype=bool)
+    for c in sorted_ints:
+        same &= c[1:] == c[:-1]
+    brk[1:] = ~same
+    rstart = np.flatnonzero(brk)  # distinct rows
+    rkeys = ks[rstart]
+    kbrk = np.ones(len(rstart), dtype=bool)
+    kbrk[1:] = rkeys[1:] != rkeys[:-1]
+    kfirst = np.flatnonzero(kbrk)  # each key's first distinct row
+    gkeys = rkeys[kfirst]
+    nkeys = len(gkeys)
+    rowof = order[rstart[kfirst]]  # a row of each key: its key as the column holds it
+    values = {i: _ints(rows.column(layout.value(i) or key))[order][rstart] for i in _valued(layout)}
+    # which (key, level) pairs the step reads: every key before the step, and its own times
+    reads = np.zeros((len(levels), nkeys), dtype=bool)
+    reads[0] = True
+    pair_key = np.searchsorted(gkeys, dk)
+    pair_level = np.searchsorted(levels, dt)
+    reads[pair_level, pair_key] = True
+    accs: list[dict[str, np.ndarray]] = []
+    for j, level in enumerate(levels):
+        acc = np.add.reduceat(np.where(ts <= level, ms, 0), rstart) if n else ms[:0]
+        negative = np.add.reduceat((acc < 0).astype(np.int64), kfirst) > 0 if n else acc[:0] > 0
+        if (negative & (reads[j] | (j == len(levels) - 1))).any():
+            return None  # an evaluation error, or a negative state: the other paths say
+        live = acc > 0
+        summary: dict[str, np.ndarray] = {ROWS: np.add.reduceat(acc, kfirst)}
+        bound = np.add.reduceat(np.abs(acc).astype(np.float64), kfirst)
+        for i, v in values.items():
+            agg = layout.aggregates[i]
+            summary[f"_n{i}"] = summary[ROWS]
+            if agg.func is F_.SUM:
+                product = v.astype(np.float64) * acc
+                bound += np.add.reduceat(np.abs(product), kfirst)
+                summary[f"_s{i}"] = np.add.reduceat(v * acc, kfirst)
+            elif agg.func in (F_.MIN, F_.MAX):
+                lower = agg.func is F_.MIN
+                reduce = np.minimum if lower else np.maximum
+                none = _HIGH if lower else _LOW
+                summary[f"_v{i}"] = reduce.reduceat(np.where(live, v, none), kfirst)
+        if nkeys and bound.max() >= _SAFE:
+            return None
+        accs.append(summary)
+    # each key's value at each level it reads: retracted at its next level read, emitted
+    # (from its level on) at every level but the one before the step
+    nxt = np.full((len(levels), nkeys), -1, dtype=np.int64)
+    upcoming = np.full(nkeys, -1, dtype=np.int64)
+    for j in range(len(levels) - 1, -1, -1):
+        nxt[j] = upcoming
+        upcoming = np.where(reads[j], levels[j], upcoming)
+    parts = []
+    for j, summary in enumerate(accs):
+        live = reads[j] & (summary[ROWS] > 0)
+        if j:
+            parts.append((summary, live, np.full(nkeys, levels[j]), 1))
+        parts.append((summary, live & (nxt[j] >= 0), nxt[j], -1))
+    key_col = rows.column(key)
+    changes = _signed(layout, key_col, rowof, parts) if nkeys else None
+    final = accs[-1]
+    keep = final[ROWS] > 0
+    schema = layout.schema()
+    state_cols = [_array(key_col.take(pa.array(rowof[keep])))]
+    for f in list(schema)[1:]:
+        state_cols.append(pa.array(final[f.name][keep], pa.int64()).cast(f.type))
+    state = pa.Table.from_arrays(state_cols, schema=schema)
+    if changes is None:
+        changes = internal_schema(layout.out_desc).empty_table()
+    return changes, state
+
+
+def _valued(layout: Layout) -> list[int]:
+    """The aggregates that read a column."""
+    return [i for i in range(len(layout.aggregates)) if layout.value(i) is not None]

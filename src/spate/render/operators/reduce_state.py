@@ -37,7 +37,7 @@ from spate.render.layout import internal_schema
 from spate.render.lookup import concat_like
 from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_of
 from spate.render.operators.driver_reduce import reduce_on_driver
-from spate.render.operators.int_fold import fold_ints
+from spate.render.operators.int_fold import fold_ints, reduce_ints
 from spate.render.operators.key_times import key_times, with_from
 from spate.render.operators.node import StepContext
 from spate.repr.desc import RelationDesc
@@ -246,14 +246,19 @@ class ReduceState:
                 if before is None:
                     return None
                 rows = concat_like(before, slow_delta)
-                times = with_from(key_times(slow_delta, layout.key, lo - 1), lo)
-                out = reduce_on_driver(
-                    rows, times, layout.key, layout.aggregates, layout.in_desc, layout.out_desc
-                )
-                if out is None:
-                    return None
+                quick = reduce_ints(layout, rows, slow_delta, lo)
+                if quick is not None:
+                    out, learned = quick
+                else:
+                    times = with_from(key_times(slow_delta, layout.key, lo - 1), lo)
+                    found = reduce_on_driver(
+                        rows, times, layout.key, layout.aggregates, layout.in_desc, layout.out_desc
+                    )
+                    if found is None:
+                        return None
+                    out = found
+                    learned = _semi_join(state_of(layout, rows), slow_keys, keys)
                 changes.append(out)
-                learned = _semi_join(state_of(layout, rows), slow_keys, keys)
         except Unfoldable:
             return None
         fresh = [t for t in (None if folded is None else folded.state, learned) if t is not None]
