@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,6 +47,59 @@ def _group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
     return grouped.rename_columns([*keys, DIFF_COLUMN])
 
 
+SORTED_ROWS = 100_000
+"""Tables of fewer rows whose columns are all integers underneath or text are consolidated by
+sorting (:func:`_sorted_sums`): a step's thousand updates in ~50 us instead of a hash group-by's
+~150 us (most of it the fixed cost of starting an Acero plan)."""
+
+
+def _codes(column: pa.ChunkedArray) -> list[np.ndarray] | None:
+    """Integer arrays equal together exactly where ``column``'s values are (NULLs equal to each
+    other), or ``None`` for a type compared otherwise (floats: -0.0 and NaN; decimals…)."""
+    t = column.type
+    array = column.combine_chunks()
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        encoded = pc.dictionary_encode(array, null_encoding="encode")
+        return [np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+    if pa.types.is_date32(t):
+        array = array.view(pa.int32())
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        array = array.view(pa.int64())
+    elif pa.types.is_boolean(t):
+        array = array.cast(pa.int8())
+    elif not pa.types.is_integer(t) or pa.types.is_uint64(t):
+        return None
+    if not array.null_count:
+        return [np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64)]
+    valid = np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=np.int64)
+    filled = pc.fill_null(array, pa.scalar(0, array.type))
+    return [valid, np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+
+def _sorted_sums(table: pa.Table, keys: list[str]) -> pa.Table | None:
+    """:func:`_group_sum` by sorting (``SORTED_ROWS``), or ``None`` for a column it cannot
+    compare as integers."""
+    codes: list[np.ndarray] = []
+    for k in keys:
+        c = _codes(table.column(k))
+        if c is None:
+            return None
+        codes.extend(c)
+    n = table.num_rows
+    order = np.lexsort(codes[::-1]) if codes else np.arange(n)
+    brk = np.zeros(n, dtype=bool)
+    brk[0] = True
+    for code in codes:
+        s = code[order]
+        brk[1:] |= s[1:] != s[:-1]
+    starts = np.flatnonzero(brk)
+    diffs = np.asarray(table.column(DIFF_COLUMN).to_numpy(), dtype=np.int64)[order]
+    sums = np.add.reduceat(diffs, starts)
+    nonzero = sums != 0
+    picked = table.select(keys).take(pa.array(order[starts[nonzero]]))
+    return picked.append_column(DIFF_COLUMN, pa.array(sums[nonzero], pa.int64()))
+
+
 def _restore_schema(result: pa.Table, like: pa.Schema, names: list[str]) -> pa.Table:
     """Give ``result`` the field order, nullability and metadata of ``like``."""
     fields = [like.field(n) for n in names]
@@ -57,7 +111,12 @@ def consolidate(table: pa.Table, *, sort: bool = False) -> pa.Table:
     if table.num_rows == 0:
         return table
     keys = [*data_columns(table), TIME_COLUMN]
-    out = _restore_schema(_group_sum(table, keys), table.schema, [*keys, DIFF_COLUMN])
+    summed = None
+    if table.num_rows < SORTED_ROWS and table.column(DIFF_COLUMN).null_count == 0:
+        summed = _sorted_sums(table, keys)
+    if summed is None:
+        summed = _group_sum(table, keys)
+    out = _restore_schema(summed, table.schema, [*keys, DIFF_COLUMN])
     if sort:
         out = out.sort_by([(k, "ascending") for k in keys])
     return out
