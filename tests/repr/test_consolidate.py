@@ -90,7 +90,8 @@ def test_empty_and_keyless_tables() -> None:
 @given(st.data())
 def test_consolidating_by_sorting_equals_the_hash_group_by(data) -> None:
     """Small tables of integer-like and text columns (NULLs among them) are consolidated by
-    sorting: the same updates as the hash group-by, which floats still take."""
+    sorting: the same updates as the hash group-by, which floats still take; sorted, in the
+    same order as sort_by's."""
     import datetime as dt
 
     from spate.repr import consolidate as module
@@ -122,3 +123,7 @@ def test_consolidating_by_sorting_equals_the_hash_group_by(data) -> None:
         )
         if "f" not in names:
             assert module._sorted_sums(sub, keys) is not None
+        # sorted: by the data columns, then time, NULLs last, as sort_by orders them
+        by = [(k, "ascending") for k in keys]
+        want = expected.select(sub.column_names).sort_by(by).to_pylist()
+        assert consolidate(sub, sort=True).to_pylist() == want
