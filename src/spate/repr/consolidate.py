@@ -102,7 +102,8 @@ def _sorted_sums(table: pa.Table, keys: list[str]) -> pa.Table | None:
     sums = np.add.reduceat(diffs, starts)
     nonzero = sums != 0
     picked = table.select(keys).take(pa.array(order[starts[nonzero]]))
-    return picked.append_column(DIFF_COLUMN, pa.array(sums[nonzero], pa.int64()))
+    diff_type = table.schema.field(DIFF_COLUMN).type
+    return picked.append_column(DIFF_COLUMN, pa.array(sums[nonzero], pa.int64()).cast(diff_type))
 
 
 def _restore_schema(result: pa.Table, like: pa.Schema, names: list[str]) -> pa.Table:
@@ -117,7 +118,8 @@ def consolidate(table: pa.Table, *, sort: bool = False) -> pa.Table:
         return table
     keys = [*data_columns(table), TIME_COLUMN]
     summed = None
-    if table.num_rows < SORTED_ROWS and table.column(DIFF_COLUMN).null_count == 0:
+    diffs = table.column(DIFF_COLUMN)
+    if table.num_rows < SORTED_ROWS and pa.types.is_integer(diffs.type) and not diffs.null_count:
         summed = _sorted_sums(table, keys)
     ordered = summed is not None
     if summed is None:
