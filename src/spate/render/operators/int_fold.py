@@ -256,6 +256,10 @@ def _signed(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+MAX_LEVELS: Final = 8
+""":func:`reduce_ints` declines a step of more times than this: it accumulates every row at
+every time of the step, where the join of ``reduce_on_driver`` pairs a row with its own key's
+times only (a step over many writes, each touching a few keys)."""
 MAX_CELLS: Final = 4_000_000
 """:func:`reduce_ints` declines when rows x times of the step would exceed this."""
 
@@ -269,7 +273,8 @@ def reduce_ints(
     :func:`~spate.render.operators.driver_reduce.reduce_on_driver` and
     :func:`~spate.render.operators.accumulators.state_of` compute, or ``None`` when they must
     (a data column not integer-like or with NULL, a negative row at a time the step reads,
-    sums near int64's range, or more than :data:`MAX_CELLS` rows x times)."""
+    sums near int64's range, more than :data:`MAX_LEVELS` times or :data:`MAX_CELLS` rows x
+    times)."""
     if not delta.num_rows or not applies(layout, delta):
         return None
     (key,) = layout.keys
@@ -283,7 +288,7 @@ def reduce_ints(
     rows = rows.filter(np.isin(k_all, wanted))
     n = rows.num_rows
     levels = np.concatenate([[lo - 1], np.unique(dt)])
-    if n * len(levels) > MAX_CELLS:
+    if len(levels) > MAX_LEVELS + 1 or n * len(levels) > MAX_CELLS:
         return None
     ints = [_as_int64(rows.column(c)) for c in data]
     k = _as_int64(rows.column(key))
