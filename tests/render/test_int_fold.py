@@ -20,6 +20,7 @@ from spate.plan.aggregate import AggregateExpr
 from spate.plan.builder import avg, col, count, max_, min_, sum_
 from spate.plan.relation import Get
 from spate.render.layout import internal_schema
+from spate.render.operators import int_fold
 from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_of
 from spate.render.operators.driver_reduce import reduce_on_driver
 from spate.render.operators.int_fold import applies, fold_ints, reduce_ints
@@ -79,10 +80,16 @@ def _case(rng: random.Random, desc: RelationDesc) -> tuple[pa.Table, pa.Table, i
     return _updates(desc, history), _updates(desc, delta), lo
 
 
+@pytest.mark.parametrize("hashed", [False, True], ids=["sorted", "hashed"])
 @pytest.mark.parametrize("desc", [FACTS, BY_TIME], ids=["int64-key", "timestamp-key"])
 @pytest.mark.parametrize("name", sorted(LAYOUTS))
-def test_numpy_fold_equals_the_arrow_fold(name: str, desc: RelationDesc) -> None:
+def test_numpy_fold_equals_the_arrow_fold(
+    name: str, desc: RelationDesc, hashed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hashed``: the output changes consolidated by the group-by (as many rows are)."""
     print(f"SPATE_TEST_SEED={SEED}")
+    if hashed:
+        monkeypatch.setattr(int_fold, "SORTED_ROWS", 0)
     rng = random.Random(SEED)
     layout = _layout(desc, LAYOUTS[name])
     for _ in range(150):

@@ -33,6 +33,7 @@ from spate.plan.aggregate import AggregateFunc
 from spate.render.key_index import _as_int64, indexable
 from spate.render.layout import internal_schema
 from spate.render.operators.accumulators import _SAFE, ROWS, Folded, Layout, Unfoldable
+from spate.repr.consolidate import SORTED_ROWS, consolidate
 from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
 
 F_ = AggregateFunc
@@ -227,6 +228,12 @@ def _signed(
             nulls.append(np.zeros(len(rows), dtype=bool))
         else:  # sum, min and max of no value are NULL
             nulls.append(np.concatenate([acc[f"_n{i}"][sel] == 0 for acc, sel, _, _ in parts]))
+    if len(rows) > SORTED_ROWS:  # many rows: a hash group-by consolidates them faster
+        plain = [_array(key_col.take(pa.array(rows))).cast(schema.field(0).type)]
+        for j, v in enumerate(values):
+            plain.append(pa.array(v, pa.int64(), mask=nulls[j]).cast(schema.field(1 + j).type))
+        plain += [pa.array(times, pa.int64()), pa.array(diffs, pa.int64())]
+        return consolidate(pa.Table.from_arrays(plain, schema=schema))
     keys = _as_int64(key_col)[rows]
     # consolidate: equal (key, values, nulls, time) rows add up
     order = np.lexsort((times, *values, *nulls, keys))
