@@ -30,8 +30,6 @@ ReplicaState` that touch Spark, persist or arrangements, and reports the outcome
 * **Materialized views** are written after the step that computed them
   (:mod:`spate.compute.replica.sinks`), on a thread of their own while the next step runs
   (:mod:`~spate.compute.replica.sink_writer`); their shard upper is reported as ``SinkProgress``.
-  The write starts at the end of the scheduling round, once the steps reading the view's feed
-  (a subscribe of it) have run: its Python work would otherwise slow those steps down.
   Each step's updates of a view also go to the view's feed (:mod:`~spate.compute.replica.
   view_feed`), from which a subscribe of the view on this replica steps at once, without
   waiting for the write and reading it back.
@@ -179,9 +177,6 @@ class ComputeRuntime:
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="spate-compute-spark")
         self._peeker = ThreadPoolExecutor(2, thread_name_prefix="spate-compute-peek")
         self._sink_writer = SinkWriter(name, metrics, self._post, self._written)
-        self._after_round: dict[int, _Running] = {}
-        """Dataflows stepped in this round: their views written, their readers' sinces moved
-        once the round's steps are done (:meth:`_step_round`)."""
         self._running: dict[int, _Running] = {}
         self._rr: list[int] = []
         self._feeds: dict[ShardId, ViewFeed] = {}
@@ -619,30 +614,13 @@ class ComputeRuntime:
         the view just stepped steps at once, without a round trip through the event loop;
         other work queued for the worker waits at most one round."""
         stepped = False
-        try:
-            for _ in range(max(1, len(self._rr))):
-                if self._closed or not self._step_next():
-                    break
-                stepped = True
-        finally:
-            self._end_round()
+        for _ in range(max(1, len(self._rr))):
+            if self._closed or not self._step_next():
+                break
+            stepped = True
         if not stepped and not self._closed:
             return self._maintain_one()
         return stepped
-
-    def _end_round(self) -> None:
-        """The work a round's steps leave for its end, off the way from a step to the steps
-        reading its output (a subscribe reading the view's feed): the views' writes start on
-        the writer thread (whose Python work would otherwise share the interpreter with those
-        steps and their sends), and the readers' sinces move (a consensus write per input)."""
-        pending, self._after_round = self._after_round, {}
-        for r in pending.values():
-            if r.key not in self._running or r.failed:
-                continue
-            if r.sinks:
-                self._sink_writer.flush_later(r.key, r.sinks)
-            if r.last_step - r.last_downgrade >= SINCE_DOWNGRADE_S:
-                self._downgrade_sinces(r)
 
     def _maintain_one(self) -> bool:
         """Do one piece of the work a dataflow's steps left for later (an arrangement's
@@ -728,7 +706,8 @@ class ComputeRuntime:
                 errors = report.errors
                 fed = pa.table({}) if errors is None else error_updates(*errors.columns)
                 self._feed(sink.errors, fed, upper)
-        self._after_round[r.key] = r  # the views written after the round (module docs)
+        if r.sinks:  # written while the next step runs (module docs)
+            self._sink_writer.flush_later(r.key, r.sinks)
         subs = {i: t for i, t in updates.items() if i in r.subscribes}
         last = upper.as_option()
         error = None if last is None else error_through(self._running.values(), r, last - 1)
@@ -744,6 +723,8 @@ class ComputeRuntime:
                 rows_out=report.rows_out,
             )
         )
+        if r.last_step - r.last_downgrade >= SINCE_DOWNGRADE_S:
+            self._downgrade_sinces(r)
 
     def _downgrade_sinces(self, r: _Running) -> None:
         r.last_downgrade = time.monotonic()
