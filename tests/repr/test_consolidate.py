@@ -85,3 +85,45 @@ def test_empty_and_keyless_tables() -> None:
     keyless = pa.table({"_time": [1, 2, 3], "_diff": [2, -1, 4]})
     assert accumulate_at(keyless, 2).column("_diff").to_pylist() == [1]
     assert accumulate_at(pa.table({"_time": [1], "_diff": [0]}), 2).num_rows == 0
+
+
+@given(st.data())
+def test_consolidating_by_sorting_equals_the_hash_group_by(data) -> None:
+    """Small tables of integer-like and text columns (NULLs among them) are consolidated by
+    sorting: the same updates as the hash group-by, which floats still take; sorted, in the
+    same order as sort_by's."""
+    import datetime as dt
+
+    from spate.repr import consolidate as module
+
+    n = data.draw(st.integers(1, 40))
+
+    def column(values: st.SearchStrategy, typ: pa.DataType) -> pa.Array:
+        return pa.array(data.draw(st.lists(st.none() | values, min_size=n, max_size=n)), typ)
+
+    table = pa.table(
+        {
+            "i": column(st.integers(-3, 3), pa.int64()),
+            "s": column(st.sampled_from(["", "a", "b"]), pa.string()),
+            "b": column(st.booleans(), pa.bool_()),
+            "d": column(st.dates(dt.date(2024, 1, 1), dt.date(2024, 1, 3)), pa.date32()),
+            "f": column(st.sampled_from([0.0, -0.0, 1.5]), pa.float64()),
+            "_time": pa.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))),
+            "_diff": pa.array(data.draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n))),
+        }
+    )
+    for names in (["i", "s", "b", "d"], ["i", "s", "b", "d", "f"], ["s"]):
+        sub = table.select([*names, "_time", "_diff"])
+        keys = [*names, "_time"]
+        expected = module._group_sum(sub, keys)
+        got = consolidate(sub)
+        assert got.schema == sub.schema
+        assert Counter(map(tuple, (r.values() for r in got.to_pylist()))) == Counter(
+            map(tuple, (r.values() for r in expected.select(sub.column_names).to_pylist()))
+        )
+        if "f" not in names:
+            assert module._sorted_sums(sub, keys) is not None
+        # sorted: by the data columns, then time, NULLs last, as sort_by orders them
+        by = [(k, "ascending") for k in keys]
+        want = expected.select(sub.column_names).sort_by(by).to_pylist()
+        assert consolidate(sub, sort=True).to_pylist() == want

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -46,6 +47,67 @@ def _group_sum(table: pa.Table, keys: list[str]) -> pa.Table:
     return grouped.rename_columns([*keys, DIFF_COLUMN])
 
 
+SORTED_ROWS = 500
+"""Tables of at most this many rows whose columns are all integers underneath or text are
+consolidated by sorting (:func:`_sorted_sums`, in sorted order): for a few rows it costs less
+than starting a hash group-by (~0.07 ms) and its sort (another ~0.04 ms, a subscribe's batch
+is sorted); beyond a few hundred rows the group-by is faster (a thousand rows of five integer
+columns: 0.22 ms sorting, 0.14 ms hashing)."""
+
+
+def _codes(column: pa.ChunkedArray) -> list[np.ndarray] | None:
+    """Integer arrays equal together exactly where ``column``'s values are (NULLs equal to each
+    other) and ordered as they are (NULLs last), or ``None`` for a type compared otherwise
+    (floats: -0.0 and NaN; decimals…)."""
+    t = column.type
+    array = column.combine_chunks()
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+        encoded = pc.dictionary_encode(array, null_encoding="encode")
+        # the dictionary (its distinct values) sorted: each code becomes its value's rank
+        by_value = pc.array_sort_indices(encoded.dictionary, null_placement="at_end").to_numpy()
+        rank = np.empty(len(by_value), dtype=np.int64)
+        rank[by_value] = np.arange(len(by_value))
+        return [rank[encoded.indices.to_numpy(zero_copy_only=False)]]
+    if pa.types.is_date32(t):
+        array = array.view(pa.int32())
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        array = array.view(pa.int64())
+    elif pa.types.is_boolean(t):
+        array = array.cast(pa.int8())
+    elif not pa.types.is_integer(t) or pa.types.is_uint64(t):
+        return None
+    if not array.null_count:
+        return [np.asarray(array.to_numpy(zero_copy_only=False), dtype=np.int64)]
+    null = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=np.int64)
+    filled = pc.fill_null(array, pa.scalar(0, array.type))
+    return [null, np.asarray(filled.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+
+def _sorted_sums(table: pa.Table, keys: list[str]) -> pa.Table | None:
+    """:func:`_group_sum` by sorting (``SORTED_ROWS``), its rows ordered by ``keys`` (NULLs
+    last), or ``None`` for a column it cannot compare as integers."""
+    codes: list[np.ndarray] = []
+    for k in keys:
+        c = _codes(table.column(k))
+        if c is None:
+            return None
+        codes.extend(c)
+    n = table.num_rows
+    order = np.lexsort(codes[::-1]) if codes else np.arange(n)
+    brk = np.zeros(n, dtype=bool)
+    brk[0] = True
+    for code in codes:
+        s = code[order]
+        brk[1:] |= s[1:] != s[:-1]
+    starts = np.flatnonzero(brk)
+    diffs = np.asarray(table.column(DIFF_COLUMN).to_numpy(), dtype=np.int64)[order]
+    sums = np.add.reduceat(diffs, starts)
+    nonzero = sums != 0
+    picked = table.select(keys).take(pa.array(order[starts[nonzero]]))
+    diff_type = table.schema.field(DIFF_COLUMN).type
+    return picked.append_column(DIFF_COLUMN, pa.array(sums[nonzero], pa.int64()).cast(diff_type))
+
+
 def _restore_schema(result: pa.Table, like: pa.Schema, names: list[str]) -> pa.Table:
     """Give ``result`` the field order, nullability and metadata of ``like``."""
     fields = [like.field(n) for n in names]
@@ -57,8 +119,15 @@ def consolidate(table: pa.Table, *, sort: bool = False) -> pa.Table:
     if table.num_rows == 0:
         return table
     keys = [*data_columns(table), TIME_COLUMN]
-    out = _restore_schema(_group_sum(table, keys), table.schema, [*keys, DIFF_COLUMN])
-    if sort:
+    summed = None
+    diffs = table.column(DIFF_COLUMN)
+    if table.num_rows <= SORTED_ROWS and pa.types.is_integer(diffs.type) and not diffs.null_count:
+        summed = _sorted_sums(table, keys)
+    ordered = summed is not None
+    if summed is None:
+        summed = _group_sum(table, keys)
+    out = _restore_schema(summed, table.schema, [*keys, DIFF_COLUMN])
+    if sort and not ordered:
         out = out.sort_by([(k, "ascending") for k in keys])
     return out
 

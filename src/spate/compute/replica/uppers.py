@@ -192,12 +192,21 @@ class ShardUppers:
             self._kicked.wait(max(0.0, deadline - time.monotonic()))
         return False
 
+    def _probe_then_poll(
+        self, interval: float, loop: asyncio.AbstractEventLoop
+    ) -> tuple[bool, bool]:
+        """Wait on the probe (:meth:`_probe_wait`), then poll at once on the same worker
+        thread, without a round trip through the event loop between the two; whether the
+        probe moved (or a waiter kicked), and whether an upper moved."""
+        moved = self._probe_wait(interval)
+        return moved, self._poll_once(loop)
+
     async def run(self) -> None:
         """Poll until cancelled."""
         interval = self._min
         loop = asyncio.get_running_loop()
+        changed = await asyncio.to_thread(self._poll_once, loop)
         while True:
-            changed = await asyncio.to_thread(self._poll_once, loop)
             if changed:
                 interval = self._min
                 self._last_change = time.monotonic()
@@ -209,7 +218,8 @@ class ShardUppers:
             self._kick.clear()
             if self._probe is not None:
                 self._kicked.clear()
-                if await asyncio.to_thread(self._probe_wait, interval):
+                moved, changed = await asyncio.to_thread(self._probe_then_poll, interval, loop)
+                if moved:
                     interval = self._min
                 continue
             try:
@@ -217,3 +227,4 @@ class ShardUppers:
                 interval = self._min
             except TimeoutError:
                 pass
+            changed = await asyncio.to_thread(self._poll_once, loop)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from typing import Final, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.expr import ScalarExpr
+from spate.render.key_index import _as_int64, indexable
 from spate.render.layout import col_name, internal_schema
 from spate.render.operators.node import Node
 from spate.repr.consolidate import consolidate
@@ -89,14 +91,16 @@ def join_on_driver(join: JoinShape, left: pa.Table, right: pa.Table) -> pa.Table
         )
     lk = [col_name(join.offsets[0] + c) for c in keys[0]]
     rk = [col_name(join.offsets[1] + c) for c in keys[1]]
-    joined = parts[0].join(
-        parts[1],
-        keys=lk,
-        right_keys=rk,
-        join_type="inner",
-        coalesce_keys=False,
-        use_threads=False,
-    )
+    joined = _int_join(parts[0], parts[1], lk, rk)
+    if joined is None:
+        joined = parts[0].join(
+            parts[1],
+            keys=lk,
+            right_keys=rk,
+            join_type="inner",
+            coalesce_keys=False,
+            use_threads=False,
+        )
     try:
         diff = pc.multiply_checked(joined.column("_d0"), joined.column("_d1"))
     except pa.ArrowInvalid:
@@ -107,3 +111,29 @@ def join_on_driver(join: JoinShape, left: pa.Table, right: pa.Table) -> pa.Table
     arrays.append(diff)
     arrays = [a.cast(schema.field(i).type) for i, a in enumerate(arrays)]
     return consolidate(pa.Table.from_arrays(arrays, schema=schema))
+
+
+def _int_join(left: pa.Table, right: pa.Table, lk: list[str], rk: list[str]) -> pa.Table | None:
+    """The inner join of ``left`` and ``right`` on one integer-like key column of each (of
+    one type, no NULL), by sorting ``right``'s keys and finding each left key's run in them
+    (numpy), both sides' columns side by side; ``None`` for other keys (pyarrow joins them:
+    its hash join costs ~0.3 ms to start whatever the rows)."""
+    if len(lk) != 1:
+        return None
+    a, b = left.column(lk[0]), right.column(rk[0])
+    if a.type != b.type or not indexable(a) or not indexable(b):
+        return None
+    ka, kb = _as_int64(a), _as_int64(b)
+    order = np.argsort(kb, kind="stable")
+    sorted_b = kb[order]
+    start = np.searchsorted(sorted_b, ka, side="left")
+    count = np.searchsorted(sorted_b, ka, side="right") - start
+    li = np.repeat(np.arange(len(ka), dtype=np.int64), count)
+    # each left row's matches: its run start plus 0, 1, … within the run
+    offsets = np.arange(len(li), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    ri = order[np.repeat(start, count) + offsets]
+    picked_left = left.take(pa.array(li))
+    picked_right = right.take(pa.array(ri))
+    columns = [*picked_left.columns, *picked_right.columns]
+    names = [*left.column_names, *right.column_names]
+    return pa.Table.from_arrays(columns, names=names)

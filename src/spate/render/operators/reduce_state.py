@@ -37,6 +37,7 @@ from spate.render.layout import internal_schema
 from spate.render.lookup import concat_like
 from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_of
 from spate.render.operators.driver_reduce import reduce_on_driver
+from spate.render.operators.int_fold import fold_ints, reduce_ints
 from spate.render.operators.key_times import key_times, with_from
 from spate.render.operators.node import StepContext
 from spate.repr.desc import RelationDesc
@@ -207,17 +208,33 @@ class ReduceState:
         layout, keys = self.layout, self.layout.keys
         if any(delta.column(k).null_count for k in keys):
             return None
-        # Every join here hashes the step's side (its keys), never the whole state
-        touched = _distinct(delta, keys)
-        old, entries = self._old(touched)
-        known = old.select(keys).append_column(_KNOWN, pa.array(np.ones(old.num_rows, bool)))
-        marked = delta.join(known, keys=keys, join_type="left outer", use_threads=False)
-        is_known = pc.is_valid(marked.column(_KNOWN))
-        marked = marked.drop_columns([_KNOWN]).select(delta.column_names)
-        fast_rows = marked.filter(is_known)
-        unknown = marked.filter(pc.invert(is_known))
+        if self._positioned and indexable(delta.column(keys[0])):
+            # one integer key: the keys' entries and the split by binary search, no join
+            k = _as_int64(delta.column(keys[0]))
+            if self._positions is None:
+                self._positions = _Positions()
+            entries: np.ndarray | None = self._positions.find(np.unique(k))
+            assert entries is not None
+            old = self.table.take(pa.array(self._positions.rows[entries]))
+            is_known = _members(k, self._positions.keys[entries])
+            marked = delta
+            touched = delta.select(keys).slice(0, 0)  # unused when positioned (_commit)
+            fast_rows = delta.filter(is_known)
+            unknown = delta.filter(~is_known)
+        else:
+            # Every join here hashes the step's side (its keys), never the whole state
+            touched = _distinct(delta, keys)
+            old, entries = self._old(touched)
+            known = old.select(keys).append_column(_KNOWN, pa.array(np.ones(old.num_rows, bool)))
+            marked = delta.join(known, keys=keys, join_type="left outer", use_threads=False)
+            known_mask = pc.is_valid(marked.column(_KNOWN))
+            marked = marked.drop_columns([_KNOWN]).select(delta.column_names)
+            fast_rows = marked.filter(known_mask)
+            unknown = marked.filter(pc.invert(known_mask))
         try:
-            folded = fold(layout, fast_rows, old, lo=lo) if fast_rows.num_rows else None
+            folded = None
+            if fast_rows.num_rows:
+                folded = fold_ints(layout, fast_rows, old) or fold(layout, fast_rows, old, lo=lo)
             slow_keys = _distinct(unknown, keys)
             if folded is not None:
                 slow_keys = pa.concat_tables([slow_keys, folded.slow.cast(slow_keys.schema)])
@@ -229,14 +246,19 @@ class ReduceState:
                 if before is None:
                     return None
                 rows = concat_like(before, slow_delta)
-                times = with_from(key_times(slow_delta, layout.key, lo - 1), lo)
-                out = reduce_on_driver(
-                    rows, times, layout.key, layout.aggregates, layout.in_desc, layout.out_desc
-                )
-                if out is None:
-                    return None
+                quick = reduce_ints(layout, rows, slow_delta, lo)
+                if quick is not None:
+                    out, learned = quick
+                else:
+                    times = with_from(key_times(slow_delta, layout.key, lo - 1), lo)
+                    found = reduce_on_driver(
+                        rows, times, layout.key, layout.aggregates, layout.in_desc, layout.out_desc
+                    )
+                    if found is None:
+                        return None
+                    out = found
+                    learned = _semi_join(state_of(layout, rows), slow_keys, keys)
                 changes.append(out)
-                learned = _semi_join(state_of(layout, rows), slow_keys, keys)
         except Unfoldable:
             return None
         fresh = [t for t in (None if folded is None else folded.state, learned) if t is not None]
@@ -250,11 +272,27 @@ class ReduceState:
         return pa.concat_tables([schema.empty_table(), *(c.cast(schema) for c in changes)]), commit
 
 
+def _members(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are among ``sorted_keys`` (sorted, distinct)."""
+    if not len(sorted_keys):
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(sorted_keys, values)
+    at[at >= len(sorted_keys)] = 0
+    return np.asarray(sorted_keys[at] == values)
+
+
 def _distinct(table: pa.Table, keys: list[str]) -> pa.Table:
+    if table.num_rows == 0:
+        return table.select(keys)
     return table.select(keys).group_by(keys, use_threads=False).aggregate([])
 
 
 def _semi_join(table: pa.Table, keys_table: pa.Table, keys: list[str]) -> pa.Table:
+    if len(keys) == 1 and indexable(table.column(keys[0])):
+        wanted = keys_table.column(keys[0])
+        if wanted.type == table.column(keys[0]).type and indexable(wanted):
+            asked = np.unique(_as_int64(wanted))
+            return table.filter(_members(_as_int64(table.column(keys[0])), asked))
     return table.join(
         _distinct(keys_table, keys), keys=keys, join_type="left semi", use_threads=False
     )
