@@ -280,3 +280,23 @@ def test_small_runs_wait_for_enough_inputs_before_compaction() -> None:
             s = commit(s, apply_compaction(s, req.inputs, out).state)
         most = max(most, len(s.batches))
     assert most <= 16
+
+
+def test_compaction_tiers_weigh_updates_not_encoded_bytes() -> None:
+    """A merged batch (compressed: few bytes per update) is not pulled into a run of fresh
+    small appends (uncompressed: about three times the bytes per update) that has fewer
+    updates than half of it, as it would be if the tiers compared encoded bytes."""
+    s = with_writer()
+
+    def sized(name: str, size: int, updates: int) -> BatchPart:
+        return BatchPart(
+            key=f"{SHARD}/{name}", encoded_size=size, num_updates=updates, checksum=b"x" * 32
+        )
+
+    s = commit(s, append(s, batch(0, 1, sized("m", 530_000, 34_500)), uuid.UUID(int=0)).state)
+    for i in range(1, 9):
+        p = sized(f"p{i}", 73_704, 1_500)
+        s = commit(s, append(s, batch(i, i + 1, p), uuid.UUID(int=i)).state)
+    req = pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=8 * 2**20)
+    assert req is not None
+    assert [b.parts[0].key for b in req.inputs] == [f"{SHARD}/p{i}" for i in range(1, 9)]

@@ -9,6 +9,12 @@ exists because a merge has a fixed cost whatever its size (its output blob and a
 each made durable, then a GC of its inputs): without it a shard taking small appends would merge
 about every other append; with ``min_inputs = 8`` it merges about every seventh.
 
+Sizes in the walk are counts of updates, not encoded bytes (the floor ``min_bytes`` is bytes):
+small parts are written uncompressed and larger ones with zstd (:mod:`spate.persist.batch`),
+so bytes would weigh a fresh append about three times a merged update of the same rows, and a
+middle-sized merged batch would join every run of ``min_inputs`` appends (rewritten every few
+appends while it grows linearly) instead of waiting until the newer batches match it.
+
 **Merge** (:func:`compact`): read the run's parts (verified), advance every time below the since
 ``s`` to ``s`` and consolidate (skipped when no time is below ``s`` and no diff is negative:
 then only exact duplicates could merge). By the differential-dataflow guarantee the merged batch
@@ -59,13 +65,13 @@ def pick_compaction(
     if len(bs) < 2:
         return None
     i = len(bs) - 1
-    acc = bs[i].encoded_size
-    while i > 0 and bs[i - 1].encoded_size <= factor * acc:
-        acc += bs[i - 1].encoded_size
+    acc = bs[i].num_updates
+    while i > 0 and bs[i - 1].num_updates <= factor * acc:
+        acc += bs[i - 1].num_updates
         i -= 1
     if i == len(bs) - 1:
         return None
-    if len(bs) - i < min_inputs and acc < min_bytes:
+    if len(bs) - i < min_inputs and sum(b.encoded_size for b in bs[i:]) < min_bytes:
         return None  # not worth a merge yet: later appends join the run
     return CompactionReq(inputs=tuple(bs[i:]), since=state.since)
 
