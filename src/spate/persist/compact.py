@@ -114,7 +114,11 @@ def _probe_column(table: pa.Table) -> str | None:
         if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
             return str(field.name)
         if fallback is None and (
-            pa.types.is_temporal(t) or pa.types.is_binary(t) or pa.types.is_boolean(t)
+            pa.types.is_timestamp(t)
+            or pa.types.is_date(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+            or pa.types.is_boolean(t)
         ):
             fallback = str(field.name)
     return fallback
