@@ -11,6 +11,7 @@ from spate.errors import InvariantViolation, SchemaMismatch
 from spate.frontier.antichain import Antichain
 from spate.ids import CriticalReaderId, ReaderId, SeededIdGen, ShardId, WriterId
 from spate.persist.compact import pick_compaction
+from spate.persist.config import PersistConfig
 from spate.persist.errors import InvalidAppend, LeaseExpired, NotFinalizable
 from spate.persist.state import (
     Appended,
@@ -256,27 +257,49 @@ def test_invariant_check_catches_regressions() -> None:
         check_invariants(s2, dataclasses.replace(s2, batches=(batch(0, 1, part("x")), batch(2, 3))))
 
 
-def test_small_runs_wait_for_enough_inputs_before_compaction() -> None:
+@pytest.mark.parametrize("factor", [2.0, PersistConfig().compaction_factor])
+def test_small_runs_wait_for_enough_inputs_before_compaction(factor: float) -> None:
     """Appends of small batches are merged once a run has ``min_inputs`` batches (a merge has
     a fixed cost), or sooner once the run is ``min_bytes`` large; the shard stays bounded."""
     s = with_writer()
     for i in range(7):
         s = commit(s, append(s, batch(i, i + 1, part(f"p{i}")), uuid.UUID(int=i)).state)
-    assert pick_compaction(s, factor=2.0) is not None  # no floor: every pair is merged
-    assert pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=1_000) is None
-    assert pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=70) is not None
+    assert pick_compaction(s, factor=factor) is not None  # no floor: every pair is merged
+    assert pick_compaction(s, factor=factor, min_inputs=8, min_bytes=1_000) is None
+    assert pick_compaction(s, factor=factor, min_inputs=8, min_bytes=70) is not None
     s = commit(s, append(s, batch(7, 8, part("p7")), uuid.UUID(int=7)).state)
-    req = pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=1_000)
+    req = pick_compaction(s, factor=factor, min_inputs=8, min_bytes=1_000)
     assert req is not None and len(req.inputs) == 8
     # Over many appends (merged as maintenance would) the shard keeps few batches.
     most = 0
     for i in range(8, 400):
         s = commit(s, append(s, batch(i, i + 1, part(f"p{i}")), uuid.UUID(int=i)).state)
-        while (req := pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=10**6)) is not None:
-            size = sum(b.encoded_size for b in req.inputs)
-            out = HollowBatch(
-                req.inputs[0].lower, req.inputs[-1].upper, A(0), (part(f"m{i}", size),)
+        while (req := pick_compaction(s, factor=factor, min_inputs=8, min_bytes=10**6)) is not None:
+            merged = dataclasses.replace(
+                part(f"m{i}", sum(b.encoded_size for b in req.inputs)),
+                num_updates=sum(b.num_updates for b in req.inputs),
             )
+            out = HollowBatch(req.inputs[0].lower, req.inputs[-1].upper, A(0), (merged,))
             s = commit(s, apply_compaction(s, req.inputs, out).state)
         most = max(most, len(s.batches))
     assert most <= 16
+
+
+def test_compaction_tiers_weigh_updates_not_encoded_bytes() -> None:
+    """A merged batch (compressed: few bytes per update) is not pulled into a run of fresh
+    small appends (uncompressed: about three times the bytes per update) that has fewer
+    updates than half of it, as it would be if the tiers compared encoded bytes."""
+    s = with_writer()
+
+    def sized(name: str, size: int, updates: int) -> BatchPart:
+        return BatchPart(
+            key=f"{SHARD}/{name}", encoded_size=size, num_updates=updates, checksum=b"x" * 32
+        )
+
+    s = commit(s, append(s, batch(0, 1, sized("m", 530_000, 34_500)), uuid.UUID(int=0)).state)
+    for i in range(1, 9):
+        p = sized(f"p{i}", 73_704, 1_500)
+        s = commit(s, append(s, batch(i, i + 1, p), uuid.UUID(int=i)).state)
+    req = pick_compaction(s, factor=2.0, min_inputs=8, min_bytes=8 * 2**20)
+    assert req is not None
+    assert [b.parts[0].key for b in req.inputs] == [f"{SHARD}/p{i}" for i in range(1, 9)]

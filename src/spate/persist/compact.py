@@ -9,13 +9,21 @@ exists because a merge has a fixed cost whatever its size (its output blob and a
 each made durable, then a GC of its inputs): without it a shard taking small appends would merge
 about every other append; with ``min_inputs = 8`` it merges about every seventh.
 
+Sizes in the walk are counts of updates, not encoded bytes (the floor ``min_bytes`` is bytes):
+small parts are written uncompressed and larger ones with zstd (:mod:`spate.persist.batch`),
+so bytes would weigh a fresh append about three times a merged update of the same rows, and a
+middle-sized merged batch would join every run of ``min_inputs`` appends (rewritten every few
+appends while it grows linearly) instead of waiting until the newer batches match it.
+
 **Merge** (:func:`compact`): read the run's parts (verified), advance every time below the since
 ``s`` to ``s`` and consolidate (skipped when no time is below ``s`` and no diff is negative:
-then only exact duplicates could merge). By the differential-dataflow guarantee the merged batch
-accumulates to the same contents at every time ``>= s`` (P4), and readers never read below the
-since. With an empty since nobody may read again, so the merged batch is empty. The output is
-written to new blobs first, then swapped in by CaS only if the inputs are still in the state;
-otherwise (someone else compacted them) the output is deleted.
+then only exact duplicates could merge; with retractions, only they and the updates that share
+a probe column's value with one are grouped: :func:`_consolidate_retracted`). By the
+differential-dataflow guarantee the merged batch accumulates to the same contents at every time
+``>= s`` (P4), and readers never read below the since. With an empty since nobody may read
+again, so the merged batch is empty. The output is written to new blobs first, then swapped in
+by CaS only if the inputs are still in the state; otherwise (someone else compacted them) the
+output is deleted.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from spate.persist.batch import encode_part, make_part
 from spate.persist.errors import BatchMissing
 from spate.persist.state import BatchPart, HollowBatch, ShardState, apply_compaction
 from spate.repr.consolidate import advance_times, consolidate
-from spate.repr.desc import DIFF_COLUMN, TIME_COLUMN
+from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN
 
 _log: Final = logging.getLogger("spate.persist.compact")
 
@@ -59,13 +67,13 @@ def pick_compaction(
     if len(bs) < 2:
         return None
     i = len(bs) - 1
-    acc = bs[i].encoded_size
-    while i > 0 and bs[i - 1].encoded_size <= factor * acc:
-        acc += bs[i - 1].encoded_size
+    acc = bs[i].num_updates
+    while i > 0 and bs[i - 1].num_updates <= factor * acc:
+        acc += bs[i - 1].num_updates
         i -= 1
     if i == len(bs) - 1:
         return None
-    if len(bs) - i < min_inputs and acc < min_bytes:
+    if len(bs) - i < min_inputs and sum(b.encoded_size for b in bs[i:]) < min_bytes:
         return None  # not worth a merge yet: later appends join the run
     return CompactionReq(inputs=tuple(bs[i:]), since=state.since)
 
@@ -77,13 +85,65 @@ def merge_updates(tables: list[pa.Table], since: Frontier, schema: pa.Schema) ->
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     (s,) = since.elements
     times = table.column(TIME_COLUMN)
-    if table.num_rows and (
-        pc.min(times).as_py() < s or pc.any(pc.less(table.column(DIFF_COLUMN), 0)).as_py()
-    ):
+    if not table.num_rows:
+        return table.cast(schema)
+    retractions = pc.less(table.column(DIFF_COLUMN), 0)
+    if pc.any(retractions).as_py():
+        return _consolidate_retracted(advance_times(table, s), retractions).cast(schema)
+    if pc.min(times).as_py() < s:
         return consolidate(advance_times(table, s)).cast(schema)
     # Nothing below the since and no retraction: consolidation could only add up exact
     # duplicates, rarely worth a hash group-by over every column. The batch stays correct.
     return table.cast(schema)
+
+
+_SPLIT_MIN_ROWS: Final = 32_768
+"""A merge of fewer updates consolidates them all: finding the ones a retraction may cancel
+costs about what it saves (a run of 12,000 updates, a third of them retractions: 1.3 ms either
+way); a merge of 330,000 updates, a tenth of them retractions, takes 12 ms instead of 33."""
+
+
+def _probe_column(table: pa.Table) -> str | None:
+    """A data column to find the updates a retraction may cancel by (integers and strings
+    first: equal values hash alike), or ``None``."""
+    fallback = None
+    for field in table.schema:
+        if field.name in RESERVED_COLUMNS:
+            continue
+        t = field.type
+        if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+            return str(field.name)
+        if fallback is None and (
+            pa.types.is_timestamp(t)
+            or pa.types.is_date(t)
+            or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)
+            or pa.types.is_boolean(t)
+        ):
+            fallback = str(field.name)
+    return fallback
+
+
+def _consolidate_retracted(table: pa.Table, retractions: pa.ChunkedArray) -> pa.Table:
+    """Consolidate the updates a retraction can cancel (with its times advanced): the
+    retractions and the updates whose probe column holds a value some retraction holds; the
+    others join the result as they are. Only equal rows consolidate, and equal rows have equal
+    probe values, so every update that could meet a retraction is grouped; what is left out
+    could only add up with an exact duplicate of itself, which changes no contents (as a merge
+    with nothing below the since leaves it). A merge of recent appends that retract older rows
+    (the usual streaming write) groups its retractions alone instead of every update."""
+    probe = _probe_column(table) if table.num_rows >= _SPLIT_MIN_ROWS else None
+    if probe is None:
+        return consolidate(table)
+    column = table.column(probe)
+    values = pc.unique(column.filter(retractions))
+    grouped = pc.or_(retractions, pc.is_in(column, value_set=values, skip_nulls=False))
+    grouped = pc.fill_null(grouped, True)
+    if pc.all(grouped).as_py():
+        return consolidate(table)
+    out = consolidate(table.filter(grouped))
+    rest = table.filter(pc.invert(grouped)).select(out.column_names)
+    return pa.concat_tables([out, rest.cast(out.schema)])
 
 
 def _write_output(ctx: ShardContext, table: pa.Table, actor: str) -> tuple[BatchPart, ...]:

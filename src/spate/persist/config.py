@@ -20,7 +20,10 @@ class PersistConfig:
       client after its append returns, instead of inline before (the append's caller does not
       wait for compaction; several appends in a row share one pass).
     * ``compaction_factor``: size-tiered merging — a batch is merged with the newer batches after
-      it when its size is at most ``factor ×`` theirs together.
+      it when its size is at most ``factor ×`` theirs together. With 1 each tier at least
+      doubles: a streaming table's writes (1,500 updates each into 100k rows) are rewritten
+      ~3.4-4.6 times each over 300-3,000 writes instead of ~4-5.6 with 2, for 2-3 more
+      batches at most (12-15 instead of 10-12).
     * ``gc_every``: run GC after this many state changes made through one client on a shard
       (and after every compaction).
     * ``location_retries``: consecutive Blob/Consensus failures retried (with backoff from
@@ -36,7 +39,7 @@ class PersistConfig:
     writer_lease_ms: int = 15 * MINUTE_MS
     maintenance: bool = True
     background_maintenance: bool = True
-    compaction_factor: float = 2.0
+    compaction_factor: float = 1.0
     compaction_min_inputs: int = 8
     compaction_min_bytes: int = 8 * 2**20
     gc_every: int = 16
