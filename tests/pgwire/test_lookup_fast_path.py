@@ -15,29 +15,22 @@ from typing import Any
 import psycopg
 import pytest
 
-from spate.environment.api import Environment
-from spate.pgwire.environment import EnvironmentEngine
-from spate.pgwire.server import ServerConfig, ServerThread
 from spate.pgwire.session import Session
 from tests.pgwire import wire
 from tests.pgwire._pg_scratch import pg_scratch
+from tests.pgwire._served import environment_served
 
 
 @pytest.fixture(params=["no cluster", "cluster"])
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[int, str]]:
     """A server over an environment without clusters, or with a cluster of one replica the
     sessions run on; its port and a psycopg DSN."""
-    env = Environment.open(tmp_path / "data")
-    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
-    dsn = f"host=127.0.0.1 port={server.port} user=t dbname=spate sslmode=disable"
-    if request.param == "cluster":
-        env.create_cluster("c", replicas=1)
-        dsn += " options='-c cluster=c'"
-    try:
-        yield server.port, dsn
-    finally:
-        server.close()
-        env.close()
+    with environment_served(tmp_path / "data", cluster=request.param == "cluster") as (
+        _,
+        port,
+        dsn,
+    ):
+        yield port, dsn
 
 
 class _Answered:

@@ -19,30 +19,20 @@ import spate.pgwire.environment
 import spate.pgwire.output
 from spate.environment import reads_at_once
 from spate.environment.api import Environment
-from spate.pgwire.environment import EnvironmentEngine
-from spate.pgwire.server import ServerConfig, ServerThread
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT, TIMESTAMP
 from spate.sql import MemoryCatalog, plan_statements
 from spate.sql import statements as st
 from tests.pgwire._pg_scratch import pg_scratch
+from tests.pgwire._served import environment_served
 
 
 @pytest.fixture(params=["no cluster", "cluster"])
 def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Environment, str]]:
     """A server over an environment without clusters (reads are evaluated here), or with a
     cluster of one replica the session runs on (small reads are still read here)."""
-    env = Environment.open(tmp_path / "data")
-    server = ServerThread(EnvironmentEngine(env), ServerConfig(port=0))
-    dsn = f"host=127.0.0.1 port={server.port} user=t dbname=spate sslmode=disable"
-    if request.param == "cluster":
-        env.create_cluster("c", replicas=1)
-        dsn += " options='-c cluster=c'"
-    try:
+    with environment_served(tmp_path / "data", cluster=request.param == "cluster") as (env, _, dsn):
         yield env, dsn
-    finally:
-        server.close()
-        env.close()
 
 
 class _Counts:

@@ -593,18 +593,16 @@ def _read_timestamp(rt: Runtime, ids: Sequence[GlobalId], isolation: str) -> int
     """The timestamp :func:`spate.environment.reads.select` picks for a read of the
     collections ``ids`` at ``isolation`` now (no ``AS OF``); ``None`` when one is gone or has
     no since."""
+    if len(ids) == 1:
+        return _timestamp_of(rt, ids[0], isolation)
     latest_since = 0
     complete: list[int] = []
     for gid in ids:
-        try:
-            frontiers = rt.storage.collection_frontiers(gid)
-        except LookupError:  # dropped meanwhile: the read says so
+        found = _since_upper(rt, gid)
+        if found is None:
             return None
-        since = frontiers.since.as_option()
-        if since is None:
-            return None
+        since, upper = found
         latest_since = max(latest_since, since)
-        upper = frontiers.upper.as_option()
         if upper is not None:
             complete.append(upper - 1)
     if isolation == "serializable":
@@ -615,20 +613,29 @@ def _read_timestamp(rt: Runtime, ids: Sequence[GlobalId], isolation: str) -> int
     return max(rt.oracle.read_ts(), latest_since)
 
 
-def _timestamp_of(rt: Runtime, gid: GlobalId, isolation: str) -> int | None:
-    """:func:`_read_timestamp` of the one collection ``gid``."""
+def _since_upper(rt: Runtime, gid: GlobalId) -> tuple[int, int | None] | None:
+    """The since and upper of collection ``gid`` (the upper ``None`` when empty); ``None``
+    when it is gone (dropped meanwhile: the read says so) or has no since."""
     try:
         frontiers = rt.storage.collection_frontiers(gid)
-    except LookupError:  # dropped meanwhile: the read says so
+    except LookupError:
         return None
     since = frontiers.since.as_option()
     if since is None:
         return None
+    return since, frontiers.upper.as_option()
+
+
+def _timestamp_of(rt: Runtime, gid: GlobalId, isolation: str) -> int | None:
+    """:func:`_read_timestamp` of the one collection ``gid``."""
+    found = _since_upper(rt, gid)
+    if found is None:
+        return None
+    since, upper = found
     if isolation == "strict serializable":
         return max(rt.oracle.read_ts(), since)
     if isolation != "serializable":
         return None
-    upper = frontiers.upper.as_option()
     return max(rt.oracle.read_ts() if upper is None else upper - 1, since)
 
 
