@@ -401,10 +401,21 @@ class TextPlans:
 
 def fits(template: LookupTemplate, values: Sequence[object]) -> bool:
     """Whether ``values`` fit ``template`` (:func:`instantiate` would put them in)."""
+    return fits_types(slot_types(template), values)
+
+
+def slot_types(template: LookupTemplate) -> tuple[type, ...]:
+    """The Python type of each of ``template``'s values (what :func:`fits_types` takes, for
+    a caller that keeps it)."""
+    return tuple(type(s.value) for s in template.slots)
+
+
+def fits_types(types: tuple[type, ...], values: Sequence[object]) -> bool:
+    """:func:`fits` of a template whose :func:`slot_types` are ``types``."""
     return (
-        len(values) == len(template.slots)
+        len(values) == len(types)
         and _fits(values)
-        and all(type(v) is type(s.value) for v, s in zip(values, template.slots, strict=True))
+        and all(type(v) is t for v, t in zip(values, types, strict=True))
     )
 
 

@@ -206,7 +206,7 @@ def lookup_at_once(
         or at_once.cluster != state.cluster
         or at_once.small_reads != state.small_reads
         or cache.get("plan") is not at_once.template
-        or not _fit(kept.types, values)
+        or not plans.fits_types(kept.types, values)
     ):
         return None
     started = time.monotonic()
@@ -216,23 +216,6 @@ def lookup_at_once(
     _starting(state)
     env.read_done(started)
     return _result(kept.output, found)
-
-
-def _fit(types: tuple[type, ...], values: tuple[object, ...]) -> bool:
-    """:func:`~spate.environment.prepared_plans.fits` of a template whose values' types are
-    ``types``."""
-    if len(values) != len(types):
-        return False
-    for v, t in zip(values, types, strict=True):
-        if type(v) is not t:
-            return False
-        if t is int and not _INT64_MIN <= v <= _INT64_MAX:  # type: ignore[operator]
-            return False
-    return True
-
-
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
 
 
 def _at_once(
@@ -265,7 +248,7 @@ def _at_once(
     env.read_done(started)
     lookup = cache.get("lookup")
     if type(lookup) is not _Lookup or lookup.at_once is not kept:
-        types = tuple(type(s.value) for s in template.slots)
+        types = plans.slot_types(template)
         lookup = cache["lookup"] = _Lookup(kept, _output(template), types)
     return _result(lookup.output, found)
 
