@@ -20,6 +20,8 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
+from spate.repr.arrow import integers_under
+
 INDEX_MIN_ROWS: Final = 1 << 16
 """Batches with fewer rows are scanned: a scan of them costs less than a millisecond."""
 
@@ -28,11 +30,7 @@ def _as_int64(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The integers under ``values`` (no NULLs), as int64."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    t = values.type
-    if pa.types.is_date32(t):
-        values = values.view(pa.int32())
-    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
-        values = values.view(pa.int64())
+    values = integers_under(values)
     return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 

@@ -137,6 +137,17 @@ def user_interval(v: object) -> object:
     return v
 
 
+def integers_under(values: pa.Array) -> pa.Array:
+    """The integers a date or timestamp array is stored as (``int32`` days, ``int64``
+    units), viewed without a copy; any other array as it is."""
+    t = values.type
+    if pa.types.is_date32(t):
+        return values.view(pa.int32())
+    if pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        return values.view(pa.int64())
+    return values
+
+
 def stored_intervals(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     """A ``month_day_nano_interval`` column as stored (:func:`encode` of each value)."""
     values = [

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spate.repr.arrow import integers_under
 from spate.repr.desc import DIFF_COLUMN, RESERVED_COLUMNS, TIME_COLUMN
 from spate.repr.identity import canonical_row, normalize_table
 from spate.repr.types import Row
@@ -68,10 +69,8 @@ def _codes(column: pa.ChunkedArray) -> list[np.ndarray] | None:
         rank = np.empty(len(by_value), dtype=np.int64)
         rank[by_value] = np.arange(len(by_value))
         return [rank[encoded.indices.to_numpy(zero_copy_only=False)]]
-    if pa.types.is_date32(t):
-        array = array.view(pa.int32())
-    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
-        array = array.view(pa.int64())
+    if pa.types.is_date32(t) or pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        array = integers_under(array)
     elif pa.types.is_boolean(t):
         array = array.cast(pa.int8())
     elif not pa.types.is_integer(t) or pa.types.is_uint64(t):
