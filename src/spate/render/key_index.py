@@ -26,7 +26,7 @@ INDEX_MIN_ROWS: Final = 1 << 16
 """Batches with fewer rows are scanned: a scan of them costs less than a millisecond."""
 
 
-def _as_int64(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def as_int64(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The integers under ``values`` (no NULLs), as int64."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
@@ -58,7 +58,7 @@ class KeyIndex:
         """The index of ``column``, ``None`` when it cannot be indexed (:func:`indexable`)."""
         if not indexable(column):
             return None
-        values = _as_int64(column)
+        values = as_int64(column)
         order = np.argsort(values, kind="quicksort")
         return KeyIndex(values[order], order, column.type)
 
@@ -74,7 +74,7 @@ class KeyIndex:
         cast = cast.drop_null()
         if len(cast) == 0:
             return np.empty(0, dtype=np.int64)
-        asked = np.unique(_as_int64(cast))
+        asked = np.unique(as_int64(cast))
         lo = np.searchsorted(self.keys, asked, side="left")
         hi = np.searchsorted(self.keys, asked, side="right")
         lengths = hi - lo

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from spate.render.batch import write_parquet
-from spate.render.key_index import _as_int64, indexable
+from spate.render.key_index import as_int64, indexable
 
 RUN_GROUP_ROWS: Final = 4096
 """Rows per row group of a sorted run: the granularity of a lookup's reads. Smaller groups
@@ -59,7 +59,7 @@ class SortedRun:
         values = table.column(column)
         if not indexable(values):
             return None
-        keys = _as_int64(values)
+        keys = as_int64(values)
         order = np.argsort(keys, kind="stable")
         ordered = table.take(order)
         write_parquet(ordered, path, row_group_size=RUN_GROUP_ROWS)
@@ -87,12 +87,12 @@ class SortedRun:
         cast = wanted.cast(self.type)
         if isinstance(cast, pa.ChunkedArray):
             cast = cast.combine_chunks()
-        asked = np.unique(_as_int64(cast.drop_null()))
+        asked = np.unique(as_int64(cast.drop_null()))
         if len(asked) == 0 or self.rows == 0:
             return schema.empty_table()
         mapped = self._mapped()
         column = mapped.column(_KEY)
-        keys = column.chunk(0).to_numpy() if column.num_chunks == 1 else _as_int64(column)
+        keys = column.chunk(0).to_numpy() if column.num_chunks == 1 else as_int64(column)
         lo = np.searchsorted(keys, asked, side="left")
         hi = np.searchsorted(keys, asked, side="right")
         lengths = hi - lo

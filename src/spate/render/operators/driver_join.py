@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.plan.expr import ScalarExpr
-from spate.render.key_index import _as_int64, indexable
+from spate.render.key_index import as_int64, indexable
 from spate.render.layout import col_name, internal_schema
 from spate.render.operators.node import Node
 from spate.repr.consolidate import consolidate
@@ -123,7 +123,7 @@ def _int_join(left: pa.Table, right: pa.Table, lk: list[str], rk: list[str]) -> 
     a, b = left.column(lk[0]), right.column(rk[0])
     if a.type != b.type or not indexable(a) or not indexable(b):
         return None
-    ka, kb = _as_int64(a), _as_int64(b)
+    ka, kb = as_int64(a), as_int64(b)
     order = np.argsort(kb, kind="stable")
     sorted_b = kb[order]
     start = np.searchsorted(sorted_b, ka, side="left")

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from spate.plan.aggregate import AggregateFunc
-from spate.render.key_index import _as_int64, indexable
+from spate.render.key_index import as_int64, indexable
 from spate.render.layout import internal_schema
 from spate.render.operators.accumulators import _SAFE, ROWS, Folded, Layout, Unfoldable
 from spate.repr.consolidate import SORTED_ROWS, consolidate
@@ -93,7 +93,7 @@ def fold_ints(layout: Layout, delta: pa.Table, old: pa.Table) -> Folded | None:
         if old.column(name).null_count:
             return None
     key_col = delta.column(key)
-    k = _as_int64(key_col)
+    k = as_int64(key_col)
     t = _ints(delta.column(TIME_COLUMN))
     m = _ints(delta.column(DIFF_COLUMN))
     order = np.lexsort((t, k))
@@ -106,7 +106,7 @@ def fold_ints(layout: Layout, delta: pa.Table, old: pa.Table) -> Folded | None:
     gstart = np.flatnonzero(brk)
     gk, gt = ks[gstart], ts[gstart]
     # the old accumulators of each group's key (every key of the delta is one of old's)
-    okeys = _as_int64(old.column(key))
+    okeys = as_int64(old.column(key))
     osort = np.argsort(okeys, kind="stable")
     at = np.searchsorted(okeys[osort], gk)
     at[at >= len(okeys)] = 0
@@ -234,7 +234,7 @@ def _signed(
             plain.append(pa.array(v, pa.int64(), mask=nulls[j]).cast(schema.field(1 + j).type))
         plain += [pa.array(times, pa.int64()), pa.array(diffs, pa.int64())]
         return consolidate(pa.Table.from_arrays(plain, schema=schema))
-    keys = _as_int64(key_col)[rows]
+    keys = as_int64(key_col)[rows]
     # consolidate: equal (key, values, nulls, time) rows add up
     order = np.lexsort((times, *values, *nulls, keys))
     cols = [keys[order], *(v[order] for v in values), *(z[order] for z in nulls), times[order]]
@@ -288,17 +288,17 @@ def reduce_ints(
     data = [f.name for f in layout.in_schema][: layout.in_desc.arity]
     if not all(indexable(rows.column(c)) for c in data) or not indexable(delta.column(key)):
         return None
-    dk = _as_int64(delta.column(key))
+    dk = as_int64(delta.column(key))
     dt = _ints(delta.column(TIME_COLUMN))
     wanted = np.unique(dk)
-    k_all = _as_int64(rows.column(key))
+    k_all = as_int64(rows.column(key))
     rows = rows.filter(np.isin(k_all, wanted))
     n = rows.num_rows
     levels = np.concatenate([[lo - 1], np.unique(dt)])
     if len(levels) > MAX_LEVELS + 1 or n * len(levels) > MAX_CELLS:
         return None
-    ints = [_as_int64(rows.column(c)) for c in data]
-    k = _as_int64(rows.column(key))
+    ints = [as_int64(rows.column(c)) for c in data]
+    k = as_int64(rows.column(key))
     t = _ints(rows.column(TIME_COLUMN))
     m = _ints(rows.column(DIFF_COLUMN))
     order = np.lexsort([*ints[::-1], k])  # by key, then the whole row

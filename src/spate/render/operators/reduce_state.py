@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spate.render.batch import Batch, Lazy
-from spate.render.key_index import _as_int64, indexable
+from spate.render.key_index import as_int64, indexable
 from spate.render.layout import internal_schema
 from spate.render.lookup import concat_like
 from spate.render.operators.accumulators import Layout, Unfoldable, fold, state_of
@@ -150,7 +150,7 @@ class ReduceState:
         if not self._positioned:
             self.table = table
             return
-        keys = _as_int64(table.column(self.layout.keys[0]))
+        keys = as_int64(table.column(self.layout.keys[0]))
         order = np.argsort(keys, kind="stable")
         self.table = table.take(pa.array(order)).combine_chunks()
         self._positions = _Positions()
@@ -166,7 +166,7 @@ class ReduceState:
             ), None
         if self._positions is None:
             self._positions = _Positions()
-        entries = self._positions.find(np.unique(_as_int64(touched.column(keys[0]))))
+        entries = self._positions.find(np.unique(as_int64(touched.column(keys[0]))))
         return self.table.take(pa.array(self._positions.rows[entries])), entries
 
     def _commit(self, touched: pa.Table, entries: np.ndarray | None, fresh: list[pa.Table]) -> None:
@@ -185,7 +185,7 @@ class ReduceState:
             fresh, learned = [], 0  # beyond the capacity: the touched keys are forgotten
         base = self.table.num_rows
         new_keys = (
-            _as_int64(
+            as_int64(
                 pa.chunked_array([f.column(keys[0]) for f in fresh], schema.field(keys[0]).type)
             )
             if learned
@@ -210,7 +210,7 @@ class ReduceState:
             return None
         if self._positioned and indexable(delta.column(keys[0])):
             # one integer key: the keys' entries and the split by binary search, no join
-            k = _as_int64(delta.column(keys[0]))
+            k = as_int64(delta.column(keys[0]))
             if self._positions is None:
                 self._positions = _Positions()
             entries: np.ndarray | None = self._positions.find(np.unique(k))
@@ -291,8 +291,8 @@ def _semi_join(table: pa.Table, keys_table: pa.Table, keys: list[str]) -> pa.Tab
     if len(keys) == 1 and indexable(table.column(keys[0])):
         wanted = keys_table.column(keys[0])
         if wanted.type == table.column(keys[0]).type and indexable(wanted):
-            asked = np.unique(_as_int64(wanted))
-            return table.filter(_members(_as_int64(table.column(keys[0])), asked))
+            asked = np.unique(as_int64(wanted))
+            return table.filter(_members(as_int64(table.column(keys[0])), asked))
     return table.join(
         _distinct(keys_table, keys), keys=keys, join_type="left semi", use_threads=False
     )
