@@ -267,6 +267,12 @@ def test_more_date_and_numeric_functions(db: ReferenceEngine) -> None:
     ]  # fmt: skip
     got = db.rows("SELECT trunc(1.99, 1), trunc(-1.99, 1), trunc(1.9, 1), trunc(1.234, 2)")
     assert got == [(Decimal("1.9"), Decimal("-1.9"), Decimal("1.9"), Decimal("1.23"))]
+    # zero and values within half a unit of it: stepping back from zero once gave -0.1
+    got = db.rows(
+        "SELECT trunc(0.000, 1), trunc(0, 2), trunc(0.04, 1), trunc(-0.04, 1), trunc(-0.07, 1), "
+        "trunc(12.5, -1), trunc(-12.5, -1), round(5, 1), round(15, -1)"
+    )
+    assert [str(v) for v in got[0]] == ["0.0", "0.00", "0.0", "0.0", "0.0", "10", "-10", "5.0", "20"]
 
 
 def test_varchar_length_is_enforced_on_insert_and_update() -> None:

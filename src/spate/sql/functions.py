@@ -72,10 +72,14 @@ def _float_trunc(x: ScalarExpr) -> ScalarExpr:
 
 def round_(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "round")
+    has_digits = node.args.get("decimals") is not None
     digits = _constant_int(b, node.args.get("decimals"), "round's precision")
-    if t.type.is_integer and digits >= 0:
-        return t
     if t.type.is_integer:
+        if b.dialect == "spark" and digits >= 0:
+            return t
+        if not has_digits:
+            # PostgreSQL has no round(integer): it takes round(double precision)
+            return Typed(Cast(t.expr, FLOAT64), FLOAT8)
         t = b.coerce(t, pg_numeric(numeric(38, 0)), node.this, explicit=True)
     if t.type.name == "numeric" and digits < 0:
         # round(d, -n): round d / 10^n to an integer, times 10^n
@@ -140,21 +144,47 @@ def _ceil(x: ScalarExpr) -> ScalarExpr:
 
 def trunc(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "trunc")
+    has_digits = node.args.get("decimals") is not None
     digits = _constant_int(b, node.args.get("decimals"), "trunc's precision")
     if t.type.is_integer:
-        return t
+        if b.dialect == "spark" and not has_digits:
+            return t
+        if not has_digits:
+            # PostgreSQL has no trunc(integer): it takes trunc(double precision)
+            return Typed(Cast(t.expr, FLOAT64), FLOAT8)
+        t = b.coerce(t, pg_numeric(numeric(38, 0)), node.this, explicit=True)
     if t.type.name == "numeric" and digits > 0:
-        # toward zero at n decimals: step back half a unit, then round half away from zero
+        # toward zero at n decimals: step half a unit toward zero, then round half away from
+        # zero; within a unit of zero the answer is zero (a step would round to -0.1 or -0.0)
         n = min(digits, 37)
+        unit = Decimal(1).scaleb(-n)
         half = Literal(Decimal(5).scaleb(-(n + 1)), numeric(n + 1, n + 1))
-        neg = CallBinary(BinaryFunc.LT, t.expr, Literal(Decimal(0), numeric(1, 0)))
+        x = t.expr
         moved = Case(
-            ((neg, CallBinary(BinaryFunc.ADD, t.expr, half)),),
-            CallBinary(BinaryFunc.SUB, t.expr, half),
+            (
+                (
+                    CallBinary(BinaryFunc.GE, x, Literal(unit, numeric(n, n))),
+                    CallBinary(BinaryFunc.SUB, x, half),
+                ),
+                (
+                    CallBinary(BinaryFunc.LE, x, Literal(-unit, numeric(n, n))),
+                    CallBinary(BinaryFunc.ADD, x, half),
+                ),
+            ),
+            Case(((x.is_null(), x),), Literal(Decimal(0), numeric(1, 0))),
         )
         return Typed(Cast(moved, numeric(38, n)), pg_numeric(numeric(38, n)))
+    if t.type.name == "numeric" and digits < 0:
+        # trunc(d, -n): d / 10^n truncated to an integer, times 10^n
+        n = min(-digits, 37)
+        down = CallBinary(BinaryFunc.MUL, t.expr, Literal(Decimal(1).scaleb(-n), numeric(n, n)))
+        whole = Cast(Cast(down, INT64), numeric(38, 0))
+        up = CallBinary(BinaryFunc.MUL, whole, Literal(Decimal(10) ** n, numeric(n + 1, 0)))
+        return Typed(Cast(up, numeric(38, 0)), pg_numeric(numeric(38, 0)))
     if t.type.name == "numeric":
         return Typed(Cast(Cast(t.expr, INT64), numeric(38, 0)), pg_numeric(numeric(38, 0)))
+    if has_digits:
+        raise b.err(UndefinedFunction, "trunc(double precision, integer) does not exist", node)
     return Typed(_float_trunc(t.expr), FLOAT8)
 
 

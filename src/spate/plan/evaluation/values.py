@@ -98,6 +98,8 @@ def fit_numeric(value: Decimal, type: ScalarType, what: object) -> Decimal:
     """Round half away from zero to the type's scale; more digits than it holds: EvalError."""
     assert type.scale is not None
     q = value.quantize(Decimal(1).scaleb(-type.scale), context=_CTX)
+    if q.is_signed() and not q:
+        q = q.copy_abs()  # numeric has no -0 (-0.04 at scale 1 is 0.0, as in PostgreSQL)
     if type.problem(q) is not None:
         raise EvalError(
             f"numeric overflow in {what}: {value} does not fit {type}", sqlstate="22003"
