@@ -272,7 +272,17 @@ def test_more_date_and_numeric_functions(db: ReferenceEngine) -> None:
         "SELECT trunc(0.000, 1), trunc(0, 2), trunc(0.04, 1), trunc(-0.04, 1), trunc(-0.07, 1), "
         "trunc(12.5, -1), trunc(-12.5, -1), round(5, 1), round(15, -1)"
     )
-    assert [str(v) for v in got[0]] == ["0.0", "0.00", "0.0", "0.0", "0.0", "10", "-10", "5.0", "20"]
+    assert [str(v) for v in got[0]] == [
+        "0.0",
+        "0.00",
+        "0.0",
+        "0.0",
+        "0.0",
+        "10",
+        "-10",
+        "5.0",
+        "20",
+    ]
 
 
 def test_varchar_length_is_enforced_on_insert_and_update() -> None:

@@ -31,7 +31,7 @@ def _rows(seed: int, n: int) -> list[str]:
         else:
             digits = rng.choice([1, 2, 3, 5, 8])  # many values within a unit of zero
             d = str(Decimal(rng.randrange(-(10**digits) + 1, 10**digits)).scaleb(-4))
-        i = rng.choice(["NULL", "0", str(rng.randrange(-10**6, 10**6))])
+        i = rng.choice(["NULL", "0", str(rng.randrange(-(10**6), 10**6))])
         rows.append(f"({k}, {d}, {i})")
     rows += ["(1000, 0.0000, 0)", "(1001, -0.0700, -7)", "(1002, 0.0400, 15)"]
     return rows
