@@ -21,6 +21,10 @@ prepared statement (queries/s, target >= 0.5x PostgreSQL's), then ``--clients`` 
 once, ``--per-client`` lookups each (total queries/s and p99; target >= 5,000 q/s, p99 <= 20 ms).
 Each of these clients runs in a process of its own, as real clients do: in the server's process
 their Python would contend with the server's for the interpreter lock, and be measured with it.
+The one-connection lookups run three times for each system: placed by the scheduler, then with
+the client and the server (spate's loop thread, PostgreSQL's backend process) on one CPU, then
+on two (:data:`_PLACEMENTS`): a round trip between two CPUs of this virtual machine costs far
+more than on one, and the scheduler chooses either from one run to the next.
 
 ``--case copy`` measures ``COPY t FROM STDIN`` instead (no cluster, no JVM): ``--copy-rows``
 rows (``id bigint PRIMARY KEY, v text, x double precision``) sent with psycopg's
@@ -52,8 +56,9 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 
@@ -177,7 +182,7 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
                 print(f"             lookups select {_stats(base, base_time)}")
                 print(f"             index reads wire {_stats(wire_reads, wire_reads_time)}")
                 print(f"             index reads select {_stats(base_reads, base_reads_time)}")
-        versus = _versus_postgres(dsn, args, rng) if args.postgres else None
+        versus = _versus_postgres(dsn, args, rng, _placer(server)) if args.postgres else None
     finally:
         server.close()
     w, b = _stats(wire, wire_time), _stats(base, base_time)
@@ -195,17 +200,32 @@ def _run(env: Environment, args: argparse.Namespace, rng: random.Random) -> dict
     }
 
 
+def _placer(server: ServerThread) -> Callable[[int], None]:
+    """Places ``server``'s loop thread (which answers the lookups) on a CPU; ``-1``: any."""
+    every = os.sched_getaffinity(0)
+
+    def place(cpu: int) -> None:
+        os.sched_setaffinity(server.native_id, every if cpu < 0 else {cpu})
+
+    return place
+
+
 _LOOKUP = "SELECT * FROM items_mv WHERE id = %s"
 _PG_LOOKUP = "SELECT * FROM items WHERE id = %s"
 
 
 _CLIENT = """
-import json, sys, time
+import json, os, sys, time
 import psycopg
 dsn, sql, setup, keys = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+client_cpu, backend_cpu = int(sys.argv[5]), int(sys.argv[6])
 with psycopg.connect(dsn, autocommit=True) as conn:
     for stmt in setup:
         conn.execute(stmt)
+    if client_cpu >= 0:
+        os.sched_setaffinity(0, {client_cpu})
+    if backend_cpu >= 0:  # PostgreSQL's backend process of this connection
+        os.sched_setaffinity(conn.execute("SELECT pg_backend_pid()").fetchone()[0], {backend_cpu})
     conn.execute(sql, (keys[0],), prepare=True).fetchall()
     print("ready", flush=True)
     at = float(sys.stdin.readline())  # every client starts at this time
@@ -223,18 +243,32 @@ print(json.dumps({"started": started, "ended": ended, "latencies": lat}))
 """One client: a connection, its setup statements and a prepared lookup of each key, in a
 process of its own (as a real client is: never in the server's process, where its Python would
 share the server's interpreter lock); it reports the monotonic clock's start and end (one clock
-for every process) and each lookup's latency (s)."""
+for every process) and each lookup's latency (s). A CPU number ``>= 0`` places the client's
+process on that CPU, or PostgreSQL's backend process of its connection (``pg_backend_pid()``)."""
 
 
-def _lookups(dsn: str, sql: str, keys: list[int], setup: list[str]) -> list[float]:
+def _lookups(
+    dsn: str,
+    sql: str,
+    keys: list[int],
+    setup: list[str],
+    client_cpu: int = -1,
+    backend_cpu: int = -1,
+) -> list[float]:
     """Latencies (s) of a prepared lookup of each key on one new connection (in a client
-    process of its own)."""
-    latencies, _ = _concurrent(dsn, sql, [keys], setup)
+    process of its own, on ``client_cpu`` when ``>= 0``; PostgreSQL's backend on
+    ``backend_cpu`` when ``>= 0``)."""
+    latencies, _ = _concurrent(dsn, sql, [keys], setup, client_cpu, backend_cpu)
     return latencies
 
 
 def _concurrent(
-    dsn: str, sql: str, keys: list[list[int]], setup: list[str]
+    dsn: str,
+    sql: str,
+    keys: list[list[int]],
+    setup: list[str],
+    client_cpu: int = -1,
+    backend_cpu: int = -1,
 ) -> tuple[list[float], float]:
     """Every client's lookups at once, one connection and one process each: latencies and
     seconds overall (from the first client's start to the last one's end)."""
@@ -242,9 +276,10 @@ def _concurrent(
     import subprocess
     import sys
 
+    cpus = [str(client_cpu), str(backend_cpu)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _CLIENT, dsn, sql, json.dumps(setup), json.dumps(k)],
+            [sys.executable, "-c", _CLIENT, dsn, sql, json.dumps(setup), json.dumps(k), *cpus],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -276,7 +311,27 @@ def _concurrent(
     return [x for r in reports for x in r["latencies"]], elapsed
 
 
-def _versus_postgres(dsn: str, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+def _versus(spate: list[float], postgres: list[float]) -> dict[str, Any]:
+    """Both systems' one-connection figures from their latencies, and the ratio of rates."""
+    got: dict[str, Any] = {"spate": _stats(spate, sum(spate))}
+    got["postgres"] = _stats(postgres, sum(postgres))
+    got["ratio_qps"] = round(got["spate"]["qps"] / got["postgres"]["qps"], 3)
+    return got
+
+
+_PLACEMENTS: Final = {"same_core": (0, 0), "separate_cores": (0, 1)}
+"""Where one connection's client and server run (CPU numbers), for both systems alike. A
+synchronous round trip between two processes costs much more when they are on different CPUs
+of this virtual machine (PostgreSQL: ~43k lookups/s on one CPU, ~12k across two), and left
+to the scheduler the two land either way from one run to the next (PostgreSQL's one-connection
+rate moved 12k–38k between runs), so each placement is measured for each system."""
+
+
+def _versus_postgres(
+    dsn: str, args: argparse.Namespace, rng: random.Random, place_server: Callable[[int], None]
+) -> dict[str, Any]:
+    """``place_server(cpu)`` places the thread that answers spate's lookups on a CPU (``-1``:
+    on any)."""
     schema = f"bench_pgwire_{os.getpid()}"
     pg_setup = [f"SET search_path = {schema}"]
     sp_setup = ["SET transaction_isolation = 'serializable'"]
@@ -291,19 +346,31 @@ def _versus_postgres(dsn: str, args: argparse.Namespace, rng: random.Random) -> 
             single = [rng.randrange(args.rows) for _ in range(args.single)]
             s_lat = _lookups(dsn, _LOOKUP, single, sp_setup)
             p_lat = _lookups(args.postgres, _PG_LOOKUP, single, pg_setup)
+            placed: dict[str, dict[str, Any]] = {}
+            if len(os.sched_getaffinity(0)) >= 2:
+                for name, (client, server) in _PLACEMENTS.items():
+                    place_server(server)
+                    try:
+                        s_placed = _lookups(dsn, _LOOKUP, single, sp_setup, client)
+                    finally:
+                        place_server(-1)
+                    p_placed = _lookups(args.postgres, _PG_LOOKUP, single, pg_setup, client, server)
+                    placed[name] = _versus(s_placed, p_placed)
             many = [[rng.randrange(args.rows) for _ in range(args.per_client)]] * args.clients
             s_many, s_el = _concurrent(dsn, _LOOKUP, many, sp_setup)
             p_many, p_el = _concurrent(args.postgres, _PG_LOOKUP, many, pg_setup)
         finally:
             pg.execute(f"DROP SCHEMA {schema} CASCADE")
-    one = {"spate": _stats(s_lat, sum(s_lat)), "postgres": _stats(p_lat, sum(p_lat))}
-    one["ratio_qps"] = round(one["spate"]["qps"] / one["postgres"]["qps"], 3)
-    conc = {"spate": _stats(s_many, s_el), "postgres": _stats(p_many, p_el)}
+    one = _versus(s_lat, p_lat)
+    conc: dict[str, Any] = {"spate": _stats(s_many, s_el), "postgres": _stats(p_many, p_el)}
     conc["ratio_qps"] = round(conc["spate"]["qps"] / conc["postgres"]["qps"], 3)
-    print(f"one connection, prepared: {one} (target ratio >= 0.5)")
+    print(f"one connection, prepared, placed by the scheduler: {one} (target ratio >= 0.5)")
+    for name, got in placed.items():
+        print(f"one connection, prepared, {name.replace('_', ' ')}: {got}")
     print(f"{args.clients} connections: {conc} (target >= 5000 q/s, p99 <= 20 ms)")
     return {
         "one_connection": one,
+        "one_connection_placed": placed,
         "clients": args.clients,
         "concurrent": conc,
         "targets": {"one_ratio_qps": 0.5, "concurrent_qps": 5000, "concurrent_p99_ms": 20},

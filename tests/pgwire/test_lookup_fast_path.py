@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
+import spate.pgwire.output
 from spate.pgwire.session import Session
 from tests.pgwire import wire
 from tests.pgwire._pg_scratch import pg_scratch
@@ -314,3 +315,49 @@ def test_pipelined_lookups_are_answered_in_order(
     finally:
         sock.close()
     assert answered.count - before >= len(keys)
+
+
+def test_a_keys_answer_is_kept_while_its_rows_are_unchanged(
+    served: tuple[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup of a key looked up before, its rows unchanged, gives the answer made the
+    first time (the rows are not read, checked, kept or encoded again); a write to the
+    table gives the new answers. (Compaction rewriting the table's parts makes the answers
+    anew, so a round with nothing encoded is waited for, a few rounds at most.)"""
+    _, dsn = served
+    _setup(dsn)
+    answered = _Answered(monkeypatch)
+    encoded: list[object] = []
+    real = spate.pgwire.output.RowEncoder.row
+
+    def row(self: Any, values: Any) -> bytes:
+        encoded.append(values)
+        return real(self, values)
+
+    monkeypatch.setattr(spate.pgwire.output.RowEncoder, "row", row)
+    lookup = "SELECT v, id, n FROM t WHERE id = %s"
+    want = {1: [("a", 1, 10)], 2: [(None, 2, None)], 3: [("it's", 3, -5)], 9: []}
+
+    def rounds_until_none_encoded(c: psycopg.Connection[Any]) -> int:
+        for n in range(1, 11):
+            before = answered.count
+            encoded.clear()
+            for k in want:
+                assert c.execute(lookup, (k,), prepare=True).fetchall() == want[k]
+            if answered.count == before + len(want) and not encoded:
+                return n
+        return 0
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for _ in range(3):  # prepared (psycopg prepares on the third), then kept
+            for k in want:
+                assert c.execute(lookup, (k,), prepare=True).fetchall() == want[k]
+        assert rounds_until_none_encoded(c) > 0  # each answer sent as encoded before
+        c.execute("UPDATE t SET n = 11 WHERE id = 1")
+        c.execute("INSERT INTO t VALUES (9, 'i', 90)")
+        want[1], want[9] = [("a", 1, 11)], [("i", 9, 90)]
+        encoded.clear()
+        for k in want:  # the new answers (the first may wait for the write, as usual)
+            assert c.execute(lookup, (k,), prepare=True).fetchall() == want[k]
+        assert ("a", 1, 11) in encoded and ("i", 9, 90) in encoded
+        assert rounds_until_none_encoded(c) > 0

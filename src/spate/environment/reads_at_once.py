@@ -94,6 +94,9 @@ class Probe:
     slot: int
     steps: tuple[_Step, ...]
     """The chain bottom up; each expression evaluated on a row followed by the values."""
+    pure: bool = False
+    """Whether the rows kept of a looked-up value's base rows are a function of those rows
+    alone (every step a ``Project``: no value of a parameter, nor the time, is read)."""
 
 
 def make_probe(template: LookupTemplate) -> Probe | None:
@@ -139,7 +142,8 @@ def make_probe(template: LookupTemplate) -> Probe | None:
             mapping = [mapping[o] for o in node.outputs]
     if key is None:
         return None
-    return Probe(template, base, key[0], key[1], tuple(steps))
+    pure = all(type(step) is tuple for step in steps)
+    return Probe(template, base, key[0], key[1], tuple(steps), pure)
 
 
 def _exact_key(base: Get, column: int) -> bool:
@@ -356,11 +360,16 @@ def read_at_once(
     if kept_rows is None or kept_rows[0] is not index:
         kept_rows = kept.last.rows = (index, {})
     by_key = kept_rows[1]
+    pure = probe.pure
     base = by_key.get(key)
     if base is None:
         base = base_rows(probe, index.get(key, _NONE))
+        if pure:  # its answer, the same list for the same key while the contents are these
+            base = run_steps(probe, base, values, 0)
         if len(by_key) < _KEPT_KEYS:
             by_key[key] = base
+    if pure:
+        return base
     try:
         return run_steps(probe, base, values, rt.oracle.read_ts())
     except EvalError:  # the read reports it, naming what it read
@@ -369,7 +378,8 @@ def read_at_once(
 
 _NONE: Final[Multiset] = Counter()
 _KEPT_KEYS: Final = 100_000
-"""Keys whose checked rows (:func:`base_rows`) are kept per contents read at once."""
+"""Keys whose checked rows (:func:`base_rows`) are kept per contents read at once: the
+rows kept of them (:func:`run_steps`) where the probe is :attr:`~Probe.pure`."""
 
 
 def _seen_index(

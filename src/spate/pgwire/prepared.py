@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
@@ -178,6 +178,15 @@ class _Lookup:
     at_once: reads_at_once.AtOnce
     output: _Output
     types: tuple[type, ...]
+    answers: dict[tuple[object, ...], tuple[list[tuple[Row, int]], Values]] = field(
+        default_factory=dict, compare=False
+    )
+    """The result last given for each key, with the rows it was made of: given again while
+    the rows read are that same list (a :attr:`~reads_at_once.Probe.pure` probe's answer,
+    kept by the read while its contents are unchanged). A cache; at most :data:`_ANSWERS`."""
+
+
+_ANSWERS: Final = 16_384
 
 
 def lookup_at_once(
@@ -215,7 +224,16 @@ def lookup_at_once(
         return None
     _starting(state)
     env.read_done(started)
-    return _result(kept.output, found)
+    answers = kept.answers
+    hit = answers.get(values)
+    if hit is not None and hit[0] is found:
+        return hit[1]
+    answer = _result(kept.output, found)
+    if at_once.probe is not None and at_once.probe.pure:
+        if len(answers) >= _ANSWERS:
+            answers.clear()
+        answers[values] = (found, answer)
+    return answer
 
 
 def _at_once(

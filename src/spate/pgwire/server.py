@@ -201,6 +201,13 @@ class ServerThread:
     def port(self) -> int:
         return self.server.port
 
+    @property
+    def native_id(self) -> int:
+        """The operating system's id of the loop's thread (to place it on a CPU)."""
+        tid = self._thread.native_id
+        assert tid is not None  # started in __init__
+        return tid
+
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.server.close(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -82,6 +82,10 @@ KEEP_ROWS: Final = 4096
 """A whole result of at most this many rows is encoded in one piece, and its encoding kept
 for the next result that is the same list of rows (an answer kept by the engine)."""
 
+ENCODED_BYTES: Final = 64 * 1024
+"""Encodings of whole results kept per session (beyond it, all but the newest go): an
+answer kept by the engine per key (a lookup's) is encoded once per session."""
+
 OFF_LOOP_CHARS: Final = 8 * 1024
 """Statement text longer than this is split, classified and bound on a worker thread, so that
 one client's huge statement never stalls the event loop (every other session)."""
@@ -171,9 +175,11 @@ class Session:
         self._unread = bytearray()  # what the client sent and the session has not read yet
         self._encoding: tuple[pa.Schema, tuple[int, ...], _Encoding] | None = None
         """The last result's columns, the format codes it was asked in, and its encoding."""
-        self._encoded_rows: tuple[list[Any], RowEncoder, bytes] | None = None
-        """The DataRows of the last whole small result sent: the rows (the same list is
-        the same result: a kept answer given again) and their encoder."""
+        self._encoded_rows: dict[int, tuple[list[Any], RowEncoder, bytes]] = {}
+        """The DataRows of whole small results sent, by their rows' id: the rows (the same
+        list is the same result: a kept answer given again) and their encoder. A cache of at
+        most :data:`ENCODED_BYTES` of DataRows (``_encoded_bytes``)."""
+        self._encoded_bytes = 0
         self._lookup: _LookupAtOnce | None = getattr(engine, "lookup_at_once", None)
         """The engine's ``lookup_at_once`` (``None``: it has none)."""
         peer = writer.get_extra_info("peername")
@@ -616,8 +622,7 @@ class Session:
         rows = answered.rows
         try:
             encoding = self._encoding_of(answered.schema, m.result_formats)
-            row = encoding.encoder.row
-            data = [row(r) for r in rows]
+            data = self._whole(rows, encoding.encoder)
         except Exception:  # a value the encoder refuses: the Execute answers the error
             return 0
         old = self._portals.pop("", None)
@@ -637,7 +642,7 @@ class Session:
         out.append(codec.BIND_COMPLETE)
         if describe:
             out.append(encoding.description)
-        out.extend(data)
+        out.append(data)
         tag = f"SELECT {len(rows)}"
         out.append(_COMPLETE.get(tag) or codec.command_complete(tag))
         out.append(_READY[self._status])
@@ -877,11 +882,16 @@ class Session:
 
     def _whole(self, rows: list[Any], enc: RowEncoder) -> bytes:
         """The DataRows of ``rows``, kept for the next result that is the same list."""
-        kept = self._encoded_rows
+        encoded = self._encoded_rows
+        kept = encoded.get(id(rows))
         if kept is not None and kept[0] is rows and kept[1] is enc:
             return kept[2]
         data = b"".join([enc.row(row) for row in rows])
-        self._encoded_rows = (rows, enc, data)
+        self._encoded_bytes += len(data)
+        if self._encoded_bytes > ENCODED_BYTES:
+            encoded.clear()
+            self._encoded_bytes = len(data)
+        encoded[id(rows)] = (rows, enc, data)
         return data
 
     async def _stream(self, portal: Portal, emit: Callable[[Any], None], max_rows: int) -> int:
