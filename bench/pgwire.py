@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--postgres", default=os.environ.get("SPATE_TEST_POSTGRES_URL"))
     parser.add_argument("--clients", type=int, default=16, help="lookups: concurrent clients")
     parser.add_argument("--per-client", type=int, default=200, help="lookups per client")
-    parser.add_argument("--single", type=int, default=2000, help="lookups on one connection")
+    parser.add_argument("--single", type=int, default=5000, help="lookups on one connection")
     args = parser.parse_args()
     if args.case == "copy":
         _copy_main(args)
