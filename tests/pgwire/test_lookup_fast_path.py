@@ -15,9 +15,9 @@ from typing import Any
 import psycopg
 import pytest
 
-import spate.pgwire.output
 from spate.pgwire.session import Session
 from tests.pgwire import wire
+from tests.pgwire._encoded import encoded_rows
 from tests.pgwire._pg_scratch import pg_scratch
 from tests.pgwire._served import environment_served
 
@@ -327,14 +327,7 @@ def test_a_keys_answer_is_kept_while_its_rows_are_unchanged(
     _, dsn = served
     _setup(dsn)
     answered = _Answered(monkeypatch)
-    encoded: list[object] = []
-    real = spate.pgwire.output.RowEncoder.row
-
-    def row(self: Any, values: Any) -> bytes:
-        encoded.append(values)
-        return real(self, values)
-
-    monkeypatch.setattr(spate.pgwire.output.RowEncoder, "row", row)
+    encoded = encoded_rows(monkeypatch)
     lookup = "SELECT v, id, n FROM t WHERE id = %s"
     want = {1: [("a", 1, 10)], 2: [(None, 2, None)], 3: [("it's", 3, -5)], 9: []}
 

@@ -16,13 +16,13 @@ import pytest
 
 import spate.environment.reads_at_once
 import spate.pgwire.environment
-import spate.pgwire.output
 from spate.environment import reads_at_once
 from spate.environment.api import Environment
 from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT, TIMESTAMP
 from spate.sql import MemoryCatalog, plan_statements
 from spate.sql import statements as st
+from tests.pgwire._encoded import encoded_rows
 from tests.pgwire._pg_scratch import pg_scratch
 from tests.pgwire._served import environment_served
 
@@ -272,14 +272,7 @@ def test_a_kept_answer_is_encoded_once_per_format(
     same columns in the same formats); another answer, another format or a partial fetch
     are encoded as they come."""
     _, dsn = served
-    encoded: list[object] = []
-    real = spate.pgwire.output.RowEncoder.row
-
-    def row(self: Any, values: Any) -> bytes:
-        encoded.append(values)
-        return real(self, values)
-
-    monkeypatch.setattr(spate.pgwire.output.RowEncoder, "row", row)
+    encoded = encoded_rows(monkeypatch)
     query = "SELECT t.id, u.w FROM t JOIN u ON t.id = u.id"
     with psycopg.connect(dsn, autocommit=True) as c:
         _tables(

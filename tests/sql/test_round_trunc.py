@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
 from decimal import Decimal
 
+from tests.pgwire._pg_scratch import pg_scratch
 from tests.sql._plan_engine import ReferenceEngine
 
 CREATE = "CREATE TABLE t (id bigint, d numeric(12,4), i bigint)"
@@ -50,18 +50,12 @@ def test_trunc_and_round_answer_as_postgresql_does(postgres_url: str) -> None:
     seed = int(os.environ.get("SPATE_TEST_SEED", random.randrange(2**32)))
     print(f"seed {seed} (replay with SPATE_TEST_SEED={seed})")
     rows = _rows(seed, 80)
+    ddl = [CREATE, f"INSERT INTO t VALUES {', '.join(rows)}"]
     query = f"SELECT id, {', '.join(CALLS)} FROM t"
     engine = ReferenceEngine()
-    engine.sql(CREATE)
-    engine.sql(f"INSERT INTO t VALUES {', '.join(rows)}")
-    schema = f"trunc_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-        try:
-            conn.execute(f"SET search_path = {schema}")
-            conn.execute(CREATE)
-            conn.execute(f"INSERT INTO t VALUES {', '.join(rows)}")
-            expected = conn.execute(query).fetchall()
-        finally:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    for statement in ddl:
+        engine.sql(statement)
+    with pg_scratch(ddl, "trunc") as schema, psycopg.connect(postgres_url) as conn:
+        conn.execute(f"SET search_path = {schema}")
+        expected = conn.execute(query).fetchall()
     assert _text(engine.rows(query)) == _text(expected)
