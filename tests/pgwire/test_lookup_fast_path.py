@@ -354,3 +354,44 @@ def test_a_keys_answer_is_kept_while_its_rows_are_unchanged(
             assert c.execute(lookup, (k,), prepare=True).fetchall() == want[k]
         assert ("a", 1, 11) in encoded and ("i", 9, 90) in encoded
         assert rounds_until_none_encoded(c) > 0
+
+
+def test_sessions_share_what_their_lookups_read(
+    served: tuple[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key one session looked up is not read again from the index (nor checked) when
+    another session looks it up with the same prepared statement; both see a write."""
+    import spate.environment.reads_at_once as reads_at_once
+
+    _, dsn = served
+    _setup(dsn)
+    answered = _Answered(monkeypatch)
+    read: list[object] = []
+    real = reads_at_once.base_rows
+
+    def base_rows(probe: Any, rows: Any) -> Any:
+        read.append(rows)
+        return real(probe, rows)
+
+    monkeypatch.setattr(reads_at_once, "base_rows", base_rows)
+    lookup = "SELECT v, id, n FROM t WHERE id = %s"
+    want = {1: [("a", 1, 10)], 2: [(None, 2, None)], 3: [("it's", 3, -5)], 9: []}
+    with psycopg.connect(dsn, autocommit=True) as a:
+        for _attempt in range(10):  # compaction rewriting the parts makes them read anew
+            for _ in range(3):
+                for k in want:
+                    assert a.execute(lookup, (k,), prepare=True).fetchall() == want[k]
+            before = answered.count
+            read.clear()
+            with psycopg.connect(dsn, autocommit=True) as b:  # a new session
+                for _ in range(3):
+                    for k in want:
+                        assert b.execute(lookup, (k,), prepare=True).fetchall() == want[k]
+            if answered.count > before and not read:
+                break
+        else:
+            raise AssertionError(f"another session read the keys again: {read}")
+        a.execute("UPDATE t SET n = 12 WHERE id = 1")
+        with psycopg.connect(dsn, autocommit=True) as b:
+            for c in (a, b):
+                assert c.execute(lookup, (1,), prepare=True).fetchall() == [("a", 1, 12)]

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -234,7 +236,8 @@ def run_steps(
 
 
 class LastFound:
-    """What the last at-once reads of a template found, each attribute replaced whole (safe
+    """What the last at-once reads of templates of one shape (:func:`_shared_last`: every
+    session's executions of a prepared lookup) found, each attribute replaced whole (safe
     from any thread), each used again while the state seen last is the same object and the
     timestamp is one it is valid for: ``index``, the contents of the item's shard by the
     probe's column; ``no_errors``, the errors shard's state seen last with the first
@@ -248,6 +251,35 @@ class LastFound:
         self.index: small_reads.SeenIndex | None = None
         self.no_errors: tuple[ShardState, int] | None = None
         self.rows: tuple[dict[Datum, Multiset], dict[Datum, list[tuple[Row, int]]]] | None = None
+
+
+_SHARED: Final[weakref.WeakKeyDictionary[object, dict[tuple[object, ...], LastFound]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per environment (its persist client), the :class:`LastFound` of every template whose
+at-once reads find the same things: all sessions' executions of one prepared lookup share
+what their reads found (the shard's index, the keys' rows)."""
+_SHARED_LOCK: Final = threading.Lock()
+_SHARED_MAX: Final = 1024
+"""Shapes of reads kept per environment (beyond it, all go: a cache)."""
+
+
+def _shared_last(rt: Runtime, shard: ShardId, errors: ShardId | None, probe: Probe) -> LastFound:
+    """The :class:`LastFound` shared by at-once reads of ``shard`` (and its ``errors`` shard)
+    through ``probe``'s column whose kept rows per key are the same: a
+    :attr:`~Probe.pure` probe's are its projections of the base rows; another's, the base
+    rows themselves (:func:`base_rows` of the base's columns)."""
+    shape = (shard, errors, probe.column, probe.base.desc, probe.steps if probe.pure else None)
+    with _SHARED_LOCK:
+        by_shape = _SHARED.get(rt.persist)
+        if by_shape is None:
+            by_shape = _SHARED[rt.persist] = {}
+        found = by_shape.get(shape)
+        if found is None:
+            if len(by_shape) >= _SHARED_MAX:
+                by_shape.clear()
+            found = by_shape[shape] = LastFound()
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +333,7 @@ def at_once(
     ):
         here = route.base.id, route.here_up_to if route.cluster is not None else None
     if here is not None:
+        assert probe is not None
         found = rt.catalog.find_id(here[0])
         if isinstance(found, (TableItem, MaterializedViewItem)):
             shard = rt.storage.collection_metadata(found.id).shard
@@ -314,6 +347,7 @@ def at_once(
                 here[1],
                 shard,
                 errors,
+                last=_shared_last(rt, shard, errors, probe),
                 seen=rt.persist.seen_states(shard),
                 errors_seen=None if errors is None else rt.persist.seen_states(errors),
             )
