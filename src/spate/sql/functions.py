@@ -70,6 +70,15 @@ def _float_trunc(x: ScalarExpr) -> ScalarExpr:
     return Cast(Cast(x, INT64), FLOAT64)
 
 
+def _in_tens(x: ScalarExpr, n: int, whole: Callable[[ScalarExpr], ScalarExpr]) -> Typed:
+    """``x`` at ``10^n`` (``n > 0``): ``x / 10^n`` made an integer by ``whole``, times
+    ``10^n``, as ``numeric(38, 0)``."""
+    n = min(n, 37)
+    down = CallBinary(BinaryFunc.MUL, x, Literal(Decimal(1).scaleb(-n), numeric(n, n)))
+    up = CallBinary(BinaryFunc.MUL, whole(down), Literal(Decimal(10) ** n, numeric(n + 1, 0)))
+    return Typed(Cast(up, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+
+
 def round_(b: BinderBase, node: exp.Expression) -> Typed:
     t = _number(b, node.this, "round")
     has_digits = node.args.get("decimals") is not None
@@ -83,11 +92,7 @@ def round_(b: BinderBase, node: exp.Expression) -> Typed:
         t = b.coerce(t, pg_numeric(numeric(38, 0)), node.this, explicit=True)
     if t.type.name == "numeric" and digits < 0:
         # round(d, -n): round d / 10^n to an integer, times 10^n
-        n = min(-digits, 37)
-        down = CallBinary(BinaryFunc.MUL, t.expr, Literal(Decimal(1).scaleb(-n), numeric(n, n)))
-        rounded = Cast(down, numeric(38, 0))
-        up = CallBinary(BinaryFunc.MUL, rounded, Literal(Decimal(10) ** n, numeric(n + 1, 0)))
-        return Typed(Cast(up, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+        return _in_tens(t.expr, -digits, lambda down: Cast(down, numeric(38, 0)))
     if t.type.name == "numeric":
         scale = max(0, min(digits, 38))
         return Typed(Cast(t.expr, numeric(38, scale)), pg_numeric(numeric(38, scale)))
@@ -176,11 +181,7 @@ def trunc(b: BinderBase, node: exp.Expression) -> Typed:
         return Typed(Cast(moved, numeric(38, n)), pg_numeric(numeric(38, n)))
     if t.type.name == "numeric" and digits < 0:
         # trunc(d, -n): d / 10^n truncated to an integer, times 10^n
-        n = min(-digits, 37)
-        down = CallBinary(BinaryFunc.MUL, t.expr, Literal(Decimal(1).scaleb(-n), numeric(n, n)))
-        whole = Cast(Cast(down, INT64), numeric(38, 0))
-        up = CallBinary(BinaryFunc.MUL, whole, Literal(Decimal(10) ** n, numeric(n + 1, 0)))
-        return Typed(Cast(up, numeric(38, 0)), pg_numeric(numeric(38, 0)))
+        return _in_tens(t.expr, -digits, lambda down: Cast(Cast(down, INT64), numeric(38, 0)))
     if t.type.name == "numeric":
         return Typed(Cast(Cast(t.expr, INT64), numeric(38, 0)), pg_numeric(numeric(38, 0)))
     if has_digits:
