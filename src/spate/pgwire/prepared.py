@@ -224,15 +224,16 @@ def lookup_at_once(
         return None
     _starting(state)
     env.read_done(started)
+    if at_once.probe is None or not at_once.probe.pure:  # its rows are new every read
+        return _result(kept.output, found)
     answers = kept.answers
     hit = answers.get(values)
     if hit is not None and hit[0] is found:
         return hit[1]
     answer = _result(kept.output, found)
-    if at_once.probe is not None and at_once.probe.pure:
-        if len(answers) >= _ANSWERS:
-            answers.clear()
-        answers[values] = (found, answer)
+    if len(answers) >= _ANSWERS:
+        answers.clear()
+    answers[values] = (found, answer)
     return answer
 
 
