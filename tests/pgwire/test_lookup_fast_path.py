@@ -130,6 +130,19 @@ _SCRIPT: list[bytes] = [
     _lookup(b"1"),  # a cluster that does not exist: its error, as usual
     _query("RESET cluster"),
     _lookup(b"1"),
+    # the same Bind with values of other lengths, then a NULL, after lookups of one shape
+    _lookup(b"12345") + _lookup(b"3") + _lookup(b"-1") + _lookup(None) + _lookup(b"2"),
+    # the statement described (ParameterDescription known), then looked up again
+    wire.message(b"D", b"Ss1\0") + _SYNC,
+    _lookup(b"1") + _lookup(b"3"),
+    # s1 closed and prepared again as another statement: its lookups answer the new one
+    wire.message(b"C", b"Ss1\0") + wire.parse_msg("SELECT n, v FROM t WHERE id = $1", "s1", (20,)),
+    _SYNC,
+    _lookup(b"1") + _lookup(b"3") + _lookup(b"2"),
+    # and as a statement of a text parameter: the same Bind's bytes, another decoding
+    wire.message(b"C", b"Ss1\0") + wire.parse_msg("SELECT id, n FROM t WHERE v = $1", "s1", (25,)),
+    _SYNC,
+    _lookup(b"1") + _lookup(b"a") + _lookup(b"2"),
     wire.message(b"X"),
 ]
 
@@ -187,9 +200,49 @@ def test_answered_in_one_step_as_message_by_message(
     assert in_one_step == one_by_one
     assert answered.count >= 20, answered.count
     codes = [wire.error_code(body) for kind, body in one_by_one if kind == b"E"]
-    # the errors the script makes; the last, of a cluster that does not exist
-    assert codes[:-1] == ["34000", "22P02", "22P02", "22003", "08P01", "26000", "22P02", "25P02"]
+    # the errors the script makes; the ninth, of a cluster that does not exist
+    assert codes[:8] == ["34000", "22P02", "22P02", "22003", "08P01", "26000", "22P02", "25P02"]
     assert len(codes) == 9
+
+
+def test_a_bind_like_the_last_one_is_not_parsed_again(
+    served: tuple[int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup's Bind of the shape of the last one answered in one step (the same
+    statement, formats and count of values) is read without parsing it again; its answers
+    are those of every other lookup."""
+    import spate.pgwire.codec as codec
+
+    port, dsn = served
+    _setup(dsn)
+    answered = _Answered(monkeypatch)
+    parsed: list[bytes] = []
+    real = codec.parse_bind
+
+    def parse_bind(body: bytes) -> Any:
+        parsed.append(body)
+        return real(body)
+
+    monkeypatch.setattr(codec, "parse_bind", parse_bind)
+    want = {b"1": 1, b"2": 1, b"3": 1, b"9": 0, b"12345": 0}
+    sock = wire.connect(port)
+    try:
+        sock.sendall(wire.parse_msg("SELECT v, id, n FROM t WHERE id = $1", "s1", (20,)) + _SYNC)
+        wire.until(sock, b"Z")
+        for _ in range(3):  # the first Binds: read as usual, then in one step
+            sock.sendall(_lookup(b"1"))
+            wire.until(sock, b"Z")
+        before = answered.count
+        parsed.clear()
+        for _ in range(5):
+            for key, rows in want.items():
+                sock.sendall(_lookup(key))
+                got = wire.until(sock, b"Z")
+                assert [kind for kind, _ in got] == [b"2", b"T", *[b"D"] * rows, b"C", b"Z"]
+    finally:
+        sock.close()
+    assert answered.count - before == 5 * len(want)
+    assert parsed == [], parsed
 
 
 def _pg_url() -> str:

@@ -120,6 +120,56 @@ class _Encoding:
     encoder: RowEncoder
 
 
+@dataclass(frozen=True, slots=True)
+class _BindShape:
+    """A lookup's Bind of one value (to the unnamed portal) as bytes: everything before the
+    value (``body[:value_at - 4]``: portal, statement, parameter formats, count) and after it
+    (its last ``tail`` bytes: the result formats), the same for every execution of a
+    prepared lookup by a client; a Bind that has them, and its value's length field in
+    place, is the same Bind with another value (:meth:`fits`), decoded with ``decode``."""
+
+    head: bytes
+    tail: int
+    suffix: bytes
+    value_at: int
+    name: str
+    stmt: Prepared
+    undescribed: bool
+    result_formats: tuple[int, ...]
+    decode: Callable[[bytes], object]
+
+    @staticmethod
+    def of(
+        body: bytes, m: codec.Bind, stmt: Prepared, decode: Callable[[bytes], object]
+    ) -> _BindShape:
+        raw = m.params[0]
+        assert raw is not None
+        tail = 2 + 2 * len(m.result_formats)
+        value_at = len(body) - tail - len(raw)
+        return _BindShape(
+            body[: value_at - 4],
+            tail,
+            body[-tail:],
+            value_at,
+            m.statement,
+            stmt,
+            stmt.described is None,
+            m.result_formats,
+            decode,
+        )
+
+    def fits(self, body: bytes, statements: dict[str, Prepared]) -> bool:
+        """Whether ``body`` is a Bind of this shape whose statement is still this one."""
+        if not (body.startswith(self.head) and body.endswith(self.suffix)):
+            return False
+        (size,) = _LENGTH.unpack_from(body, self.value_at - 4)
+        return (
+            size == len(body) - self.value_at - self.tail
+            and statements.get(self.name) is self.stmt
+            and (self.stmt.described is None) == self.undescribed
+        )
+
+
 class Closed(Exception):
     """The connection ended (client went away, Terminate, or a fatal error)."""
 
@@ -180,6 +230,8 @@ class Session:
         list is the same result: a kept answer given again) and their encoder. A cache of at
         most :data:`ENCODED_BYTES` of DataRows (``_encoded_bytes``)."""
         self._encoded_bytes = 0
+        self._shape: _BindShape | None = None
+        """The shape of the last lookup's Bind of one value answered at once."""
         self._lookup: _LookupAtOnce | None = getattr(engine, "lookup_at_once", None)
         """The engine's ``lookup_at_once`` (``None``: it has none)."""
         peer = writer.get_extra_info("peername")
@@ -596,24 +648,17 @@ class Session:
             return 0
         if body[:1] != b"\0" or self._lookup is None:  # a named portal
             return 0
+        shape = self._shape
+        stmt: Prepared | None
         try:
-            m = codec.parse_bind(body)
-            stmt = self._statements.get(m.statement)
-            if (
-                stmt is None
-                or not stmt.plain
-                or stmt.parsed is None
-                or not m.params
-                or None in m.params  # NULL: planned as usual
-                or len(m.result_formats) > 1
-                or len(stmt.sql) + 16 * len(m.params) > OFF_LOOP_CHARS
-            ):
-                return 0
-            decoders = value_decoders(stmt, m)
-            if decoders is None:
-                return 0
-            values = tuple([d(v) for d, v in zip(decoders, m.params, strict=True)])  # type: ignore[arg-type]
+            if shape is not None and shape.fits(body, self._statements):
+                stmt, result_formats = shape.stmt, shape.result_formats
+                values: tuple[object, ...] = (shape.decode(body[shape.value_at : -shape.tail]),)
+            else:
+                stmt, result_formats, values = self._bound_lookup(body)
         except Exception:  # a malformed Bind, a value that does not decode: answered as usual
+            return 0
+        if stmt is None:
             return 0
         self._fresh_cancel()
         answered = self._lookup(stmt.plans, values, self._ctx)
@@ -621,7 +666,7 @@ class Session:
             return 0
         rows = answered.rows
         try:
-            encoding = self._encoding_of(answered.schema, m.result_formats)
+            encoding = self._encoding_of(answered.schema, result_formats)
             data = self._whole(rows, encoding.encoder)
         except Exception:  # a value the encoder refuses: the Execute answers the error
             return 0
@@ -630,7 +675,7 @@ class Session:
             old.close()
         self._portals[""] = Portal(
             stmt.sql,
-            m.result_formats,
+            result_formats,
             schema=answered.schema,
             tag=answered.tag,
             offset=len(rows),
@@ -647,6 +692,34 @@ class Session:
         out.append(_COMPLETE.get(tag) or codec.command_complete(tag))
         out.append(_READY[self._status])
         return size
+
+    def _bound_lookup(
+        self, body: bytes
+    ) -> tuple[Prepared | None, tuple[int, ...], tuple[object, ...]]:
+        """The prepared statement a lookup's Bind (``body``) binds, its result formats and its
+        values decoded, when the Bind is one :meth:`_answer_lookup` may answer (else the
+        statement is ``None``); a Bind of one value is kept as the session's
+        :class:`_BindShape`, so that the next one of that shape is read without parsing it.
+        Raises for a malformed Bind or a value that does not decode."""
+        m = codec.parse_bind(body)
+        stmt = self._statements.get(m.statement)
+        if (
+            stmt is None
+            or not stmt.plain
+            or stmt.parsed is None
+            or not m.params
+            or None in m.params  # NULL: planned as usual
+            or len(m.result_formats) > 1
+            or len(stmt.sql) + 16 * len(m.params) > OFF_LOOP_CHARS
+        ):
+            return None, (), ()
+        decoders = value_decoders(stmt, m)
+        if decoders is None:
+            return None, (), ()
+        values = tuple([d(v) for d, v in zip(decoders, m.params, strict=True)])  # type: ignore[arg-type]
+        if len(values) == 1:
+            self._shape = _BindShape.of(body, m, stmt, decoders[0])
+        return stmt, m.result_formats, values
 
     async def _describe(self, body: bytes) -> None:
         m = codec.parse_target(body, "Describe")
