@@ -557,7 +557,7 @@ class EnvironmentOperations(EnvironmentBase):
             ...  # the read
             env.read_done(started)
         """
-        self._metrics.peek_done(started, failed=False)
+        self._metrics.read_at_once_done(started)
 
     def select_seen(
         self, route: ReadPlan, *, as_of: int | None, isolation: Isolation
