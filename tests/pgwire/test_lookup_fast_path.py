@@ -17,6 +17,7 @@ import pytest
 
 from spate.pgwire.session import Session
 from tests.pgwire import wire
+from tests.pgwire._calls import calls
 from tests.pgwire._encoded import encoded_rows
 from tests.pgwire._pg_scratch import pg_scratch
 from tests.pgwire._served import environment_served
@@ -216,14 +217,7 @@ def test_a_bind_like_the_last_one_is_not_parsed_again(
     port, dsn = served
     _setup(dsn)
     answered = _Answered(monkeypatch)
-    parsed: list[bytes] = []
-    real = codec.parse_bind
-
-    def parse_bind(body: bytes) -> Any:
-        parsed.append(body)
-        return real(body)
-
-    monkeypatch.setattr(codec, "parse_bind", parse_bind)
+    parsed = calls(monkeypatch, codec, "parse_bind")
     want = {b"1": 1, b"2": 1, b"3": 1, b"9": 0, b"12345": 0}
     sock = wire.connect(port)
     try:
@@ -419,14 +413,7 @@ def test_sessions_share_what_their_lookups_read(
     _, dsn = served
     _setup(dsn)
     answered = _Answered(monkeypatch)
-    read: list[object] = []
-    real = reads_at_once.base_rows
-
-    def base_rows(probe: Any, rows: Any) -> Any:
-        read.append(rows)
-        return real(probe, rows)
-
-    monkeypatch.setattr(reads_at_once, "base_rows", base_rows)
+    read = calls(monkeypatch, reads_at_once, "base_rows")
     lookup = "SELECT v, id, n FROM t WHERE id = %s"
     want = {1: [("a", 1, 10)], 2: [(None, 2, None)], 3: [("it's", 3, -5)], 9: []}
     with psycopg.connect(dsn, autocommit=True) as a:

@@ -30,6 +30,7 @@ from spate.repr.desc import RelationDesc
 from spate.repr.types import INT64, TEXT
 from spate.sql import MemoryCatalog, parse, plan_statements
 from spate.sql import statements as st
+from tests.pgwire._calls import calls
 from tests.pgwire._pg_scratch import pg_scratch
 
 # -- the template, without a server ---------------------------------------------------------------
@@ -373,17 +374,9 @@ def test_a_probe_keeps_the_rows_the_plan_of_the_values_text_keeps(
         assert got == want, (values, contents)
 
 
-def _hops(monkeypatch: pytest.MonkeyPatch, env: Environment) -> list[object]:
+def _hops(monkeypatch: pytest.MonkeyPatch, env: Environment) -> list[tuple[Any, ...]]:
     """Every read a kept lookup started on the environment's loop."""
-    started: list[object] = []
-    real = env.start_read
-
-    def counting(read: Any) -> Any:
-        started.append(read)
-        return real(read)
-
-    monkeypatch.setattr(env, "start_read", counting)
-    return started
+    return calls(monkeypatch, env, "start_read")
 
 
 @pytest.mark.parametrize("isolation", ["serializable", "strict serializable"])
