@@ -12,7 +12,11 @@ the wait between polls is cut short: the probe is read every ``probe_interval`` 
 ``QUIET_PROBE_FACTOR`` times less often once no upper moved for ``QUIET_AFTER_S``) and a
 poll starts as soon as it moved. A table written by the environment is then seen within about
 a millisecond instead of up to ``max_interval`` later, while a quiet replica still reads no
-shard state. The polls on the interval stay (the probe does not see this process's commits).
+shard state. With a probe the polls on the interval are a safety net only, at least
+``probe_poll_interval`` apart: the probe does not see this process's commits, but those that
+move an upper (a view's writes) are reported through :meth:`ShardUppers.observe`. (Without
+this floor a replica stepping every few tens of milliseconds read every shard's state two or
+three times a step, twice for nothing.)
 
 Guarantees: a cached upper never regresses and is never ahead of the shard (it is a value the
 shard had); registration is reference-counted and thread-safe (dataflows are built on the
@@ -55,11 +59,14 @@ class ShardUppers:
         max_interval: float = 0.05,
         probe: Callable[[], object] | None = None,
         probe_interval: float = 0.001,
+        probe_poll_interval: float = 0.25,
     ) -> None:
         self._fetch = fetch
         self._on_change = on_change
         self._probe = probe
         self._probe_interval = probe_interval
+        self._probe_poll = probe_poll_interval
+        """With a probe: the least time between polls the probe did not ask for."""
         self._last_change = time.monotonic()
         self._kicked = threading.Event()
         """Set with ``_kick``: ends a probing wait (which runs on a worker thread)."""
@@ -218,7 +225,8 @@ class ShardUppers:
             self._kick.clear()
             if self._probe is not None:
                 self._kicked.clear()
-                moved, changed = await asyncio.to_thread(self._probe_then_poll, interval, loop)
+                wait = max(interval, self._probe_poll)
+                moved, changed = await asyncio.to_thread(self._probe_then_poll, wait, loop)
                 if moved:
                     interval = self._min
                 continue
