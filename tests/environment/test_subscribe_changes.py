@@ -30,6 +30,23 @@ def test_changes_are_named_sorted_by_time_and_compare_as_plain_tuples() -> None:
     assert changes_of(None, DESC, row_type(DESC), upper=3) == []
 
 
+def test_changes_keep_nulls_intervals_and_rows_without_columns() -> None:
+    """An int column with NULLs, an interval column (made ``timedelta``-like values), a relation
+    of no columns: each row as ``to_pylist`` gives it, in named tuples, sorted by time."""
+    from spate.repr.types import INTERVAL
+
+    desc = RelationDesc.of(("k", INT64, True), ("i", INTERVAL, True))
+    iv = pa.array([(1, 2, 3), None], pa.month_day_nano_interval())
+    updates = pa.table({"k": [None, 4], "i": iv, TIME_COLUMN: [3, 3], DIFF_COLUMN: [2, -1]})
+    changes = changes_of(updates, desc, row_type(desc), upper=4)
+    assert [c.row.k for c in changes] == [None, 4] and changes[1].row.i is None
+    assert changes[0].row.i is not None and changes[0].diff == 2
+    empty = RelationDesc.of()
+    none = pa.table({TIME_COLUMN: [2, 1], DIFF_COLUMN: [1, 3]})
+    got = changes_of(none, empty, row_type(empty), upper=5)
+    assert got == [(1, (), 3), (2, (), 1)] and type(got[0]) is Change
+
+
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_quiet_intervals_are_skipped_unless_progress_is_asked_for(cluster_env: Environment) -> None:

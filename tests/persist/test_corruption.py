@@ -114,7 +114,7 @@ def test_small_parts_are_written_plain_and_large_ones_with_zstd() -> None:
     both. Each reads back the same."""
     shard = ShardId(uuid.uuid4())
     schema = updates_schema(DESC)
-    big = COMPRESS_MIN_BYTES // 8
+    big = COMPRESS_MIN_BYTES // 32  # ~36 bytes an update: past the threshold
     for rows, codec, full in (
         ([((1, "a"), 3, 1), ((1, "a"), 3, 1)], "UNCOMPRESSED", False),
         ([((i, "x" * 8), 3, 1) for i in range(big)], "ZSTD", True),

@@ -19,6 +19,7 @@ from spate.persist.blob import Blob
 from spate.persist.config import PersistConfig
 from spate.persist.consensus import Consensus
 from spate.persist.machine import Machine, Sleep
+from spate.persist.part_cache import PartCache
 from spate.persist.state import BatchPart, ShardState
 
 T = TypeVar("T")
@@ -51,6 +52,8 @@ class ShardContext:
     maintenance_pool: ThreadPoolExecutor | None = None
     """Where writers run their maintenance (``None``: inline, after each append)."""
     gc_cache: GcCache = field(default_factory=GcCache)
+    parts: PartCache = field(default_factory=lambda: PartCache(0))
+    """Tables of the parts this client wrote (:mod:`.part_cache`), shared by its shards."""
 
     @property
     def prefix(self) -> str:
@@ -76,6 +79,16 @@ class ShardContext:
         if len(parts) <= 1 or sum(p.encoded_size for p in parts) < _PARALLEL_BYTES:
             return [self.fetch_part(p, schema) for p in parts]
         return list(self.pool.map(lambda p: self.fetch_part(p, schema), parts))
+
+    def fetch_written(self, parts: list[BatchPart], schema: pa.Schema) -> list[pa.Table]:
+        """``parts`` for a merge by their writer: the tables this client encoded into them
+        where it kept them (:mod:`.part_cache`), the rest fetched and verified as by
+        :meth:`fetch_parts`. Reads that serve rows to anyone use :meth:`fetch_parts`, which
+        always verifies the blob."""
+        kept = [self.parts.get(p, schema) for p in parts]
+        missing = [p for p, t in zip(parts, kept, strict=True) if t is None]
+        fetched = iter(self.fetch_parts(missing, schema))
+        return [t if t is not None else next(fetched) for t in kept]
 
     def delete_quietly(self, keys: list[str]) -> None:
         """Best-effort delete of blobs nobody references (a failure leaves them to GC)."""

@@ -34,6 +34,7 @@ from spate.persist.config import PersistConfig
 from spate.persist.gc import GcReport, collect_garbage
 from spate.persist.location import Blob, Consensus, PersistLocation, open_blob, open_consensus
 from spate.persist.machine import Machine, Sleep
+from spate.persist.part_cache import PartCache
 from spate.persist.read import ReadHandle
 from spate.persist.since import SinceHandle, open_since_handle
 from spate.persist.state import (
@@ -102,6 +103,8 @@ class PersistClient:
         self._rng = random.Random(ids.uuid().int)
         self._shards: dict[ShardId, ShardContext] = {}
         self._lock = threading.Lock()
+        self.parts = PartCache(self.config.part_cache_bytes)
+        """Tables of the parts written through this client (:mod:`.part_cache`)."""
         self._pool = ThreadPoolExecutor(
             max_workers=self.config.fetch_threads, thread_name_prefix="spate-persist-fetch"
         )
@@ -136,6 +139,7 @@ class PersistClient:
                     sleep=self._sleep,
                     pool=self._pool,
                     maintenance_pool=self._maintenance_pool,
+                    parts=self.parts,
                 )
                 self._shards[shard_id] = ctx
             return ctx

@@ -158,6 +158,7 @@ def _write_output(ctx: ShardContext, table: pa.Table, actor: str) -> tuple[Batch
         except LocationError:
             ctx.delete_quietly([p.key for p in parts] + [key])
             raise
+        ctx.parts.put(key, chunk)
         parts.append(make_part(key, data, chunk.num_rows))
     return tuple(parts)
 
@@ -167,7 +168,7 @@ def compact(ctx: ShardContext, req: CompactionReq, *, actor: str, schema: pa.Sch
     inputs = req.inputs
     parts = [p for b in inputs for p in b.parts]
     try:
-        tables = ctx.fetch_parts(parts, schema)
+        tables = ctx.fetch_written(parts, schema)
     except BatchMissing:
         # Someone else compacted these inputs and GC deleted them: nothing to do.
         current = ctx.machine.fetch()
@@ -186,7 +187,9 @@ def compact(ctx: ShardContext, req: CompactionReq, *, actor: str, schema: pa.Sch
     applied = ctx.machine.apply(lambda s: apply_compaction(s, inputs, output))
     if not applied.result:
         ctx.delete_quietly([p.key for p in out_parts])
+        ctx.parts.discard(p.key for p in out_parts)
         return False
+    ctx.parts.discard(p.key for p in parts)
     _log.debug(
         "shard=%s compacted %d batches (%d updates) into %d updates at since %s",
         ctx.shard_id,

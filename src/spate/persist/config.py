@@ -33,6 +33,9 @@ class PersistConfig:
     * ``part_max_rows``: compaction splits its output into parts of at most this many rows.
     * ``fetch_threads``: parallel blob fetches of one read.
     * ``staging_dir``: where Spark reads of non-file blobs are staged (``None``: the temp dir).
+    * ``part_cache_bytes``: memory for the Arrow tables of parts this client wrote, which its
+      own later reads of them (compaction, mostly) take instead of decoding the blob
+      (:mod:`spate.persist.part_cache`; 0: none).
     """
 
     reader_lease_ms: int = 15 * MINUTE_MS
@@ -52,6 +55,7 @@ class PersistConfig:
     part_max_rows: int = 4_000_000
     fetch_threads: int = 4
     staging_dir: str | None = None
+    part_cache_bytes: int = 64 * 2**20
 
     def __post_init__(self) -> None:
         for name in (
@@ -71,6 +75,10 @@ class PersistConfig:
             raise ValueError(
                 "PersistConfig.compaction_min_inputs must be >= 2, "
                 f"got {self.compaction_min_inputs}"
+            )
+        if self.part_cache_bytes < 0:
+            raise ValueError(
+                f"PersistConfig.part_cache_bytes must be >= 0, got {self.part_cache_bytes}"
             )
         if self.compaction_min_bytes < 0:
             raise ValueError(

@@ -189,6 +189,7 @@ class WriteHandle:
         key = ctx.new_key(str(self.writer_id))
         ctx.retry(f"set {key}", lambda: ctx.blob.set(key, data))
         crash_point("persist.after_blob_set")
+        ctx.parts.put(key, table)
         return make_part(key, data, table.num_rows)
 
     # -- writing --------------------------------------------------------------------------------

@@ -113,3 +113,51 @@ async def test_the_first_upper_that_moved_wakes_its_waiters_before_the_other_sha
         poller.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await poller
+
+
+async def test_with_a_probe_the_shards_are_not_read_on_the_short_interval() -> None:
+    """With a change probe that does not move, the poller reads the shards only at its floor
+    (``probe_poll_interval``), not every ``min_interval``: the probe reports other processes'
+    commits and ``observe`` this one's."""
+    shard = ShardId(uuid.UUID(int=11))
+    polls: list[ShardId] = []
+
+    def fetch(s: ShardId) -> Antichain[int]:
+        polls.append(s)
+        return Antichain.of(1)
+
+    uppers = ShardUppers(
+        fetch, min_interval=0.005, max_interval=0.01, probe=lambda: 0, probe_poll_interval=0.2
+    )
+    uppers.register(shard, Antichain.of(1))
+    poller = asyncio.create_task(uppers.run())
+    try:
+        await asyncio.sleep(0.5)
+    finally:
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
+    assert 1 <= len(polls) <= 4, len(polls)  # the first poll, then one every 0.2 s
+
+
+async def test_a_shard_registered_without_an_upper_is_read_at_once_by_a_probing_poller() -> None:
+    """A new shard whose upper is not known does not wait for the poller's floor."""
+    known, new = ShardId(uuid.UUID(int=12)), ShardId(uuid.UUID(int=13))
+
+    def fetch(s: ShardId) -> Antichain[int]:
+        return Antichain.of(4)
+
+    uppers = ShardUppers(fetch, probe=lambda: 0, probe_poll_interval=30.0)  # (ended on cancel)
+    uppers.register(known, Antichain.of(1))
+    poller = asyncio.create_task(uppers.run())
+    try:
+        await asyncio.sleep(0.1)  # the first poll is done: the next one is 30 s away
+        uppers.register(new)
+        deadline = asyncio.get_running_loop().time() + 2.0
+        while uppers.upper(new) != Antichain.of(4):
+            assert asyncio.get_running_loop().time() < deadline, uppers.upper(new)
+            await asyncio.sleep(0.005)
+    finally:
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller

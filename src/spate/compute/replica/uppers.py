@@ -12,7 +12,12 @@ the wait between polls is cut short: the probe is read every ``probe_interval`` 
 ``QUIET_PROBE_FACTOR`` times less often once no upper moved for ``QUIET_AFTER_S``) and a
 poll starts as soon as it moved. A table written by the environment is then seen within about
 a millisecond instead of up to ``max_interval`` later, while a quiet replica still reads no
-shard state. The polls on the interval stay (the probe does not see this process's commits).
+shard state. With a probe the polls on the interval are a safety net only, at least
+``probe_poll_interval`` apart: the probe does not see this process's commits, but those that
+move an upper (a view's writes) are reported through :meth:`ShardUppers.observe`. (Without
+this floor a replica stepping every few tens of milliseconds read every shard's state two or
+three times a step, twice for nothing.) A shard registered without a known upper, and a
+waiter, start a poll at once; a cancelled poller ends its probing wait at once.
 
 Guarantees: a cached upper never regresses and is never ahead of the shard (it is a value the
 shard had); registration is reference-counted and thread-safe (dataflows are built on the
@@ -55,11 +60,14 @@ class ShardUppers:
         max_interval: float = 0.05,
         probe: Callable[[], object] | None = None,
         probe_interval: float = 0.001,
+        probe_poll_interval: float = 0.25,
     ) -> None:
         self._fetch = fetch
         self._on_change = on_change
         self._probe = probe
         self._probe_interval = probe_interval
+        self._probe_poll = probe_poll_interval
+        """With a probe: the least time between polls the probe did not ask for."""
         self._last_change = time.monotonic()
         self._kicked = threading.Event()
         """Set with ``_kick``: ends a probing wait (which runs on a worker thread)."""
@@ -74,13 +82,17 @@ class ShardUppers:
     # -- registration (any thread) -----------------------------------------------------------
 
     def register(self, shard: ShardId, upper: Frontier | None = None) -> None:
-        """Watch ``shard`` (reference-counted); ``upper`` seeds the cache if known."""
+        """Watch ``shard`` (reference-counted); ``upper`` seeds the cache if known, else the
+        shard is read at the next poll, which a probing poller starts at once."""
         with self._lock:
             self._refs[shard] = self._refs.get(shard, 0) + 1
             if upper is not None:
                 self._advance(shard, upper)
-            else:
-                self._uppers.setdefault(shard, Antichain.minimum())
+                return
+            new = shard not in self._uppers
+            self._uppers.setdefault(shard, Antichain.minimum())
+        if new:
+            self._kicked.set()  # (ends a probe's wait; thread-safe)
 
     def unregister(self, shard: ShardId) -> None:
         with self._lock:
@@ -199,12 +211,21 @@ class ShardUppers:
         thread, without a round trip through the event loop between the two; whether the
         probe moved (or a waiter kicked), and whether an upper moved."""
         moved = self._probe_wait(interval)
+        # Cleared before the poll, not after: a kick during the poll (a shard registered, a
+        # waiter) ends the next wait at once rather than waiting out the floor.
+        self._kicked.clear()
         return moved, self._poll_once(loop)
 
     async def run(self) -> None:
         """Poll until cancelled."""
-        interval = self._min
         loop = asyncio.get_running_loop()
+        try:
+            await self._run(loop)
+        finally:  # a probing wait on a worker thread ends now, not at its deadline
+            self._kicked.set()
+
+    async def _run(self, loop: asyncio.AbstractEventLoop) -> None:
+        interval = self._min
         changed = await asyncio.to_thread(self._poll_once, loop)
         while True:
             if changed:
@@ -217,8 +238,8 @@ class ShardUppers:
                 interval = min(self._max, interval * 2)
             self._kick.clear()
             if self._probe is not None:
-                self._kicked.clear()
-                moved, changed = await asyncio.to_thread(self._probe_then_poll, interval, loop)
+                wait = max(interval, self._probe_poll)
+                moved, changed = await asyncio.to_thread(self._probe_then_poll, wait, loop)
                 if moved:
                     interval = self._min
                 continue

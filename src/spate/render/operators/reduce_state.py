@@ -184,9 +184,11 @@ class ReduceState:
         if len(positions.keys) - len(entries) + learned > self.capacity:
             fresh, learned = [], 0  # beyond the capacity: the touched keys are forgotten
         base = self.table.num_rows
-        new_keys = (
+        new_keys = (  # (from the chunks: pa.chunked_array of columns walks their values)
             as_int64(
-                pa.chunked_array([f.column(keys[0]) for f in fresh], schema.field(keys[0]).type)
+                pa.chunked_array(
+                    [c for f in fresh for c in f.column(keys[0]).chunks], schema.field(keys[0]).type
+                )
             )
             if learned
             else np.empty(0, np.int64)

@@ -425,9 +425,7 @@ class TopKState:
         g = len(slow)
         if lay.keys:
             both = [
-                pa.chunked_array(
-                    [touched.column(k), before.column(k).cast(touched.schema.field(k).type)]
-                )
+                _chunks_of(touched.column(k), before.column(k).cast(touched.schema.field(k).type))
                 for k in lay.keys
             ]
             ids, _ = group_ids(both, g + before.num_rows)
@@ -551,3 +549,9 @@ def spark_order(order_by: Sequence[ColumnOrder], data: list[str]) -> list[Column
     from pyspark.sql import functions as F
 
     return sort_columns(order_by) + [F.col(c).asc_nulls_last() for c in data]
+
+
+def _chunks_of(*columns: pa.ChunkedArray) -> pa.ChunkedArray:
+    """One column of the chunks of ``columns`` (of one type). Built from their chunks: given
+    the columns themselves, ``pa.chunked_array`` walks their values one by one in Python."""
+    return pa.chunked_array([c for column in columns for c in column.chunks], columns[0].type)

@@ -30,9 +30,12 @@ instead of joined (:class:`_RowIndex`: a 64-bit hash of each row, sorted): a loo
 search per index and a comparison of the candidates' columns, so no row ever becomes a Python
 object. Each new chunk becomes an index of its own; an index at most twice the size of the
 next is merged with it (as a binary counter), so there are O(log n) indexes and every row is
-re-sorted O(log n) times. :meth:`~TableContents.prepare` does that work on a worker thread
-while the committer's append is in flight, so a lookup right after an insert finds the insert
-indexed already. Changes given as rows are turned into a chunk of their own once they are many.
+re-sorted O(log n) times; a merge sums equal rows and drops those whose updates cancel, so a
+table taking updates keeps an index about its live size. Rows are looked up in hash order (the
+binary searches of each index walk it forwards). :meth:`~TableContents.prepare` does that
+work on a worker thread while the committer's append is in flight, so a lookup right after an
+insert finds the insert indexed already. Changes given as rows are turned into a chunk of their
+own once they are many.
 """
 
 from __future__ import annotations
@@ -293,7 +296,7 @@ class TableContents:
         wanted = list({r: None for r in rows if r not in self._known})
         if not wanted:
             return True
-        if any(v is None for r in wanted for v in r):
+        if any(None in r for r in wanted):  # a row's own test, in C
             return False
         if not self._chunks:
             self._known.update(dict.fromkeys(wanted, 0))
@@ -303,10 +306,15 @@ class TableContents:
             self._index_pending()
             cols = _int_rows(wanted, len(names))
             hashes = _hash(cols, len(wanted))
+            # Looked up in hash order: each run's binary searches then walk it forwards
+            order = np.argsort(hashes)
+            cols, hashes = [c[order] for c in cols], hashes[order]
             counts = np.zeros(len(wanted), dtype=np.int64)
             for run in self._runs:
                 counts += run.counts(cols, hashes)
-            self._known.update(zip(wanted, counts.tolist(), strict=True))
+            found = np.empty_like(counts)
+            found[order] = counts
+            self._known.update(zip(wanted, found.tolist(), strict=True))
             return True
         keys = rows_to_table(desc, wanted)
         keys = keys.append_column(_INDEX, pa.array(np.arange(len(wanted), dtype=np.int64)))
@@ -432,7 +440,7 @@ class _RowIndex:
     @classmethod
     def of_table(cls, table: pa.Table, names: list[str]) -> _RowIndex:
         cols = _int_columns(table, names)
-        diffs = np.asarray(table.column(DIFF_COLUMN).fill_null(0), dtype=np.int64)
+        diffs = _int_column(table.column(DIFF_COLUMN))
         if any(table.column(n).null_count for n in names):
             valid = np.ones(table.num_rows, dtype=bool)
             for n in names:
@@ -448,40 +456,83 @@ class _RowIndex:
         return len(self._diffs)
 
     def merged(self, other: _RowIndex) -> _RowIndex:
-        """One index of both: a merge of two sorted runs (linear, no sort)."""
-        at = np.searchsorted(self._hashes, other._hashes, side="right")
-        cols = [np.insert(a, at, b) for a, b in zip(self._cols, other._cols, strict=True)]
-        hashes = np.insert(self._hashes, at, other._hashes)
-        return _RowIndex(hashes, cols, np.insert(self._diffs, at, other._diffs))
+        """One index of both: a merge of two sorted runs (linear, no sort), consolidated
+        (:meth:`_consolidated`)."""
+        # Where each of ``other``'s rows goes (its rows are sorted: so are these), found once
+        # for every array (np.insert would sort the positions and mask again for each).
+        n, m = len(self._hashes), len(other._hashes)
+        theirs = np.searchsorted(self._hashes, other._hashes, side="right")
+        theirs += np.arange(m)
+        ours = np.ones(n + m, dtype=bool)
+        ours[theirs] = False
+
+        def merge(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            out = np.empty(n + m, dtype=a.dtype)
+            out[ours] = a
+            out[theirs] = b
+            return out
+
+        cols = [merge(a, b) for a, b in zip(self._cols, other._cols, strict=True)]
+        hashes = merge(self._hashes, other._hashes)
+        return _RowIndex(hashes, cols, merge(self._diffs, other._diffs))._consolidated()
+
+    def _consolidated(self) -> _RowIndex:
+        """This index with neighbouring equal rows summed and rows of diff 0 dropped: a
+        retraction merged with the insert it cancels leaves nothing, so a table taking updates
+        keeps an index about its live size rather than every update it ever took. (Equal rows
+        are neighbours unless a row of another value with the same hash lies between them;
+        :meth:`counts` adds up every candidate, so those stay right unconsolidated.)"""
+        hashes, diffs = self._hashes, self._diffs
+        if len(hashes) < 2:
+            return self
+        same = hashes[1:] == hashes[:-1]
+        if not same.any():
+            return self
+        for c in self._cols:
+            same &= c[1:] == c[:-1]
+        starts = np.flatnonzero(np.concatenate(([True], ~same)))
+        if len(starts) == len(hashes) and diffs.all():
+            return self
+        sums = np.add.reduceat(diffs, starts)
+        keep = starts[sums != 0]
+        return _RowIndex(hashes[keep], [c[keep] for c in self._cols], sums[sums != 0])
 
     def counts(self, wanted: list[np.ndarray], hashes: np.ndarray) -> np.ndarray:
         """The count of each row given by its columns ``wanted`` (no NULL) and their
         ``hashes`` (:func:`_hash`)."""
-        if not self.size:
+        size = self.size
+        if not size:
             return np.zeros(len(hashes), dtype=np.int64)
         lo = np.searchsorted(self._hashes, hashes, side="left")
-        hi = np.searchsorted(self._hashes, hashes, side="right")
         # The usual case, one candidate (or none) per row, compared column by column at once;
         # rows whose hash several indexed rows share, one by one.
-        single = hi - lo == 1
-        candidate = np.where(single, lo, 0)
-        same = single.copy()
+        candidate = np.minimum(lo, size - 1)
+        same = self._hashes[candidate] == hashes
+        several = same & (candidate + 1 < size)
+        several[several] = self._hashes[candidate[several] + 1] == hashes[several]
+        same &= ~several
         for c, w in zip(self._cols, wanted, strict=True):
             same &= c[candidate] == w
         out = np.where(same, self._diffs[candidate], 0).astype(np.int64)
-        for i in np.flatnonzero(hi - lo > 1).tolist():
+        for i in np.flatnonzero(several).tolist():
             n = 0
-            for j in range(lo[i], hi[i]):
+            j = int(lo[i])
+            while j < size and self._hashes[j] == hashes[i]:
                 if all(c[j] == w[i] for c, w in zip(self._cols, wanted, strict=True)):
                     n += int(self._diffs[j])
+                j += 1
             out[i] = n
         return out
 
 
 def _int_columns(table: pa.Table, names: list[str]) -> list[np.ndarray]:
-    return [
-        np.asarray(table.column(n).cast(pa.int64()).fill_null(0), dtype=np.int64) for n in names
-    ]
+    return [_int_column(table.column(n)) for n in names]
+
+
+def _int_column(column: pa.ChunkedArray) -> np.ndarray:
+    if column.type == pa.int64() and not column.null_count:  # as it is (no cast, no fill)
+        return np.asarray(column.to_numpy(), dtype=np.int64)
+    return np.asarray(column.cast(pa.int64()).fill_null(0), dtype=np.int64)
 
 
 def _int_rows(rows: list[Row], width: int) -> list[np.ndarray]:
