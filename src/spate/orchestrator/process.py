@@ -104,7 +104,11 @@ def _cmdline(pid: int) -> list[str] | None:
 
 
 async def port_open(host: str, port: int) -> bool:
-    """Whether something accepts TCP connections at ``host:port``."""
+    """Whether something accepts TCP connections at ``host:port``. A cancellation of the
+    calling task while it probes raises, also when the connection was made in the same
+    instant: Python 3.11's ``asyncio.wait_for`` then returns the connection and drops the
+    cancellation (fixed in 3.12), and a supervisor stopped that way went on to wait for its
+    process forever (an ``Environment.close`` hung with it)."""
     try:
         _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=1.0)
     except (OSError, TimeoutError):
@@ -112,6 +116,9 @@ async def port_open(host: str, port: int) -> bool:
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():  # a cancel wait_for returned through
+        raise asyncio.CancelledError
     return True
 
 
