@@ -9,6 +9,7 @@ treats it.
 from __future__ import annotations
 
 import itertools
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -206,3 +207,56 @@ def cast_name(pg: pgt.PgType | None) -> str | None:
         "float4": "real",
         "bool": "boolean",
     }.get(pg.name, pg.name)
+
+
+_VALUE_LENGTH: Final = struct.Struct("!i")
+
+
+@dataclass(frozen=True, slots=True)
+class BindShape:
+    """A lookup's Bind of one value (to the unnamed portal) as bytes: everything before the
+    value (``body[:value_at - 4]``: portal, statement, parameter formats, count) and after it
+    (its last ``tail`` bytes: the result formats), the same for every execution of a
+    prepared lookup by a client; a Bind that has them, and its value's length field in
+    place, is the same Bind with another value (:meth:`fits`), decoded with ``decode``."""
+
+    head: bytes
+    tail: int
+    suffix: bytes
+    value_at: int
+    name: str
+    stmt: Prepared
+    undescribed: bool
+    result_formats: tuple[int, ...]
+    decode: Callable[[bytes], object]
+
+    @staticmethod
+    def of(
+        body: bytes, m: codec.Bind, stmt: Prepared, decode: Callable[[bytes], object]
+    ) -> BindShape:
+        raw = m.params[0]
+        assert raw is not None
+        tail = 2 + 2 * len(m.result_formats)
+        value_at = len(body) - tail - len(raw)
+        return BindShape(
+            body[: value_at - 4],
+            tail,
+            body[-tail:],
+            value_at,
+            m.statement,
+            stmt,
+            stmt.described is None,
+            m.result_formats,
+            decode,
+        )
+
+    def fits(self, body: bytes, statements: dict[str, Prepared]) -> bool:
+        """Whether ``body`` is a Bind of this shape whose statement is still this one."""
+        if not (body.startswith(self.head) and body.endswith(self.suffix)):
+            return False
+        (size,) = _VALUE_LENGTH.unpack_from(body, self.value_at - 4)
+        return (
+            size == len(body) - self.value_at - self.tail
+            and statements.get(self.name) is self.stmt
+            and (self.stmt.described is None) == self.undescribed
+        )

@@ -41,6 +41,7 @@ from sqlglot.tokenizer_core import TokenType
 from spate.errors import EvaluationFailed
 from spate.pgwire import codec, guc, statements
 from spate.pgwire.binding import (
+    BindShape,
     Prepared,
     bind,
     bind_values,
@@ -120,56 +121,6 @@ class _Encoding:
     encoder: RowEncoder
 
 
-@dataclass(frozen=True, slots=True)
-class _BindShape:
-    """A lookup's Bind of one value (to the unnamed portal) as bytes: everything before the
-    value (``body[:value_at - 4]``: portal, statement, parameter formats, count) and after it
-    (its last ``tail`` bytes: the result formats), the same for every execution of a
-    prepared lookup by a client; a Bind that has them, and its value's length field in
-    place, is the same Bind with another value (:meth:`fits`), decoded with ``decode``."""
-
-    head: bytes
-    tail: int
-    suffix: bytes
-    value_at: int
-    name: str
-    stmt: Prepared
-    undescribed: bool
-    result_formats: tuple[int, ...]
-    decode: Callable[[bytes], object]
-
-    @staticmethod
-    def of(
-        body: bytes, m: codec.Bind, stmt: Prepared, decode: Callable[[bytes], object]
-    ) -> _BindShape:
-        raw = m.params[0]
-        assert raw is not None
-        tail = 2 + 2 * len(m.result_formats)
-        value_at = len(body) - tail - len(raw)
-        return _BindShape(
-            body[: value_at - 4],
-            tail,
-            body[-tail:],
-            value_at,
-            m.statement,
-            stmt,
-            stmt.described is None,
-            m.result_formats,
-            decode,
-        )
-
-    def fits(self, body: bytes, statements: dict[str, Prepared]) -> bool:
-        """Whether ``body`` is a Bind of this shape whose statement is still this one."""
-        if not (body.startswith(self.head) and body.endswith(self.suffix)):
-            return False
-        (size,) = _LENGTH.unpack_from(body, self.value_at - 4)
-        return (
-            size == len(body) - self.value_at - self.tail
-            and statements.get(self.name) is self.stmt
-            and (self.stmt.described is None) == self.undescribed
-        )
-
-
 class Closed(Exception):
     """The connection ended (client went away, Terminate, or a fatal error)."""
 
@@ -230,7 +181,7 @@ class Session:
         list is the same result: a kept answer given again) and their encoder. A cache of at
         most :data:`ENCODED_BYTES` of DataRows (``_encoded_bytes``)."""
         self._encoded_bytes = 0
-        self._shape: _BindShape | None = None
+        self._shape: BindShape | None = None
         """The shape of the last lookup's Bind of one value answered at once."""
         self._lookup: _LookupAtOnce | None = getattr(engine, "lookup_at_once", None)
         """The engine's ``lookup_at_once`` (``None``: it has none)."""
@@ -699,7 +650,8 @@ class Session:
         """The prepared statement a lookup's Bind (``body``) binds, its result formats and its
         values decoded, when the Bind is one :meth:`_answer_lookup` may answer (else the
         statement is ``None``); a Bind of one value is kept as the session's
-        :class:`_BindShape`, so that the next one of that shape is read without parsing it.
+        :class:`~spate.pgwire.binding.BindShape`, so that the next one of that shape is read
+        without parsing it.
         Raises for a malformed Bind or a value that does not decode."""
         m = codec.parse_bind(body)
         stmt = self._statements.get(m.statement)
@@ -718,7 +670,7 @@ class Session:
             return None, (), ()
         values = tuple([d(v) for d, v in zip(decoders, m.params, strict=True)])  # type: ignore[arg-type]
         if len(values) == 1:
-            self._shape = _BindShape.of(body, m, stmt, decoders[0])
+            self._shape = BindShape.of(body, m, stmt, decoders[0])
         return stmt, m.result_formats, values
 
     async def _describe(self, body: bytes) -> None:
